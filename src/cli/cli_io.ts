@@ -1,0 +1,21 @@
+/**
+ * CliIo: where a subcommand writes. Subcommands take it instead of touching process streams, so
+ * tests run them in-process and read what they printed.
+ */
+import { writeStderr, writeStdout } from "../runtime/process.ts";
+
+/** Output streams of a command. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** The process's own stdout and stderr. */
+export const processIo: CliIo = { out: writeStdout, err: writeStderr };
+
+/** Exit codes every subcommand shares. */
+export const EXIT_OK = 0;
+/** Failure at run time (server unreachable, a file unreadable, a check failed). */
+export const EXIT_FAILURE = 1;
+/** Wrong arguments: usage printed on stderr. */
+export const EXIT_USAGE = 2;

@@ -1,0 +1,47 @@
+/**
+ * cli: the `aria` command line. Dispatches the first argument to a subcommand; each subcommand
+ * parses its own flags (node:util parseArgs), prints usage on --help, and answers wrong arguments
+ * with a usage message on stderr and exit code 2.
+ */
+import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
+
+export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
+
+/** Aria's version, printed by `aria version`. */
+export const ARIA_VERSION = "0.1.0";
+
+interface Command {
+  summary: string;
+  run(args: string[], io: CliIo): Promise<number>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  version: {
+    summary: "print the version",
+    run: async (_args, io) => {
+      io.out(`aria ${ARIA_VERSION}\n`);
+      return EXIT_OK;
+    },
+  },
+};
+
+/** The top-level usage text. */
+export function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(10)} ${command.summary}`);
+  return `Usage: aria <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nRun 'aria <command> --help' for a command's options.\n`;
+}
+
+/** Runs the command line `args` (without the program name); resolves to the exit code. */
+export async function runCli(args: string[], io: CliIo = processIo): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    (name === undefined ? io.err : io.out)(usage());
+    return name === undefined ? EXIT_USAGE : EXIT_OK;
+  }
+  const command = COMMANDS[name];
+  if (command === undefined) {
+    io.err(`aria: unknown command '${name}'\n\n${usage()}`);
+    return EXIT_USAGE;
+  }
+  return command.run(rest, io);
+}

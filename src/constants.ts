@@ -1,0 +1,154 @@
+/**
+ * Every limit of Aria, in one place, each with the reason for its value.
+ * Relations between limits are asserted at load, so an edit that breaks one fails at start-up
+ * rather than in production. Tests shrink the tunable ones through the options each structure
+ * takes (ring capacity, pool blocks), never by editing this file.
+ */
+import { assert } from "./stdx/assert.ts";
+
+// ---- Topics ---------------------------------------------------------------------------------
+
+/** Bytes in a topic name: keeps names short enough to repeat in every persisted record. */
+export const TOPIC_BYTES_MAX = 255;
+/** Segments in a topic: a deeper tree is a modelling mistake, and depth bounds tree walks. */
+export const TOPIC_SEGMENTS_MAX = 32;
+/** Segments that name a topic's partition (DESIGN: "the first two segments"). */
+export const PARTITION_SEGMENTS = 2;
+/** Distinct topics a server interns: topic ids index typed arrays, so they must stay bounded. */
+export const TOPICS_MAX = 1 << 22;
+/** Entries in one filter: filters are matched per topic id and cached, but parsing is linear. */
+export const FILTER_ENTRIES_MAX = 256;
+
+// ---- Tip: ring buffer ----------------------------------------------------------------------
+
+/** Default ring capacity: the tip holds this many bytes of the newest records. */
+export const TIP_BYTES_DEFAULT = 256 * 1024 * 1024;
+/** Smallest ring: tests use tiny rings to reach wrap-around in a few records. */
+export const TIP_BYTES_MIN = 1024;
+/**
+ * Largest ring: index entries store a record's offset in 8-byte units in a u32,
+ * so offsets address up to 32 GiB; 4 GiB keeps one ArrayBuffer within engine limits.
+ */
+export const TIP_BYTES_MAX = 4 * 1024 * 1024 * 1024 - 8;
+/** Records start on this boundary so the f64 header fields read through a Float64Array. */
+export const RECORD_ALIGN_BYTES = 8;
+/** Ring record header: length u32, topic id u32, seq f64, publish time µs f64 (see ring.ts). */
+export const RECORD_HEADER_BYTES = 24;
+/** The smallest legal record in all: header plus an 8-byte payload. */
+export const RECORD_BYTES_MIN = 32;
+/** Largest payload: a record must fit in the smallest ring several times over. */
+export const PAYLOAD_BYTES_MAX = 1024 * 1024;
+
+// ---- Tip: block pool and partition indexes -------------------------------------------------
+
+/** Index entries in one pool block (DESIGN: "fixed blocks of 1024 entries"). */
+export const INDEX_BLOCK_ENTRIES = 1024;
+/**
+ * Default block limit of the shared pool: enough for a full default ring of 32-byte records
+ * (8 Mi records = 8 Ki full blocks) plus one partly filled block for each of 56 Ki partitions.
+ * The typed arrays are allocated once at the limit; untouched pages cost no resident memory.
+ */
+export const POOL_BLOCKS_DEFAULT = 64 * 1024;
+/** Smallest pool: every partition index needs at least one block to hold an entry. */
+export const POOL_BLOCKS_MIN = 2;
+/** Partitions a tip indexes: partition ids index typed arrays. */
+export const PARTITIONS_MAX = 1 << 20;
+
+// ---- Relations -----------------------------------------------------------------------------
+
+assert(RECORD_BYTES_MIN >= RECORD_HEADER_BYTES + RECORD_ALIGN_BYTES, "record min holds header and one aligned word");
+assert(RECORD_HEADER_BYTES % RECORD_ALIGN_BYTES === 0, "payload starts aligned");
+assert(TIP_BYTES_MIN >= 4 * RECORD_BYTES_MIN, "smallest ring holds several records");
+assert(TIP_BYTES_MAX / RECORD_ALIGN_BYTES < 2 ** 32, "ring offsets in 8-byte units fit a u32");
+assert(TIP_BYTES_DEFAULT >= 4 * (RECORD_HEADER_BYTES + PAYLOAD_BYTES_MAX), "default ring holds several largest records");
+assert(POOL_BLOCKS_DEFAULT * INDEX_BLOCK_ENTRIES >= TIP_BYTES_DEFAULT / RECORD_BYTES_MIN, "default pool indexes a full default ring");
+assert(PARTITIONS_MAX <= TOPICS_MAX, "every partition has at least one topic");
+
+// ---- Storage -------------------------------------------------------------------------------
+
+/** Data directory when none is given: embedded, relative to the working directory. */
+export const STORE_DIR_DEFAULT = "./aria-data";
+/** Store record header: length, crc, seq, time, topic bytes, flags, payload bytes (see store/record.ts). */
+export const STORE_RECORD_HEADER_BYTES = 32;
+/** Largest persisted record: the largest topic and payload a publisher may send, plus the header. */
+export const STORE_RECORD_BYTES_MAX = STORE_RECORD_HEADER_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX;
+/**
+ * A journal file rolls at this size: big enough that rolling (one fsync, one create, one directory
+ * fsync) is rare, small enough that recovery replays a bounded file.
+ */
+export const JOURNAL_BYTES_MAX = 64 * 1024 * 1024;
+/**
+ * Journal bytes kept for messages not yet sorted into segments. Above this, the partitions that
+ * pin the oldest journal are closed early (smaller segments) so the journal can be dropped: this
+ * bounds journal disk use and the replay work of a restart.
+ */
+export const JOURNAL_RETAINED_BYTES_MAX = 512 * 1024 * 1024;
+/** Bytes of one group-commit write: a flush takes at most this from the append buffer. */
+export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
+/** A partition's open segment closes at this size (Kafka's segment.bytes, smaller). */
+export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
+/** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */
+export const SEGMENT_AGE_US_MAX = 10 * 60 * 1_000_000;
+/** One sparse index entry per this many segment bytes (Kafka's index.interval.bytes). */
+export const SEGMENT_INDEX_INTERVAL_BYTES = 4096;
+/** Files the store keeps open at once (LRU): 100,000 partitions must not exhaust descriptors. */
+export const STORE_OPEN_FILES_MAX = 256;
+/** Parsed segment indexes kept in memory (LRU): an index is small, re-reading one is a pread. */
+export const STORE_INDEXES_CACHED_MAX = 4096;
+/** Default fsync period of `--fsync interval` (ms): the most data a crash may lose under it. */
+export const FSYNC_INTERVAL_MS_DEFAULT = 50;
+/** Read-ahead bytes shared by all partition cursors of one reader: 10,000 partitions read in small chunks. */
+export const READ_BUFFER_BYTES_TOTAL = 64 * 1024 * 1024;
+/** Smallest read chunk of one partition cursor: below a page, syscalls dominate. */
+export const READ_CHUNK_BYTES_MIN = 16 * 1024;
+/** Largest read chunk of one partition cursor: sequential reads gain little beyond this. */
+export const READ_CHUNK_BYTES_MAX = 1024 * 1024;
+/** Payload bytes one reader batch returns at most: bounds memory of a catch-up read. */
+export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
+/** Manifest records before a compaction is considered: rewriting is O(live segments). */
+export const MANIFEST_RECORDS_COMPACT_MIN = 4096;
+
+assert(STORE_RECORD_BYTES_MAX < 2 ** 32, "record length fits a u32");
+assert(READ_CHUNK_BYTES_MIN <= READ_CHUNK_BYTES_MAX, "chunk bounds ordered");
+assert(STORE_RECORD_BYTES_MAX <= JOURNAL_FLUSH_BYTES_MAX, "a flush holds the largest record");
+assert(JOURNAL_FLUSH_BYTES_MAX <= JOURNAL_BYTES_MAX, "a flush fits a journal");
+assert(JOURNAL_BYTES_MAX <= JOURNAL_RETAINED_BYTES_MAX, "at least one full journal is retained");
+assert(SEGMENT_INDEX_INTERVAL_BYTES < SEGMENT_BYTES_MAX, "a segment has several index entries");
+assert(STORE_OPEN_FILES_MAX >= 8, "a reader and the writer need a few files at once");
+
+// ---- Protocol ------------------------------------------------------------------------------
+
+/** Wire protocol version sent in HELLO and WELCOME: bumped on any incompatible layout change. */
+export const PROTOCOL_VERSION = 1;
+/**
+ * Bytes in one frame, header included: one largest message (payload and topic) plus 64 bytes of
+ * fixed headers (frame 8, DATA body 8, DATA message 21; exact relation asserted in
+ * src/protocol/frame_layout.ts). Kept close to one message so a connection's receive buffer stays small.
+ */
+export const FRAME_BYTES_MAX = PAYLOAD_BYTES_MAX + 64 * 1024;
+/** Messages in one PUBLISH: bounds the work of one sequencing step and the size of one ack range. */
+export const PUBLISH_BATCH_MESSAGES_MAX = 8192;
+/** Subscriptions one connection may hold: each is a cursor with merge state the server walks. */
+export const SUBSCRIPTIONS_PER_CONNECTION_MAX = 256;
+/** Connections a server accepts: each holds a receive buffer and a bounded send buffer. */
+export const CONNECTIONS_MAX = 1024;
+/**
+ * Bytes queued for sending on one connection. Above this the connection's cursors stop and catch
+ * up later from the tip or disk: a slow client is never buffered without bound.
+ */
+export const CONNECTION_BUFFERED_BYTES_MAX = 4 * 1024 * 1024;
+/** Bytes of an auth token in HELLO (u16 length field): room for a JWT, small enough to compare. */
+export const AUTH_TOKEN_BYTES_MAX = 1024;
+/** Bytes of a client name in HELLO (u8 length field): a label for logs and the admin app. */
+export const CLIENT_NAME_BYTES_MAX = 64;
+/** Bytes of the reason text of an ERROR frame: longer reasons are cut at a character boundary. */
+export const ERROR_REASON_BYTES_MAX = 1024;
+
+assert(FRAME_BYTES_MAX >= PAYLOAD_BYTES_MAX + TOPIC_BYTES_MAX + 64, "a frame holds one largest message with its headers");
+assert(FRAME_BYTES_MAX < 2 ** 32, "frame length fits the u32 header field");
+assert(TOPIC_BYTES_MAX <= 255, "topic length fits the u8 field of a message");
+assert(CONNECTION_BUFFERED_BYTES_MAX >= 2 * FRAME_BYTES_MAX, "a send buffer holds two largest frames");
+assert(AUTH_TOKEN_BYTES_MAX <= 0xffff && ERROR_REASON_BYTES_MAX <= 0xffff, "lengths fit u16 fields");
+assert(CLIENT_NAME_BYTES_MAX <= 255, "client name length fits a u8 field");
+assert(SUBSCRIPTIONS_PER_CONNECTION_MAX <= 2 ** 32 - 1, "limits fit WELCOME's u32 fields");
+assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 field");

@@ -1,0 +1,3 @@
+/** stdx: helpers with no domain knowledge. */
+export { assert, AssertionError, unreachable } from "./assert.ts";
+export { Prng } from "./prng.ts";

@@ -1,0 +1,9 @@
+/** tip: the ring buffer, block pool, partition indexes, merge heaps and tip readers. */
+export { Tip, type TipOptions, type TipRead, type TipStats } from "./tip.ts";
+export { Ring, SEQ_CHECKPOINT_EVERY } from "./ring.ts";
+export { BlockPool, BLOCK_NONE } from "./block_pool.ts";
+export { PartitionIndexes } from "./partition_index.ts";
+export { IndexedCursor, LinearCursor, type ReadStrategy, type TipCursor } from "./tip_reader.ts";
+export { planRead, type ReadChoice, type ReadPlanInput } from "./read_planner.ts";
+export { dumpTip, type PartitionDump, type TipDump } from "./tip_dump.ts";
+export { createMergeHeap, MERGE_HEAPS, type MergeHeap, type MergeHeapFactory } from "./heap/mod.ts";

@@ -1,0 +1,184 @@
+/**
+ * Ring: the tip of the stream, the newest records in one ArrayBuffer. Appends write at `head`
+ * and evict the oldest records from `tail` to make room; the ring always holds the contiguous
+ * seqs [firstSeq, nextSeq). Records never straddle the end: a record that does not fit before
+ * the end leaves a WRAP marker and starts again at offset 0.
+ *
+ *   offset 0                                                          capacityBytes
+ *   │ rec n+3 │ rec n+4 │ ·free· │ rec n │ rec n+1 │ rec n+2 │ WRAP ·· │
+ *                       ▲head    ▲tail
+ *
+ * Record layout (native endian, RECORD_ALIGN_BYTES aligned; sizes in ring_layout below):
+ *   +0  u32 recordBytes (header + payload, before padding)   +4  u32 topic id
+ *   +8  f64 seq                                              +16 f64 publish time, µs
+ *   +24 payload
+ *
+ * Every SEQ_CHECKPOINT_EVERY-th seq records its offset in a small table, so a reader finds the
+ * record of any seq after skipping fewer than SEQ_CHECKPOINT_EVERY headers.
+ *
+ * Invariants: count === nextSeq - firstSeq; bytesUsed <= capacityBytes; tail is the offset of
+ * record firstSeq when count > 0. Pure: it owns memory only.
+ */
+import { RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+
+/** Word offsets of the header fields (u32 words for the first two, f64 words for the rest). */
+export const RECORD_BYTES_U32 = 0;
+export const TOPIC_U32 = 1;
+export const SEQ_F64 = 1;
+export const TIME_F64 = 2;
+/** A u32 of this value where a record would start means: continue at offset 0. */
+const WRAP = 0;
+/** Seqs between two checkpoints: a power of two so the slot is a shift and a mask. */
+export const SEQ_CHECKPOINT_EVERY = 64;
+
+/** Called with the topic id of each record as it leaves the ring (oldest first). */
+export type EvictHook = (topicId: number) => void;
+
+/** The record ring buffer of the tip. */
+export class Ring {
+  readonly capacityBytes: number;
+  readonly bytes: Uint8Array;
+  readonly u32: Uint32Array;
+  readonly f64: Float64Array;
+  /** Offset where the next record goes (may equal capacityBytes: the next append wraps). */
+  head = 0;
+  /** Offset of the oldest record. */
+  tail = 0;
+  count = 0;
+  bytesUsed = 0;
+  firstSeq = 1;
+  nextSeq = 1;
+  private readonly checkpoints: Uint32Array;
+  private readonly checkpointMask: number;
+
+  constructor(capacityBytes: number, private readonly onEvict: EvictHook) {
+    assert(Number.isInteger(capacityBytes) && capacityBytes >= TIP_BYTES_MIN && capacityBytes <= TIP_BYTES_MAX, "Ring: capacity within limits");
+    assert(capacityBytes % RECORD_ALIGN_BYTES === 0, "Ring: capacity is a multiple of the record alignment");
+    this.capacityBytes = capacityBytes;
+    const buffer = new ArrayBuffer(capacityBytes);
+    this.bytes = new Uint8Array(buffer);
+    this.u32 = new Uint32Array(buffer);
+    this.f64 = new Float64Array(buffer);
+    // Enough slots that a live checkpoint is never overwritten by a newer one.
+    // The smallest record is a bare header (an empty payload).
+    const slots = nextPowerOfTwo(Math.ceil(capacityBytes / RECORD_HEADER_BYTES / SEQ_CHECKPOINT_EVERY) + 2);
+    this.checkpoints = new Uint32Array(slots);
+    this.checkpointMask = slots - 1;
+  }
+
+  /**
+   * Appends a record. `seq` must be nextSeq, or anything ≥ nextSeq when the ring is empty.
+   * A record larger than the whole ring empties it and is not held (readers go to disk for it).
+   * Returns the record's offset, or -1 when it is not held.
+   */
+  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array): number {
+    assert(seq === this.nextSeq || (this.count === 0 && seq > this.nextSeq), "Ring.append: seqs are contiguous");
+    const recordBytes = RECORD_HEADER_BYTES + payload.length;
+    const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
+    if (this.count === 0) {
+      this.head = this.tail = 0;
+      this.firstSeq = seq;
+    }
+    if (paddedBytes > this.capacityBytes) {
+      while (this.count > 0) this.evictOldest();
+      this.firstSeq = this.nextSeq = seq + 1;
+      this.head = this.tail = 0;
+      return -1;
+    }
+    let at = this.head;
+    if (at + paddedBytes > this.capacityBytes) {
+      // Wrap: everything from head to the end dies, then make room at the start.
+      while (this.count > 0 && this.tail >= at) this.evictOldest();
+      if (at < this.capacityBytes) this.u32[at >> 2] = WRAP;
+      at = 0;
+      while (this.count > 0 && this.tail < paddedBytes) this.evictOldest();
+    } else {
+      while (this.count > 0 && this.tail >= at && this.tail < at + paddedBytes) this.evictOldest();
+    }
+    if (this.count === 0) {
+      this.firstSeq = seq;
+      this.tail = at;
+    }
+    const words = at >> 2;
+    this.u32[words] = recordBytes;
+    this.u32[words + 1] = topicId;
+    this.f64[(at >> 3) + SEQ_F64] = seq;
+    this.f64[(at >> 3) + TIME_F64] = timeUs;
+    this.bytes.set(payload, at + RECORD_HEADER_BYTES);
+    if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
+      this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] = at / RECORD_ALIGN_BYTES;
+    }
+    this.head = at + paddedBytes;
+    this.count++;
+    this.bytesUsed += paddedBytes;
+    this.nextSeq = seq + 1;
+    return at;
+  }
+
+  /** Removes the oldest record, telling the evict hook its topic. */
+  evictOldest(): void {
+    assert(this.count > 0, "Ring.evictOldest: ring is not empty");
+    const at = this.tail;
+    const recordBytes = this.u32[at >> 2];
+    const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
+    this.onEvict(this.u32[(at >> 2) + TOPIC_U32]);
+    this.count--;
+    this.bytesUsed -= paddedBytes;
+    this.firstSeq++;
+    this.tail = this.count === 0 ? this.head : this.after(at);
+  }
+
+  /** Offset of the record after the one at `at` (following a wrap). */
+  after(at: number): number {
+    const recordBytes = this.u32[at >> 2];
+    let next = at + ((recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1));
+    if (next >= this.capacityBytes || this.u32[next >> 2] === WRAP) next = 0;
+    return next;
+  }
+
+  /** Offset of the record with seq `seq`, which must be in [firstSeq, nextSeq). */
+  offsetOfSeq(seq: number): number {
+    assert(seq >= this.firstSeq && seq < this.nextSeq, "Ring.offsetOfSeq: seq is held");
+    const checkpointSeq = seq - (seq & (SEQ_CHECKPOINT_EVERY - 1));
+    let at = this.tail;
+    let atSeq = this.firstSeq;
+    if (checkpointSeq > atSeq) {
+      at = this.checkpoints[(checkpointSeq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] * RECORD_ALIGN_BYTES;
+      atSeq = checkpointSeq;
+    }
+    for (; atSeq < seq; atSeq++) at = this.after(at);
+    return at;
+  }
+
+  /** Seq of the record at `at`. */
+  seqAt(at: number): number {
+    return this.f64[(at >> 3) + SEQ_F64];
+  }
+
+  /** Topic id of the record at `at`. */
+  topicAt(at: number): number {
+    return this.u32[(at >> 2) + TOPIC_U32];
+  }
+
+  /** Publish time (µs) of the record at `at`. */
+  timeAt(at: number): number {
+    return this.f64[(at >> 3) + TIME_F64];
+  }
+
+  /** Payload bytes of the record at `at`. */
+  payloadLengthAt(at: number): number {
+    return this.u32[at >> 2] - RECORD_HEADER_BYTES;
+  }
+
+  /** The payload of the record at `at`, as a zero-copy view (valid until it is evicted). */
+  payloadAt(at: number): Uint8Array {
+    return this.bytes.subarray(at + RECORD_HEADER_BYTES, at + this.u32[at >> 2]);
+  }
+}
+
+function nextPowerOfTwo(n: number): number {
+  let power = 1;
+  while (power < n) power *= 2;
+  return power;
+}

@@ -1,0 +1,136 @@
+/**
+ * Tip: the newest part of the stream in memory, and indexed tip recovery over it. Owns the ring,
+ * the shared block pool and the partition indexes, and keeps them in step: every record in the
+ * ring has exactly one index entry in its partition, in seq order.
+ *
+ *   append(topic, seq, time, payload)
+ *     ├─ ring.append ── evicts oldest records ─▶ indexes.dropOldest(partition) ─▶ pool.release
+ *     └─ indexes.push(partition, offset)  ◀── pool.acquire
+ *
+ * When the pool has no block for a partition that needs one, the tip evicts its oldest records
+ * until a block comes free: the ring holds fewer bytes, but nothing is lost (older seqs are on
+ * disk) and memory never grows past the pool's limit.
+ *
+ * read(matcher, fromSeq) picks a strategy (see ReadPlanner) unless one is forced, or answers
+ * "too old" with the first seq still held when fromSeq is older than the ring.
+ */
+import { POOL_BLOCKS_DEFAULT, RECORD_ALIGN_BYTES, TIP_BYTES_DEFAULT } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import type { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { TopicTable } from "../topic/topic_table.ts";
+import { BlockPool } from "./block_pool.ts";
+import { createMergeHeap } from "./heap/mod.ts";
+import { PartitionIndexes } from "./partition_index.ts";
+import { planRead, type ReadChoice } from "./read_planner.ts";
+import { Ring } from "./ring.ts";
+import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_reader.ts";
+
+/** Sizes of a tip; tests shrink them to reach wrap-around and pool exhaustion quickly. */
+export interface TipOptions {
+  capacityBytes?: number;
+  poolBlocks?: number;
+}
+
+/** The outcome of starting a read. */
+export type TipRead =
+  | { ok: true; cursor: TipCursor }
+  | { ok: false; reason: "too-old"; firstSeq: number };
+
+/** Counters of a tip, for metrics and tests. */
+export interface TipStats {
+  capacityBytes: number;
+  bytesUsed: number;
+  records: number;
+  firstSeq: number;
+  nextSeq: number;
+  poolBlocksUsed: number;
+  poolBlocksFree: number;
+  poolBlocksMax: number;
+  indexEntriesLive: number;
+  indexBytesUsed: number;
+  evictionsForPool: number;
+}
+
+/** The in-memory tip: ring, block pool and partition indexes. */
+export class Tip {
+  readonly ring: Ring;
+  readonly pool: BlockPool;
+  readonly indexes: PartitionIndexes;
+  private partitionByTopic: Int32Array;
+  private evictionsForPool = 0;
+
+  constructor(
+    readonly topics: TopicTable,
+    options: TipOptions = {},
+  ) {
+    this.pool = new BlockPool(options.poolBlocks ?? POOL_BLOCKS_DEFAULT);
+    this.indexes = new PartitionIndexes(this.pool);
+    this.partitionByTopic = topics.partitionsByTopic();
+    this.ring = new Ring(options.capacityBytes ?? TIP_BYTES_DEFAULT, (topicId) => {
+      this.indexes.dropOldest(this.partitionByTopic[topicId]);
+    });
+  }
+
+  /** Appends one message; `seq` must be the ring's nextSeq (or later when the tip is empty). */
+  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array): void {
+    if (topicId >= this.partitionByTopic.length) this.partitionByTopic = this.topics.partitionsByTopic();
+    assert(topicId < this.topics.topicCount, "Tip.append: topic id is interned");
+    const partition = this.partitionByTopic[topicId];
+    if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
+    const at = this.ring.append(topicId, seq, timeUs, payload);
+    if (at < 0) return;
+    const pushed = this.indexes.push(partition, at / RECORD_ALIGN_BYTES, seq);
+    assert(pushed, "Tip.append: a block was free for the index entry");
+  }
+
+  /** Starts a read of the records matching `matcher` from `fromSeq`. */
+  read(matcher: FilterMatcher, fromSeq: number, options: { strategy?: ReadChoice } = {}): TipRead {
+    const ring = this.ring;
+    if (Math.max(fromSeq, 1) < ring.firstSeq) return { ok: false, reason: "too-old", firstSeq: ring.firstSeq };
+    const partitions = this.livePartitions(matcher);
+    const strategy = options.strategy === undefined || options.strategy === "planned"
+      ? planRead({ partitions, live: this.indexes.live, ringRecords: ring.count, fromSeq, firstSeq: ring.firstSeq, nextSeq: ring.nextSeq })
+      : options.strategy;
+    if (strategy === "linear") return { ok: true, cursor: new LinearCursor(ring, matcher, fromSeq) };
+    const heap = createMergeHeap(partitions.length);
+    return { ok: true, cursor: new IndexedCursor(ring, this.indexes, matcher, heap, fromSeq, partitions) };
+  }
+
+  /** Counters for metrics. */
+  stats(): TipStats {
+    return {
+      capacityBytes: this.ring.capacityBytes,
+      bytesUsed: this.ring.bytesUsed,
+      records: this.ring.count,
+      firstSeq: this.ring.firstSeq,
+      nextSeq: this.ring.nextSeq,
+      poolBlocksUsed: this.pool.blocksUsed,
+      poolBlocksFree: this.pool.blocksFree,
+      poolBlocksMax: this.pool.blocksMax,
+      indexEntriesLive: this.indexes.entriesLiveCount,
+      indexBytesUsed: this.pool.bytesUsed(),
+      evictionsForPool: this.evictionsForPool,
+    };
+  }
+
+  /** The partitions the filter touches that hold live records. */
+  private livePartitions(matcher: FilterMatcher): Int32Array {
+    const touched = matcher.partitions();
+    const live = this.indexes.live;
+    let count = 0;
+    for (let i = 0; i < touched.length; i++) if (touched[i] < live.length && live[touched[i]] > 0) count++;
+    if (count === touched.length) return touched;
+    const result = new Int32Array(count);
+    count = 0;
+    for (let i = 0; i < touched.length; i++) if (touched[i] < live.length && live[touched[i]] > 0) result[count++] = touched[i];
+    return result;
+  }
+
+  private evictForBlock(): void {
+    while (this.pool.blocksFree === 0 && this.ring.count > 0) {
+      this.ring.evictOldest();
+      this.evictionsForPool++;
+    }
+    assert(this.pool.blocksFree > 0, "Tip: an empty ring frees every block");
+  }
+}

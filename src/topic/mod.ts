@@ -1,0 +1,5 @@
+/** topic: names, validation, partitions, filters and interning. */
+export { isUnder, partitionOf, validateTopic } from "./topic.ts";
+export { Filter, type FilterEntry, type FilterParse } from "./filter.ts";
+export { TopicTable, type InternResult } from "./topic_table.ts";
+export { FilterMatcher } from "./filter_matcher.ts";

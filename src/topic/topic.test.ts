@@ -1,0 +1,191 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { Filter, FilterMatcher, TopicTable, partitionOf, validateTopic } from "./mod.ts";
+import { fcParams } from "../testing/fc_params.ts";
+
+describe("validateTopic", () => {
+  test("reasons", () => {
+    const names = ["a", "app/codestore/commits", "", "/a", "a/", "a//b", "a b", "a/*/c", "a/#", "a+b",
+      "é", "a\tb", "x".repeat(255), "x".repeat(256), Array(32).fill("s").join("/"), Array(33).fill("s").join("/")];
+    expect(names.map((name) => `${name.length > 20 ? name.slice(0, 8) + "…" : name} → ${validateTopic(name) ?? "valid"}`))
+      .toMatchInlineSnapshot(`
+        [
+          "a → valid",
+          "app/code… → valid",
+          " → topic is empty",
+          "/a → topic starts with '/'",
+          "a/ → topic ends with '/'",
+          "a//b → topic has an empty segment at byte 2",
+          "a b → topic has whitespace or a control character at byte 1",
+          "a/*/c → topic has wildcard character '*' at byte 2",
+          "a/# → topic has wildcard character '#' at byte 2",
+          "a+b → topic has wildcard character '+' at byte 1",
+          "é → topic has a non-ASCII character at byte 0",
+          "a	b → topic has whitespace or a control character at byte 1",
+          "xxxxxxxx… → valid",
+          "xxxxxxxx… → topic is 256 bytes, more than the limit of 255",
+          "s/s/s/s/… → valid",
+          "s/s/s/s/… → topic has 33 segments, more than the limit of 32",
+        ]
+      `);
+  });
+});
+
+describe("partitionOf", () => {
+  test("first two segments", () => {
+    expect(["a", "a/b", "a/b/c", "app/codestore/commits/x"].map(partitionOf)).toMatchInlineSnapshot(`
+      [
+        "a",
+        "a/b",
+        "a/b",
+        "app/codestore",
+      ]
+    `);
+  });
+});
+
+describe("Filter", () => {
+  test("normalises: covered entries drop, duplicates collapse, entries sort", () => {
+    expect(Filter.of("a/b/c", "a/b/**", "x/y", "x/y", "a/b/c/d").toStrings()).toMatchInlineSnapshot(`
+      [
+        "a/b/**",
+        "x/y",
+      ]
+    `);
+    expect(Filter.of("z", "a/**", "**").toStrings()).toMatchInlineSnapshot(`
+      [
+        "**",
+      ]
+    `);
+    expect(Filter.of("a/b", "a/b/**").toStrings()).toMatchInlineSnapshot(`
+      [
+        "a/b/**",
+      ]
+    `);
+  });
+
+  test("invalid filters get a reason", () => {
+    const cases = [[], ["a/*"], ["a/**/b"], ["/**"], ["a/b/"], Array(257).fill("a")];
+    expect(cases.map((texts) => {
+      const parsed = Filter.parse(texts);
+      return parsed.ok ? "ok" : parsed.reason;
+    })).toMatchInlineSnapshot(`
+      [
+        "filter has no entries",
+        "filter entry "a/*": topic has wildcard character '*' at byte 2",
+        "filter entry "a/**/b": topic has wildcard character '*' at byte 2",
+        "filter entry "/**": topic is empty",
+        "filter entry "a/b/": topic ends with '/'",
+        "filter has 257 entries, more than the limit of 256",
+      ]
+    `);
+  });
+
+  test("matching", () => {
+    const filter = Filter.of("app/codestore/**", "app/orders/created");
+    const topics = ["app/codestore", "app/codestore/commits", "app/codestorex", "app/orders/created",
+      "app/orders/created/eu", "app/orders", "app"];
+    expect(topics.map((t) => `${t}: ${filter.matches(t)}`)).toMatchInlineSnapshot(`
+      [
+        "app/codestore: true",
+        "app/codestore/commits: true",
+        "app/codestorex: false",
+        "app/orders/created: true",
+        "app/orders/created/eu: false",
+        "app/orders: false",
+        "app: false",
+      ]
+    `);
+  });
+
+  test("touchesPartition", () => {
+    const filter = Filter.of("a/**", "b/c/d", "e/f/**", "g");
+    const partitions = ["a", "a/x", "ab", "b/c", "b", "e/f", "e", "g", "g/h"];
+    expect(partitions.map((p) => `${p}: ${filter.touchesPartition(p)}`)).toMatchInlineSnapshot(`
+      [
+        "a: true",
+        "a/x: true",
+        "ab: false",
+        "b/c: true",
+        "b: false",
+        "e/f: true",
+        "e: false",
+        "g: true",
+        "g/h: false",
+      ]
+    `);
+  });
+});
+
+const segment = fc.constantFrom("a", "b", "c", "dd");
+const topicArb = fc.array(segment, { minLength: 1, maxLength: 4 }).map((s) => s.join("/"));
+const entryArb = fc.oneof(
+  topicArb,
+  topicArb.map((t) => t + "/**"),
+  fc.constant("**"),
+);
+
+describe("filters and interning, against a naive reference", () => {
+  test("normalised filter matches exactly what its raw entries match", () => {
+    fc.assert(fc.property(fc.array(entryArb, { minLength: 1, maxLength: 6 }), fc.array(topicArb, { maxLength: 30 }), (texts, topics) => {
+      const filter = Filter.of(...texts);
+      for (const topic of topics) {
+        const naive = texts.some((e) => e === "**" || e === topic ||
+          (e.endsWith("/**") && (topic === e.slice(0, -3) || topic.startsWith(e.slice(0, -2)))));
+        expect(filter.matches(topic)).toBe(naive);
+        if (naive) expect(filter.touchesPartition(partitionOf(topic))).toBe(true);
+      }
+    }), fcParams());
+  });
+
+  test("matcher answers by id equal Filter.matches, as topics keep appearing", () => {
+    fc.assert(fc.property(fc.array(entryArb, { minLength: 1, maxLength: 6 }), fc.array(topicArb, { maxLength: 60 }), (texts, topics) => {
+      const table = new TopicTable();
+      const filter = Filter.of(...texts);
+      const matcher = new FilterMatcher(table, filter);
+      for (const topic of topics) {
+        const id = table.internValid(topic);
+        expect(table.topicName(id)).toBe(topic);
+        expect(table.partitionName(table.partitionOfTopic(id))).toBe(partitionOf(topic));
+        expect(matcher.matches(id)).toBe(filter.matches(topic));
+        const touched = Array.from(matcher.partitions());
+        const expected = [];
+        for (let p = 0; p < table.partitionCount; p++) if (filter.touchesPartition(table.partitionName(p))) expected.push(p);
+        expect(touched).toEqual(expected);
+      }
+      for (let id = 0; id < table.topicCount; id++) expect(matcher.matches(id)).toBe(filter.matches(table.topicName(id)));
+    }), fcParams());
+  });
+});
+
+describe("TopicTable", () => {
+  test("ids are dense and stable; bad names get reasons", () => {
+    const table = new TopicTable();
+    const ids = ["a/b/c", "a/b/d", "x", "a/b/c", "a/e"].map((t) => table.internValid(t));
+    expect({ ids, topics: table.topicCount, partitions: table.partitionCount, bad: table.intern("a//b") })
+      .toMatchInlineSnapshot(`
+        {
+          "bad": {
+            "ok": false,
+            "reason": "topic has an empty segment at byte 2",
+          },
+          "ids": [
+            0,
+            1,
+            2,
+            0,
+            3,
+          ],
+          "partitions": 3,
+          "topics": 4,
+        }
+      `);
+    expect(table.lookup("nope")).toBe(-1);
+  });
+
+  test("grows past its initial capacity", () => {
+    const table = new TopicTable();
+    for (let i = 0; i < 5000; i++) expect(table.internValid(`p${i % 7}/q/t${i}`)).toBe(i);
+    expect(table.partitionOfTopic(4999)).toBe(table.lookupPartition("p1/q"));
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * TopicTable: interns topic and partition names as dense integer ids, so hot paths index typed
+ * arrays instead of hashing strings. Ids are handed out 0, 1, 2, … and never reused or removed:
+ * anything cached per id (filter matches, partition of a topic) stays valid when topics are added.
+ *
+ *   topic id ──partitionOfTopic──▶ partition id ──partitionName──▶ "app/codestore"
+ *
+ * Invariant: topicCount <= TOPICS_MAX, partitionCount <= PARTITIONS_MAX.
+ */
+import { PARTITIONS_MAX, TOPICS_MAX } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import { partitionOf, validateTopic } from "./topic.ts";
+
+const CAPACITY_INITIAL = 1024;
+
+/** The result of interning: the topic id, or why the name cannot be interned. */
+export type InternResult = { ok: true; topicId: number } | { ok: false; reason: string };
+
+/** Dense ids for topics and partitions. */
+export class TopicTable {
+  private readonly topicIds = new Map<string, number>();
+  private readonly partitionIds = new Map<string, number>();
+  private readonly topicNames: string[] = [];
+  private readonly partitionNames: string[] = [];
+  private partitionByTopic = new Int32Array(CAPACITY_INITIAL);
+
+  /** Number of topics interned so far; grows only. */
+  get topicCount(): number {
+    return this.topicNames.length;
+  }
+
+  /** Number of partitions interned so far; grows only. */
+  get partitionCount(): number {
+    return this.partitionNames.length;
+  }
+
+  /** The id of `name`, interning it (and its partition) when new. */
+  intern(name: string): InternResult {
+    const known = this.topicIds.get(name);
+    if (known !== undefined) return { ok: true, topicId: known };
+    const reason = validateTopic(name);
+    if (reason !== null) return { ok: false, reason };
+    if (this.topicNames.length >= TOPICS_MAX) {
+      return { ok: false, reason: `server holds ${TOPICS_MAX} topics, the limit` };
+    }
+    const partition = partitionOf(name);
+    let partitionId = this.partitionIds.get(partition);
+    if (partitionId === undefined) {
+      if (this.partitionNames.length >= PARTITIONS_MAX) {
+        return { ok: false, reason: `server holds ${PARTITIONS_MAX} partitions, the limit` };
+      }
+      partitionId = this.partitionNames.length;
+      this.partitionNames.push(partition);
+      this.partitionIds.set(partition, partitionId);
+    }
+    const topicId = this.topicNames.length;
+    if (topicId === this.partitionByTopic.length) {
+      const grown = new Int32Array(this.partitionByTopic.length * 2);
+      grown.set(this.partitionByTopic);
+      this.partitionByTopic = grown;
+    }
+    this.partitionByTopic[topicId] = partitionId;
+    this.topicNames.push(name);
+    this.topicIds.set(name, topicId);
+    return { ok: true, topicId };
+  }
+
+  /** Interns a name the caller knows to be valid; asserts that it is. */
+  internValid(name: string): number {
+    const result = this.intern(name);
+    assert(result.ok, "internValid: topic name is valid");
+    return result.topicId;
+  }
+
+  /** The id of `name`, or -1 when it was never interned. */
+  lookup(name: string): number {
+    return this.topicIds.get(name) ?? -1;
+  }
+
+  /** The id of partition `name`, or -1 when no topic of it was interned. */
+  lookupPartition(name: string): number {
+    return this.partitionIds.get(name) ?? -1;
+  }
+
+  /** The name of topic `topicId`. */
+  topicName(topicId: number): string {
+    assert(topicId >= 0 && topicId < this.topicNames.length, "topicName: id in range");
+    return this.topicNames[topicId];
+  }
+
+  /** The partition id of topic `topicId`. */
+  partitionOfTopic(topicId: number): number {
+    assert(topicId >= 0 && topicId < this.topicNames.length, "partitionOfTopic: id in range");
+    return this.partitionByTopic[topicId];
+  }
+
+  /** The name of partition `partitionId`. */
+  partitionName(partitionId: number): string {
+    assert(partitionId >= 0 && partitionId < this.partitionNames.length, "partitionName: id in range");
+    return this.partitionNames[partitionId];
+  }
+
+  /**
+   * The topic → partition map as a typed array, valid for ids below topicCount. Hot loops read it
+   * directly; fetch it again after interning, since growing replaces the array.
+   */
+  partitionsByTopic(): Int32Array {
+    return this.partitionByTopic;
+  }
+}
