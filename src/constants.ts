@@ -34,8 +34,8 @@ export const TIP_BYTES_MAX = 4 * 1024 * 1024 * 1024 - 8;
 export const RECORD_ALIGN_BYTES = 8;
 /** Ring record header: length u32, topic id u32, seq f64, publish time µs f64 (see ring.ts). */
 export const RECORD_HEADER_BYTES = 24;
-/** The smallest legal record in all: header plus an 8-byte payload. */
-export const RECORD_BYTES_MIN = 32;
+/** The smallest record: a bare header, for an empty payload. A 32-byte message is ordinary. */
+export const RECORD_BYTES_MIN = RECORD_HEADER_BYTES;
 /** Largest payload: a record must fit in the smallest ring several times over. */
 export const PAYLOAD_BYTES_MAX = 1024 * 1024;
 
@@ -44,9 +44,10 @@ export const PAYLOAD_BYTES_MAX = 1024 * 1024;
 /** Index entries in one pool block (DESIGN: "fixed blocks of 1024 entries"). */
 export const INDEX_BLOCK_ENTRIES = 1024;
 /**
- * Default block limit of the shared pool: enough for a full default ring of 32-byte records
- * (8 Mi records = 8 Ki full blocks) plus one partly filled block for each of 56 Ki partitions.
- * The typed arrays are allocated once at the limit; untouched pages cost no resident memory.
+ * Default block limit of the shared pool: enough for a full default ring of the smallest records
+ * (11 Mi records = 11 Ki full blocks) plus one partly filled block for each of 53 Ki partitions.
+ * The typed arrays (8 KiB of entries per block) are allocated once at the limit; pages no block
+ * has touched cost no resident memory.
  */
 export const POOL_BLOCKS_DEFAULT = 64 * 1024;
 /** Smallest pool: every partition index needs at least one block to hold an entry. */
@@ -56,7 +57,7 @@ export const PARTITIONS_MAX = 1 << 20;
 
 // ---- Relations -----------------------------------------------------------------------------
 
-assert(RECORD_BYTES_MIN >= RECORD_HEADER_BYTES + RECORD_ALIGN_BYTES, "record min holds header and one aligned word");
+assert(RECORD_BYTES_MIN % RECORD_ALIGN_BYTES === 0, "the smallest record keeps the next one aligned");
 assert(RECORD_HEADER_BYTES % RECORD_ALIGN_BYTES === 0, "payload starts aligned");
 assert(TIP_BYTES_MIN >= 4 * RECORD_BYTES_MIN, "smallest ring holds several records");
 assert(TIP_BYTES_MAX / RECORD_ALIGN_BYTES < 2 ** 32, "ring offsets in 8-byte units fit a u32");
@@ -89,6 +90,8 @@ export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
 export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */
 export const SEGMENT_AGE_US_MAX = 10 * 60 * 1_000_000;
+/** The sorter looks for aged partitions (a pass over all of them) at most once per this much publish time (µs). */
+export const SEGMENT_AGE_SCAN_US = 1_000_000;
 /** One sparse index entry per this many segment bytes (Kafka's index.interval.bytes). */
 export const SEGMENT_INDEX_INTERVAL_BYTES = 4096;
 /** Files the store keeps open at once (LRU): 100,000 partitions must not exhaust descriptors. */

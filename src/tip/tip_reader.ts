@@ -17,7 +17,10 @@ import type { FilterMatcher } from "../topic/filter_matcher.ts";
 import { BLOCK_NONE, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
 import type { MergeHeap } from "./heap/mod.ts";
 import type { PartitionIndexes } from "./partition_index.ts";
-import type { Ring } from "./ring.ts";
+import { TOPIC_U32, type Ring } from "./ring.ts";
+
+/** Records an indexed cursor merges and topic-checks at a time. */
+export const INDEXED_BATCH_RECORDS = 128;
 
 /** How a cursor finds its records. */
 export type ReadStrategy = "linear" | "indexed";
@@ -92,6 +95,14 @@ export class IndexedCursor implements TipCursor {
   /** Per source: the block it is in, and the entry word it is at (BLOCK_NONE when exhausted). */
   private readonly sourceBlock: Int32Array;
   private readonly sourceWord: Int32Array;
+  /** Per source: the word past its block's last entry, and the block's seq base. */
+  private readonly sourceEnd: Int32Array;
+  private readonly sourceBase: Float64Array;
+  /** Records merged ahead of the caller: offsets and seqs, topic-checked as one batch. */
+  private readonly batchOffsets = new Int32Array(INDEXED_BATCH_RECORDS);
+  private readonly batchSeqs = new Float64Array(INDEXED_BATCH_RECORDS);
+  private batchIndex = 0;
+  private batchCount = 0;
 
   constructor(
     private readonly ring: Ring,
@@ -107,35 +118,64 @@ export class IndexedCursor implements TipCursor {
     this.sourcePartition = partitions;
     this.sourceBlock = new Int32Array(count);
     this.sourceWord = new Int32Array(count);
+    this.sourceEnd = new Int32Array(count);
+    this.sourceBase = new Float64Array(count);
     const keys = new Float64Array(count);
     for (let source = 0; source < count; source++) keys[source] = this.seek(source, this.resumeSeq);
     heap.init(keys, count);
   }
 
   next(): boolean {
-    const ring = this.ring;
-    if (ring.firstSeq > this.resumeSeq) {
+    if (this.ring.firstSeq > this.resumeSeq) {
       this.fellBehind = true;
       return false;
     }
-    const heap = this.heap;
-    const entries = this.indexes.pool.entries;
-    const endSeq = this.endSeq;
-    const matcher = this.matcher;
-    while (!heap.empty()) {
-      const seq = heap.topKey();
-      if (seq >= endSeq) break;
-      const source = heap.topSource();
-      const at = entries[this.sourceWord[source]] * RECORD_ALIGN_BYTES;
-      heap.advance(this.step(source));
-      this.resumeSeq = seq + 1;
-      if (matcher.matches(ring.topicAt(at))) {
-        this.offset = at;
-        return true;
+    while (this.batchIndex === this.batchCount) {
+      if (!this.fill()) {
+        this.resumeSeq = this.endSeq;
+        return false;
       }
     }
-    this.resumeSeq = endSeq;
-    return false;
+    const index = this.batchIndex++;
+    this.offset = this.batchOffsets[index];
+    this.resumeSeq = this.batchSeqs[index] + 1;
+    return true;
+  }
+
+  /**
+   * Merges the next batch of entries from the index alone (seqs live in the index, so no ring
+   * access), then checks the batch's topics in one tight loop: its ring loads do not depend on
+   * each other, so the CPU overlaps their cache misses instead of taking them one at a time.
+   * Returns false when the merge has nothing left before endSeq.
+   */
+  private fill(): boolean {
+    const heap = this.heap;
+    const entries = this.indexes.pool.entries;
+    const offsets = this.batchOffsets;
+    const seqs = this.batchSeqs;
+    let count = 0;
+    while (count < INDEXED_BATCH_RECORDS && !heap.empty()) {
+      const seq = heap.topKey();
+      if (seq >= this.endSeq) break;
+      const source = heap.topSource();
+      offsets[count] = entries[this.sourceWord[source]] * RECORD_ALIGN_BYTES;
+      seqs[count++] = seq;
+      heap.advance(this.step(source));
+    }
+    if (count === 0) return false;
+    const u32 = this.ring.u32;
+    const matcher = this.matcher;
+    let kept = 0;
+    for (let i = 0; i < count; i++) {
+      const at = offsets[i];
+      if (matcher.matches(u32[(at >> 2) + TOPIC_U32])) {
+        offsets[kept] = at;
+        seqs[kept++] = seqs[i];
+      }
+    }
+    this.batchIndex = 0;
+    this.batchCount = kept;
+    return true;
   }
 
   /** Positions `source` at its first entry with seq ≥ fromSeq; returns that seq or Infinity. */
@@ -159,20 +199,17 @@ export class IndexedCursor implements TipCursor {
       if (pool.entries[(base + middle) * ENTRY_WORDS + 1] < delta) low = middle + 1;
       else high = middle;
     }
-    this.sourceBlock[source] = block;
-    this.sourceWord[source] = (base + low) * ENTRY_WORDS;
+    this.enterBlock(source, block, low);
     if (low === pool.count[block]) return this.nextBlock(source);
-    return pool.firstSeq[block] + pool.entries[(base + low) * ENTRY_WORDS + 1];
+    return this.sourceBase[source] + pool.entries[this.sourceWord[source] + 1];
   }
 
   /** Moves `source` one entry on; returns the seq there, or Infinity past the partition's end. */
   private step(source: number): number {
-    const pool = this.indexes.pool;
-    const block = this.sourceBlock[source];
     const word = this.sourceWord[source] + ENTRY_WORDS;
-    if (word >= (block * INDEX_BLOCK_ENTRIES + pool.count[block]) * ENTRY_WORDS) return this.nextBlock(source);
+    if (word >= this.sourceEnd[source]) return this.nextBlock(source);
     this.sourceWord[source] = word;
-    return pool.firstSeq[block] + pool.entries[word + 1];
+    return this.sourceBase[source] + this.indexes.pool.entries[word + 1];
   }
 
   /** Moves `source` to the first entry of its next block; Infinity when there is none. */
@@ -180,9 +217,21 @@ export class IndexedCursor implements TipCursor {
     const pool = this.indexes.pool;
     const block = pool.next[this.sourceBlock[source]];
     if (block === BLOCK_NONE || pool.count[block] === 0) return this.exhaust(source);
+    this.enterBlock(source, block, 0);
+    return this.sourceBase[source] + pool.entries[this.sourceWord[source] + 1];
+  }
+
+  /**
+   * Points `source` at entry `entry` of `block`, caching the block's seq base and end. Every
+   * entry with seq < endSeq existed when this cursor was made, so the end read now stays valid.
+   */
+  private enterBlock(source: number, block: number, entry: number): void {
+    const pool = this.indexes.pool;
+    const base = block * INDEX_BLOCK_ENTRIES;
     this.sourceBlock[source] = block;
-    this.sourceWord[source] = block * INDEX_BLOCK_ENTRIES * ENTRY_WORDS;
-    return pool.firstSeq[block] + pool.entries[block * INDEX_BLOCK_ENTRIES * ENTRY_WORDS + 1];
+    this.sourceWord[source] = (base + entry) * ENTRY_WORDS;
+    this.sourceEnd[source] = (base + pool.count[block]) * ENTRY_WORDS;
+    this.sourceBase[source] = pool.firstSeq[block];
   }
 
   private exhaust(source: number): number {

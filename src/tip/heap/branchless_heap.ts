@@ -8,8 +8,9 @@
  *   keys: [ 3 |  8 |  5 | 12 |  9 | Inf | Inf | ... | Inf ]   every slot >= size holds Infinity,
  *                                                              so a right child always exists
  *
- * Why it beats binary_heap: in a merge the keys of k sources interleave at random, so "which
- * child is smaller" is a coin toss the CPU mispredicts half the time, at every level. Here:
+ * Why (it beats binary_heap from k = 64 on, loses below): in a merge the keys of k sources
+ * interleave at random, so "which child is smaller" is a coin toss the CPU mispredicts half the
+ * time, at every level. Here:
  * - the child is picked by arithmetic, `left + (right < left ? 1 : 0)` as a 0/1 number, with no
  *   branch (the Infinity padding removes the "is there a right child" test);
  * - the sift is bottom-up (Floyd): the hole goes down the smaller-child path to a leaf without

@@ -35,22 +35,23 @@ export const MERGE_HEAPS: readonly { readonly name: string; readonly create: Mer
   { name: "linear_min", create: (capacity) => new LinearMin(capacity) },
 ];
 
-/** Options of createMergeHeap. */
+/** How createMergeHeap picks an implementation. */
 export type MergeHeapOptions = {
   /** Force one implementation by name (one of MERGE_HEAPS) instead of the measured default. */
   readonly name?: string;
 };
 
-// DEFAULT_PLACEHOLDER
-const LINEAR_MIN_CAPACITY_MAX = 0;
-
-/** The default MergeHeap for `capacity` sources: the fastest measured (see docs/benchmarks.md). */
+/**
+ * The default MergeHeap for `capacity` sources: keyed_loser_tree at every k. Measured in
+ * docs/benchmarks.md (heap section, from docs/bench_heaps.md): fastest or tied-fastest at
+ * k = 2, 8, 64 and 512 and about 2x boxed_heap at k = 64; linear_min never beat it by more than
+ * the noise (only at k = 3), so no small-k cut-off is worth its branch.
+ */
 export function createMergeHeap(capacity: number, options: MergeHeapOptions = {}): MergeHeap {
   if (options.name !== undefined) {
     const entry = MERGE_HEAPS.find((candidate) => candidate.name === options.name);
     assert(entry !== undefined, "createMergeHeap: unknown implementation name");
     return entry.create(capacity);
   }
-  if (capacity <= LINEAR_MIN_CAPACITY_MAX) return new LinearMin(capacity);
   return new KeyedLoserTree(capacity);
 }

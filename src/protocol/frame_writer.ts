@@ -1,0 +1,277 @@
+/**
+ * FrameWriter: appends frames to one growable buffer (a connection's send buffer, or a scratch
+ * one). Low-level: `begin(kind)`, field writers, `end()` patches the length; frame_encode.ts builds
+ * every frame kind on top. Streaming: `beginData` / `addDataMessage` / `endData` (and the PUBLISH
+ * twin) append messages one at a time straight from the caller's storage, with no allocation per
+ * message; `dataMessageFits` says whether one more message keeps the frame within the limit.
+ * Invariants: at most one frame is open; `used` bytes are complete frames, plus the open frame;
+ * a closed frame never exceeds `frameBytesMax` (asserted: callers check limits before writing).
+ */
+import { FRAME_BYTES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import {
+  DATA_MESSAGE_HEAD_BYTES, FRAME_HEADER_BYTES, FRAME_TYPES, type FrameKind, PUBLISH_MESSAGE_HEAD_BYTES, U32_MAX,
+} from "./frame_layout.ts";
+import { writeU64 } from "./u64.ts";
+
+const CAPACITY_DEFAULT = 64 * 1024;
+const COPY_LOOP_BYTES_MAX = 32; // a byte loop below this; above, subarray().set() measured faster (64 B, bench/protocol.bench.ts)
+const utf8 = new TextEncoder();
+
+/** Appends encoded frames to a growable buffer. */
+export class FrameWriter {
+  /** Largest frame this writer closes. */
+  readonly frameBytesMax: number;
+  private buffer: Uint8Array;
+  private view: DataView;
+  private used = 0;
+  private frameStart = -1;
+  private frameKind: FrameKind | null = null;
+  private countOffset = 0;
+  private messageCount = 0;
+
+  constructor(options: { capacityBytes?: number; frameBytesMax?: number } = {}) {
+    this.frameBytesMax = options.frameBytesMax ?? FRAME_BYTES_MAX;
+    this.buffer = new Uint8Array(options.capacityBytes ?? CAPACITY_DEFAULT);
+    this.view = new DataView(this.buffer.buffer);
+  }
+
+  /** Bytes written (complete frames, plus the open frame if any). */
+  get bytesUsed(): number {
+    return this.used;
+  }
+
+  /** Bytes of the open frame so far, header included; 0 when none is open. */
+  get frameBytes(): number {
+    return this.frameStart < 0 ? 0 : this.used - this.frameStart;
+  }
+
+  /** A view of the complete frames written since the last reset (valid until the next write). */
+  bytes(): Uint8Array {
+    assert(this.frameStart < 0, "bytes() with no frame open");
+    return this.buffer.subarray(0, this.used);
+  }
+
+  /** Forgets everything written; keeps the buffer. */
+  reset(): void {
+    this.used = 0;
+    this.frameStart = -1;
+    this.frameKind = null;
+  }
+
+  /** Drops the first `byteCount` bytes (sent by the caller) and moves the rest to the front. */
+  consume(byteCount: number): void {
+    assert(this.frameStart < 0, "consume() with no frame open");
+    assert(byteCount >= 0 && byteCount <= this.used, "consume() within the bytes written");
+    this.buffer.copyWithin(0, byteCount, this.used);
+    this.used -= byteCount;
+  }
+
+  /** Opens a frame of `kind`: writes the header with a length patched by `end()`. */
+  begin(kind: FrameKind): void {
+    assert(this.frameStart < 0, "begin() with no frame open");
+    this.reserve(FRAME_HEADER_BYTES);
+    this.frameStart = this.used;
+    this.frameKind = kind;
+    this.view.setUint32(this.used, 0, true);
+    this.buffer[this.used + 4] = FRAME_TYPES[kind];
+    this.buffer[this.used + 5] = 0;
+    this.view.setUint16(this.used + 6, 0, true);
+    this.used += FRAME_HEADER_BYTES;
+  }
+
+  /** Closes the open frame: patches its length. */
+  end(): void {
+    assert(this.frameStart >= 0, "end() with a frame open");
+    const frameBytes = this.used - this.frameStart;
+    assert(frameBytes <= this.frameBytesMax, "frame within the frame limit");
+    this.view.setUint32(this.frameStart, frameBytes, true);
+    this.frameStart = -1;
+    this.frameKind = null;
+  }
+
+  /** Appends a u8. */
+  u8(value: number): void {
+    assert(value >>> 0 === value && value <= 0xff, "u8 field in range");
+    this.reserve(1);
+    this.buffer[this.used++] = value;
+  }
+
+  /** Appends a little-endian u16. */
+  u16(value: number): void {
+    assert(value >>> 0 === value && value <= 0xffff, "u16 field in range");
+    this.reserve(2);
+    this.view.setUint16(this.used, value, true);
+    this.used += 2;
+  }
+
+  /** Appends a little-endian u32. */
+  u32(value: number): void {
+    assert(value >>> 0 === value, "u32 field in range");
+    this.reserve(4);
+    this.view.setUint32(this.used, value, true);
+    this.used += 4;
+  }
+
+  /** Appends a little-endian u64 (a safe integer). */
+  u64(value: number): void {
+    this.reserve(8);
+    writeU64(this.view, this.used, value);
+    this.used += 8;
+  }
+
+  /** Appends `length` bytes of `source` from `start`. */
+  raw(source: Uint8Array, start = 0, length = source.length - start): void {
+    assert(start >= 0 && length >= 0 && start + length <= source.length, "raw() range within source");
+    this.reserve(length);
+    const buffer = this.buffer;
+    const at = this.used;
+    if (length <= COPY_LOOP_BYTES_MAX) {
+      for (let i = 0; i < length; i++) buffer[at + i] = source[start + i];
+    } else {
+      buffer.set(start === 0 && length === source.length ? source : source.subarray(start, start + length), at);
+    }
+    this.used += length;
+  }
+
+  /**
+   * Appends `text` as UTF-8 behind a length field of `lengthBytes` (1 or 2). Text longer than
+   * `bytesMax` asserts, or with `truncate` is cut at a character boundary.
+   */
+  string(text: string, options: { lengthBytes: 1 | 2; bytesMax: number; truncate?: boolean }): void {
+    assert(options.bytesMax < 256 ** options.lengthBytes, "string limit fits its length field");
+    const lengthAt = this.used;
+    this.reserve(options.lengthBytes + text.length * 3);
+    const textAt = lengthAt + options.lengthBytes;
+    let written = asciiInto(this.buffer, textAt, text);
+    if (written < 0) written = utf8.encodeInto(text, this.buffer.subarray(textAt)).written;
+    if (written > options.bytesMax) {
+      assert(options.truncate === true, "string field within its limit");
+      written = options.bytesMax;
+      while (written > 0 && (this.buffer[textAt + written] & 0xc0) === 0x80) written--;
+    }
+    if (options.lengthBytes === 1) this.buffer[lengthAt] = written;
+    else this.view.setUint16(lengthAt, written, true);
+    this.used = textAt + written;
+  }
+
+  /** Opens a DATA frame for subscription `subscriptionId`; add messages, then `endData()`. */
+  beginData(subscriptionId: number): void {
+    this.beginBatch("data", subscriptionId);
+  }
+
+  /** True when a message of these sizes fits in the open DATA frame within the frame limit. */
+  dataMessageFits(topicBytes: number, payloadBytes: number): boolean {
+    return this.frameBytes + DATA_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax;
+  }
+
+  /**
+   * Appends one message to the open DATA frame. `topic` is the topic's UTF-8 (cached by the caller);
+   * the payload is `payload[payloadStart, payloadStart + payloadBytes)`, so a ring can pass its
+   * backing array. Positional arguments, not an options object: this runs once per message.
+   */
+  addDataMessage(
+    seq: number, timeUs: number, topic: Uint8Array, payload: Uint8Array,
+    payloadStart = 0, payloadBytes = payload.length - payloadStart,
+  ): void {
+    assert(this.frameKind === "data", "addDataMessage() with a DATA frame open");
+    assert(this.dataMessageFits(topic.length, payloadBytes), "DATA message fits the frame");
+    this.reserve(DATA_MESSAGE_HEAD_BYTES + topic.length + payloadBytes);
+    this.u64(seq);
+    this.u64(timeUs);
+    this.addTopicAndPayload(topic, payload, payloadStart, payloadBytes);
+  }
+
+  /** Closes the open DATA frame; returns its message count. A frame with no message is dropped. */
+  endData(): number {
+    assert(this.frameKind === "data", "endData() with a DATA frame open");
+    return this.endBatch();
+  }
+
+  /** Opens a PUBLISH frame for request `requestId`; add messages, then `endPublish()`. */
+  beginPublish(requestId: number): void {
+    this.beginBatch("publish", requestId);
+  }
+
+  /** True when a message of these sizes fits in the open PUBLISH frame within the frame limit. */
+  publishMessageFits(topicBytes: number, payloadBytes: number): boolean {
+    return this.frameBytes + PUBLISH_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax;
+  }
+
+  /** Appends one message (topic as UTF-8) to the open PUBLISH frame. */
+  addPublishMessage(topic: Uint8Array, payload: Uint8Array): void {
+    assert(this.frameKind === "publish", "addPublishMessage() with a PUBLISH frame open");
+    assert(this.publishMessageFits(topic.length, payload.length), "PUBLISH message fits the frame");
+    this.reserve(PUBLISH_MESSAGE_HEAD_BYTES + topic.length + payload.length);
+    this.addTopicAndPayload(topic, payload, 0, payload.length);
+  }
+
+  /** Appends one message with a string topic to the open PUBLISH frame (no allocation for ASCII). */
+  addPublishMessageText(topic: string, payload: Uint8Array): void {
+    assert(this.frameKind === "publish", "addPublishMessageText() with a PUBLISH frame open");
+    this.string(topic, { lengthBytes: 1, bytesMax: TOPIC_BYTES_MAX });
+    this.u32(payload.length);
+    this.raw(payload);
+    this.messageCount++;
+    assert(this.frameBytes <= this.frameBytesMax, "PUBLISH message fits the frame");
+  }
+
+  /** Closes the open PUBLISH frame; returns its message count. A frame with no message is dropped. */
+  endPublish(): number {
+    assert(this.frameKind === "publish", "endPublish() with a PUBLISH frame open");
+    return this.endBatch();
+  }
+
+  private beginBatch(kind: "data" | "publish", id: number): void {
+    this.begin(kind);
+    this.u32(id);
+    this.countOffset = this.used;
+    this.u32(0);
+    this.messageCount = 0;
+  }
+
+  private endBatch(): number {
+    const count = this.messageCount;
+    if (count === 0) {
+      this.used = this.frameStart;
+      this.frameStart = -1;
+      this.frameKind = null;
+      return 0;
+    }
+    this.view.setUint32(this.countOffset, count, true);
+    this.end();
+    return count;
+  }
+
+  private addTopicAndPayload(topic: Uint8Array, payload: Uint8Array, payloadStart: number, payloadBytes: number): void {
+    assert(topic.length <= 0xff, "topic length fits a u8");
+    this.buffer[this.used++] = topic.length;
+    this.raw(topic);
+    this.view.setUint32(this.used, payloadBytes, true);
+    this.used += 4;
+    this.raw(payload, payloadStart, payloadBytes);
+    this.messageCount++;
+    assert(this.messageCount <= U32_MAX, "message count fits a u32");
+  }
+
+  private reserve(bytes: number): void {
+    const needed = this.used + bytes;
+    if (needed <= this.buffer.length) return;
+    let capacity = Math.max(this.buffer.length * 2, 64);
+    while (capacity < needed) capacity *= 2;
+    const grown = new Uint8Array(capacity);
+    grown.set(this.buffer.subarray(0, this.used));
+    this.buffer = grown;
+    this.view = new DataView(grown.buffer);
+  }
+}
+
+/** Writes `text` as ASCII at `at`; returns the bytes written, or -1 (nothing usable) if it is not ASCII. */
+function asciiInto(buffer: Uint8Array, at: number, text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code > 0x7f) return -1;
+    buffer[at + i] = code;
+  }
+  return text.length;
+}

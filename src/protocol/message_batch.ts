@@ -1,0 +1,88 @@
+/**
+ * MessageBatch: a cursor over the messages of one decoded PUBLISH or DATA frame, reading them in
+ * place: no object per message. `next()` moves to the following message and sets the public
+ * fields; `payload` is a zero-copy view made on demand, `payloadStart`/`payloadBytes` let a caller
+ * copy without even that. The decoder validated every message before handing out the batch, so the
+ * cursor does no checks. Valid until the decoder's next push() or next(): copy what you keep.
+ *
+ *   PUBLISH message:  u8 topic bytes | topic | u32 payload bytes | payload
+ *   DATA message:     u64 seq | u64 time µs | u8 topic bytes | topic | u32 payload bytes | payload
+ */
+import { readU64 } from "./u64.ts";
+import type { DataMessage } from "./frames.ts";
+
+/** A cursor over the messages of a PUBLISH or DATA frame. */
+export class MessageBatch {
+  /** Index of the current message, -1 before the first `next()`. */
+  index = -1;
+  /** Seq of the current message (DATA only; 0 in PUBLISH). */
+  seq = 0;
+  /** Publish time in µs of the current message (DATA only; 0 in PUBLISH). */
+  timeUs = 0;
+  /** Topic of the current message, a validated string shared between messages of equal topic. */
+  topic = "";
+  /** Offset of the current message's topic bytes in `frame`. */
+  topicStart = 0;
+  /** Bytes of the current message's topic. */
+  topicBytes = 0;
+  /** Offset of the current message's payload in `frame`. */
+  payloadStart = 0;
+  /** Bytes of the current message's payload. */
+  payloadBytes = 0;
+  private offset: number;
+
+  constructor(
+    /** The bytes the offsets point into (the frame, or more around it). */
+    readonly frame: Uint8Array,
+    private readonly view: DataView,
+    private readonly firstOffset: number,
+    /** Messages in the batch. */
+    readonly count: number,
+    private readonly hasSeq: boolean,
+    private readonly topics: readonly string[],
+  ) {
+    this.offset = firstOffset;
+  }
+
+  /** Moves to the next message; false once past the last. */
+  next(): boolean {
+    if (this.index + 1 >= this.count) return false;
+    this.index++;
+    let at = this.offset;
+    if (this.hasSeq) {
+      this.seq = readU64(this.view, at);
+      this.timeUs = readU64(this.view, at + 8);
+      at += 16;
+    }
+    this.topicBytes = this.frame[at];
+    this.topicStart = at + 1;
+    at += 1 + this.topicBytes;
+    this.payloadBytes = this.view.getUint32(at, true);
+    this.payloadStart = at + 4;
+    this.offset = this.payloadStart + this.payloadBytes;
+    this.topic = this.topics[this.index];
+    return true;
+  }
+
+  /** The current message's payload as a zero-copy view. */
+  get payload(): Uint8Array {
+    return this.frame.subarray(this.payloadStart, this.payloadStart + this.payloadBytes);
+  }
+
+  /** Moves back before the first message. */
+  rewind(): void {
+    this.index = -1;
+    this.offset = this.firstOffset;
+  }
+
+  /** All messages as objects with copied payloads (tests, simple clients). Rewinds first. */
+  toArray(): DataMessage[] {
+    this.rewind();
+    const messages: DataMessage[] = [];
+    while (this.next()) {
+      messages.push({ seq: this.seq, timeUs: this.timeUs, topic: this.topic, payload: this.payload.slice() });
+    }
+    this.rewind();
+    return messages;
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * TopicCache: topic bytes → validated topic string, so a decoder turns the topic of a message into
+ * a string without allocating when it has seen those bytes before (topics repeat: a stream has far
+ * fewer topics than messages). Direct-mapped: a slot holds the last topic that hashed to it; a
+ * collision only costs a re-decode. Only valid topics are cached, so a hit needs no validation.
+ * Shareable between decoders of one thread (a broker may give all connections one cache).
+ * Invariant: slotTopics[i] !== null ⇒ slotBytes[i] is the UTF-8 of slotTopics[i] and it is valid.
+ */
+import { TOPIC_BYTES_MAX } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import { validateTopic } from "../topic/mod.ts";
+
+const SLOTS_DEFAULT = 1024;
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** A direct-mapped cache of validated topic strings keyed by their bytes. */
+export class TopicCache {
+  private readonly mask: number;
+  private readonly slotBytes: (Uint8Array | null)[];
+  private readonly slotTopics: (string | null)[];
+  /** Why the last `resolve` returned null. */
+  reason = "";
+
+  constructor(options: { slots?: number } = {}) {
+    const slots = options.slots ?? SLOTS_DEFAULT;
+    assert(slots > 0 && (slots & (slots - 1)) === 0, "topic cache slots are a power of two");
+    this.mask = slots - 1;
+    this.slotBytes = new Array(slots).fill(null);
+    this.slotTopics = new Array(slots).fill(null);
+  }
+
+  /** The topic spelled by bytes[start, start + length), or null (see `reason`) when it is invalid. */
+  resolve(bytes: Uint8Array, start: number, length: number): string | null {
+    let hash = 0x811c9dc5 ^ length;
+    for (let i = 0; i < length; i++) hash = Math.imul(hash ^ bytes[start + i], 0x01000193);
+    const slot = (hash ^ (hash >>> 15)) & this.mask;
+    const cached = this.slotBytes[slot];
+    if (cached !== null && cached.length === length && equalBytes(cached, bytes, start)) {
+      return this.slotTopics[slot];
+    }
+    const topic = decodeTopic(bytes, start, length);
+    if (typeof topic !== "string") {
+      this.reason = topic.reason;
+      return null;
+    }
+    this.slotBytes[slot] = bytes.slice(start, start + length);
+    this.slotTopics[slot] = topic;
+    return topic;
+  }
+}
+
+function equalBytes(cached: Uint8Array, bytes: Uint8Array, start: number): boolean {
+  for (let i = 0; i < cached.length; i++) if (cached[i] !== bytes[start + i]) return false;
+  return true;
+}
+
+function decodeTopic(bytes: Uint8Array, start: number, length: number): string | { reason: string } {
+  if (length > TOPIC_BYTES_MAX) return { reason: `topic is ${length} bytes, more than the limit of ${TOPIC_BYTES_MAX}` };
+  let text: string;
+  try {
+    text = utf8.decode(bytes.subarray(start, start + length));
+  } catch {
+    return { reason: "topic is not valid UTF-8" };
+  }
+  const reason = validateTopic(text);
+  return reason === null ? text : { reason };
+}
