@@ -16,7 +16,7 @@ describe("heap.bench mergeAll", () => {
         const expected = referenceChecksum(sources);
         expect(mergeAll(heap, sources)).toBe(expected);
         // The bench reuses one instance across iterations, through a specialized clone of the body.
-        expect(specialize(mergeAll)(heap, sources)).toBe(expected);
+        expect(specialize(mergeAll, `${name} k=${sourceCount}`)(heap, sources)).toBe(expected);
       }
     });
   }

@@ -12,6 +12,7 @@
  */
 
 import { bench, do_not_optimize, run, summary } from "mitata";
+import { assert } from "../src/stdx/assert.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import { MERGE_HEAPS, type MergeHeap } from "../src/tip/heap/mod.ts";
 
@@ -66,12 +67,15 @@ export function mergeAll(heap: MergeHeap, sources: readonly Float64Array[]): num
 }
 
 /**
- * A private copy of `mergeAll` with its own JIT state. One shared body called with seven heap
- * classes makes its call sites megamorphic (JSC stops inlining past a few callees), which would
- * measure dispatch, not heaps; the tip reader calls one class, so each implementation gets a clone.
+ * A private copy of `mergeAll` with its own JIT state, one per (implementation, k). One shared
+ * body called with seven heap classes makes its call sites megamorphic (JSC stops inlining past a
+ * few callees), which would measure dispatch, not heaps; the tip reader calls one class. `tag`
+ * makes the source text unique: JSC caches code by source text, and identical clones were seen to
+ * share state (a second binary_heap run became 2-4x slower after a quaternary_heap one).
  */
-export function specialize(body: typeof mergeAll): typeof mergeAll {
-  return new Function(`return (${body.toString()});`)() as typeof mergeAll;
+export function specialize(body: typeof mergeAll, tag: string): typeof mergeAll {
+  assert(!tag.includes("\n"), "specialize: tag must be one line");
+  return new Function(`return (${body.toString()}); // ${tag}`)() as typeof mergeAll;
 }
 
 /** The checksum mergeAll must return, computed the naive way: concatenate and sort. */
@@ -101,7 +105,7 @@ async function main(): Promise<void> {
     summary(() => {
       for (const { name, create } of MERGE_HEAPS) {
         const heap = create(sourceCount);
-        const merge = specialize(mergeAll);
+        const merge = specialize(mergeAll, `${name} k=${sourceCount}`);
         if (merge(heap, sources) !== expected) throw new Error(`${name} k=${sourceCount}: checksum mismatch`);
         const body = bench(`${name} k=${sourceCount}`, () => {
           const checksum = merge(heap, sources);

@@ -3,7 +3,11 @@
  * parses its own flags (node:util parseArgs), prints usage on --help, and answers wrong arguments
  * with a usage message on stderr and exit code 2.
  */
+import { UsageError } from "./args.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
+import { PUB_USAGE, pubCommand } from "./pub.ts";
+import { SERVE_USAGE, serveCommand } from "./serve.ts";
+import { SUB_USAGE, subCommand } from "./sub.ts";
 
 export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
 
@@ -12,10 +16,14 @@ export const ARIA_VERSION = "0.1.0";
 
 interface Command {
   summary: string;
+  usage?: string;
   run(args: string[], io: CliIo): Promise<number>;
 }
 
 const COMMANDS: Record<string, Command> = {
+  serve: { summary: "run the server (TCP protocol + admin HTTP app)", usage: SERVE_USAGE, run: serveCommand },
+  pub: { summary: "publish messages", usage: PUB_USAGE, run: pubCommand },
+  sub: { summary: "subscribe and print messages", usage: SUB_USAGE, run: subCommand },
   version: {
     summary: "print the version",
     run: async (_args, io) => {
@@ -43,5 +51,11 @@ export async function runCli(args: string[], io: CliIo = processIo): Promise<num
     io.err(`aria: unknown command '${name}'\n\n${usage()}`);
     return EXIT_USAGE;
   }
-  return command.run(rest, io);
+  try {
+    return await command.run(rest, io);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`aria ${name}: ${error.message}\n\n${command.usage ?? usage()}`);
+    return EXIT_USAGE;
+  }
 }

@@ -26,6 +26,8 @@ export const ARIA_ERROR_WIRE_CODES = {
   ARIA_ERR_SHUTTING_DOWN: 17,
   ARIA_ERR_INTERNAL: 18,
   ARIA_ERR_STORAGE_FAILED: 19,
+  ARIA_ERR_CONNECTION_LOST: 20,
+  ARIA_ERR_INVALID_URL: 21,
 } as const;
 
 /** A stable error code of Aria. */
@@ -52,6 +54,8 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
   ARIA_ERR_SHUTTING_DOWN: "the server is shutting down",
   ARIA_ERR_INTERNAL: "a bug in the server; the reason says where",
   ARIA_ERR_STORAGE_FAILED: "the server could not persist or read messages",
+  ARIA_ERR_CONNECTION_LOST: "client side: the connection closed before the answer came (the publish may or may not have been sequenced)",
+  ARIA_ERR_INVALID_URL: "client side: the server URL is not tcp://HOST:PORT",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */

@@ -22,3 +22,37 @@ export function writeStdout(text: string): void {
 export function writeStderr(text: string): void {
   process.stderr.write(text);
 }
+
+/** Writes text to standard output, waiting when the pipe is full (large outputs stay bounded). */
+export async function writeStdoutAsync(text: string | Uint8Array): Promise<void> {
+  if (!process.stdout.write(text)) await new Promise<void>((resolve) => process.stdout.once("drain", () => resolve()));
+}
+
+/** The lines of standard input, without their line endings. */
+export async function* stdinLines(): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let rest = "";
+  for await (const chunk of process.stdin as AsyncIterable<Uint8Array>) {
+    rest += decoder.decode(chunk, { stream: true });
+    let newline = rest.indexOf("\n");
+    while (newline >= 0) {
+      yield rest.slice(0, newline).replace(/\r$/, "");
+      rest = rest.slice(newline + 1);
+      newline = rest.indexOf("\n");
+    }
+  }
+  rest += decoder.decode();
+  if (rest.length > 0) yield rest;
+}
+
+/** Calls `handler` once on the first SIGINT or SIGTERM. */
+export function onShutdownSignal(handler: (signal: string) => void): void {
+  let called = false;
+  const once = (signal: string) => {
+    if (called) return;
+    called = true;
+    handler(signal);
+  };
+  process.on("SIGINT", () => once("SIGINT"));
+  process.on("SIGTERM", () => once("SIGTERM"));
+}

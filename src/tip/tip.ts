@@ -83,17 +83,34 @@ export class Tip {
     assert(pushed, "Tip.append: a block was free for the index entry");
   }
 
-  /** Starts a read of the records matching `matcher` from `fromSeq`. */
-  read(matcher: FilterMatcher, fromSeq: number, options: { strategy?: ReadChoice } = {}): TipRead {
+  /**
+   * Starts a read of the records matching `matcher` with fromSeq <= seq < endSeq (default: all
+   * the ring holds; a server passes its visible watermark so nothing unacknowledged leaks).
+   */
+  read(matcher: FilterMatcher, fromSeq: number, options: { strategy?: ReadChoice; endSeq?: number } = {}): TipRead {
     const ring = this.ring;
     if (Math.max(fromSeq, 1) < ring.firstSeq) return { ok: false, reason: "too-old", firstSeq: ring.firstSeq };
+    const endSeq = Math.min(options.endSeq ?? ring.nextSeq, ring.nextSeq);
     const partitions = this.livePartitions(matcher);
     const strategy = options.strategy === undefined || options.strategy === "planned"
-      ? planRead({ partitions, live: this.indexes.live, ringRecords: ring.count, fromSeq, firstSeq: ring.firstSeq, nextSeq: ring.nextSeq })
+      ? planRead({ partitions, live: this.indexes.live, ringRecords: ring.count, fromSeq, firstSeq: ring.firstSeq, nextSeq: endSeq })
       : options.strategy;
-    if (strategy === "linear") return { ok: true, cursor: new LinearCursor(ring, matcher, fromSeq) };
+    if (strategy === "linear") return { ok: true, cursor: new LinearCursor(ring, matcher, fromSeq, endSeq) };
     const heap = createMergeHeap(partitions.length);
-    return { ok: true, cursor: new IndexedCursor(ring, this.indexes, matcher, heap, fromSeq, partitions) };
+    return { ok: true, cursor: new IndexedCursor(ring, this.indexes, matcher, heap, fromSeq, partitions, endSeq) };
+  }
+
+  /** The first seq held whose publish time is at or after `timeUs` (nextSeq when none is). */
+  seqAtTime(timeUs: number): number {
+    const ring = this.ring;
+    let low = ring.firstSeq;
+    let high = ring.nextSeq;
+    while (low < high) {
+      const middle = Math.floor((low + high) / 2);
+      if (ring.timeAt(ring.offsetOfSeq(middle)) < timeUs) low = middle + 1;
+      else high = middle;
+    }
+    return low;
   }
 
   /** Counters for metrics. */

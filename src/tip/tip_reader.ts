@@ -1,8 +1,8 @@
 /**
  * Tip cursors: read, in seq order, every record of the ring with seq in [fromSeq, endSeq) whose
- * topic matches a filter, as offsets into the ring's bytes (zero-copy). endSeq is the ring's
- * nextSeq when the cursor was made: a cursor is a snapshot, and its owner makes a new one from
- * `resumeSeq` to see later appends.
+ * topic matches a filter, as offsets into the ring's bytes (zero-copy). endSeq is at most the
+ * ring's nextSeq when the cursor was made: a cursor is a snapshot, and its owner makes a new one
+ * from `resumeSeq` to see later appends.
  *
  * - LinearCursor walks every record from fromSeq and tests its topic: the baseline.
  * - IndexedCursor merges the indexes of only the partitions the filter touches on a min-heap
@@ -51,9 +51,10 @@ export class LinearCursor implements TipCursor {
     private readonly ring: Ring,
     private readonly matcher: FilterMatcher,
     fromSeq: number,
+    endSeq = ring.nextSeq,
   ) {
     this.resumeSeq = Math.max(fromSeq, ring.firstSeq);
-    this.endSeq = ring.nextSeq;
+    this.endSeq = Math.min(endSeq, ring.nextSeq);
     this.at = this.resumeSeq < this.endSeq ? ring.offsetOfSeq(this.resumeSeq) : -1;
   }
 
@@ -111,9 +112,10 @@ export class IndexedCursor implements TipCursor {
     private readonly heap: MergeHeap,
     fromSeq: number,
     partitions: Int32Array,
+    endSeq = ring.nextSeq,
   ) {
     this.resumeSeq = Math.max(fromSeq, ring.firstSeq);
-    this.endSeq = ring.nextSeq;
+    this.endSeq = Math.min(endSeq, ring.nextSeq);
     const count = partitions.length;
     this.sourcePartition = partitions;
     this.sourceBlock = new Int32Array(count);

@@ -1,0 +1,208 @@
+/**
+ * Store benchmark: persisted appends/s and MB/s under fsync always / interval / never with 10 and
+ * 10,000 partitions, then disk reads of a 1% filter and of the whole stream, beside the raw
+ * sequential write and read speed of the same disk measured in the same run with dd (O_DIRECT).
+ * Prints a table. `bun bench/store.bench.ts [--mib N] [--seconds S] [--dir D]`.
+ * `runStoreBench({ smoke: true })` runs every body once with tiny sizes (see store.bench.test.ts).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { nativeCrc32 } from "../src/runtime/crc32.ts";
+import { type Disk, type DiskFile, type FsyncPolicy, Store } from "../src/store/mod.ts";
+import { Filter } from "../src/topic/mod.ts";
+
+const MESSAGE_BYTES = 1024;
+const PUBLISHERS = 64;
+
+/** A Disk that counts bytes read, to report read amplification. */
+class CountingDisk implements Disk {
+  bytesRead = 0;
+  constructor(private readonly inner: Disk) {}
+  async open(path: string, mode: "read" | "write" | "create"): Promise<DiskFile> {
+    const file = await this.inner.open(path, mode);
+    const counter = this;
+    return {
+      path: file.path,
+      async read(position, into) {
+        const n = await file.read(position, into);
+        counter.bytesRead += n;
+        return n;
+      },
+      write: (p, b) => file.write(p, b),
+      size: () => file.size(),
+      sync: () => file.sync(),
+      truncate: (s) => file.truncate(s),
+      close: () => file.close(),
+    };
+  }
+  list = (dir: string) => this.inner.list(dir);
+  mkdir = (dir: string) => this.inner.mkdir(dir);
+  remove = (path: string) => this.inner.remove(path);
+  rename = (from: string, to: string) => this.inner.rename(from, to);
+  syncDir = (dir: string) => this.inner.syncDir(dir);
+}
+
+function topicOf(seq: number, partitions: number): string {
+  const p = (seq * 2654435761) % partitions >>> 0;
+  return `g${p % 100}/p${p}/events`;
+}
+
+async function dd(args: string[]): Promise<number> {
+  const child = Bun.spawn(["dd", ...args], { stderr: "pipe", stdout: "ignore" });
+  const text = await new Response(child.stderr).text();
+  await child.exited;
+  const match = /copied, ([\d.]+) s/.exec(text);
+  if (match === null) throw new Error(`dd failed: ${text}`);
+  const bytes = Number(/^(\d+) bytes/m.exec(text)?.[1]);
+  return bytes / Number(match[1]) / 1e6;
+}
+
+async function dropCaches(): Promise<boolean> {
+  const child = Bun.spawn(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], { stderr: "ignore" });
+  return (await child.exited) === 0;
+}
+
+type Row = { case: string; messages: number; seconds: number; msgPerS: number; mbPerS: number; note: string };
+
+async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, options: { bytes: number; seconds: number }): Promise<Row> {
+  const path = mkdtempSync(join(dir, `w-${policy}-`));
+  const { store } = await Store.open(new BunDisk(path), {
+    fsync: policy,
+    crc32: nativeCrc32,
+    schedule: (ms, run) => setTimeout(run, ms),
+  });
+  const payload = new Uint8Array(MESSAGE_BYTES);
+  for (let i = 0; i < payload.length; i++) payload[i] = i & 0xff;
+  const deadline = performance.now() + options.seconds * 1000;
+  const limit = Math.floor(options.bytes / MESSAGE_BYTES);
+  const start = performance.now();
+  let count = 0;
+  if (policy === "always") {
+    const publisher = async () => {
+      while (count < limit && performance.now() < deadline) {
+        const seq = store.nextSeq;
+        store.append(seq, seq, topicOf(seq, partitions), payload);
+        count++;
+        await store.commit();
+      }
+    };
+    await Promise.all(Array.from({ length: PUBLISHERS }, publisher));
+  } else {
+    while (count < limit && performance.now() < deadline) {
+      for (let i = 0; i < 4096 && count < limit; i++, count++) {
+        const seq = store.nextSeq;
+        store.append(seq, seq, topicOf(seq, partitions), payload);
+      }
+      // Back-pressure as a broker would apply it: wait when too much is buffered.
+      if (store.bufferedBytes > 32 * 1024 * 1024) await store.commit();
+      else await Promise.resolve();
+    }
+    await store.commit();
+  }
+  const seconds = (performance.now() - start) / 1000;
+  const sortStart = performance.now();
+  await store.idle();
+  const stats = store.stats();
+  await store.close({ sort: false });
+  rmSync(path, { recursive: true, force: true });
+  return {
+    case: `write ${policy}, ${partitions} partitions`,
+    messages: count,
+    seconds,
+    msgPerS: count / seconds,
+    mbPerS: (count * MESSAGE_BYTES) / seconds / 1e6,
+    note: `segments ${stats.segmentsWritten}, sort tail ${((performance.now() - sortStart) / 1000).toFixed(2)} s`,
+  };
+}
+
+async function readCases(dir: string, partitions: number, bytes: number): Promise<{ rows: Row[]; storedBytes: number }> {
+  const path = mkdtempSync(join(dir, "r-"));
+  const payload = new Uint8Array(MESSAGE_BYTES).fill(7);
+  const opened = await Store.open(new BunDisk(path), { fsync: "never", crc32: nativeCrc32 });
+  const limit = Math.floor(bytes / MESSAGE_BYTES);
+  for (let seq = 1; seq <= limit; seq++) {
+    opened.store.append(seq, seq, topicOf(seq, partitions), payload);
+    if (opened.store.bufferedBytes > 32 * 1024 * 1024) await opened.store.commit();
+  }
+  await opened.store.commit();
+  await opened.store.close(); // a clean close sorts everything into segments
+  const rows: Row[] = [];
+  let storedBytes = 0;
+  for (const [name, filter, cold] of [
+    [`read filter g0/** (${partitions >= 100 ? "1%" : `${Math.round(100 / partitions)}%`} of partitions)`, Filter.of("g0/**"), true],
+    ["read whole stream (**)", Filter.of("**"), true],
+    ["read whole stream (**) again", Filter.of("**"), false],
+  ] as const) {
+    const dropped = cold && (await dropCaches());
+    const disk = new CountingDisk(new BunDisk(path));
+    const { store } = await Store.open(disk, { crc32: nativeCrc32 });
+    storedBytes = store.stats().segmentBytes + store.stats().journalBytes;
+    const start = performance.now();
+    let count = 0;
+    let useful = 0;
+    const reader = store.read(filter, { seq: 1 });
+    for (;;) {
+      const batch = await reader.nextBatch();
+      if (batch.length === 0) break;
+      count += batch.length;
+      for (const message of batch) useful += message.payload.length;
+    }
+    const seconds = (performance.now() - start) / 1000;
+    rows.push({
+      case: `${name}, ${partitions} partitions`,
+      messages: count,
+      seconds,
+      msgPerS: count / seconds,
+      mbPerS: useful / seconds / 1e6,
+      note: `read ${((100 * disk.bytesRead) / storedBytes).toFixed(2)}% of ${(storedBytes / 1e6).toFixed(0)} MB stored${dropped ? ", cold cache" : ", warm cache"}`,
+    });
+    await store.close({ sort: false });
+  }
+  rmSync(path, { recursive: true, force: true });
+  return { rows, storedBytes };
+}
+
+/** Runs the benchmark; `smoke` uses tiny sizes and skips dd. Returns the rows printed. */
+export async function runStoreBench(options: { smoke?: boolean; mib?: number; seconds?: number; dir?: string } = {}): Promise<Row[]> {
+  const smoke = options.smoke ?? false;
+  const bytes = (smoke ? 1 : (options.mib ?? 512)) * 1024 * 1024;
+  const seconds = smoke ? 0.2 : (options.seconds ?? 5);
+  const base = mkdtempSync(join(options.dir ?? tmpdir(), "aria-bench-"));
+  const rows: Row[] = [];
+  try {
+    if (!smoke) {
+      const file = join(base, "dd.bin");
+      const write = await dd(["if=/dev/zero", `of=${file}`, "bs=1M", "count=1024", "oflag=direct"]);
+      const read = await dd([`if=${file}`, "of=/dev/null", "bs=1M", "iflag=direct"]);
+      rmSync(file);
+      rows.push({ case: "raw sequential write (dd oflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: write, note: "1 GiB, bs=1M" });
+      rows.push({ case: "raw sequential read (dd iflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: read, note: "1 GiB, bs=1M" });
+    }
+    for (const partitions of [10, 10_000]) {
+      for (const policy of ["always", "interval", "never"] as const) {
+        rows.push(await writeCase(base, policy, smoke ? Math.min(partitions, 50) : partitions, { bytes, seconds }));
+      }
+    }
+    rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
+    rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);
+  } finally {
+    rmSync(base, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+function printTable(rows: Row[]): void {
+  console.log("| case | messages | s | msg/s | MB/s | note |");
+  console.log("| --- | ---: | ---: | ---: | ---: | --- |");
+  for (const r of rows) {
+    console.log(`| ${r.case} | ${r.messages || ""} | ${r.seconds ? r.seconds.toFixed(2) : ""} | ${r.msgPerS ? Math.round(r.msgPerS).toLocaleString("en") : ""} | ${r.mbPerS.toFixed(0)} | ${r.note} |`);
+  }
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({ options: { mib: { type: "string" }, seconds: { type: "string" }, dir: { type: "string" } } });
+  printTable(await runStoreBench({ mib: values.mib ? Number(values.mib) : undefined, seconds: values.seconds ? Number(values.seconds) : undefined, dir: values.dir }));
+}

@@ -1,0 +1,662 @@
+/**
+ * Broker: the server's state machine. It takes events — a connection opened, bytes arrived, a
+ * socket drained, a connection closed, storage committed — and answers with frames written to
+ * sessions. It sequences publishes into the one stream (tip + store), acknowledges them once the
+ * store says they are durable, and moves every subscription's cursor from disk to the tip to live.
+ * Pure: sockets, files and timers come in through ports.ts.
+ *
+ * The visible end. A message becomes visible to subscribers only once it is durable
+ * (`visibleSeq` = committed + 1), so no subscriber ever sees a seq that a crash could take back
+ * and hand to another message.
+ *
+ *   publish ─▶ seq ─▶ tip.append + store.append ─▶ commit ─▶ ack publishers
+ *                                                     └──▶ visibleSeq ─▶ fan-out to LIVE subs
+ *   subscribe ─▶ DISK (store reader) ─▶ TIP (tip cursor to visibleSeq) ─▶ LIVE
+ *
+ * Back-pressure: a session whose send queue is full stops its cursors (STALLED); nothing more is
+ * built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
+ * moved past them. Catch-up runs in bounded slices so one reader cannot starve the rest.
+ */
+import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTIONS_MAX, FRAME_BYTES_MAX, PROTOCOL_VERSION, SUBSCRIPTIONS_PER_CONNECTION_MAX } from "../constants.ts";
+import {
+  type AriaErrorCode,
+  type DecodeError,
+  encodeCaughtUp,
+  encodeError,
+  encodePong,
+  encodePublishAck,
+  encodeSubscribed,
+  encodeUnsubscribed,
+  encodeWelcome,
+  type Frame,
+  type PublishFrame,
+  serverLimits,
+  type SubscribeFrame,
+  TopicCache,
+} from "../protocol/mod.ts";
+import { assert } from "../stdx/assert.ts";
+import type { Tip } from "../tip/tip.ts";
+import { Filter } from "../topic/filter.ts";
+import { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { TopicTable } from "../topic/topic_table.ts";
+import { Fanout } from "./fanout.ts";
+import type { BrokerStore, Clock, Connection, Scheduler, StoredMessageLike } from "./ports.ts";
+import { Session } from "./session.ts";
+import { Phase, Subscription } from "./subscription.ts";
+
+/** Bytes of messages one subscription may write in one catch-up slice before others get a turn. */
+export const CATCH_UP_SLICE_BYTES = 256 * 1024;
+
+/** What a broker is built from. */
+export interface BrokerOptions {
+  topics: TopicTable;
+  tip: Tip;
+  store: BrokerStore;
+  clock: Clock;
+  scheduler: Scheduler;
+  /** When set, HELLO must carry this token. */
+  authToken?: string;
+  connectionsMax?: number;
+  /** Send-queue bytes at which a session's cursors stop (tests shrink it). */
+  sendQueueBytesMax?: number;
+  /** Bytes one subscription may write per catch-up slice (tests shrink it). */
+  catchUpSliceBytes?: number;
+}
+
+/** Counters of a broker, for metrics. */
+export interface BrokerStats {
+  connections: number;
+  subscriptions: number;
+  subscriptionsByPhase: Record<"resolving" | "disk" | "tip" | "live" | "stalled", number>;
+  messagesPublished: number;
+  bytesPublished: number;
+  messagesDelivered: number;
+  nextSeq: number;
+  visibleSeq: number;
+  recoveries: { disk: number; tip: number };
+}
+
+interface PendingAck {
+  session: Session;
+  requestId: number;
+  firstSeq: number;
+  count: number;
+}
+
+const PHASE_NAMES = ["resolving", "disk", "tip", "live", "stalled"] as const;
+
+/** The server's state machine. */
+export class Broker {
+  private readonly topics: TopicTable;
+  private readonly tip: Tip;
+  private readonly store: BrokerStore;
+  private readonly clock: Clock;
+  private readonly scheduler: Scheduler;
+  private readonly sessions = new Map<number, Session>();
+  private readonly fanout = new Fanout();
+  private readonly live = new Set<Subscription>();
+  private readonly catchingUp = new Set<Subscription>();
+  private readonly pendingAcks: PendingAck[] = [];
+  private pendingAckHead = 0;
+  private readonly topicBytes: Uint8Array[] = [];
+  private readonly topicCache = new TopicCache();
+  private readonly encoder = new TextEncoder();
+  private nextSessionId = 1;
+  private nextSeq: number;
+  /** Seqs below this are durable and may be delivered. */
+  private visibleSeq: number;
+  private lastTimeUs = 0;
+  private commitInFlight = false;
+  private pumpScheduled = false;
+  private failure: string | null = null;
+  private shuttingDown = false;
+  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, diskRecoveries: 0, tipRecoveries: 0 };
+
+  constructor(private readonly options: BrokerOptions) {
+    this.topics = options.topics;
+    this.tip = options.tip;
+    this.store = options.store;
+    this.clock = options.clock;
+    this.scheduler = options.scheduler;
+    this.nextSeq = options.store.nextSeq;
+    this.visibleSeq = options.store.committedSeq + 1;
+    assert(this.visibleSeq === this.nextSeq, "Broker: the store starts with everything committed");
+  }
+
+  // ---- Events ------------------------------------------------------------------------------
+
+  /** A connection opened; returns its session id (the connection is closed when over the limit). */
+  open(connection: Connection): number {
+    const session = new Session(this.nextSessionId++, connection, this.topicCache, this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX);
+    if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || this.shuttingDown) {
+      const code = this.shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
+      this.fail(session, code, this.shuttingDown ? "server is shutting down" : `server holds ${this.sessions.size} connections, the limit`);
+      session.flush();
+      connection.close();
+      return session.id;
+    }
+    this.sessions.set(session.id, session);
+    return session.id;
+  }
+
+  /** Bytes arrived on session `sessionId`. */
+  receive(sessionId: number, bytes: Uint8Array): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined || session.closing) return;
+    const decoder = session.decoder;
+    decoder.push(bytes);
+    for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+      if (frame.kind === "decode_error") this.decodeFailed(session, frame);
+      else this.handle(session, frame);
+      if (session.closing) break;
+    }
+    this.afterEvent(session);
+  }
+
+  /** The connection of session `sessionId` can take more bytes. */
+  writable(sessionId: number): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined) return;
+    session.drain();
+    if (session.closing && session.queuedBytes === 0) {
+      this.closeSession(session);
+      return;
+    }
+    if (session.drained) this.resumeStalled(session);
+  }
+
+  /** The connection of session `sessionId` closed. */
+  closed(sessionId: number): void {
+    const session = this.sessions.get(sessionId);
+    if (session !== undefined) this.closeSession(session);
+  }
+
+  /**
+   * Graceful shutdown: refuse new work, wait for storage to commit what was appended, acknowledge
+   * it, then close every session with a SHUTTING_DOWN error.
+   */
+  async shutdown(): Promise<void> {
+    this.shuttingDown = true;
+    while (this.store.committedSeq < this.nextSeq - 1 && this.failure === null) {
+      try {
+        await this.store.commit();
+      } catch (error) {
+        this.storageFailed(error);
+      }
+      this.committed();
+    }
+    for (const session of [...this.sessions.values()]) {
+      this.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down");
+      session.flush();
+      this.closeSession(session);
+    }
+  }
+
+  /** Counters for metrics. */
+  stats(): BrokerStats {
+    const byPhase = { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 };
+    let subscriptions = 0;
+    for (const session of this.sessions.values()) {
+      for (const subscription of session.subscriptions.values()) {
+        subscriptions++;
+        if (subscription.phase !== Phase.Closed) byPhase[PHASE_NAMES[subscription.phase]]++;
+      }
+    }
+    return {
+      connections: this.sessions.size,
+      subscriptions,
+      subscriptionsByPhase: byPhase,
+      messagesPublished: this.counters.messagesPublished,
+      bytesPublished: this.counters.bytesPublished,
+      messagesDelivered: this.counters.messagesDelivered,
+      nextSeq: this.nextSeq,
+      visibleSeq: this.visibleSeq,
+      recoveries: { disk: this.counters.diskRecoveries, tip: this.counters.tipRecoveries },
+    };
+  }
+
+  // ---- Frames ------------------------------------------------------------------------------
+
+  private handle(session: Session, frame: Frame): void {
+    if (frame.kind === "hello") return this.hello(session, frame.version, frame.clientName, frame.authToken);
+    if (!session.handshaken) return this.fail(session, "ARIA_ERR_HANDSHAKE_REQUIRED", `${frame.kind} before the HELLO handshake`, { fatal: true });
+    switch (frame.kind) {
+      case "publish":
+        return this.publish(session, frame);
+      case "subscribe":
+        return this.subscribe(session, frame);
+      case "unsubscribe":
+        return this.unsubscribe(session, frame.subscriptionId);
+      case "ping":
+        session.endData();
+        return encodePong(session.writer, { token: frame.token });
+      case "pong":
+        return;
+      default:
+        return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", `${frame.kind} is a server frame; clients may not send it`);
+    }
+  }
+
+  private hello(session: Session, version: number, clientName: string, authToken: string | null): void {
+    if (session.handshaken) return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", "a second HELLO on one connection");
+    if (version !== PROTOCOL_VERSION) {
+      return this.fail(session, "ARIA_ERR_UNSUPPORTED_VERSION", `protocol version ${version}; this server speaks ${PROTOCOL_VERSION}`, { fatal: true });
+    }
+    const expected = this.options.authToken;
+    if (expected !== undefined && expected !== "" && authToken !== expected) {
+      return this.fail(session, "ARIA_ERR_AUTH_FAILED", authToken === null ? "this server requires an auth token" : "wrong auth token", { fatal: true });
+    }
+    session.handshaken = true;
+    session.clientName = clientName;
+    encodeWelcome(session.writer, { version: PROTOCOL_VERSION, limits: serverLimits(), nextSeq: this.visibleSeq });
+  }
+
+  private publish(session: Session, frame: PublishFrame): void {
+    const requestId = frame.requestId;
+    if (this.failure !== null) return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure, { requestId });
+    if (this.shuttingDown) return this.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", { requestId });
+    const messages = frame.messages;
+    // Intern every topic first, so a batch is sequenced whole or not at all.
+    const topicIds = new Int32Array(messages.count);
+    for (let i = 0; messages.next(); i++) {
+      const interned = this.topics.intern(messages.topic);
+      if (!interned.ok) return this.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
+      topicIds[i] = interned.topicId;
+    }
+    messages.rewind();
+    const timeUs = Math.max(this.clock.nowUs(), this.lastTimeUs);
+    this.lastTimeUs = timeUs;
+    const firstSeq = this.nextSeq;
+    for (let i = 0; messages.next(); i++) {
+      const payload = messages.payload;
+      const seq = this.nextSeq++;
+      this.tip.append(topicIds[i], seq, timeUs, payload);
+      this.store.append(seq, timeUs, messages.topic, payload);
+      this.counters.bytesPublished += payload.length;
+    }
+    this.counters.messagesPublished += messages.count;
+    this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
+  }
+
+  private subscribe(session: Session, frame: SubscribeFrame): void {
+    const id = frame.subscriptionId;
+    if (session.subscriptions.has(id)) return this.fail(session, "ARIA_ERR_DUPLICATE_SUBSCRIPTION", `subscription ${id} already exists on this connection`, { subscriptionId: id });
+    if (session.subscriptions.size >= SUBSCRIPTIONS_PER_CONNECTION_MAX) {
+      return this.fail(session, "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS", `a connection may hold ${SUBSCRIPTIONS_PER_CONNECTION_MAX} subscriptions`, { subscriptionId: id });
+    }
+    const matcher = new FilterMatcher(this.topics, frame.filter);
+    const start = frame.start;
+    const subscription = new Subscription(session, id, frame.filter, matcher, this.visibleSeq);
+    session.subscriptions.set(id, subscription);
+    this.fanout.add(subscription);
+    if (start.kind === "time") {
+      this.resolveTime(subscription, start.timeUs);
+      return;
+    }
+    const from = start.kind === "live" ? this.visibleSeq : start.kind === "earliest" ? 1 : start.seq;
+    this.begin(subscription, from);
+  }
+
+  /** Starts a subscription's cursor at `fromSeq`: SUBSCRIBED, then the phase that holds it. */
+  private begin(subscription: Subscription, fromSeq: number): void {
+    const session = subscription.session;
+    subscription.nextSeq = Math.max(1, fromSeq);
+    session.endData();
+    const oldest = this.tip.ring.count > 0 ? Math.min(this.tip.ring.firstSeq, this.visibleSeq) : this.visibleSeq;
+    encodeSubscribed(session.writer, { subscriptionId: subscription.id, firstSeq: subscription.nextSeq });
+    if (subscription.nextSeq >= this.visibleSeq) {
+      this.goLive(subscription);
+    } else if (subscription.nextSeq >= oldest) {
+      this.counters.tipRecoveries++;
+      this.toTip(subscription);
+    } else {
+      this.counters.diskRecoveries++;
+      this.toDisk(subscription);
+    }
+  }
+
+  /** A time start: the tip answers when it reaches back far enough, else one disk read finds the seq. */
+  private resolveTime(subscription: Subscription, timeUs: number): void {
+    const ring = this.tip.ring;
+    if (ring.count > 0 && ring.timeAt(ring.tail) <= timeUs) {
+      this.begin(subscription, Math.min(this.tip.seqAtTime(timeUs), this.visibleSeq));
+      return;
+    }
+    subscription.phase = Phase.Resolving;
+    const committed = this.store.committedSeq;
+    this.store
+      .read(Filter.of("**"), { timeUs })
+      .nextBatch()
+      .then(
+        (batch) => {
+          if (subscription.phase === Phase.Closed) return;
+          this.begin(subscription, batch.length > 0 ? batch[0].seq : committed + 1);
+          this.afterEvent(subscription.session);
+        },
+        (error) => this.subscriptionFailed(subscription, error),
+      );
+  }
+
+  private unsubscribe(session: Session, id: number): void {
+    const subscription = session.subscriptions.get(id);
+    if (subscription === undefined) return this.fail(session, "ARIA_ERR_UNKNOWN_SUBSCRIPTION", `no subscription ${id} on this connection`, { subscriptionId: id });
+    this.dropSubscription(subscription);
+    session.endData();
+    encodeUnsubscribed(session.writer, { subscriptionId: id });
+  }
+
+  // ---- Storage -----------------------------------------------------------------------------
+
+  /** After every event: start a commit for what was appended; flush the session's frames. */
+  private afterEvent(session: Session | null): void {
+    if (!this.commitInFlight && this.store.committedSeq < this.nextSeq - 1 && this.failure === null) {
+      this.commitInFlight = true;
+      this.store.commit().then(
+        () => {
+          this.commitInFlight = false;
+          this.committed();
+          this.afterEvent(null);
+        },
+        (error) => {
+          this.commitInFlight = false;
+          this.storageFailed(error);
+        },
+      );
+    }
+    if (session !== null) this.settle(session);
+  }
+
+  /** Storage made more durable: acknowledge publishers, move the visible end, fan out. */
+  private committed(): void {
+    const committedSeq = this.store.committedSeq;
+    const touched = new Set<Session>();
+    while (this.pendingAckHead < this.pendingAcks.length) {
+      const ack = this.pendingAcks[this.pendingAckHead];
+      if (ack.firstSeq + ack.count - 1 > committedSeq) break;
+      this.pendingAckHead++;
+      if (ack.session.closed) continue;
+      ack.session.endData();
+      encodePublishAck(ack.session.writer, { requestId: ack.requestId, firstSeq: ack.firstSeq, count: ack.count });
+      touched.add(ack.session);
+    }
+    if (this.pendingAckHead === this.pendingAcks.length) {
+      this.pendingAcks.length = 0;
+      this.pendingAckHead = 0;
+    }
+    const from = this.visibleSeq;
+    if (committedSeq + 1 > from) {
+      this.visibleSeq = committedSeq + 1;
+      this.fanOut(from, this.visibleSeq, touched);
+    }
+    for (const session of touched) this.settle(session);
+  }
+
+  private storageFailed(error: unknown): void {
+    this.failure = `storage failed: ${error instanceof Error ? error.message : String(error)}`;
+    for (; this.pendingAckHead < this.pendingAcks.length; this.pendingAckHead++) {
+      const ack = this.pendingAcks[this.pendingAckHead];
+      if (ack.session.closed) continue;
+      this.fail(ack.session, "ARIA_ERR_STORAGE_FAILED", this.failure, { requestId: ack.requestId });
+      this.settle(ack.session);
+    }
+  }
+
+  // ---- Delivery ----------------------------------------------------------------------------
+
+  /** Pushes the newly visible seqs [from, to) to LIVE subscriptions, batching per session. */
+  private fanOut(from: number, to: number, touched: Set<Session>): void {
+    if (this.live.size === 0) return;
+    const ring = this.tip.ring;
+    if (from < ring.firstSeq) {
+      // The ring already dropped some of them: every live cursor catches up through the tip or disk.
+      for (const subscription of [...this.live]) this.toTip(subscription);
+      this.schedulePump();
+      return;
+    }
+    let at = ring.offsetOfSeq(from);
+    for (let seq = from; seq < to; seq++) {
+      const subscriptions = this.fanout.of(ring.topicAt(at));
+      for (let i = 0; i < subscriptions.length; i++) {
+        const subscription = subscriptions[i];
+        if (subscription.phase !== Phase.Live || seq < subscription.nextSeq) continue;
+        this.deliverFromRing(subscription, at);
+        touched.add(subscription.session);
+      }
+      if (seq + 1 < to) at = ring.after(at);
+    }
+    for (const subscription of this.live) subscription.nextSeq = Math.max(subscription.nextSeq, to);
+  }
+
+  private deliverFromRing(subscription: Subscription, at: number): void {
+    const ring = this.tip.ring;
+    const topicId = ring.topicAt(at);
+    const payloadStart = at + 24;
+    subscription.session.addData(subscription.id, ring.seqAt(at), ring.timeAt(at), this.topicUtf8(topicId), ring.bytes, payloadStart, ring.payloadLengthAt(at));
+    subscription.messagesDelivered++;
+    this.counters.messagesDelivered++;
+  }
+
+  private topicUtf8(topicId: number): Uint8Array {
+    return (this.topicBytes[topicId] ??= this.encoder.encode(this.topics.topicName(topicId)));
+  }
+
+  private goLive(subscription: Subscription): void {
+    this.catchingUp.delete(subscription);
+    subscription.phase = Phase.Live;
+    subscription.diskReader = null;
+    this.live.add(subscription);
+    if (!subscription.caughtUpSent) {
+      subscription.caughtUpSent = true;
+      subscription.session.endData();
+      encodeCaughtUp(subscription.session.writer, { subscriptionId: subscription.id, nextSeq: subscription.nextSeq });
+    }
+  }
+
+  private toTip(subscription: Subscription): void {
+    this.live.delete(subscription);
+    subscription.phase = Phase.Tip;
+    subscription.diskReader = null;
+    this.catchingUp.add(subscription);
+    this.schedulePump();
+  }
+
+  private toDisk(subscription: Subscription): void {
+    this.live.delete(subscription);
+    this.catchingUp.add(subscription);
+    subscription.phase = Phase.Disk;
+    subscription.diskReader = this.store.read(subscription.filter, { seq: subscription.nextSeq });
+    this.schedulePump();
+  }
+
+  private stall(subscription: Subscription): void {
+    if (subscription.phase === Phase.Stalled || subscription.phase === Phase.Closed) return;
+    subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
+    this.live.delete(subscription);
+    this.catchingUp.delete(subscription);
+    subscription.phase = Phase.Stalled;
+  }
+
+  private resumeStalled(session: Session): void {
+    let resumed = false;
+    for (const subscription of session.subscriptions.values()) {
+      if (subscription.phase !== Phase.Stalled) continue;
+      resumed = true;
+      if (subscription.stalledFrom === Phase.Disk && subscription.diskReader !== null) {
+        subscription.phase = Phase.Disk;
+        this.catchingUp.add(subscription);
+      } else {
+        this.toTip(subscription);
+      }
+    }
+    if (resumed) this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    this.scheduler.soon(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** One round of catch-up: each catching-up subscription gets a bounded slice. */
+  private pump(): void {
+    const touched = new Set<Session>();
+    for (const subscription of [...this.catchingUp]) {
+      const session = subscription.session;
+      // Hand the socket what earlier slices built, so "backed up" means the client is slow,
+      // not that this round wrote a lot.
+      session.flush();
+      if (session.backedUp) {
+        this.stall(subscription);
+        continue;
+      }
+      if (subscription.phase === Phase.Tip) this.tipSlice(subscription);
+      else if (subscription.phase === Phase.Disk && !subscription.diskBusy) this.diskSlice(subscription);
+      touched.add(session);
+    }
+    for (const session of touched) this.settle(session);
+    for (const subscription of this.catchingUp) {
+      if (subscription.phase === Phase.Tip) {
+        this.schedulePump();
+        break;
+      }
+    }
+  }
+
+  /** Delivers up to a slice of a subscription's backlog from the tip. */
+  private tipSlice(subscription: Subscription): void {
+    if (subscription.nextSeq >= this.visibleSeq) {
+      this.goLive(subscription);
+      return;
+    }
+    const read = this.tip.read(subscription.matcher, subscription.nextSeq, { endSeq: this.visibleSeq });
+    if (!read.ok) {
+      this.toDisk(subscription);
+      return;
+    }
+    const cursor = read.cursor;
+    const session = subscription.session;
+    let bytes = 0;
+    const sliceBytes = this.options.catchUpSliceBytes ?? CATCH_UP_SLICE_BYTES;
+    while (bytes < sliceBytes && !session.backedUp) {
+      if (!cursor.next()) {
+        if (cursor.fellBehind) {
+          subscription.nextSeq = cursor.resumeSeq;
+          this.toDisk(subscription);
+        } else {
+          subscription.nextSeq = Math.max(subscription.nextSeq, this.visibleSeq);
+          this.goLive(subscription);
+        }
+        return;
+      }
+      this.deliverFromRing(subscription, cursor.offset);
+      bytes += this.tip.ring.payloadLengthAt(cursor.offset) + 64;
+      subscription.nextSeq = cursor.resumeSeq;
+    }
+    if (session.backedUp) this.stall(subscription);
+  }
+
+  /** Asks the disk for a subscription's next batch; delivers it when it comes. */
+  private diskSlice(subscription: Subscription): void {
+    const reader = subscription.diskReader;
+    assert(reader !== null, "diskSlice: a disk-phase subscription has a reader");
+    subscription.diskBusy = true;
+    const committedBefore = this.store.committedSeq;
+    reader.nextBatch().then(
+      (batch) => {
+        subscription.diskBusy = false;
+        if (subscription.phase === Phase.Closed || subscription.diskReader !== reader) return;
+        this.diskBatch(subscription, batch, committedBefore);
+        this.settle(subscription.session);
+      },
+      (error) => {
+        subscription.diskBusy = false;
+        this.subscriptionFailed(subscription, error);
+      },
+    );
+  }
+
+  private diskBatch(subscription: Subscription, batch: StoredMessageLike[], committedBefore: number): void {
+    const session = subscription.session;
+    for (const message of batch) {
+      if (message.seq < subscription.nextSeq) continue;
+      const interned = this.topics.intern(message.topic);
+      assert(interned.ok, "diskBatch: stored topics are valid");
+      session.addData(subscription.id, message.seq, message.timeUs, this.topicUtf8(interned.topicId), message.payload, 0, message.payload.length);
+      subscription.messagesDelivered++;
+      this.counters.messagesDelivered++;
+      subscription.nextSeq = message.seq + 1;
+    }
+    // An empty batch: nothing more matches up to what was committed when it was asked for.
+    if (batch.length === 0) subscription.nextSeq = Math.max(subscription.nextSeq, committedBefore + 1);
+    const ring = this.tip.ring;
+    const tipHolds = subscription.nextSeq >= (ring.count > 0 ? ring.firstSeq : this.visibleSeq);
+    if (subscription.phase === Phase.Stalled) return;
+    if (tipHolds || subscription.nextSeq >= this.visibleSeq) this.toTip(subscription);
+    else if (session.backedUp) this.stall(subscription);
+    else this.schedulePump();
+  }
+
+  // ---- Sessions ----------------------------------------------------------------------------
+
+  /** Flushes a session's frames; stops its cursors when its queue is full; closes it when asked. */
+  private settle(session: Session): void {
+    if (session.closed) return;
+    session.flush();
+    if (session.queuedBytes > 2 * session.queueBytesMax + FRAME_BYTES_MAX) {
+      // Only control frames grow the queue past the cursor limit: a client that publishes but
+      // never reads its acks. It cannot be served without unbounded memory.
+      this.closeSession(session);
+      return;
+    }
+    if (session.backedUp) {
+      for (const subscription of session.subscriptions.values()) {
+        if (subscription.phase === Phase.Live || subscription.phase === Phase.Tip) this.stall(subscription);
+      }
+    } else if (session.drained) {
+      // The socket took everything: no drain event will come, so stalled cursors go on now.
+      this.resumeStalled(session);
+    }
+    if (session.closing && session.queuedBytes === 0) this.closeSession(session);
+  }
+
+  private fail(session: Session, code: AriaErrorCode, reason: string, related: { fatal?: boolean; requestId?: number; subscriptionId?: number } = {}): void {
+    session.endData();
+    const relatedKind = related.requestId !== undefined ? "request" : related.subscriptionId !== undefined ? "subscription" : "none";
+    encodeError(session.writer, { code, fatal: related.fatal ?? false, reason, relatedKind, relatedId: related.requestId ?? related.subscriptionId ?? 0 });
+    if (related.fatal === true || code === "ARIA_ERR_SHUTTING_DOWN" || code === "ARIA_ERR_TOO_MANY_CONNECTIONS") session.closing = true;
+  }
+
+  private decodeFailed(session: Session, error: DecodeError): void {
+    session.endData();
+    encodeError(session.writer, error);
+    if (error.fatal) session.closing = true;
+  }
+
+  private subscriptionFailed(subscription: Subscription, error: unknown): void {
+    if (subscription.phase === Phase.Closed) return;
+    const session = subscription.session;
+    this.dropSubscription(subscription);
+    this.fail(session, "ARIA_ERR_STORAGE_FAILED", `reading subscription ${subscription.id} from disk failed: ${error instanceof Error ? error.message : String(error)}`, { subscriptionId: subscription.id });
+    this.settle(session);
+  }
+
+  private dropSubscription(subscription: Subscription): void {
+    subscription.phase = Phase.Closed;
+    subscription.diskReader = null;
+    subscription.session.subscriptions.delete(subscription.id);
+    this.fanout.remove(subscription);
+    this.live.delete(subscription);
+    this.catchingUp.delete(subscription);
+  }
+
+  private closeSession(session: Session): void {
+    if (session.closed) return;
+    for (const subscription of [...session.subscriptions.values()]) this.dropSubscription(subscription);
+    session.closed = true;
+    this.sessions.delete(session.id);
+    session.connection.close();
+  }
+}

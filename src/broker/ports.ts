@@ -1,0 +1,44 @@
+/**
+ * Ports: the small interfaces the broker is handed instead of touching the world. The runtime
+ * implements them with sockets, files and timers; tests and the simulator with in-memory fakes.
+ * Each lists only the methods the broker calls.
+ */
+import type { Filter } from "../topic/filter.ts";
+
+/** Wall-clock time in µs since the epoch. */
+export interface Clock {
+  nowUs(): number;
+}
+
+/** Runs a task after the current event, letting I/O events in between (setImmediate-like). */
+export interface Scheduler {
+  soon(task: () => void): void;
+}
+
+/** One client connection, as the broker sees it. */
+export interface Connection {
+  /** Writes what the socket accepts now; returns how many bytes it took (the broker queues the rest). */
+  write(bytes: Uint8Array): number;
+  /** Closes the connection (after what was written). */
+  close(): void;
+}
+
+/** A message read back from storage. */
+export interface StoredMessageLike {
+  seq: number;
+  timeUs: number;
+  topic: string;
+  payload: Uint8Array;
+}
+
+/** What the broker needs of durable storage (src/store's Store fits). */
+export interface BrokerStore {
+  readonly nextSeq: number;
+  /** The last seq durable under the fsync policy. */
+  readonly committedSeq: number;
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void;
+  /** Resolves once everything appended so far is durable (group commit). */
+  commit(): Promise<void>;
+  /** Reads a filter's committed messages in seq order; an empty batch means caught up. */
+  read(filter: Filter, from: { seq: number } | { timeUs: number }): { nextBatch(): Promise<StoredMessageLike[]> };
+}

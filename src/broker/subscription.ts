@@ -1,0 +1,58 @@
+/**
+ * Subscription: one cursor moving through the stream for one filter of one session. Its phase
+ * says where the next message comes from; `nextSeq` is the one number that carries it across
+ * every handoff, so no message is skipped or repeated:
+ *
+ *   DISK ──(nextSeq reaches the tip)──▶ TIP ──(reaches the visible end)──▶ LIVE
+ *     ▲                                  │ ▲                                  │
+ *     └──────(the ring moved past)───────┘ └──(client drained)── STALLED ◀────┘ (send queue full)
+ *
+ * Invariant: every matching message with seq < nextSeq has been written to the session, in seq
+ * order, exactly once; nothing with seq >= nextSeq has.
+ */
+import type { Filter } from "../topic/filter.ts";
+import type { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { Session } from "./session.ts";
+
+/** Where a subscription's next message comes from. */
+export const Phase = {
+  /** Waiting for its start to be resolved (a time start that needs the disk). */
+  Resolving: 0,
+  /** Reading from disk (initial recovery). */
+  Disk: 1,
+  /** Reading from the tip through an indexed or linear cursor (tip recovery). */
+  Tip: 2,
+  /** At the visible end: fan-out pushes each new message. */
+  Live: 3,
+  /** The session's send queue is full: waits for the client to read. */
+  Stalled: 4,
+  /** Unsubscribed or its session closed. */
+  Closed: 5,
+} as const;
+/** A subscription phase. */
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+/** A reader of committed messages from disk, as the store offers it. */
+export interface DiskReader {
+  nextBatch(): Promise<{ seq: number; timeUs: number; topic: string; payload: Uint8Array }[]>;
+}
+
+/** One subscription's cursor state. */
+export class Subscription {
+  phase: Phase = Phase.Resolving;
+  /** The phase to go back to when a stall ends. */
+  stalledFrom: Phase = Phase.Tip;
+  caughtUpSent = false;
+  diskReader: DiskReader | null = null;
+  diskBusy = false;
+  /** Messages and bytes delivered, for metrics. */
+  messagesDelivered = 0;
+
+  constructor(
+    readonly session: Session,
+    readonly id: number,
+    readonly filter: Filter,
+    readonly matcher: FilterMatcher,
+    public nextSeq: number,
+  ) {}
+}

@@ -1,0 +1,85 @@
+/**
+ * `aria serve`: runs the TCP protocol server and the admin HTTP app until SIGINT or SIGTERM.
+ * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`), so a
+ * script started with --port 0 learns the ports it got.
+ */
+import { TIP_BYTES_DEFAULT, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
+import { onShutdownSignal } from "../runtime/process.ts";
+import { FatalError, startServer } from "../runtime/server.ts";
+import type { FsyncPolicy } from "../store/mod.ts";
+import { parseCommand, parseDuration, parsePort, parseSize, stringFlag, UsageError } from "./args.ts";
+import { EXIT_OK, type CliIo } from "./cli_io.ts";
+
+/** Usage of `aria serve`. */
+export const SERVE_USAGE = `Usage: aria serve [options]
+
+Runs the Aria server: the TCP protocol and the admin HTTP app.
+
+Options:
+  --host HOST            address to listen on (default 127.0.0.1)
+  --port PORT            TCP protocol port; 0 picks a free one (default 7400)
+  --admin-port PORT      admin HTTP port; 0 picks a free one (default 7401)
+  --data-dir DIR         where messages are stored (default ./aria-data)
+  --tip-bytes SIZE       memory for the newest messages, e.g. 256MiB (default 256MiB)
+  --fsync POLICY         always | interval | never (default always)
+  --retain-age DURATION  delete segments older than this, e.g. 7d (default: keep)
+  --retain-bytes SIZE    delete the oldest segments beyond this size, e.g. 50GiB (default: keep)
+  --auth-token TOKEN     clients must present this token in their handshake
+  -h, --help             show this help
+`;
+
+const FSYNC_POLICIES: FsyncPolicy[] = ["always", "interval", "never"];
+
+/** Runs `aria serve`; resolves to the exit code after a signal stopped the server. */
+export async function serveCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommand(args, {
+    host: { type: "string" },
+    port: { type: "string" },
+    "admin-port": { type: "string" },
+    "data-dir": { type: "string" },
+    "tip-bytes": { type: "string" },
+    fsync: { type: "string" },
+    "retain-age": { type: "string" },
+    "retain-bytes": { type: "string" },
+    "auth-token": { type: "string" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help === true) {
+    io.out(SERVE_USAGE);
+    return EXIT_OK;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const fsync = stringFlag(values, "fsync", "always") as FsyncPolicy;
+  if (!FSYNC_POLICIES.includes(fsync)) throw new UsageError(`--fsync: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`);
+  const tipBytes = typeof values["tip-bytes"] === "string" ? parseSize(values["tip-bytes"], "--tip-bytes") : TIP_BYTES_DEFAULT;
+  if (tipBytes < TIP_BYTES_MIN || tipBytes > TIP_BYTES_MAX) throw new UsageError(`--tip-bytes: must be between ${TIP_BYTES_MIN} and ${TIP_BYTES_MAX} bytes`);
+  const options = {
+    host: stringFlag(values, "host", "127.0.0.1"),
+    port: parsePort(stringFlag(values, "port", "7400"), "--port"),
+    adminPort: parsePort(stringFlag(values, "admin-port", "7401"), "--admin-port"),
+    dataDir: stringFlag(values, "data-dir", "./aria-data"),
+    tipBytes: tipBytes - (tipBytes % 8),
+    fsync,
+    retainAgeUs: typeof values["retain-age"] === "string" ? parseDuration(values["retain-age"], "--retain-age") * 1000 : undefined,
+    retainBytes: typeof values["retain-bytes"] === "string" ? parseSize(values["retain-bytes"], "--retain-bytes") : undefined,
+    authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
+  };
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    server = await startServer(options);
+  } catch (error) {
+    if (error instanceof FatalError) {
+      io.err(`aria serve: ${error.message}\n`);
+      return error.exitCode;
+    }
+    throw error;
+  }
+  const recovery = server.recovery;
+  for (const cut of recovery.cuts) io.err(`aria serve: recovery cut a torn tail of ${cut.file} at offset ${cut.offset} (${cut.bytesCut} bytes)\n`);
+  for (const problem of recovery.problems) io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
+  io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
+  const signal = await new Promise<string>((resolve) => onShutdownSignal(resolve));
+  io.err(`aria serve: ${signal}: shutting down\n`);
+  await server.stop();
+  return EXIT_OK;
+}

@@ -1,0 +1,387 @@
+/**
+ * AriaClient: the TypeScript client. One TCP connection carries the handshake, publishes
+ * (auto-batched: every publish() of one tick shares a PUBLISH frame) and any number of
+ * subscriptions, each an async iterator with back-pressure: when its queue of received messages
+ * is full the socket stops reading, the server's send queue fills, and the server stops that
+ * connection's cursors until the application reads again.
+ *
+ * Reconnects: when the connection drops, the client dials again with back-off, repeats the
+ * handshake, and resubscribes every subscription from the seq after the last one it delivered,
+ * so the application sees no gap and no duplicate. Publishes not yet acknowledged when the
+ * connection dropped are rejected with ARIA_ERR_CONNECTION_LOST: they may or may not have been
+ * sequenced, and only the application knows whether sending again is safe.
+ *
+ * The socket comes from a Dialer (src/runtime/tcp_dialer.ts); this file does no I/O itself.
+ */
+import { PAYLOAD_BYTES_MAX, PROTOCOL_VERSION, PUBLISH_BATCH_MESSAGES_MAX } from "../constants.ts";
+import {
+  AriaError,
+  encodeHello,
+  encodeSubscribe,
+  encodeUnsubscribe,
+  type ErrorFrame,
+  type Frame,
+  FrameDecoder,
+  FrameWriter,
+  type ServerLimits,
+  type StartPosition,
+} from "../protocol/mod.ts";
+import type { ClientSocket, Dialer } from "../runtime/tcp_dialer.ts";
+import { Filter } from "../topic/filter.ts";
+import { validateTopic } from "../topic/topic.ts";
+import { ClientSubscription, type SubscribeOptions } from "./client_subscription.ts";
+
+/** Options of `connect`. */
+export interface ClientOptions {
+  clientName?: string;
+  authToken?: string;
+  /** Reconnect and resume after a dropped connection (default true). */
+  reconnect?: boolean;
+  /** First back-off delay; doubles up to 2 s. */
+  reconnectDelayMs?: number;
+  /** Reconnect attempts before giving up (default 20). */
+  reconnectAttemptsMax?: number;
+}
+
+/** The seqs a publish was given. */
+export interface PublishResult {
+  firstSeq: number;
+  count: number;
+}
+
+interface PendingPublish {
+  resolve(result: PublishResult): void;
+  reject(error: Error): void;
+}
+
+interface QueuedPublish {
+  topic: string;
+  payload: Uint8Array;
+  resolve(seq: number): void;
+  reject(error: Error): void;
+}
+
+const ENCODER = new TextEncoder();
+
+/** Parses `tcp://host:port`. */
+export function parseTcpUrl(url: string): { host: string; port: number } {
+  const match = /^tcp:\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(url);
+  if (match === null) throw new AriaError("ARIA_ERR_INVALID_URL", `"${url}" is not a tcp://HOST:PORT URL`);
+  const port = Number(match[2]);
+  if (port < 1 || port > 65535) throw new AriaError("ARIA_ERR_INVALID_URL", `port ${port} of "${url}" is out of range`);
+  return { host: match[1].replace(/^\[|\]$/g, ""), port };
+}
+
+/** A connection to an Aria server. */
+export class AriaClient {
+  private socket: ClientSocket | null = null;
+  private decoder = new FrameDecoder();
+  private readonly writer = new FrameWriter();
+  private readonly outQueue: Uint8Array[] = [];
+  private nextRequestId = 1;
+  private nextSubscriptionId = 1;
+  private readonly pending = new Map<number, PendingPublish>();
+  private readonly subscriptions = new Map<number, ClientSubscription>();
+  private queued: QueuedPublish[] = [];
+  private flushScheduled = false;
+  private welcomed: { resolve(): void; reject(error: Error): void } | null = null;
+  private closedByUser = false;
+  private pausedBy = new Set<number>();
+  /** The server's limits, from WELCOME. */
+  limits: ServerLimits | null = null;
+
+  private constructor(
+    private readonly host: string,
+    private readonly port: number,
+    private readonly dial: Dialer,
+    private readonly options: ClientOptions,
+  ) {}
+
+  /** Connects and completes the handshake. */
+  static async connect(url: string, dial: Dialer, options: ClientOptions = {}): Promise<AriaClient> {
+    const { host, port } = parseTcpUrl(url);
+    const client = new AriaClient(host, port, dial, options);
+    await client.open();
+    return client;
+  }
+
+  /** Publishes one message; resolves to its seq once the server acknowledged it. */
+  publish(topic: string, payload: Uint8Array | string): Promise<number> {
+    const bytes = typeof payload === "string" ? ENCODER.encode(payload) : payload;
+    const problem = this.checkMessage(topic, bytes);
+    if (problem !== null) return Promise.reject(problem);
+    return new Promise((resolve, reject) => {
+      this.queued.push({ topic, payload: bytes, resolve, reject });
+      if (this.queued.length >= PUBLISH_BATCH_MESSAGES_MAX) this.flushPublishes();
+      else if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        queueMicrotask(() => this.flushPublishes());
+      }
+    });
+  }
+
+  /** Publishes a batch in one frame (or as few as the limits allow); resolves to the seq range. */
+  async publishBatch(messages: readonly { topic: string; payload: Uint8Array | string }[]): Promise<PublishResult> {
+    const seqs = await Promise.all(messages.map((m) => this.publish(m.topic, m.payload)));
+    return { firstSeq: seqs.length > 0 ? seqs[0] : 0, count: seqs.length };
+  }
+
+  /** Subscribes to `filter` (a topic, `a/b/**`, `**`, or a list of them). */
+  subscribe(filter: string | readonly string[], options: SubscribeOptions = {}): ClientSubscription {
+    const parsed = Filter.parse(typeof filter === "string" ? [filter] : filter);
+    if (!parsed.ok) throw new AriaError("ARIA_ERR_INVALID_FILTER", parsed.reason);
+    const id = this.nextSubscriptionId++;
+    const subscription = new ClientSubscription(id, parsed.filter, options, {
+      unsubscribe: () => this.unsubscribe(id),
+      pause: () => this.pauseFor(id),
+      resume: () => this.resumeFor(id),
+    });
+    this.subscriptions.set(id, subscription);
+    if (this.socket !== null) this.sendSubscribe(subscription);
+    return subscription;
+  }
+
+  /** Closes the connection; pending publishes are rejected, subscriptions end. */
+  async close(): Promise<void> {
+    this.closedByUser = true;
+    this.flushPublishes();
+    const socket = this.socket;
+    this.socket = null;
+    socket?.end();
+    this.failAll(new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed"), true);
+  }
+
+  // ---- Connection --------------------------------------------------------------------------
+
+  private async open(): Promise<void> {
+    this.decoder = new FrameDecoder();
+    const socket = await this.dial(this.host, this.port, {
+      data: (bytes) => this.received(bytes),
+      drain: () => this.drain(),
+      close: (error) => this.lost(error),
+    });
+    this.socket = socket;
+    const welcomed = new Promise<void>((resolve, reject) => {
+      this.welcomed = { resolve, reject };
+    });
+    encodeHello(this.writer, { version: PROTOCOL_VERSION, clientName: this.options.clientName ?? "aria-client", authToken: this.options.authToken ?? null });
+    this.send();
+    await welcomed;
+    for (const subscription of this.subscriptions.values()) this.sendSubscribe(subscription);
+  }
+
+  private lost(error?: Error): void {
+    if (this.socket === null && this.closedByUser) return;
+    this.socket = null;
+    this.outQueue.length = 0;
+    const reason = new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost${error ? `: ${error.message}` : ""}`);
+    this.welcomed?.reject(reason);
+    this.welcomed = null;
+    for (const pending of this.pending.values()) pending.reject(reason);
+    this.pending.clear();
+    if (this.closedByUser || this.options.reconnect === false) {
+      this.failAll(reason, false);
+      return;
+    }
+    void this.reconnect(reason);
+  }
+
+  private async reconnect(reason: Error): Promise<void> {
+    let delay = this.options.reconnectDelayMs ?? 50;
+    const attempts = this.options.reconnectAttemptsMax ?? 20;
+    for (let attempt = 0; attempt < attempts && !this.closedByUser; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 2000);
+      try {
+        await this.open();
+        return;
+      } catch {
+        // try again
+      }
+    }
+    this.failAll(reason, false);
+  }
+
+  private failAll(reason: Error, endQuietly: boolean): void {
+    for (const queued of this.queued) queued.reject(reason);
+    this.queued = [];
+    for (const pending of this.pending.values()) pending.reject(reason);
+    this.pending.clear();
+    for (const subscription of this.subscriptions.values()) {
+      if (endQuietly) subscription.end();
+      else subscription.fail(reason);
+    }
+    this.subscriptions.clear();
+  }
+
+  private send(): void {
+    const bytes = this.writer.bytes();
+    if (bytes.length === 0) return;
+    if (this.socket === null) {
+      this.writer.reset();
+      return;
+    }
+    const written = this.outQueue.length === 0 ? this.socket.write(bytes) : 0;
+    if (written < bytes.length) this.outQueue.push(bytes.slice(written));
+    this.writer.reset();
+  }
+
+  private drain(): void {
+    while (this.outQueue.length > 0 && this.socket !== null) {
+      const chunk = this.outQueue[0];
+      const written = this.socket.write(chunk);
+      if (written < chunk.length) {
+        this.outQueue[0] = chunk.subarray(written);
+        return;
+      }
+      this.outQueue.shift();
+    }
+  }
+
+  // ---- Frames ------------------------------------------------------------------------------
+
+  private received(bytes: Uint8Array): void {
+    this.decoder.push(bytes);
+    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) {
+      if (frame.kind === "decode_error") {
+        this.protocolError(new AriaError(frame.code, `server sent bad bytes: ${frame.reason}`));
+        return;
+      }
+      this.handle(frame);
+    }
+  }
+
+  private handle(frame: Frame): void {
+    switch (frame.kind) {
+      case "welcome":
+        this.limits = frame.limits;
+        this.welcomed?.resolve();
+        this.welcomed = null;
+        return;
+      case "publish_ack": {
+        const pending = this.pending.get(frame.requestId);
+        this.pending.delete(frame.requestId);
+        pending?.resolve({ firstSeq: frame.firstSeq, count: frame.count });
+        return;
+      }
+      case "subscribed":
+        this.subscriptions.get(frame.subscriptionId)?.subscribed(frame.firstSeq);
+        return;
+      case "data": {
+        const subscription = this.subscriptions.get(frame.subscriptionId);
+        if (subscription === undefined) return;
+        const messages = frame.messages;
+        while (messages.next()) subscription.push(messages.seq, messages.timeUs, messages.topic, messages.payload.slice());
+        return;
+      }
+      case "caught_up":
+        this.subscriptions.get(frame.subscriptionId)?.caughtUp(frame.nextSeq);
+        return;
+      case "unsubscribed":
+        return;
+      case "ping":
+        return;
+      case "pong":
+        return;
+      case "error":
+        return this.serverError(frame);
+      default:
+        this.protocolError(new AriaError("ARIA_ERR_UNEXPECTED_FRAME", `server sent a ${frame.kind} frame`));
+    }
+  }
+
+  private serverError(frame: ErrorFrame): void {
+    const error = new AriaError(frame.code === "ARIA_ERR_UNKNOWN" ? "ARIA_ERR_INTERNAL" : frame.code, frame.reason);
+    if (frame.relatedKind === "request") {
+      const pending = this.pending.get(frame.relatedId);
+      this.pending.delete(frame.relatedId);
+      pending?.reject(error);
+    } else if (frame.relatedKind === "subscription") {
+      const subscription = this.subscriptions.get(frame.relatedId);
+      this.subscriptions.delete(frame.relatedId);
+      subscription?.fail(error);
+    }
+    if (frame.fatal) {
+      // The server will close; don't reconnect into the same refusal.
+      this.closedByUser = true;
+      this.welcomed?.reject(error);
+      this.failAll(error, false);
+    }
+  }
+
+  private protocolError(error: AriaError): void {
+    this.closedByUser = true;
+    this.failAll(error, false);
+    this.socket?.end();
+    this.socket = null;
+  }
+
+  // ---- Publishing and subscribing ------------------------------------------------------------
+
+  private checkMessage(topic: string, payload: Uint8Array): AriaError | null {
+    const reason = validateTopic(topic);
+    if (reason !== null) return new AriaError("ARIA_ERR_INVALID_TOPIC", reason);
+    const max = this.limits?.payloadBytesMax ?? PAYLOAD_BYTES_MAX;
+    if (payload.length > max) return new AriaError("ARIA_ERR_PAYLOAD_TOO_LARGE", `payload is ${payload.length} bytes, more than the limit of ${max}`);
+    if (this.closedByUser) return new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
+    return null;
+  }
+
+  /** Sends every queued publish, as few PUBLISH frames as the limits allow. */
+  private flushPublishes(): void {
+    this.flushScheduled = false;
+    if (this.queued.length === 0) return;
+    if (this.socket === null || this.welcomed !== null) {
+      // Not connected yet (or reconnecting): try again shortly.
+      if (!this.closedByUser) setTimeout(() => this.flushPublishes(), 10);
+      return;
+    }
+    const queued = this.queued;
+    this.queued = [];
+    const batchMax = this.limits?.publishBatchMessagesMax ?? PUBLISH_BATCH_MESSAGES_MAX;
+    let start = 0;
+    while (start < queued.length) {
+      const requestId = this.nextRequestId++;
+      this.writer.beginPublish(requestId);
+      let end = start;
+      while (end < queued.length && end - start < batchMax) {
+        const { topic, payload } = queued[end];
+        if (end > start && !this.writer.publishMessageFits(topic.length, payload.length)) break;
+        this.writer.addPublishMessageText(topic, payload);
+        end++;
+      }
+      this.writer.endPublish();
+      const batch = queued.slice(start, end);
+      this.pending.set(requestId, {
+        resolve: (result) => batch.forEach((m, i) => m.resolve(result.firstSeq + i)),
+        reject: (error) => batch.forEach((m) => m.reject(error)),
+      });
+      start = end;
+    }
+    this.send();
+  }
+
+  private sendSubscribe(subscription: ClientSubscription): void {
+    const start: StartPosition = subscription.resumeStart();
+    encodeSubscribe(this.writer, { subscriptionId: subscription.id, start, filter: subscription.filter });
+    this.send();
+  }
+
+  private unsubscribe(id: number): void {
+    if (!this.subscriptions.delete(id)) return;
+    this.resumeFor(id);
+    if (this.socket === null) return;
+    encodeUnsubscribe(this.writer, { subscriptionId: id });
+    this.send();
+  }
+
+  private pauseFor(id: number): void {
+    if (this.pausedBy.size === 0) this.socket?.pause();
+    this.pausedBy.add(id);
+  }
+
+  private resumeFor(id: number): void {
+    if (!this.pausedBy.delete(id)) return;
+    if (this.pausedBy.size === 0) this.socket?.resume();
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * startServer: assembles a running Aria server from its parts — opens (and recovers) the data
+ * directory, refills the tip from the newest persisted messages, builds the broker, listens for
+ * the protocol over TCP and serves the admin app over HTTP, and runs the timers (segment aging,
+ * retention). stop() is the graceful shutdown: stop accepting, commit and acknowledge, close
+ * clients with SHUTTING_DOWN, sort and close the store.
+ */
+import { mkdir } from "node:fs/promises";
+import { createAdminApp } from "../admin/app.ts";
+import { Broker } from "../broker/broker.ts";
+import { RECORD_HEADER_BYTES } from "../constants.ts";
+import { Store, type FsyncPolicy, type RecoveryReport } from "../store/mod.ts";
+import { Tip } from "../tip/tip.ts";
+import { TopicTable } from "../topic/topic_table.ts";
+import { BunDisk } from "./bun_disk.ts";
+import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { listenTcp } from "./tcp_listener.ts";
+
+/** How often segment aging and retention run. */
+const MAINTENANCE_INTERVAL_MS = 1000;
+
+/** Options of `aria serve`. */
+export interface ServerOptions {
+  host: string;
+  port: number;
+  adminPort: number;
+  dataDir: string;
+  tipBytes: number;
+  fsync: FsyncPolicy;
+  retainAgeUs?: number;
+  retainBytes?: number;
+  authToken?: string;
+}
+
+/** A running server. */
+export interface RunningServer {
+  tcpUrl: string;
+  adminUrl: string;
+  broker: Broker;
+  store: Store;
+  tip: Tip;
+  recovery: RecoveryReport;
+  stop(): Promise<void>;
+}
+
+/** A start-up failure the operator can fix with a flag; `exitCode` is the process's. */
+export class FatalError extends Error {
+  constructor(message: string, readonly exitCode: number) {
+    super(message);
+  }
+}
+
+/** Exit codes of fatal start-up conditions. */
+export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5 } as const;
+
+/** Starts a server; throws FatalError when the data directory or a port is unusable. */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  try {
+    await mkdir(options.dataDir, { recursive: true });
+  } catch (error) {
+    throw new FatalError(`Cannot create data directory "${options.dataDir}": ${(error as Error).message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
+  }
+  let opened: Awaited<ReturnType<typeof Store.open>>;
+  try {
+    opened = await Store.open(new BunDisk(options.dataDir), { fsync: options.fsync, schedule: scheduleAfter });
+  } catch (error) {
+    const message = (error as Error).message;
+    const code = (error as { code?: string }).code;
+    const exit = code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
+    throw new FatalError(`Cannot open data directory "${options.dataDir}": ${message}`, exit);
+  }
+  const { store, recovery } = opened;
+  const topics = new TopicTable();
+  const tip = new Tip(topics, { capacityBytes: options.tipBytes });
+  // Refill the tip so tip recovery works right after a restart.
+  const newest = await store.readNewest(options.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
+  for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
+  const broker = new Broker({ topics, tip, store, clock: systemClock, scheduler: systemScheduler, authToken: options.authToken });
+  let tcp: ReturnType<typeof listenTcp>;
+  let admin: ReturnType<typeof Bun.serve>;
+  try {
+    tcp = listenTcp(broker, { host: options.host, port: options.port });
+  } catch (error) {
+    await store.close({ sort: false });
+    throw new FatalError(`Cannot listen on ${options.host}:${options.port}: ${(error as Error).message}; choose another with --port`, FATAL_EXIT.port);
+  }
+  const app = createAdminApp({ stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }) });
+  try {
+    admin = Bun.serve({ hostname: options.host, port: options.adminPort, fetch: app.fetch });
+  } catch (error) {
+    tcp.stop();
+    await store.close({ sort: false });
+    throw new FatalError(`Cannot listen on ${options.host}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port`, FATAL_EXIT.port);
+  }
+  let maintaining = false;
+  const timer = setInterval(() => {
+    const nowUs = systemClock.nowUs();
+    store.maintain(nowUs);
+    if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
+    maintaining = true;
+    store.retain({ ageUs: options.retainAgeUs, bytes: options.retainBytes }, nowUs).finally(() => {
+      maintaining = false;
+    });
+  }, MAINTENANCE_INTERVAL_MS);
+  let stopping: Promise<void> | null = null;
+  return {
+    tcpUrl: `tcp://${hostForUrl(options.host)}:${tcp.port}`,
+    adminUrl: `http://${hostForUrl(options.host)}:${admin.port}`,
+    broker,
+    store,
+    tip,
+    recovery,
+    stop: () =>
+      (stopping ??= (async () => {
+        clearInterval(timer);
+        tcp.stop();
+        await broker.shutdown();
+        admin.stop(true);
+        await store.close();
+      })()),
+  };
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}

@@ -1,0 +1,171 @@
+/**
+ * StoreContext: the state the store's parts share — the open journal generations, the partition
+ * logs, the manifest handle, the seq watermarks and the resolved limits. It holds data only;
+ * journal_writer.ts, sorter.ts, reader.ts and recovery.ts act on it, store.ts owns it.
+ *
+ * Seq watermarks, always ordered:  committedSeq <= writtenSeq < nextSeq, syncedSeq <= writtenSeq
+ *   nextSeq       the seq the next append must carry
+ *   writtenSeq    last seq whose bytes reached the journal file (readable)
+ *   syncedSeq     last seq whose journal bytes are fsynced (durable under every policy)
+ *   committedSeq  last seq acknowledged under the policy (always: synced; interval/never: written)
+ */
+import {
+  FSYNC_INTERVAL_MS_DEFAULT,
+  JOURNAL_BYTES_MAX,
+  JOURNAL_RETAINED_BYTES_MAX,
+  READ_BATCH_BYTES_MAX,
+  READ_BUFFER_BYTES_TOTAL,
+  SEGMENT_AGE_US_MAX,
+  SEGMENT_BYTES_MAX,
+  SEGMENT_INDEX_INTERVAL_BYTES,
+  STORE_OPEN_FILES_MAX,
+} from "../constants.ts";
+import { partitionOf } from "../topic/mod.ts";
+import type { Crc32 } from "./crc32.ts";
+import { crc32 as pureCrc32 } from "./crc32.ts";
+import type { Disk, DiskFile } from "./disk.ts";
+import { FileCache } from "./file_cache.ts";
+import type { StoreError } from "./layout.ts";
+import { PartitionLog } from "./partition_log.ts";
+import type { SegmentIndex } from "./segment_index.ts";
+
+/** Durability policy: when a publish is acknowledged. */
+export type FsyncPolicy = "always" | "interval" | "never";
+
+/** Options of Store.open; limits default to src/constants.ts and shrink in tests. */
+export type StoreOptions = {
+  /** `always` (default): ack after fsync, group commit. `interval`: ack after write, fsync every fsyncIntervalMs. `never`: no fsync. */
+  fsync?: FsyncPolicy;
+  fsyncIntervalMs?: number;
+  /** One-shot timer for `interval` (runtime passes setTimeout); without it the caller calls `store.sync()`. */
+  schedule?: (delayMs: number, run: () => void) => void;
+  /** CRC-32 implementation (default: the pure one; runtime passes the native one). */
+  crc32?: Crc32;
+  /** Continue past corruption in the middle of a file, reporting it, instead of refusing to open. */
+  repair?: boolean;
+  journalBytesMax?: number;
+  journalRetainedBytesMax?: number;
+  segmentBytesMax?: number;
+  segmentAgeUsMax?: number;
+  indexIntervalBytes?: number;
+  openFilesMax?: number;
+  readBufferBytes?: number;
+  readBatchBytesMax?: number;
+};
+
+/** StoreOptions with every default filled in. */
+export type ResolvedOptions = Required<Omit<StoreOptions, "schedule">> & Pick<StoreOptions, "schedule">;
+
+/** Fills in the defaults of `options`. */
+export function resolveOptions(options: StoreOptions): ResolvedOptions {
+  return {
+    fsync: options.fsync ?? "always",
+    fsyncIntervalMs: options.fsyncIntervalMs ?? FSYNC_INTERVAL_MS_DEFAULT,
+    schedule: options.schedule,
+    crc32: options.crc32 ?? pureCrc32,
+    repair: options.repair ?? false,
+    journalBytesMax: options.journalBytesMax ?? JOURNAL_BYTES_MAX,
+    journalRetainedBytesMax: options.journalRetainedBytesMax ?? JOURNAL_RETAINED_BYTES_MAX,
+    segmentBytesMax: options.segmentBytesMax ?? SEGMENT_BYTES_MAX,
+    segmentAgeUsMax: options.segmentAgeUsMax ?? SEGMENT_AGE_US_MAX,
+    indexIntervalBytes: options.indexIntervalBytes ?? SEGMENT_INDEX_INTERVAL_BYTES,
+    openFilesMax: options.openFilesMax ?? STORE_OPEN_FILES_MAX,
+    readBufferBytes: options.readBufferBytes ?? READ_BUFFER_BYTES_TOTAL,
+    readBatchBytesMax: options.readBatchBytesMax ?? READ_BATCH_BYTES_MAX,
+  };
+}
+
+/** One journal generation on disk. */
+export type JournalInfo = {
+  gen: number;
+  path: string;
+  firstSeq: number;
+  /** Bytes of the file that hold valid data (header + records written). */
+  bytes: number;
+  /** Records of this journal still pending in some partition (not yet in a segment). */
+  pendingRecords: number;
+  /** The file exists on disk with its header (the writer creates it lazily). */
+  created: boolean;
+};
+
+/** Shared state of one open store. */
+export class StoreContext {
+  readonly files: FileCache;
+  readonly partitions = new Map<string, PartitionLog>();
+  /** Partitions in creation order: readers pick up new ones by index. */
+  readonly partitionList: PartitionLog[] = [];
+  journals: JournalInfo[] = [];
+  manifest: { file: DiskFile | null; bytes: number; records: number } = { file: null, bytes: 0, records: 0 };
+  nextSegmentId = 1;
+  nextSeq = 1;
+  writtenSeq = 0;
+  syncedSeq = 0;
+  committedSeq = 0;
+  /** Newest publish time appended: the store's notion of "now" for segment age. */
+  newestTimeUs = 0;
+  /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
+  readonly oversized = new Set<PartitionLog>();
+  readsInFlight = 0;
+  deferred: (() => Promise<void>)[] = [];
+  failure: StoreError | null = null;
+  closed = false;
+  /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
+  readonly indexes = new Map<number, SegmentIndex | null>();
+  private lockTail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly disk: Disk,
+    readonly options: ResolvedOptions,
+  ) {
+    this.files = new FileCache(disk, options.openFilesMax);
+  }
+
+  get crc32(): Crc32 {
+    return this.options.crc32;
+  }
+
+  /** The log of `partition`, created when new. */
+  partition(partition: string): PartitionLog {
+    let log = this.partitions.get(partition);
+    if (log === undefined) {
+      log = new PartitionLog(partition);
+      this.partitions.set(partition, log);
+      this.partitionList.push(log);
+    }
+    return log;
+  }
+
+  /** The log of `topic`'s partition. */
+  partitionOfTopic(topic: string): PartitionLog {
+    return this.partition(partitionOf(topic));
+  }
+
+  /** The journal of generation `gen` (it must be live). */
+  journal(gen: number): JournalInfo {
+    const first = this.journals[0].gen;
+    const info = this.journals[gen - first];
+    return info;
+  }
+
+  /** Runs `work` after every earlier locked work has finished (manifest writes are serial). */
+  locked<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.lockTail.then(work, work);
+    this.lockTail = result.catch(() => {});
+    return result;
+  }
+
+  /** Runs `work` now if no read is in flight, else when the last one ends (files readers may hold). */
+  async whenNoReads(work: () => Promise<void>): Promise<void> {
+    if (this.readsInFlight === 0) await work();
+    else this.deferred.push(work);
+  }
+
+  /** Marks a read done; runs deferred removals once none is in flight. */
+  async readDone(): Promise<void> {
+    this.readsInFlight--;
+    if (this.readsInFlight > 0 || this.deferred.length === 0) return;
+    const work = this.deferred;
+    this.deferred = [];
+    for (const run of work) await run();
+  }
+}

@@ -1,0 +1,24 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { fcParams } from "../testing/fc_params.ts";
+import { crc32 } from "./crc32.ts";
+
+describe("crc32", () => {
+  test("known vectors (IEEE, as zlib)", () => {
+    const enc = new TextEncoder();
+    expect(crc32(new Uint8Array(0))).toBe(0);
+    expect(crc32(enc.encode("123456789")).toString(16)).toBe("cbf43926");
+    expect(crc32(enc.encode("The quick brown fox jumps over the lazy dog")).toString(16)).toBe("414fa339");
+    expect(crc32(new Uint8Array(32)).toString(16)).toBe("190a55ad");
+  });
+
+  test("equals the runtime's native crc32 on any bytes and any split offset", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(7), (bytes, skip) => {
+        const view = bytes.subarray(Math.min(skip, bytes.length));
+        expect(crc32(view)).toBe(Bun.hash.crc32(view) >>> 0);
+      }),
+      fcParams(),
+    );
+  });
+});

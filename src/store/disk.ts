@@ -1,0 +1,65 @@
+/**
+ * Disk: the only way the store touches files. It names just the calls the store makes, so a real
+ * implementation (src/runtime/bun_disk.ts) and a deterministic simulator with crash and fault
+ * injection (src/testing/sim_disk.ts) are interchangeable.
+ *
+ * Paths are relative to the disk's root (the data directory), `/`-separated, never absolute.
+ * Contract every implementation keeps:
+ * - `write` data is not durable until `sync` on that file resolves; a crash may drop or cut
+ *   unsynced writes;
+ * - a created, renamed or removed name is not durable until `syncDir` on its directory resolves;
+ * - a failure rejects with a DiskError whose `code` says why (ENOENT, ENOSPC, EIO, EEXIST…).
+ */
+
+/** An I/O failure with a stable code (the errno name where there is one). */
+export class DiskError extends Error {
+  override name = "DiskError";
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** How a file is opened: `read` and `write` need it to exist; `create` makes it new and empty. */
+export type OpenMode = "read" | "write" | "create";
+
+/** An open file. Positions are byte offsets; the store tracks its own append position. */
+export interface DiskFile {
+  readonly path: string;
+  /** Reads up to `into.length` bytes at `position`; resolves with the count (0 at end of file). */
+  read(position: number, into: Uint8Array): Promise<number>;
+  /** Writes all of `bytes` at `position`, extending the file as needed. */
+  write(position: number, bytes: Uint8Array): Promise<void>;
+  /** The current size in bytes. */
+  size(): Promise<number>;
+  /** Makes every write so far durable (fsync). */
+  sync(): Promise<void>;
+  /** Cuts or extends the file to `size` bytes (not durable until `sync`). */
+  truncate(size: number): Promise<void>;
+  /** Releases the handle; the file stays. */
+  close(): Promise<void>;
+}
+
+/** A directory tree of files, rooted at the data directory. */
+export interface Disk {
+  /** Opens `path` (see OpenMode). */
+  open(path: string, mode: OpenMode): Promise<DiskFile>;
+  /** Names (not paths) of the entries of `dir`; an empty array when it does not exist. */
+  list(dir: string): Promise<string[]>;
+  /** Creates `dir` and its parents when missing. */
+  mkdir(dir: string): Promise<void>;
+  /** Removes the file `path`; a missing file is not an error. */
+  remove(path: string): Promise<void>;
+  /** Atomically replaces `to` with `from`. */
+  rename(from: string, to: string): Promise<void>;
+  /** Makes creates, renames and removes in `dir` durable (fsync of the directory). */
+  syncDir(dir: string): Promise<void>;
+}
+
+/** The directory part of a relative path ("" for the root). */
+export function dirOf(path: string): string {
+  const slash = path.lastIndexOf("/");
+  return slash < 0 ? "" : path.slice(0, slash);
+}

@@ -1,0 +1,60 @@
+/**
+ * layout: the names of the files in a data directory, and the store's error type. One place, so
+ * docs/storage.md and the code agree on the tree:
+ *
+ *   <data dir>/
+ *     MANIFEST                      live closed segments (manifest_codec.ts)
+ *     MANIFEST.tmp                  a manifest being rewritten (renamed over MANIFEST when done)
+ *     journal/<gen:016x>.wal        write-ahead journal, every partition interleaved, seq order
+ *     segments/<id:016x>.seg        one closed segment of one partition, seq order
+ *     segments/<id:016x>.idx        its sparse seq/time index
+ */
+
+export const MANIFEST_PATH = "MANIFEST";
+export const MANIFEST_TMP_PATH = "MANIFEST.tmp";
+export const JOURNAL_DIR = "journal";
+export const SEGMENT_DIR = "segments";
+const JOURNAL_SUFFIX = ".wal";
+const SEGMENT_SUFFIX = ".seg";
+const INDEX_SUFFIX = ".idx";
+
+function hex16(n: number): string {
+  return n.toString(16).padStart(16, "0");
+}
+
+/** Path of journal generation `gen`. */
+export function journalPath(gen: number): string {
+  return `${JOURNAL_DIR}/${hex16(gen)}${JOURNAL_SUFFIX}`;
+}
+
+/** Path of segment `id`'s records. */
+export function segmentPath(id: number): string {
+  return `${SEGMENT_DIR}/${hex16(id)}${SEGMENT_SUFFIX}`;
+}
+
+/** Path of segment `id`'s index. */
+export function indexPath(id: number): string {
+  return `${SEGMENT_DIR}/${hex16(id)}${INDEX_SUFFIX}`;
+}
+
+/** Parses a file name of the journal or segment directory: its kind and number, or null. */
+export function parseFileName(name: string): { kind: "journal" | "segment" | "index"; n: number } | null {
+  const match = /^([0-9a-f]{16})\.(wal|seg|idx)$/.exec(name);
+  if (match === null) return null;
+  const kind = match[2] === "wal" ? "journal" : match[2] === "seg" ? "segment" : "index";
+  return { kind, n: Number.parseInt(match[1], 16) };
+}
+
+/** Stable codes of expected store failures. */
+export type StoreErrorCode = "ARIA_ERR_STORE_CORRUPT" | "ARIA_ERR_STORE_IO" | "ARIA_ERR_STORE_CLOSED" | "ARIA_ERR_STORE_FAILED";
+
+/** An expected store failure: corrupt data (with file and offset), an I/O error, a closed store. */
+export class StoreError extends Error {
+  override name = "StoreError";
+  constructor(
+    readonly code: StoreErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}

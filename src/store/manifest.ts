@@ -1,0 +1,138 @@
+/**
+ * manifest: keeping the MANIFEST file — replaying it at open, appending (and syncing) records as
+ * segments close or retire, and rewriting it whole (into MANIFEST.tmp, then an atomic rename)
+ * when it was rebuilt or has grown far past the live set. The codec is manifest_codec.ts.
+ *
+ * Invariant: a segment is live exactly when the durable manifest holds its ADD and no REMOVE.
+ */
+import { MANIFEST_RECORDS_COMPACT_MIN } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import type { StoreContext } from "./context.ts";
+import type { DiskFile } from "./disk.ts";
+import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
+import { MANIFEST_PATH, MANIFEST_TMP_PATH } from "./layout.ts";
+import {
+  MANIFEST_ADD,
+  MANIFEST_REMOVE,
+  MANIFEST_WATERMARK,
+  type ManifestRecord,
+  decodeManifestRecords,
+  encodeManifestRecords,
+} from "./manifest_codec.ts";
+import type { SegmentMeta } from "./segment_index.ts";
+
+/** The manifest replayed: live segments, per-partition sorted-through seqs, the largest id seen. */
+export type ManifestState = { live: Map<number, SegmentMeta>; sortedThrough: Map<string, number>; maxSegmentId: number; records: number };
+
+/** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
+export type ManifestLoad = { ok: true; state: ManifestState; bytes: number; cutBytes: number } | { ok: false; exists: boolean; offset: number; problem: string };
+
+/** Reads and replays MANIFEST. */
+export async function loadManifest(context: StoreContext): Promise<ManifestLoad> {
+  const names = await context.disk.list("");
+  if (!names.includes(MANIFEST_PATH)) return { ok: false, exists: false, offset: 0, problem: "missing" };
+  const file = await context.disk.open(MANIFEST_PATH, "read");
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(await file.size());
+    let filled = 0;
+    while (filled < bytes.length) {
+      const read = await file.read(filled, bytes.subarray(filled));
+      if (read === 0) break;
+      filled += read;
+    }
+    bytes = bytes.subarray(0, filled);
+  } finally {
+    await file.close();
+  }
+  const header = decodeFileHeader(bytes, "manifest", context.crc32);
+  if (typeof header === "string") return { ok: false, exists: true, offset: 0, problem: header };
+  const decoded = decodeManifestRecords(bytes.subarray(header.bytes), context.crc32);
+  let validBytes = bytes.length;
+  if (decoded.problem !== null) {
+    validBytes = header.bytes + decoded.validBytes;
+    // A torn last append (a crash before its sync) has nothing valid after it: cut it. A valid
+    // record further on means the damage is in the middle: the caller rebuilds from segments.
+    for (let at = validBytes + 1; at < bytes.length; at++) {
+      if (decodeManifestRecords(bytes.subarray(at), context.crc32).records.length > 0) {
+        return { ok: false, exists: true, offset: validBytes, problem: decoded.problem };
+      }
+    }
+  }
+  const state: ManifestState = { live: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length };
+  for (const record of decoded.records) applyRecord(state, record);
+  return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
+}
+
+function applyRecord(state: ManifestState, record: ManifestRecord): void {
+  if (record.kind === MANIFEST_ADD) {
+    const segment = record.segment;
+    state.live.set(segment.id, segment);
+    state.maxSegmentId = Math.max(state.maxSegmentId, segment.id);
+    raise(state.sortedThrough, segment.partition, segment.lastSeq);
+  } else if (record.kind === MANIFEST_REMOVE) {
+    state.live.delete(record.id);
+  } else if (record.kind === MANIFEST_WATERMARK) {
+    raise(state.sortedThrough, record.partition, record.seq);
+  }
+}
+
+function raise(map: Map<string, number>, key: string, value: number): void {
+  if ((map.get(key) ?? 0) < value) map.set(key, value);
+}
+
+/** Opens MANIFEST for appending after its `bytes` valid bytes. */
+export async function openManifestForAppend(context: StoreContext, bytes: number, records: number): Promise<void> {
+  context.manifest = { file: await context.disk.open(MANIFEST_PATH, "write"), bytes, records };
+}
+
+/** Appends `records` and syncs: once this resolves they are in force. */
+export function appendManifest(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
+  if (records.length === 0) return Promise.resolve();
+  return context.locked(() => appendNow(context, records));
+}
+
+async function appendNow(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
+  const manifest = context.manifest;
+  assert(manifest.file !== null, "manifest: not open");
+  const bytes = encodeManifestRecords(records, context.crc32);
+  await manifest.file.write(manifest.bytes, bytes);
+  await manifest.file.sync();
+  manifest.bytes += bytes.length;
+  manifest.records += records.length;
+}
+
+/** Rewrites MANIFEST from the live state in `context` (tmp file, sync, rename, directory sync). */
+export function rewriteManifest(context: StoreContext): Promise<void> {
+  return context.locked(() => rewriteNow(context));
+}
+
+async function rewriteNow(context: StoreContext): Promise<void> {
+  const records: ManifestRecord[] = [];
+  for (const log of context.partitionList) {
+    for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
+    if (log.sortedThrough > 0) records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
+  }
+  const header = encodeFileHeader({ kind: "manifest", id: 0, firstSeq: 0, name: "" }, context.crc32);
+  const body = encodeManifestRecords(records, context.crc32);
+  const tmp: DiskFile = await context.disk.open(MANIFEST_TMP_PATH, "create");
+  try {
+    await tmp.write(0, header);
+    await tmp.write(header.length, body);
+    await tmp.sync();
+  } finally {
+    await tmp.close();
+  }
+  if (context.manifest.file !== null) await context.manifest.file.close();
+  context.manifest.file = null;
+  await context.disk.rename(MANIFEST_TMP_PATH, MANIFEST_PATH);
+  await context.disk.syncDir("");
+  await openManifestForAppend(context, header.length + body.length, records.length);
+}
+
+/** Rewrites the manifest when it holds many more records than the live set needs. */
+export async function compactManifestMaybe(context: StoreContext): Promise<void> {
+  let live = 0;
+  for (const log of context.partitionList) live += log.segments.length + 1;
+  if (context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN && context.manifest.records > 2 * live) await rewriteManifest(context);
+}

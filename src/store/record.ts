@@ -1,0 +1,138 @@
+/**
+ * record: the byte layout of one persisted message, shared by journal files and segments.
+ * Pure codec over a Uint8Array and its DataView; no allocation per record on the encode path.
+ *
+ *   0  u32 record bytes (header + topic + payload)
+ *   4  u32 crc32 of bytes [8, record bytes)
+ *   8  u64 seq
+ *  16  u64 publish time, µs since the Unix epoch
+ *  24  u16 topic bytes
+ *  26  u16 flags (0; reserved)
+ *  28  u32 payload bytes
+ *  32  topic (ASCII), then payload
+ *
+ * Integers are little-endian; u64 fields hold safe integers (asserted on encode, checked on decode).
+ * Invariant: record bytes = 32 + topic bytes + payload bytes <= STORE_RECORD_BYTES_MAX.
+ */
+import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import type { Crc32 } from "./crc32.ts";
+
+export const RECORD_LENGTH_OFFSET = 0;
+export const RECORD_CRC_OFFSET = 4;
+export const RECORD_SEQ_OFFSET = 8;
+export const RECORD_TIME_OFFSET = 16;
+export const RECORD_TOPIC_BYTES_OFFSET = 24;
+export const RECORD_FLAGS_OFFSET = 26;
+export const RECORD_PAYLOAD_BYTES_OFFSET = 28;
+export const RECORD_TOPIC_OFFSET = 32;
+assert(RECORD_TOPIC_OFFSET === STORE_RECORD_HEADER_BYTES, "record header size matches its layout");
+
+/** A message as the store hands it out. */
+export type StoredMessage = { seq: number; timeUs: number; topic: string; payload: Uint8Array };
+
+/** Record bytes of a message with `topicBytes` and `payloadBytes`. */
+export function recordBytes(topicBytes: number, payloadBytes: number): number {
+  return STORE_RECORD_HEADER_BYTES + topicBytes + payloadBytes;
+}
+
+/** Writes a u64 safe integer, little-endian. */
+export function setU64(view: DataView, at: number, value: number): void {
+  view.setUint32(at, value >>> 0, true);
+  view.setUint32(at + 4, Math.floor(value / 4294967296), true);
+}
+
+/** Reads a u64; values above 2^53 come back inexact (callers check with Number.isSafeInteger). */
+export function getU64(view: DataView, at: number): number {
+  return view.getUint32(at, true) + view.getUint32(at + 4, true) * 4294967296;
+}
+
+/** Encodes one record at `at` (the caller made room); returns the offset after it. */
+export function encodeRecord(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  message: { seq: number; timeUs: number; topic: string; payload: Uint8Array },
+  crc32: Crc32,
+): number {
+  const { seq, timeUs, topic, payload } = message;
+  assert(Number.isSafeInteger(seq) && seq > 0, "record: seq must be a positive safe integer");
+  assert(Number.isSafeInteger(timeUs) && timeUs >= 0, "record: time must be a non-negative safe integer");
+  assert(topic.length > 0 && topic.length <= TOPIC_BYTES_MAX, "record: topic length out of range");
+  const total = recordBytes(topic.length, payload.length);
+  assert(total <= STORE_RECORD_BYTES_MAX, "record: larger than STORE_RECORD_BYTES_MAX");
+  view.setUint32(at + RECORD_LENGTH_OFFSET, total, true);
+  setU64(view, at + RECORD_SEQ_OFFSET, seq);
+  setU64(view, at + RECORD_TIME_OFFSET, timeUs);
+  view.setUint16(at + RECORD_TOPIC_BYTES_OFFSET, topic.length, true);
+  view.setUint16(at + RECORD_FLAGS_OFFSET, 0, true);
+  view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payload.length, true);
+  const topicAt = at + RECORD_TOPIC_OFFSET;
+  for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
+  bytes.set(payload, topicAt + topic.length);
+  view.setUint32(at + RECORD_CRC_OFFSET, crc32(bytes.subarray(at + RECORD_SEQ_OFFSET, at + total)), true);
+  return at + total;
+}
+
+/** checkRecord result: more bytes are needed to decide (the buffer ends inside the record). */
+export const RECORD_INCOMPLETE = 0;
+/** checkRecord result: the length fields are impossible. */
+export const RECORD_BAD_LENGTH = -1;
+/** checkRecord result: the checksum does not match. */
+export const RECORD_BAD_CHECKSUM = -2;
+
+/**
+ * Checks the record at `at` within bytes[..end): its length when valid, else RECORD_INCOMPLETE,
+ * RECORD_BAD_LENGTH or RECORD_BAD_CHECKSUM.
+ */
+export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: number, crc32: Crc32): number {
+  if (end - at < STORE_RECORD_HEADER_BYTES) return RECORD_INCOMPLETE;
+  const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
+  const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+  const payloadBytes = view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
+  if (topicBytes === 0 || topicBytes > TOPIC_BYTES_MAX || total !== recordBytes(topicBytes, payloadBytes) || total > STORE_RECORD_BYTES_MAX) {
+    return RECORD_BAD_LENGTH;
+  }
+  if (end - at < total) return RECORD_INCOMPLETE;
+  const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
+  if (crc !== crc32(bytes.subarray(at + RECORD_SEQ_OFFSET, at + total))) return RECORD_BAD_CHECKSUM;
+  return total;
+}
+
+/** Why checkRecord failed, in words. */
+export function recordProblem(code: number): string {
+  return code === RECORD_BAD_LENGTH ? "impossible record length" : code === RECORD_BAD_CHECKSUM ? "checksum mismatch" : "record cut short";
+}
+
+/** Seq of the (checked) record at `at`. */
+export function recordSeq(view: DataView, at: number): number {
+  return getU64(view, at + RECORD_SEQ_OFFSET);
+}
+
+/** Publish time of the (checked) record at `at`. */
+export function recordTime(view: DataView, at: number): number {
+  return getU64(view, at + RECORD_TIME_OFFSET);
+}
+
+/** Topic of the (checked) record at `at`, decoded from ASCII. */
+export function recordTopic(bytes: Uint8Array, view: DataView, at: number): string {
+  const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+  return String.fromCharCode.apply(null, bytes.subarray(at + RECORD_TOPIC_OFFSET, at + RECORD_TOPIC_OFFSET + topicBytes) as unknown as number[]);
+}
+
+/** True when the topic of the record at `at` equals `topic` (no string is built). */
+export function recordTopicEquals(bytes: Uint8Array, view: DataView, at: number, topic: string): boolean {
+  const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+  if (topicBytes !== topic.length) return false;
+  const from = at + RECORD_TOPIC_OFFSET;
+  for (let i = 0; i < topicBytes; i++) if (bytes[from + i] !== topic.charCodeAt(i)) return false;
+  return true;
+}
+
+/** Payload of the (checked) record at `at`, as a copy that outlives the read buffer. */
+export function recordPayload(bytes: Uint8Array, view: DataView, at: number): Uint8Array {
+  const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+  const payloadBytes = view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
+  const from = at + RECORD_TOPIC_OFFSET + topicBytes;
+  return bytes.slice(from, from + payloadBytes);
+}

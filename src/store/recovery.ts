@@ -1,0 +1,299 @@
+/**
+ * recovery: what Store.open does before the first append — bring the data directory to a state
+ * the store can trust, and say what it did.
+ *
+ * 1. Manifest: replay it (a torn last append is cut); if it is missing or damaged in the middle
+ *    while segment files exist, rebuild it from the segment files, checking every record.
+ * 2. Segments: a live segment without its file is a problem; without its index, the index is
+ *    rebuilt; files no live segment owns (an interrupted close or retention) are removed.
+ * 3. Journals, oldest first: records already in a segment of their partition are skipped (so a
+ *    crash between "segment in force" and "journal dropped" never duplicates), the rest become
+ *    pending. The first bad record of the newest journal is a torn tail: the file is cut there.
+ *    A bad record anywhere else, or a seq that does not continue, is corruption in the middle.
+ * 4. A fresh journal generation starts at the next seq (its header records it durably, so seqs
+ *    are never reused even when every older journal is dropped), then drained journals go.
+ *
+ * Corruption in the middle is never skipped silently: it is listed with file and offset, and
+ * open fails with ARIA_ERR_STORE_CORRUPT unless `repair` is set (then it is skipped, and reported).
+ */
+import type { StoreContext, JournalInfo } from "./context.ts";
+import type { DiskFile } from "./disk.ts";
+import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
+import {
+  JOURNAL_DIR,
+  MANIFEST_PATH,
+  SEGMENT_DIR,
+  StoreError,
+  indexPath,
+  journalPath,
+  parseFileName,
+  segmentPath,
+} from "./layout.ts";
+import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
+import { recordSeq, recordTime, recordTopic } from "./record.ts";
+import { countRecordsAfter, scanRecords } from "./scan.ts";
+import { rebuildSegmentIndex } from "./segment_file.ts";
+import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
+
+/** A problem found at open: where, what, what the store did, and whether data was lost. */
+export type RecoveryProblem = { file: string; offset: number; problem: string; action: string; dataLost: boolean };
+
+/** What Store.open found and did. */
+export type RecoveryReport = {
+  nextSeq: number;
+  journalsReplayed: number;
+  /** Journal records restored as not yet sorted into segments. */
+  recordsReplayed: number;
+  segments: number;
+  /** Torn tails cut: file, offset of the cut, bytes dropped, valid-looking records found after it. */
+  cuts: { file: string; offset: number; bytesCut: number; recordsAfterCut: number }[];
+  filesRebuilt: string[];
+  filesRemoved: string[];
+  manifestRebuilt: boolean;
+  problems: RecoveryProblem[];
+};
+
+const HEADER_PROBE_BYTES = 512;
+
+/** Recovers `context` from its disk; throws StoreError ARIA_ERR_STORE_CORRUPT on unrepaired corruption. */
+export async function recover(context: StoreContext): Promise<RecoveryReport> {
+  const { disk } = context;
+  const repair = context.options.repair;
+  const report: RecoveryReport = {
+    nextSeq: 1,
+    journalsReplayed: 0,
+    recordsReplayed: 0,
+    segments: 0,
+    cuts: [],
+    filesRebuilt: [],
+    filesRemoved: [],
+    manifestRebuilt: false,
+    problems: [],
+  };
+  const problem = (file: string, offset: number, what: string, action: string) => {
+    report.problems.push({ file, offset, problem: what, action: repair ? action : "refused to open", dataLost: true });
+  };
+  await disk.mkdir(JOURNAL_DIR);
+  await disk.mkdir(SEGMENT_DIR);
+
+  // 1. Manifest.
+  const segmentIds = new Set<number>();
+  const indexIds = new Set<number>();
+  for (const name of await disk.list(SEGMENT_DIR)) {
+    const parsed = parseFileName(name);
+    if (parsed?.kind === "segment") segmentIds.add(parsed.n);
+    else if (parsed?.kind === "index") indexIds.add(parsed.n);
+  }
+  const loaded = await loadManifest(context);
+  let state: ManifestState;
+  let rewrite = false;
+  if (loaded.ok) {
+    state = loaded.state;
+    if (loaded.cutBytes > 0) {
+      const file = await disk.open(MANIFEST_PATH, "write");
+      await file.truncate(loaded.bytes);
+      await file.sync();
+      await file.close();
+      report.cuts.push({ file: MANIFEST_PATH, offset: loaded.bytes, bytesCut: loaded.cutBytes, recordsAfterCut: 0 });
+    }
+  } else {
+    rewrite = true;
+    if (loaded.exists && segmentIds.size > 0) {
+      report.problems.push({ file: MANIFEST_PATH, offset: loaded.offset, problem: loaded.problem, action: "rebuilt from segment files", dataLost: false });
+    }
+    state = await rebuildFromSegments(context, segmentIds, report, problem);
+    report.manifestRebuilt = segmentIds.size > 0;
+    for (const id of state.live.keys()) indexIds.add(id);
+  }
+
+  // 2. Segments against the files present.
+  for (const segment of [...state.live.values()]) {
+    const id = segment.id;
+    if (!segmentIds.has(id)) {
+      problem(segmentPath(id), 0, `segment file missing (seqs ${segment.firstSeq}..${segment.lastSeq} of "${segment.partition}")`, "dropped from the manifest");
+      state.live.delete(id);
+      rewrite = true;
+    } else if (!indexIds.has(id)) {
+      const rebuilt = await rebuildSegmentIndex(disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+      if (typeof rebuilt === "string") {
+        problem(segmentPath(id), 0, `index missing and segment unreadable: ${rebuilt}`, "dropped from the manifest");
+        state.live.delete(id);
+        rewrite = true;
+      } else {
+        report.filesRebuilt.push(indexPath(id));
+      }
+    }
+  }
+  // Files no live segment owns; removed only once open is sure to go ahead.
+  const orphans: string[] = [];
+  for (const id of new Set([...segmentIds, ...indexIds])) {
+    state.maxSegmentId = Math.max(state.maxSegmentId, id);
+    if (state.live.has(id)) continue;
+    if (segmentIds.has(id)) orphans.push(segmentPath(id));
+    if (indexIds.has(id)) orphans.push(indexPath(id));
+  }
+  const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
+  for (const segment of live) context.partition(segment.partition).segments.push(segment);
+  for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
+  for (const segment of live) {
+    const log = context.partition(segment.partition);
+    log.sortedThrough = Math.max(log.sortedThrough, segment.lastSeq);
+  }
+  context.nextSegmentId = state.maxSegmentId + 1;
+  report.segments = live.length;
+  let nextSeq = 1;
+  for (const log of context.partitionList) nextSeq = Math.max(nextSeq, log.sortedThrough + 1);
+
+  // 3. Journals.
+  const gens: number[] = [];
+  for (const name of await disk.list(JOURNAL_DIR)) {
+    const parsed = parseFileName(name);
+    if (parsed?.kind === "journal") gens.push(parsed.n);
+  }
+  gens.sort((a, b) => a - b);
+  let expected = 0;
+  for (let i = 0; i < gens.length; i++) {
+    const gen = gens[i];
+    const isLast = i === gens.length - 1;
+    const path = journalPath(gen);
+    const file = await disk.open(path, "write");
+    try {
+      const probe = new Uint8Array(HEADER_PROBE_BYTES);
+      const header = decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", context.crc32);
+      if (typeof header === "string" || header.id !== gen) {
+        const what = typeof header === "string" ? header : `header names generation ${header.id}`;
+        if (isLast) {
+          // A journal whose creation was cut short by a crash: it never held an acknowledged record.
+          report.cuts.push({ file: path, offset: 0, bytesCut: await file.size(), recordsAfterCut: 0 });
+          await file.close();
+          await disk.remove(path);
+          report.filesRemoved.push(path);
+          continue;
+        }
+        problem(path, 0, what, "journal skipped");
+        continue;
+      }
+      if (expected !== 0 && header.firstSeq !== expected) {
+        problem(path, 0, `journal starts at seq ${header.firstSeq}, expected ${expected}`, "continued at the journal's first seq");
+      }
+      expected = header.firstSeq;
+      nextSeq = Math.max(nextSeq, header.firstSeq);
+      const info: JournalInfo = { gen, path, firstSeq: header.firstSeq, bytes: header.bytes, pendingRecords: 0, created: true };
+      const scan = await scanRecords(file, header.bytes, context.crc32, (bytes, view, at, length, position) => {
+        const seq = recordSeq(view, at);
+        if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
+        const timeUs = recordTime(view, at);
+        const log = context.partitionOfTopic(recordTopic(bytes, view, at));
+        if (seq > log.sortedThrough) {
+          log.addPending(seq, timeUs, gen, position, length);
+          info.pendingRecords++;
+          report.recordsReplayed++;
+        }
+        context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
+        expected++;
+        return undefined;
+      });
+      info.bytes = scan.end;
+      if (scan.problem !== null) {
+        if (isLast) {
+          const after = await countRecordsAfter(file, scan.end, expected - 1, context.crc32);
+          await file.truncate(scan.end);
+          report.cuts.push({ file: path, offset: scan.end, bytesCut: scan.fileBytes - scan.end, recordsAfterCut: after.records });
+        } else {
+          problem(path, scan.end, scan.problem, "rest of the journal skipped");
+        }
+      }
+      // What a restart reads back may sit only in the page cache: make it durable before trusting it.
+      await file.sync();
+      nextSeq = Math.max(nextSeq, expected);
+      context.journals.push(info);
+      report.journalsReplayed++;
+    } finally {
+      await file.close().catch(() => {});
+    }
+  }
+  if (report.problems.some((p) => p.dataLost) && !repair) {
+    await context.files.closeAll();
+    throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
+  }
+
+  // 4. Manifest in force, orphans gone, fresh journal, drained journals dropped.
+  for (const path of orphans) {
+    await disk.remove(path);
+    report.filesRemoved.push(path);
+  }
+  if (orphans.length > 0) await disk.syncDir(SEGMENT_DIR);
+  if (rewrite) await rewriteManifest(context);
+  else await openManifestForAppend(context, loaded.ok ? loaded.bytes : 0, state.records);
+  context.nextSeq = nextSeq;
+  context.writtenSeq = context.syncedSeq = context.committedSeq = nextSeq - 1;
+  const gen = (gens.length > 0 ? gens[gens.length - 1] : 0) + 1;
+  await startJournal(context, gen, nextSeq);
+  await dropDrainedJournals(context);
+  report.nextSeq = nextSeq;
+  return report;
+}
+
+/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry). */
+export async function startJournal(context: StoreContext, gen: number, firstSeq: number): Promise<JournalInfo> {
+  const path = journalPath(gen);
+  const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
+  const file: DiskFile = await context.disk.open(path, "create");
+  try {
+    await file.write(0, header);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await context.disk.syncDir(JOURNAL_DIR);
+  const info: JournalInfo = { gen, path, firstSeq, bytes: header.length, pendingRecords: 0, created: true };
+  context.journals.push(info);
+  return info;
+}
+
+/** Removes journals, oldest first, whose records are all in segments (never the newest one). */
+export async function dropDrainedJournals(context: StoreContext): Promise<void> {
+  while (context.journals.length > 1 && context.journals[0].pendingRecords === 0) {
+    const info = context.journals.shift() as JournalInfo;
+    await context.files.drop(info.path);
+    await context.disk.remove(info.path);
+  }
+}
+
+async function rebuildFromSegments(
+  context: StoreContext,
+  segmentIds: Set<number>,
+  report: RecoveryReport,
+  problem: (file: string, offset: number, what: string, action: string) => void,
+): Promise<ManifestState> {
+  const state: ManifestState = { live: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0 };
+  const found: SegmentMeta[] = [];
+  for (const id of [...segmentIds].sort((a, b) => a - b)) {
+    state.maxSegmentId = Math.max(state.maxSegmentId, id);
+    const meta = await rebuildSegmentIndex(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+    if (typeof meta === "string") {
+      problem(segmentPath(id), 0, meta, "segment left out of the rebuilt manifest");
+      continue;
+    }
+    report.filesRebuilt.push(indexPath(id));
+    found.push(meta);
+  }
+  // Keep, per partition, segments that extend the covered range; overlaps come from a close
+  // interrupted before it took effect, whose records the journal still holds.
+  found.sort((a, b) => a.firstSeq - b.firstSeq || b.lastSeq - a.lastSeq);
+  for (const meta of found) {
+    const through = state.sortedThrough.get(meta.partition) ?? 0;
+    if (meta.firstSeq <= through) continue;
+    state.live.set(meta.id, meta);
+    state.sortedThrough.set(meta.partition, meta.lastSeq);
+  }
+  return state;
+}
+
+function corruptMessage(report: RecoveryReport): string {
+  const lines = report.problems.filter((p) => p.dataLost).map((p) => `  "${p.file}" at offset ${p.offset}: ${p.problem}`);
+  return `Cannot open the data directory: ${lines.length} damaged file(s):\n${lines.join("\n")}\nStart with --repair to skip the damaged data (it is reported, and lost).`;
+}
+
+/** Decodes an index file's bytes (re-exported for the reader's lazy index loads). */
+export { decodeSegmentIndex };

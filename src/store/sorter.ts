@@ -1,0 +1,239 @@
+/**
+ * Sorter: moves journal records into closed per-partition segments, in the background, one
+ * batch at a time. A partition's pending records become a segment when they reach
+ * segmentBytesMax, when the oldest is segmentAgeUsMax old, when the journals they pin exceed
+ * journalRetainedBytesMax (then only the part in the oldest journal, read into memory once), or
+ * at a clean close.
+ *
+ * Crash-safe order of one batch:
+ *   1. only records already fsynced in the journal are sorted (the journal is synced first)
+ *   2. write each segment and its index, fsync them, fsync the segment directory
+ *   3. append ADD records to the manifest and fsync it   ← the batch takes effect here
+ *   4. drop the records from the partitions' pending lists; remove drained journals
+ * A crash before 3 leaves orphan files (removed at open); after 3, replay skips the records
+ * already in segments by seq, so nothing is lost or duplicated.
+ */
+import { SEGMENT_AGE_SCAN_US } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import type { StoreContext } from "./context.ts";
+import type { DiskFile } from "./disk.ts";
+import type { JournalWriter } from "./journal_writer.ts";
+import { SEGMENT_DIR, StoreError } from "./layout.ts";
+import { MANIFEST_ADD } from "./manifest_codec.ts";
+import { appendManifest, compactManifestMaybe } from "./manifest.ts";
+import type { PartitionLog } from "./partition_log.ts";
+import { dropDrainedJournals } from "./recovery.ts";
+import { SegmentWriter } from "./segment_file.ts";
+import type { SegmentMeta } from "./segment_index.ts";
+
+/** Segments written and synced together, then put in force by one manifest append. */
+const BATCH_SEGMENTS = 32;
+/** Journal bytes between two records of one partition that one read still spans. */
+const READ_GAP_BYTES = 16 * 1024;
+const READ_SPAN_BYTES = 1024 * 1024;
+
+/**
+ * A planned close: the first `count` pending records of `log` become one segment. Their journal
+ * positions are copied at planning time: appends during the close may move the pending arrays.
+ */
+type Close = { log: PartitionLog; count: number; gens: Float64Array; positions: Float64Array; lengths: Uint32Array; firstSeq: number; bytes: number };
+
+function planClose(log: PartitionLog, end: number): Close {
+  const head = log.pendingHead;
+  let bytes = 0;
+  for (let i = head; i < end; i++) bytes += log.pendingLengths[i];
+  return {
+    log,
+    count: end - head,
+    gens: log.pendingGens.slice(head, end),
+    positions: log.pendingPositions.slice(head, end),
+    lengths: log.pendingLengths.slice(head, end),
+    firstSeq: log.pendingSeqs[head],
+    bytes,
+  };
+}
+
+/** Closes segments from journal records. */
+export class Sorter {
+  private running: Promise<void> | null = null;
+  private lastAgeScanUs = -Infinity;
+  private again = false;
+  /** Segments closed so far (stats). */
+  segmentsWritten = 0;
+
+  constructor(
+    private readonly context: StoreContext,
+    private readonly writer: JournalWriter,
+  ) {}
+
+  /** Checks the triggers (cheap unless a journal rolled or `nowUs` aged something) and sorts in the background. */
+  poke(nowUs: number = this.context.newestTimeUs): void {
+    if (this.running !== null) {
+      this.again = true;
+      return;
+    }
+    this.running = this.loop(nowUs).finally(() => {
+      this.running = null;
+    });
+    this.running.catch(() => {});
+  }
+
+  /** Waits for the background sort to finish. */
+  async idle(): Promise<void> {
+    while (this.running !== null) await this.running.catch(() => {});
+  }
+
+  /** Sorts every pending record (clean close), waiting for it. */
+  async sortAll(): Promise<void> {
+    await this.idle();
+    await this.writer.sync();
+    await this.run(this.context.partitionList.filter((log) => log.pendingCount > 0), null);
+  }
+
+  private async loop(nowUs: number): Promise<void> {
+    let closed = 1;
+    while (closed > 0 || this.again) {
+      this.again = false;
+      const { closes, imageGen } = this.plan(nowUs);
+      if (closes.length === 0) break;
+      try {
+        closed = await this.run(closes, imageGen);
+      } catch (error) {
+        // The journal still holds every record, but a disk that fails here fails the store.
+        this.writer.fail(error);
+        throw error;
+      }
+    }
+  }
+
+  private plan(nowUs: number): { closes: PartitionLog[]; imageGen: number | null } {
+    const context = this.context;
+    const options = context.options;
+    let retained = 0;
+    for (const journal of context.journals) retained += journal.bytes;
+    if (retained > options.journalRetainedBytesMax && context.journals.length > 1) {
+      const oldest = context.journals[0].gen;
+      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGens[log.pendingHead] === oldest), imageGen: oldest };
+    }
+    const closes = new Set<PartitionLog>();
+    for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
+    context.oversized.clear();
+    if (nowUs - this.lastAgeScanUs >= SEGMENT_AGE_SCAN_US) {
+      // A full pass over the partitions: at most once per SEGMENT_AGE_SCAN_US of publish time.
+      this.lastAgeScanUs = nowUs;
+      const ageLimit = nowUs - options.segmentAgeUsMax;
+      for (const log of context.partitionList) {
+        if (log.pendingCount > 0 && log.pendingTimes[log.pendingHead] < ageLimit) closes.add(log);
+      }
+    }
+    return { closes: [...closes], imageGen: null };
+  }
+
+  /** Closes segments for `logs`: all their synced pending records, or with `imageGen`, those in that journal. */
+  private async run(logs: PartitionLog[], imageGen: number | null): Promise<number> {
+    const context = this.context;
+    if (context.syncedSeq < context.writtenSeq) await this.writer.sync();
+    const limit = context.syncedSeq;
+    const image = imageGen === null ? null : await this.loadJournal(imageGen);
+    const plan: Close[] = [];
+    for (const log of logs) {
+      let end = log.pendingAfter(limit);
+      if (image !== null) while (end > log.pendingHead && log.pendingGens[end - 1] !== imageGen) end--;
+      if (end > log.pendingHead) plan.push(planClose(log, end));
+    }
+    for (let i = 0; i < plan.length; i += BATCH_SEGMENTS) {
+      await this.closeBatch(plan.slice(i, i + BATCH_SEGMENTS), image === null ? null : { gen: imageGen as number, bytes: image });
+    }
+    await context.whenNoReads(() => dropDrainedJournals(context));
+    await compactManifestMaybe(context);
+    return plan.length;
+  }
+
+  private async closeBatch(batch: Close[], image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
+    const context = this.context;
+    const written: { close: Close; meta: SegmentMeta; files: DiskFile[] }[] = [];
+    try {
+      for (const close of batch) {
+        const writer = await SegmentWriter.create(context.disk, {
+          id: context.nextSegmentId++,
+          partition: close.log.name,
+          firstSeq: close.firstSeq,
+          intervalBytes: context.options.indexIntervalBytes,
+          crc32: context.crc32,
+          expectedBytes: close.bytes,
+        });
+        await this.copyRecords(close, writer, image);
+        const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
+        written.push({ close, meta, files: [segmentFile, indexFile] });
+      }
+      await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.sync())));
+    } finally {
+      await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.close().catch(() => {}))));
+    }
+    await context.disk.syncDir(SEGMENT_DIR);
+    await appendManifest(context, written.map((entry) => ({ kind: MANIFEST_ADD, segment: entry.meta })));
+    for (const { close, meta } of written) {
+      for (let i = 0; i < close.count; i++) context.journal(close.gens[i]).pendingRecords--;
+      close.log.closeSegment(meta, close.log.pendingHead + close.count);
+      this.segmentsWritten++;
+    }
+  }
+
+  /** Copies the records of `close` into `writer`, reading runs of nearby records at once. */
+  private async copyRecords(close: Close, writer: SegmentWriter, image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
+    const context = this.context;
+    const { gens, positions, lengths, count } = close;
+    let i = 0;
+    let buffer = new Uint8Array(0);
+    while (i < count) {
+      const gen = gens[i];
+      const start = positions[i];
+      if (image !== null && gen === image.gen) {
+        const view = new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length);
+        await writer.add(image.bytes, view, start, lengths[i]);
+        i++;
+        continue;
+      }
+      // One read spans records i..j-1 of the same journal while gaps stay small.
+      let j = i + 1;
+      let spanEnd = start + lengths[i];
+      while (j < count && gens[j] === gen) {
+        const nextEnd = positions[j] + lengths[j];
+        if (positions[j] - spanEnd > READ_GAP_BYTES || nextEnd - start > READ_SPAN_BYTES) break;
+        spanEnd = nextEnd;
+        j++;
+      }
+      const span = spanEnd - start;
+      if (buffer.length < span) buffer = new Uint8Array(Math.max(span, 64 * 1024));
+      const into = buffer.subarray(0, span);
+      const path = context.journal(gen).path;
+      const read = await context.files.with(path, async (file) => readFully(file, start, into));
+      if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${start + read} < ${spanEnd}`);
+      const view = new DataView(buffer.buffer, 0, span);
+      for (let k = i; k < j; k++) {
+        const at = positions[k] - start;
+        assert(view.getUint32(at, true) === lengths[k], "sorter: journal record moved");
+        await writer.add(buffer, view, at, lengths[k]);
+      }
+      i = j;
+    }
+  }
+
+  private async loadJournal(gen: number): Promise<Uint8Array> {
+    const journal = this.context.journal(gen);
+    const bytes = new Uint8Array(journal.bytes);
+    await this.context.files.with(journal.path, (file) => readFully(file, 0, bytes));
+    return bytes;
+  }
+}
+
+/** Reads until `into` is full or the file ends; the count read. */
+export async function readFully(file: DiskFile, position: number, into: Uint8Array): Promise<number> {
+  let filled = 0;
+  while (filled < into.length) {
+    const read = await file.read(position + filled, into.subarray(filled));
+    if (read === 0) break;
+    filled += read;
+  }
+  return filled;
+}

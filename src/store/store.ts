@@ -1,0 +1,269 @@
+/**
+ * Store: Aria's durable message log over a Disk. The broker hands it messages with seqs it
+ * assigned (contiguous, increasing); the store persists them, says when they are durable, reads
+ * them back by filter in seq order, and retires old data. See src/store/mod.ts for the API and
+ * docs/storage.md for the design and file formats.
+ *
+ * Owns the parts (journal writer, sorter, readers) and their shared StoreContext; only this
+ * class is exported. Not reentrant across processes: one process per data directory.
+ */
+import { STORE_RECORD_HEADER_BYTES } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import { Filter } from "../topic/mod.ts";
+import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
+import type { Disk } from "./disk.ts";
+import { JournalWriter } from "./journal_writer.ts";
+import { StoreError, indexPath, segmentPath } from "./layout.ts";
+import { MANIFEST_REMOVE } from "./manifest_codec.ts";
+import { appendManifest } from "./manifest.ts";
+import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
+import type { StoredMessage } from "./record.ts";
+import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
+import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import type { SegmentMeta } from "./segment_index.ts";
+import { Sorter } from "./sorter.ts";
+
+/** Sizes and counts of what the store holds. */
+export type StoreStats = {
+  nextSeq: number;
+  committedSeq: number;
+  partitions: number;
+  journals: number;
+  journalBytes: number;
+  segments: number;
+  segmentBytes: number;
+  pendingRecords: number;
+  pendingBytes: number;
+  segmentsWritten: number;
+  manifestBytes: number;
+  openFiles: number;
+  fileOpens: number;
+};
+
+/** What retention removed. */
+export type RetainResult = { segmentsRemoved: number; bytesRemoved: number };
+
+/** The durable log. Create with `Store.open`. */
+export class Store {
+  private readonly writer: JournalWriter;
+  private readonly sorter: Sorter;
+
+  private constructor(private readonly context: StoreContext) {
+    this.writer = new JournalWriter(context);
+    this.sorter = new Sorter(context, this.writer);
+    this.writer.onFlushed = () => this.sorter.poke();
+  }
+
+  /** Opens (recovering) the store in `disk`; fails with ARIA_ERR_STORE_CORRUPT on unrepaired damage. */
+  static async open(disk: Disk, options: StoreOptions = {}): Promise<{ store: Store; recovery: RecoveryReport }> {
+    const context = new StoreContext(disk, resolveOptions(options));
+    const recovery = await recover(context);
+    return { store: new Store(context), recovery };
+  }
+
+  /** The seq the next append must carry. */
+  get nextSeq(): number {
+    return this.context.nextSeq;
+  }
+
+  /** The last seq durable under the policy (acknowledgeable). */
+  get committedSeq(): number {
+    return this.context.committedSeq;
+  }
+
+  /** Bytes appended and not yet written: stop reading publishers when this grows. */
+  get bufferedBytes(): number {
+    return this.writer.bufferedBytes;
+  }
+
+  /** The failure that stopped the store, or null. */
+  get failure(): StoreError | null {
+    return this.context.failure;
+  }
+
+  /** Buffers a message (no I/O). `seq` must equal `nextSeq`; `topic` must be a valid topic. */
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+    this.writer.append(seq, timeUs, topic, payload);
+  }
+
+  /** Resolves once every message appended so far is durable under the policy (group commit). */
+  commit(): Promise<void> {
+    return this.writer.commit();
+  }
+
+  /** Fsyncs the journal now (the `interval` timer calls this; harmless under any policy). */
+  sync(): Promise<void> {
+    return this.writer.sync();
+  }
+
+  /** A reader of `filter`'s messages from `from`, in seq order. */
+  read(filter: Filter, from: ReadFrom, options: ReadOptions = {}): StoreReader {
+    return new StoreReader(this.context, filter, from, options);
+  }
+
+  /**
+   * The newest messages of the whole stream, oldest first, whose sizes by `bytesOf` sum to at
+   * most `maxBytes`: what refills the tip ring after a restart.
+   */
+  async readNewest(maxBytes: number, options: { bytesOf?: (message: StoredMessage) => number } = {}): Promise<StoredMessage[]> {
+    const bytesOf = options.bytesOf ?? ((m: StoredMessage) => STORE_RECORD_HEADER_BYTES + m.topic.length + m.payload.length);
+    // Start where at least `target` record bytes follow; when `bytesOf` counts less than record
+    // bytes the window may not fill: start earlier and read again.
+    for (let target = maxBytes; ; target *= 2) {
+      const startSeq = this.newestStart(target);
+      const window: StoredMessage[] = [];
+      let head = 0;
+      let bytes = 0;
+      let dropped = false;
+      const reader = this.read(Filter.of("**"), { seq: startSeq });
+      for (;;) {
+        const batch = await reader.nextBatch();
+        if (batch.length === 0) break;
+        for (const message of batch) {
+          window.push(message);
+          bytes += bytesOf(message);
+          while (bytes > maxBytes && head < window.length) {
+            bytes -= bytesOf(window[head++]);
+            dropped = true;
+          }
+        }
+        if (head > 4096) {
+          window.splice(0, head);
+          head = 0;
+        }
+      }
+      if (dropped || startSeq <= 1) return window.slice(head);
+    }
+  }
+
+  /** A seq from which at least `maxBytes` of records follow (whole segments and journal records). */
+  private newestStart(maxBytes: number): number {
+    const units: { seq: number; bytes: number }[] = [];
+    for (const log of this.context.partitionList) {
+      for (const segment of log.segments) units.push({ seq: segment.firstSeq, bytes: segment.bytes });
+      for (let i = log.pendingHead; i < log.pendingTail; i++) units.push({ seq: log.pendingSeqs[i], bytes: log.pendingLengths[i] });
+    }
+    units.sort((a, b) => b.seq - a.seq);
+    let total = 0;
+    for (const unit of units) {
+      total += unit.bytes;
+      if (total >= maxBytes) return unit.seq;
+    }
+    return 1;
+  }
+
+  /** Lets time-based work happen: segments older than the age limit close (call every second or so). */
+  maintain(nowUs: number): void {
+    this.sorter.poke(nowUs);
+  }
+
+  /** Sorts every journal record into segments and waits (a clean shutdown does this). */
+  async sortAll(): Promise<void> {
+    await this.writer.drain();
+    await this.sorter.sortAll();
+  }
+
+  /** Waits until background segment closing is done (tests, benchmarks). */
+  async idle(): Promise<void> {
+    await this.writer.drain();
+    await this.sorter.idle();
+  }
+
+  /** Removes whole closed segments older than `ageUs` before `nowUs`, then the oldest until at most `bytes` remain. */
+  async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
+    const context = this.context;
+    const all: SegmentMeta[] = [];
+    let total = 0;
+    for (const log of context.partitionList) {
+      for (const segment of log.segments) {
+        all.push(segment);
+        total += segment.bytes;
+      }
+    }
+    all.sort((a, b) => a.lastSeq - b.lastSeq);
+    const victims: SegmentMeta[] = [];
+    const ageLimit = limits.ageUs === undefined ? -Infinity : nowUs - limits.ageUs;
+    const bytesLimit = limits.bytes ?? Infinity;
+    for (const segment of all) {
+      if (segment.lastTimeUs >= ageLimit && total <= bytesLimit) break;
+      victims.push(segment);
+      total -= segment.bytes;
+    }
+    if (victims.length === 0) return { segmentsRemoved: 0, bytesRemoved: 0 };
+    await appendManifest(context, victims.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id })));
+    let bytesRemoved = 0;
+    for (const segment of victims) {
+      context.partition(segment.partition).removeSegment(segment.id);
+      context.indexes.delete(segment.id);
+      bytesRemoved += segment.bytes;
+    }
+    await context.whenNoReads(async () => {
+      for (const segment of victims) {
+        for (const path of [segmentPath(segment.id), indexPath(segment.id)]) {
+          await context.files.drop(path);
+          await context.disk.remove(path);
+        }
+      }
+    });
+    return { segmentsRemoved: victims.length, bytesRemoved };
+  }
+
+  /** Counts and sizes. */
+  stats(): StoreStats {
+    const context = this.context;
+    let segments = 0;
+    let segmentBytes = 0;
+    let pendingRecords = 0;
+    let pendingBytes = 0;
+    for (const log of context.partitionList) {
+      segments += log.segments.length;
+      segmentBytes += log.segmentBytes();
+      pendingRecords += log.pendingCount;
+      pendingBytes += log.pendingBytes;
+    }
+    let journalBytes = 0;
+    for (const journal of context.journals) journalBytes += journal.bytes;
+    return {
+      nextSeq: context.nextSeq,
+      committedSeq: context.committedSeq,
+      partitions: context.partitionList.length,
+      journals: context.journals.length,
+      journalBytes,
+      segments,
+      segmentBytes,
+      pendingRecords,
+      pendingBytes,
+      segmentsWritten: this.sorter.segmentsWritten,
+      manifestBytes: context.manifest.bytes,
+      openFiles: context.files.size,
+      fileOpens: context.files.opens,
+    };
+  }
+
+  /** Writes what is buffered, optionally sorts the journal into segments, and closes every file. */
+  async close(options: { sort?: boolean } = {}): Promise<void> {
+    const context = this.context;
+    if (context.closed) return;
+    if (context.failure === null) {
+      await this.writer.drain();
+      await this.sorter.idle();
+      await this.writer.sync().catch(() => {});
+      if (options.sort ?? true) {
+        await this.sorter.sortAll();
+        // Everything is in segments: start an empty journal so the next open replays nothing.
+        const active = context.journals[context.journals.length - 1];
+        if (active.pendingRecords === 0 && active.bytes > FILE_HEADER_FIXED_BYTES) {
+          await startJournal(context, active.gen + 1, context.nextSeq);
+          await context.whenNoReads(() => dropDrainedJournals(context));
+        }
+      }
+    }
+    context.closed = true;
+    await context.locked(async () => {
+      await context.manifest.file?.close();
+      context.manifest.file = null;
+    });
+    await context.files.closeAll();
+    assert(context.readsInFlight === 0 || context.closed, "store: closed with reads in flight");
+  }
+}

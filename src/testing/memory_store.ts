@@ -1,0 +1,60 @@
+/**
+ * MemoryStore: an in-memory stand-in for the durable store, for broker tests and the simulator.
+ * It keeps every message in an array, commits when told (or on the next microtask), and reads
+ * committed messages in seq order in small batches — the same contract as src/store's Store,
+ * with none of the disk. `holdCommits` lets a test keep messages unacknowledged on purpose.
+ */
+import type { BrokerStore, StoredMessageLike } from "../broker/ports.ts";
+import type { Filter } from "../topic/filter.ts";
+
+/** An in-memory BrokerStore. */
+export class MemoryStore implements BrokerStore {
+  readonly messages: StoredMessageLike[] = [];
+  nextSeq = 1;
+  committedSeq = 0;
+  /** While true, commit() waits until release() is called. */
+  holdCommits = false;
+  private waiting: (() => void)[] = [];
+
+  constructor(private readonly batchMessagesMax = 7) {}
+
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+    if (seq !== this.nextSeq) throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
+    this.messages.push({ seq, timeUs, topic, payload: payload.slice() });
+    this.nextSeq++;
+  }
+
+  commit(): Promise<void> {
+    const target = this.nextSeq - 1;
+    return new Promise((resolve) => {
+      const done = () => {
+        this.committedSeq = Math.max(this.committedSeq, target);
+        resolve();
+      };
+      if (this.holdCommits) this.waiting.push(done);
+      else queueMicrotask(done);
+    });
+  }
+
+  /** Lets held commits complete. */
+  release(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const done of waiting) done();
+  }
+
+  read(filter: Filter, from: { seq: number } | { timeUs: number }): { nextBatch(): Promise<StoredMessageLike[]> } {
+    let index = "seq" in from ? Math.max(0, from.seq - 1) : this.messages.findIndex((m) => m.timeUs >= from.timeUs);
+    if (index < 0) index = this.messages.length;
+    return {
+      nextBatch: async () => {
+        const batch: StoredMessageLike[] = [];
+        while (index < this.messages.length && this.messages[index].seq <= this.committedSeq && batch.length < this.batchMessagesMax) {
+          const message = this.messages[index++];
+          if (filter.matches(message.topic)) batch.push(message);
+        }
+        return batch;
+      },
+    };
+  }
+}

@@ -1,0 +1,75 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { fcParams } from "./fc_params.ts";
+import { SimDisk } from "./sim_disk.ts";
+
+const bytes = (...values: number[]) => new Uint8Array(values);
+
+describe("SimDisk", () => {
+  test("synced data survives a crash; unsynced data may not", async () => {
+    const disk = new SimDisk({ seed: 7 });
+    await disk.mkdir("d");
+    const file = await disk.open("d/f", "create");
+    await file.write(0, bytes(1, 2, 3));
+    await file.sync();
+    await disk.syncDir("d");
+    await file.write(3, bytes(4, 5, 6));
+    disk.crash();
+    const after = disk.snapshot("d/f");
+    expect(after).not.toBeNull();
+    expect([...(after as Uint8Array).subarray(0, 3)]).toEqual([1, 2, 3]);
+    expect((after as Uint8Array).length).toBeLessThanOrEqual(6);
+    await expect(file.read(0, new Uint8Array(1))).rejects.toThrow("crash");
+  });
+
+  test("a created file whose directory was not synced can vanish", async () => {
+    const seen = new Set<boolean>();
+    for (let seed = 1; seed < 20; seed++) {
+      const disk = new SimDisk({ seed });
+      const file = await disk.open("f", "create");
+      await file.write(0, bytes(1));
+      await file.sync();
+      disk.crash();
+      seen.add(disk.snapshot("f") !== null);
+    }
+    expect(seen).toEqual(new Set([true, false]));
+  });
+
+  test("after a crash each file is its synced bytes plus a prefix of later writes (prefix mode)", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }), fc.array(fc.uint8Array({ minLength: 1, maxLength: 9 }), { minLength: 1, maxLength: 8 }), fc.nat(8), async (seed, writes, syncAfter) => {
+        const disk = new SimDisk({ seed });
+        const file = await disk.open("f", "create");
+        await disk.syncDir("");
+        let position = 0;
+        const all: number[] = [];
+        let synced = 0;
+        for (let i = 0; i < writes.length; i++) {
+          await file.write(position, writes[i]);
+          position += writes[i].length;
+          all.push(...writes[i]);
+          if (i === syncAfter) {
+            await file.sync();
+            synced = position;
+          }
+        }
+        disk.crash();
+        const after = [...(disk.snapshot("f") as Uint8Array)];
+        expect(after.length).toBeGreaterThanOrEqual(synced);
+        expect(after).toEqual(all.slice(0, after.length));
+      }),
+      fcParams(),
+    );
+  });
+
+  test("injected fsync failure and full disk", async () => {
+    const disk = new SimDisk();
+    const file = await disk.open("f", "create");
+    disk.failNextSyncs(1);
+    await expect(file.sync()).rejects.toMatchObject({ code: "EIO" });
+    await file.sync();
+    disk.capacityBytes = 4;
+    await file.write(0, bytes(1, 2, 3, 4));
+    await expect(file.write(4, bytes(5))).rejects.toMatchObject({ code: "ENOSPC" });
+  });
+});

@@ -1,0 +1,264 @@
+/**
+ * The store contract, run against every implementation: the real store on real files (BunDisk),
+ * the same store on the simulated disk (SimDisk), and the reference model. Each case drives the
+ * subject and checks it against the model; the last one is a property over random operations.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { nativeCrc32 } from "../src/runtime/crc32.ts";
+import { type Disk, Store, type StoreOptions } from "../src/store/mod.ts";
+import { fcParams } from "../src/testing/fc_params.ts";
+import { SimDisk } from "../src/testing/sim_disk.ts";
+import { Filter } from "../src/topic/mod.ts";
+import { ModelStore, type Plain, SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
+
+type From = { seq: number } | { afterSeq: number } | { timeUs: number };
+
+/** What the contract needs of an implementation. */
+interface Subject {
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void;
+  commit(): Promise<void>;
+  read(filter: Filter, from: From, batchBytesMax?: number): Promise<Plain[]>;
+  readNewest(maxBytes: number): Promise<Plain[]>;
+  restart(): Promise<void>;
+  nextSeq(): number;
+  close(): Promise<void>;
+}
+
+class StoreSubject implements Subject {
+  private constructor(
+    private store: Store,
+    private readonly disk: Disk,
+    private readonly options: StoreOptions,
+  ) {}
+
+  static async open(disk: Disk, options: StoreOptions): Promise<StoreSubject> {
+    const { store } = await Store.open(disk, options);
+    return new StoreSubject(store, disk, options);
+  }
+
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+    this.store.append(seq, timeUs, topic, payload);
+  }
+  commit(): Promise<void> {
+    return this.store.commit();
+  }
+  async read(filter: Filter, from: From, batchBytesMax?: number): Promise<Plain[]> {
+    const out: Plain[] = [];
+    for await (const message of this.store.read(filter, from, { batchBytesMax })) out.push(plain(message));
+    return out;
+  }
+  async readNewest(maxBytes: number): Promise<Plain[]> {
+    return (await this.store.readNewest(maxBytes, { bytesOf: (m) => m.payload.length })).map(plain);
+  }
+  async restart(): Promise<void> {
+    await this.store.close({ sort: false });
+    const { recovery, store } = await Store.open(this.disk, this.options);
+    expect(recovery.problems).toEqual([]);
+    this.store = store;
+  }
+  nextSeq(): number {
+    return this.store.nextSeq;
+  }
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}
+
+class ModelSubject implements Subject {
+  readonly model = new ModelStore();
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+    this.model.append(seq, timeUs, topic, payload);
+  }
+  async commit(): Promise<void> {}
+  async read(filter: Filter, from: From): Promise<Plain[]> {
+    return this.model.read(filter, from);
+  }
+  async readNewest(maxBytes: number): Promise<Plain[]> {
+    const out: Plain[] = [];
+    let bytes = 0;
+    for (let i = this.model.messages.length - 1; i >= 0; i--) {
+      bytes += this.model.messages[i].payload.length;
+      if (bytes > maxBytes) break;
+      out.unshift(this.model.messages[i]);
+    }
+    return out;
+  }
+  async restart(): Promise<void> {}
+  nextSeq(): number {
+    return this.model.nextSeq;
+  }
+  async close(): Promise<void> {}
+}
+
+const dirs: (() => void)[] = [];
+afterAll(() => {
+  for (const remove of dirs) remove();
+});
+
+const implementations: [string, (options: StoreOptions) => Promise<Subject>][] = [
+  [
+    "store on real files",
+    (options) => {
+      const dir = tempDir();
+      dirs.push(dir.remove);
+      return StoreSubject.open(new BunDisk(dir.path), { ...options, crc32: nativeCrc32 });
+    },
+  ],
+  ["store on the simulated disk", (options) => StoreSubject.open(new SimDisk({ seed: 11 }), options)],
+  ["reference model", async () => new ModelSubject()],
+];
+
+const FILTERS = [["**"], ["app/orders/**"], ["app/users"], ["solo", "ops/**"], ["nothing/here"], ["app/**"], ["app/users/eu/1", "ops/x/y/z"]];
+
+async function publish(subject: Subject, model: ModelStore, count: number, options: { commitEvery?: number; timeStepUs?: number } = {}): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const seq = model.nextSeq;
+    const timeUs = 1_000_000 + seq * (options.timeStepUs ?? 1000);
+    const topic = TOPICS[(seq * 7) % TOPICS.length];
+    subject.append(seq, timeUs, topic, payloadOf(seq));
+    model.append(seq, timeUs, topic, payloadOf(seq));
+    if (seq % (options.commitEvery ?? 10) === 0) await subject.commit();
+  }
+  await subject.commit();
+}
+
+for (const [name, make] of implementations) {
+  describe(`store contract: ${name}`, () => {
+    test("an empty store starts at seq 1 and reads nothing", async () => {
+      const subject = await make(SMALL_LIMITS);
+      expect(subject.nextSeq()).toBe(1);
+      expect(await subject.read(Filter.of("**"), { seq: 1 })).toEqual([]);
+      await subject.close();
+    });
+
+    test("reads every filter in seq order, from seqs and times, across rolls and sorts", async () => {
+      const subject = await make(SMALL_LIMITS);
+      const model = new ModelStore();
+      await publish(subject, model, 400);
+      for (const texts of FILTERS) {
+        const filter = Filter.of(...texts);
+        expect(await subject.read(filter, { seq: 1 })).toEqual(model.read(filter, { seq: 1 }));
+        expect(await subject.read(filter, { seq: 173 })).toEqual(model.read(filter, { seq: 173 }));
+        expect(await subject.read(filter, { afterSeq: 399 })).toEqual(model.read(filter, { afterSeq: 399 }));
+        expect(await subject.read(filter, { timeUs: 1_250_500 })).toEqual(model.read(filter, { timeUs: 1_250_500 }));
+      }
+      await subject.close();
+    });
+
+    test("a read resumed after its last seq continues with no gap and no duplicate", async () => {
+      const subject = await make(SMALL_LIMITS);
+      const model = new ModelStore();
+      await publish(subject, model, 300);
+      const filter = Filter.of("app/**");
+      const whole = model.read(filter, { seq: 1 });
+      const first = (await subject.read(filter, { seq: 1 })).slice(0, 77);
+      const rest = await subject.read(filter, { afterSeq: first[first.length - 1].seq });
+      expect([...first, ...rest]).toEqual(whole);
+      await subject.close();
+    });
+
+    test("data, next seq and reads survive a restart; appends continue after it", async () => {
+      const subject = await make(SMALL_LIMITS);
+      const model = new ModelStore();
+      await publish(subject, model, 250);
+      await subject.restart();
+      expect(subject.nextSeq()).toBe(251);
+      await publish(subject, model, 120);
+      await subject.restart();
+      expect(await subject.read(Filter.of("**"), { seq: 1 })).toEqual(model.read(Filter.of("**"), { seq: 1 }));
+      await subject.close();
+    });
+
+    test("readNewest returns the newest messages that fit, oldest first", async () => {
+      const subject = await make(SMALL_LIMITS);
+      const model = new ModelStore();
+      await publish(subject, model, 300);
+      await subject.restart();
+      const newest = await subject.readNewest(500);
+      expect(newest.length).toBeGreaterThan(10);
+      expect(newest[newest.length - 1].seq).toBe(300);
+      const expected = model.messages.slice(model.messages.length - newest.length);
+      expect(newest).toEqual(expected);
+      const bytes = newest.reduce((sum, m) => sum + m.payload.length, 0);
+      expect(bytes).toBeLessThanOrEqual(500);
+      expect(bytes + model.messages[model.messages.length - newest.length - 1].payload.length).toBeGreaterThan(500);
+      await subject.close();
+    });
+
+    test("random appends, commits, restarts and reads agree with the model", async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.oneof(
+              fc.record({ kind: fc.constant("publish" as const), count: fc.integer({ min: 1, max: 60 }), commitEvery: fc.integer({ min: 1, max: 20 }) }),
+              fc.record({ kind: fc.constant("restart" as const) }),
+              fc.record({ kind: fc.constant("read" as const), filter: fc.constantFrom(...FILTERS), fromSeq: fc.integer({ min: 1, max: 400 }), batch: fc.integer({ min: 40, max: 400 }) }),
+            ),
+            { minLength: 1, maxLength: 10 },
+          ),
+          async (ops) => {
+            const subject = await make(SMALL_LIMITS);
+            const model = new ModelStore();
+            for (const op of ops) {
+              if (op.kind === "publish") await publish(subject, model, op.count, { commitEvery: op.commitEvery });
+              else if (op.kind === "restart") await subject.restart();
+              else {
+                const filter = Filter.of(...op.filter);
+                expect(await subject.read(filter, { seq: op.fromSeq }, op.batch)).toEqual(model.read(filter, { seq: op.fromSeq }));
+              }
+            }
+            expect(subject.nextSeq()).toBe(model.nextSeq);
+            await subject.close();
+          },
+        ),
+        fcParams({ runs: 25 }),
+      );
+    });
+  });
+}
+
+describe("store on the simulated disk: limits and retention", () => {
+  test("a filter opens only the partitions it needs; open files stay within the LRU limit", async () => {
+    const disk = new SimDisk({ seed: 5 });
+    const { store } = await Store.open(disk, { ...SMALL_LIMITS, openFilesMax: 4 });
+    for (let seq = 1; seq <= 2000; seq++) store.append(seq, seq, `p/${seq % 200}`, payloadOf(seq, 8));
+    await store.commit();
+    await store.idle();
+    const reader = store.read(Filter.of("p/7"), { seq: 1 });
+    const got: number[] = [];
+    for await (const message of reader) got.push(message.seq);
+    expect(got).toEqual(Array.from({ length: 10 }, (_, i) => 7 + 200 * i));
+    expect(reader.partitionCount).toBe(1);
+    let total = 0;
+    for await (const _ of store.read(Filter.of("**"), { seq: 1 })) total++;
+    expect(total).toBe(2000);
+    expect(store.stats().openFiles).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+
+  test("retention removes whole old segments by age and by bytes; reads skip to what remains", async () => {
+    const disk = new SimDisk({ seed: 6 });
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq * 1000, TOPICS[seq % 3], payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const before = store.stats();
+    const byAge = await store.retain({ ageUs: 300_000 }, 600_000);
+    expect(byAge.segmentsRemoved).toBeGreaterThan(0);
+    const first = (await store.read(Filter.of("**"), { seq: 1 }).nextBatch())[0];
+    expect(first.seq).toBeGreaterThan(1);
+    expect(first.timeUs).toBeLessThan(300_000 + 20_000);
+    const byBytes = await store.retain({ bytes: 2000 }, 600_000);
+    expect(store.stats().segmentBytes).toBeLessThanOrEqual(2000);
+    expect(byAge.bytesRemoved + byBytes.bytesRemoved + store.stats().segmentBytes).toBe(before.segmentBytes);
+    const files = disk.paths().filter((p) => p.endsWith(".seg")).length;
+    expect(files).toBe(store.stats().segments);
+    await store.close();
+    const reopened = await Store.open(disk, SMALL_LIMITS);
+    expect(reopened.recovery.problems).toEqual([]);
+    expect(reopened.store.nextSeq).toBe(601);
+    await reopened.store.close();
+  });
+});
