@@ -4,7 +4,7 @@
  * Owns: the benchmark body (`mergeAll`), its input generator (`generateSources`) and the
  * checksum both share with the smoke test (bench/heap.bench.test.ts).
  * Run: `bun bench/heap.bench.ts` — one mitata `summary` group per k, so ratios print side by side,
- * then a markdown table (mean, median, boxed/this) for docs/bench_heaps.md.
+ * then a markdown table (mean, median, boxed/this) for docs/benchmarks.md.
  *
  * Input: keys 1..N dealt to k sources by a seeded Prng (so sources interleave randomly), generated
  * once outside the timed body. Every run's checksum is folded into a sink printed at the end, and

@@ -21,7 +21,16 @@ function median(xs: number[]): number {
   return s.length % 2 === 1 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
+// Reads start cold: sweeping a buffer larger than the L2 caches evicts the previous read's lines,
+// so a strategy does not benefit from the one timed before it.
+const FLUSH = new Float64Array((64 * 1024 * 1024) / 8);
+let flushSink = 0;
+function flushCaches(): void {
+  for (let i = 0; i < FLUSH.length; i += 8) flushSink += FLUSH[i];
+}
+
 function time(fn: () => void): number {
+  flushCaches();
   const started = performance.now();
   fn();
   return performance.now() - started;
@@ -86,3 +95,5 @@ for (const readers of [1, 16, 256]) {
     console.log(`| ${readers} | ${selectivity * 100}% | ${fmt(linear)} | ${fmt(ms.get("indexed")!)} | ${fmt(ms.get("planned")!)} | ${(linear / ms.get("indexed")!).toFixed(1)}x | ${(ms.get("planned")! / linear).toFixed(2)} |`);
   }
 }
+
+if (flushSink !== 0) console.log("flush checksum", flushSink);

@@ -155,3 +155,26 @@ assert(AUTH_TOKEN_BYTES_MAX <= 0xffff && ERROR_REASON_BYTES_MAX <= 0xffff, "leng
 assert(CLIENT_NAME_BYTES_MAX <= 255, "client name length fits a u8 field");
 assert(SUBSCRIPTIONS_PER_CONNECTION_MAX <= 2 ** 32 - 1, "limits fit WELCOME's u32 fields");
 assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 field");
+
+// ---- Split ----------------------------------------------------------------------------------
+
+/** Bytes of a volume table file (`split plan --volumes`): ~250 bytes a row for SPLIT_TOPICS_MAX rows. */
+export const SPLIT_VOLUMES_FILE_BYTES_MAX = 256 * 1024 * 1024;
+/**
+ * Topics in one volume table: planning is O(n log n) with ~0.3 s per 100,000 topics, so a table at
+ * the limit plans in seconds; per-topic arrays of this length stay a few MiB.
+ */
+export const SPLIT_TOPICS_MAX = 1 << 20;
+/**
+ * Bytes of one topic and of a whole table: a safe integer, so sums of bytes are exact.
+ * Waste totals ((n - 1) x bytes per store) may pass 2^53 and are then rounded doubles.
+ */
+export const SPLIT_VOLUME_BYTES_MAX = Number.MAX_SAFE_INTEGER;
+/** Segments that name a store under the `heuristic` planner (the old rule: the first three). */
+export const SPLIT_HEURISTIC_SEGMENTS = 3;
+/** Bytes of a store id: a file name (255 on common file systems) with room for a suffix. */
+export const SPLIT_STORE_ID_BYTES_MAX = 200;
+
+assert(SPLIT_TOPICS_MAX <= TOPICS_MAX, "a planned table fits the topics a server interns");
+assert(SPLIT_HEURISTIC_SEGMENTS > PARTITION_SEGMENTS, "a heuristic store lies inside one partition");
+assert(SPLIT_STORE_ID_BYTES_MAX >= 64, "store ids keep a readable prefix");

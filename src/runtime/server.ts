@@ -14,6 +14,7 @@ import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { nativeCrc32 } from "./crc32.ts";
 import { listenTcp } from "./tcp_listener.ts";
 
 /** How often segment aging and retention run. */
@@ -62,7 +63,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
-    opened = await Store.open(new BunDisk(options.dataDir), { fsync: options.fsync, schedule: scheduleAfter });
+    opened = await Store.open(new BunDisk(options.dataDir), { fsync: options.fsync, schedule: scheduleAfter, crc32: nativeCrc32 });
   } catch (error) {
     const message = (error as Error).message;
     const code = (error as { code?: string }).code;

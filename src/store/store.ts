@@ -8,7 +8,6 @@
  * class is exported. Not reentrant across processes: one process per data directory.
  */
 import { STORE_RECORD_HEADER_BYTES } from "../constants.ts";
-import { assert } from "../stdx/assert.ts";
 import { Filter } from "../topic/mod.ts";
 import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
@@ -264,6 +263,5 @@ export class Store {
       context.manifest.file = null;
     });
     await context.files.closeAll();
-    assert(context.readsInFlight === 0 || context.closed, "store: closed with reads in flight");
   }
 }

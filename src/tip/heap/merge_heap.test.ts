@@ -158,7 +158,7 @@ describe("createMergeHeap", () => {
       const sources = buildSources(capacity, Array.from({ length: 200 }, (_, i) => [i * 7, i] as [number, number]), true);
       expect(mergeThrough(createMergeHeap(capacity), sources)).toEqual(referenceMerge(sources));
     }
-    // The measured default (docs/bench_heaps.md); change it together with mod.ts.
+    // The measured default (docs/benchmarks.md); change it together with mod.ts.
     expect([2, 64, 512].map((capacity) => createMergeHeap(capacity).name)).toEqual(Array(3).fill("keyed_loser_tree"));
     expect(createMergeHeap(4, { name: "binary_heap" }).name).toBe("binary_heap");
     expect(() => createMergeHeap(4, { name: "no_such_heap" })).toThrow(AssertionError);

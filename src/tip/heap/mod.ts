@@ -43,7 +43,7 @@ export type MergeHeapOptions = {
 
 /**
  * The default MergeHeap for `capacity` sources: keyed_loser_tree at every k. Measured in
- * docs/benchmarks.md (heap section, from docs/bench_heaps.md): fastest at k = 2, 8 and 512,
+ * docs/benchmarks.md (merge heaps section): fastest at k = 2, 8 and 512,
  * 1-11% behind branchless_heap at k = 64, ~2x boxed_heap there; linear_min beat it clearly only
  * at k = 3 (one run), so no small-k cut-off is worth a second code path.
  */
