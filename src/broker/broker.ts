@@ -35,6 +35,7 @@ import {
   TopicCache,
 } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
+import { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/tip.ts";
 import { Filter } from "../topic/filter.ts";
 import { FilterMatcher } from "../topic/filter_matcher.ts";
@@ -64,6 +65,9 @@ export interface BrokerOptions {
 }
 
 /** Counters of a broker, for metrics. */
+/** Bounds (seconds) of the recovery-duration histograms. */
+export const RECOVERY_SECONDS_BOUNDS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60];
+
 export interface BrokerStats {
   connections: number;
   subscriptions: number;
@@ -111,6 +115,11 @@ export class Broker {
   private failure: string | null = null;
   private shuttingDown = false;
   private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  /** Messages and payload bytes published per topic id since start. */
+  private topicMessages = new Float64Array(1024);
+  private topicBytesPublished = new Float64Array(1024);
+  /** How long subscriptions took from SUBSCRIBED to CAUGHT_UP, by where they started. */
+  readonly recoverySeconds = { tip: new Histogram(RECOVERY_SECONDS_BOUNDS), disk: new Histogram(RECOVERY_SECONDS_BOUNDS) };
 
   constructor(private readonly options: BrokerOptions) {
     this.topics = options.topics;
@@ -215,6 +224,31 @@ export class Broker {
     };
   }
 
+  /** Messages and payload bytes published per topic since this broker started. */
+  topicVolumes(): { topic: string; bytes: number; messages: number }[] {
+    const rows = [];
+    const count = Math.min(this.topics.topicCount, this.topicMessages.length);
+    for (let id = 0; id < count; id++) {
+      if (this.topicMessages[id] > 0) rows.push({ topic: this.topics.topicName(id), bytes: this.topicBytesPublished[id], messages: this.topicMessages[id] });
+    }
+    return rows;
+  }
+
+  private countTopic(topicId: number, bytes: number): void {
+    if (topicId >= this.topicMessages.length) {
+      let length = this.topicMessages.length;
+      while (length <= topicId) length *= 2;
+      const messages = new Float64Array(length);
+      messages.set(this.topicMessages);
+      const topicBytes = new Float64Array(length);
+      topicBytes.set(this.topicBytesPublished);
+      this.topicMessages = messages;
+      this.topicBytesPublished = topicBytes;
+    }
+    this.topicMessages[topicId]++;
+    this.topicBytesPublished[topicId] += bytes;
+  }
+
   // ---- Frames ------------------------------------------------------------------------------
 
   private handle(session: Session, frame: Frame): void {
@@ -269,9 +303,20 @@ export class Broker {
     const firstSeq = this.nextSeq;
     for (let i = 0; messages.next(); i++) {
       const payload = messages.payload;
-      const seq = this.nextSeq++;
+      const seq = this.nextSeq;
+      try {
+        this.store.append(seq, timeUs, messages.topic, payload);
+      } catch (error) {
+        // The store stopped in the background (a segment close or an fsync failed) before any
+        // commit said so. Its failure is sticky and set between events, so this is the batch's
+        // first message and nothing was sequenced.
+        assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
+        this.storageFailed(error);
+        return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", { requestId });
+      }
+      this.nextSeq++;
       this.tip.append(topicIds[i], seq, timeUs, payload);
-      this.store.append(seq, timeUs, messages.topic, payload);
+      this.countTopic(topicIds[i], payload.length);
       this.counters.bytesPublished += payload.length;
     }
     this.counters.messagesPublished += messages.count;
@@ -304,13 +349,16 @@ export class Broker {
     session.endData();
     const oldest = this.tip.ring.count > 0 ? Math.min(this.tip.ring.firstSeq, this.visibleSeq) : this.visibleSeq;
     encodeSubscribed(session.writer, { subscriptionId: subscription.id, firstSeq: subscription.nextSeq });
+    subscription.startedUs = this.clock.nowUs();
     if (subscription.nextSeq >= this.visibleSeq) {
       this.goLive(subscription);
     } else if (subscription.nextSeq >= oldest) {
       this.counters.tipRecoveries++;
+      subscription.recovery = "tip";
       this.toTip(subscription);
     } else {
       this.counters.diskRecoveries++;
+      subscription.recovery = "disk";
       this.toDisk(subscription);
     }
   }
@@ -419,6 +467,14 @@ export class Broker {
       for (let i = 0; i < subscriptions.length; i++) {
         const subscription = subscriptions[i];
         if (subscription.phase !== Phase.Live || seq < subscription.nextSeq) continue;
+        if (subscription.session.backedUp) {
+          // A slow client: its cursor stops at this seq and catches up from the tip once drained,
+          // so one large group commit cannot queue past the session's limit.
+          subscription.nextSeq = seq;
+          this.stall(subscription);
+          touched.add(subscription.session);
+          continue;
+        }
         this.deliverFromRing(subscription, at);
         touched.add(subscription.session);
       }
@@ -447,6 +503,7 @@ export class Broker {
     this.live.add(subscription);
     if (!subscription.caughtUpSent) {
       subscription.caughtUpSent = true;
+      if (subscription.recovery !== null) this.recoverySeconds[subscription.recovery].observe((this.clock.nowUs() - subscription.startedUs) / 1e6);
       subscription.session.endData();
       encodeCaughtUp(subscription.session.writer, { subscriptionId: subscription.id, nextSeq: subscription.nextSeq });
     }
@@ -582,6 +639,12 @@ export class Broker {
     const session = subscription.session;
     for (const message of batch) {
       if (message.seq < subscription.nextSeq) continue;
+      if (session.backedUp) {
+        // A slow client: leave the rest of the batch; a fresh reader resumes from nextSeq once
+        // it drains (a batch is up to READ_BATCH_BYTES_MAX, per subscription, far past the limit).
+        subscription.diskReader = null;
+        break;
+      }
       const interned = this.topics.intern(message.topic);
       assert(interned.ok, "diskBatch: stored topics are valid");
       session.addData(subscription.id, message.seq, message.timeUs, this.topicUtf8(interned.topicId), message.payload, 0, message.payload.length);

@@ -45,8 +45,11 @@ export class Subscription {
   caughtUpSent = false;
   diskReader: DiskReader | null = null;
   diskBusy = false;
-  /** Messages and bytes delivered, for metrics. */
+  /** Messages delivered, for metrics. */
   messagesDelivered = 0;
+  /** Where the cursor started when it was behind (null: it started live), and when (µs). */
+  recovery: "tip" | "disk" | null = null;
+  startedUs = 0;
 
   constructor(
     readonly session: Session,
