@@ -178,3 +178,30 @@ export const SPLIT_STORE_ID_BYTES_MAX = 200;
 assert(SPLIT_TOPICS_MAX <= TOPICS_MAX, "a planned table fits the topics a server interns");
 assert(SPLIT_HEURISTIC_SEGMENTS > PARTITION_SEGMENTS, "a heuristic store lies inside one partition");
 assert(SPLIT_STORE_ID_BYTES_MAX >= 64, "store ids keep a readable prefix");
+
+// ---- Admin ----------------------------------------------------------------------------------
+
+/** Address the admin app listens on unless told: this machine only, whatever `--host` the protocol uses. */
+export const ADMIN_HOST_DEFAULT = "127.0.0.1";
+/** Bytes of a volume table uploaded to the admin app: ~100k rows; bigger tables go to `aria split plan`. */
+export const ADMIN_VOLUMES_BODY_BYTES_MAX = 8 * 1024 * 1024;
+/**
+ * Topics the admin app plans in-process: planning runs on the server's event loop (~0.3 s per
+ * 100,000 topics and planner), so a bigger table would stall every client for seconds.
+ */
+export const ADMIN_SPLIT_TOPICS_MAX = 100_000;
+/** Levels of the topic tree one /api/topics answer holds below its prefix: the UI fetches one at a time. */
+export const ADMIN_TREE_DEPTH_MAX = 8;
+/** Children listed per node of /api/topics (the largest): a page a person can scan, a bounded answer. */
+export const ADMIN_TREE_CHILDREN_MAX = 500;
+/** Partitions with their own label in /metrics; the rest are summed: bounded series per scrape. */
+export const ADMIN_METRICS_PARTITIONS_MAX = 20;
+/** The window publish rates are measured over: smooth enough to read, short enough to follow a burst. */
+export const ADMIN_RATE_WINDOW_MS = 5000;
+/** Samples kept for rates: one per window / samples at most, so polling faster costs no memory. */
+export const ADMIN_RATE_SAMPLES_MAX = 20;
+
+assert(ADMIN_VOLUMES_BODY_BYTES_MAX <= SPLIT_VOLUMES_FILE_BYTES_MAX, "an upload is a valid volume table file");
+assert(ADMIN_SPLIT_TOPICS_MAX <= SPLIT_TOPICS_MAX, "the admin app plans only valid tables");
+assert(ADMIN_TREE_DEPTH_MAX <= TOPIC_SEGMENTS_MAX, "a tree is no deeper than a topic");
+assert(ADMIN_RATE_SAMPLES_MAX >= 2, "a rate needs two samples");

@@ -130,6 +130,10 @@ export class Broker {
     this.nextSeq = options.store.nextSeq;
     this.visibleSeq = options.store.committedSeq + 1;
     assert(this.visibleSeq === this.nextSeq, "Broker: the store starts with everything committed");
+    // A tip refilled from the store ends where the store does; an empty one must start there too,
+    // or a cursor would take its empty range below the visible end for "nothing to read".
+    if (this.tip.ring.count === 0) this.tip.ring.startAt(this.nextSeq);
+    assert(this.tip.ring.nextSeq === this.nextSeq, "Broker: the tip ends where the store does");
   }
 
   // ---- Events ------------------------------------------------------------------------------

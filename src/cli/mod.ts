@@ -4,9 +4,12 @@
  * with a usage message on stderr and exit code 2.
  */
 import { UsageError } from "./args.ts";
+import { BENCH_USAGE, benchCommand } from "./bench.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
 import { PUB_USAGE, pubCommand } from "./pub.ts";
 import { SERVE_USAGE, serveCommand } from "./serve.ts";
+import { SIMULATE_USAGE, simulateCommand } from "./simulate.ts";
+import { SPLIT_USAGE, splitCommand } from "./split.ts";
 import { SUB_USAGE, subCommand } from "./sub.ts";
 
 export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
@@ -24,6 +27,9 @@ const COMMANDS: Record<string, Command> = {
   serve: { summary: "run the server (TCP protocol + admin HTTP app)", usage: SERVE_USAGE, run: serveCommand },
   pub: { summary: "publish messages", usage: PUB_USAGE, run: pubCommand },
   sub: { summary: "subscribe and print messages", usage: SUB_USAGE, run: subCommand },
+  simulate: { summary: "run the deterministic simulator with fault injection", usage: SIMULATE_USAGE, run: simulateCommand },
+  bench: { summary: "run scenario benchmarks against a server", usage: BENCH_USAGE, run: benchCommand },
+  split: { summary: "split persisted partitions into subtree stores (plan, stats, rewrite)", usage: SPLIT_USAGE, run: splitCommand },
   version: {
     summary: "print the version",
     run: async (_args, io) => {

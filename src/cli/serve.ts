@@ -3,7 +3,7 @@
  * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`), so a
  * script started with --port 0 learns the ports it got.
  */
-import { TIP_BYTES_DEFAULT, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
+import { ADMIN_HOST_DEFAULT, TIP_BYTES_DEFAULT, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
 import { onShutdownSignal } from "../runtime/process.ts";
 import { FatalError, startServer } from "../runtime/server.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
@@ -25,6 +25,8 @@ Options:
   --retain-age DURATION  delete segments older than this, e.g. 7d (default: keep)
   --retain-bytes SIZE    delete the oldest segments beyond this size, e.g. 50GiB (default: keep)
   --auth-token TOKEN     clients must present this token in their handshake
+  --admin-host HOST      address of the admin HTTP app (default 127.0.0.1)
+  --admin-token TOKEN    the admin app requires "Authorization: Bearer TOKEN" (all but /healthz)
   -h, --help             show this help
 `;
 
@@ -42,6 +44,8 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     "retain-age": { type: "string" },
     "retain-bytes": { type: "string" },
     "auth-token": { type: "string" },
+    "admin-host": { type: "string" },
+    "admin-token": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -63,7 +67,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     retainAgeUs: typeof values["retain-age"] === "string" ? parseDuration(values["retain-age"], "--retain-age") * 1000 : undefined,
     retainBytes: typeof values["retain-bytes"] === "string" ? parseSize(values["retain-bytes"], "--retain-bytes") : undefined,
     authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
+    adminHost: stringFlag(values, "admin-host", ADMIN_HOST_DEFAULT),
+    adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
   };
+  if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken)) throw new UsageError("--admin-token: must be printable ASCII without spaces");
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     server = await startServer(options);

@@ -120,10 +120,45 @@ export class AriaClient {
     });
   }
 
-  /** Publishes a batch in one frame (or as few as the limits allow); resolves to the seq range. */
+  /**
+   * Publishes a batch in one frame (or as few as the limits allow); resolves to the seq of the
+   * first message and the count once all are acknowledged. An invalid message rejects the whole
+   * batch before anything is sent. One promise per frame, not per message.
+   */
   async publishBatch(messages: readonly { topic: string; payload: Uint8Array | string }[]): Promise<PublishResult> {
-    const seqs = await Promise.all(messages.map((m) => this.publish(m.topic, m.payload)));
-    return { firstSeq: seqs.length > 0 ? seqs[0] : 0, count: seqs.length };
+    const payloads: Uint8Array[] = new Array(messages.length);
+    for (let i = 0; i < messages.length; i++) {
+      const payload = messages[i].payload;
+      payloads[i] = typeof payload === "string" ? ENCODER.encode(payload) : payload;
+      const problem = this.checkMessage(messages[i].topic, payloads[i]);
+      if (problem !== null) throw problem;
+    }
+    if (messages.length === 0) return { firstSeq: 0, count: 0 };
+    if (this.socket === null || this.welcomed !== null) {
+      // Not connected (or reconnecting): queue like single publishes, which wait for the connection.
+      const seqs = await Promise.all(messages.map((m, i) => this.publish(m.topic, payloads[i])));
+      return { firstSeq: seqs[0], count: seqs.length };
+    }
+    this.flushPublishes(); // earlier publish() calls go first
+    const batchMax = this.limits?.publishBatchMessagesMax ?? PUBLISH_BATCH_MESSAGES_MAX;
+    const acks: Promise<PublishResult>[] = [];
+    let start = 0;
+    while (start < messages.length) {
+      const requestId = this.nextRequestId++;
+      this.writer.beginPublish(requestId);
+      let end = start;
+      while (end < messages.length && end - start < batchMax) {
+        if (end > start && !this.writer.publishMessageFits(messages[end].topic.length, payloads[end].length)) break;
+        this.writer.addPublishMessageText(messages[end].topic, payloads[end]);
+        end++;
+      }
+      this.writer.endPublish();
+      acks.push(new Promise((resolve, reject) => this.pending.set(requestId, { resolve, reject })));
+      start = end;
+    }
+    this.send();
+    const results = await Promise.all(acks);
+    return { firstSeq: results[0].firstSeq, count: messages.length };
   }
 
   /** Subscribes to `filter` (a topic, `a/b/**`, `**`, or a list of them). */

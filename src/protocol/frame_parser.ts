@@ -152,8 +152,8 @@ export class FrameParser {
     const first = this.at;
     let seqBefore = 0;
     for (let index = 0; index < count && this.failure === null; index++) {
-      const seq = this.u64(`message ${index} seq`);
-      this.u64(`message ${index} time`);
+      const seq = this.messageU64(index, "seq");
+      this.messageU64(index, "time");
       if (this.failure === null && seq <= seqBefore) {
         this.malformed(`message ${index} has seq ${seq}, not above the previous seq ${seqBefore}`);
       }
@@ -203,10 +203,14 @@ export class FrameParser {
     return { kind: "error", code: codeOfWire(wireCode), wireCode, fatal: fatal === 1, relatedKind, relatedId, reason };
   }
 
-  /** One PUBLISH or DATA message after its seq and time: topic, payload. */
+  /**
+   * One PUBLISH or DATA message after its seq and time: topic, payload. Runs once per message:
+   * field names for error reasons are built only when a check fails (messageNeed).
+   */
   private message(index: number, seq: number): void {
-    const topicBytes = this.u8(`message ${index} topic length`);
-    if (!this.need(`message ${index} topic`, topicBytes)) return;
+    if (!this.messageNeed(index, "topic length", 1)) return;
+    const topicBytes = this.bytes[this.at++];
+    if (!this.messageNeed(index, "topic", topicBytes)) return;
     const topic = this.topicCache.resolve(this.bytes, this.at, topicBytes);
     if (topic === null) {
       const what = seq < 0 ? `message ${index}` : `message ${index} (seq ${seq})`;
@@ -215,12 +219,32 @@ export class FrameParser {
     }
     this.topics[index] = topic;
     this.at += topicBytes;
-    const payloadBytes = this.u32(`message ${index} payload length`);
-    if (payloadBytes > this.limits.payloadBytesMax && this.failure === null) {
+    if (!this.messageNeed(index, "payload length", 4)) return;
+    const payloadBytes = this.view.getUint32(this.at, true);
+    this.at += 4;
+    if (payloadBytes > this.limits.payloadBytesMax) {
       this.fail("ARIA_ERR_PAYLOAD_TOO_LARGE", `message ${index} payload is ${payloadBytes} bytes, more than the limit of ${this.limits.payloadBytesMax}`);
       return;
     }
-    if (this.need(`message ${index} payload`, payloadBytes)) this.at += payloadBytes;
+    if (this.messageNeed(index, "payload", payloadBytes)) this.at += payloadBytes;
+  }
+
+  /** need() for a field of message `index`, naming it (`message 3 topic`) only when it fails. */
+  private messageNeed(index: number, field: string, bytes: number): boolean {
+    if (this.failure === null && bytes <= this.end - this.at) return true;
+    return this.need(`message ${index} ${field}`, bytes);
+  }
+
+  /** u64() for a field of message `index`, naming it only when it fails. */
+  private messageU64(index: number, field: string): number {
+    if (this.failure === null && this.end - this.at >= 8) {
+      const value = readU64(this.view, this.at);
+      if (value >= 0) {
+        this.at += 8;
+        return value;
+      }
+    }
+    return this.u64(`message ${index} ${field}`);
   }
 
   private batchCount(messageBytesMin: number, countMax: number): number {

@@ -6,9 +6,9 @@
  * clients with SHUTTING_DOWN, sort and close the store.
  */
 import { mkdir } from "node:fs/promises";
-import { createAdminApp } from "../admin/app.ts";
+import { createAdminApp } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
-import { RECORD_HEADER_BYTES } from "../constants.ts";
+import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
 import { Store, type FsyncPolicy, type RecoveryReport } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
@@ -16,6 +16,9 @@ import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
 import { nativeCrc32 } from "./crc32.ts";
 import { listenTcp } from "./tcp_listener.ts";
+import { addSplitRoutes } from "../admin/split_routes.ts";
+import { storeHost } from "../split/in_process.ts";
+import { acquireLock, type HeldLock } from "./data_dir_lock.ts";
 
 /** How often segment aging and retention run. */
 const MAINTENANCE_INTERVAL_MS = 1000;
@@ -31,6 +34,10 @@ export interface ServerOptions {
   retainAgeUs?: number;
   retainBytes?: number;
   authToken?: string;
+  /** Address of the admin HTTP app (default 127.0.0.1: reachable from this machine only). */
+  adminHost?: string;
+  /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
+  adminToken?: string;
 }
 
 /** A running server. */
@@ -61,6 +68,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   } catch (error) {
     throw new FatalError(`Cannot create data directory "${options.dataDir}": ${(error as Error).message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
   }
+  // One owner per data directory; `aria split` finds this server through the lock's admin URL.
+  const locked = await acquireLock(options.dataDir, { command: "serve", adminUrl: null, adminToken: options.adminToken });
+  if (!locked.ok) {
+    throw new FatalError(`Cannot open data directory "${options.dataDir}": it is in use by pid ${locked.holder.pid} (aria ${locked.holder.command}); stop it or choose another --data-dir`, FATAL_EXIT.dataDir);
+  }
+  const lock: HeldLock = locked.lock;
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
     opened = await Store.open(new BunDisk(options.dataDir), { fsync: options.fsync, schedule: scheduleAfter, crc32: nativeCrc32 });
@@ -68,6 +81,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const message = (error as Error).message;
     const code = (error as { code?: string }).code;
     const exit = code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
+    await lock.release();
     throw new FatalError(`Cannot open data directory "${options.dataDir}": ${message}`, exit);
   }
   const { store, recovery } = opened;
@@ -83,16 +97,30 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     tcp = listenTcp(broker, { host: options.host, port: options.port });
   } catch (error) {
     await store.close({ sort: false });
+    await lock.release();
     throw new FatalError(`Cannot listen on ${options.host}:${options.port}: ${(error as Error).message}; choose another with --port`, FATAL_EXIT.port);
   }
-  const app = createAdminApp({ stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }) });
+  const app = createAdminApp({
+    stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }),
+    // Persisted volumes come from the store once split stats measure them.
+    volumes: (source) => (source === "live" ? broker.topicVolumes() : null),
+    recoverySeconds: () => broker.recoverySeconds,
+    split: () => ({ storeBytes: store.stats().storeBytes, last: null }),
+    // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
+    routes: (app) => addSplitRoutes(app, storeHost(store)),
+    clock: systemClock,
+    token: options.adminToken,
+  });
+  const adminHost = options.adminHost ?? ADMIN_HOST_DEFAULT;
   try {
-    admin = Bun.serve({ hostname: options.host, port: options.adminPort, fetch: app.fetch });
+    admin = Bun.serve({ hostname: adminHost, port: options.adminPort, fetch: app.fetch });
   } catch (error) {
     tcp.stop();
     await store.close({ sort: false });
-    throw new FatalError(`Cannot listen on ${options.host}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port`, FATAL_EXIT.port);
+    await lock.release();
+    throw new FatalError(`Cannot listen on ${adminHost}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port or --admin-host`, FATAL_EXIT.port);
   }
+  await lock.update({ adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}` });
   let maintaining = false;
   const timer = setInterval(() => {
     const nowUs = systemClock.nowUs();
@@ -106,7 +134,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let stopping: Promise<void> | null = null;
   return {
     tcpUrl: `tcp://${hostForUrl(options.host)}:${tcp.port}`,
-    adminUrl: `http://${hostForUrl(options.host)}:${admin.port}`,
+    adminUrl: `http://${hostForUrl(adminHost)}:${admin.port}`,
     broker,
     store,
     tip,
@@ -118,6 +146,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await broker.shutdown();
         admin.stop(true);
         await store.close();
+        await lock.release();
       })()),
   };
 }

@@ -20,6 +20,7 @@ import {
   SEGMENT_INDEX_INTERVAL_BYTES,
   STORE_OPEN_FILES_MAX,
 } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
 import { partitionOf } from "../topic/mod.ts";
 import type { Crc32 } from "./crc32.ts";
 import { crc32 as pureCrc32 } from "./crc32.ts";
@@ -92,6 +93,8 @@ export type JournalInfo = {
 export class StoreContext {
   readonly files: FileCache;
   readonly partitions = new Map<string, PartitionLog>();
+  /** Partition log by topic name (partitions are never removed, so entries never go stale). */
+  private readonly logsByTopic = new Map<string, PartitionLog>();
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly partitionList: PartitionLog[] = [];
   journals: JournalInfo[] = [];
@@ -106,6 +109,8 @@ export class StoreContext {
   /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
   readonly oversized = new Set<PartitionLog>();
   readsInFlight = 0;
+  /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
+  bytesRead = 0;
   deferred: (() => Promise<void>)[] = [];
   failure: StoreError | null = null;
   closed = false;
@@ -137,14 +142,25 @@ export class StoreContext {
 
   /** The log of `topic`'s partition. */
   partitionOfTopic(topic: string): PartitionLog {
-    return this.partition(partitionOf(topic));
+    // Cached by topic: every append would otherwise cut a new partition string and hash it.
+    let log = this.logsByTopic.get(topic);
+    if (log === undefined) {
+      log = this.partition(partitionOf(topic));
+      this.logsByTopic.set(topic, log);
+    }
+    return log;
   }
 
   /** The journal of generation `gen` (it must be live). */
   journal(gen: number): JournalInfo {
     const first = this.journals[0].gen;
     const info = this.journals[gen - first];
-    return info;
+    if (info !== undefined && info.gen === gen) return info;
+    // Generations can skip one: recovery removes a journal whose creation a crash cut short (or,
+    // with repair, skips a damaged one) and starts the next generation after it.
+    const found = this.journals.find((journal) => journal.gen === gen);
+    assert(found !== undefined, "StoreContext.journal: the generation is live");
+    return found;
   }
 
   /** Runs `work` after every earlier locked work has finished (manifest writes are serial). */

@@ -2,7 +2,8 @@
  * file_header: the header every store file starts with, so any file can be told apart and
  * checked before it is trusted. Pure codec.
  *
- *   0  u32 magic: "AJNL" journal, "ASEG" segment, "AIDX" segment index, "AMAN" manifest
+ *   0  u32 magic: "AJNL" journal, "ASEG" segment, "AIDX" segment index, "AMAN" manifest,
+ *          "ASTO" subtree store (store_file.ts)
  *   4  u16 format version (1)
  *   6  u16 header bytes H = 36 + name bytes
  *   8  u32 crc32 of bytes [12, H)
@@ -19,13 +20,14 @@ import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
 
 /** The kinds of store file. */
-export type FileKind = "journal" | "segment" | "index" | "manifest";
+export type FileKind = "journal" | "segment" | "index" | "manifest" | "store";
 
 const MAGIC: Record<FileKind, number> = {
   journal: magicOf("AJNL"),
   segment: magicOf("ASEG"),
   index: magicOf("AIDX"),
   manifest: magicOf("AMAN"),
+  store: magicOf("ASTO"),
 };
 const VERSION = 1;
 /** Header bytes before the name. */

@@ -7,7 +7,8 @@
  *     MANIFEST.tmp                  a manifest being rewritten (renamed over MANIFEST when done)
  *     journal/<gen:016x>.wal        write-ahead journal, every partition interleaved, seq order
  *     segments/<id:016x>.seg        one closed segment of one partition, seq order
- *     segments/<id:016x>.idx        its sparse seq/time index
+ *     segments/<id:016x>.idx        its sparse seq/time index (also of a subtree store)
+ *     segments/<id:016x>.sto        one subtree store: some topics of one partition (store_file.ts)
  */
 
 export const MANIFEST_PATH = "MANIFEST";
@@ -17,6 +18,7 @@ export const SEGMENT_DIR = "segments";
 const JOURNAL_SUFFIX = ".wal";
 const SEGMENT_SUFFIX = ".seg";
 const INDEX_SUFFIX = ".idx";
+const STORE_SUFFIX = ".sto";
 
 function hex16(n: number): string {
   return n.toString(16).padStart(16, "0");
@@ -37,11 +39,16 @@ export function indexPath(id: number): string {
   return `${SEGMENT_DIR}/${hex16(id)}${INDEX_SUFFIX}`;
 }
 
+/** Path of subtree store `id`'s records (its index is indexPath(id): ids are shared with segments). */
+export function storePath(id: number): string {
+  return `${SEGMENT_DIR}/${hex16(id)}${STORE_SUFFIX}`;
+}
+
 /** Parses a file name of the journal or segment directory: its kind and number, or null. */
-export function parseFileName(name: string): { kind: "journal" | "segment" | "index"; n: number } | null {
-  const match = /^([0-9a-f]{16})\.(wal|seg|idx)$/.exec(name);
+export function parseFileName(name: string): { kind: "journal" | "segment" | "index" | "store"; n: number } | null {
+  const match = /^([0-9a-f]{16})\.(wal|seg|idx|sto)$/.exec(name);
   if (match === null) return null;
-  const kind = match[2] === "wal" ? "journal" : match[2] === "seg" ? "segment" : "index";
+  const kind = match[2] === "wal" ? "journal" : match[2] === "seg" ? "segment" : match[2] === "sto" ? "store" : "index";
   return { kind, n: Number.parseInt(match[1], 16) };
 }
 

@@ -3,7 +3,9 @@
  * segments close or retire, and rewriting it whole (into MANIFEST.tmp, then an atomic rename)
  * when it was rebuilt or has grown far past the live set. The codec is manifest_codec.ts.
  *
- * Invariant: a segment is live exactly when the durable manifest holds its ADD and no REMOVE.
+ * Invariant: a segment is live exactly when the durable manifest holds its ADD and no REMOVE;
+ * a subtree store is live exactly when a durable SWAP added it and no later SWAP removed it (a
+ * SWAP also removes the segments it replaced, in the same record: the split's one switch).
  */
 import { MANIFEST_RECORDS_COMPACT_MIN } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
@@ -14,15 +16,24 @@ import { MANIFEST_PATH, MANIFEST_TMP_PATH } from "./layout.ts";
 import {
   MANIFEST_ADD,
   MANIFEST_REMOVE,
+  MANIFEST_SWAP,
   MANIFEST_WATERMARK,
   type ManifestRecord,
   decodeManifestRecords,
   encodeManifestRecords,
 } from "./manifest_codec.ts";
 import type { SegmentMeta } from "./segment_index.ts";
+import type { SubtreeStoreMeta } from "./store_file.ts";
 
 /** The manifest replayed: live segments, per-partition sorted-through seqs, the largest id seen. */
-export type ManifestState = { live: Map<number, SegmentMeta>; sortedThrough: Map<string, number>; maxSegmentId: number; records: number };
+export type ManifestState = {
+  live: Map<number, SegmentMeta>;
+  /** Live subtree stores by id (ids are shared with segments). */
+  stores: Map<number, SubtreeStoreMeta>;
+  sortedThrough: Map<string, number>;
+  maxSegmentId: number;
+  records: number;
+};
 
 /** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
 export type ManifestLoad = { ok: true; state: ManifestState; bytes: number; cutBytes: number } | { ok: false; exists: boolean; offset: number; problem: string };
@@ -59,7 +70,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
       }
     }
   }
-  const state: ManifestState = { live: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length };
   for (const record of decoded.records) applyRecord(state, record);
   return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
 }
@@ -74,6 +85,16 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
     state.live.delete(record.id);
   } else if (record.kind === MANIFEST_WATERMARK) {
     raise(state.sortedThrough, record.partition, record.seq);
+  } else if (record.kind === MANIFEST_SWAP) {
+    for (const id of record.removed) {
+      state.live.delete(id);
+      state.stores.delete(id);
+    }
+    for (const store of record.added) {
+      state.stores.set(store.id, store);
+      state.maxSegmentId = Math.max(state.maxSegmentId, store.id);
+      raise(state.sortedThrough, store.partition, store.lastSeq);
+    }
   }
 }
 
@@ -90,6 +111,11 @@ export async function openManifestForAppend(context: StoreContext, bytes: number
 export function appendManifest(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
   if (records.length === 0) return Promise.resolve();
   return context.locked(() => appendNow(context, records));
+}
+
+/** Appends and syncs `records`; the caller already holds `context.locked`. */
+export async function appendManifestLocked(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
+  await appendNow(context, records);
 }
 
 async function appendNow(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
@@ -109,6 +135,9 @@ export function rewriteManifest(context: StoreContext): Promise<void> {
 
 async function rewriteNow(context: StoreContext): Promise<void> {
   const records: ManifestRecord[] = [];
+  const stores: SubtreeStoreMeta[] = [];
+  for (const log of context.partitionList) stores.push(...log.stores);
+  if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
   for (const log of context.partitionList) {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
     if (log.sortedThrough > 0) records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
@@ -133,6 +162,6 @@ async function rewriteNow(context: StoreContext): Promise<void> {
 /** Rewrites the manifest when it holds many more records than the live set needs. */
 export async function compactManifestMaybe(context: StoreContext): Promise<void> {
   let live = 0;
-  for (const log of context.partitionList) live += log.segments.length + 1;
+  for (const log of context.partitionList) live += log.segments.length + log.stores.length + 1;
   if (context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN && context.manifest.records > 2 * live) await rewriteManifest(context);
 }

@@ -13,30 +13,132 @@
  *  20  u64 first seq   28 u64 last seq (WATERMARK: sorted-through seq)
  *  36  u64 first time µs   44 u64 max time µs   52 u64 record count   60 u64 segment bytes
  *  68  name (ASCII)
+ *
+ * Kind 4 SWAP (written by `aria split`: the whole switch from old files to new stores, one CRC):
+ *   0  u32 record bytes   4 u32 crc32 of bytes [8, record bytes)   8 u8 kind 4   9 u8 0   10 u16 0
+ *  12  u32 removed count R   16 u32 added count A
+ *  20  R × u64 removed ids (segments or stores)
+ *   …  A × store entry: u64 id, first seq, last seq, first time µs, max time µs, record count,
+ *      bytes, generation (64 bytes); u32 data start; u32 topic count N; u16 partition bytes;
+ *      u16 label bytes; partition; label; N × (u16 topic bytes, topic)
+ * A rewrite of the manifest lists every live store in one SWAP with R = 0.
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
 import type { SegmentMeta } from "./segment_index.ts";
+import type { SubtreeStoreMeta } from "./store_file.ts";
 
 const FIXED_BYTES = 68;
+const SWAP_FIXED_BYTES = 20;
+const SWAP_STORE_FIXED_BYTES = 76;
 export const MANIFEST_ADD = 1;
 export const MANIFEST_REMOVE = 2;
 export const MANIFEST_WATERMARK = 3;
+export const MANIFEST_SWAP = 4;
 
 /** One manifest record. */
 export type ManifestRecord =
   | { kind: typeof MANIFEST_ADD; segment: SegmentMeta }
   | { kind: typeof MANIFEST_REMOVE; id: number }
-  | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number };
+  | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number }
+  | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] };
+
+function recordLength(record: ManifestRecord): number {
+  if (record.kind !== MANIFEST_SWAP) return FIXED_BYTES + nameOf(record).length;
+  let total = SWAP_FIXED_BYTES + 8 * record.removed.length;
+  for (const store of record.added) {
+    total += SWAP_STORE_FIXED_BYTES + store.partition.length + store.label.length;
+    for (const topic of store.topics) total += 2 + topic.length;
+  }
+  return total;
+}
+
+function encodeSwap(bytes: Uint8Array, view: DataView, at: number, record: { removed: readonly number[]; added: readonly SubtreeStoreMeta[] }): void {
+  view.setUint8(at + 8, MANIFEST_SWAP);
+  view.setUint32(at + 12, record.removed.length, true);
+  view.setUint32(at + 16, record.added.length, true);
+  let p = at + SWAP_FIXED_BYTES;
+  for (const id of record.removed) {
+    setU64(view, p, id);
+    p += 8;
+  }
+  for (const s of record.added) {
+    const fields = [s.id, s.firstSeq, s.lastSeq, s.firstTimeUs, s.lastTimeUs, s.records, s.bytes, s.generation];
+    for (let i = 0; i < fields.length; i++) setU64(view, p + 8 * i, fields[i]);
+    view.setUint32(p + 64, s.dataStart, true);
+    view.setUint32(p + 68, s.topics.length, true);
+    view.setUint16(p + 72, s.partition.length, true);
+    view.setUint16(p + 74, s.label.length, true);
+    p = putAscii(bytes, p + SWAP_STORE_FIXED_BYTES, s.partition);
+    p = putAscii(bytes, p, s.label);
+    for (const topic of s.topics) {
+      view.setUint16(p, topic.length, true);
+      p = putAscii(bytes, p + 2, topic);
+    }
+  }
+}
+
+function putAscii(bytes: Uint8Array, at: number, text: string): number {
+  for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i);
+  return at + text.length;
+}
+
+function ascii(bytes: Uint8Array, from: number, to: number): string {
+  return String.fromCharCode.apply(null, bytes.subarray(from, to) as unknown as number[]);
+}
+
+/** Decodes the body of a SWAP record bytes[at, end) (length and CRC already checked), or why not. */
+function decodeSwap(bytes: Uint8Array, view: DataView, at: number, end: number): ManifestRecord | string {
+  const removedCount = view.getUint32(at + 12, true);
+  const addedCount = view.getUint32(at + 16, true);
+  let p = at + SWAP_FIXED_BYTES;
+  if (p + 8 * removedCount > end) return "swap record cut short";
+  const removed: number[] = [];
+  for (let i = 0; i < removedCount; i++, p += 8) removed.push(getU64(view, p));
+  const added: SubtreeStoreMeta[] = [];
+  for (let i = 0; i < addedCount; i++) {
+    if (p + SWAP_STORE_FIXED_BYTES > end) return "swap record cut short";
+    const f = (k: number) => getU64(view, p + 8 * k);
+    const dataStart = view.getUint32(p + 64, true);
+    const topicCount = view.getUint32(p + 68, true);
+    const partitionBytes = view.getUint16(p + 72, true);
+    const labelBytes = view.getUint16(p + 74, true);
+    const meta = { id: f(0), firstSeq: f(1), lastSeq: f(2), firstTimeUs: f(3), lastTimeUs: f(4), records: f(5), bytes: f(6), generation: f(7), dataStart };
+    p += SWAP_STORE_FIXED_BYTES;
+    if (p + partitionBytes + labelBytes > end) return "swap record cut short";
+    const partition = ascii(bytes, p, p + partitionBytes);
+    const label = ascii(bytes, p + partitionBytes, p + partitionBytes + labelBytes);
+    p += partitionBytes + labelBytes;
+    const topics: string[] = [];
+    for (let t = 0; t < topicCount; t++) {
+      if (p + 2 > end) return "swap record cut short";
+      const length = view.getUint16(p, true);
+      if (p + 2 + length > end) return "swap record cut short";
+      topics.push(ascii(bytes, p + 2, p + 2 + length));
+      p += 2 + length;
+    }
+    added.push({ ...meta, partition, label, topics });
+  }
+  if (p !== end) return "swap record length mismatch";
+  return { kind: MANIFEST_SWAP, removed, added };
+}
 
 /** Encodes records into one buffer (appended with one write). */
 export function encodeManifestRecords(records: readonly ManifestRecord[], crc32: Crc32): Uint8Array {
   let total = 0;
-  for (const record of records) total += FIXED_BYTES + nameOf(record).length;
+  for (const record of records) total += recordLength(record);
   const bytes = new Uint8Array(total);
   const view = new DataView(bytes.buffer);
   let at = 0;
   for (const record of records) {
+    if (record.kind === MANIFEST_SWAP) {
+      const length = recordLength(record);
+      view.setUint32(at, length, true);
+      encodeSwap(bytes, view, at, record);
+      view.setUint32(at + 4, crc32(bytes.subarray(at + 8, at + length)), true);
+      at += length;
+      continue;
+    }
     const name = nameOf(record);
     const length = FIXED_BYTES + name.length;
     view.setUint32(at, length, true);
@@ -63,7 +165,7 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
   return bytes;
 }
 
-function nameOf(record: ManifestRecord): string {
+function nameOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>): string {
   return record.kind === MANIFEST_ADD ? record.segment.partition : record.kind === MANIFEST_WATERMARK ? record.partition : "";
 }
 
@@ -78,6 +180,16 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
   while (at < bytes.length) {
     if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
     const length = view.getUint32(at, true);
+    if (view.getUint8(at + 8) === MANIFEST_SWAP) {
+      if (length < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "impossible record length" };
+      if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
+      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
+      const swap = decodeSwap(bytes, view, at, at + length);
+      if (typeof swap === "string") return { records, validBytes: at, problem: swap };
+      records.push(swap);
+      at += length;
+      continue;
+    }
     const nameBytes = view.getUint16(at + 10, true);
     if (length !== FIXED_BYTES + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
     if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };

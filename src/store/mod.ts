@@ -12,10 +12,13 @@
  *   const batch = await reader.nextBatch();      // seq order; [] = caught up; or `for await`
  *   await store.readNewest(ringBytes);           // refill the tip after a restart
  *   await store.retain({ ageUs, bytes }, nowUs); store.maintain(nowUs); store.stats();
+ *   store.layout(); store.reserveIds(n); await store.switchLayout({ removed, added });  // split
  *   await store.close();
  * All file access goes through `Disk` (disk.ts): BunDisk in src/runtime, SimDisk in src/testing.
  */
-export { Store, type RetainResult, type StoreStats } from "./store.ts";
+export { Store, type LayoutSwap, type PartitionLayout, type RetainResult, type StoreStats } from "./store.ts";
+export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
+export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";
 export { type Disk, DiskError, type DiskFile, type OpenMode } from "./disk.ts";
 export { StoreError, type StoreErrorCode } from "./layout.ts";

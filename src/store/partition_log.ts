@@ -6,18 +6,25 @@
  *   [s1 .. s2][s3 .. s4] ... sortedThrough │ head ───────────────── tail
  *                                           │ seq/time/gen/position/bytes of each record
  *
+ * After a split, the partition's oldest data lives in subtree stores instead (`stores`: disjoint
+ * topic sets, overlapping seq ranges, each seq-ordered); every segment then starts after the
+ * last seq of every store, so "stores, then segments, then pending" is still the whole history.
+ *
  * Invariants: segments are in increasing, disjoint seq ranges, all <= sortedThrough; pending
  * seqs increase and are all > sortedThrough; `version` changes whenever a segment or pending
  * record goes away, so a reader positioned in this partition knows to seek again.
  */
 import { assert } from "../stdx/assert.ts";
 import type { SegmentMeta } from "./segment_index.ts";
+import type { SubtreeStoreMeta } from "./store_file.ts";
 
 const PENDING_CAPACITY_INITIAL = 16;
 
 /** One partition's closed segments and journal-resident records. */
 export class PartitionLog {
   segments: SegmentMeta[] = [];
+  /** Subtree stores in force (split output), by id. */
+  stores: SubtreeStoreMeta[] = [];
   /** Highest seq of this partition ever sorted into a segment (0: none). */
   sortedThrough = 0;
   version = 0;
@@ -83,6 +90,24 @@ export class PartitionLog {
     this.pendingHead = end;
     this.segments.push(segment);
     this.sortedThrough = segment.lastSeq;
+    this.version++;
+  }
+
+  /** Bytes of subtree stores. */
+  storeBytes(): number {
+    let total = 0;
+    for (const store of this.stores) total += store.bytes;
+    return total;
+  }
+
+  /** Applies a split's switch: segments and stores of `removed` go, `added` stores come. */
+  swap(removed: ReadonlySet<number>, added: readonly SubtreeStoreMeta[]): void {
+    this.segments = this.segments.filter((segment) => !removed.has(segment.id));
+    this.stores = this.stores.filter((store) => !removed.has(store.id)).concat(added);
+    let storesThrough = 0;
+    for (const store of this.stores) storesThrough = Math.max(storesThrough, store.lastSeq);
+    assert(this.segments.length === 0 || this.segments[0].firstSeq > storesThrough, "partition_log: segments follow the stores");
+    this.sortedThrough = Math.max(this.sortedThrough, storesThrough);
     this.version++;
   }
 

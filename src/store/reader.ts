@@ -13,6 +13,9 @@
  * starts a new one at the same place. Between batches a cursor keeps only positions; when its
  * partition changed (a segment closed or retired), it seeks again from its next seq.
  *
+ * A split partition's cursor merges the subtree stores that hold matching topics (and only
+ * those) with the segments and journal records after them: see PartitionCursor.
+ *
  * Invariants: a cursor yields strictly increasing seqs, each >= its resume seq; the heap holds
  * one key per cursor (Infinity: nothing more for now); no file is removed while a batch runs.
  */
@@ -22,7 +25,7 @@ import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { StoreError, indexPath, segmentPath } from "./layout.ts";
+import { StoreError, indexPath, segmentPath, storePath } from "./layout.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import {
   RECORD_INCOMPLETE,
@@ -36,7 +39,8 @@ import {
   recordTopicEquals,
 } from "./record.ts";
 import { readFully } from "./sorter.ts";
-import { type SegmentIndex, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
+import { type SegmentIndex, type SegmentMeta, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
+import type { SubtreeStoreMeta } from "./store_file.ts";
 
 /** Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time. */
 export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number };
@@ -46,12 +50,19 @@ export type ReadOptions = { batchBytesMax?: number };
 
 const NEEDS_READ = -1;
 
-class Cursor {
-  version = -1;
-  /** Next seq this cursor may yield. */
+type FileMeta = SegmentMeta | SubtreeStoreMeta;
+
+function isStore(meta: FileMeta): meta is SubtreeStoreMeta {
+  return "topics" in meta;
+}
+
+/**
+ * One seq-ordered run of files a partition cursor merges: a subtree store, or the partition's
+ * segments followed by its journal records. Holds positions and one read buffer.
+ */
+class Lane {
+  /** Next seq this lane may yield. */
   nextSeq: number;
-  /** Until the first yield of a time-based read: skip records older than this. */
-  timeFloor: number;
   segmentIndex = 0;
   position = -1;
   pendingIndex = -1;
@@ -66,36 +77,29 @@ class Cursor {
   headSeq = Infinity;
   topicCache = "";
   topicMatches = false;
-  readonly matchesAll: boolean;
 
   constructor(
     readonly log: PartitionLog,
+    readonly files: readonly FileMeta[],
+    readonly withPending: boolean,
     private readonly filter: Filter,
-    from: ReadFrom,
+    private readonly matchesAll: boolean,
+    from: { nextSeq: number; timeFloor: number },
     private readonly chunkBytes: number,
+    private readonly owner: { timeFloor: number },
   ) {
-    this.nextSeq = "seq" in from ? from.seq : "afterSeq" in from ? from.afterSeq + 1 : 1;
-    this.timeFloor = "timeUs" in from ? from.timeUs : -Infinity;
-    this.matchesAll = filter.entries.some((entry) => entry.kind === "subtree" && isUnder(log.name, entry.prefix));
+    this.nextSeq = from.nextSeq;
     this.buffer = new Uint8Array(0);
     this.view = new DataView(this.buffer.buffer);
-  }
-
-  reset(): void {
-    this.version = this.log.version;
-    const segments = this.log.segments;
+    const files_ = this.files;
     let lo = 0;
-    let hi = segments.length;
+    let hi = files_.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (segments[mid].lastSeq < this.nextSeq || segments[mid].lastTimeUs < this.timeFloor) lo = mid + 1;
+      if (files_[mid].lastSeq < this.nextSeq || files_[mid].lastTimeUs < from.timeFloor) lo = mid + 1;
       else hi = mid;
     }
     this.segmentIndex = lo;
-    this.position = -1;
-    this.pendingIndex = -1;
-    this.headSeq = Infinity;
-    this.headAt = -1;
   }
 
   /**
@@ -105,33 +109,35 @@ class Cursor {
   advance(context: StoreContext, limit: number): number {
     if (this.headAt >= 0) return this.headSeq;
     const log = this.log;
-    // The partition changed while this batch awaited a read: look the position up again.
-    if (this.version !== log.version) this.reset();
-    while (this.segmentIndex < log.segments.length) {
-      const segment = log.segments[this.segmentIndex];
+    const files = this.files;
+    while (this.segmentIndex < files.length) {
+      const file = files[this.segmentIndex];
       if (this.position < 0) {
-        const index = context.indexes.get(segment.id);
-        if (index === undefined) return this.request(indexPath(segment.id), 0, 0, -1);
-        const target = this.timeFloor > -Infinity ? { timeUs: this.timeFloor } : { seq: this.nextSeq };
-        this.position = index === null ? FILE_HEADER_FIXED_BYTES + log.name.length : seekIndex(index, target);
+        const index = context.indexes.get(file.id);
+        if (index === undefined) return this.request(indexPath(file.id), 0, 0, -1);
+        const timeFloor = this.owner.timeFloor;
+        const target = timeFloor > -Infinity ? { timeUs: timeFloor } : { seq: this.nextSeq };
+        const start = isStore(file) ? file.dataStart : FILE_HEADER_FIXED_BYTES + log.name.length;
+        this.position = index === null ? start : seekIndex(index, target);
       }
-      if (this.position >= segment.bytes) {
+      if (this.position >= file.bytes) {
         this.segmentIndex++;
         this.position = -1;
         continue;
       }
-      const at = this.recordAt(context, segmentPath(segment.id), this.position, segment.bytes);
+      const at = this.recordAt(context, isStore(file) ? storePath(file.id) : segmentPath(file.id), this.position, file.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
       const length = this.view.getUint32(at, true);
       this.position += length;
       if (this.consider(at, length)) return this.headSeq;
     }
+    if (!this.withPending) return Infinity;
     if (this.pendingIndex < 0) this.pendingIndex = log.pendingAfter(this.nextSeq - 1);
     while (this.pendingIndex < log.pendingTail) {
       const i = this.pendingIndex;
       const seq = log.pendingSeqs[i];
       if (seq > limit) return Infinity;
-      if (log.pendingTimes[i] < this.timeFloor) {
+      if (log.pendingTimes[i] < this.owner.timeFloor) {
         this.pendingIndex++;
         continue;
       }
@@ -144,7 +150,7 @@ class Cursor {
     return Infinity;
   }
 
-  /** The current head as a message; the cursor moves past it. */
+  /** The current head as a message; the lane moves past it. */
   take(): StoredMessage {
     assert(this.headAt >= 0, "reader: take without a head");
     const at = this.headAt;
@@ -155,7 +161,6 @@ class Cursor {
       payload: recordPayload(this.buffer, this.view, at),
     };
     this.nextSeq = this.headSeq + 1;
-    this.timeFloor = -Infinity;
     this.headAt = -1;
     this.headSeq = Infinity;
     return message;
@@ -164,7 +169,7 @@ class Cursor {
   /** Decides whether the checked record at `at` is yielded; sets the head when it is. */
   private consider(at: number, length: number): boolean {
     const seq = recordSeq(this.view, at);
-    if (seq < this.nextSeq || recordTime(this.view, at) < this.timeFloor) return false;
+    if (seq < this.nextSeq || recordTime(this.view, at) < this.owner.timeFloor) return false;
     if (!recordTopicEquals(this.buffer, this.view, at, this.topicCache)) {
       this.topicCache = recordTopic(this.buffer, this.view, at);
       this.topicMatches = this.matchesAll || this.filter.matches(this.topicCache);
@@ -201,7 +206,16 @@ class Cursor {
     return NEEDS_READ;
   }
 
-  /** Performs `want`: a chunk of a data file, or a segment index. */
+  /** Takes over the read buffer of `lane` (its bytes stay valid: files never change in place). */
+  inherit(lane: Lane): void {
+    this.buffer = lane.buffer;
+    this.view = lane.view;
+    this.bufferPath = lane.bufferPath;
+    this.bufferStart = lane.bufferStart;
+    this.bufferLength = lane.bufferLength;
+  }
+
+  /** Performs `want`: a chunk of a data file, or an index. */
   async load(context: StoreContext): Promise<void> {
     const want = this.want;
     if (want.limit < 0) {
@@ -218,8 +232,123 @@ class Cursor {
     this.bufferPath = want.path;
     this.bufferStart = want.position;
     this.bufferLength = read;
+    context.bytesRead += read;
   }
 }
+
+/**
+ * One partition's part of a read: a lane per subtree store holding a matching topic (stores
+ * holding none are never opened), and a lane for the segments and journal records after them,
+ * merged by seq (a linear min: a filter matches few stores of a partition). When the partition's
+ * layout changes (a segment closed or retired, a split switched) the lanes are rebuilt from the
+ * next seq the partition may yield.
+ */
+class PartitionCursor {
+  version = -1;
+  /** Next seq this partition may yield. */
+  nextSeq: number;
+  /** Until the first yield of a time-based read: skip records older than this. */
+  timeFloor: number;
+  private lanes: Lane[] = [];
+  private headLane = -1;
+  private loading: Lane | null = null;
+  readonly matchesAll: boolean;
+
+  constructor(
+    readonly log: PartitionLog,
+    private readonly filter: Filter,
+    from: ReadFrom,
+    private readonly chunkBytes: number,
+    private readonly storeMatches: Map<number, number>,
+  ) {
+    this.nextSeq = "seq" in from ? from.seq : "afterSeq" in from ? from.afterSeq + 1 : 1;
+    this.timeFloor = "timeUs" in from ? from.timeUs : -Infinity;
+    this.matchesAll = filter.entries.some((entry) => entry.kind === "subtree" && isUnder(log.name, entry.prefix));
+  }
+
+  private rebuild(): void {
+    this.version = this.log.version;
+    const old = this.lanes;
+    this.lanes = [];
+    this.headLane = -1;
+    const from = { nextSeq: this.nextSeq, timeFloor: this.timeFloor };
+    for (const store of this.log.stores) {
+      if (store.lastSeq < this.nextSeq) continue;
+      const match = this.matchOf(store);
+      if (match === MATCH_NONE) continue;
+      this.lanes.push(new Lane(this.log, [store], false, this.filter, match === MATCH_ALL, from, this.chunkBytes, this));
+    }
+    this.lanes.push(new Lane(this.log, this.log.segments, true, this.filter, this.matchesAll, from, this.chunkBytes, this));
+    // Keep what the old lanes read: a journal chunk or store chunk is still valid bytes.
+    for (const lane of old) {
+      const heir = lane.withPending
+        ? this.lanes[this.lanes.length - 1]
+        : this.lanes.find((fresh) => !fresh.withPending && fresh.files[0].id === lane.files[0].id);
+      if (heir !== undefined && heir.bufferPath === "" && lane.bufferPath !== "") heir.inherit(lane);
+    }
+  }
+
+  /** Whether `store` holds none, some or only topics of the filter (cached per reader). */
+  private matchOf(store: SubtreeStoreMeta): number {
+    if (this.matchesAll) return MATCH_ALL;
+    let match = this.storeMatches.get(store.id);
+    if (match === undefined) {
+      let count = 0;
+      for (const topic of store.topics) if (this.filter.matches(topic)) count++;
+      match = count === 0 ? MATCH_NONE : count === store.topics.length ? MATCH_ALL : MATCH_SOME;
+      this.storeMatches.set(store.id, match);
+    }
+    return match;
+  }
+
+  /** The seq of the partition's next record to yield, Infinity for none yet, or NEEDS_READ. */
+  advance(context: StoreContext, limit: number): number {
+    if (this.version !== this.log.version) this.rebuild();
+    let best = Infinity;
+    let bestLane = -1;
+    const lanes = this.lanes;
+    for (let i = 0; i < lanes.length; i++) {
+      const key = lanes[i].advance(context, limit);
+      if (key === NEEDS_READ) {
+        this.loading = lanes[i];
+        return NEEDS_READ;
+      }
+      if (key < best) {
+        best = key;
+        bestLane = i;
+      }
+    }
+    this.headLane = bestLane;
+    return best;
+  }
+
+  /** The head as a message; the partition moves past it. */
+  take(): StoredMessage {
+    assert(this.headLane >= 0, "reader: take without a head");
+    const message = this.lanes[this.headLane].take();
+    this.nextSeq = message.seq + 1;
+    this.headLane = -1;
+    if (this.timeFloor > -Infinity) {
+      // A time read yields everything after its first match: other lanes may have skipped older-
+      // timed records beyond it (a clock stepped back), so they seek again by seq.
+      this.timeFloor = -Infinity;
+      if (this.lanes.length > 1) this.version = -1;
+    }
+    return message;
+  }
+
+  /** Performs the read the last advance asked for. */
+  load(context: StoreContext): Promise<void> {
+    const lane = this.loading;
+    assert(lane !== null, "reader: load without a request");
+    this.loading = null;
+    return lane.load(context);
+  }
+}
+
+const MATCH_NONE = 0;
+const MATCH_SOME = 1;
+const MATCH_ALL = 2;
 
 function corrupt(path: string, offset: number, what: string): StoreError {
   return new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot read "${path}": ${what} at offset ${offset}`);
@@ -253,7 +382,9 @@ async function loadIndex(context: StoreContext, path: string): Promise<void> {
 
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
-  private readonly cursors: Cursor[] = [];
+  private readonly cursors: PartitionCursor[] = [];
+  /** Per store id: whether it holds none, some or only matching topics. */
+  private readonly storeMatches = new Map<number, number>();
   private partitionsSeen = 0;
   private heap = new BinaryHeap(16);
   private keys = new Float64Array(16);
@@ -310,7 +441,6 @@ export class StoreReader {
     const waiting: Promise<void>[] = [];
     for (let i = 0; i < count; i++) {
       const cursor = this.cursors[i];
-      if (cursor.version !== cursor.log.version) cursor.reset();
       const key = cursor.advance(context, limit);
       if (key !== NEEDS_READ) keys[i] = key;
       else waiting.push(next(context, cursor, limit).then((k) => void (keys[i] = k)));
@@ -342,11 +472,11 @@ export class StoreReader {
     if (fresh.length === 0) return;
     const chunkBytes = Math.min(READ_CHUNK_BYTES_MAX, Math.floor(context.options.readBufferBytes / (this.cursors.length + fresh.length)));
     const from: ReadFrom = this.lastSeq > 0 ? { afterSeq: this.lastSeq } : this.from;
-    for (const log of fresh) this.cursors.push(new Cursor(log, this.filter, from, chunkBytes));
+    for (const log of fresh) this.cursors.push(new PartitionCursor(log, this.filter, from, chunkBytes, this.storeMatches));
   }
 }
 
-async function next(context: StoreContext, cursor: Cursor, limit: number): Promise<number> {
+async function next(context: StoreContext, cursor: PartitionCursor, limit: number): Promise<number> {
   for (;;) {
     const key = cursor.advance(context, limit);
     if (key !== NEEDS_READ) return key;

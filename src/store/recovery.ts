@@ -28,12 +28,14 @@ import {
   journalPath,
   parseFileName,
   segmentPath,
+  storePath,
 } from "./layout.ts";
 import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
 import { countRecordsAfter, scanRecords } from "./scan.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
+import { rebuildStoreIndex, type SubtreeStoreMeta } from "./store_file.ts";
 
 /** A problem found at open: where, what, what the store did, and whether data was lost. */
 export type RecoveryProblem = { file: string; offset: number; problem: string; action: string; dataLost: boolean };
@@ -79,31 +81,37 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // 1. Manifest.
   const segmentIds = new Set<number>();
   const indexIds = new Set<number>();
+  const storeIds = new Set<number>();
   for (const name of await disk.list(SEGMENT_DIR)) {
     const parsed = parseFileName(name);
     if (parsed?.kind === "segment") segmentIds.add(parsed.n);
     else if (parsed?.kind === "index") indexIds.add(parsed.n);
+    else if (parsed?.kind === "store") storeIds.add(parsed.n);
   }
   const loaded = await loadManifest(context);
   let state: ManifestState;
   let rewrite = false;
   if (loaded.ok) {
     state = loaded.state;
+    // What was read may sit only in the page cache (an append whose fsync failed, then kill -9):
+    // make it durable before trusting it, as journals are below. Otherwise the journals its ADD
+    // records drain are dropped, and a power loss then takes the ADD and the records with it.
+    const file = await disk.open(MANIFEST_PATH, "write");
+    if (loaded.cutBytes > 0) await file.truncate(loaded.bytes);
+    await file.sync();
+    await file.close();
     if (loaded.cutBytes > 0) {
-      const file = await disk.open(MANIFEST_PATH, "write");
-      await file.truncate(loaded.bytes);
-      await file.sync();
-      await file.close();
       report.cuts.push({ file: MANIFEST_PATH, offset: loaded.bytes, bytesCut: loaded.cutBytes, recordsAfterCut: 0 });
     }
   } else {
     rewrite = true;
-    if (loaded.exists && segmentIds.size > 0) {
+    if (loaded.exists && segmentIds.size + storeIds.size > 0) {
       report.problems.push({ file: MANIFEST_PATH, offset: loaded.offset, problem: loaded.problem, action: "rebuilt from segment files", dataLost: false });
     }
-    state = await rebuildFromSegments(context, segmentIds, report, problem);
-    report.manifestRebuilt = segmentIds.size > 0;
+    state = await rebuildFromSegments(context, segmentIds, storeIds, report, problem);
+    report.manifestRebuilt = segmentIds.size + storeIds.size > 0;
     for (const id of state.live.keys()) indexIds.add(id);
+    for (const id of state.stores.keys()) indexIds.add(id);
   }
 
   // 2. Segments against the files present.
@@ -124,23 +132,48 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       }
     }
   }
-  // Files no live segment owns; removed only once open is sure to go ahead.
+  for (const store of [...state.stores.values()]) {
+    const id = store.id;
+    if (!storeIds.has(id)) {
+      problem(storePath(id), 0, `store file missing (seqs ${store.firstSeq}..${store.lastSeq} of ${store.topics.length} topics of "${store.partition}")`, "dropped from the manifest");
+      state.stores.delete(id);
+      rewrite = true;
+    } else if (!indexIds.has(id)) {
+      const rebuilt = await rebuildStoreIndex(disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+      if (typeof rebuilt === "string") {
+        problem(storePath(id), 0, `index missing and store unreadable: ${rebuilt}`, "dropped from the manifest");
+        state.stores.delete(id);
+        rewrite = true;
+      } else {
+        report.filesRebuilt.push(indexPath(id));
+      }
+    }
+  }
+  // Files no live segment or store owns (an interrupted close, retention or split); removed only
+  // once open is sure to go ahead.
   const orphans: string[] = [];
-  for (const id of new Set([...segmentIds, ...indexIds])) {
+  for (const id of new Set([...segmentIds, ...indexIds, ...storeIds])) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
-    if (state.live.has(id)) continue;
+    if (state.live.has(id) || state.stores.has(id)) continue;
     if (segmentIds.has(id)) orphans.push(segmentPath(id));
+    if (storeIds.has(id)) orphans.push(storePath(id));
     if (indexIds.has(id)) orphans.push(indexPath(id));
   }
   const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
   for (const segment of live) context.partition(segment.partition).segments.push(segment);
+  for (const store of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
+    const log = context.partition(store.partition);
+    log.stores.push(store);
+    log.sortedThrough = Math.max(log.sortedThrough, store.lastSeq);
+  }
+  report.segments += state.stores.size;
   for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
   for (const segment of live) {
     const log = context.partition(segment.partition);
     log.sortedThrough = Math.max(log.sortedThrough, segment.lastSeq);
   }
   context.nextSegmentId = state.maxSegmentId + 1;
-  report.segments = live.length;
+  report.segments += live.length;
   let nextSeq = 1;
   for (const log of context.partitionList) nextSeq = Math.max(nextSeq, log.sortedThrough + 1);
 
@@ -263,10 +296,11 @@ export async function dropDrainedJournals(context: StoreContext): Promise<void> 
 async function rebuildFromSegments(
   context: StoreContext,
   segmentIds: Set<number>,
+  storeIds: Set<number>,
   report: RecoveryReport,
   problem: (file: string, offset: number, what: string, action: string) => void,
 ): Promise<ManifestState> {
-  const state: ManifestState = { live: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0 };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0 };
   const found: SegmentMeta[] = [];
   for (const id of [...segmentIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
@@ -287,7 +321,47 @@ async function rebuildFromSegments(
     state.live.set(meta.id, meta);
     state.sortedThrough.set(meta.partition, meta.lastSeq);
   }
+  await rebuildStores(context, storeIds, state, report);
   return state;
+}
+
+/**
+ * Store files found without a usable manifest: per partition, the candidates for the oldest
+ * data are each split generation's stores and the segments they overlap; the one holding the
+ * most records wins (a complete layout beats one a crash cut short; on a tie the newest split).
+ */
+async function rebuildStores(context: StoreContext, storeIds: Set<number>, state: ManifestState, report: RecoveryReport): Promise<void> {
+  const byPartition = new Map<string, Map<number, SubtreeStoreMeta[]>>();
+  for (const id of [...storeIds].sort((a, b) => a - b)) {
+    state.maxSegmentId = Math.max(state.maxSegmentId, id);
+    const meta = await rebuildStoreIndex(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+    if (typeof meta === "string") continue; // an unreadable store is an interrupted split's: an orphan
+    report.filesRebuilt.push(indexPath(id));
+    const generations = byPartition.get(meta.partition) ?? new Map<number, SubtreeStoreMeta[]>();
+    byPartition.set(meta.partition, generations);
+    generations.set(meta.generation, [...(generations.get(meta.generation) ?? []), meta]);
+  }
+  for (const [partition, generations] of byPartition) {
+    let through = 0;
+    for (const stores of generations.values()) for (const store of stores) through = Math.max(through, store.lastSeq);
+    const overlapped = [...state.live.values()].filter((segment) => segment.partition === partition && segment.firstSeq <= through);
+    let best: SubtreeStoreMeta[] | null = null;
+    let bestRecords = overlapped.reduce((sum, segment) => sum + segment.records, 0);
+    for (const generation of [...generations.keys()].sort((a, b) => b - a)) {
+      const stores = generations.get(generation) as SubtreeStoreMeta[];
+      const records = stores.reduce((sum, store) => sum + store.records, 0);
+      if (records > bestRecords || (records === bestRecords && best === null)) {
+        best = stores;
+        bestRecords = records;
+      }
+    }
+    if (best === null) continue;
+    for (const segment of overlapped) state.live.delete(segment.id);
+    for (const store of best) {
+      state.stores.set(store.id, store);
+      if ((state.sortedThrough.get(partition) ?? 0) < store.lastSeq) state.sortedThrough.set(partition, store.lastSeq);
+    }
+  }
 }
 
 function corruptMessage(report: RecoveryReport): string {

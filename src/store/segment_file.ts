@@ -52,11 +52,22 @@ export class SegmentWriter {
     return new SegmentWriter(file, options.id, options.partition, options.firstSeq, options, options.crc32);
   }
 
-  /** Appends one checked record (bytes[at, at+length)); `bytes` may be reused once this resolves. */
-  async add(bytes: Uint8Array, view: DataView, at: number, length: number): Promise<void> {
+  /**
+   * Appends one checked record (bytes[at, at+length)). Returns a promise only when the record
+   * had to be written out: await it before reusing `bytes`. Most records just land in the chunk,
+   * and an await per record would cost the sorter a microtask each.
+   */
+  add(bytes: Uint8Array, view: DataView, at: number, length: number): Promise<void> | undefined {
     this.index.add(recordSeq(view, at), recordTime(view, at), this.position);
     this.position += length;
-    if (this.chunkBytes + length > this.chunk.length) await this.flushChunk();
+    if (this.chunkBytes + length > this.chunk.length) return this.addAfterFlush(bytes, at, length);
+    this.chunk.set(bytes.subarray(at, at + length), this.chunkBytes);
+    this.chunkBytes += length;
+    return undefined;
+  }
+
+  private async addAfterFlush(bytes: Uint8Array, at: number, length: number): Promise<void> {
+    await this.flushChunk();
     if (length > this.chunk.length) {
       await this.file.write(this.written, bytes.subarray(at, at + length));
       this.written += length;

@@ -190,7 +190,8 @@ export class Sorter {
       const start = positions[i];
       if (image !== null && gen === image.gen) {
         const view = new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length);
-        await writer.add(image.bytes, view, start, lengths[i]);
+        const written = writer.add(image.bytes, view, start, lengths[i]);
+        if (written !== undefined) await written;
         i++;
         continue;
       }
@@ -213,7 +214,8 @@ export class Sorter {
       for (let k = i; k < j; k++) {
         const at = positions[k] - start;
         assert(view.getUint32(at, true) === lengths[k], "sorter: journal record moved");
-        await writer.add(buffer, view, at, lengths[k]);
+        const written = writer.add(buffer, view, at, lengths[k]);
+        if (written !== undefined) await written;
       }
       i = j;
     }

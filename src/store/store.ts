@@ -12,15 +12,16 @@ import { Filter } from "../topic/mod.ts";
 import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
-import { StoreError, indexPath, segmentPath } from "./layout.ts";
-import { MANIFEST_REMOVE } from "./manifest_codec.ts";
-import { appendManifest } from "./manifest.ts";
+import { SEGMENT_DIR, StoreError, indexPath, segmentPath, storePath } from "./layout.ts";
+import { MANIFEST_REMOVE, MANIFEST_SWAP } from "./manifest_codec.ts";
+import { appendManifest, appendManifestLocked } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import type { StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
+import { type SubtreeStoreMeta, readStoreHead } from "./store_file.ts";
 
 /** Sizes and counts of what the store holds. */
 export type StoreStats = {
@@ -37,7 +38,18 @@ export type StoreStats = {
   manifestBytes: number;
   openFiles: number;
   fileOpens: number;
+  /** Subtree stores in force and their bytes. */
+  stores: number;
+  storeBytes: number;
+  /** Bytes readers have read from data files since open. */
+  bytesRead: number;
 };
+
+/** One partition's closed data: what a split plans from. */
+export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stores: SubtreeStoreMeta[] };
+
+/** A split's switch: the segments and stores it replaces and the stores replacing them. */
+export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[] };
 
 /** What retention removed. */
 export type RetainResult = { segmentsRemoved: number; bytesRemoved: number };
@@ -140,6 +152,7 @@ export class Store {
     const units: { seq: number; bytes: number }[] = [];
     for (const log of this.context.partitionList) {
       for (const segment of log.segments) units.push({ seq: segment.firstSeq, bytes: segment.bytes });
+      for (const store of log.stores) units.push({ seq: store.firstSeq, bytes: store.bytes });
       for (let i = log.pendingHead; i < log.pendingTail; i++) units.push({ seq: log.pendingSeqs[i], bytes: log.pendingLengths[i] });
     }
     units.sort((a, b) => b.seq - a.seq);
@@ -207,6 +220,103 @@ export class Store {
     return { segmentsRemoved: victims.length, bytesRemoved };
   }
 
+  /** Every partition's closed segments and subtree stores (copies), partitions in creation order. */
+  layout(): PartitionLayout[] {
+    return this.context.partitionList
+      .filter((log) => log.segments.length + log.stores.length > 0)
+      .map((log) => ({ partition: log.name, segments: [...log.segments], stores: [...log.stores] }));
+  }
+
+  /** Reserves `count` file ids for a split's new stores; returns the first. */
+  reserveIds(count: number): number {
+    const first = this.context.nextSegmentId;
+    this.context.nextSegmentId += count;
+    return first;
+  }
+
+  /**
+   * The split's one switch: checks `swap` against the layout in force and the new files on disk,
+   * appends one SWAP record to the manifest and syncs it (in force from here, whole or not at
+   * all after a crash), updates the partitions (readers seek again by seq), then removes the
+   * replaced files once no read is in flight. Rejects, changing nothing, when the swap does not fit.
+   */
+  async switchLayout(swap: LayoutSwap): Promise<void> {
+    const context = this.context;
+    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
+    const replaced: string[] = [];
+    await context.locked(async () => {
+      const problem = await this.swapProblem(swap);
+      if (problem !== null) throw new StoreError("ARIA_ERR_STORE_FAILED", `Cannot switch to the split layout: ${problem}`);
+      await appendManifestLocked(context, [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }]);
+      const removed = new Set(swap.removed);
+      const partitions = new Set([...swap.added.map((store) => store.partition)]);
+      for (const log of context.partitionList) {
+        for (const segment of log.segments) if (removed.has(segment.id)) {
+          partitions.add(log.name);
+          replaced.push(segmentPath(segment.id), indexPath(segment.id));
+        }
+        for (const store of log.stores) if (removed.has(store.id)) {
+          partitions.add(log.name);
+          replaced.push(storePath(store.id), indexPath(store.id));
+        }
+      }
+      for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
+      for (const id of removed) context.indexes.delete(id);
+    });
+    await context.whenNoReads(async () => {
+      for (const path of replaced) {
+        await context.files.drop(path);
+        await context.disk.remove(path);
+      }
+      await context.disk.syncDir(SEGMENT_DIR);
+    });
+  }
+
+  /** Null when `swap` replaces, per partition, all its stores and its oldest segments by stores holding the same records. */
+  private async swapProblem(swap: LayoutSwap): Promise<string | null> {
+    const context = this.context;
+    const removed = new Set(swap.removed);
+    if (removed.size !== swap.removed.length) return "an id is removed twice";
+    const records = new Map<string, number>();
+    let found = 0;
+    for (const log of context.partitionList) {
+      let prefix = true;
+      let count = 0;
+      for (const store of log.stores) {
+        if (removed.has(store.id)) {
+          found++;
+          count += store.records;
+        } else if (log.stores.some((other) => removed.has(other.id))) {
+          return `partition "${log.name}": store ${store.id} is neither kept whole nor replaced with its siblings`;
+        }
+      }
+      for (const segment of log.segments) {
+        if (!removed.has(segment.id)) prefix = false;
+        else if (!prefix) return `partition "${log.name}": segment ${segment.id} is not among the oldest`;
+        else {
+          found++;
+          count += segment.records;
+        }
+      }
+      if (count > 0) records.set(log.name, count);
+    }
+    if (found !== removed.size) return `${removed.size - found} replaced file(s) are no longer in force (retention or another split)`;
+    for (const store of swap.added) records.set(store.partition, (records.get(store.partition) ?? 0) - store.records);
+    for (const [partition, difference] of records) {
+      if (difference !== 0) return `partition "${partition}": the new stores hold ${-difference} records more than the files they replace`;
+    }
+    for (const store of swap.added) {
+      if (store.id < 1 || store.id >= context.nextSegmentId) return `store id ${store.id} was never reserved`;
+      const head = await context.files.with(storePath(store.id), (file) => readStoreHead(file, context.crc32)).catch((error: Error) => error.message);
+      if (typeof head === "string") return `store file ${storePath(store.id)}: ${head}`;
+      if (head.partition !== store.partition || head.topics.length !== store.topics.length || head.dataStart !== store.dataStart) {
+        return `store file ${storePath(store.id)} does not match its entry`;
+      }
+      if (!(await context.disk.list(SEGMENT_DIR)).includes(indexPath(store.id).slice(SEGMENT_DIR.length + 1))) return `index of store ${store.id} is missing`;
+    }
+    return null;
+  }
+
   /** Counts and sizes. */
   stats(): StoreStats {
     const context = this.context;
@@ -214,7 +324,11 @@ export class Store {
     let segmentBytes = 0;
     let pendingRecords = 0;
     let pendingBytes = 0;
+    let stores = 0;
+    let storeBytes = 0;
     for (const log of context.partitionList) {
+      stores += log.stores.length;
+      storeBytes += log.storeBytes();
       segments += log.segments.length;
       segmentBytes += log.segmentBytes();
       pendingRecords += log.pendingCount;
@@ -236,6 +350,9 @@ export class Store {
       manifestBytes: context.manifest.bytes,
       openFiles: context.files.size,
       fileOpens: context.files.opens,
+      stores,
+      storeBytes,
+      bytesRead: context.bytesRead,
     };
   }
 

@@ -210,6 +210,15 @@ export class SimDisk implements Disk {
     this.names = new Map(this.durableNames);
   }
 
+  /**
+   * Simulates a process crash (kill -9) without power loss: open handles die, but every write so
+   * far stays (it is in the kernel's page cache); what was not synced is still not durable.
+   */
+  kill(): void {
+    this.stats.crashes++;
+    this.epoch++;
+  }
+
   /** The current bytes of `path` (a copy), or null when it does not exist. */
   snapshot(path: string): Uint8Array | null {
     const inode = this.names.get(path);

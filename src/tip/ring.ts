@@ -116,6 +116,14 @@ export class Ring {
     return at;
   }
 
+  /** Positions an empty ring so its next append is `seq` (a server starting on a non-empty store). */
+  startAt(seq: number): void {
+    assert(this.count === 0, "Ring.startAt: the ring is empty");
+    assert(Number.isSafeInteger(seq) && seq >= this.nextSeq, "Ring.startAt: seqs never go back");
+    this.firstSeq = this.nextSeq = seq;
+    this.head = this.tail = 0;
+  }
+
   /** Removes the oldest record, telling the evict hook its topic. */
   evictOldest(): void {
     assert(this.count > 0, "Ring.evictOldest: ring is not empty");

@@ -1,0 +1,656 @@
+/**
+ * The admin app in-process through `app.request()`: routes, parameters and their 400 reasons,
+ * size limits (413), the token check, the Prometheus document, the plan JSON against
+ * `aria split plan --json` itself, and the bundled UI files (served, self-contained, offline).
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { RECOVERY_SECONDS_BOUNDS } from "../broker/broker.ts";
+import { runCli } from "../cli/mod.ts";
+import { ADMIN_METRICS_PARTITIONS_MAX, ADMIN_SPLIT_TOPICS_MAX, ADMIN_TREE_CHILDREN_MAX, ADMIN_TREE_DEPTH_MAX, ADMIN_VOLUMES_BODY_BYTES_MAX } from "../constants.ts";
+import type { VolumeRow } from "../split/mod.ts";
+import { Histogram } from "../stdx/histogram.ts";
+import { createAdminApp } from "./app.ts";
+import type { AdminDependencies, ServerStats } from "./ports.ts";
+import { UI_ASSETS } from "./ui_assets.ts";
+
+const DATASETS = join(import.meta.dir, "../../../shared/datasets");
+
+/** A fake server: counters the test moves by hand, a clock it advances. */
+function fakeServer(options: { token?: string; rows?: VolumeRow[] } = {}) {
+  const state = {
+    nowUs: 1_700_000_000_000_000,
+    messages: 0,
+    bytes: 0,
+    rows: options.rows ?? [
+      { topic: "app/orders/created", bytes: 6000, messages: 60 },
+      { topic: "app/orders/filled", bytes: 3000, messages: 30 },
+      { topic: "app/orders", bytes: 100, messages: 1 },
+      { topic: "app/audit/log", bytes: 900, messages: 9 },
+      { topic: "ops", bytes: 50, messages: 5 },
+    ],
+  };
+  const recovery = { tip: new Histogram(RECOVERY_SECONDS_BOUNDS), disk: new Histogram(RECOVERY_SECONDS_BOUNDS) };
+  recovery.tip.observe(0.002);
+  recovery.tip.observe(0.3);
+  recovery.disk.observe(7);
+  const stats = (): ServerStats => ({
+    broker: {
+      connections: 3,
+      subscriptions: 6,
+      subscriptionsByPhase: { resolving: 0, disk: 1, tip: 2, live: 2, stalled: 1 },
+      messagesPublished: state.messages,
+      bytesPublished: state.bytes,
+      messagesDelivered: 42,
+      nextSeq: state.messages + 1,
+      visibleSeq: state.messages + 1,
+      recoveries: { disk: 1, tip: 2 },
+    },
+    tip: {
+      capacityBytes: 1 << 20,
+      bytesUsed: 4096,
+      records: 100,
+      firstSeq: 17,
+      nextSeq: 117,
+      poolBlocksUsed: 3,
+      poolBlocksFree: 61,
+      poolBlocksMax: 64,
+      indexEntriesLive: 100,
+      indexBytesUsed: 24576,
+      evictionsForPool: 0,
+    },
+    store: {
+      nextSeq: 117,
+      committedSeq: 116,
+      partitions: 3,
+      journals: 1,
+      journalBytes: 2048,
+      segments: 4,
+      segmentBytes: 65536,
+      pendingRecords: 0,
+      pendingBytes: 0,
+      segmentsWritten: 4,
+      manifestBytes: 128,
+      openFiles: 2,
+      fileOpens: 9,
+      stores: 0,
+      storeBytes: 0,
+      bytesRead: 0,
+    },
+  });
+  const dependencies: AdminDependencies = {
+    stats,
+    volumes: (source) => (source === "live" ? state.rows : null),
+    recoverySeconds: () => recovery,
+    split: () => ({ storeBytes: 0, last: null }),
+    clock: { nowUs: () => state.nowUs },
+    token: options.token,
+  };
+  return { app: createAdminApp(dependencies), state };
+}
+
+async function json(response: Response | Promise<Response>): Promise<{ status: number; body: any }> {
+  const awaited = await response;
+  return { status: awaited.status, body: await awaited.json() };
+}
+
+function csvOf(rows: VolumeRow[]): string {
+  return `topic,bytes,messages\n${rows.map((row) => `${row.topic},${row.bytes},${row.messages}`).join("\n")}\n`;
+}
+
+describe("health, stats and rates", () => {
+  test("/healthz", async () => {
+    const { app } = fakeServer();
+    expect(await json(app.request("/healthz"))).toEqual({ status: 200, body: { ok: true } });
+  });
+
+  test("/api/stats carries the parts' counters and publish rates over the window", async () => {
+    const { app, state } = fakeServer();
+    const first = await json(app.request("/api/stats"));
+    expect(first.status).toBe(200);
+    expect(Object.keys(first.body)).toEqual(["broker", "tip", "store", "rates", "split", "timeUs"]);
+    expect(first.body.rates).toEqual({ messagesPerSecond: null, bytesPerSecond: null, windowSeconds: 0 });
+    state.nowUs += 1_000_000;
+    state.messages += 250;
+    state.bytes += 25_000;
+    expect((await json(app.request("/api/stats"))).body.rates).toEqual({ messagesPerSecond: 250, bytesPerSecond: 25_000, windowSeconds: 1 });
+    // Ten more seconds at 100 msg/s: the 5 s window forgets the first burst.
+    for (let second = 0; second < 10; second++) {
+      state.nowUs += 1_000_000;
+      state.messages += 100;
+      state.bytes += 1000;
+      await app.request("/api/stats");
+    }
+    const later = (await json(app.request("/api/stats"))).body;
+    expect(later.rates.messagesPerSecond).toBe(100);
+    expect(later.rates.windowSeconds).toBe(5);
+    expect(later.broker.nextSeq).toBe(state.messages + 1);
+    expect(later.split).toEqual({ storeBytes: 0, last: null });
+  });
+
+  test("unknown routes and methods are 404 with a JSON reason", async () => {
+    const { app } = fakeServer();
+    expect(await json(app.request("/api/nothing"))).toEqual({ status: 404, body: { error: "no route GET /api/nothing" } });
+    expect(await json(app.request("/api/stats", { method: "DELETE" }))).toEqual({ status: 404, body: { error: "no route DELETE /api/stats" } });
+    expect((await app.request("/ui/missing.js")).status).toBe(404);
+  });
+});
+
+describe("/metrics", () => {
+  test("the whole document", async () => {
+    const { app, state } = fakeServer();
+    state.messages = 116;
+    state.bytes = 10_050;
+    const response = await app.request("/metrics");
+    expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    const text = await response.text();
+    checkExposition(text);
+    expect(text).toMatchInlineSnapshot(`
+      "# HELP aria_published_messages_total Messages published (sequenced) since start.
+      # TYPE aria_published_messages_total counter
+      aria_published_messages_total 116
+      # HELP aria_published_bytes_total Payload bytes published since start.
+      # TYPE aria_published_bytes_total counter
+      aria_published_bytes_total 10050
+      # HELP aria_delivered_messages_total Messages delivered to subscribers since start.
+      # TYPE aria_delivered_messages_total counter
+      aria_delivered_messages_total 42
+      # HELP aria_next_seq The seq the next published message gets.
+      # TYPE aria_next_seq gauge
+      aria_next_seq 117
+      # HELP aria_visible_seq Seqs below this are durable and visible to subscribers.
+      # TYPE aria_visible_seq gauge
+      aria_visible_seq 117
+      # HELP aria_partitions_published Partitions with messages published since start.
+      # TYPE aria_partitions_published gauge
+      aria_partitions_published 3
+      # HELP aria_partition_published_messages_total Messages published since start, by partition (the largest by bytes; the rest as partition="*other*").
+      # TYPE aria_partition_published_messages_total counter
+      aria_partition_published_messages_total{partition="app/orders"} 91
+      aria_partition_published_messages_total{partition="app/audit"} 9
+      aria_partition_published_messages_total{partition="ops"} 5
+      # HELP aria_partition_published_bytes_total Payload bytes published since start, by partition (the largest by bytes; the rest as partition="*other*").
+      # TYPE aria_partition_published_bytes_total counter
+      aria_partition_published_bytes_total{partition="app/orders"} 9100
+      aria_partition_published_bytes_total{partition="app/audit"} 900
+      aria_partition_published_bytes_total{partition="ops"} 50
+      # HELP aria_connections Open protocol connections.
+      # TYPE aria_connections gauge
+      aria_connections 3
+      # HELP aria_subscriptions Subscriptions by state: live, catching up from the tip or disk, stalled by a full send queue, resolving.
+      # TYPE aria_subscriptions gauge
+      aria_subscriptions{state="live"} 2
+      aria_subscriptions{state="tip_recovery"} 2
+      aria_subscriptions{state="disk_recovery"} 1
+      aria_subscriptions{state="stalled"} 1
+      aria_subscriptions{state="resolving"} 0
+      # HELP aria_tip_used_bytes Bytes of the tip ring in use.
+      # TYPE aria_tip_used_bytes gauge
+      aria_tip_used_bytes 4096
+      # HELP aria_tip_capacity_bytes Capacity of the tip ring in bytes.
+      # TYPE aria_tip_capacity_bytes gauge
+      aria_tip_capacity_bytes 1048576
+      # HELP aria_tip_records Messages held in the tip.
+      # TYPE aria_tip_records gauge
+      aria_tip_records 100
+      # HELP aria_tip_oldest_seq Seq of the oldest message in the tip (absent while the tip is empty).
+      # TYPE aria_tip_oldest_seq gauge
+      aria_tip_oldest_seq 17
+      # HELP aria_tip_pool_blocks_used Index blocks of the tip's block pool in use.
+      # TYPE aria_tip_pool_blocks_used gauge
+      aria_tip_pool_blocks_used 3
+      # HELP aria_tip_pool_blocks_free Index blocks of the tip's block pool free.
+      # TYPE aria_tip_pool_blocks_free gauge
+      aria_tip_pool_blocks_free 61
+      # HELP aria_tip_pool_evictions_total Tip records evicted early to free index blocks.
+      # TYPE aria_tip_pool_evictions_total counter
+      aria_tip_pool_evictions_total 0
+      # HELP aria_recoveries_total Subscriptions that caught up by recovering from the tip or disk.
+      # TYPE aria_recoveries_total counter
+      aria_recoveries_total{kind="tip"} 2
+      aria_recoveries_total{kind="disk"} 1
+      # HELP aria_recovery_duration_seconds Time from SUBSCRIBED to CAUGHT_UP, by where recovery started.
+      # TYPE aria_recovery_duration_seconds histogram
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.001"} 0
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.005"} 1
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.01"} 1
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.05"} 1
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.1"} 1
+      aria_recovery_duration_seconds_bucket{kind="tip",le="0.5"} 2
+      aria_recovery_duration_seconds_bucket{kind="tip",le="1"} 2
+      aria_recovery_duration_seconds_bucket{kind="tip",le="5"} 2
+      aria_recovery_duration_seconds_bucket{kind="tip",le="10"} 2
+      aria_recovery_duration_seconds_bucket{kind="tip",le="60"} 2
+      aria_recovery_duration_seconds_bucket{kind="tip",le="+Inf"} 2
+      aria_recovery_duration_seconds_sum{kind="tip"} 0.302
+      aria_recovery_duration_seconds_count{kind="tip"} 2
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.001"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.005"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.01"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.05"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.1"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="0.5"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="1"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="5"} 0
+      aria_recovery_duration_seconds_bucket{kind="disk",le="10"} 1
+      aria_recovery_duration_seconds_bucket{kind="disk",le="60"} 1
+      aria_recovery_duration_seconds_bucket{kind="disk",le="+Inf"} 1
+      aria_recovery_duration_seconds_sum{kind="disk"} 7
+      aria_recovery_duration_seconds_count{kind="disk"} 1
+      # HELP aria_disk_bytes Bytes on disk by kind of file.
+      # TYPE aria_disk_bytes gauge
+      aria_disk_bytes{kind="segments"} 65536
+      aria_disk_bytes{kind="stores"} 0
+      aria_disk_bytes{kind="journal"} 2048
+      aria_disk_bytes{kind="manifest"} 128
+      # HELP aria_store_segments Closed segments in force.
+      # TYPE aria_store_segments gauge
+      aria_store_segments 4
+      # HELP aria_store_subtree_stores Subtree stores in force.
+      # TYPE aria_store_subtree_stores gauge
+      aria_store_subtree_stores 0
+      # aria_split_last_*: absent, no split has run
+      "
+    `);
+  });
+
+  test("partition labels are bounded: the largest by bytes, the rest summed as *other*", async () => {
+    const rows: VolumeRow[] = [];
+    for (let index = 0; index < ADMIN_METRICS_PARTITIONS_MAX + 5; index++) rows.push({ topic: `p${String(index).padStart(2, "0")}/x/y`, bytes: 1000 + index, messages: 1 });
+    rows.push({ topic: "other", bytes: 1, messages: 7 }); // a real partition named "other" stays distinct
+    const { app } = fakeServer({ rows });
+    const text = await (await app.request("/metrics")).text();
+    checkExposition(text);
+    const bytesLines = text.split("\n").filter((line) => line.startsWith("aria_partition_published_bytes_total{"));
+    expect(bytesLines.length).toBe(ADMIN_METRICS_PARTITIONS_MAX + 1);
+    expect(bytesLines[0]).toBe(`aria_partition_published_bytes_total{partition="p24/x"} 1024`);
+    // Below the top 20 (p05..p24): p00..p04 and "other".
+    expect(bytesLines.at(-1)).toBe(`aria_partition_published_bytes_total{partition="*other*"} ${1000 + 1001 + 1002 + 1003 + 1004 + 1}`);
+    expect(text).toContain(`aria_partition_published_messages_total{partition="*other*"} 12\n`);
+    expect(text).toContain("aria_partitions_published 26\n");
+  });
+
+  test("an empty tip has no oldest seq; a finished split has its series", async () => {
+    const dependencies: AdminDependencies = {
+      stats: () => EMPTY_STATS,
+      volumes: () => [],
+      recoverySeconds: () => ({ tip: new Histogram([1]), disk: new Histogram([1]) }),
+      split: () => ({
+        storeBytes: 5000,
+        last: {
+          finishedUs: 1_700_000_000_500_000,
+          durationSeconds: 2.5,
+          algorithm: "adaptive",
+          metrics: {
+            stores: 8,
+            wastedBytesTotal: 1234,
+            worstWaste: { topic: "a/b", wastedBytes: 1000 },
+            worstRatio: { topic: "a/c", ratio: 3.5 },
+            subtrees: { count: 3, wastedBytesTotal: 2000, worstWaste: { subtree: "a/**", wastedBytes: 1000 }, worstRatio: { subtree: "a/**", ratio: 2 } },
+          },
+        },
+      }),
+      clock: { nowUs: () => 0 },
+    };
+    const text = await (await createAdminApp(dependencies).request("/metrics")).text();
+    checkExposition(text);
+    expect(text).not.toContain("aria_tip_oldest_seq");
+    expect(text).not.toContain("aria_partition_published_bytes_total{");
+    expect(text).toContain('aria_disk_bytes{kind="stores"} 5000\n');
+    expect(text.split("\n").filter((line) => line.startsWith("aria_split_last"))).toEqual([
+      "aria_split_last_time_seconds 1700000000.5",
+      "aria_split_last_duration_seconds 2.5",
+      "aria_split_last_stores 8",
+      "aria_split_last_wasted_bytes 1234",
+      "aria_split_last_worst_ratio 3.5",
+    ]);
+  });
+});
+
+/** A server that has seen nothing. */
+const EMPTY_STATS: ServerStats = {
+  broker: { connections: 0, subscriptions: 0, subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 }, messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, nextSeq: 1, visibleSeq: 1, recoveries: { disk: 0, tip: 0 } },
+  tip: { capacityBytes: 1024, bytesUsed: 0, records: 0, firstSeq: 1, nextSeq: 1, poolBlocksUsed: 0, poolBlocksFree: 2, poolBlocksMax: 2, indexEntriesLive: 0, indexBytesUsed: 0, evictionsForPool: 0 },
+  store: { nextSeq: 1, committedSeq: 0, partitions: 0, journals: 1, journalBytes: 0, segments: 0, segmentBytes: 0, pendingRecords: 0, pendingBytes: 0, segmentsWritten: 0, manifestBytes: 0, openFiles: 0, fileOpens: 0, stores: 0, storeBytes: 0, bytesRead: 0 },
+};
+
+/**
+ * Checks the Prometheus text format line by line: HELP then TYPE before a family's samples, every
+ * sample of a declared family (histograms: _bucket, _sum, _count), valid names, labels and values,
+ * no family declared twice.
+ */
+function checkExposition(text: string): void {
+  expect(text.endsWith("\n")).toBe(true);
+  const declared = new Map<string, string>();
+  let current = "";
+  for (const line of text.slice(0, -1).split("\n")) {
+    const help = /^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) \S.*$/.exec(line);
+    const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$/.exec(line);
+    if (help !== null) {
+      expect(declared.has(help[1])).toBe(false);
+      current = help[1];
+      continue;
+    }
+    if (type !== null) {
+      expect(type[1]).toBe(current);
+      declared.set(type[1], type[2]);
+      continue;
+    }
+    if (line.startsWith("# ")) continue;
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? (-?[0-9.e+]+|NaN|[+-]Inf)$/.exec(line);
+    if (sample === null) throw new Error(`not a sample line: ${JSON.stringify(line)}`);
+    const family = declared.get(current) === "histogram" ? sample[1].replace(/_(bucket|sum|count)$/, "") : sample[1];
+    if (family !== current) throw new Error(`sample ${sample[1]} outside its family (current ${current})`);
+  }
+}
+
+describe("/api/topics", () => {
+  test("the tree below a prefix, by bytes, with own volumes of topics that have children", async () => {
+    const { app } = fakeServer();
+    const { status, body } = await json(app.request("/api/topics?prefix=app&depth=2"));
+    expect(status).toBe(200);
+    expect(body).toMatchInlineSnapshot(`
+      {
+        "depth": 2,
+        "node": {
+          "bytes": 10000,
+          "children": [
+            {
+              "bytes": 9100,
+              "children": [
+                {
+                  "bytes": 6000,
+                  "hasChildren": false,
+                  "isTopic": true,
+                  "messages": 60,
+                  "name": "created",
+                  "ownBytes": 6000,
+                  "ownMessages": 60,
+                  "path": "app/orders/created",
+                  "topics": 1,
+                },
+                {
+                  "bytes": 3000,
+                  "hasChildren": false,
+                  "isTopic": true,
+                  "messages": 30,
+                  "name": "filled",
+                  "ownBytes": 3000,
+                  "ownMessages": 30,
+                  "path": "app/orders/filled",
+                  "topics": 1,
+                },
+              ],
+              "hasChildren": true,
+              "isTopic": true,
+              "messages": 91,
+              "name": "orders",
+              "ownBytes": 100,
+              "ownMessages": 1,
+              "path": "app/orders",
+              "topics": 3,
+            },
+            {
+              "bytes": 900,
+              "children": [
+                {
+                  "bytes": 900,
+                  "hasChildren": false,
+                  "isTopic": true,
+                  "messages": 9,
+                  "name": "log",
+                  "ownBytes": 900,
+                  "ownMessages": 9,
+                  "path": "app/audit/log",
+                  "topics": 1,
+                },
+              ],
+              "hasChildren": true,
+              "isTopic": false,
+              "messages": 9,
+              "name": "audit",
+              "ownBytes": 0,
+              "ownMessages": 0,
+              "path": "app/audit",
+              "topics": 1,
+            },
+          ],
+          "hasChildren": true,
+          "isTopic": false,
+          "messages": 100,
+          "name": "app",
+          "ownBytes": 0,
+          "ownMessages": 0,
+          "path": "app",
+          "topics": 4,
+        },
+        "prefix": "app",
+        "source": "live",
+      }
+    `);
+  });
+
+  test("the root, one level deep by default; children beyond the cap are counted", async () => {
+    const rows: VolumeRow[] = [];
+    for (let index = 0; index < ADMIN_TREE_CHILDREN_MAX + 3; index++) rows.push({ topic: `wide/t${index}`, bytes: index, messages: 1 });
+    rows.push({ topic: "narrow/x", bytes: 1, messages: 1 });
+    const { app } = fakeServer({ rows });
+    const root = (await json(app.request("/api/topics"))).body.node;
+    expect(root.topics).toBe(ADMIN_TREE_CHILDREN_MAX + 4);
+    expect(root.children.map((child: { path: string }) => child.path)).toEqual(["wide", "narrow"]);
+    expect(root.children[0].children).toBeUndefined();
+    expect(root.children[0].hasChildren).toBe(true);
+    const wide = (await json(app.request("/api/topics?prefix=wide"))).body.node;
+    expect(wide.children.length).toBe(ADMIN_TREE_CHILDREN_MAX);
+    expect(wide.childrenOmitted).toBe(3);
+    expect(wide.children[0].path).toBe(`wide/t${ADMIN_TREE_CHILDREN_MAX + 2}`);
+  });
+
+  test("bad parameters are 400 with the reason; an unknown prefix 404; persisted volumes 501", async () => {
+    const { app } = fakeServer();
+    const cases: [string, number, string][] = [
+      ["/api/topics?prefix=a//b", 400, 'prefix "a//b": topic has an empty segment at byte 2'],
+      ["/api/topics?prefix=a/*", 400, "prefix \"a/*\": "],
+      ["/api/topics?depth=x", 400, 'depth "x" is not a whole number'],
+      [`/api/topics?depth=${ADMIN_TREE_DEPTH_MAX + 1}`, 400, `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`],
+      ["/api/topics?source=disk", 400, 'source "disk" is not live or persisted'],
+      ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth)'],
+      ["/api/topics?prefix=nope", 404, 'no topic under "nope" in the live volumes'],
+      ["/api/topics?prefix=app/ord", 404, 'no topic under "app/ord" in the live volumes'],
+      ["/api/topics?source=persisted", 501, "the persisted volume source is not available on this server yet"],
+    ];
+    for (const [path, status, reason] of cases) {
+      const answer = await json(app.request(path));
+      expect({ path, status: answer.status }).toEqual({ path, status });
+      expect(answer.body.error).toStartWith(reason);
+    }
+  });
+});
+
+describe("/api/split/plan", () => {
+  test("live volumes: the plan JSON, equal to aria split plan --json of the same table", async () => {
+    const { app, state } = fakeServer();
+    const live = await json(app.request("/api/split/plan?algorithm=adaptive&maxStores=3"));
+    expect(live.status).toBe(200);
+    const cli = await cliPlan(csvOf(state.rows), ["--algorithm", "adaptive", "--max-stores", "3"]);
+    expect(live.body).toEqual(cli);
+    expect(live.body.stores.length).toBe(3);
+  });
+
+  for (const dataset of ["orders-desk", "services-zipf", "iot-fleet", "even"]) {
+    test(`uploaded ${dataset}.csv: both algorithms match the CLI byte for byte`, async () => {
+      const { app } = fakeServer();
+      const csv = readFileSync(join(DATASETS, `${dataset}.csv`), "utf8");
+      for (const algorithm of ["heuristic", "adaptive"]) {
+        const response = await app.request(`/api/split/plan?algorithm=${algorithm}`, { method: "POST", body: csv, headers: { "Content-Type": "text/csv" } });
+        expect(response.status).toBe(200);
+        expect(await response.text()).toBe(JSON.stringify(await cliPlan(csv, ["--algorithm", algorithm])));
+      }
+    });
+  }
+
+  test("bad parameters and bad tables are 400 with the reason", async () => {
+    const { app } = fakeServer();
+    const table = csvOf([{ topic: "a/b", bytes: 1, messages: 1 }]);
+    const cases: [string, string, string][] = [
+      ["GET", "/api/split/plan", "algorithm is required (heuristic or adaptive)"],
+      ["GET", "/api/split/plan?algorithm=best", 'algorithm "best" is not heuristic or adaptive'],
+      ["GET", "/api/split/plan?algorithm=heuristic&maxStores=4", "maxStores applies to algorithm adaptive only"],
+      ["GET", "/api/split/plan?algorithm=adaptive&maxStores=-1", 'maxStores "-1" is not a whole number'],
+      ["GET", "/api/split/plan?algorithm=adaptive&maxStores=0", "maxStores 0 is not between 1 and"],
+      ["GET", "/api/split/plan?algorithm=adaptive&max_stores=4", 'unknown parameter "max_stores"'],
+      ["POST", "/api/split/plan?algorithm=adaptive&source=live", 'unknown parameter "source" (expected algorithm, maxStores)'],
+      ["GET", "/api/split/compare?maxStores=two", 'maxStores "two" is not a whole number'],
+    ];
+    for (const [method, path, reason] of cases) {
+      const answer = await json(app.request(path, method === "POST" ? { method, body: table } : { method }));
+      expect({ path, status: answer.status }).toEqual({ path, status: 400 });
+      expect(answer.body.error).toStartWith(reason);
+    }
+    const bodies: [string, string][] = [
+      ["", 'volume table: line 1: header is "", expected "topic,bytes,messages"'],
+      ["topic,bytes,messages\na/b,1,1\na//c,2,2\n", 'volume table: line 3: invalid topic "a//c"'],
+      ["topic,bytes,messages\na/b,1,1\na/b,2,2\n", 'volume table: line 3: duplicate topic "a/b" (first on line 2)'],
+      ["topic,bytes,messages\na/b,lots,1\n", 'volume table: line 2: bytes "lots" is not a whole number'],
+    ];
+    for (const [body, reason] of bodies) {
+      const answer = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body }));
+      expect(answer.status).toBe(400);
+      expect(answer.body.error).toStartWith(reason);
+    }
+  });
+
+  test("oversize bodies are 413, declared or streamed; so is a table over the topic limit", async () => {
+    const { app } = fakeServer();
+    const big = `topic,bytes,messages\n${"a/b,1,1\n".repeat(Math.ceil(ADMIN_VOLUMES_BODY_BYTES_MAX / 8))}`;
+    const declared = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: big, headers: { "Content-Length": String(big.length) } }));
+    expect(declared.status).toBe(413);
+    expect(declared.body.error).toStartWith(`the body is larger than the limit of ${ADMIN_VOLUMES_BODY_BYTES_MAX} bytes`);
+    const bytes = new TextEncoder().encode(big);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < bytes.length; at += 1 << 20) controller.enqueue(bytes.subarray(at, at + (1 << 20)));
+        controller.close();
+      },
+    });
+    const streamed = await app.request("/api/split/compare", { method: "POST", body: stream, duplex: "half" } as RequestInit);
+    expect(streamed.status).toBe(413);
+    const rows: VolumeRow[] = [];
+    for (let index = 0; index <= ADMIN_SPLIT_TOPICS_MAX; index++) rows.push({ topic: `t/${index}`, bytes: 1, messages: 1 });
+    const many = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: csvOf(rows) }));
+    expect(many.status).toBe(413);
+    expect(many.body.error).toBe(`the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`);
+  });
+
+  test("nothing published yet is 409; persisted volumes 501", async () => {
+    const { app } = fakeServer({ rows: [] });
+    const empty = await json(app.request("/api/split/plan?algorithm=heuristic"));
+    expect(empty).toEqual({ status: 409, body: { error: "no topic volumes in the live source yet: publish messages, or upload a volume table" } });
+    expect((await app.request("/api/split/compare?source=persisted")).status).toBe(501);
+  });
+
+  test("compare: the table and both plans, for the UI", async () => {
+    const { app } = fakeServer();
+    const csv = readFileSync(join(DATASETS, "orders-desk.csv"), "utf8");
+    const { status, body } = await json(app.request("/api/split/compare?maxStores=6", { method: "POST", body: csv }));
+    expect(status).toBe(200);
+    expect(body.source).toBe("upload");
+    expect(body.table.topics.length).toBe(49);
+    expect(body.table.bytes.length).toBe(49);
+    expect(body.table.bytesTotal).toBe(body.table.bytes.reduce((sum: number, value: number) => sum + value, 0));
+    expect(body.plans.heuristic).toEqual(await cliPlan(csv, ["--algorithm", "heuristic"]));
+    expect(body.plans.adaptive).toEqual(await cliPlan(csv, ["--algorithm", "adaptive", "--max-stores", "6"]));
+    expect(body.plans.adaptive.metrics.wastedBytesTotal).toBeLessThan(body.plans.heuristic.metrics.wastedBytesTotal);
+  });
+});
+
+/** Runs `aria split plan --json` in-process on `csv` (written to a temp file) and parses its output. */
+async function cliPlan(csv: string, args: string[]): Promise<unknown> {
+  const path = join(Bun.env.TMPDIR ?? "/tmp", `aria-admin-test-${process.pid}-${Math.random().toString(36).slice(2)}.csv`);
+  await Bun.write(path, csv);
+  let stdout = "";
+  let stderr = "";
+  try {
+    const code = await runCli(["split", "plan", "--volumes", path, "--json", ...args], { out: (text) => void (stdout += text), err: (text) => void (stderr += text) });
+    if (code !== 0) throw new Error(`aria split plan failed (${code}): ${stderr}`);
+  } finally {
+    await Bun.file(path).delete();
+  }
+  return JSON.parse(stdout);
+}
+
+describe("--admin-token", () => {
+  const token = "s3cret-T0ken";
+
+  test("every route but /healthz and the UI shell needs the bearer token", async () => {
+    const { app } = fakeServer({ token });
+    expect((await app.request("/healthz")).status).toBe(200);
+    expect((await app.request("/")).status).toBe(200);
+    expect((await app.request("/ui/app.js")).status).toBe(200);
+    for (const path of ["/metrics", "/api/stats", "/api/topics", "/api/split/plan?algorithm=heuristic", "/api/split/compare", "/api/nothing"]) {
+      const missing = await app.request(path);
+      expect({ path, status: missing.status }).toEqual({ path, status: 401 });
+      expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="aria-admin"');
+      expect((await missing.json()).error).toBe("this server requires Authorization: Bearer <admin token>");
+      for (const header of [`Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, `Basic ${token}`, token, "Bearer", `Bearer  `]) {
+        const wrong = await app.request(path, { headers: { Authorization: header } });
+        expect({ path, header, status: wrong.status }).toEqual({ path, header, status: 401 });
+      }
+      const right = await app.request(path, { headers: { Authorization: `bearer ${token}` } });
+      expect({ path, status: right.status }).toEqual({ path, status: path === "/api/nothing" ? 404 : 200 });
+    }
+    const post = await app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: "topic,bytes,messages\na/b,1,1\n" });
+    expect(post.status).toBe(401);
+  });
+
+  test("without a token every route is open", async () => {
+    const { app } = fakeServer();
+    expect((await app.request("/api/stats")).status).toBe(200);
+    expect((await app.request("/metrics")).status).toBe(200);
+  });
+});
+
+describe("web UI", () => {
+  test("the page and its files are served with their types and a same-origin-only policy", async () => {
+    const { app } = fakeServer();
+    const page = await app.request("/");
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(page.headers.get("content-security-policy")).toStartWith("default-src 'self';");
+    const html = await page.text();
+    const referenced = [...html.matchAll(/(?:src|href)="ui\/([^"]+)"/g)].map((match) => match[1]);
+    expect(referenced.sort()).toEqual(["app.js", "style.css"]);
+    for (const name of referenced) {
+      const response = await app.request(`/ui/${name}`);
+      expect(response.status).toBe(200);
+      expect(response.headers.get("content-type")).toBe(name.endsWith(".css") ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8");
+    }
+  });
+
+  test("every script parses and imports only files the app serves", () => {
+    const transpiler = new Bun.Transpiler({ loader: "js" });
+    const reached = new Set(["app.js"]);
+    for (const [name, asset] of UI_ASSETS) {
+      if (!name.endsWith(".js")) continue;
+      transpiler.transformSync(asset.body); // throws on a syntax error
+      for (const { path } of transpiler.scanImports(asset.body)) {
+        expect(path).toMatch(/^\.\/[a-z_]+\.js$/);
+        expect(UI_ASSETS.has(path.slice(2))).toBe(true);
+        reached.add(path.slice(2));
+      }
+    }
+    // No file is bundled for nothing.
+    expect([...UI_ASSETS.keys()].filter((name) => name.endsWith(".js") && !reached.has(name))).toEqual([]);
+  });
+
+  test("nothing loads from the network: no absolute URLs, no web fonts", async () => {
+    const { app } = fakeServer();
+    const files = [await (await app.request("/")).text(), ...[...UI_ASSETS.values()].map((asset) => asset.body)];
+    for (const text of files) {
+      // The SVG namespace is a name, not a fetch.
+      const urls = [...text.matchAll(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}[^\s"'`)]*/gi)].map((match) => match[0]).filter((url) => !url.includes("www.w3.org/2000/svg"));
+      expect(urls).toEqual([]);
+      expect(text).not.toMatch(/@import|@font-face|url\(\s*['"]?http/);
+    }
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * What GET /metrics exposes, as Prometheus text: publish counters (total and per partition),
+ * connections, subscriptions by state, the tip (bytes, oldest seq, block pool), recoveries with
+ * duration histograms, disk bytes by kind, and the last split. Pure: it formats a snapshot.
+ *
+ * Bounded cardinality: only the `partitionsMax` partitions with the most bytes get their own
+ * `partition` label; the rest are summed under OTHER_PARTITION_LABEL, a value no partition can
+ * have (topics never contain `*`), so a real partition named "other" is never confused with it.
+ */
+import { partitionOf } from "../topic/mod.ts";
+import type { VolumeRow } from "../split/mod.ts";
+import type { HistogramView, ServerStats, SplitStatus } from "./ports.ts";
+import { PrometheusText } from "./prometheus.ts";
+
+/** The `partition` label of the partitions beyond the top ones. */
+export const OTHER_PARTITION_LABEL = "*other*";
+
+/** Everything one scrape reads. */
+export interface MetricsSnapshot {
+  stats: ServerStats;
+  /** Live per-topic volumes (since start). */
+  volumes: readonly VolumeRow[];
+  recoverySeconds: { tip: HistogramView; disk: HistogramView };
+  split: SplitStatus;
+  /** Partitions with their own label. */
+  partitionsMax: number;
+}
+
+/** The subscription states of the metrics, from the broker's phases. */
+const SUBSCRIPTION_STATES = [
+  ["live", "live"],
+  ["tip_recovery", "tip"],
+  ["disk_recovery", "disk"],
+  ["stalled", "stalled"],
+  ["resolving", "resolving"],
+] as const;
+
+/** Renders the exposition document. */
+export function renderMetrics(snapshot: MetricsSnapshot): string {
+  const { broker, tip, store } = snapshot.stats;
+  const out = new PrometheusText();
+  out.single("aria_published_messages_total", "counter", "Messages published (sequenced) since start.", broker.messagesPublished);
+  out.single("aria_published_bytes_total", "counter", "Payload bytes published since start.", broker.bytesPublished);
+  out.single("aria_delivered_messages_total", "counter", "Messages delivered to subscribers since start.", broker.messagesDelivered);
+  out.single("aria_next_seq", "gauge", "The seq the next published message gets.", broker.nextSeq);
+  out.single("aria_visible_seq", "gauge", "Seqs below this are durable and visible to subscribers.", broker.visibleSeq);
+  writePartitions(out, snapshot.volumes, snapshot.partitionsMax);
+
+  out.single("aria_connections", "gauge", "Open protocol connections.", broker.connections);
+  out.family("aria_subscriptions", "gauge", "Subscriptions by state: live, catching up from the tip or disk, stalled by a full send queue, resolving.");
+  for (const [state, phase] of SUBSCRIPTION_STATES) out.sample("aria_subscriptions", broker.subscriptionsByPhase[phase], { state });
+
+  out.single("aria_tip_used_bytes", "gauge", "Bytes of the tip ring in use.", tip.bytesUsed);
+  out.single("aria_tip_capacity_bytes", "gauge", "Capacity of the tip ring in bytes.", tip.capacityBytes);
+  out.single("aria_tip_records", "gauge", "Messages held in the tip.", tip.records);
+  if (tip.records > 0) out.single("aria_tip_oldest_seq", "gauge", "Seq of the oldest message in the tip (absent while the tip is empty).", tip.firstSeq);
+  out.single("aria_tip_pool_blocks_used", "gauge", "Index blocks of the tip's block pool in use.", tip.poolBlocksUsed);
+  out.single("aria_tip_pool_blocks_free", "gauge", "Index blocks of the tip's block pool free.", tip.poolBlocksFree);
+  out.single("aria_tip_pool_evictions_total", "counter", "Tip records evicted early to free index blocks.", tip.evictionsForPool);
+
+  out.family("aria_recoveries_total", "counter", "Subscriptions that caught up by recovering from the tip or disk.");
+  out.sample("aria_recoveries_total", broker.recoveries.tip, { kind: "tip" });
+  out.sample("aria_recoveries_total", broker.recoveries.disk, { kind: "disk" });
+  out.family("aria_recovery_duration_seconds", "histogram", "Time from SUBSCRIBED to CAUGHT_UP, by where recovery started.");
+  writeHistogram(out, "aria_recovery_duration_seconds", snapshot.recoverySeconds.tip, "tip");
+  writeHistogram(out, "aria_recovery_duration_seconds", snapshot.recoverySeconds.disk, "disk");
+
+  out.family("aria_disk_bytes", "gauge", "Bytes on disk by kind of file.");
+  out.sample("aria_disk_bytes", store.segmentBytes, { kind: "segments" });
+  out.sample("aria_disk_bytes", snapshot.split.storeBytes, { kind: "stores" });
+  out.sample("aria_disk_bytes", store.journalBytes, { kind: "journal" });
+  out.sample("aria_disk_bytes", store.manifestBytes, { kind: "manifest" });
+  out.single("aria_store_segments", "gauge", "Closed segments in force.", store.segments);
+  out.single("aria_store_subtree_stores", "gauge", "Subtree stores in force.", store.stores);
+
+  const last = snapshot.split.last;
+  if (last === null) {
+    out.comment("aria_split_last_*: absent, no split has run");
+  } else {
+    out.single("aria_split_last_time_seconds", "gauge", "When the last split finished, seconds since the epoch.", last.finishedUs / 1e6);
+    out.single("aria_split_last_duration_seconds", "gauge", "How long the last split ran.", last.durationSeconds);
+    out.single("aria_split_last_stores", "gauge", "Stores of the last split's plan.", last.metrics.stores);
+    out.single("aria_split_last_wasted_bytes", "gauge", "Bytes read and thrown away reading each topic once, under the last split's plan.", last.metrics.wastedBytesTotal);
+    out.single("aria_split_last_worst_ratio", "gauge", "Worst bytes read per byte wanted of one topic, under the last split's plan.", last.metrics.worstRatio.ratio);
+  }
+  return out.text();
+}
+
+/** Per-partition counters: the top `partitionsMax` by bytes, the rest summed as OTHER_PARTITION_LABEL. */
+function writePartitions(out: PrometheusText, volumes: readonly VolumeRow[], partitionsMax: number): void {
+  const byPartition = new Map<string, { messages: number; bytes: number }>();
+  for (const row of volumes) {
+    const partition = partitionOf(row.topic);
+    const sums = byPartition.get(partition);
+    if (sums === undefined) byPartition.set(partition, { messages: row.messages, bytes: row.bytes });
+    else {
+      sums.messages += row.messages;
+      sums.bytes += row.bytes;
+    }
+  }
+  const ranked = [...byPartition].sort((a, b) => b[1].bytes - a[1].bytes || (a[0] < b[0] ? -1 : 1));
+  const top = ranked.slice(0, partitionsMax);
+  const other = { messages: 0, bytes: 0 };
+  for (const [, sums] of ranked.slice(partitionsMax)) {
+    other.messages += sums.messages;
+    other.bytes += sums.bytes;
+  }
+  out.single("aria_partitions_published", "gauge", "Partitions with messages published since start.", byPartition.size);
+  for (const [name, key, help] of [
+    ["aria_partition_published_messages_total", "messages", "Messages published since start, by partition (the largest by bytes; the rest as partition=\"*other*\")."],
+    ["aria_partition_published_bytes_total", "bytes", "Payload bytes published since start, by partition (the largest by bytes; the rest as partition=\"*other*\")."],
+  ] as const) {
+    out.family(name, "counter", help);
+    for (const [partition, sums] of top) out.sample(name, sums[key], { partition });
+    if (ranked.length > partitionsMax) out.sample(name, other[key], { partition: OTHER_PARTITION_LABEL });
+  }
+}
+
+function writeHistogram(out: PrometheusText, name: string, histogram: HistogramView, kind: string): void {
+  const cumulative = histogram.cumulative();
+  for (let i = 0; i < cumulative.length; i++) {
+    out.sample(`${name}_bucket`, cumulative[i], { kind, le: i < histogram.bounds.length ? String(histogram.bounds[i]) : "+Inf" });
+  }
+  out.sample(`${name}_sum`, histogram.sum, { kind });
+  out.sample(`${name}_count`, histogram.count, { kind });
+}

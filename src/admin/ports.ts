@@ -1,0 +1,69 @@
+/**
+ * Ports of the admin app: everything it reads from a running server, as small interfaces the
+ * runtime binds to the real broker, tip and store (src/runtime/server.ts) and tests bind to fakes.
+ * The app never reaches past these: no sockets, files or clocks of its own.
+ */
+import type { BrokerStats } from "../broker/broker.ts";
+import type { PlanMetrics, SplitAlgorithm, VolumeRow } from "../split/mod.ts";
+import type { Histogram } from "../stdx/histogram.ts";
+import type { StoreStats } from "../store/mod.ts";
+import type { TipStats } from "../tip/tip.ts";
+
+/** The counters of the server's parts, read together. */
+export interface ServerStats {
+  broker: BrokerStats;
+  tip: TipStats;
+  store: StoreStats;
+}
+
+/**
+ * Where topic volumes are measured. `live`: messages and payload bytes published since the server
+ * started (the broker's counters). `persisted`: what the data directory holds (closed segments and
+ * stores, measured by split stats; not wired yet, so servers answer null).
+ */
+export type VolumeSource = "live" | "persisted";
+
+/** Every VolumeSource, in the order the API lists them. */
+export const VOLUME_SOURCES: readonly VolumeSource[] = ["live", "persisted"];
+
+/** The last split run, as the split executor will report it. */
+export interface LastSplit {
+  /** When it finished, µs since the epoch. */
+  finishedUs: number;
+  durationSeconds: number;
+  algorithm: SplitAlgorithm;
+  metrics: PlanMetrics;
+}
+
+/** What the split subsystem has put on disk. */
+export interface SplitStatus {
+  /** Bytes of the subtree stores on disk (0 until split runs). */
+  storeBytes: number;
+  /** The last split, or null when none has run (the split executor will report it). */
+  last: LastSplit | null;
+}
+
+/** Reads the time (µs since the epoch), for rates. Structurally the broker's Clock. */
+export interface AdminClock {
+  nowUs(): number;
+}
+
+/** A histogram as the metrics read it (src/stdx/histogram.ts). */
+export type HistogramView = Pick<Histogram, "bounds" | "cumulative" | "sum" | "count">;
+
+/** What the admin app reads from a running server. */
+export interface AdminDependencies {
+  /** The broker's, tip's and store's counters. */
+  stats(): ServerStats;
+  /** Per-topic volumes from `source`, or null when this server cannot measure that source. */
+  volumes(source: VolumeSource): readonly VolumeRow[] | null;
+  /** Durations from SUBSCRIBED to CAUGHT_UP by where recovery started, in seconds. */
+  recoverySeconds(): { tip: HistogramView; disk: HistogramView };
+  /** The split subsystem's state. */
+  split(): SplitStatus;
+  clock: AdminClock;
+  /** When set, every route but /healthz and the static UI shell requires `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Extra routes the runtime adds behind the token check (the split's switch: split_routes.ts). */
+  routes?: (app: import("hono").Hono) => void;
+}

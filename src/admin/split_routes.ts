@@ -1,0 +1,36 @@
+/**
+ * split_routes: the routes a running server offers `aria split` (src/runtime/split_host.ts), so
+ * the server — the data directory's one owner — performs the switch while it serves:
+ *
+ *   GET  /internal/split/layout    {"layout": [{partition, segments, stores}]} closed data in force
+ *   POST /internal/split/reserve   {"count": n} → {"first": id}: ids for the split's new files
+ *   POST /internal/split/commit    {"removed": [ids], "added": [stores]} → {"ok": true}, or 409
+ *                                  with the reason when the swap no longer fits (nothing changed)
+ *
+ * Registered on the admin app through its `routes` hook, behind its token check.
+ */
+import type { Hono } from "hono";
+import type { SplitHost } from "../split/executor.ts";
+import type { LayoutSwap } from "../store/mod.ts";
+
+/** Adds the split routes to `app`, served by `host`; `onSwitched` hears of each switch. */
+export function addSplitRoutes(app: Hono, host: SplitHost, onSwitched?: (swap: LayoutSwap) => void): void {
+  app.get("/internal/split/layout", async (c) => c.json({ layout: await host.layout() }));
+  app.post("/internal/split/reserve", async (c) => {
+    const body = (await c.req.json().catch(() => null)) as { count?: unknown } | null;
+    const count = body?.count;
+    if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 1 || count > 1 << 24) return c.json({ error: "count must be an integer in 1..2^24" }, 400);
+    return c.json({ first: await host.reserveIds(count) });
+  });
+  app.post("/internal/split/commit", async (c) => {
+    const swap = (await c.req.json().catch(() => null)) as LayoutSwap | null;
+    if (swap === null || !Array.isArray(swap.removed) || !Array.isArray(swap.added)) return c.json({ error: "body must be {removed, added}" }, 400);
+    try {
+      await host.switchLayout(swap);
+    } catch (error) {
+      return c.json({ error: (error as Error).message }, 409);
+    }
+    onSwitched?.(swap);
+    return c.json({ ok: true });
+  });
+}

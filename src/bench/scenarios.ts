@@ -1,0 +1,820 @@
+/**
+ * Scenario benchmarks of a running server, driven through the client library: publish
+ * throughput, fan-out, publish→deliver latency, tip recovery of a 1% subtree against a
+ * full-stream reader, and initial recovery of a 1% subtree from disk. Each scenario returns a
+ * ScenarioResult: rows of numbers (what `--json` prints), the columns to render them with, notes
+ * and the targets of the issue checked against the measured figures.
+ *
+ * Not here: starting servers, temp directories, the clock, process I/O counters, page-cache
+ * eviction — the caller hands them in as a BenchEnv (src/cli/bench.ts builds it), so the same
+ * runners serve an in-process server, an external one (`--url`) and the smoke test.
+ *
+ * Stream shape of the recovery scenarios: topics `bench/p{k}/t{j}`, message i in partition
+ * k = i mod 100, so the subtree `bench/p0/**` is exactly 1% of the stream, spread evenly through it.
+ */
+import type { AriaClient, ClientSubscription } from "../client/mod.ts";
+import type { FsyncPolicy } from "../store/mod.ts";
+import { PATH_BATCH, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
+import { median, perSecond, Samples, summarize } from "./stats.ts";
+import { type Column, formatBytes, formatMBps, formatMs, formatRatio, formatSi, type Row } from "./table.ts";
+
+/** Names of the scenarios, in the order `all` runs them. */
+export const SCENARIOS = ["publish", "publish-path", "fanout", "latency", "tip-recovery", "disk-recovery"] as const;
+/** One scenario name. */
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** Ring record header bytes (src/tip/ring.ts): sizes the streams that fill a ring. */
+const RING_RECORD_HEADER_BYTES = 24;
+/** Partitions of the recovery streams: one of them is the 1% subtree. */
+const STREAM_PARTITIONS = 100;
+/** Topics per partition in the recovery streams. */
+const STREAM_TOPICS_PER_PARTITION = 4;
+/** The 1% subtree every recovery scenario reads. */
+const SUBTREE = "bench/p0/**";
+const SUBTREE_PREFIX = "bench/p0/";
+/** Messages per publishBatch call while filling a stream. */
+const FILL_BATCH = 4096;
+/** Publishes a paced publisher may have unacknowledged before it skips a tick. */
+const PACED_IN_FLIGHT_MAX = 1 << 18;
+/** How long a latency run waits for subscribers to receive the last messages. */
+const DRAIN_TIMEOUT_MS = 10_000;
+
+/** A server to benchmark: started in this process, or the external one of `--url`. */
+export interface BenchServer {
+  readonly url: string;
+  /** The server's fsync policy, or "external" when the bench did not start it. */
+  readonly fsync: FsyncPolicy | "external";
+  /** The first seq the tip holds (in-process only). */
+  tipFirstSeq(): number | null;
+  /** Subscriptions the broker started from disk / from the tip so far (in-process only). */
+  recoveries(): { disk: number; tip: number } | null;
+  /** Bytes in closed segments and journals (in-process only). */
+  storeBytes(): { segments: number; journals: number } | null;
+  /** Stops the server and starts it again on the same data directory; null when not possible. */
+  readonly restart: (() => Promise<BenchServer>) | null;
+  /** Evicts the data directory's files from the OS page cache; false when it cannot. */
+  dropCaches(): Promise<boolean>;
+  /** Stops the server and removes its data (a no-op for an external server). */
+  stop(): Promise<void>;
+}
+
+/** Bytes this process read: through read syscalls (files and sockets), and from storage devices. */
+export interface IoCounters {
+  readCallBytes: number;
+  storageReadBytes: number;
+}
+
+/** Everything the scenarios need from outside: servers, clients, the clock, progress output. */
+export interface BenchEnv {
+  /** A fresh server; `retainBytes` bounds its disk use (oldest segments deleted beyond it). */
+  server(options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number }): Promise<BenchServer>;
+  connect(url: string): Promise<AriaClient>;
+  /** A monotonic clock in milliseconds with sub-millisecond resolution. */
+  nowMs(): number;
+  sleep(ms: number): Promise<void>;
+  /** The current activity, for the progress line. */
+  progress(text: string): void;
+  /** This process's I/O counters, or null where the platform has none. */
+  io(): IoCounters | null;
+  /** CPU time of this process (user + system, all threads) in ms, or null. */
+  cpuMs(): number | null;
+  /** A store on a fresh temporary directory, for the publish-path breakdown. */
+  openStore: StoreFactory;
+}
+
+/** Sizes and knobs of a run; `benchOptions` fills them in. */
+export interface BenchOptions {
+  /** Measured time of one throughput / fan-out / latency run. */
+  durationMs: number;
+  /** Unmeasured time before each measured run (connections warm, JIT settled). */
+  warmupMs: number;
+  /** Runs of each measured cell; tables show the median. */
+  repeat: number;
+  /** Publishes a throughput publisher keeps unacknowledged. */
+  window: number;
+  /** Messages a throughput publisher hands the client per publishBatch call. */
+  batch: number;
+  publishers: number[];
+  payloadBytes: number[];
+  fsync: FsyncPolicy[];
+  /** Ring bytes of the servers of the publish, fan-out and latency scenarios. */
+  serverTipBytes: number;
+  /** Segment bytes those servers keep: long throughput runs would otherwise fill the disk. */
+  serverRetainBytes: number;
+  fanoutSubscribers: number[];
+  fanoutRate: number;
+  latencyRates: number[];
+  latencySubscribers: number;
+  latencyFsync: FsyncPolicy[];
+  /** Rounds of PATH_BATCH messages per measured run of each publish-path stage. */
+  pathRounds: number;
+  /** Ring bytes of the tip-recovery server; the stream fills 90% of it. */
+  tipBytes: number;
+  tipPayloadBytes: number;
+  /** Messages of the disk-recovery stream (much larger than its server's tip). */
+  diskMessages: number;
+  diskPayloadBytes: number;
+  diskTipBytes: number;
+}
+
+/** What `benchOptions` takes: `quick` for a smoke-test-sized run, and the command-line knobs. */
+export interface BenchOverrides {
+  quick?: boolean;
+  durationMs?: number;
+  messages?: number;
+  repeat?: number;
+  window?: number;
+  batch?: number;
+  tipBytes?: number;
+  /** fsync policies of the publish and latency scenarios. */
+  fsync?: FsyncPolicy[];
+  /** Publisher counts and payload sizes of the publish scenario. */
+  publishers?: number[];
+  payloadBytes?: number[];
+}
+
+/** The options of a full run, or of a `quick` one, with the overrides applied. */
+export function benchOptions(overrides: BenchOverrides = {}): BenchOptions {
+  const quick = overrides.quick === true;
+  const MiB = 1024 * 1024;
+  return {
+    durationMs: overrides.durationMs ?? (quick ? 200 : 3000),
+    warmupMs: quick ? 100 : 1000,
+    repeat: overrides.repeat ?? (quick ? 1 : 3),
+    window: overrides.window ?? (quick ? 8192 : 32_768),
+    batch: overrides.batch ?? (quick ? 2048 : 4096),
+    publishers: overrides.publishers ?? [1, 8],
+    payloadBytes: overrides.payloadBytes ?? [64, 1024],
+    fsync: overrides.fsync ?? ["always", "interval", "never"],
+    serverTipBytes: quick ? 8 * MiB : 256 * MiB,
+    serverRetainBytes: 1024 * MiB,
+    fanoutSubscribers: [1, 10, 100],
+    fanoutRate: quick ? 20_000 : 100_000,
+    latencyRates: quick ? [2_000, 10_000] : [10_000, 100_000],
+    latencySubscribers: 10,
+    latencyFsync: overrides.fsync ?? ["interval", "always"],
+    pathRounds: quick ? 8 : 250,
+    tipBytes: overrides.tipBytes ?? (quick ? 4 * MiB : 256 * MiB),
+    tipPayloadBytes: 64,
+    diskMessages: overrides.messages ?? (quick ? 20_000 : 2_000_000),
+    diskPayloadBytes: 256,
+    diskTipBytes: quick ? 256 * 1024 : 16 * MiB,
+  };
+}
+
+/** A target of the issue, checked against the measured figure. */
+export interface TargetCheck {
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+/** The outcome of one scenario. */
+export interface ScenarioResult {
+  scenario: ScenarioName;
+  title: string;
+  columns: Column[];
+  rows: Row[];
+  notes: string[];
+  targets: TargetCheck[];
+  elapsedMs: number;
+}
+
+/** Runs one scenario. */
+export async function runScenario(name: ScenarioName, env: BenchEnv, options: BenchOptions): Promise<ScenarioResult> {
+  const started = env.nowMs();
+  const result = await RUNNERS[name](env, options);
+  return { scenario: name, ...result, elapsedMs: env.nowMs() - started };
+}
+
+type Runner = (env: BenchEnv, options: BenchOptions) => Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">>;
+
+const RUNNERS: Record<ScenarioName, Runner> = {
+  publish: publishScenario,
+  "publish-path": publishPathScenario,
+  fanout: fanoutScenario,
+  latency: latencyScenario,
+  "tip-recovery": tipRecoveryScenario,
+  "disk-recovery": diskRecoveryScenario,
+};
+
+// ---- 1. Publish throughput --------------------------------------------------------------------
+
+async function publishScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const rows: Row[] = [];
+  for (const fsync of options.fsync) {
+    const server = await env.server({ fsync, tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+    try {
+      const cells = options.publishers.flatMap((publishers) => options.payloadBytes.map((payloadBytes) => ({ publishers, payloadBytes })));
+      const rates = cells.map(() => [] as number[]);
+      env.progress(`publish: fsync ${server.fsync}: warm-up`);
+      await publishRun(env, server.url, { publishers: 1, payloadBytes: 64, durationMs: options.warmupMs, window: options.window, batch: options.batch });
+      // Cells interleaved inside each repetition, so drift (disk, other load) spreads over all of them.
+      for (let rep = 0; rep < options.repeat; rep++) {
+        for (const [i, cell] of cells.entries()) {
+          env.progress(`publish: fsync ${server.fsync}, ${cell.publishers} publisher(s), ${cell.payloadBytes} B, run ${rep + 1}/${options.repeat}`);
+          const run = await publishRun(env, server.url, { ...cell, durationMs: options.durationMs, window: options.window, batch: options.batch });
+          rates[i].push(run.messagesPerSecond);
+        }
+      }
+      for (const [i, cell] of cells.entries()) {
+        const messagesPerSecond = median(rates[i]);
+        rows.push({
+          fsync: server.fsync,
+          publishers: cell.publishers,
+          payloadBytes: cell.payloadBytes,
+          messagesPerSecond,
+          payloadBytesPerSecond: messagesPerSecond * cell.payloadBytes,
+          minMessagesPerSecond: Math.min(...rates[i]),
+          maxMessagesPerSecond: Math.max(...rates[i]),
+          runs: rates[i].length,
+        });
+      }
+    } finally {
+      await server.stop();
+    }
+    if (server.fsync === "external") break;
+  }
+  const best = rows.filter((row) => row.payloadBytes === 64 && (row.fsync === "interval" || row.fsync === "external"));
+  const bestRate = Math.max(0, ...best.map((row) => row.messagesPerSecond as number));
+  return {
+    title: "Publish throughput (acknowledged)",
+    columns: [
+      { key: "fsync", header: "fsync" },
+      { key: "publishers", header: "publishers" },
+      { key: "payloadBytes", header: "payload B" },
+      { key: "messagesPerSecond", header: "msg/s (median)", format: formatSi },
+      { key: "payloadBytesPerSecond", header: "payload MB/s", format: formatMBps },
+      { key: "minMessagesPerSecond", header: "min msg/s", format: formatSi },
+      { key: "maxMessagesPerSecond", header: "max msg/s", format: formatSi },
+      { key: "runs", header: "runs" },
+    ],
+    rows,
+    notes: [
+      `Each publisher is one connection keeping up to ${options.window} publishes unacknowledged, handed to the client ${options.batch} at a time (publishBatch: one PUBLISH frame per call).`,
+      `A run publishes for ${options.durationMs} ms; msg/s counts acknowledged messages over the time to the last acknowledgement.`,
+    ],
+    targets: best.length === 0 ? [] : [{ target: "≥ 1 M msg/s published (64 B, fsync interval, batched client)", measured: `${formatSi(bestRate)} msg/s`, met: bestRate >= 1e6 }],
+  };
+}
+
+interface PublishRunOptions {
+  publishers: number;
+  payloadBytes: number;
+  durationMs: number;
+  window: number;
+  batch: number;
+}
+
+/** `publishers` connections publish as fast as their window allows for `durationMs`. */
+async function publishRun(env: BenchEnv, url: string, options: PublishRunOptions): Promise<{ messagesPerSecond: number }> {
+  const clients = await Promise.all(Array.from({ length: options.publishers }, () => env.connect(url)));
+  try {
+    const payload = new Uint8Array(options.payloadBytes).fill(0x61);
+    const started = env.nowMs();
+    const until = started + options.durationMs;
+    const results = await Promise.all(clients.map((client, i) => windowedPublisher(env, client, `bench/pub${i}/t`, payload, { ...options, untilMs: until })));
+    const acked = results.reduce((sum, r) => sum + r.acked, 0);
+    const lastAck = Math.max(...results.map((r) => r.lastAckMs));
+    return { messagesPerSecond: perSecond(acked, lastAck - started) };
+  } finally {
+    await Promise.all(clients.map((client) => client.close()));
+  }
+}
+
+/** Publishes `payload` on `topic` in batches, keeping at most `window` unacknowledged, until `untilMs`. */
+async function windowedPublisher(
+  env: BenchEnv,
+  client: AriaClient,
+  topic: string,
+  payload: Uint8Array,
+  options: { window: number; batch: number; untilMs: number },
+): Promise<{ acked: number; lastAckMs: number }> {
+  const batch = Math.max(1, Math.min(options.batch, options.window));
+  const messages = Array.from({ length: batch }, () => ({ topic, payload }));
+  let inFlight = 0;
+  let acked = 0;
+  let lastAckMs = env.nowMs();
+  let failure: unknown = null;
+  let wake: (() => void) | null = null;
+  const settled = (count: number) => {
+    inFlight -= count;
+    const resume = wake;
+    wake = null;
+    resume?.();
+  };
+  const onAck = () => {
+    acked += batch;
+    lastAckMs = env.nowMs();
+    settled(batch);
+  };
+  const onError = (error: unknown) => {
+    failure ??= error;
+    settled(batch);
+  };
+  while (failure === null && env.nowMs() < options.untilMs) {
+    if (inFlight + batch > options.window) {
+      await new Promise<void>((resolve) => (wake = resolve));
+      continue;
+    }
+    inFlight += batch;
+    client.publishBatch(messages).then(onAck, onError);
+    // Let the client send this batch before the next one is queued behind it.
+    await null;
+  }
+  while (inFlight > 0) await new Promise<void>((resolve) => (wake = resolve));
+  if (failure !== null) throw failure;
+  return { acked, lastAckMs };
+}
+
+// ---- 1b. Where a published message's time goes ------------------------------------------------
+
+async function publishPathScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const rows = await publishPathBreakdown(env, { rounds: options.pathRounds, repeat: options.repeat, tipBytes: options.serverTipBytes });
+  const cpuOf = (prefix: string) => (rows.find((row) => (row.stage as string).startsWith(prefix))?.cpuNsPerMessage as number | undefined) ?? Number.NaN;
+  const client = cpuOf("client");
+  const broker = cpuOf("server: broker");
+  const store = cpuOf("store: append + commit, 8 MiB");
+  const total = client + broker + store;
+  rows.push({ stage: "sum: client + broker + store with segments closing", cpuNsPerMessage: total, messagesPerCpuSecond: 1e9 / total });
+  return {
+    title: "Publish path: CPU per message by stage (64 B, no sockets)",
+    columns: [
+      { key: "stage", header: "stage" },
+      { key: "wallNsPerMessage", header: "wall ns/msg", format: (v) => v.toFixed(0) },
+      { key: "cpuNsPerMessage", header: "CPU ns/msg", format: (v) => v.toFixed(0) },
+      { key: "messagesPerCpuSecond", header: "msg per CPU-second", format: formatSi },
+      { key: "runs", header: "runs" },
+    ],
+    rows,
+    notes: [
+      `Each stage handles batches of ${PATH_BATCH} messages (one PUBLISH frame) in this process, without sockets; CPU counts every thread of the process (the store's file writes run on a thread pool). Medians of ${options.repeat} run(s) of ${options.pathRounds} batches.`,
+      "The broker row includes the decode and tip append rows. The sum is what one message costs the client and the server together, less the kernel's loopback TCP: the in-process publish scenario pays it on one JavaScript thread.",
+    ],
+    targets: [],
+  };
+}
+
+// ---- 2. Fan-out -------------------------------------------------------------------------------
+
+async function fanoutScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const server = await env.server({ fsync: "interval", tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+  const rows: Row[] = [];
+  try {
+    for (const subscriberCount of options.fanoutSubscribers) {
+      const totals: number[] = [];
+      const offered: number[] = [];
+      for (let rep = 0; rep < options.repeat; rep++) {
+        env.progress(`fanout: ${subscriberCount} subscriber(s) at ${formatSi(options.fanoutRate)} msg/s, run ${rep + 1}/${options.repeat}`);
+        const run = await fanoutRun(env, server.url, subscriberCount, options);
+        totals.push(run.deliveredPerSecond);
+        offered.push(run.publishedPerSecond);
+      }
+      const deliveredPerSecond = median(totals);
+      const publishedPerSecond = median(offered);
+      rows.push({
+        fsync: server.fsync,
+        subscribers: subscriberCount,
+        targetRate: options.fanoutRate,
+        publishedPerSecond,
+        deliveredPerSecond,
+        perSubscriberPerSecond: deliveredPerSecond / subscriberCount,
+        keptUpPercent: (100 * deliveredPerSecond) / (publishedPerSecond * subscriberCount),
+        runs: totals.length,
+      });
+    }
+  } finally {
+    await server.stop();
+  }
+  return {
+    title: "Fan-out to live subscribers of `**`",
+    columns: [
+      { key: "subscribers", header: "subscribers" },
+      { key: "targetRate", header: "target msg/s", format: formatSi },
+      { key: "publishedPerSecond", header: "published msg/s", format: formatSi },
+      { key: "deliveredPerSecond", header: "delivered msg/s (total)", format: formatSi },
+      { key: "perSubscriberPerSecond", header: "per subscriber", format: formatSi },
+      { key: "keptUpPercent", header: "delivered / (published × subs) %", format: (v) => v.toFixed(1) },
+      { key: "runs", header: "runs" },
+    ],
+    rows,
+    notes: [
+      `One publisher paced at the target rate (a burst every millisecond, 64 B payloads); each subscriber is its own connection iterating its subscription. fsync ${server.fsync}.`,
+      `Rates are measured over ${options.durationMs} ms after a ${options.warmupMs} ms warm-up. Below 100% the subscribers (and the server, same process) could not keep up: the server stopped their cursors and they caught up from the tip.`,
+    ],
+    targets: [],
+  };
+}
+
+/** Subscribers of `**` count what they receive while a paced publisher runs. */
+async function fanoutRun(env: BenchEnv, url: string, subscriberCount: number, options: BenchOptions): Promise<{ deliveredPerSecond: number; publishedPerSecond: number }> {
+  const subscribers = await liveSubscribers(env, url, subscriberCount, () => {});
+  const publisher = await env.connect(url);
+  try {
+    const started = env.nowMs();
+    const measureFrom = started + options.warmupMs;
+    const until = measureFrom + options.durationMs;
+    let deliveredAtStart = 0;
+    let publishedAtStart = 0;
+    const publishing = pacedPublisher(env, publisher, { rate: options.fanoutRate, payloadBytes: 64, startMs: started, untilMs: until, stamp: false });
+    await env.sleep(Math.max(0, measureFrom - env.nowMs()));
+    deliveredAtStart = subscribers.delivered();
+    publishedAtStart = publishing.published();
+    const measuredFrom = env.nowMs();
+    await env.sleep(Math.max(0, until - env.nowMs()));
+    const delivered = subscribers.delivered() - deliveredAtStart;
+    const published = publishing.published() - publishedAtStart;
+    const elapsed = env.nowMs() - measuredFrom;
+    await publishing.done;
+    return { deliveredPerSecond: perSecond(delivered, elapsed), publishedPerSecond: perSecond(published, elapsed) };
+  } finally {
+    await publisher.close();
+    await subscribers.close();
+  }
+}
+
+interface LiveSubscribers {
+  /** Messages received by all subscribers so far. */
+  delivered(): number;
+  /** Messages received by the subscriber that received the fewest. */
+  deliveredMin(): number;
+  close(): Promise<void>;
+}
+
+/** `count` connections, each subscribed to `**` from the live end; resolves once all are live. */
+async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (payload: Uint8Array) => void): Promise<LiveSubscribers> {
+  const clients = await Promise.all(Array.from({ length: count }, () => env.connect(url)));
+  const counts = new Float64Array(count);
+  const subscriptions = clients.map((client) => client.subscribe("**", { from: "live" }));
+  let failure: unknown = null;
+  const loops = subscriptions.map(async (subscription, i) => {
+    try {
+      for await (const message of subscription) {
+        onMessage(message.payload);
+        counts[i]++;
+      }
+    } catch (error) {
+      failure ??= error;
+    }
+  });
+  await Promise.all(subscriptions.map((subscription) => subscription.caughtUpAt));
+  return {
+    delivered: () => counts.reduce((sum, n) => sum + n, 0),
+    deliveredMin: () => counts.reduce((min, n) => Math.min(min, n), Infinity),
+    close: async () => {
+      await Promise.all(clients.map((client) => client.close()));
+      await Promise.all(loops);
+      if (failure !== null) throw failure;
+    },
+  };
+}
+
+interface PacedPublisher {
+  /** Messages handed to the client so far. */
+  published(): number;
+  /** Resolves when the publisher stopped and every publish was acknowledged. */
+  done: Promise<void>;
+}
+
+/**
+ * Publishes at `rate` messages/s: every millisecond, the messages due since the start, in one
+ * batch. With `stamp`, the first 8 bytes of each payload carry the send time in µs (f64).
+ */
+function pacedPublisher(
+  env: BenchEnv,
+  client: AriaClient,
+  options: { rate: number; payloadBytes: number; startMs: number; untilMs: number; stamp: boolean },
+): PacedPublisher {
+  let published = 0;
+  let inFlight = 0;
+  let failure: unknown = null;
+  let drained: (() => void) | null = null;
+  const payload = new Uint8Array(Math.max(8, options.payloadBytes)).fill(0x61);
+  const topic = "bench/live/t";
+  const settled = (count: number) => {
+    inFlight -= count;
+    if (inFlight === 0) drained?.();
+  };
+  const run = async () => {
+    while (failure === null && env.nowMs() < options.untilMs) {
+      const now = env.nowMs();
+      const due = Math.floor((options.rate * (now - options.startMs)) / 1000) - published;
+      if (due > 0 && inFlight < PACED_IN_FLIGHT_MAX) {
+        // One payload for the whole tick: the client copies it into the frame before the next one.
+        if (options.stamp) writeStamp(payload, now * 1000);
+        const messages = Array.from({ length: due }, () => ({ topic, payload }));
+        inFlight += due;
+        published += due;
+        client.publishBatch(messages).then(
+          () => settled(due),
+          (error: unknown) => {
+            failure ??= error;
+            settled(due);
+          },
+        );
+      }
+      await env.sleep(1);
+    }
+    while (inFlight > 0) await new Promise<void>((resolve) => (drained = resolve));
+    if (failure !== null) throw failure;
+  };
+  const done = run();
+  done.catch(() => {}); // awaited by the caller; this only keeps an early failure from counting as unhandled
+  return { published: () => published, done };
+}
+
+const stampBytes = new Uint8Array(8);
+const stampF64 = new Float64Array(stampBytes.buffer);
+
+/** Writes the send time `timeUs` into the first 8 bytes of `payload` (f64, host byte order). */
+function writeStamp(payload: Uint8Array, timeUs: number): void {
+  stampF64[0] = timeUs;
+  payload.set(stampBytes, 0);
+}
+
+/** The send time (µs) a paced publisher stamped into `payload`. */
+function stampOf(payload: Uint8Array): number {
+  for (let i = 0; i < 8; i++) stampBytes[i] = payload[i];
+  return stampF64[0];
+}
+
+// ---- 3. Latency -------------------------------------------------------------------------------
+
+async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const rows: Row[] = [];
+  for (const fsync of options.latencyFsync) {
+    const server = await env.server({ fsync, tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+    try {
+      for (const rate of options.latencyRates) {
+        env.progress(`latency: fsync ${server.fsync}, ${formatSi(rate)} msg/s, ${options.latencySubscribers} subscribers`);
+        rows.push({ fsync: server.fsync, ...(await latencyRun(env, server.url, rate, options)) });
+      }
+    } finally {
+      await server.stop();
+    }
+    if (server.fsync === "external") break;
+  }
+  const targetRow = rows.find((row) => row.rate === 100_000 && (row.fsync === "interval" || row.fsync === "external"));
+  const targets: TargetCheck[] = targetRow === undefined ? [] : [{
+    target: `p99 publish→deliver ≤ 2 ms at 100k msg/s with ${options.latencySubscribers} subscribers (fsync ${targetRow.fsync})`,
+    measured: `p99 ${formatMs(targetRow.p99Ms as number)} ms`,
+    met: (targetRow.p99Ms as number) <= 2,
+  }];
+  return {
+    title: `Publish→deliver latency, ${options.latencySubscribers} subscribers of \`**\``,
+    columns: [
+      { key: "fsync", header: "fsync" },
+      { key: "rate", header: "target msg/s", format: formatSi },
+      { key: "publishedPerSecond", header: "published msg/s", format: formatSi },
+      { key: "samples", header: "samples", format: formatSi },
+      { key: "p50Ms", header: "p50 ms", format: formatMs },
+      { key: "p99Ms", header: "p99 ms", format: formatMs },
+      { key: "p999Ms", header: "p99.9 ms", format: formatMs },
+      { key: "maxMs", header: "max ms", format: formatMs },
+      { key: "lostSamples", header: "not delivered" },
+    ],
+    rows,
+    notes: [
+      "Each payload carries its send time (µs, f64); each subscriber records receive time − send time for every message sent in the measured window (after the warm-up), waiting for the last ones to arrive.",
+      "A message is delivered once durable under the policy: `interval` acknowledges after the journal write (fsync every 50 ms), `always` after the fsync.",
+    ],
+    targets,
+  };
+}
+
+async function latencyRun(env: BenchEnv, url: string, rate: number, options: BenchOptions): Promise<Row> {
+  const samples = new Samples();
+  let measureFromUs = Infinity;
+  let measureUntilUs = Infinity;
+  let expected = 0;
+  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (payload) => {
+    const sentUs = stampOf(payload);
+    if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(env.nowMs() * 1000 - sentUs);
+  });
+  const publisher = await env.connect(url);
+  try {
+    const started = env.nowMs();
+    const measureFrom = started + options.warmupMs;
+    const until = measureFrom + options.durationMs;
+    measureFromUs = measureFrom * 1000;
+    measureUntilUs = until * 1000;
+    const publishing = pacedPublisher(env, publisher, { rate, payloadBytes: 64, startMs: started, untilMs: until, stamp: true });
+    await publishing.done;
+    expected = publishing.published();
+    const drainUntil = env.nowMs() + DRAIN_TIMEOUT_MS;
+    while (subscribers.deliveredMin() < expected && env.nowMs() < drainUntil) await env.sleep(5);
+    const summary = summarize(samples);
+    const measuredExpected = Math.round((expected * options.durationMs) / (until - started));
+    return {
+      rate,
+      publishedPerSecond: perSecond(expected, until - started),
+      subscribers: options.latencySubscribers,
+      samples: summary.count,
+      p50Ms: summary.p50 / 1000,
+      p99Ms: summary.p99 / 1000,
+      p999Ms: summary.p999 / 1000,
+      maxMs: summary.max / 1000,
+      lostSamples: Math.max(0, options.latencySubscribers * expected - subscribers.delivered()),
+      expectedSamples: measuredExpected * options.latencySubscribers,
+    };
+  } finally {
+    await publisher.close();
+    await subscribers.close();
+  }
+}
+
+// ---- 4. Tip recovery --------------------------------------------------------------------------
+
+async function tipRecoveryScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const server = await env.server({ fsync: "interval", tipBytes: options.tipBytes });
+  const rows: Row[] = [];
+  const notes: string[] = [];
+  const targets: TargetCheck[] = [];
+  try {
+    const recordBytes = RING_RECORD_HEADER_BYTES + ((options.tipPayloadBytes + 7) & ~7);
+    const messages = Math.floor((0.9 * options.tipBytes) / recordBytes);
+    const fill = await fillStream(env, server.url, messages, options.tipPayloadBytes, "tip-recovery");
+    const tipFirst = server.tipFirstSeq();
+    if (tipFirst !== null && tipFirst > fill.firstSeq) throw new Error(`tip-recovery: the ring dropped seq ${fill.firstSeq} (it starts at ${tipFirst}): the stream must fit the tip`);
+    const recoveriesBefore = server.recoveries();
+    const subtreeMs: number[] = [];
+    const fullMs: number[] = [];
+    let subtree: ReplayResult | null = null;
+    let full: ReplayResult | null = null;
+    for (let rep = 0; rep < options.repeat; rep++) {
+      env.progress(`tip-recovery: ${SUBTREE} from seq ${fill.firstSeq}, run ${rep + 1}/${options.repeat}`);
+      subtree = await replay(env, server.url, SUBTREE, fill.firstSeq);
+      subtreeMs.push(subtree.wallMs);
+      env.progress(`tip-recovery: ** from seq ${fill.firstSeq} (full-stream filter), run ${rep + 1}/${options.repeat}`);
+      full = await replay(env, server.url, "**", fill.firstSeq);
+      fullMs.push(full.wallMs);
+    }
+    const recoveriesAfter = server.recoveries();
+    const subtreeWall = median(subtreeMs);
+    const fullWall = median(fullMs);
+    rows.push(replayRow(`${SUBTREE} (server-side, indexed)`, subtree!, subtreeWall, subtreeMs.length));
+    rows.push(replayRow("** filtered by the client", full!, fullWall, fullMs.length));
+    const ratio = fullWall / subtreeWall;
+    if (subtree!.matching !== full!.matching) throw new Error(`tip-recovery: the readers disagree: ${subtree!.matching} vs ${full!.matching} matching messages`);
+    notes.push(
+      `Stream: ${messages.toLocaleString("en-US")} messages of ${options.tipPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(messages * recordBytes)} of ring records, 90% of a ${formatBytes(options.tipBytes)} tip); \`${SUBTREE}\` is 1% of it.`,
+      `Both readers subscribe from seq ${fill.firstSeq} (the oldest message of the stream, in the ring) with untilCaughtUp; wall time is from subscribe() to the end of the iteration. Median of ${subtreeMs.length} run(s), readers alternating.`,
+      `Ratio full-stream / subtree: ${formatRatio(ratio)}.`,
+    );
+    if (recoveriesBefore !== null && recoveriesAfter !== null) {
+      notes.push(`Broker: ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries, ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries during the replays.`);
+    }
+    targets.push({ target: "1% subtree replay from the tip ≥ 10x faster than a full-stream filter", measured: formatRatio(ratio), met: ratio >= 10 });
+  } finally {
+    await server.stop();
+  }
+  return { title: "Tip recovery over TCP: 1% subtree vs full-stream filter", columns: replayColumns(), rows, notes, targets };
+}
+
+// ---- 5. Initial recovery from disk ------------------------------------------------------------
+
+async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  let server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
+  const rows: Row[] = [];
+  const notes: string[] = [];
+  try {
+    const fill = await fillStream(env, server.url, options.diskMessages, options.diskPayloadBytes, "disk-recovery");
+    if (server.restart !== null) {
+      env.progress("disk-recovery: restarting the server on the same data");
+      const restartStarted = env.nowMs();
+      server = await server.restart();
+      notes.push(`The server was stopped (which sorts the journal into segments) and started again on the same data directory in ${formatMs(env.nowMs() - restartStarted)} ms, refilling its ${formatBytes(options.diskTipBytes)} tip from disk.`);
+    }
+    const bytes = server.storeBytes();
+    const recoveriesBefore = server.recoveries();
+    for (const [filter, label] of [[SUBTREE, `${SUBTREE} (1%)`], ["**", "** filtered by the client"]] as const) {
+      const cold = await server.dropCaches();
+      env.progress(`disk-recovery: ${filter} from seq ${fill.firstSeq}`);
+      const ioBefore = env.io();
+      const result = await replay(env, server.url, filter, fill.firstSeq);
+      const ioAfter = env.io();
+      rows.push({
+        ...replayRow(label, result, result.wallMs, 1),
+        pageCache: cold ? "dropped" : "warm",
+        storageReadBytes: ioBefore === null || ioAfter === null ? null : ioAfter.storageReadBytes - ioBefore.storageReadBytes,
+        readCallBytes: ioBefore === null || ioAfter === null ? null : ioAfter.readCallBytes - ioBefore.readCallBytes,
+      });
+    }
+    const recoveriesAfter = server.recoveries();
+    notes.push(
+      `Stream: ${options.diskMessages.toLocaleString("en-US")} messages of ${options.diskPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(options.diskMessages * options.diskPayloadBytes)} of payload) behind a ${formatBytes(options.diskTipBytes)} tip; both readers start at seq ${fill.firstSeq}, the oldest message.`,
+    );
+    if (bytes !== null) notes.push(`On disk before the replays: ${formatBytes(bytes.segments)} in segments, ${formatBytes(bytes.journals)} in journals.`);
+    if (recoveriesBefore !== null && recoveriesAfter !== null) {
+      notes.push(`Broker: ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries, ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries during the replays.`);
+    }
+    notes.push("storage read: bytes this process read from the block device (/proc/self/io read_bytes; 0 when the page cache served them); read(): bytes through read syscalls, files and sockets of server and client alike (rchar).");
+  } finally {
+    await server.stop();
+  }
+  return {
+    title: "Initial recovery from disk: 1% subtree from the oldest message",
+    columns: [
+      ...replayColumns(),
+      { key: "pageCache", header: "page cache" },
+      { key: "storageReadBytes", header: "storage read", format: formatBytes },
+      { key: "readCallBytes", header: "read()", format: formatBytes },
+    ],
+    rows,
+    notes,
+    targets: [],
+  };
+}
+
+// ---- Shared: filling a stream, replaying it -----------------------------------------------------
+
+function streamTopic(i: number): string {
+  const partition = i % STREAM_PARTITIONS;
+  const topic = Math.floor(i / STREAM_PARTITIONS) % STREAM_TOPICS_PER_PARTITION;
+  return `bench/p${partition}/t${topic}`;
+}
+
+/** Publishes `count` messages of the recovery stream shape; returns the seq of the first. */
+async function fillStream(env: BenchEnv, url: string, count: number, payloadBytes: number, label: string): Promise<{ firstSeq: number; lastSeq: number }> {
+  const client = await env.connect(url);
+  try {
+    const payload = new Uint8Array(payloadBytes).fill(0x62);
+    const topics = Array.from({ length: STREAM_PARTITIONS * STREAM_TOPICS_PER_PARTITION }, (_, i) => streamTopic(i));
+    const period = topics.length;
+    let firstSeq = Infinity;
+    let lastSeq = 0;
+    let sent = 0;
+    const inFlight = new Set<Promise<void>>();
+    const started = env.nowMs();
+    while (sent < count) {
+      const size = Math.min(FILL_BATCH, count - sent);
+      const messages = Array.from({ length: size }, (_, k) => ({ topic: topics[(sent + k) % period], payload }));
+      sent += size;
+      const ack = client.publishBatch(messages).then((result) => {
+        firstSeq = Math.min(firstSeq, result.firstSeq);
+        lastSeq = Math.max(lastSeq, result.firstSeq + result.count - 1);
+        inFlight.delete(ack);
+      });
+      inFlight.add(ack);
+      if (inFlight.size >= 8) await Promise.race(inFlight);
+      if ((sent / FILL_BATCH) % 64 === 0) env.progress(`${label}: filling ${formatSi(sent)} / ${formatSi(count)} messages (${formatSi(perSecond(sent, env.nowMs() - started))} msg/s)`);
+    }
+    await Promise.all(inFlight);
+    return { firstSeq, lastSeq };
+  } finally {
+    await client.close();
+  }
+}
+
+interface ReplayResult {
+  delivered: number;
+  matching: number;
+  matchingPayloadBytes: number;
+  wallMs: number;
+}
+
+/** Subscribes to `filter` from `fromSeq` until caught up, on a fresh connection; counts the 1% subtree's messages. */
+async function replay(env: BenchEnv, url: string, filter: string, fromSeq: number): Promise<ReplayResult> {
+  const client = await env.connect(url);
+  try {
+    let delivered = 0;
+    let matching = 0;
+    let matchingPayloadBytes = 0;
+    const started = env.nowMs();
+    const subscription: ClientSubscription = client.subscribe(filter, { from: fromSeq, untilCaughtUp: true });
+    for await (const message of subscription) {
+      delivered++;
+      if (message.topic.startsWith(SUBTREE_PREFIX)) {
+        matching++;
+        matchingPayloadBytes += message.payload.length;
+      }
+    }
+    return { delivered, matching, matchingPayloadBytes, wallMs: env.nowMs() - started };
+  } finally {
+    await client.close();
+  }
+}
+
+function replayRow(reader: string, result: ReplayResult, wallMs: number, runs: number): Row {
+  return {
+    reader,
+    delivered: result.delivered,
+    matching: result.matching,
+    wallMs,
+    matchingPerSecond: perSecond(result.matching, wallMs),
+    matchingPayloadBytesPerSecond: perSecond(result.matchingPayloadBytes, wallMs),
+    runs,
+  };
+}
+
+function replayColumns(): Column[] {
+  return [
+    { key: "reader", header: "reader" },
+    { key: "delivered", header: "messages delivered" },
+    { key: "matching", header: "1% subtree messages" },
+    { key: "wallMs", header: "wall ms", format: formatMs },
+    { key: "matchingPerSecond", header: "subtree msg/s", format: formatSi },
+    { key: "matchingPayloadBytesPerSecond", header: "subtree payload MB/s", format: formatMBps },
+    { key: "runs", header: "runs" },
+  ];
+}

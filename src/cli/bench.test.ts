@@ -1,0 +1,82 @@
+import { expect, test } from "bun:test";
+import { benchOptions, formatBytes, formatSi, markdownTable, median, percentile, Samples, SCENARIOS, summarize } from "../bench/mod.ts";
+import { runCli, type CliIo } from "./mod.ts";
+
+function capture(): CliIo & { stdout: string; stderr: string } {
+  const io = { stdout: "", stderr: "", out: (t: string) => { io.stdout += t; }, err: (t: string) => { io.stderr += t; } };
+  return io;
+}
+
+test("aria bench --quick --scenario all --json: every scenario produces numbers", async () => {
+  const io = capture();
+  const code = await runCli(["bench", "--quick", "--scenario", "all", "--json"], io);
+  if (code !== 0) console.error(io.stderr);
+  expect(code).toBe(0);
+  const report = JSON.parse(io.stdout) as { scenarios: { scenario: string; rows: Record<string, unknown>[]; targets: { met: boolean }[] }[] };
+  expect(report.scenarios.map((s) => s.scenario)).toEqual([...SCENARIOS]);
+  const rowsOf = (name: string) => report.scenarios.find((s) => s.scenario === name)!.rows;
+  const positive = (rows: Record<string, unknown>[], key: string) => {
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) expect(row[key] as number).toBeGreaterThan(0);
+  };
+  const publish = rowsOf("publish");
+  expect(publish.length).toBe(2 * 2 * 3); // publishers × payloads × fsync policies
+  positive(publish, "messagesPerSecond");
+  const path = rowsOf("publish-path");
+  expect(path.length).toBe(7); // six stages and their sum
+  positive(path, "cpuNsPerMessage");
+  const fanout = rowsOf("fanout");
+  expect(fanout.map((row) => row.subscribers)).toEqual([1, 10, 100]);
+  positive(fanout, "deliveredPerSecond");
+  const latency = rowsOf("latency");
+  expect(latency.length).toBe(4);
+  positive(latency, "samples");
+  positive(latency, "p99Ms");
+  for (const name of ["tip-recovery", "disk-recovery"]) {
+    const rows = rowsOf(name);
+    expect(rows.length).toBe(2);
+    positive(rows, "wallMs");
+    // Both readers saw the same 1% of the stream: the subtree one only that, the other all of it.
+    expect(rows[0].matching).toBe(rows[1].matching);
+    expect(rows[0].delivered).toBe(rows[0].matching);
+    expect(rows[1].delivered as number).toBeGreaterThan(rows[1].matching as number);
+  }
+  expect(io.stderr).toContain("aria bench: disk-recovery: done in");
+}, 60_000);
+
+test("aria bench: wrong arguments are usage errors", async () => {
+  const io = capture();
+  expect(await runCli(["bench", "--scenario", "nope"], io)).toBe(2);
+  expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(`"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, latency, tip-recovery, disk-recovery, all"`);
+  const help = capture();
+  expect(await runCli(["bench", "--help"], help)).toBe(0);
+  expect(help.stdout).toContain("Usage: aria bench");
+});
+
+test("bench stats and tables", () => {
+  const samples = new Samples();
+  for (let i = 1000; i >= 1; i--) samples.add(i);
+  expect(summarize(samples)).toMatchInlineSnapshot(`
+    {
+      "count": 1000,
+      "max": 1000,
+      "mean": 500.5,
+      "p50": 500,
+      "p99": 990,
+      "p999": 999,
+    }
+  `);
+  expect(percentile(new Float64Array([]), 0.5)).toBeNaN();
+  expect(median([3, 1, 2])).toBe(2);
+  expect(median([4, 1, 2, 3])).toBe(2.5);
+  expect([formatSi(1_234_567), formatSi(45_600), formatSi(999), formatBytes(256 * 1024 * 1024)]).toEqual(["1.23 M", "46 k", "999", "256 MiB"]);
+  expect(markdownTable([{ key: "name", header: "name" }, { key: "rate", header: "msg/s", format: formatSi }], [{ name: "a", rate: 1e6 }, { name: "bb", rate: null }]))
+    .toMatchInlineSnapshot(`
+      "| name |  msg/s |
+      | ---- | -----: |
+      | a    | 1.00 M |
+      | bb   |      - |
+      "
+    `);
+  expect(benchOptions({ quick: true }).durationMs).toBeLessThan(benchOptions().durationMs);
+});

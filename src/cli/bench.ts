@@ -1,0 +1,352 @@
+/**
+ * `aria bench`: scenario benchmarks of a running server — publish throughput, fan-out, latency,
+ * tip recovery, initial recovery from disk (src/bench/scenarios.ts). By default it starts each
+ * server in this process on 127.0.0.1 with a fresh temporary data directory, removed afterwards;
+ * with --url it benchmarks a server that is already running. A progress line goes to stderr
+ * (rewritten in place on a terminal, one line per scenario otherwise), the results to stdout as
+ * markdown tables, or as JSON with --json.
+ *
+ * This file is the bench's edge: it alone touches the process (temp directories, /proc/self/io,
+ * `dd` to evict files from the page cache, the terminal); the scenarios get all of it as a BenchEnv.
+ */
+import { readFileSync } from "node:fs";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  type BenchEnv,
+  benchOptions,
+  type BenchOverrides,
+  type BenchServer,
+  type IoCounters,
+  markdownTable,
+  runScenario,
+  type ScenarioName,
+  type ScenarioResult,
+  SCENARIOS,
+} from "../bench/mod.ts";
+import { connect } from "../client/mod.ts";
+import { parseTcpUrl } from "../client/mod.ts";
+import { BunDisk } from "../runtime/bun_disk.ts";
+import { scheduleAfter } from "../runtime/clock.ts";
+import { nativeCrc32 } from "../runtime/crc32.ts";
+import { startServer } from "../runtime/server.ts";
+import { type FsyncPolicy, Store } from "../store/mod.ts";
+import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError } from "./args.ts";
+import { EXIT_FAILURE, EXIT_OK, processIo, type CliIo } from "./cli_io.ts";
+
+/** Usage of `aria bench`. */
+export const BENCH_USAGE = `Usage: aria bench [options]
+
+Runs scenario benchmarks against an Aria server: by default servers it starts in this process
+on 127.0.0.1 (a fresh temporary data directory each, removed afterwards), or --url's.
+
+Scenarios (in this order for all):
+  publish        acknowledged msg/s: 1 and 8 publishers, 64 B and 1 KiB, each fsync policy
+  publish-path   CPU per published message by stage (client, decode, tip, broker, store)
+  fanout         delivered msg/s to 1, 10 and 100 live subscribers of **
+  latency        publish->deliver p50/p99/p99.9 at fixed rates, 10 subscribers
+  tip-recovery   1% subtree replayed from the tip vs a full-stream reader filtering it
+  disk-recovery  1% subtree replayed from disk after a restart, page cache dropped
+
+Options:
+  --scenario NAME|all    a scenario, a comma-separated list, or all (default all)
+  --duration DURATION    measured time of each throughput or latency run (default 3s)
+  --messages N           messages of the disk-recovery stream (default 2000000)
+  --repeat N             runs of each measured cell; tables show medians (default 3)
+  --window N             publishes a throughput publisher keeps unacknowledged (default 32768)
+  --batch N              messages per publishBatch call of that publisher (default 4096)
+  --tip-bytes SIZE       tip of the tip-recovery server, filled to 90% (default 256MiB)
+  --publishers LIST      publisher counts of publish, comma-separated (default 1,8)
+  --payload LIST         payload bytes of publish, comma-separated (default 64,1024)
+  --fsync LIST           fsync policies of publish and latency, comma-separated
+                         (default always,interval,never for publish; interval,always for latency)
+  --quick                small sizes and short runs: a smoke test in seconds
+  --json                 print the results as JSON instead of markdown tables
+  --url URL              benchmark this running server (its own fsync policy and tip size:
+                         pass its --tip-bytes; disk-recovery needs a tip much smaller than
+                         --messages of 256 B)
+  --data-dir DIR         parent of the temporary data directories (default: the OS temp dir)
+  -h, --help             show this help
+`;
+
+/** Runs `aria bench`. */
+export async function benchCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommand(args, {
+    scenario: { type: "string" },
+    duration: { type: "string" },
+    messages: { type: "string" },
+    repeat: { type: "string" },
+    window: { type: "string" },
+    batch: { type: "string" },
+    "tip-bytes": { type: "string" },
+    fsync: { type: "string" },
+    publishers: { type: "string" },
+    payload: { type: "string" },
+    quick: { type: "boolean" },
+    json: { type: "boolean" },
+    url: { type: "string" },
+    "data-dir": { type: "string" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help === true) {
+    io.out(BENCH_USAGE);
+    return EXIT_OK;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const scenarios = parseScenarios(stringFlag(values, "scenario", "all"));
+  const overrides: BenchOverrides = { quick: values.quick === true };
+  if (typeof values.duration === "string") overrides.durationMs = positive(parseDuration(values.duration, "--duration"), "--duration");
+  if (typeof values.messages === "string") overrides.messages = positive(parseCount(values.messages, "--messages"), "--messages");
+  if (typeof values.repeat === "string") overrides.repeat = positive(parseCount(values.repeat, "--repeat"), "--repeat");
+  if (typeof values.window === "string") overrides.window = positive(parseCount(values.window, "--window"), "--window");
+  if (typeof values.batch === "string") overrides.batch = positive(parseCount(values.batch, "--batch"), "--batch");
+  if (typeof values["tip-bytes"] === "string") overrides.tipBytes = positive(parseSize(values["tip-bytes"], "--tip-bytes"), "--tip-bytes");
+  if (typeof values.fsync === "string") overrides.fsync = parseFsyncList(values.fsync);
+  if (typeof values.publishers === "string") overrides.publishers = parseCountList(values.publishers, "--publishers");
+  if (typeof values.payload === "string") overrides.payloadBytes = parseCountList(values.payload, "--payload");
+  const url = typeof values.url === "string" ? values.url : null;
+  if (url !== null) {
+    try {
+      parseTcpUrl(url);
+    } catch (error) {
+      throw new UsageError(`--url: ${(error as Error).message}`);
+    }
+  }
+  const options = benchOptions(overrides);
+  const progress = progressLine(io);
+  const env = benchEnv({ url, parentDir: stringFlag(values, "data-dir", tmpdir()), progress: progress.update });
+  const results: ScenarioResult[] = [];
+  const machine = machineInfo(url);
+  try {
+    for (const name of scenarios) {
+      const result = await runScenario(name, env, options);
+      results.push(result);
+      progress.done(`${name}: done in ${(result.elapsedMs / 1000).toFixed(1)} s`);
+    }
+  } catch (error) {
+    progress.done("");
+    io.err(`aria bench: ${(error as Error).message}\n`);
+    return EXIT_FAILURE;
+  }
+  progress.done("");
+  if (values.json === true) io.out(`${JSON.stringify({ machine, options, scenarios: results }, null, 2)}\n`);
+  else io.out(renderMarkdown(machine, results));
+  return EXIT_OK;
+}
+
+function parseScenarios(text: string): ScenarioName[] {
+  if (text === "all") return [...SCENARIOS];
+  const names = text.split(",").map((name) => name.trim());
+  for (const name of names) {
+    if (!(SCENARIOS as readonly string[]).includes(name)) throw new UsageError(`--scenario: "${name}" is not one of ${SCENARIOS.join(", ")}, all`);
+  }
+  return names as ScenarioName[];
+}
+
+const FSYNC_POLICIES: readonly FsyncPolicy[] = ["always", "interval", "never"];
+
+function parseFsyncList(text: string): FsyncPolicy[] {
+  const policies = text.split(",").map((policy) => policy.trim());
+  for (const policy of policies) {
+    if (!(FSYNC_POLICIES as readonly string[]).includes(policy)) throw new UsageError(`--fsync: "${policy}" is not one of ${FSYNC_POLICIES.join(", ")}`);
+  }
+  return policies as FsyncPolicy[];
+}
+
+function parseCountList(text: string, flag: string): number[] {
+  return text.split(",").map((part) => positive(parseCount(part.trim(), flag), flag));
+}
+
+function positive(value: number, flag: string): number {
+  if (!(value > 0)) throw new UsageError(`${flag}: must be more than 0`);
+  return value;
+}
+
+// ---- Output ------------------------------------------------------------------------------------
+
+interface MachineInfo {
+  date: string;
+  cpus: number;
+  cpuModel: string;
+  bun: string;
+  platform: string;
+  server: string;
+}
+
+function machineInfo(url: string | null): MachineInfo {
+  const list = cpus();
+  return {
+    date: new Date().toISOString(),
+    cpus: list.length,
+    cpuModel: list[0]?.model ?? "unknown",
+    bun: typeof Bun !== "undefined" ? Bun.version : "unknown",
+    platform: `${process.platform} ${process.arch}`,
+    server: url ?? "in-process (127.0.0.1, port 0, temporary data directories)",
+  };
+}
+
+/** The results as markdown: one section per scenario, then the targets. */
+function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string {
+  const parts = [
+    `# aria bench\n\n${machine.date} · ${machine.cpus} × ${machine.cpuModel} · bun ${machine.bun} · ${machine.platform} · server: ${machine.server}\n`,
+  ];
+  for (const result of results) {
+    parts.push(`## ${result.title}\n\n${markdownTable(result.columns, result.rows)}`);
+    if (result.notes.length > 0) parts.push(result.notes.map((note) => `- ${note}`).join("\n") + "\n");
+  }
+  const targets = results.flatMap((result) => result.targets);
+  if (targets.length > 0) {
+    const rows = targets.map((t) => ({ target: t.target, measured: t.measured, met: t.met }));
+    parts.push(`## Targets\n\n${markdownTable([{ key: "target", header: "target" }, { key: "measured", header: "measured" }, { key: "met", header: "met" }], rows)}`);
+  }
+  return parts.join("\n");
+}
+
+/** The progress line: rewritten in place on a terminal; otherwise only `done` lines are printed. */
+function progressLine(io: CliIo): { update(text: string): void; done(text: string): void } {
+  const tty = io === processIo && process.stderr.isTTY === true;
+  const width = tty ? Math.max(40, (process.stderr.columns ?? 100) - 1) : 0;
+  let shown = false;
+  return {
+    update(text) {
+      if (!tty) return;
+      io.err(`\r\x1b[K${`aria bench: ${text}`.slice(0, width)}`);
+      shown = true;
+    },
+    done(text) {
+      if (tty && shown) io.err("\r\x1b[K");
+      shown = false;
+      if (text !== "") io.err(`aria bench: ${text}\n`);
+    },
+  };
+}
+
+// ---- The environment the scenarios run in ---------------------------------------------------------
+
+function benchEnv(options: { url: string | null; parentDir: string; progress: (text: string) => void }): BenchEnv {
+  return {
+    server: (serverOptions) => (options.url !== null ? Promise.resolve(externalServer(options.url)) : inProcessServer(options.parentDir, serverOptions)),
+    connect: (url) => connect(url, { clientName: "aria-bench", reconnect: false }),
+    nowMs: () => performance.now(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    progress: options.progress,
+    io: readIoCounters,
+    cpuMs: () => {
+      const usage = process.cpuUsage();
+      return (usage.user + usage.system) / 1000;
+    },
+    openStore: async ({ segmentBytesMax }) => {
+      const dataDir = await mkdtemp(join(options.parentDir, "aria-bench-store-"));
+      try {
+        const { store } = await Store.open(new BunDisk(dataDir), { fsync: "interval", schedule: scheduleAfter, crc32: nativeCrc32, segmentBytesMax });
+        return {
+          store,
+          close: async () => {
+            try {
+              await store.close({ sort: false });
+            } finally {
+              await rm(dataDir, { recursive: true, force: true });
+            }
+          },
+        };
+      } catch (error) {
+        await rm(dataDir, { recursive: true, force: true });
+        throw error;
+      }
+    },
+  };
+}
+
+function externalServer(url: string): BenchServer {
+  return {
+    url,
+    fsync: "external",
+    tipFirstSeq: () => null,
+    recoveries: () => null,
+    storeBytes: () => null,
+    restart: null,
+    dropCaches: async () => false,
+    stop: async () => {},
+  };
+}
+
+/** A server in this process on a fresh temporary data directory; stop() removes the directory. */
+async function inProcessServer(parentDir: string, options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number }): Promise<BenchServer> {
+  const dataDir = await mkdtemp(join(parentDir, "aria-bench-"));
+  const start = async (): Promise<BenchServer> => {
+    const running = await startServer({
+      host: "127.0.0.1",
+      port: 0,
+      adminPort: 0,
+      dataDir,
+      tipBytes: options.tipBytes - (options.tipBytes % 8),
+      fsync: options.fsync,
+      retainBytes: options.retainBytes,
+    });
+    return {
+      url: running.tcpUrl,
+      fsync: options.fsync,
+      tipFirstSeq: () => (running.tip.ring.count > 0 ? running.tip.ring.firstSeq : null),
+      recoveries: () => running.broker.stats().recoveries,
+      storeBytes: () => {
+        const stats = running.store.stats();
+        return { segments: stats.segmentBytes, journals: stats.journalBytes };
+      },
+      restart: async () => {
+        await running.stop();
+        return start();
+      },
+      dropCaches: () => dropPageCache(dataDir),
+      stop: async () => {
+        try {
+          await running.stop();
+        } finally {
+          await rm(dataDir, { recursive: true, force: true });
+        }
+      },
+    };
+  };
+  try {
+    return await start();
+  } catch (error) {
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/**
+ * Evicts every file under `dir` from the page cache (posix_fadvise DONTNEED through
+ * `dd iflag=nocache count=0`), so the next reads come from the device. Files must be clean
+ * (written and synced): dirty pages stay. False when dd is missing or fails.
+ */
+async function dropPageCache(dir: string): Promise<boolean> {
+  let files: string[];
+  try {
+    files = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+  } catch {
+    return false;
+  }
+  for (const file of files) {
+    try {
+      const child = Bun.spawn(["dd", `if=${file}`, "iflag=nocache", "count=0", "status=none"], { stdout: "ignore", stderr: "ignore" });
+      if ((await child.exited) !== 0) return false;
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
+
+/** rchar and read_bytes of /proc/self/io (Linux), or null. */
+function readIoCounters(): IoCounters | null {
+  let text: string;
+  try {
+    text = readFileSync("/proc/self/io", "utf8");
+  } catch {
+    return null;
+  }
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+  const counters = { readCallBytes: field("rchar"), storageReadBytes: field("read_bytes") };
+  return Number.isNaN(counters.readCallBytes) || Number.isNaN(counters.storageReadBytes) ? null : counters;
+}

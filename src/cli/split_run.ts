@@ -1,0 +1,179 @@
+/**
+ * `aria split` (the rewrite) and `aria split stats`: argument parsing, the owner of the data
+ * directory (a running server or this process: src/runtime/split_owner.ts), the worker pool, the
+ * progress line and the before/after table. The work itself is src/split/executor.ts.
+ */
+import { SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
+import { inProcessRunner } from "../split/in_process.ts";
+import { executeSplit, measureVolumes, type SplitProgress, type SplitReport } from "../split/executor.ts";
+import { SPLIT_ALGORITHMS, volumeTableOf, VOLUME_TABLE_HEADER, type PlanMetrics, type SplitAlgorithm } from "../split/mod.ts";
+import { nativeCrc32 } from "../runtime/crc32.ts";
+import { workerRunner } from "../runtime/split_pool.ts";
+import { defaultWorkers, nowMs, openSplitOwner, stderrIsTerminal } from "../runtime/split_owner.ts";
+import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
+import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+
+/** Usage of `aria split` (the rewrite). */
+export const SPLIT_RUN_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--dry-run]
+
+Measures the per-topic volumes of the closed segments and stores of a data directory, plans, and
+rewrites each partition into its subtree stores on worker threads (one partition per task), then
+switches to the new layout in one durable step and removes the files it replaced. Safe while
+'aria serve' uses the directory: the server performs the switch. Ends with the plan metrics of
+the layout before and after.
+
+Options:
+  --data-dir DIR      the data directory (default ./aria-data)
+  --algorithm NAME    adaptive (default) or heuristic
+  --max-stores N      adaptive's budget of stores (default: the heuristic's store count)
+  --workers N         worker threads (default: the number of cores)
+  --dry-run           measure and plan, print the metrics, change nothing
+  --json              print the report as one JSON document
+  -h, --help          show this help
+`;
+
+/** Usage of `aria split stats`. */
+export const SPLIT_STATS_USAGE = `Usage: aria split stats [--data-dir DIR] [--json|--csv]
+
+Prints the per-topic volumes (record bytes, messages) of the closed segments and subtree stores
+of a data directory: the volume table 'aria split plan --volumes' reads (CSV, the default).
+
+Options:
+  --data-dir DIR      the data directory (default ./aria-data)
+  --csv               CSV with the header topic,bytes,messages (default)
+  --json              {"topics": [{"topic", "bytes", "messages"}]}
+  -h, --help          show this help
+`;
+
+/** Runs `aria split [flags]`. */
+export async function splitRunCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommand(args, {
+    "data-dir": { type: "string" },
+    algorithm: { type: "string" },
+    "max-stores": { type: "string" },
+    workers: { type: "string" },
+    "dry-run": { type: "boolean" },
+    json: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help === true) {
+    io.out(SPLIT_RUN_USAGE);
+    return EXIT_OK;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const algorithm = stringFlag(values, "algorithm", "adaptive");
+  if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm)) throw new UsageError(`--algorithm: "${algorithm}" is not heuristic or adaptive`);
+  const maxStoresText = stringFlag(values, "max-stores", "");
+  if (maxStoresText !== "" && algorithm !== "adaptive") throw new UsageError("--max-stores applies to --algorithm adaptive only");
+  const maxStores = maxStoresText === "" ? undefined : parseCount(maxStoresText, "--max-stores");
+  const workersText = stringFlag(values, "workers", "");
+  const workers = workersText === "" ? defaultWorkers() : parseCount(workersText, "--workers");
+  if (workers < 1 || workers > 256) throw new UsageError("--workers: must be between 1 and 256");
+  const dataDir = stringFlag(values, "data-dir", "./aria-data");
+
+  const owner = await openSplitOwner(dataDir);
+  if (typeof owner === "string") {
+    io.err(`aria split: ${owner}\n`);
+    return EXIT_FAILURE;
+  }
+  const started = nowMs();
+  const runner = workerRunner(dataDir, workers);
+  const terminal = stderrIsTerminal();
+  let report: SplitReport;
+  try {
+    report = await executeSplit(owner.host, runner, owner.disk, {
+      plan: { algorithm: algorithm as SplitAlgorithm, maxStores },
+      workers,
+      dryRun: values["dry-run"] === true,
+      intervalBytes: SEGMENT_INDEX_INTERVAL_BYTES,
+      onProgress: terminal ? (progress) => io.err(`\r\x1b[K${progressLine(progress, nowMs() - started)}`) : undefined,
+    });
+  } catch (error) {
+    if (terminal) io.err("\r\x1b[K");
+    io.err(`aria split: ${(error as Error).message}\n`);
+    return EXIT_FAILURE;
+  } finally {
+    runner.close();
+    await owner.close();
+  }
+  if (terminal) io.err("\r\x1b[K");
+  const seconds = (nowMs() - started) / 1000;
+  if (values.json === true) {
+    const { table: _table, ...rest } = report;
+    io.out(`${JSON.stringify({ ...rest, via: owner.via, dryRun: values["dry-run"] === true, seconds })}\n`);
+  } else {
+    io.out(reportText(report, { seconds, dryRun: values["dry-run"] === true, via: owner.via, workers }));
+  }
+  return EXIT_OK;
+}
+
+function progressLine(progress: SplitProgress, elapsedMs: number): string {
+  const mb = progress.bytesDone / 1e6;
+  const rate = elapsedMs > 0 ? mb / (elapsedMs / 1000) : 0;
+  const percent = progress.bytesTotal > 0 ? Math.floor((100 * progress.bytesDone) / progress.bytesTotal) : 100;
+  return `${progress.phase} ${progress.done}/${progress.total} partitions, ${percent}% (${mb.toFixed(1)} MB, ${rate.toFixed(1)} MB/s) ${progress.partition}`;
+}
+
+/** The closing report: what was done, then the four metrics before and after. */
+export function reportText(report: SplitReport, how: { seconds: number; dryRun: boolean; via: string; workers: number }): string {
+  if (report.table === null) return "nothing to split: no closed segments yet\n";
+  const lines: string[] = [];
+  const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+  if (how.dryRun) lines.push(`dry run: would rewrite ${report.partitionsRewritten} partition(s); nothing changed`);
+  else if (!report.switched) lines.push("nothing to do: every partition already has its planned stores");
+  else {
+    lines.push(`rewrote ${report.partitionsRewritten} partition(s) into ${report.storesWritten} store(s), replacing ${report.filesReplaced} file(s); switched by the ${how.via === "server" ? "running server" : "split itself"}`);
+    lines.push(`read ${mb(report.bytesRead)}, wrote ${mb(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${(report.bytesRead / 1e6 / Math.max(how.seconds, 1e-9)).toFixed(1)} MB/s read)`);
+  }
+  lines.push("");
+  const row = (name: string, before: string, after: string) => `${name.padEnd(18)}${before.padEnd(44)}${after}`;
+  const b = report.before as PlanMetrics;
+  const a = report.after as PlanMetrics;
+  lines.push(row("", "before", "after"));
+  lines.push(row("stores", String(b.stores), String(a.stores)));
+  lines.push(row("wasted bytes", String(b.wastedBytesTotal), String(a.wastedBytesTotal)));
+  lines.push(row("worst waste", `${b.worstWaste.topic} (${b.worstWaste.wastedBytes} B)`, `${a.worstWaste.topic} (${a.worstWaste.wastedBytes} B)`));
+  lines.push(row("worst ratio", `${b.worstRatio.topic} (${b.worstRatio.ratio.toFixed(2)}x)`, `${a.worstRatio.topic} (${a.worstRatio.ratio.toFixed(2)}x)`));
+  return `${lines.join("\n")}\n`;
+}
+
+/** Runs `aria split stats`. */
+export async function splitStatsCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommand(args, {
+    "data-dir": { type: "string" },
+    json: { type: "boolean" },
+    csv: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (values.help === true) {
+    io.out(SPLIT_STATS_USAGE);
+    return EXIT_OK;
+  }
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  if (values.json === true && values.csv === true) throw new UsageError("--json and --csv exclude each other");
+  const dataDir = stringFlag(values, "data-dir", "./aria-data");
+  const owner = await openSplitOwner(dataDir);
+  if (typeof owner === "string") {
+    io.err(`aria split stats: ${owner}\n`);
+    return EXIT_FAILURE;
+  }
+  let rows;
+  try {
+    const layouts = await owner.host.layout();
+    rows = (await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: nativeCrc32 }), { workers: 4 })).rows;
+  } catch (error) {
+    io.err(`aria split stats: ${(error as Error).message}\n`);
+    return EXIT_FAILURE;
+  } finally {
+    await owner.close();
+  }
+  const built = rows.length === 0 ? null : volumeTableOf(rows);
+  const topics = built === null || !built.ok ? [] : built.table.topics.map((topic, i) => ({ topic, bytes: built.table.bytes[i], messages: built.table.messages[i] }));
+  if (values.json === true) io.out(`${JSON.stringify({ topics })}\n`);
+  else io.out(`${[VOLUME_TABLE_HEADER, ...topics.map((t) => `${csvField(t.topic)},${t.bytes},${t.messages}`)].join("\n")}\n`);
+  return EXIT_OK;
+}
+
+function csvField(text: string): string {
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}

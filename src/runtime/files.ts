@@ -1,0 +1,36 @@
+/**
+ * files: whole-file reads for commands that take an input file (`split plan --volumes`).
+ * Owns turning file-system errors into one-line reasons; a read above the caller's size limit is
+ * refused before any byte is read. Never throws for an expected failure (missing, unreadable,
+ * a directory, too big): returns the reason.
+ */
+import { promises as fs } from "node:fs";
+
+/** A file's text, or why it could not be read. */
+export type ReadTextResult = { ok: true; text: string } | { ok: false; reason: string };
+
+const ERRNO_REASONS: Record<string, string> = {
+  ENOENT: "no such file",
+  EACCES: "permission denied",
+  EPERM: "permission denied",
+  EISDIR: "is a directory",
+  ENOTDIR: "a parent is not a directory",
+  ELOOP: "too many symbolic links",
+  ENAMETOOLONG: "name too long",
+};
+
+/** Reads `path` as UTF-8 text, refusing files larger than `bytesMax`. */
+export async function readTextFile(path: string, options: { bytesMax: number }): Promise<ReadTextResult> {
+  const where = `cannot read ${JSON.stringify(path)}`;
+  try {
+    const stat = await fs.stat(path);
+    if (stat.isDirectory()) return { ok: false, reason: `${where}: is a directory` };
+    if (stat.size > options.bytesMax) {
+      return { ok: false, reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+    }
+    return { ok: true, text: await fs.readFile(path, "utf8") };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "";
+    return { ok: false, reason: `${where}: ${ERRNO_REASONS[code] ?? ((error as Error).message.split("\n")[0] || code)}` };
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * split_host: the SplitHost of `aria split` when `aria serve` owns the data directory — the
+ * server's admin app, over HTTP (routes in src/admin/split_routes.ts). The server answers with
+ * its layout, reserves file ids from its own counter (so the split's new files never collide with
+ * segments its sorter closes meanwhile) and performs the switch itself.
+ */
+import type { SplitHost } from "../split/executor.ts";
+import type { LayoutSwap, PartitionLayout } from "../store/mod.ts";
+
+/** A SplitHost that talks to the server at `adminUrl`. */
+export function remoteHost(adminUrl: string, token?: string): SplitHost {
+  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+    const headers: Record<string, string> = { "Content-Type": "application/json" };
+    if (token !== undefined) headers.Authorization = `Bearer ${token}`;
+    const response = await fetch(`${adminUrl}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const reply = (await response.json().catch(() => ({ error: `HTTP ${response.status}` }))) as T & { error?: string };
+    if (!response.ok) throw new Error(`the server at ${adminUrl} refused ${path}: ${reply.error ?? response.status}`);
+    return reply;
+  };
+  return {
+    layout: async () => (await call<{ layout: PartitionLayout[] }>("GET", "/internal/split/layout")).layout,
+    reserveIds: async (count) => (await call<{ first: number }>("POST", "/internal/split/reserve", { count })).first,
+    switchLayout: async (swap: LayoutSwap) => {
+      await call("POST", "/internal/split/commit", swap);
+    },
+  };
+}

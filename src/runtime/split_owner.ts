@@ -1,0 +1,66 @@
+/**
+ * split_owner: who performs `aria split` on a data directory. When `aria serve` holds the
+ * directory's LOCK (with its admin URL), the split talks to it (split_host.ts) and the server
+ * switches while it serves. Otherwise this process takes the lock itself, opens the store (the
+ * only process using it) and switches locally. Also the source of the default worker count.
+ */
+import { availableParallelism } from "node:os";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { SplitHost } from "../split/executor.ts";
+import { storeHost } from "../split/in_process.ts";
+import { Store } from "../store/mod.ts";
+import { BunDisk } from "./bun_disk.ts";
+import { nativeCrc32 } from "./crc32.ts";
+import { acquireLock, readLock } from "./data_dir_lock.ts";
+import { remoteHost } from "./split_host.ts";
+
+/** The host of a split, how it was reached, and how to let go of it. */
+export type SplitOwner = { host: SplitHost; via: "server" | "local"; adminUrl: string | null; disk: BunDisk; close(): Promise<void> };
+
+/** Finds or becomes the owner of `dataDir`; a reason string when neither is possible. */
+export async function openSplitOwner(dataDir: string): Promise<SplitOwner | string> {
+  if (!existsSync(join(dataDir, "MANIFEST")) && !existsSync(join(dataDir, "segments"))) return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
+  const disk = new BunDisk(dataDir);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const holder = await readLock(dataDir);
+    if (holder !== null) {
+      if (holder.adminUrl === null) return `"${dataDir}" is in use by pid ${holder.pid} (aria ${holder.command}); try again when it is done`;
+      return { host: remoteHost(holder.adminUrl, holder.adminToken), via: "server", adminUrl: holder.adminUrl, disk, close: async () => {} };
+    }
+    const locked = await acquireLock(dataDir, { command: "split", adminUrl: null });
+    if (!locked.ok) continue; // someone took it meanwhile: look again
+    try {
+      const { store } = await Store.open(disk, { crc32: nativeCrc32 });
+      return {
+        host: storeHost(store),
+        via: "local",
+        adminUrl: null,
+        disk,
+        close: async () => {
+          await store.close({ sort: false });
+          await locked.lock.release();
+        },
+      };
+    } catch (error) {
+      await locked.lock.release();
+      return `cannot open "${dataDir}": ${(error as Error).message}`;
+    }
+  }
+  return `"${dataDir}" is busy`;
+}
+
+/** Worker threads by default: the machine's cores. */
+export function defaultWorkers(): number {
+  return Math.max(1, availableParallelism());
+}
+
+/** True when standard error is a terminal (progress is drawn there only then). */
+export function stderrIsTerminal(): boolean {
+  return process.stderr.isTTY === true;
+}
+
+/** Monotonic milliseconds, for the split's own timing. */
+export function nowMs(): number {
+  return performance.now();
+}

@@ -1,0 +1,158 @@
+/**
+ * rewrite: the heart of the split executor, pure — merge a partition's closed data (its old
+ * subtree stores and its segments, each a seq-ordered source) by seq, and route every record to
+ * the new store holding its topic, producing each store file's bytes and index.
+ *
+ *   source: old store A ─┐
+ *   source: old store B ─┼─ min seq ─▶ topic ─▶ StoreFileBuilder(new store k) ─▶ chunks, index
+ *   source: segments    ─┘
+ *
+ * Sources only expose "the current record" and an async refill, so the same merge runs over
+ * bytes in memory (tests) and over files read in chunks (rewrite_files.ts, in a worker).
+ * Invariants: output records are exactly the input records, each once, in seq order per store;
+ * a record whose topic no store holds, or a seq that does not increase, is an error.
+ */
+import { type Crc32, StoreFileBuilder, type SubtreeStoreMeta } from "../store/mod.ts";
+import { checkRecord, recordProblem, recordSeq, recordTopic, recordTopicEquals, RECORD_INCOMPLETE } from "../store/record.ts";
+
+/** One new store of a partition: its file id, plan id and topics (sorted). */
+export type StoreAssignment = { id: number; label: string; topics: string[] };
+
+/** A seq-ordered run of records; `seq` is Infinity at the end, NaN while a refill is needed. */
+export interface RecordSource {
+  /** Seq of the current record, Infinity at the end, NaN when `fill` must run first. */
+  seq(): number;
+  /** The current record: bytes, view and offset (valid until `next`). */
+  readonly bytes: Uint8Array;
+  readonly view: DataView;
+  readonly at: number;
+  readonly length: number;
+  /** Moves past the current record. */
+  next(): void;
+  /** Reads more (only when seq() is NaN). */
+  fill(): Promise<void>;
+}
+
+/** Routes records to the builders of a partition's new stores. */
+export class PartitionRewriter {
+  readonly builders: StoreFileBuilder[];
+  private readonly storeOfTopic = new Map<string, number>();
+  private lastTopic = "";
+  private lastStore = -1;
+  private lastSeq = 0;
+  records = 0;
+
+  constructor(
+    readonly partition: string,
+    stores: readonly StoreAssignment[],
+    options: { generation: number; intervalBytes: number; crc32: Crc32; chunkBytes?: number },
+  ) {
+    this.builders = stores.map(
+      (store) => new StoreFileBuilder({ id: store.id, partition, label: store.label, generation: options.generation, topics: store.topics }, options),
+    );
+    stores.forEach((store, index) => {
+      for (const topic of store.topics) this.storeOfTopic.set(topic, index);
+    });
+  }
+
+  /** Adds the checked record bytes[at, at+length) to its topic's store; the index of that store. */
+  add(bytes: Uint8Array, view: DataView, at: number, length: number): number {
+    const seq = recordSeq(view, at);
+    if (seq <= this.lastSeq) throw new Error(`partition "${this.partition}": seq ${seq} after ${this.lastSeq}: sources overlap or are out of order`);
+    this.lastSeq = seq;
+    if (!recordTopicEquals(bytes, view, at, this.lastTopic)) {
+      const topic = recordTopic(bytes, view, at);
+      const store = this.storeOfTopic.get(topic);
+      if (store === undefined) throw new Error(`partition "${this.partition}": topic "${topic}" (seq ${seq}) is in no store of the plan`);
+      this.lastTopic = topic;
+      this.lastStore = store;
+    }
+    this.builders[this.lastStore].add(bytes, view, at, length);
+    this.records++;
+    return this.lastStore;
+  }
+}
+
+/** Merges `sources` by seq into `rewriter`; `afterRecord` runs after each (to drain output). */
+export async function mergeSources(sources: readonly RecordSource[], rewriter: PartitionRewriter, afterRecord?: (store: number) => Promise<void> | undefined): Promise<void> {
+  for (;;) {
+    let best = -1;
+    let bestSeq = Infinity;
+    for (let i = 0; i < sources.length; i++) {
+      let seq = sources[i].seq();
+      while (Number.isNaN(seq)) {
+        await sources[i].fill();
+        seq = sources[i].seq();
+      }
+      if (seq < bestSeq) {
+        bestSeq = seq;
+        best = i;
+      }
+    }
+    if (best < 0) return;
+    const source = sources[best];
+    const store = rewriter.add(source.bytes, source.view, source.at, source.length);
+    source.next();
+    const waiting = afterRecord?.(store);
+    if (waiting !== undefined) await waiting;
+  }
+}
+
+/** A source over records already in memory: bytes[start, end). */
+export class MemorySource implements RecordSource {
+  readonly view: DataView;
+  at: number;
+  length = 0;
+
+  constructor(
+    readonly bytes: Uint8Array,
+    start: number,
+    private readonly end: number,
+    private readonly crc32: Crc32,
+  ) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    this.at = start;
+    this.check();
+  }
+
+  private check(): void {
+    if (this.at >= this.end) return;
+    const length = checkRecord(this.bytes, this.view, this.at, this.end, this.crc32);
+    if (length <= 0) throw new Error(`record at ${this.at}: ${recordProblem(length === RECORD_INCOMPLETE ? RECORD_INCOMPLETE : length)}`);
+    this.length = length;
+  }
+
+  seq(): number {
+    return this.at >= this.end ? Infinity : recordSeq(this.view, this.at);
+  }
+
+  next(): void {
+    this.at += this.length;
+    this.check();
+  }
+
+  fill(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** The new stores' files, whole, from sources in memory (tests; the executor streams instead). */
+export async function rewriteInMemory(
+  partition: string,
+  sources: readonly RecordSource[],
+  stores: readonly StoreAssignment[],
+  options: { generation: number; intervalBytes: number; crc32: Crc32 },
+): Promise<{ meta: SubtreeStoreMeta; file: Uint8Array; index: Uint8Array }[]> {
+  const rewriter = new PartitionRewriter(partition, stores, { ...options, chunkBytes: 4096 });
+  await mergeSources(sources, rewriter);
+  return rewriter.builders.filter((builder) => builder.records > 0).map((builder) => {
+    const { chunks, index, meta } = builder.finish();
+    const file = new Uint8Array(meta.bytes);
+    let at = 0;
+    for (const chunk of chunks) {
+      file.set(chunk, at);
+      at += chunk.length;
+    }
+    return { meta, file, index };
+  });
+}

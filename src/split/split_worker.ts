@@ -1,0 +1,25 @@
+/**
+ * split_worker: the worker-thread entry of `aria split` (compiled into the binary by
+ * scripts/build.ts). One message = one task on one partition: measure its volumes, or rewrite it
+ * into its new stores (rewrite_files.ts) on the real files of the data directory. Answers
+ * `{id, ok, result}` or `{id, ok: false, error}`; holds no state between tasks.
+ */
+import { BunDisk } from "../runtime/bun_disk.ts";
+import { nativeCrc32 } from "../runtime/crc32.ts";
+import { runMeasureTask, runSplitTask, type SplitTask } from "./rewrite_files.ts";
+import type { MeasureTask } from "./executor.ts";
+
+/** A request to a split worker. */
+export type SplitWorkerRequest = { id: number; dataDir: string } & ({ kind: "measure"; task: MeasureTask } | { kind: "split"; task: SplitTask });
+
+declare const self: { onmessage: ((event: MessageEvent<SplitWorkerRequest>) => void) | null; postMessage(message: unknown): void };
+
+self.onmessage = (event) => {
+  const request = event.data;
+  const disk = new BunDisk(request.dataDir);
+  const work = request.kind === "measure" ? runMeasureTask(disk, request.task, { crc32: nativeCrc32 }) : runSplitTask(disk, request.task, { crc32: nativeCrc32 });
+  work.then(
+    (result) => self.postMessage({ id: request.id, ok: true, result }),
+    (error: Error) => self.postMessage({ id: request.id, ok: false, error: error.message }),
+  );
+};

@@ -1,0 +1,77 @@
+import { expect, test } from "bun:test";
+import { INJECT_BUGS, replayCommand, simulate, type SimulationResult } from "./simulator.ts";
+
+/**
+ * The deterministic simulator in CI: a few hundred seeds of modest length (more with SIM_SEEDS,
+ * longer with SIM_STEPS, another range with SIM_SEED), the same seed twice gives the same bytes,
+ * and every planted bug is caught.
+ */
+const env = typeof process === "undefined" ? {} : process.env;
+const SEEDS = Number(env.SIM_SEEDS ?? 200);
+const STEPS = Number(env.SIM_STEPS ?? 200);
+const FIRST_SEED = Number(env.SIM_SEED ?? 1);
+
+function failureText(result: SimulationResult): string {
+  const failure = result.failure;
+  if (failure === null) return "ok";
+  return `invariant ${failure.invariant} violated at step ${failure.step} (seed ${result.seed}): ${failure.details}\nreplay: ${replayCommand(result.seed, failure.step)}`;
+}
+
+test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
+  const totals = { messages: 0, delivered: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0 };
+  for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
+    const result = await simulate({ seed, steps: STEPS });
+    expect(failureText(result)).toBe("ok");
+    const s = result.summary;
+    totals.messages += s.messages;
+    totals.delivered += s.delivered;
+    totals.crashes += s.crashes;
+    totals.disconnects += s.disconnects;
+    totals.storageFailures += s.storageFailures;
+    totals.failedPublishes += s.failedPublishes;
+    if (s.fsync === "always") totals.always++;
+    else totals.weaker++;
+  }
+  // The runs must reach the hard paths, not only the easy ones.
+  expect(totals.messages).toBeGreaterThan(SEEDS * 50);
+  expect(totals.delivered).toBeGreaterThan(totals.messages);
+  expect(totals.crashes).toBeGreaterThan(SEEDS);
+  expect(totals.disconnects).toBeGreaterThan(SEEDS);
+  expect(totals.storageFailures).toBeGreaterThan(SEEDS / 10);
+  expect(totals.failedPublishes).toBeGreaterThan(0);
+  expect(totals.weaker).toBeGreaterThan(0);
+}, 600_000);
+
+test("the same seed gives the same run, byte for byte", async () => {
+  for (const seed of [7, 42, 1234]) {
+    const first = await simulate({ seed, steps: 150 });
+    const second = await simulate({ seed, steps: 150 });
+    expect(second.traceHash).toBe(first.traceHash);
+    expect(second.summary).toEqual(first.summary);
+  }
+  const other = await simulate({ seed: 8, steps: 150 });
+  expect(other.traceHash).not.toBe((await simulate({ seed: 7, steps: 150 })).traceHash);
+}, 60_000);
+
+test("a failure replays at the same step with --steps k", async () => {
+  const failed = await simulate({ seed: 1, steps: 300, injectBug: "reorder" });
+  expect(failed.ok).toBe(false);
+  const replay = await simulate({ seed: 1, steps: failed.failure!.step, injectBug: "reorder" });
+  expect(replay.failure).toEqual(failed.failure);
+}, 60_000);
+
+test("every planted bug is caught on most seeds, quickly", async () => {
+  for (const bug of INJECT_BUGS) {
+    let caught = 0;
+    const steps: number[] = [];
+    for (let seed = 1; seed <= 10; seed++) {
+      const result = await simulate({ seed, steps: 300, injectBug: bug });
+      if (!result.ok) {
+        caught++;
+        steps.push(result.failure!.step);
+      }
+    }
+    expect(`${bug}: caught ${caught}/10`).toMatch(new RegExp(`^${bug}: caught (8|9|10)/10$`));
+    expect(Math.max(...steps)).toBeLessThanOrEqual(300);
+  }
+}, 120_000);
