@@ -1,5 +1,5 @@
 /** The `aria` binary's entry: hands the command line to src/cli and exits with its code. */
 import { runCli } from "./src/cli/mod.ts";
-import { processExit, processArgs } from "./src/runtime/process.ts";
+import { runtime } from "./src/runtime/current_runtime.ts";
 
-processExit(await runCli(processArgs()));
+runtime.exit(await runCli(runtime.args()));

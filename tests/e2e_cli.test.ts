@@ -79,6 +79,9 @@ test("wrong arguments: a usage message on stderr, nothing on stdout, exit 2", as
     ["sub", "--url", url, "a", "--limit", "many"],
     ["sub", "--url", url, "a", "--until-caught-up=yes"],
     ["sub", "--url"],
+    ["pub", "--url", "http://127.0.0.1:7400", "a/b", "x"],
+    ["sub", "--url", "127.0.0.1:7400", "a"],
+    ["sub", "--url", "tcp://127.0.0.1:99999", "a"],
   ];
   for (const args of cases) {
     const run = await runAria(args);

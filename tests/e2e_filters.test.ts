@@ -62,7 +62,7 @@ function messagesOf(name: string, count: number, prng: Prng): Published[] {
 }
 
 /** Collects a subscription's messages in the background. */
-function collect(subscription: ClientSubscription): { got: Published[] & { seq: number }[]; done: Promise<void> } {
+function collect(subscription: ClientSubscription): { got: (Published & { seq: number })[]; done: Promise<void> } {
   const got: (Published & { seq: number })[] = [];
   const decoder = new TextDecoder();
   const done = (async () => {

@@ -3,7 +3,8 @@
  * the client (publishBatch, frame encoding, ack handling) against a fake server that only
  * acknowledges; the server's frame decoder; the broker (decode, intern, tip append, ack) over a
  * store that keeps nothing; the tip append alone; the store's append + commit (journal record,
- * CRC, write) with and without segments closing (the sorter copying each record a second time).
+ * CRC, write) with and without segments closing (the sorter copying each record a second time);
+ * and, for the delivery side, a client receiving DATA frames and iterating its subscription.
  * Each stage runs the same 64-byte messages in batches of PATH_BATCH and reports wall time and
  * CPU time (all threads of the process: the store's writes run on the file thread pool) per
  * message. The in-process publish scenario pays all of them on one JavaScript thread, plus the
@@ -15,7 +16,7 @@
 import { AriaClient } from "../client/client.ts";
 import { Broker } from "../broker/broker.ts";
 import type { BrokerStore } from "../broker/ports.ts";
-import { encodeHello, encodePublishAck, encodeWelcome, FrameDecoder, FrameWriter, serverLimits, TopicCache } from "../protocol/mod.ts";
+import { encodeHello, encodePublishAck, encodeSubscribed, encodeWelcome, FrameDecoder, FrameWriter, serverLimits, TopicCache } from "../protocol/mod.ts";
 import type { ClientSocket, DialHandlers } from "../runtime/tcp_dialer.ts";
 import type { Store } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
@@ -55,7 +56,7 @@ export async function publishPathBreakdown(env: PathEnv, options: { rounds: numb
     env.progress(`publish-path: ${stage.name}`);
     const { round, close } = await stage.make();
     try {
-      for (let i = 0; i < Math.max(1, options.rounds >> 3); i++) await round();
+      for (let i = 0; i < Math.max(16, options.rounds >> 3); i++) await round();
       const wall: number[] = [];
       const cpu: number[] = [];
       for (let rep = 0; rep < options.repeat; rep++) {
@@ -163,6 +164,43 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
         };
       },
     },
+    {
+      name: "client delivery: DATA decode, subscription queue, for await",
+      make: async () => {
+        let handlers: DialHandlers | null = null;
+        const client = await AriaClient.connect("tcp://127.0.0.1:1", (host, port, given) => {
+          handlers = given;
+          return ackingDialer(host, port, given);
+        }, { reconnect: false });
+        const subscription = client.subscribe("**");
+        const control = new FrameWriter();
+        encodeSubscribed(control, { subscriptionId: subscription.id, firstSeq: 1 });
+        handlers!.data(control.bytes().slice());
+        const data = dataFrame(subscription.id, payload);
+        let received = 0;
+        let target = 0;
+        const round: { done: (() => void) | null } = { done: null };
+        const consuming = (async () => {
+          for await (const _message of subscription) {
+            if (++received === target) round.done?.();
+          }
+        })();
+        let nextSeq = 1;
+        return {
+          round: () => {
+            nextSeq = data.renumber(nextSeq);
+            target = received + PATH_BATCH;
+            const done = new Promise<void>((resolve) => (round.done = resolve));
+            handlers!.data(data.bytes);
+            return done;
+          },
+          close: async () => {
+            await client.close();
+            await consuming;
+          },
+        };
+      },
+    },
     storeStage("store: append + commit (journal only, no segment closes)", 2 ** 40),
     // Small segments, so a run closes many and the sorter's cost is spread evenly over it.
     storeStage("store: append + commit, 8 MiB segments closing (sorter copies each record again)", 8 * 1024 * 1024),
@@ -175,6 +213,32 @@ function publishFrame(payload: Uint8Array): Uint8Array {
   for (let i = 0; i < PATH_BATCH; i++) writer.addPublishMessageText(TOPIC, payload);
   writer.endPublish();
   return writer.bytes().slice();
+}
+
+/** A DATA frame of PATH_BATCH equal messages whose seqs `renumber` rewrites in place. */
+function dataFrame(subscriptionId: number, payload: Uint8Array): { bytes: Uint8Array; renumber(firstSeq: number): number } {
+  const writer = new FrameWriter({ capacityBytes: 1 << 20 });
+  const topic = new TextEncoder().encode(TOPIC);
+  writer.beginData(subscriptionId);
+  for (let i = 0; i < PATH_BATCH; i++) writer.addDataMessage(i + 1, 1_700_000_000_000_000, topic, payload);
+  writer.endData();
+  const bytes = writer.bytes().slice();
+  // DATA: 8-byte frame header, u32 subscription id, u32 count, then messages of equal size that
+  // start with their u64 seq.
+  const first = 16;
+  const stride = (bytes.length - first) / PATH_BATCH;
+  const view = new DataView(bytes.buffer);
+  return {
+    bytes,
+    renumber: (firstSeq) => {
+      for (let i = 0; i < PATH_BATCH; i++) {
+        const seq = firstSeq + i;
+        view.setUint32(first + i * stride, seq >>> 0, true);
+        view.setUint32(first + i * stride + 4, Math.floor(seq / 2 ** 32), true);
+      }
+      return firstSeq + PATH_BATCH;
+    },
+  };
 }
 
 /** A BrokerStore that keeps nothing and commits at once: the broker's cost without storage. */

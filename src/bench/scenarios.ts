@@ -36,6 +36,8 @@ const SUBTREE_PREFIX = "bench/p0/";
 const FILL_BATCH = 4096;
 /** Publishes a paced publisher may have unacknowledged before it skips a tick. */
 const PACED_IN_FLIGHT_MAX = 1 << 18;
+/** Ring of the publish-path stages: smaller than their warm-up, so they run with the ring full. */
+const PATH_TIP_BYTES = 4 * 1024 * 1024;
 /** How long a latency run waits for subscribers to receive the last messages. */
 const DRAIN_TIMEOUT_MS = 10_000;
 
@@ -50,8 +52,10 @@ export interface BenchServer {
   recoveries(): { disk: number; tip: number } | null;
   /** Bytes in closed segments and journals (in-process only). */
   storeBytes(): { segments: number; journals: number } | null;
+  /** Bytes the store's readers have read from its data files so far (in-process only). */
+  storeBytesRead(): number | null;
   /** Stops the server and starts it again on the same data directory; null when not possible. */
-  readonly restart: (() => Promise<BenchServer>) | null;
+  readonly restart: (() => Promise<{ server: BenchServer; stopMs: number; startMs: number }>) | null;
   /** Evicts the data directory's files from the OS page cache; false when it cannot. */
   dropCaches(): Promise<boolean>;
   /** Stops the server and removes its data (a no-op for an external server). */
@@ -108,6 +112,8 @@ export interface BenchOptions {
   latencyFsync: FsyncPolicy[];
   /** Rounds of PATH_BATCH messages per measured run of each publish-path stage. */
   pathRounds: number;
+  /** Runs of each publish-path stage (cheap, and noisier than the rest: more runs). */
+  pathRepeat: number;
   /** Ring bytes of the tip-recovery server; the stream fills 90% of it. */
   tipBytes: number;
   tipPayloadBytes: number;
@@ -142,7 +148,7 @@ export function benchOptions(overrides: BenchOverrides = {}): BenchOptions {
     warmupMs: quick ? 100 : 1000,
     repeat: overrides.repeat ?? (quick ? 1 : 3),
     window: overrides.window ?? (quick ? 8192 : 32_768),
-    batch: overrides.batch ?? (quick ? 2048 : 4096),
+    batch: overrides.batch ?? (quick ? 2048 : 8192),
     publishers: overrides.publishers ?? [1, 8],
     payloadBytes: overrides.payloadBytes ?? [64, 1024],
     fsync: overrides.fsync ?? ["always", "interval", "never"],
@@ -154,6 +160,7 @@ export function benchOptions(overrides: BenchOverrides = {}): BenchOptions {
     latencySubscribers: 10,
     latencyFsync: overrides.fsync ?? ["interval", "always"],
     pathRounds: quick ? 8 : 250,
+    pathRepeat: overrides.repeat ?? (quick ? 1 : 5),
     tipBytes: overrides.tipBytes ?? (quick ? 4 * MiB : 256 * MiB),
     tipPayloadBytes: 64,
     diskMessages: overrides.messages ?? (quick ? 20_000 : 2_000_000),
@@ -330,7 +337,8 @@ async function windowedPublisher(
 // ---- 1b. Where a published message's time goes ------------------------------------------------
 
 async function publishPathScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
-  const rows = await publishPathBreakdown(env, { rounds: options.pathRounds, repeat: options.repeat, tipBytes: options.serverTipBytes });
+  // A small ring: the warm-up fills it, so the runs measure the steady state (appends evict), not first-touch page faults.
+  const rows = await publishPathBreakdown(env, { rounds: options.pathRounds, repeat: options.pathRepeat, tipBytes: PATH_TIP_BYTES });
   const cpuOf = (prefix: string) => (rows.find((row) => (row.stage as string).startsWith(prefix))?.cpuNsPerMessage as number | undefined) ?? Number.NaN;
   const client = cpuOf("client");
   const broker = cpuOf("server: broker");
@@ -348,11 +356,15 @@ async function publishPathScenario(env: BenchEnv, options: BenchOptions): Promis
     ],
     rows,
     notes: [
-      `Each stage handles batches of ${PATH_BATCH} messages (one PUBLISH frame) in this process, without sockets; CPU counts every thread of the process (the store's file writes run on a thread pool). Medians of ${options.repeat} run(s) of ${options.pathRounds} batches.`,
+      `Each stage handles batches of ${PATH_BATCH} messages (one PUBLISH frame) in this process, without sockets; CPU counts every thread of the process (the store's file writes run on a thread pool). Medians of ${options.pathRepeat} run(s) of ${options.pathRounds} batches.`,
       "The broker row includes the decode and tip append rows. The sum is what one message costs the client and the server together, less the kernel's loopback TCP: the in-process publish scenario pays it on one JavaScript thread.",
     ],
     targets: [],
   };
+}
+
+function serverLabel(server: BenchServer): string {
+  return server.fsync === "external" ? "an external server (its own fsync policy)" : `fsync ${server.fsync}, the server in this process, on the same thread as the clients`;
 }
 
 // ---- 2. Fan-out -------------------------------------------------------------------------------
@@ -399,8 +411,8 @@ async function fanoutScenario(env: BenchEnv, options: BenchOptions): Promise<Omi
     ],
     rows,
     notes: [
-      `One publisher paced at the target rate (a burst every millisecond, 64 B payloads); each subscriber is its own connection iterating its subscription. fsync ${server.fsync}.`,
-      `Rates are measured over ${options.durationMs} ms after a ${options.warmupMs} ms warm-up. Below 100% the subscribers (and the server, same process) could not keep up: the server stopped their cursors and they caught up from the tip.`,
+      `One publisher paced at the target rate (a burst every millisecond, 64 B payloads); each subscriber is its own connection iterating its subscription; ${serverLabel(server)}.`,
+      `Rates are measured over ${options.durationMs} ms after a ${options.warmupMs} ms warm-up. Below 100% the subscribers could not keep up: the server stopped their cursors (back-pressure) and they caught up from the tip.`,
     ],
     targets: [],
   };
@@ -556,7 +568,7 @@ async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Om
   }
   const targetRow = rows.find((row) => row.rate === 100_000 && (row.fsync === "interval" || row.fsync === "external"));
   const targets: TargetCheck[] = targetRow === undefined ? [] : [{
-    target: `p99 publish→deliver ≤ 2 ms at 100k msg/s with ${options.latencySubscribers} subscribers (fsync ${targetRow.fsync})`,
+    target: `p99 publish→deliver ≤ 2 ms at 100k msg/s with ${options.latencySubscribers} subscribers (${targetRow.fsync === "external" ? "external server" : `fsync ${targetRow.fsync}`})`,
     measured: `p99 ${formatMs(targetRow.p99Ms as number)} ms`,
     met: (targetRow.p99Ms as number) <= 2,
   }];
@@ -681,9 +693,11 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
     const fill = await fillStream(env, server.url, options.diskMessages, options.diskPayloadBytes, "disk-recovery");
     if (server.restart !== null) {
       env.progress("disk-recovery: restarting the server on the same data");
-      const restartStarted = env.nowMs();
-      server = await server.restart();
-      notes.push(`The server was stopped (which sorts the journal into segments) and started again on the same data directory in ${formatMs(env.nowMs() - restartStarted)} ms, refilling its ${formatBytes(options.diskTipBytes)} tip from disk.`);
+      const restarted = await server.restart();
+      server = restarted.server;
+      notes.push(
+        `The server was stopped (${formatMs(restarted.stopMs)} ms: it sorts the journal into segments) and started again on the same data directory (${formatMs(restarted.startMs)} ms: recovery and refilling its ${formatBytes(options.diskTipBytes)} tip from disk).`,
+      );
     }
     const bytes = server.storeBytes();
     const recoveriesBefore = server.recoveries();
@@ -691,11 +705,14 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
       const cold = await server.dropCaches();
       env.progress(`disk-recovery: ${filter} from seq ${fill.firstSeq}`);
       const ioBefore = env.io();
+      const storeReadBefore = server.storeBytesRead();
       const result = await replay(env, server.url, filter, fill.firstSeq);
+      const storeReadAfter = server.storeBytesRead();
       const ioAfter = env.io();
       rows.push({
         ...replayRow(label, result, result.wallMs, 1),
         pageCache: cold ? "dropped" : "warm",
+        storeReadBytes: storeReadBefore === null || storeReadAfter === null ? null : storeReadAfter - storeReadBefore,
         storageReadBytes: ioBefore === null || ioAfter === null ? null : ioAfter.storageReadBytes - ioBefore.storageReadBytes,
         readCallBytes: ioBefore === null || ioAfter === null ? null : ioAfter.readCallBytes - ioBefore.readCallBytes,
       });
@@ -708,7 +725,7 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
     if (recoveriesBefore !== null && recoveriesAfter !== null) {
       notes.push(`Broker: ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries, ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries during the replays.`);
     }
-    notes.push("storage read: bytes this process read from the block device (/proc/self/io read_bytes; 0 when the page cache served them); read(): bytes through read syscalls, files and sockets of server and client alike (rchar).");
+    notes.push("store read: bytes the store's readers read from segment and journal files (store stats); storage read: bytes this process read from the block device (/proc/self/io read_bytes; 0 when the page cache served them); read(): bytes through read syscalls, files and sockets of server and client alike (rchar).");
   } finally {
     await server.stop();
   }
@@ -717,6 +734,7 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
     columns: [
       ...replayColumns(),
       { key: "pageCache", header: "page cache" },
+      { key: "storeReadBytes", header: "store read", format: formatBytes },
       { key: "storageReadBytes", header: "storage read", format: formatBytes },
       { key: "readCallBytes", header: "read()", format: formatBytes },
     ],

@@ -27,9 +27,7 @@ import {
 } from "../bench/mod.ts";
 import { connect } from "../client/mod.ts";
 import { parseTcpUrl } from "../client/mod.ts";
-import { BunDisk } from "../runtime/bun_disk.ts";
-import { scheduleAfter } from "../runtime/clock.ts";
-import { nativeCrc32 } from "../runtime/crc32.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { startServer } from "../runtime/server.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
 import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError } from "./args.ts";
@@ -55,7 +53,7 @@ Options:
   --messages N           messages of the disk-recovery stream (default 2000000)
   --repeat N             runs of each measured cell; tables show medians (default 3)
   --window N             publishes a throughput publisher keeps unacknowledged (default 32768)
-  --batch N              messages per publishBatch call of that publisher (default 4096)
+  --batch N              messages per publishBatch call of that publisher (default 8192)
   --tip-bytes SIZE       tip of the tip-recovery server, filled to 90% (default 256MiB)
   --publishers LIST      publisher counts of publish, comma-separated (default 1,8)
   --payload LIST         payload bytes of publish, comma-separated (default 64,1024)
@@ -169,7 +167,7 @@ interface MachineInfo {
   date: string;
   cpus: number;
   cpuModel: string;
-  bun: string;
+  runtime: string;
   platform: string;
   server: string;
 }
@@ -180,7 +178,7 @@ function machineInfo(url: string | null): MachineInfo {
     date: new Date().toISOString(),
     cpus: list.length,
     cpuModel: list[0]?.model ?? "unknown",
-    bun: typeof Bun !== "undefined" ? Bun.version : "unknown",
+    runtime: `${runtime.name} ${runtime.version}`,
     platform: `${process.platform} ${process.arch}`,
     server: url ?? "in-process (127.0.0.1, port 0, temporary data directories)",
   };
@@ -189,7 +187,7 @@ function machineInfo(url: string | null): MachineInfo {
 /** The results as markdown: one section per scenario, then the targets. */
 function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string {
   const parts = [
-    `# aria bench\n\n${machine.date} · ${machine.cpus} × ${machine.cpuModel} · bun ${machine.bun} · ${machine.platform} · server: ${machine.server}\n`,
+    `# aria bench\n\n${machine.date} · ${machine.cpus} × ${machine.cpuModel} · ${machine.runtime} · ${machine.platform} · server: ${machine.server}\n`,
   ];
   for (const result of results) {
     parts.push(`## ${result.title}\n\n${markdownTable(result.columns, result.rows)}`);
@@ -239,7 +237,7 @@ function benchEnv(options: { url: string | null; parentDir: string; progress: (t
     openStore: async ({ segmentBytesMax }) => {
       const dataDir = await mkdtemp(join(options.parentDir, "aria-bench-store-"));
       try {
-        const { store } = await Store.open(new BunDisk(dataDir), { fsync: "interval", schedule: scheduleAfter, crc32: nativeCrc32, segmentBytesMax });
+        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, crc32: runtime.crc32, segmentBytesMax });
         return {
           store,
           close: async () => {
@@ -265,6 +263,7 @@ function externalServer(url: string): BenchServer {
     tipFirstSeq: () => null,
     recoveries: () => null,
     storeBytes: () => null,
+    storeBytesRead: () => null,
     restart: null,
     dropCaches: async () => false,
     stop: async () => {},
@@ -293,9 +292,17 @@ async function inProcessServer(parentDir: string, options: { fsync: FsyncPolicy;
         const stats = running.store.stats();
         return { segments: stats.segmentBytes, journals: stats.journalBytes };
       },
+      storeBytesRead: () => {
+        // Store stats gained `bytesRead` with the subtree stores; older stores lack it.
+        const bytesRead = (running.store.stats() as { bytesRead?: number }).bytesRead;
+        return typeof bytesRead === "number" ? bytesRead : null;
+      },
       restart: async () => {
+        const stopping = performance.now();
         await running.stop();
-        return start();
+        const starting = performance.now();
+        const server = await start();
+        return { server, stopMs: starting - stopping, startMs: performance.now() - starting };
       },
       dropCaches: () => dropPageCache(dataDir),
       stop: async () => {
@@ -329,8 +336,7 @@ async function dropPageCache(dir: string): Promise<boolean> {
   }
   for (const file of files) {
     try {
-      const child = Bun.spawn(["dd", `if=${file}`, "iflag=nocache", "count=0", "status=none"], { stdout: "ignore", stderr: "ignore" });
-      if ((await child.exited) !== 0) return false;
+      if ((await runtime.runQuiet(["dd", `if=${file}`, "iflag=nocache", "count=0", "status=none"])) !== 0) return false;
     } catch {
       return false;
     }

@@ -2,7 +2,7 @@
  * CliIo: where a subcommand writes. Subcommands take it instead of touching process streams, so
  * tests run them in-process and read what they printed.
  */
-import { writeStderr, writeStdout } from "../runtime/process.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 
 /** Output streams of a command. */
 export interface CliIo {
@@ -11,7 +11,7 @@ export interface CliIo {
 }
 
 /** The process's own stdout and stderr. */
-export const processIo: CliIo = { out: writeStdout, err: writeStderr };
+export const processIo: CliIo = { out: (text) => runtime.writeStdout(text), err: (text) => runtime.writeStderr(text) };
 
 /** Exit codes every subcommand shares. */
 export const EXIT_OK = 0;

@@ -4,7 +4,7 @@
  * script started with --port 0 learns the ports it got.
  */
 import { ADMIN_HOST_DEFAULT, TIP_BYTES_DEFAULT, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
-import { onShutdownSignal } from "../runtime/process.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { FatalError, startServer } from "../runtime/server.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { parseCommand, parseDuration, parsePort, parseSize, stringFlag, UsageError } from "./args.ts";
@@ -85,7 +85,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   for (const cut of recovery.cuts) io.err(`aria serve: recovery cut a torn tail of ${cut.file} at offset ${cut.offset} (${cut.bytesCut} bytes)\n`);
   for (const problem of recovery.problems) io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
-  const signal = await new Promise<string>((resolve) => onShutdownSignal(resolve));
+  const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   io.err(`aria serve: ${signal}: shutting down\n`);
   await server.stop();
   return EXIT_OK;

@@ -6,7 +6,7 @@
  * Planning is pure (src/split); this file reads the file, formats and prints.
  */
 import { SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
-import { readTextFile } from "../runtime/files.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { parseVolumeTable, planJson, planSplit, SPLIT_ALGORITHMS, type PlanReport, type SplitAlgorithm, type VolumeTable } from "../split/mod.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
@@ -99,7 +99,7 @@ async function planCommand(args: string[], io: CliIo): Promise<number> {
   const maxStores = maxStoresText === "" ? undefined : parseCount(maxStoresText, "--max-stores");
   if (maxStores !== undefined && !Number.isSafeInteger(maxStores)) throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
 
-  const read = await readTextFile(path, { bytesMax: SPLIT_VOLUMES_FILE_BYTES_MAX });
+  const read = await runtime.readTextFile(path, { bytesMax: SPLIT_VOLUMES_FILE_BYTES_MAX });
   if (!read.ok) {
     io.err(`aria split plan: ${read.reason}\n`);
     return EXIT_FAILURE;

@@ -7,7 +7,7 @@ import { SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
 import { inProcessRunner } from "../split/in_process.ts";
 import { executeSplit, measureVolumes, type SplitProgress, type SplitReport } from "../split/executor.ts";
 import { SPLIT_ALGORITHMS, volumeTableOf, VOLUME_TABLE_HEADER, type PlanMetrics, type SplitAlgorithm } from "../split/mod.ts";
-import { nativeCrc32 } from "../runtime/crc32.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { workerRunner } from "../runtime/split_pool.ts";
 import { defaultWorkers, nowMs, openSplitOwner, stderrIsTerminal } from "../runtime/split_owner.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
@@ -160,7 +160,7 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
   let rows;
   try {
     const layouts = await owner.host.layout();
-    rows = (await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: nativeCrc32 }), { workers: 4 })).rows;
+    rows = (await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: runtime.crc32 }), { workers: 4 })).rows;
   } catch (error) {
     io.err(`aria split stats: ${(error as Error).message}\n`);
     return EXIT_FAILURE;

@@ -3,9 +3,9 @@
  * end, the oldest message, a seq or a time; stops after --limit messages or, with
  * --until-caught-up, when the subscription reaches the live end.
  */
-import { connect, type Message, type StartFrom } from "../client/mod.ts";
+import { connect, type Message, parseTcpUrl, type StartFrom } from "../client/mod.ts";
 import { AriaError } from "../protocol/mod.ts";
-import { writeStdoutAsync } from "../runtime/process.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { Filter } from "../topic/filter.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
@@ -57,7 +57,7 @@ export function messageJson(message: Message): string {
 }
 
 /** Runs `aria sub`. */
-export async function subCommand(args: string[], io: CliIo, write: (text: string | Uint8Array) => Promise<void> = writeStdoutAsync): Promise<number> {
+export async function subCommand(args: string[], io: CliIo, write: (text: string | Uint8Array) => Promise<void> = (text) => runtime.writeStdoutAsync(text)): Promise<number> {
   const { values, positionals } = parseCommand(args, {
     url: { type: "string" },
     from: { type: "string" },
@@ -78,6 +78,11 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
   const from = parseFrom(stringFlag(values, "from", "live"));
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
   const url = stringFlag(values, "url", "tcp://127.0.0.1:7400");
+  try {
+    parseTcpUrl(url); // a malformed --url is a wrong argument (exit 2), not an unreachable server
+  } catch (error) {
+    throw new UsageError(`--url: ${(error as Error).message}`);
+  }
   let client: Awaited<ReturnType<typeof connect>>;
   try {
     client = await connect(url, { clientName: "aria-sub" });

@@ -3,7 +3,7 @@
  * `publish(topic, payload)` resolves to the seq, `subscribe(filter, { from })` is an async
  * iterator with back-pressure; the client reconnects and resumes without gap or duplicate.
  */
-import { dialTcp } from "../runtime/tcp_dialer.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { AriaClient, type ClientOptions } from "./client.ts";
 
 export { AriaClient, parseTcpUrl, type ClientOptions, type PublishResult } from "./client.ts";
@@ -11,5 +11,5 @@ export { ClientSubscription, startPositionOf, type Message, type StartFrom, type
 
 /** Connects to an Aria server at `url` (tcp://HOST:PORT) and completes the handshake. */
 export function connect(url: string, options: ClientOptions = {}): Promise<AriaClient> {
-  return AriaClient.connect(url, dialTcp, options);
+  return AriaClient.connect(url, runtime.dialTcp, options);
 }

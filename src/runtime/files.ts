@@ -1,5 +1,6 @@
 /**
- * files: whole-file reads for commands that take an input file (`split plan --volumes`).
+ * files: whole-file reads for commands that take an input file (`split plan --volumes`), over
+ * node:fs as Bun implements it (deno_runtime.ts has Deno's, sharing `unreadable`).
  * Owns turning file-system errors into one-line reasons; a read above the caller's size limit is
  * refused before any byte is read. Never throws for an expected failure (missing, unreadable,
  * a directory, too big): returns the reason.
@@ -30,7 +31,12 @@ export async function readTextFile(path: string, options: { bytesMax: number }):
     }
     return { ok: true, text: await fs.readFile(path, "utf8") };
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? "";
-    return { ok: false, reason: `${where}: ${ERRNO_REASONS[code] ?? ((error as Error).message.split("\n")[0] || code)}` };
+    return unreadable(path, error);
   }
+}
+
+/** The one-line reason a read of `path` failed with `error` (an errno `code`, as Bun's and Deno's errors carry). */
+export function unreadable(path: string, error: unknown): ReadTextResult {
+  const code = (error as { code?: string }).code ?? "";
+  return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${ERRNO_REASONS[code] ?? ((error as Error).message.split("\n")[0] || code)}` };
 }

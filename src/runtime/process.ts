@@ -1,6 +1,7 @@
 /**
- * process: the program's arguments, standard streams and exit, behind small functions so the CLI
- * stays testable without a process (tests pass their own args and writers).
+ * process: the program's arguments, standard streams and exit over the node `process` object, as
+ * Bun provides it (bun_runtime.ts; deno_runtime.ts has Deno's and shares `linesOf`). The CLI reaches
+ * them through the Runtime, so it stays testable without a process (tests pass their own writers).
  */
 
 /** Command-line arguments after the program (and script) name. */
@@ -29,10 +30,15 @@ export async function writeStdoutAsync(text: string | Uint8Array): Promise<void>
 }
 
 /** The lines of standard input, without their line endings. */
-export async function* stdinLines(): AsyncGenerator<string> {
+export function stdinLines(): AsyncGenerator<string> {
+  return linesOf(process.stdin as AsyncIterable<Uint8Array>);
+}
+
+/** The UTF-8 lines of a byte stream, without their line endings (a last line may lack one). */
+export async function* linesOf(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<string> {
   const decoder = new TextDecoder();
   let rest = "";
-  for await (const chunk of process.stdin as AsyncIterable<Uint8Array>) {
+  for await (const chunk of chunks) {
     rest += decoder.decode(chunk, { stream: true });
     let newline = rest.indexOf("\n");
     while (newline >= 0) {

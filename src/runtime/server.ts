@@ -3,7 +3,8 @@
  * directory, refills the tip from the newest persisted messages, builds the broker, listens for
  * the protocol over TCP and serves the admin app over HTTP, and runs the timers (segment aging,
  * retention). stop() is the graceful shutdown: stop accepting, commit and acknowledge, close
- * clients with SHUTTING_DOWN, sort and close the store.
+ * clients with SHUTTING_DOWN, sort and close the store. Sockets, files, the HTTP server and the
+ * clock come from the Runtime (current_runtime.ts), so the same assembly runs under Bun and Deno.
  */
 import { mkdir } from "node:fs/promises";
 import { createAdminApp } from "../admin/mod.ts";
@@ -12,10 +13,8 @@ import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
 import { Store, type FsyncPolicy, type RecoveryReport } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
-import { BunDisk } from "./bun_disk.ts";
-import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
-import { nativeCrc32 } from "./crc32.ts";
-import { listenTcp } from "./tcp_listener.ts";
+import { runtime } from "./current_runtime.ts";
+import type { HttpServer, TcpListener } from "./runtime.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { acquireLock, type HeldLock } from "./data_dir_lock.ts";
@@ -76,7 +75,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const lock: HeldLock = locked.lock;
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
-    opened = await Store.open(new BunDisk(options.dataDir), { fsync: options.fsync, schedule: scheduleAfter, crc32: nativeCrc32 });
+    opened = await Store.open(runtime.openDisk(options.dataDir), { fsync: options.fsync, schedule: runtime.scheduleAfter, crc32: runtime.crc32 });
   } catch (error) {
     const message = (error as Error).message;
     const code = (error as { code?: string }).code;
@@ -90,11 +89,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Refill the tip so tip recovery works right after a restart.
   const newest = await store.readNewest(options.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
   for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
-  const broker = new Broker({ topics, tip, store, clock: systemClock, scheduler: systemScheduler, authToken: options.authToken });
-  let tcp: ReturnType<typeof listenTcp>;
-  let admin: ReturnType<typeof Bun.serve>;
+  const broker = new Broker({ topics, tip, store, clock: runtime.clock, scheduler: runtime.scheduler, authToken: options.authToken });
+  let tcp: TcpListener;
+  let admin: HttpServer;
   try {
-    tcp = listenTcp(broker, { host: options.host, port: options.port });
+    tcp = runtime.listenTcp(broker, { host: options.host, port: options.port });
   } catch (error) {
     await store.close({ sort: false });
     await lock.release();
@@ -108,12 +107,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     split: () => ({ storeBytes: store.stats().storeBytes, last: null }),
     // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
     routes: (app) => addSplitRoutes(app, storeHost(store)),
-    clock: systemClock,
+    clock: runtime.clock,
     token: options.adminToken,
   });
   const adminHost = options.adminHost ?? ADMIN_HOST_DEFAULT;
   try {
-    admin = Bun.serve({ hostname: adminHost, port: options.adminPort, fetch: app.fetch });
+    admin = runtime.serveHttp(app.fetch, { host: adminHost, port: options.adminPort });
   } catch (error) {
     tcp.stop();
     await store.close({ sort: false });
@@ -123,7 +122,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await lock.update({ adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}` });
   let maintaining = false;
   const timer = setInterval(() => {
-    const nowUs = systemClock.nowUs();
+    const nowUs = runtime.clock.nowUs();
     store.maintain(nowUs);
     if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
     maintaining = true;
@@ -144,7 +143,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         clearInterval(timer);
         tcp.stop();
         await broker.shutdown();
-        admin.stop(true);
+        await admin.stop();
         await store.close();
         await lock.release();
       })()),

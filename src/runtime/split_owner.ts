@@ -10,18 +10,18 @@ import { join } from "node:path";
 import type { SplitHost } from "../split/executor.ts";
 import { storeHost } from "../split/in_process.ts";
 import { Store } from "../store/mod.ts";
-import { BunDisk } from "./bun_disk.ts";
-import { nativeCrc32 } from "./crc32.ts";
+import type { Disk } from "../store/disk.ts";
+import { runtime } from "./current_runtime.ts";
 import { acquireLock, readLock } from "./data_dir_lock.ts";
 import { remoteHost } from "./split_host.ts";
 
 /** The host of a split, how it was reached, and how to let go of it. */
-export type SplitOwner = { host: SplitHost; via: "server" | "local"; adminUrl: string | null; disk: BunDisk; close(): Promise<void> };
+export type SplitOwner = { host: SplitHost; via: "server" | "local"; adminUrl: string | null; disk: Disk; close(): Promise<void> };
 
 /** Finds or becomes the owner of `dataDir`; a reason string when neither is possible. */
 export async function openSplitOwner(dataDir: string): Promise<SplitOwner | string> {
   if (!existsSync(join(dataDir, "MANIFEST")) && !existsSync(join(dataDir, "segments"))) return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
-  const disk = new BunDisk(dataDir);
+  const disk = runtime.openDisk(dataDir);
   for (let attempt = 0; attempt < 2; attempt++) {
     const holder = await readLock(dataDir);
     if (holder !== null) {
@@ -31,7 +31,7 @@ export async function openSplitOwner(dataDir: string): Promise<SplitOwner | stri
     const locked = await acquireLock(dataDir, { command: "split", adminUrl: null });
     if (!locked.ok) continue; // someone took it meanwhile: look again
     try {
-      const { store } = await Store.open(disk, { crc32: nativeCrc32 });
+      const { store } = await Store.open(disk, { crc32: runtime.crc32 });
       return {
         host: storeHost(store),
         via: "local",
@@ -57,7 +57,7 @@ export function defaultWorkers(): number {
 
 /** True when standard error is a terminal (progress is drawn there only then). */
 export function stderrIsTerminal(): boolean {
-  return process.stderr.isTTY === true;
+  return runtime.stderrIsTerminal();
 }
 
 /** Monotonic milliseconds, for the split's own timing. */

@@ -4,6 +4,7 @@
  */
 import type { MeasureResult, MeasureTask, TaskRunner } from "../split/executor.ts";
 import type { SplitTask, SplitTaskResult } from "../split/rewrite_files.ts";
+import { runtime } from "./current_runtime.ts";
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
@@ -20,7 +21,7 @@ export function workerRunner(dataDir: string, count: number): TaskRunner & { clo
   let nextId = 1;
   const all: Worker[] = [];
   for (let i = 0; i < count; i++) {
-    const worker = new Worker(workerEntry());
+    const worker = runtime.spawnWorker(workerEntry());
     worker.onmessage = (event: MessageEvent<{ id: number; ok: boolean; result?: unknown; error?: string }>) => {
       const reply = event.data;
       const entry = pending.get(reply.id);

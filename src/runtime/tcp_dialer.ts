@@ -42,7 +42,9 @@ export const dialTcp: Dialer = async (host, port, handlers) => {
       error: (_socket, error) => close(error),
       // A failed connect is reported once, by Bun.connect's rejected promise. Reporting it as a
       // close too made every failed reconnect attempt start one more reconnect loop (a socket storm).
-      connectError: (_socket, error) => close(error),
+      connectError: () => {
+        closed = true;
+      },
     },
   });
   socket.setNoDelay(true);

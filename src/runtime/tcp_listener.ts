@@ -1,26 +1,18 @@
 /**
- * TCP listener: connects Bun's sockets to the broker's events. Each accepted socket becomes a
+ * TCP listener (Bun): connects Bun's sockets to the broker's events. Each accepted socket becomes a
  * session; bytes, drain and close become broker.receive / writable / closed. The broker never
  * sees a socket, only the Connection port (write what the kernel takes now, close).
  */
 import type { Socket, TCPSocketListener } from "bun";
-import type { Broker } from "../broker/broker.ts";
 import type { Connection } from "../broker/ports.ts";
+import type { ConnectionEvents, TcpListener } from "./runtime.ts";
 
 interface SocketData {
   sessionId: number;
 }
 
-/** A listening TCP endpoint. */
-export interface TcpListener {
-  readonly host: string;
-  readonly port: number;
-  /** Stops accepting; open connections stay until the broker closes them. */
-  stop(): void;
-}
-
 /** Listens on host:port (port 0 picks a free one) and feeds connections to `broker`. */
-export function listenTcp(broker: Broker, options: { host: string; port: number }): TcpListener {
+export function listenTcp(broker: ConnectionEvents, options: { host: string; port: number }): TcpListener {
   const listener: TCPSocketListener<SocketData> = Bun.listen<SocketData>({
     hostname: options.host,
     port: options.port,

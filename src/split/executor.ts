@@ -16,6 +16,7 @@
  */
 import type { Disk, LayoutSwap, PartitionLayout, SegmentMeta, SubtreeStoreMeta } from "../store/mod.ts";
 import { indexPath, SEGMENT_DIR, segmentPath, storePath } from "../store/layout.ts";
+import { partitionOf } from "../topic/mod.ts";
 import { planMetrics, type PlanMetrics } from "./metrics.ts";
 import type { PlannedStore, SplitAlgorithm, SplitPlan } from "./plan.ts";
 import { planSplit } from "./plan_report.ts";
@@ -111,7 +112,9 @@ export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayou
   };
   const partitionTopics = new Map<string, string[]>();
   for (const topic of table.topics) {
-    const layout = layouts.find((l) => topic === l.partition || topic.startsWith(`${l.partition}/`));
+    // By partitionOf, not by prefix: topic "x/a/b" is partition "x/a"'s, never partition "x"'s.
+    const partition = partitionOf(topic);
+    const layout = layouts.find((l) => l.partition === partition);
     if (layout !== undefined) partitionTopics.set(layout.partition, [...(partitionTopics.get(layout.partition) ?? []), topic]);
   }
   for (const layout of layouts) {
@@ -161,6 +164,7 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
   const bytesTotal = work.reduce((sum, layout) => sum + layoutBytes(layout), 0);
   let bytesDone = 0;
   let done = 0;
+  let switchAsked = false;
   try {
     await runPool(tasks, options.workers, async (task, index) => {
       const result = await runner.split(task);
@@ -172,12 +176,17 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     });
     await disk.syncDir(SEGMENT_DIR);
     const removed = work.flatMap((layout) => [...layout.stores.map((store) => store.id), ...layout.segments.map((segment) => segment.id)]);
+    switchAsked = true;
     await host.switchLayout({ removed, added });
     report.switched = true;
     report.storesWritten = added.length;
     report.filesReplaced = removed.length;
   } catch (error) {
-    // Nothing switched: the new files are orphans, removed now (or by the next open after a crash).
+    // Before the switch was asked for, nothing switched: the new files are orphans, removed now
+    // (or by the next open after a crash). Once asked, the switch may have taken even though it
+    // failed (a SWAP record whose fsync failed may still reach the disk, a server may die before
+    // answering): the files stay, and the owner's next open removes them if they are orphans.
+    if (switchAsked) throw error;
     for (const task of tasks) {
       for (const store of task.stores) {
         await disk.remove(storePath(store.id)).catch(() => {});

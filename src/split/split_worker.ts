@@ -4,8 +4,7 @@
  * into its new stores (rewrite_files.ts) on the real files of the data directory. Answers
  * `{id, ok, result}` or `{id, ok: false, error}`; holds no state between tasks.
  */
-import { BunDisk } from "../runtime/bun_disk.ts";
-import { nativeCrc32 } from "../runtime/crc32.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { runMeasureTask, runSplitTask, type SplitTask } from "./rewrite_files.ts";
 import type { MeasureTask } from "./executor.ts";
 
@@ -16,8 +15,8 @@ declare const self: { onmessage: ((event: MessageEvent<SplitWorkerRequest>) => v
 
 self.onmessage = (event) => {
   const request = event.data;
-  const disk = new BunDisk(request.dataDir);
-  const work = request.kind === "measure" ? runMeasureTask(disk, request.task, { crc32: nativeCrc32 }) : runSplitTask(disk, request.task, { crc32: nativeCrc32 });
+  const disk = runtime.openDisk(request.dataDir);
+  const work = request.kind === "measure" ? runMeasureTask(disk, request.task, { crc32: runtime.crc32 }) : runSplitTask(disk, request.task, { crc32: runtime.crc32 });
   work.then(
     (result) => self.postMessage({ id: request.id, ok: true, result }),
     (error: Error) => self.postMessage({ id: request.id, ok: false, error: error.message }),

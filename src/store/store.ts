@@ -247,7 +247,14 @@ export class Store {
     await context.locked(async () => {
       const problem = await this.swapProblem(swap);
       if (problem !== null) throw new StoreError("ARIA_ERR_STORE_FAILED", `Cannot switch to the split layout: ${problem}`);
-      await appendManifestLocked(context, [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }]);
+      try {
+        await appendManifestLocked(context, [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }]);
+      } catch (error) {
+        // The SWAP record may still reach the disk (a failed fsync, like the sorter's): only the
+        // next open can tell which layout is in force, so the store stops here.
+        this.writer.fail(error);
+        throw error;
+      }
       const removed = new Set(swap.removed);
       const partitions = new Set([...swap.added.map((store) => store.partition)]);
       for (const log of context.partitionList) {
@@ -264,11 +271,18 @@ export class Store {
       for (const id of removed) context.indexes.delete(id);
     });
     await context.whenNoReads(async () => {
-      for (const path of replaced) {
-        await context.files.drop(path);
-        await context.disk.remove(path);
+      // The switch is in force: a replaced file that cannot be removed now is an orphan the next
+      // open removes, never a reason to report the switch as failed (the split would then remove
+      // the new files in force).
+      try {
+        for (const path of replaced) {
+          await context.files.drop(path);
+          await context.disk.remove(path);
+        }
+        await context.disk.syncDir(SEGMENT_DIR);
+      } catch {
+        // left to the next open
       }
-      await context.disk.syncDir(SEGMENT_DIR);
     });
   }
 

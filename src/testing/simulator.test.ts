@@ -4,7 +4,8 @@ import { INJECT_BUGS, replayCommand, simulate, type SimulationResult } from "./s
 /**
  * The deterministic simulator in CI: a few hundred seeds of modest length (more with SIM_SEEDS,
  * longer with SIM_STEPS, another range with SIM_SEED), the same seed twice gives the same bytes,
- * and every planted bug is caught.
+ * and every planted bug is caught. Splits run interleaved in every seed: the seeds must switch
+ * layouts, and crashes must cut splits, often.
  */
 const env = typeof process === "undefined" ? {} : process.env;
 const SEEDS = Number(env.SIM_SEEDS ?? 200);
@@ -18,7 +19,7 @@ function failureText(result: SimulationResult): string {
 }
 
 test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
-  const totals = { messages: 0, delivered: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0 };
+  const totals = { messages: 0, delivered: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0, splitsSwitched: 0, splitsCut: 0, splitsFailed: 0 };
   for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
     const result = await simulate({ seed, steps: STEPS });
     expect(failureText(result)).toBe("ok");
@@ -29,6 +30,9 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
     totals.disconnects += s.disconnects;
     totals.storageFailures += s.storageFailures;
     totals.failedPublishes += s.failedPublishes;
+    totals.splitsSwitched += s.splitsSwitched;
+    totals.splitsCut += s.splitsCut;
+    totals.splitsFailed += s.splitsFailed;
     if (s.fsync === "always") totals.always++;
     else totals.weaker++;
   }
@@ -40,6 +44,12 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   expect(totals.storageFailures).toBeGreaterThan(SEEDS / 10);
   expect(totals.failedPublishes).toBeGreaterThan(0);
   expect(totals.weaker).toBeGreaterThan(0);
+  // Every seed ends with a split that must complete; most switch a few more along the way, and
+  // crashes (armed inside splits) and injected faults cut or fail many of them.
+  expect(totals.splitsSwitched).toBeGreaterThan(SEEDS * 1.5);
+  expect(totals.splitsCut).toBeGreaterThan(SEEDS / 2);
+  expect(totals.splitsFailed).toBeGreaterThan(SEEDS / 5);
+  console.log(`simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages, ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`);
 }, 600_000);
 
 test("the same seed gives the same run, byte for byte", async () => {

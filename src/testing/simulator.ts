@@ -5,9 +5,10 @@
  *   seed ─▶ Prng ─▶ config (fsync policy, tiny limits) + topic tree + clients
  *   step k: advance the clock ─▶ one action (publish, subscribe, unsubscribe, slow/stall a reader,
  *           disconnect at any byte, crash the process or the machine now or at the n-th disk op,
- *           fail an fsync, fill the disk, jump in time, split [no-op for now]) ─▶ drain until
- *           quiescent ─▶ check invariants
- *   end: stop faults, reconnect and drain everyone, check every subscription got everything
+ *           fail an fsync, fill the disk, jump in time, split) ─▶ drain until quiescent ─▶ check
+ *           invariants
+ *   end: stop faults, reconnect and drain everyone, split once more, check every subscription
+ *        got everything
  *
  * Quiescent means: no broker task queued, no timer due, and no promise pending — the store and
  * SimDisk only ever wait on microtasks, so one macrotask turn (setImmediate, used as a barrier,
@@ -20,6 +21,14 @@
  * survives), then reopens the Store (recovery), checks what it holds against the reference,
  * refills the tip from `store.readNewest`, builds a new Broker, and clients reconnect.
  *
+ * A split runs `aria split` as a running server does it: the split executor (src/split) over the
+ * live Store's host, tasks in-process over the same life's disk. Every one of its disk ops (and
+ * each host call) waits at a gate the drain loop opens a few ops per round, so broker work —
+ * publishes, subscriptions, replays from earliest reading the disk — interleaves with it at op
+ * granularity. A crash may be armed at a random op of the split; after it, recovery must leave
+ * the old layout or the new one in force (never a mix) and the store must read back every
+ * message exactly once.
+ *
  * Durability by policy: under `always` an acknowledged message is fsynced, so both power loss and
  * kill -9 must keep it. Under `interval`/`never` a message is acknowledged once written: a power
  * loss may lose it (the policy's documented risk), so those runs crash only the process (written
@@ -29,9 +38,14 @@ import { Broker } from "../broker/broker.ts";
 import type { BrokerStore, StoredMessageLike } from "../broker/ports.ts";
 import type { Session } from "../broker/session.ts";
 import { FRAME_BYTES_MAX, RECORD_HEADER_BYTES } from "../constants.ts";
+import type { StartPosition } from "../protocol/mod.ts";
+import { executeSplit, type SplitHost, type SplitReport } from "../split/executor.ts";
+import { inProcessRunner, storeHost } from "../split/in_process.ts";
+import { SPLIT_ALGORITHMS } from "../split/plan.ts";
 import { assert } from "../stdx/assert.ts";
 import { Prng } from "../stdx/prng.ts";
-import { type FsyncPolicy, Store, type StoreOptions } from "../store/mod.ts";
+import { crc32, type Disk, DiskError, type DiskFile, type FsyncPolicy, type LayoutSwap, type PartitionLayout, Store, StoreError, type StoreOptions } from "../store/mod.ts";
+import { parseFileName, SEGMENT_DIR } from "../store/layout.ts";
 import { Tip } from "../tip/tip.ts";
 import { Filter } from "../topic/filter.ts";
 import { TopicTable } from "../topic/topic_table.ts";
@@ -86,6 +100,14 @@ export interface SimulationResult {
     diskOps: number;
     /** Most bytes a session's send queue held beyond its limit (after a step). */
     queueOvershootBytesMax: number;
+    /** Splits that switched the layout. */
+    splitsSwitched: number;
+    /** Splits that found the layout already planned (or nothing closed). */
+    splitsUnchanged: number;
+    /** Splits whose process crashed under them. */
+    splitsCut: number;
+    /** Splits that failed on an injected fault (EIO, ENOSPC) or a failed store; nothing switched. */
+    splitsFailed: number;
   };
 }
 
@@ -96,6 +118,10 @@ const TAMPER_FROM_STEP = 10;
 const SUBSCRIBER_QUEUE_SLACK_BYTES = 4096 + 512;
 /** Steps a run keeps reconnecting and draining at the end before it must be settled. */
 const SETTLE_ROUNDS_MAX = 40;
+/** Drain rounds a split may wait with no op at its gate before the world counts as stuck. */
+const SPLIT_IDLE_ROUNDS_MAX = 1000;
+/** Disk ops a split is first guessed to take (where an armed crash lands); then the last split's count. */
+const SPLIT_OPS_GUESS = 60;
 
 /** Runs one seed; never throws for an invariant (it is returned). */
 export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
@@ -147,6 +173,7 @@ function makeConfig(prng: Prng): Config {
       fsyncIntervalMs: pick(prng, [1, 5, 50]),
       journalBytesMax,
       journalRetainedBytesMax: journalBytesMax * pick(prng, [2, 4, 64]),
+      // Mostly small or young segments: the sorter closes them often, so splits have closed data.
       segmentBytesMax: pick(prng, [512, 2048, 65536]),
       segmentAgeUsMax: pick(prng, [20_000, 1_000_000, 600_000_000]),
       indexIntervalBytes: pick(prng, [128, 4096]),
@@ -169,7 +196,7 @@ function makeConfig(prng: Prng): Config {
       "fsync-fails": 0.5 * faults,
       "disk-full": 0.4 * faults,
       "time-jump": 2,
-      split: 0.5,
+      split: 1,
       idle: 4,
     },
   };
@@ -209,6 +236,8 @@ class ObservedStore implements BrokerStore {
 /** One life of the server process. */
 interface Life {
   token: LifeToken;
+  /** The process's disk (a FaultDisk over this life's SimDisk view). */
+  disk: Disk;
   store: Store;
   tip: Tip;
   broker: Broker;
@@ -236,10 +265,24 @@ class Simulation {
   private crashPending: { committedBefore: number } | null = null;
   private restartAtStep = 0;
   private diskFullUntilStep = 0;
-  private loseAckedArmed: boolean;
+  private readonly loseAckedArmed: boolean;
   private nextConnectionLabel = 1;
   private nextPayloadTag = 1;
-  private readonly counters = { crashes: 0, restarts: 0, storageFailures: 0, queueOvershootBytesMax: 0 };
+  private readonly counters = {
+    crashes: 0, restarts: 0, storageFailures: 0, queueOvershootBytesMax: 0,
+    splitsSwitched: 0, splitsUnchanged: 0, splitsCut: 0, splitsFailed: 0,
+  };
+  /** The split in flight (one at a time, as the data directory's LOCK allows), until it settles. */
+  private split: SplitRun | null = null;
+  /**
+   * The first split since the last recovery whose outcome only the next open decides (a crash cut
+   * it, or its switch failed and stopped the store): that recovery checks its layout is old or new.
+   */
+  private splitCut: SplitRun | null = null;
+  /** Disk ops the last uncut split took: an armed crash lands within about that many. */
+  private splitOpsEstimate = SPLIT_OPS_GUESS;
+  /** The split at the end of the run (no faults) completed. */
+  private finalSplitDone = false;
 
   constructor(private readonly options: SimulationOptions) {
     this.prng = new Prng(options.seed);
@@ -285,6 +328,10 @@ class Simulation {
         failedPublishes: clientCounters.reduce((sum, c) => sum + c.failedPublishes, 0),
         diskOps: this.opClock.ops,
         queueOvershootBytesMax: this.counters.queueOvershootBytesMax,
+        splitsSwitched: this.counters.splitsSwitched,
+        splitsUnchanged: this.counters.splitsUnchanged,
+        splitsCut: this.counters.splitsCut,
+        splitsFailed: this.counters.splitsFailed,
       },
     };
   }
@@ -341,6 +388,8 @@ class Simulation {
       } finally {
         this.recovering = null;
       }
+      checkReadOnce(stored, "after recovery");
+      this.checkRecoveredLayout(store);
       this.checker.afterRecovery(store.nextSeq, committedBefore, stored);
       const topics = new TopicTable();
       const tip = new Tip(topics, { capacityBytes: this.config.tipBytes, poolBlocks: this.config.poolBlocks });
@@ -354,7 +403,7 @@ class Simulation {
         sendQueueBytesMax: this.config.sendQueueBytesMax,
         catchUpSliceBytes: this.config.catchUpSliceBytes,
       });
-      this.life = { token, store, tip, broker, scheduler, connections: new Set(), lastMaintainUs: this.clock.timeUs };
+      this.life = { token, disk, store, tip, broker, scheduler, connections: new Set(), lastMaintainUs: this.clock.timeUs };
       return;
     }
   }
@@ -375,6 +424,12 @@ class Simulation {
     this.counters.crashes++;
     life.token.alive = false;
     this.life = null;
+    const split = this.split;
+    if (split !== null && split.token === life.token) {
+      // The split dies with its process: its waiting ops run now and fail (EBADF).
+      this.splitCut ??= split;
+      split.gate.openAll();
+    }
     const committedBefore = life.store.committedSeq;
     for (const connection of life.connections) connection.dead = true;
     for (const client of this.clients) {
@@ -386,7 +441,11 @@ class Simulation {
     this.crashPending = { committedBefore: Math.max(committedBefore, this.crashPending?.committedBefore ?? 0) };
   }
 
-  /** `--inject-bug lose-acked`: the disk loses the newest acknowledged record (a synced write). */
+  /**
+   * `--inject-bug lose-acked`: the disk loses the newest acknowledged record (a synced write), at
+   * every crash: the record may already sit in a closed segment too (then its journal copy is not
+   * needed), so one cut alone may lose nothing.
+   */
   private loseAcked(): void {
     const journals = this.disk.paths().filter((path) => path.startsWith("journal/"));
     const newest = journals.at(-1);
@@ -399,7 +458,6 @@ class Simulation {
       if (length < 32) return;
       if (readU64(view, at + 8) === this.checker.ackedMaxSeq) {
         this.disk.cut(newest, at + 1);
-        this.loseAckedArmed = false;
         return;
       }
       at += length;
@@ -527,29 +585,12 @@ class Simulation {
     const client = pick(prng, this.clients);
     switch (kind) {
       case "publish":
-      case "cut-frame": {
-        const publisher = client.publishes ? client : this.clients[0];
-        if (!publisher.connected) return;
-        const count = prng.nextInt(10) < 7 ? 1 + prng.nextInt(3) : 1 + prng.nextInt(16);
-        const messages = [];
-        for (let i = 0; i < count; i++) messages.push({ topic: pickTopic(prng, this.tree), payload: makePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`) });
-        const bytes = publisher.publish(messages);
-        if (kind === "publish") return this.send(publisher, bytes);
-        // Disconnect at any byte: the server gets part of the frame, then the connection drops.
-        this.send(publisher, bytes.subarray(0, prng.nextInt(bytes.length)));
-        return this.hangUp(publisher);
-      }
-      case "subscribe": {
-        const subscriber = client.subscribes ? client : this.clients.at(-1)!;
-        if (!subscriber.connected || subscriber.subscriptions.size >= 4) return;
-        const start = makeStart(prng, { nextSeq: this.checker.reference.length + 1, startUs: START_US, nowUs: this.clock.timeUs });
-        return this.send(subscriber, subscriber.subscribe(makeFilter(prng, this.tree), start));
-      }
-      case "unsubscribe": {
-        const open = [...client.subscriptions.values()].filter((sub) => !sub.closing && sub.nextExpected !== null);
-        if (!client.connected || open.length === 0) return;
-        return this.send(client, client.unsubscribe(pick(prng, open)));
-      }
+      case "cut-frame":
+        return this.publish(client, kind === "cut-frame");
+      case "subscribe":
+        return this.subscribe(client, null);
+      case "unsubscribe":
+        return this.unsubscribe(client);
       case "read-mode": {
         const roll = prng.nextInt(3);
         client.readMode = roll === 0 ? { kind: "stalled" } : roll === 1 ? { kind: "slow", bytesPerStep: 1 + prng.nextInt(2000) } : { kind: "normal" };
@@ -576,14 +617,235 @@ class Simulation {
         this.clock.advance(1_000_000 + prng.nextInt(30_000_000));
         return;
       case "split":
-        // TODO(split): run `aria split` on the closed segments here, interleaved with traffic and
-        // crashes (at any disk op, like recovery), once src/split has an executor: the hook is
-        // `runSplit(disk, options)` over this.disk.view() between two drains; the invariants
-        // (store-matches-stream after recovery, subscriptions complete) stay as they are.
-        return;
+        // Sometimes a subscriber starts replaying from earliest first, so a reader is mid-disk
+        // when the layout switches under it.
+        if (prng.nextInt(3) === 0) this.subscribe(client, { kind: "earliest" });
+        return this.startSplit(life, { crash: prng.nextInt(3) === 0, final: false });
       case "idle":
         return;
     }
+  }
+
+  private publish(client: SimClient, cut: boolean): void {
+    const prng = this.prng;
+    const publisher = client.publishes ? client : this.clients[0];
+    if (!publisher.connected) return;
+    const count = prng.nextInt(10) < 7 ? 1 + prng.nextInt(3) : 1 + prng.nextInt(16);
+    const messages = [];
+    for (let i = 0; i < count; i++) messages.push({ topic: pickTopic(prng, this.tree), payload: makePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`) });
+    const bytes = publisher.publish(messages);
+    if (!cut) return this.send(publisher, bytes);
+    // Disconnect at any byte: the server gets part of the frame, then the connection drops.
+    this.send(publisher, bytes.subarray(0, prng.nextInt(bytes.length)));
+    this.hangUp(publisher);
+  }
+
+  /** A new subscription of a random filter, from `start` or a random start. */
+  private subscribe(client: SimClient, start: StartPosition | null): void {
+    const prng = this.prng;
+    const subscriber = client.subscribes ? client : this.clients.at(-1)!;
+    if (!subscriber.connected || subscriber.subscriptions.size >= 4) return;
+    start ??= makeStart(prng, { nextSeq: this.checker.reference.length + 1, startUs: START_US, nowUs: this.clock.timeUs });
+    this.send(subscriber, subscriber.subscribe(makeFilter(prng, this.tree), start));
+  }
+
+  private unsubscribe(client: SimClient): void {
+    const open = [...client.subscriptions.values()].filter((sub) => !sub.closing && sub.nextExpected !== null);
+    if (!client.connected || open.length === 0) return;
+    this.send(client, client.unsubscribe(pick(this.prng, open)));
+  }
+
+  // ---- Splits --------------------------------------------------------------------------------
+
+  /**
+   * Starts `aria split` against the live store, as the running server hosts it: a random planner
+   * and budget, 1-3 workers, random read chunks; sometimes a crash armed within the split's ops,
+   * an fsync failing at one of them, or the switch's own manifest fsync failing. The drain loop
+   * lets it progress (advanceSplit); it settles in `splitDone`.
+   */
+  private startSplit(life: Life, options: { crash: boolean; final: boolean }): void {
+    if (this.split !== null) return; // a second split is refused while one runs (the LOCK)
+    const prng = this.prng;
+    const plan = { algorithm: pick(prng, SPLIT_ALGORITHMS), maxStores: prng.nextInt(3) === 0 ? undefined : 1 + prng.nextInt(12) };
+    const workers = 1 + prng.nextInt(3);
+    const chunkBytes = pick(prng, [97, 1024, 1 << 20]);
+    const run: SplitRun = {
+      token: life.token, gate: new OpGate(), final: options.final, before: null, closedLastSeq: 0, reserved: null, swap: null,
+      armedAtOp: Infinity, crashAtSwitch: false, failSwitchSync: false, idleRounds: 0, trafficLeft: 1 + prng.nextInt(8),
+    };
+    // Anywhere in the split, or (as often) within a few ops of asking for the switch, where the
+    // SWAP append, its fsync and the removal of the replaced files are.
+    if (options.crash && prng.nextInt(2) === 0) this.armCrash(run, this.splitOpsEstimate + 10);
+    else run.crashAtSwitch = options.crash;
+    const faultRoll = options.final ? -1 : prng.nextInt(12);
+    run.failSwitchSync = faultRoll === 0;
+    if (faultRoll === 1 || faultRoll === 2) {
+      run.gate.failSyncAt = 1 + prng.nextInt(this.splitOpsEstimate + 10);
+      run.gate.onFailSync = () => this.disk.failNextSyncs(1);
+    }
+    const disk = gatedDisk(life.disk, run.gate);
+    const runner = inProcessRunner(disk, { crc32, chunkBytes });
+    const host = this.splitHost(life.store, run);
+    const opsBefore = this.opClock.ops;
+    this.split = run;
+    const work = async (): Promise<SplitReport> => {
+      const report = await executeSplit(host, runner, disk, { plan, workers, intervalBytes: this.config.store.indexIntervalBytes ?? 4096 });
+      if (report.switched) await this.checkSwitched(life, run);
+      return report;
+    };
+    work().then(
+      (report) => this.splitDone(run, report, null, this.opClock.ops - opsBefore),
+      (error: unknown) => this.splitDone(run, null, error, 0),
+    );
+  }
+
+  /** Arms a crash at one of the next `withinOps` disk ops, for `run` (disarmed if it ends first). */
+  private armCrash(run: SplitRun, withinOps: number): void {
+    run.armedAtOp = this.opClock.ops + 1 + this.prng.nextInt(withinOps);
+    this.opClock.crashAtOp = Math.min(this.opClock.crashAtOp, run.armedAtOp);
+  }
+
+  /** The live store's split host (the server's), each call waiting at the gate and recorded in `run`. */
+  private splitHost(store: Store, run: SplitRun): SplitHost {
+    const inner = storeHost(store);
+    const gate = run.gate;
+    return {
+      layout: async () => {
+        await gate.pass();
+        const layouts = await inner.layout();
+        run.before = idsOf(layouts);
+        for (const layout of layouts) for (const file of [...layout.segments, ...layout.stores]) run.closedLastSeq = Math.max(run.closedLastSeq, file.lastSeq);
+        return layouts;
+      },
+      reserveIds: async (count) => {
+        await gate.pass();
+        const first = await inner.reserveIds(count);
+        run.reserved = { first, count };
+        return first;
+      },
+      switchLayout: async (swap) => {
+        await gate.pass();
+        run.swap = swap;
+        if (run.crashAtSwitch) this.armCrash(run, 12);
+        if (run.failSwitchSync) this.disk.failNextSyncs(1);
+        return inner.switchLayout(swap);
+      },
+    };
+  }
+
+  /** The live store after a switch: the swap is in force and `**` reads every message once. */
+  private async checkSwitched(life: Life, run: SplitRun): Promise<void> {
+    const swap = run.swap;
+    assert(swap !== null, "a switched split asked for its swap");
+    const inForce = idsOf(life.store.layout());
+    const stale = swap.removed.filter((id) => inForce.has(id));
+    const absent = swap.added.filter((store) => !inForce.has(store.id)).map((store) => store.id);
+    check(stale.length === 0 && absent.length === 0, "split-switched", () => `after the switch, replaced files ${stale.join(" ")} are still in force, new stores ${absent.join(" ")} are not`);
+    const read = await readAll(life.store);
+    checkReadOnce(read, "after a split");
+    const last = read.length;
+    check(last >= run.closedLastSeq, "split-keeps-all", () => `after the split the store reads through seq ${last}, its closed files held seq ${run.closedLastSeq}`);
+    for (const message of read) this.checkMatchesStream(message, "after a split");
+  }
+
+  private checkMatchesStream(message: ReferenceMessage, when: string): void {
+    const held = this.checker.reference[message.seq - 1];
+    check(
+      held !== undefined && held.topic === message.topic && held.timeUs === message.timeUs && bytesEqual(held.payload, message.payload),
+      "store-matches-stream",
+      () => `${when} seq ${message.seq} reads ${message.topic}, appended was ${held?.topic}`,
+    );
+  }
+
+  private splitDone(run: SplitRun, report: SplitReport | null, error: unknown, ops: number): void {
+    if (this.split === run) this.split = null;
+    if (this.opClock.crashAtOp === run.armedAtOp) this.opClock.crashAtOp = Infinity; // it ended first
+    if (report !== null) {
+      if (report.switched) this.counters.splitsSwitched++;
+      else this.counters.splitsUnchanged++;
+      if (run.final) this.finalSplitDone = true;
+      if (run.armedAtOp === Infinity && !run.crashAtSwitch && ops > 0) this.splitOpsEstimate = ops;
+      return;
+    }
+    if (!run.token.alive) {
+      this.counters.splitsCut++;
+      return;
+    }
+    if (error instanceof InvariantViolation) {
+      this.recorded ??= error;
+      return;
+    }
+    // A fault the world injected, or a store that failed meanwhile: nothing switched, the old
+    // layout is in force (the switch re-checks; the files it wrote are removed).
+    const code = (error as { code?: string }).code;
+    const storeFailed = this.life !== null && this.life.token === run.token && this.life.store.failure !== null;
+    if ((error instanceof DiskError && (code === "EIO" || code === "ENOSPC")) || (error instanceof StoreError && storeFailed)) {
+      this.counters.splitsFailed++;
+      // A switch that failed in the manifest write stops the store: which layout is in force is
+      // for the next open to say (old or new, checked like a cut split's).
+      if (run.swap !== null && storeFailed) this.splitCut ??= run;
+      return;
+    }
+    const message = error instanceof Error ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}` : String(error);
+    this.recorded ??= new InvariantViolation("split-succeeds", `the split failed: ${message}`);
+  }
+
+  /** One drain round of the split in flight: open its gate for a few ops, maybe let a client act. */
+  private advanceSplit(run: SplitRun): number {
+    const prng = this.prng;
+    const released = run.gate.release(1 + prng.nextInt(6));
+    if (released > 0) run.idleRounds = 0;
+    else check(++run.idleRounds < SPLIT_IDLE_ROUNDS_MAX, "split-progress", () => `a split waited ${SPLIT_IDLE_ROUNDS_MAX} drain rounds with no op to run`);
+    const life = this.life;
+    if (life !== null && life.token === run.token && run.trafficLeft > 0 && prng.nextInt(3) === 0) {
+      run.trafficLeft--;
+      const client = pick(prng, this.clients);
+      const roll = prng.nextInt(6);
+      if (roll <= 2) this.publish(client, false);
+      else if (roll === 3) this.subscribe(client, { kind: "earliest" });
+      else if (roll === 4) this.subscribe(client, null);
+      else this.unsubscribe(client);
+    }
+    return released;
+  }
+
+  /**
+   * After a recovery: no file in `segments/` that no segment or store in force owns; and when a
+   * crash cut a split, either its old layout is whole or its new one is (never a mix).
+   */
+  private checkRecoveredLayout(store: Store): void {
+    const layouts = store.layout();
+    const inForce = idsOf(layouts);
+    const stores = new Set(layouts.flatMap((layout) => layout.stores.map((s) => s.id)));
+    for (const path of this.disk.paths()) {
+      if (!path.startsWith(`${SEGMENT_DIR}/`)) continue;
+      const parsed = parseFileName(path.slice(SEGMENT_DIR.length + 1));
+      const owned = parsed !== null && inForce.has(parsed.n) && (parsed.kind === "index" || (parsed.kind === "store") === stores.has(parsed.n));
+      check(owned, "no-orphans", () => `after recovery ${path} is on disk, but no segment or store in force owns it`);
+    }
+    const cut = this.splitCut;
+    if (cut === null) return;
+    this.splitCut = null;
+    const before = cut.before ?? new Set<number>();
+    const reserved = cut.reserved;
+    const fresh = reserved === null ? [] : [...inForce].filter((id) => id >= reserved.first && id < reserved.first + reserved.count);
+    if (fresh.length === 0) {
+      const lost = [...before].filter((id) => !inForce.has(id));
+      check(lost.length === 0, "split-old-or-new", () => `a cut split left none of its new stores, and files ${lost.join(" ")} of the old layout are gone`);
+      return;
+    }
+    const swap = cut.swap;
+    check(swap !== null, "split-old-or-new", () => `stores ${fresh.join(" ")} of a split that never switched are in force`);
+    const added = new Set(swap.added.map((s) => s.id));
+    const removed = new Set(swap.removed);
+    const missing = [...added].filter((id) => !inForce.has(id));
+    const stale = swap.removed.filter((id) => inForce.has(id));
+    const lost = [...before].filter((id) => !removed.has(id) && !inForce.has(id));
+    check(
+      fresh.every((id) => added.has(id)) && missing.length === 0 && stale.length === 0 && lost.length === 0,
+      "split-old-or-new",
+      () => `a cut split left a mix: new stores missing ${missing.join(" ")}, replaced files in force ${stale.join(" ")}, untouched files gone ${lost.join(" ")}`,
+    );
   }
 
   /** Runs broker tasks, due timers and I/O until nothing is left; restarts after a crash. */
@@ -607,7 +869,8 @@ class Simulation {
         work += life.scheduler.fireDueTimers();
         work += life.scheduler.runTasks();
       }
-      if (work === 0) return;
+      if (this.split !== null) work += this.advanceSplit(this.split);
+      if (work === 0 && this.split === null) return;
     }
     throw new InvariantViolation("quiescence", "the world never became quiet");
   }
@@ -633,7 +896,10 @@ class Simulation {
     }
   }
 
-  /** End of run: no more faults; everyone reconnects and drains; every subscription is complete. */
+  /**
+   * End of run: no more faults; everyone reconnects and drains; one more split runs (it must
+   * complete, whatever earlier crashes cut); every subscription is complete.
+   */
   private async settle(): Promise<void> {
     this.opClock.crashAtOp = Infinity;
     this.disk.capacityBytes = Infinity;
@@ -643,11 +909,14 @@ class Simulation {
       if (this.life !== null && this.life.store.failure !== null) this.crash("process");
       await this.drain();
       this.prepareClients(true);
+      const life = this.life;
+      if (!this.finalSplitDone && life !== null && life.store.failure === null) this.startSplit(life, { crash: false, final: true });
       this.clock.advance(100_000);
       await this.drain();
       this.afterStep();
-      settled = this.life !== null && this.life.store.failure === null && this.clients.every((client) => client.connected && [...client.subscriptions.values()].every((sub) => sub.caughtUp || sub.closing));
+      settled = this.life !== null && this.life.store.failure === null && this.finalSplitDone && this.clients.every((client) => client.connected && [...client.subscriptions.values()].every((sub) => sub.caughtUp || sub.closing));
     }
+    check(this.finalSplitDone, "split-completes", () => `no split completed in ${SETTLE_ROUNDS_MAX} quiet rounds at the end of the run`);
     check(settled, "settles", () => `after ${SETTLE_ROUNDS_MAX} quiet rounds some client is still not connected and caught up`);
     const life = this.life!;
     const visibleSeq = life.broker.stats().visibleSeq;
@@ -656,6 +925,105 @@ class Simulation {
       for (const sub of client.subscriptions.values()) if (!sub.closing) this.checker.complete(client.name, sub as ClientSubscription, visibleSeq);
     }
   }
+}
+
+/** A split in flight and what it has done so far, for the checks after a crash. */
+interface SplitRun {
+  /** The life (process) that runs it: it dies with it. */
+  token: LifeToken;
+  gate: OpGate;
+  /** The split at the end of the run. */
+  final: boolean;
+  /** Ids of the closed files in force when it read the layout. */
+  before: Set<number> | null;
+  /** The newest seq those files held. */
+  closedLastSeq: number;
+  /** The ids reserved for its new stores. */
+  reserved: { first: number; count: number } | null;
+  /** The switch it asked for (in force or not, depending on when a crash came). */
+  swap: LayoutSwap | null;
+  /** The disk op a crash is armed at for it, or Infinity. */
+  armedAtOp: number;
+  /** Arm a crash when it asks for the switch. */
+  crashAtSwitch: boolean;
+  /** The next fsync after it asks to switch fails (most often the SWAP record's). */
+  failSwitchSync: boolean;
+  /** Drain rounds in a row with no op of it waiting. */
+  idleRounds: number;
+  /** Client actions still allowed between its ops. */
+  trafficLeft: number;
+}
+
+/**
+ * Where the split's ops wait for the drain loop: each op queues, `release(n)` lets the first n
+ * go (FIFO, deterministic). Open after a crash, so the dead split's ops fail at once.
+ */
+class OpGate {
+  private waiting: (() => void)[] = [];
+  private open = false;
+  private passed = 0;
+  /** The op (1-based) before which `onFailSync` runs, or Infinity. */
+  failSyncAt = Infinity;
+  onFailSync: () => void = () => {};
+
+  pass(): Promise<void> {
+    if (++this.passed === this.failSyncAt) this.onFailSync();
+    if (this.open) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Lets up to `count` waiting ops run; returns how many. */
+  release(count: number): number {
+    const batch = this.waiting.splice(0, count);
+    for (const resolve of batch) resolve();
+    return batch.length;
+  }
+
+  openAll(): void {
+    this.open = true;
+    this.release(Infinity);
+  }
+}
+
+/** `disk` with every op (and every open file's op) waiting at `gate` first. */
+function gatedDisk(disk: Disk, gate: OpGate): Disk {
+  const file = (inner: DiskFile): DiskFile => ({
+    path: inner.path,
+    read: async (position, into) => (await gate.pass(), inner.read(position, into)),
+    write: async (position, bytes) => (await gate.pass(), inner.write(position, bytes)),
+    size: async () => (await gate.pass(), inner.size()),
+    sync: async () => (await gate.pass(), inner.sync()),
+    truncate: async (size) => (await gate.pass(), inner.truncate(size)),
+    close: () => inner.close(),
+  });
+  return {
+    open: async (path, mode) => (await gate.pass(), file(await disk.open(path, mode))),
+    list: async (dir) => (await gate.pass(), disk.list(dir)),
+    mkdir: async (dir) => (await gate.pass(), disk.mkdir(dir)),
+    remove: async (path) => (await gate.pass(), disk.remove(path)),
+    rename: async (from, to) => (await gate.pass(), disk.rename(from, to)),
+    syncDir: async (dir) => (await gate.pass(), disk.syncDir(dir)),
+  };
+}
+
+/** Ids of every closed file (segment or store) in `layouts`. */
+function idsOf(layouts: readonly PartitionLayout[]): Set<number> {
+  const ids = new Set<number>();
+  for (const layout of layouts) for (const file of [...layout.segments, ...layout.stores]) ids.add(file.id);
+  return ids;
+}
+
+/** A `**` read from seq 1 yields seqs 1, 2, 3, …: every message exactly once, in order. */
+function checkReadOnce(read: readonly ReferenceMessage[], when: string): void {
+  for (let i = 0; i < read.length; i++) {
+    check(read[i].seq === i + 1, "store-read-once", () => `${when}, a ** read yields seq ${read[i].seq} at position ${i + 1} (after ${i === 0 ? "nothing" : `seq ${read[i - 1].seq}`})`);
+  }
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** Every message a store holds, in seq order. */

@@ -1,0 +1,51 @@
+/**
+ * bunRuntime: the Runtime over Bun's natives — Bun.listen / Bun.connect (tcp_listener.ts,
+ * tcp_dialer.ts), Bun.serve for the admin app, node:fs as Bun implements it (bun_disk.ts,
+ * files.ts), Bun.hash.crc32, Bun.spawn, and the node `process` object (process.ts). Built only
+ * when Bun runs Aria (current_runtime.ts): every `Bun.` reference sits inside `bunRuntime()` or a
+ * function it hands out, so importing this module under Deno evaluates none of them.
+ */
+import { BunDisk } from "./bun_disk.ts";
+import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { nativeCrc32 } from "./crc32.ts";
+import { readTextFile } from "./files.ts";
+import { onShutdownSignal, processArgs, processExit, stdinLines, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
+import type { Runtime } from "./runtime.ts";
+import { dialTcp } from "./tcp_dialer.ts";
+import { listenTcp } from "./tcp_listener.ts";
+
+/** Aria's runtime layer under Bun; call only under Bun (it reads `Bun` at once). */
+export const bunRuntime = (): Runtime => ({
+  name: "bun",
+  version: Bun.version,
+  listenTcp,
+  dialTcp,
+  serveHttp: (fetch, options) => {
+    const server = Bun.serve({ hostname: options.host, port: options.port, fetch });
+    return {
+      port: server.port ?? options.port,
+      stop: async () => {
+        server.stop(true);
+      },
+    };
+  },
+  openDisk: (root) => new BunDisk(root),
+  crc32: nativeCrc32,
+  clock: systemClock,
+  scheduler: systemScheduler,
+  scheduleAfter,
+  spawnWorker: (url) => new Worker(url),
+  args: processArgs,
+  exit: processExit,
+  writeStdout,
+  writeStderr,
+  writeStdoutAsync,
+  stdinLines,
+  onShutdownSignal,
+  stderrIsTerminal: () => process.stderr.isTTY === true,
+  readTextFile,
+  runQuiet: async (argv) => {
+    const child = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+    return await child.exited;
+  },
+});

@@ -1,0 +1,81 @@
+/**
+ * denoRuntime: the Runtime over Deno's natives — Deno.listen / Deno.connect (deno_tcp.ts),
+ * Deno.open with fdatasync / fsync (deno_disk.ts), Deno.serve for the admin app, module workers,
+ * Deno.args / Deno.exit / Deno.stdout / Deno.stdin / Deno.addSignalListener for the process.
+ * Built only when Deno runs Aria (current_runtime.ts); importing this module under Bun evaluates
+ * no `Deno.` reference. CRC-32 is node:zlib's crc32, which Deno implements natively (Deno has no
+ * Bun.hash); the clock and the scheduler are the web platform's, shared with Bun (clock.ts).
+ */
+import { crc32 as zlibCrc32 } from "node:zlib";
+import type { Crc32 } from "../store/crc32.ts";
+import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { DenoDisk } from "./deno_disk.ts";
+import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
+import { unreadable } from "./files.ts";
+import { linesOf } from "./process.ts";
+import type { HttpServer, Runtime } from "./runtime.ts";
+
+const encoder = new TextEncoder();
+
+/** Aria's runtime layer under Deno; call only under Deno (it reads `Deno` at once). */
+export const denoRuntime = (): Runtime => ({
+  name: "deno",
+  version: Deno.version.deno,
+  listenTcp: denoListenTcp,
+  dialTcp: denoDialTcp,
+  serveHttp: (fetch, options): HttpServer => {
+    // onListen replaces Deno's "Listening on …" line: `aria serve` owns its stdout.
+    const server = Deno.serve({ hostname: options.host, port: options.port, onListen: () => {} }, fetch);
+    return {
+      port: server.addr.port,
+      stop: () => server.shutdown(),
+    };
+  },
+  openDisk: (root) => new DenoDisk(root),
+  crc32: ((bytes) => zlibCrc32(bytes) >>> 0) as Crc32,
+  clock: systemClock,
+  scheduler: systemScheduler,
+  scheduleAfter,
+  spawnWorker: (url) => new Worker(url, { type: "module" }),
+  args: () => [...Deno.args],
+  exit: (code) => Deno.exit(code),
+  writeStdout: (text) => writeAllSync(Deno.stdout, encoder.encode(text)),
+  writeStderr: (text) => writeAllSync(Deno.stderr, encoder.encode(text)),
+  writeStdoutAsync: async (data) => {
+    const bytes = typeof data === "string" ? encoder.encode(data) : data;
+    let done = 0;
+    while (done < bytes.length) done += await Deno.stdout.write(bytes.subarray(done));
+  },
+  stdinLines: () => linesOf(Deno.stdin.readable),
+  onShutdownSignal: (handler) => {
+    let called = false;
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      Deno.addSignalListener(signal, () => {
+        if (called) return;
+        called = true;
+        handler(signal);
+      });
+    }
+  },
+  stderrIsTerminal: () => Deno.stderr.isTerminal(),
+  readTextFile: async (path, options) => {
+    try {
+      const stat = await Deno.stat(path);
+      if (stat.isDirectory) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
+      if (stat.size > options.bytesMax) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+      return { ok: true, text: await Deno.readTextFile(path) };
+    } catch (error) {
+      return unreadable(path, error);
+    }
+  },
+  runQuiet: async (argv) => {
+    const [program, ...args] = argv;
+    const { code } = await new Deno.Command(program, { args, stdin: "null", stdout: "null", stderr: "null" }).output();
+    return code;
+  },
+});
+
+function writeAllSync(stream: { writeSync(bytes: Uint8Array): number }, bytes: Uint8Array): void {
+  let done = 0;
+  while (done < bytes.length) done += stream.writeSync(bytes.subarray(done));
+}

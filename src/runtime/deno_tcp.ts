@@ -1,0 +1,233 @@
+/**
+ * deno_tcp: TCP for Aria under Deno — Deno.listen for the server, Deno.connect for the client —
+ * with the socket semantics the broker and the client were written against under Bun:
+ *
+ * - `write(bytes)` is synchronous and returns the bytes taken now. Deno's `conn.write` is a promise,
+ *   so each socket keeps an outbound queue of at most SOCKET_QUEUE_BYTES_MAX (standing in for the
+ *   kernel's send buffer): a write takes what fits (copied: callers reuse their buffers), a pump
+ *   writes the queue out, and when a write was cut short, `drain` is reported once the queue is
+ *   down to half. The broker's own send queue and its stall logic stay in charge above it.
+ * - bytes arrive through `data(chunk)`, each chunk a fresh copy (decoders parse payloads in place
+ *   and may keep them); `pause()` stops reading, so the peer sees TCP back-pressure.
+ * - `end()` flushes the queue, then half-closes; the connection is released when the peer closes
+ *   or after END_LINGER_MS. `close` is reported exactly once, whoever closed.
+ *
+ *   write() ──▶ [ queue ≤ SOCKET_QUEUE_BYTES_MAX ] ──pump──▶ conn.write ──▶ kernel
+ *   data()  ◀── copy ◀── conn.read ◀── kernel            (paused: no read is issued)
+ */
+import type { Connection } from "../broker/ports.ts";
+import type { ConnectionEvents, TcpListener } from "./runtime.ts";
+import type { ClientSocket, DialHandlers, Dialer } from "./tcp_dialer.ts";
+
+/** Outbound bytes a socket takes before write() returns short (about a loopback send buffer). */
+const SOCKET_QUEUE_BYTES_MAX = 1024 * 1024;
+/** A short write is followed by `drain` once the queue is down to this: the writer refills it
+ * while the rest is still in flight, so a catching-up reader's stream has no gap per round. */
+const SOCKET_QUEUE_DRAIN_BYTES = SOCKET_QUEUE_BYTES_MAX / 2;
+/** Bytes asked of one read: each read is an async op, so bulk transfers want few, large ones. */
+const READ_CHUNK_BYTES = 256 * 1024;
+/** Pause after a failed accept (EMFILE would otherwise spin). */
+const ACCEPT_RETRY_MS = 10;
+/** How long an ended connection waits for the peer to close before it is closed anyway. */
+const END_LINGER_MS = 2000;
+
+/** Listens on host:port with Deno.listen and feeds each accepted connection to `events`. */
+export function denoListenTcp(events: ConnectionEvents, options: { host: string; port: number }): TcpListener {
+  const listener = Deno.listen({ hostname: options.host, port: options.port, transport: "tcp" });
+  let stopped = false;
+  void (async () => {
+    for (;;) {
+      let conn: Deno.TcpConn;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (stopped) return;
+        // A failed accept (EMFILE, a reset before accept) affects one connection, not the listener.
+        if (error instanceof Deno.errors.BadResource) return;
+        await new Promise((resolve) => setTimeout(resolve, ACCEPT_RETRY_MS));
+        continue;
+      }
+      let sessionId = 0;
+      const socket = new DenoSocket(conn, {
+        data: (bytes) => events.receive(sessionId, bytes),
+        drain: () => events.writable(sessionId),
+        close: () => events.closed(sessionId),
+      });
+      sessionId = events.open(socket.connection());
+      socket.start();
+    }
+  })();
+  return {
+    host: listener.addr.hostname,
+    port: listener.addr.port,
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      listener.close();
+    },
+  };
+}
+
+/** The Deno implementation of Dialer: a failed connect rejects and reports nothing else. */
+export const denoDialTcp: Dialer = async (host, port, handlers) => {
+  const conn = await Deno.connect({ hostname: host, port, transport: "tcp" });
+  const socket = new DenoSocket(conn, handlers);
+  socket.start();
+  return socket.clientSocket();
+};
+
+/** One TCP connection with Bun-like synchronous writes (see the file comment). */
+class DenoSocket {
+  private queue: Uint8Array[] = [];
+  private queuedBytes = 0;
+  private pumping = false;
+  private drainWanted = false;
+  private ending = false;
+  private closed = false;
+  private paused = false;
+  private resumeReading: (() => void) | null = null;
+
+  constructor(
+    private readonly conn: Deno.TcpConn,
+    private readonly handlers: DialHandlers,
+  ) {
+    try {
+      conn.setNoDelay(true);
+    } catch {
+      // not fatal: only latency
+    }
+  }
+
+  /** Starts the read loop. */
+  start(): void {
+    void this.readLoop();
+  }
+
+  connection(): Connection {
+    return { write: (bytes) => this.write(bytes), close: () => this.end() };
+  }
+
+  clientSocket(): ClientSocket {
+    return {
+      write: (bytes) => this.write(bytes),
+      end: () => this.end(),
+      pause: () => {
+        this.paused = true;
+      },
+      resume: () => {
+        this.paused = false;
+        const resume = this.resumeReading;
+        this.resumeReading = null;
+        resume?.();
+      },
+    };
+  }
+
+  private write(bytes: Uint8Array): number {
+    if (this.closed || this.ending) return 0;
+    const taken = Math.min(bytes.length, SOCKET_QUEUE_BYTES_MAX - this.queuedBytes);
+    if (taken < bytes.length) this.drainWanted = true;
+    if (taken <= 0) return 0;
+    this.queue.push(bytes.slice(0, taken));
+    this.queuedBytes += taken;
+    if (!this.pumping) void this.pump();
+    return taken;
+  }
+
+  private end(): void {
+    if (this.closed || this.ending) return;
+    this.ending = true;
+    if (!this.pumping) void this.pump();
+  }
+
+  /** Writes the queue out; then reports drain, or finishes an end(). */
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    try {
+      while (this.queue.length > 0 && !this.closed) {
+        const chunk = this.queue.length === 1 ? this.queue[0] : concat(this.queue, this.queuedBytes);
+        this.queue = [];
+        let offset = 0;
+        while (offset < chunk.length) {
+          const written = await this.conn.write(chunk.subarray(offset));
+          offset += written;
+          this.queuedBytes -= written;
+          if (this.drainWanted && this.queuedBytes <= SOCKET_QUEUE_DRAIN_BYTES && !this.closed && !this.ending) {
+            this.drainWanted = false;
+            this.handlers.drain(); // may write: that only appends to the queue this loop drains
+          }
+        }
+      }
+    } catch (error) {
+      this.finish(error as Error);
+      return;
+    } finally {
+      this.pumping = false;
+    }
+    if (this.closed) return;
+    if (this.ending) {
+      await this.halfClose();
+      return;
+    }
+    if (this.drainWanted) {
+      this.drainWanted = false;
+      this.handlers.drain();
+    }
+  }
+
+  /** After end(): FIN to the peer, then wait (bounded) for its close on the read side. */
+  private async halfClose(): Promise<void> {
+    try {
+      await this.conn.closeWrite();
+    } catch {
+      this.finish();
+      return;
+    }
+    const timer = setTimeout(() => this.finish(), END_LINGER_MS);
+    Deno.unrefTimer(timer);
+  }
+
+  private async readLoop(): Promise<void> {
+    const buffer = new Uint8Array(READ_CHUNK_BYTES);
+    try {
+      for (;;) {
+        if (this.paused && !this.ending) await new Promise<void>((resolve) => (this.resumeReading = resolve));
+        if (this.closed) return;
+        const count = await this.conn.read(buffer);
+        if (count === null) break;
+        // After end(), what the peer still sends is read only to see its close.
+        if (!this.ending && !this.closed) this.handlers.data(buffer.slice(0, count));
+      }
+      this.finish();
+    } catch (error) {
+      this.finish(this.ending ? undefined : (error as Error));
+    }
+  }
+
+  /** Releases the connection and reports close, once. */
+  private finish(error?: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue = [];
+    this.queuedBytes = 0;
+    try {
+      this.conn.close();
+    } catch {
+      // already closed
+    }
+    const resume = this.resumeReading;
+    this.resumeReading = null;
+    resume?.();
+    this.handlers.close(error);
+  }
+}
+
+function concat(chunks: Uint8Array[], bytes: number): Uint8Array {
+  const joined = new Uint8Array(bytes);
+  let offset = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return joined;
+}

@@ -1,0 +1,95 @@
+/**
+ * Runtime: everything Aria needs from the JavaScript runtime that runs it — TCP in both
+ * directions, files, an HTTP server for the admin app, CRC-32, time, workers and the process —
+ * as one small interface. Two implementations sit side by side: bun_runtime.ts (Bun's natives:
+ * Bun.listen, Bun.connect, Bun.serve, node:fs as Bun implements it) and deno_runtime.ts (Deno's:
+ * Deno.listen, Deno.connect, Deno.open, Deno.serve, module workers). current_runtime.ts picks one
+ * at start-up; nothing outside src/runtime/ knows which one runs.
+ *
+ * Not here: what stays portable because both runtimes implement it (the web platform's
+ * performance, setTimeout, fetch, Worker messages; node:fs for the LOCK file and node:util's
+ * parseArgs), and the pure core's own interfaces (Disk, Clock, Scheduler, Connection), which this
+ * file only names.
+ */
+import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
+import type { Crc32 } from "../store/crc32.ts";
+import type { Disk } from "../store/disk.ts";
+import type { ReadTextResult } from "./files.ts";
+import type { Dialer } from "./tcp_dialer.ts";
+
+export type { ClientSocket, DialHandlers, Dialer } from "./tcp_dialer.ts";
+export type { ReadTextResult } from "./files.ts";
+
+/** The events of accepted TCP connections, as the broker takes them (Broker fits). */
+export interface ConnectionEvents {
+  /** A connection was accepted; returns the id its later events carry. */
+  open(connection: Connection): number;
+  receive(sessionId: number, bytes: Uint8Array): void;
+  /** The connection takes writes again after a partial one. */
+  writable(sessionId: number): void;
+  /** The connection is gone (peer closed, error, or after our close); reported once. */
+  closed(sessionId: number): void;
+}
+
+/** A listening TCP endpoint. */
+export interface TcpListener {
+  readonly host: string;
+  readonly port: number;
+  /** Stops accepting; open connections stay until their owner closes them. */
+  stop(): void;
+}
+
+/** A request handler, as Hono's `app.fetch` is one. */
+export type FetchHandler = (request: Request) => Response | Promise<Response>;
+
+/** A running HTTP server. */
+export interface HttpServer {
+  readonly port: number;
+  /** Stops listening and closes its connections. */
+  stop(): Promise<void>;
+}
+
+/** The runtime under Aria. */
+export interface Runtime {
+  /** "bun" or "deno". */
+  readonly name: "bun" | "deno";
+  /** The runtime's version, e.g. "1.4.5". */
+  readonly version: string;
+
+  /** Listens on host:port (port 0 picks a free one); throws when it cannot bind. */
+  listenTcp(events: ConnectionEvents, options: { host: string; port: number }): TcpListener;
+  /** Opens client connections (the client library's default dialer). */
+  readonly dialTcp: Dialer;
+  /** Serves `fetch` over HTTP on host:port; throws when it cannot bind. */
+  serveHttp(fetch: FetchHandler, options: { host: string; port: number }): HttpServer;
+
+  /** The real file system under `root` (relative paths, fsync of files and directories). */
+  openDisk(root: string): Disk;
+  /** The runtime's fastest CRC-32 (IEEE), equal to src/store/crc32.ts. */
+  readonly crc32: Crc32;
+  readonly clock: Clock;
+  readonly scheduler: Scheduler;
+  /** A one-shot timer (the store's `interval` fsync policy). */
+  scheduleAfter(delayMs: number, run: () => void): void;
+  /** Starts a module worker running the script at `url`. */
+  spawnWorker(url: string): Worker;
+
+  /** Command-line arguments after the program (and script) name. */
+  args(): string[];
+  /** Ends the process with `code`. */
+  exit(code: number): never;
+  writeStdout(text: string): void;
+  writeStderr(text: string): void;
+  /** Writes to standard output, waiting while the pipe is full. */
+  writeStdoutAsync(data: string | Uint8Array): Promise<void>;
+  /** The lines of standard input, without their line endings. */
+  stdinLines(): AsyncGenerator<string>;
+  /** Calls `handler` once, on the first SIGINT or SIGTERM. */
+  onShutdownSignal(handler: (signal: string) => void): void;
+  /** True when standard error is a terminal. */
+  stderrIsTerminal(): boolean;
+  /** Reads `path` as UTF-8, refusing files over `bytesMax`; the reason when it cannot. */
+  readTextFile(path: string, options: { bytesMax: number }): Promise<ReadTextResult>;
+  /** Runs a program with its output discarded; resolves to its exit code. */
+  runQuiet(argv: string[]): Promise<number>;
+}
