@@ -34,6 +34,7 @@ export const bunRuntime = (): Runtime => ({
   clock: systemClock,
   scheduler: systemScheduler,
   scheduleAfter,
+  collectGarbage: () => Bun.gc(false),
   spawnWorker: (url) => new Worker(url),
   args: processArgs,
   exit: processExit,

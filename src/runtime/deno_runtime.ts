@@ -36,6 +36,8 @@ export const denoRuntime = (): Runtime => ({
   clock: systemClock,
   scheduler: systemScheduler,
   scheduleAfter,
+  // Deno offers no collection hint without --v8-flags=--expose-gc.
+  collectGarbage: () => {},
   spawnWorker: (url) => new Worker(url, { type: "module" }),
   args: () => [...Deno.args],
   exit: (code) => Deno.exit(code),

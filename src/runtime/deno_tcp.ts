@@ -7,8 +7,11 @@
  *   kernel's send buffer): a write takes what fits (copied: callers reuse their buffers), a pump
  *   writes the queue out, and when a write was cut short, `drain` is reported once the queue is
  *   down to half. The broker's own send queue and its stall logic stay in charge above it.
- * - bytes arrive through `data(chunk)`, each chunk a fresh copy (decoders parse payloads in place
- *   and may keep them); `pause()` stops reading, so the peer sees TCP back-pressure.
+ * - bytes arrive through `data(chunk)`, each chunk bytes no later read overwrites (decoders parse
+ *   payloads in place and may keep them): reads fill the free tail of a 1 MiB slab and each chunk
+ *   is a view of what one read filled; a fresh slab replaces a full one (no copy per read, and one
+ *   large allocation per megabyte instead of one per read). `pause()` stops reading, so the peer
+ *   sees TCP back-pressure.
  * - `end()` flushes the queue, then half-closes; the connection is released when the peer closes
  *   or after END_LINGER_MS. `close` is reported exactly once, whoever closed.
  *
@@ -24,8 +27,10 @@ const SOCKET_QUEUE_BYTES_MAX = 1024 * 1024;
 /** A short write is followed by `drain` once the queue is down to this: the writer refills it
  * while the rest is still in flight, so a catching-up reader's stream has no gap per round. */
 const SOCKET_QUEUE_DRAIN_BYTES = SOCKET_QUEUE_BYTES_MAX / 2;
-/** Bytes asked of one read: each read is an async op, so bulk transfers want few, large ones. */
-const READ_CHUNK_BYTES = 256 * 1024;
+/** Reads land in slabs of this size, each read in the slab's free tail (see readLoop). */
+const READ_SLAB_BYTES = 1024 * 1024;
+/** A read asks for at least this much room; a slab with less left is replaced by a fresh one. */
+const READ_ROOM_BYTES_MIN = 64 * 1024;
 /** Pause after a failed accept (EMFILE would otherwise spin). */
 const ACCEPT_RETRY_MS = 10;
 /** How long an ended connection waits for the peer to close before it is closed anyway. */
@@ -188,15 +193,22 @@ class DenoSocket {
   }
 
   private async readLoop(): Promise<void> {
-    const buffer = new Uint8Array(READ_CHUNK_BYTES);
+    let slab = new Uint8Array(READ_SLAB_BYTES);
+    let used = 0;
     try {
       for (;;) {
         if (this.paused && !this.ending) await new Promise<void>((resolve) => (this.resumeReading = resolve));
         if (this.closed) return;
-        const count = await this.conn.read(buffer);
+        if (slab.length - used < READ_ROOM_BYTES_MIN) {
+          slab = new Uint8Array(READ_SLAB_BYTES);
+          used = 0;
+        }
+        const count = await this.conn.read(slab.subarray(used));
         if (count === null) break;
+        const chunk = slab.subarray(used, used + count);
+        used += count;
         // After end(), what the peer still sends is read only to see its close.
-        if (!this.ending && !this.closed) this.handlers.data(buffer.slice(0, count));
+        if (!this.ending && !this.closed) this.handlers.data(chunk);
       }
       this.finish();
     } catch (error) {

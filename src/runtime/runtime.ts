@@ -71,6 +71,12 @@ export interface Runtime {
   readonly scheduler: Scheduler;
   /** A one-shot timer (the store's `interval` fsync policy). */
   scheduleAfter(delayMs: number, run: () => void): void;
+  /**
+   * Asks the garbage collector to run soon, without blocking (a no-op where the runtime offers no
+   * such hint). The server calls it once a second so freed frames and batches are returned
+   * steadily instead of piling up between the engine's own collections.
+   */
+  collectGarbage(): void;
   /** Starts a module worker running the script at `url`. */
   spawnWorker(url: string): Worker;
 

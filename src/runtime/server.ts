@@ -123,6 +123,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let maintaining = false;
   const timer = setInterval(() => {
     const nowUs = runtime.clock.nowUs();
+    runtime.collectGarbage();
     store.maintain(nowUs);
     if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
     maintaining = true;

@@ -127,6 +127,10 @@ class Lane {
       }
       const at = this.recordAt(context, isStore(file) ? storePath(file.id) : segmentPath(file.id), this.position, file.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
+      // Stop at the batch's limit here too, not only in the journal: a segment the sorter closed
+      // (or a store a split switched in) while this batch awaited a read may hold later seqs, and
+      // yielding them would pass over other partitions' records at or below them, still pending.
+      if (recordSeq(this.view, at) > limit) return Infinity;
       const length = this.view.getUint32(at, true);
       this.position += length;
       if (this.consider(at, length)) return this.headSeq;

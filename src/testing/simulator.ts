@@ -12,8 +12,9 @@
  *
  * Quiescent means: no broker task queued, no timer due, and no promise pending — the store and
  * SimDisk only ever wait on microtasks, so one macrotask turn (setImmediate, used as a barrier,
- * never as a timer) lets every chain of I/O finish. Every choice comes from the Prng and every
- * container iterates in insertion order, so a seed replays byte for byte (TraceHash).
+ * never as a timer) lets every chain of I/O finish — and no split in flight (its ops, and the
+ * store's meanwhile, wait at a gate each round opens a little). Every choice comes from the Prng
+ * and every container iterates in insertion order, so a seed replays byte for byte (TraceHash).
  *
  * A crash drops the broker, tip and store of the dead process (its scheduler is abandoned, its
  * connections swallow writes, its disk view fails with EBADF), crashes the SimDisk (power loss:
@@ -22,12 +23,12 @@
  * refills the tip from `store.readNewest`, builds a new Broker, and clients reconnect.
  *
  * A split runs `aria split` as a running server does it: the split executor (src/split) over the
- * live Store's host, tasks in-process over the same life's disk. Every one of its disk ops (and
- * each host call) waits at a gate the drain loop opens a few ops per round, so broker work —
- * publishes, subscriptions, replays from earliest reading the disk — interleaves with it at op
- * granularity. A crash may be armed at a random op of the split; after it, recovery must leave
- * the old layout or the new one in force (never a mix) and the store must read back every
- * message exactly once.
+ * live Store's host, tasks in-process over the same life's disk. While it runs, every disk op of
+ * the process — the split's, the journal's, the sorter's, the readers' — and each host call waits
+ * at one gate the drain loop opens a few ops per round, so the split, the store and broker work
+ * (publishes, subscriptions, replays from earliest reading the disk) interleave op by op. A crash
+ * may be armed at a random op of the split; after it, recovery must leave the old layout or the
+ * new one in force (never a mix) and the store must read back every message exactly once.
  *
  * Durability by policy: under `always` an acknowledged message is fsynced, so both power loss and
  * kill -9 must keep it. Under `interval`/`never` a message is acknowledged once written: a power
@@ -118,6 +119,8 @@ const TAMPER_FROM_STEP = 10;
 const SUBSCRIBER_QUEUE_SLACK_BYTES = 4096 + 512;
 /** Steps a run keeps reconnecting and draining at the end before it must be settled. */
 const SETTLE_ROUNDS_MAX = 40;
+/** Subscriptions a simulated client holds at most (closing ones aside). */
+const SUBSCRIPTIONS_MAX = 4;
 /** Drain rounds a split may wait with no op at its gate before the world counts as stuck. */
 const SPLIT_IDLE_ROUNDS_MAX = 1000;
 /** Disk ops a split is first guessed to take (where an armed crash lands); then the last split's count. */
@@ -236,8 +239,10 @@ class ObservedStore implements BrokerStore {
 /** One life of the server process. */
 interface Life {
   token: LifeToken;
-  /** The process's disk (a FaultDisk over this life's SimDisk view). */
+  /** The process's disk (a FaultDisk over this life's SimDisk view), through `gate`. */
   disk: Disk;
+  /** Open, but closed while a split runs: the store's ops and the split's then take turns. */
+  gate: OpGate;
   store: Store;
   tip: Tip;
   broker: Broker;
@@ -365,7 +370,8 @@ class Simulation {
       const token: LifeToken = { alive: true };
       this.recovering = token;
       const scheduler = new SimScheduler(this.clock);
-      const disk = faultDisk(this.disk.view(), this.opClock, this.trace, token);
+      const gate = new OpGate();
+      const disk = gatedDisk(faultDisk(this.disk.view(), this.opClock, this.trace, token), gate);
       const storeOptions: StoreOptions = { ...this.config.store, schedule: scheduler.schedule };
       let store: Store;
       let stored: ReferenceMessage[];
@@ -403,7 +409,7 @@ class Simulation {
         sendQueueBytesMax: this.config.sendQueueBytesMax,
         catchUpSliceBytes: this.config.catchUpSliceBytes,
       });
-      this.life = { token, disk, store, tip, broker, scheduler, connections: new Set(), lastMaintainUs: this.clock.timeUs };
+      this.life = { token, disk, gate, store, tip, broker, scheduler, connections: new Set(), lastMaintainUs: this.clock.timeUs };
       return;
     }
   }
@@ -424,12 +430,10 @@ class Simulation {
     this.counters.crashes++;
     life.token.alive = false;
     this.life = null;
+    // The process's waiting ops (a split's among them) run now and fail (EBADF).
+    life.gate.openAll();
     const split = this.split;
-    if (split !== null && split.token === life.token) {
-      // The split dies with its process: its waiting ops run now and fail (EBADF).
-      this.splitCut ??= split;
-      split.gate.openAll();
-    }
+    if (split !== null && split.token === life.token) this.splitCut ??= split;
     const committedBefore = life.store.committedSeq;
     for (const connection of life.connections) connection.dead = true;
     for (const client of this.clients) {
@@ -562,7 +566,13 @@ class Simulation {
         connection.wantsDrain = false;
         life.broker.writable(connection.sessionId);
       }
-      for (const sub of client.subscriptions.values()) if (sub.needsResubscribe) this.send(client, client.resubscribe(sub));
+      for (const sub of client.subscriptions.values()) {
+        if (!sub.needsResubscribe) continue;
+        // Reads never fail on this disk (faults hit writes and fsyncs): a dropped subscription
+        // means the store failed, never that a split or the sorter pulled a file from under a reader.
+        check(life.store.failure !== null, "disk-reads-succeed", () => `${client.name} sub ${sub.id} [${sub.filterTexts.join(" ")}] was dropped by a failed disk read, but the store had not failed`);
+        this.send(client, client.resubscribe(sub));
+      }
     }
   }
 
@@ -617,9 +627,14 @@ class Simulation {
         this.clock.advance(1_000_000 + prng.nextInt(30_000_000));
         return;
       case "split":
-        // Sometimes a subscriber starts replaying from earliest first, so a reader is mid-disk
-        // when the layout switches under it.
-        if (prng.nextInt(3) === 0) this.subscribe(client, { kind: "earliest" });
+        // Often a subscriber starts replaying from earliest first and reads slowly, so its reader
+        // is mid-disk (held back by its full send queue) when the layout switches under it.
+        if (prng.nextInt(3) !== 0) {
+          const subscriber = client.subscribes ? client : this.clients.at(-1)!;
+          if (openSubscriptions(subscriber) >= SUBSCRIPTIONS_MAX) this.unsubscribe(subscriber);
+          this.subscribe(subscriber, { kind: "earliest" });
+          if (prng.nextInt(4) !== 0) this.slowDown(subscriber, 1 + prng.nextInt(5));
+        }
         return this.startSplit(life, { crash: prng.nextInt(3) === 0, final: false });
       case "idle":
         return;
@@ -644,9 +659,17 @@ class Simulation {
   private subscribe(client: SimClient, start: StartPosition | null): void {
     const prng = this.prng;
     const subscriber = client.subscribes ? client : this.clients.at(-1)!;
-    if (!subscriber.connected || subscriber.subscriptions.size >= 4) return;
+    if (!subscriber.connected || openSubscriptions(subscriber) >= SUBSCRIPTIONS_MAX) return;
     start ??= makeStart(prng, { nextSeq: this.checker.reference.length + 1, startUs: START_US, nowUs: this.clock.timeUs });
     this.send(subscriber, subscriber.subscribe(makeFilter(prng, this.tree), start));
+  }
+
+  /** `client` reads at most a hundred bytes a step, from now on, for `steps` steps. */
+  private slowDown(client: SimClient, steps: number): void {
+    const mode = { kind: "slow", bytesPerStep: 1 + this.prng.nextInt(100) } as const;
+    client.readMode = mode;
+    client.readModeUntilStep = this.step + steps;
+    if (client.connection !== null) client.connection.budgetBytes = mode.bytesPerStep;
   }
 
   private unsubscribe(client: SimClient): void {
@@ -670,20 +693,22 @@ class Simulation {
     const workers = 1 + prng.nextInt(3);
     const chunkBytes = pick(prng, [97, 1024, 1 << 20]);
     const run: SplitRun = {
-      token: life.token, gate: new OpGate(), final: options.final, before: null, closedLastSeq: 0, reserved: null, swap: null,
+      token: life.token, gate: life.gate, final: options.final, before: null, closedLastSeq: 0, reserved: null, swap: null,
       armedAtOp: Infinity, crashAtSwitch: false, failSwitchSync: false, idleRounds: 0, trafficLeft: 1 + prng.nextInt(8),
     };
     // Anywhere in the split, or (as often) within a few ops of asking for the switch, where the
     // SWAP append, its fsync and the removal of the replaced files are.
     if (options.crash && prng.nextInt(2) === 0) this.armCrash(run, this.splitOpsEstimate + 10);
     else run.crashAtSwitch = options.crash;
+    // From here until it settles, the store's disk ops and the split's take turns at the gate.
+    run.gate.close();
     const faultRoll = options.final ? -1 : prng.nextInt(12);
     run.failSwitchSync = faultRoll === 0;
     if (faultRoll === 1 || faultRoll === 2) {
       run.gate.failSyncAt = 1 + prng.nextInt(this.splitOpsEstimate + 10);
       run.gate.onFailSync = () => this.disk.failNextSyncs(1);
     }
-    const disk = gatedDisk(life.disk, run.gate);
+    const disk = life.disk; // the server process's own disk: `aria split` shares the data directory
     const runner = inProcessRunner(disk, { crc32, chunkBytes });
     const host = this.splitHost(life.store, run);
     const opsBefore = this.opClock.ops;
@@ -711,22 +736,23 @@ class Simulation {
     const gate = run.gate;
     return {
       layout: async () => {
-        await gate.pass();
+        await gate.wait();
         const layouts = await inner.layout();
         run.before = idsOf(layouts);
         for (const layout of layouts) for (const file of [...layout.segments, ...layout.stores]) run.closedLastSeq = Math.max(run.closedLastSeq, file.lastSeq);
         return layouts;
       },
       reserveIds: async (count) => {
-        await gate.pass();
+        await gate.wait();
         const first = await inner.reserveIds(count);
         run.reserved = { first, count };
         return first;
       },
       switchLayout: async (swap) => {
-        await gate.pass();
+        await gate.wait();
         run.swap = swap;
-        if (run.crashAtSwitch) this.armCrash(run, 12);
+        // The switch first reads each new store's head, then appends, then removes each old file.
+        if (run.crashAtSwitch) this.armCrash(run, 4 * swap.added.length + 2 * swap.removed.length + 8);
         if (run.failSwitchSync) this.disk.failNextSyncs(1);
         return inner.switchLayout(swap);
       },
@@ -759,6 +785,7 @@ class Simulation {
 
   private splitDone(run: SplitRun, report: SplitReport | null, error: unknown, ops: number): void {
     if (this.split === run) this.split = null;
+    run.gate.openAll();
     if (this.opClock.crashAtOp === run.armedAtOp) this.opClock.crashAtOp = Infinity; // it ended first
     if (report !== null) {
       if (report.switched) this.counters.splitsSwitched++;
@@ -955,21 +982,34 @@ interface SplitRun {
 }
 
 /**
- * Where the split's ops wait for the drain loop: each op queues, `release(n)` lets the first n
- * go (FIFO, deterministic). Open after a crash, so the dead split's ops fail at once.
+ * Where a process's disk ops wait for the drain loop while a split runs: each op queues, and
+ * `release(n)` lets the first n go (FIFO, deterministic). Open (ops go straight through) when no
+ * split runs, and after a crash, so the dead process's ops fail at once.
  */
 class OpGate {
   private waiting: (() => void)[] = [];
-  private open = false;
+  private closed = false;
   private passed = 0;
-  /** The op (1-based) before which `onFailSync` runs, or Infinity. */
+  /** The op (1-based, since `close`) before which `onFailSync` runs, or Infinity. */
   failSyncAt = Infinity;
   onFailSync: () => void = () => {};
 
-  pass(): Promise<void> {
+  /** Resolves when the op may run: now when open, else once released. */
+  wait(): Promise<void> {
+    if (!this.closed) return Promise.resolve();
     if (++this.passed === this.failSyncAt) this.onFailSync();
-    if (this.open) return Promise.resolve();
     return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Runs `op` now when open, else once released. */
+  through<T>(op: () => Promise<T>): Promise<T> {
+    return this.closed ? this.wait().then(op) : op();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.passed = 0;
+    this.failSyncAt = Infinity;
   }
 
   /** Lets up to `count` waiting ops run; returns how many. */
@@ -980,29 +1020,29 @@ class OpGate {
   }
 
   openAll(): void {
-    this.open = true;
+    this.closed = false;
     this.release(Infinity);
   }
 }
 
-/** `disk` with every op (and every open file's op) waiting at `gate` first. */
+/** `disk` with every op (and every open file's op) going through `gate`. */
 function gatedDisk(disk: Disk, gate: OpGate): Disk {
   const file = (inner: DiskFile): DiskFile => ({
     path: inner.path,
-    read: async (position, into) => (await gate.pass(), inner.read(position, into)),
-    write: async (position, bytes) => (await gate.pass(), inner.write(position, bytes)),
-    size: async () => (await gate.pass(), inner.size()),
-    sync: async () => (await gate.pass(), inner.sync()),
-    truncate: async (size) => (await gate.pass(), inner.truncate(size)),
+    read: (position, into) => gate.through(() => inner.read(position, into)),
+    write: (position, bytes) => gate.through(() => inner.write(position, bytes)),
+    size: () => gate.through(() => inner.size()),
+    sync: () => gate.through(() => inner.sync()),
+    truncate: (size) => gate.through(() => inner.truncate(size)),
     close: () => inner.close(),
   });
   return {
-    open: async (path, mode) => (await gate.pass(), file(await disk.open(path, mode))),
-    list: async (dir) => (await gate.pass(), disk.list(dir)),
-    mkdir: async (dir) => (await gate.pass(), disk.mkdir(dir)),
-    remove: async (path) => (await gate.pass(), disk.remove(path)),
-    rename: async (from, to) => (await gate.pass(), disk.rename(from, to)),
-    syncDir: async (dir) => (await gate.pass(), disk.syncDir(dir)),
+    open: (path, mode) => gate.through(async () => file(await disk.open(path, mode))),
+    list: (dir) => gate.through(() => disk.list(dir)),
+    mkdir: (dir) => gate.through(() => disk.mkdir(dir)),
+    remove: (path) => gate.through(() => disk.remove(path)),
+    rename: (from, to) => gate.through(() => disk.rename(from, to)),
+    syncDir: (dir) => gate.through(() => disk.syncDir(dir)),
   };
 }
 
@@ -1024,6 +1064,13 @@ function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/** Subscriptions of `client` not being closed. */
+function openSubscriptions(client: SimClient): number {
+  let count = 0;
+  for (const sub of client.subscriptions.values()) if (!sub.closing) count++;
+  return count;
 }
 
 /** Every message a store holds, in seq order. */
