@@ -4,6 +4,7 @@
  * A UsageError carries the message the command prints above its usage before exiting 2.
  */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { parseTcpUrl } from "../client/client.ts";
 
 /** Wrong arguments: printed with the usage, exit code 2. */
 export class UsageError extends Error {}
@@ -56,4 +57,20 @@ export function parsePort(text: string, flag: string): number {
 export function stringFlag(values: Record<string, unknown>, name: string, fallback: string): string {
   const value = values[name];
   return typeof value === "string" ? value : fallback;
+}
+
+/** The server URL every client command takes by default. */
+export const URL_DEFAULT = "tcp://127.0.0.1:7400";
+
+/**
+ * Checks a --url value: a malformed one is a wrong argument (usage, exit 2), not an unreachable
+ * server (exit 1).
+ */
+export function checkUrl(url: string): string {
+  try {
+    parseTcpUrl(url);
+  } catch (error) {
+    throw new UsageError(`--url: ${(error as Error).message}`);
+  }
+  return url;
 }

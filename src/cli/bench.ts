@@ -26,11 +26,10 @@ import {
   SCENARIOS,
 } from "../bench/mod.ts";
 import { connect } from "../client/mod.ts";
-import { parseTcpUrl } from "../client/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { startServer } from "../runtime/server.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
-import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError } from "./args.ts";
+import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError, checkUrl } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, processIo, type CliIo } from "./cli_io.ts";
 
 /** Usage of `aria bench`. */
@@ -103,14 +102,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
   if (typeof values.fsync === "string") overrides.fsync = parseFsyncList(values.fsync);
   if (typeof values.publishers === "string") overrides.publishers = parseCountList(values.publishers, "--publishers");
   if (typeof values.payload === "string") overrides.payloadBytes = parseCountList(values.payload, "--payload");
-  const url = typeof values.url === "string" ? values.url : null;
-  if (url !== null) {
-    try {
-      parseTcpUrl(url);
-    } catch (error) {
-      throw new UsageError(`--url: ${(error as Error).message}`);
-    }
-  }
+  const url = typeof values.url === "string" ? checkUrl(values.url) : null;
   const options = benchOptions(overrides);
   const progress = progressLine(io);
   const env = benchEnv({ url, parentDir: stringFlag(values, "data-dir", tmpdir()), progress: progress.update });

@@ -2,11 +2,11 @@
  * `aria pub`: publishes one message, each line of stdin, or JSON lines, and exits 0 once every
  * message is acknowledged, printing the acknowledged seq range on stderr.
  */
-import { connect, parseTcpUrl } from "../client/mod.ts";
+import { connect } from "../client/mod.ts";
 import { AriaError } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { validateTopic } from "../topic/topic.ts";
-import { parseCommand, stringFlag, UsageError } from "./args.ts";
+import { parseCommand, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 
 /** Usage of `aria pub`. */
@@ -47,12 +47,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   } else if (topic !== undefined) {
     throw new UsageError("--json-lines takes topics from the input, not as an argument");
   }
-  const url = stringFlag(values, "url", "tcp://127.0.0.1:7400");
-  try {
-    parseTcpUrl(url); // a malformed --url is a wrong argument (exit 2), not an unreachable server
-  } catch (error) {
-    throw new UsageError(`--url: ${(error as Error).message}`);
-  }
+  const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
   let client: Awaited<ReturnType<typeof connect>>;
   try {
     client = await connect(url, { clientName: "aria-pub", reconnect: false });

@@ -3,11 +3,11 @@
  * end, the oldest message, a seq or a time; stops after --limit messages or, with
  * --until-caught-up, when the subscription reaches the live end.
  */
-import { connect, type Message, parseTcpUrl, type StartFrom } from "../client/mod.ts";
+import { connect, type Message, type StartFrom } from "../client/mod.ts";
 import { AriaError } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { Filter } from "../topic/filter.ts";
-import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
+import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 
 /** Usage of `aria sub`. */
@@ -77,12 +77,7 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
   if (format !== "json" && format !== "raw") throw new UsageError(`--format: "${format}" is not json or raw`);
   const from = parseFrom(stringFlag(values, "from", "live"));
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
-  const url = stringFlag(values, "url", "tcp://127.0.0.1:7400");
-  try {
-    parseTcpUrl(url); // a malformed --url is a wrong argument (exit 2), not an unreachable server
-  } catch (error) {
-    throw new UsageError(`--url: ${(error as Error).message}`);
-  }
+  const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
   let client: Awaited<ReturnType<typeof connect>>;
   try {
     client = await connect(url, { clientName: "aria-sub" });
