@@ -67,7 +67,14 @@ async function dropCaches(): Promise<boolean> {
 
 type Row = { case: string; messages: number; seconds: number; msgPerS: number; mbPerS: number; note: string };
 
-async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, options: { bytes: number; seconds: number }): Promise<Row> {
+/**
+ * One write case. `always`: 64 publishers, each appending `inFlight` messages and awaiting
+ * `commit()` before the next (1: a publisher that waits for every acknowledgement; more: one that
+ * pipelines, as the client library's batching does). Other policies: one producer appending runs
+ * of 4096, yielding to the event loop between runs as a server's socket reads do, waiting when
+ * 32 MiB are buffered.
+ */
+async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, options: { bytes: number; seconds: number; inFlight?: number }): Promise<Row> {
   const path = mkdtempSync(join(dir, `w-${policy}-`));
   const { store } = await Store.open(new BunDisk(path), {
     fsync: policy,
@@ -80,12 +87,14 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
   const limit = Math.floor(options.bytes / MESSAGE_BYTES);
   const start = performance.now();
   let count = 0;
+  const inFlight = options.inFlight ?? 1;
   if (policy === "always") {
     const publisher = async () => {
       while (count < limit && performance.now() < deadline) {
-        const seq = store.nextSeq;
-        store.append(seq, seq, topicOf(seq, partitions), payload);
-        count++;
+        for (let i = 0; i < inFlight; i++, count++) {
+          const seq = store.nextSeq;
+          store.append(seq, seq, topicOf(seq, partitions), payload);
+        }
         await store.commit();
       }
     };
@@ -98,7 +107,7 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
       }
       // Back-pressure as a broker would apply it: wait when too much is buffered.
       if (store.bufferedBytes > 32 * 1024 * 1024) await store.commit();
-      else await Promise.resolve();
+      else await new Promise((resolve) => setImmediate(resolve));
     }
     await store.commit();
   }
@@ -109,7 +118,7 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
   await store.close({ sort: false });
   rmSync(path, { recursive: true, force: true });
   return {
-    case: `write ${policy}, ${partitions} partitions`,
+    case: `write ${policy}${policy === "always" ? `, ${PUBLISHERS} publishers × ${inFlight} in flight` : ""}, ${partitions} partitions`,
     messages: count,
     seconds,
     msgPerS: count / seconds,
@@ -143,7 +152,8 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
     const start = performance.now();
     let count = 0;
     let useful = 0;
-    const reader = store.read(filter, { seq: 1 });
+    // Borrowed payloads, as the broker reads: each batch is consumed before the next is read.
+    const reader = store.read(filter, { seq: 1 }, { borrow: true });
     for (;;) {
       const batch = await reader.nextBatch();
       if (batch.length === 0) break;
@@ -182,9 +192,11 @@ export async function runStoreBench(options: { smoke?: boolean; mib?: number; se
       rows.push({ case: "raw sequential read (dd iflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: read, note: "1 GiB, bs=1M" });
     }
     for (const partitions of [10, 10_000]) {
-      for (const policy of ["always", "interval", "never"] as const) {
-        rows.push(await writeCase(base, policy, smoke ? Math.min(partitions, 50) : partitions, { bytes, seconds }));
-      }
+      const count = smoke ? Math.min(partitions, 50) : partitions;
+      rows.push(await writeCase(base, "always", count, { bytes, seconds }));
+      rows.push(await writeCase(base, "always", count, { bytes, seconds, inFlight: 16 }));
+      rows.push(await writeCase(base, "interval", count, { bytes, seconds }));
+      rows.push(await writeCase(base, "never", count, { bytes, seconds }));
     }
     rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
     rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);

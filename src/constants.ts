@@ -108,6 +108,11 @@ export const READ_CHUNK_BYTES_MIN = 16 * 1024;
 export const READ_CHUNK_BYTES_MAX = 1024 * 1024;
 /** Payload bytes one reader batch returns at most: bounds memory of a catch-up read. */
 export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
+/**
+ * Messages one reader batch returns at most: each is an object the collector must reclaim, so
+ * a batch of small messages stays young garbage (a byte limit alone allowed ~100,000 objects).
+ */
+export const READ_BATCH_MESSAGES_MAX = 8192;
 /** Manifest records before a compaction is considered: rewriting is O(live segments). */
 export const MANIFEST_RECORDS_COMPACT_MIN = 4096;
 

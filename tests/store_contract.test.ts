@@ -44,10 +44,27 @@ class StoreSubject implements Subject {
   commit(): Promise<void> {
     return this.store.commit();
   }
+  private reads = 0;
+  /**
+   * Every other read borrows (payloads are views, valid until the next batch): each batch is
+   * copied out at once, and a batch's payloads are checked again after the next batch is read,
+   * so a borrowed buffer refilled too early shows up as a difference.
+   */
   async read(filter: Filter, from: From, batchBytesMax?: number): Promise<Plain[]> {
+    const borrow = this.reads++ % 2 === 1;
+    const reader = this.store.read(filter, from, { batchBytesMax, borrow });
     const out: Plain[] = [];
-    for await (const message of this.store.read(filter, from, { batchBytesMax })) out.push(plain(message));
-    return out;
+    let previous: { copy: Plain[]; batch: { payload: Uint8Array }[] } | null = null;
+    for (;;) {
+      const batch = await reader.nextBatch();
+      if (!borrow && previous !== null) {
+        previous.batch.forEach((message, i) => expect([...message.payload]).toEqual(previous?.copy[i].payload as number[]));
+      }
+      if (batch.length === 0) return out;
+      const copy = batch.map(plain);
+      out.push(...copy);
+      previous = { copy, batch };
+    }
   }
   async readNewest(maxBytes: number): Promise<Plain[]> {
     return (await this.store.readNewest(maxBytes, { bytesOf: (m) => m.payload.length })).map(plain);

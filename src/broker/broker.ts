@@ -525,7 +525,8 @@ export class Broker {
     this.live.delete(subscription);
     this.catchingUp.add(subscription);
     subscription.phase = Phase.Disk;
-    subscription.diskReader = this.store.read(subscription.filter, { seq: subscription.nextSeq });
+    // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
+    subscription.diskReader = this.store.read(subscription.filter, { seq: subscription.nextSeq }, { borrow: true });
     this.schedulePump();
   }
 

@@ -39,6 +39,9 @@ export interface BrokerStore {
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;
-  /** Reads a filter's committed messages in seq order; an empty batch means caught up. */
-  read(filter: Filter, from: { seq: number } | { timeUs: number }): { nextBatch(): Promise<StoredMessageLike[]> };
+  /**
+   * Reads a filter's committed messages in seq order; an empty batch means caught up. With
+   * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call.
+   */
+  read(filter: Filter, from: { seq: number } | { timeUs: number }, options?: { borrow?: boolean }): { nextBatch(): Promise<StoredMessageLike[]> };
 }

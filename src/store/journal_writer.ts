@@ -147,6 +147,9 @@ export class JournalWriter {
     const context = this.context;
     const policy = context.options.fsync;
     try {
+      // Started by an append: let the appends already queued behind it (publishers woken by the
+      // last commit, the rest of a socket read) join this write and its fsync.
+      await Promise.resolve();
       while (this.chunks.length > 0 && context.failure === null) {
         const batch = this.chunks;
         this.chunks = [];

@@ -19,7 +19,7 @@
  * Invariants: a cursor yields strictly increasing seqs, each >= its resume seq; the heap holds
  * one key per cursor (Infinity: nothing more for now); no file is removed while a batch runs.
  */
-import { READ_CHUNK_BYTES_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
+import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
@@ -31,6 +31,9 @@ import {
   RECORD_INCOMPLETE,
   type StoredMessage,
   checkRecord,
+  RECORD_PAYLOAD_BYTES_OFFSET,
+  RECORD_TOPIC_BYTES_OFFSET,
+  RECORD_TOPIC_OFFSET,
   recordPayload,
   recordProblem,
   recordSeq,
@@ -45,10 +48,55 @@ import type { SubtreeStoreMeta } from "./store_file.ts";
 /** Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time. */
 export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number };
 
-/** Options of a read. */
-export type ReadOptions = { batchBytesMax?: number };
+/**
+ * Options of a read. `borrow`: a batch's payloads are views into the reader's buffers, valid
+ * only until the next `nextBatch()` call (no copy per message; the broker encodes each batch
+ * into frames at once). Without it every payload is a copy the caller may keep.
+ */
+export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 
 const NEEDS_READ = -1;
+
+/**
+ * The read buffers of a borrowing reader: a buffer that payloads of the current batch point into
+ * is never refilled; its lane takes another, and the lent ones come back when the next batch
+ * starts. Keeps at most `keepBytes` of free buffers.
+ */
+class BufferPool {
+  private free: Uint8Array[] = [];
+  private lent: Uint8Array[] = [];
+  private freeBytes = 0;
+
+  constructor(private readonly keepBytes: number) {}
+
+  /** A buffer of at least `bytes`. */
+  take(bytes: number): Uint8Array {
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const buffer = this.free[i];
+      if (buffer.length < bytes) continue;
+      this.free[i] = this.free[this.free.length - 1];
+      this.free.pop();
+      this.freeBytes -= buffer.length;
+      return buffer;
+    }
+    return new Uint8Array(bytes);
+  }
+
+  /** `buffer` holds payloads handed out in this batch: reusable from the next batch on. */
+  lend(buffer: Uint8Array): void {
+    this.lent.push(buffer);
+  }
+
+  /** A new batch starts: the previous batch's views are dead, their buffers free again. */
+  release(): void {
+    for (const buffer of this.lent) {
+      if (this.freeBytes + buffer.length > this.keepBytes) continue;
+      this.free.push(buffer);
+      this.freeBytes += buffer.length;
+    }
+    this.lent = [];
+  }
+}
 
 type FileMeta = SegmentMeta | SubtreeStoreMeta;
 
@@ -77,6 +125,8 @@ class Lane {
   headSeq = Infinity;
   topicCache = "";
   topicMatches = false;
+  /** Payloads of the current batch point into `buffer` (borrowing readers only). */
+  lent = false;
 
   constructor(
     readonly log: PartitionLog,
@@ -87,6 +137,7 @@ class Lane {
     from: { nextSeq: number; timeFloor: number },
     private readonly chunkBytes: number,
     private readonly owner: { timeFloor: number },
+    private readonly pool: BufferPool | null,
   ) {
     this.nextSeq = from.nextSeq;
     this.buffer = new Uint8Array(0);
@@ -113,12 +164,17 @@ class Lane {
     while (this.segmentIndex < files.length) {
       const file = files[this.segmentIndex];
       if (this.position < 0) {
-        const index = context.indexes.get(file.id);
-        if (index === undefined) return this.request(indexPath(file.id), 0, 0, -1);
         const timeFloor = this.owner.timeFloor;
-        const target = timeFloor > -Infinity ? { timeUs: timeFloor } : { seq: this.nextSeq };
         const start = isStore(file) ? file.dataStart : FILE_HEADER_FIXED_BYTES + log.name.length;
-        this.position = index === null ? start : seekIndex(index, target);
+        if (timeFloor === -Infinity && this.nextSeq <= file.firstSeq) {
+          // The whole file is wanted: no index to read.
+          this.position = start;
+        } else {
+          const index = context.indexes.get(file.id);
+          if (index === undefined) return this.request(indexPath(file.id), 0, 0, -1);
+          const target = timeFloor > -Infinity ? { timeUs: timeFloor } : { seq: this.nextSeq };
+          this.position = index === null ? start : seekIndex(index, target);
+        }
       }
       if (this.position >= file.bytes) {
         this.segmentIndex++;
@@ -158,12 +214,15 @@ class Lane {
   take(): StoredMessage {
     assert(this.headAt >= 0, "reader: take without a head");
     const at = this.headAt;
-    const message = {
-      seq: this.headSeq,
-      timeUs: recordTime(this.view, at),
-      topic: this.topicCache,
-      payload: recordPayload(this.buffer, this.view, at),
-    };
+    let payload: Uint8Array;
+    if (this.pool === null) {
+      payload = recordPayload(this.buffer, this.view, at);
+    } else {
+      const from = at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+      payload = this.buffer.subarray(from, from + this.view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true));
+      this.lent = true;
+    }
+    const message = { seq: this.headSeq, timeUs: recordTime(this.view, at), topic: this.topicCache, payload };
     this.nextSeq = this.headSeq + 1;
     this.headAt = -1;
     this.headSeq = Infinity;
@@ -217,6 +276,7 @@ class Lane {
     this.bufferPath = lane.bufferPath;
     this.bufferStart = lane.bufferStart;
     this.bufferLength = lane.bufferLength;
+    this.lent = lane.lent;
   }
 
   /** Performs `want`: a chunk of a data file, or an index. */
@@ -226,9 +286,18 @@ class Lane {
       await loadIndex(context, want.path);
       return;
     }
-    if (this.buffer.length < want.bytes) {
-      this.buffer = new Uint8Array(Math.max(want.bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX)));
-      this.view = new DataView(this.buffer.buffer);
+    if (this.buffer.length < want.bytes || this.lent) {
+      const bytes = Math.max(want.bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX));
+      if (this.pool === null) {
+        this.buffer = new Uint8Array(bytes);
+      } else {
+        // Never refill a buffer this batch's payloads point into.
+        if (this.lent) this.pool.lend(this.buffer);
+        this.lent = false;
+        this.buffer = this.pool.take(bytes);
+      }
+      this.view = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.length);
+      this.bufferPath = "";
     }
     const into = this.buffer.subarray(0, want.bytes);
     const read = await context.files.with(want.path, (file) => readFully(file, want.position, into));
@@ -264,6 +333,7 @@ class PartitionCursor {
     from: ReadFrom,
     private readonly chunkBytes: number,
     private readonly storeMatches: Map<number, number>,
+    private readonly pool: BufferPool | null,
   ) {
     this.nextSeq = "seq" in from ? from.seq : "afterSeq" in from ? from.afterSeq + 1 : 1;
     this.timeFloor = "timeUs" in from ? from.timeUs : -Infinity;
@@ -280,9 +350,9 @@ class PartitionCursor {
       if (store.lastSeq < this.nextSeq) continue;
       const match = this.matchOf(store);
       if (match === MATCH_NONE) continue;
-      this.lanes.push(new Lane(this.log, [store], false, this.filter, match === MATCH_ALL, from, this.chunkBytes, this));
+      this.lanes.push(new Lane(this.log, [store], false, this.filter, match === MATCH_ALL, from, this.chunkBytes, this, this.pool));
     }
-    this.lanes.push(new Lane(this.log, this.log.segments, true, this.filter, this.matchesAll, from, this.chunkBytes, this));
+    this.lanes.push(new Lane(this.log, this.log.segments, true, this.filter, this.matchesAll, from, this.chunkBytes, this, this.pool));
     // Keep what the old lanes read: a journal chunk or store chunk is still valid bytes.
     for (const lane of old) {
       const heir = lane.withPending
@@ -395,6 +465,7 @@ export class StoreReader {
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
+  private readonly pool: BufferPool | null;
 
   constructor(
     private readonly context: StoreContext,
@@ -403,6 +474,7 @@ export class StoreReader {
     options: ReadOptions = {},
   ) {
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
+    this.pool = options.borrow === true ? new BufferPool(2 * this.batchBytesMax + READ_CHUNK_BYTES_MAX) : null;
   }
 
   /** Partitions this reader has opened cursors on. */
@@ -410,10 +482,14 @@ export class StoreReader {
     return this.cursors.length;
   }
 
-  /** The next messages in seq order (up to the batch byte limit); empty when caught up. */
+  /**
+   * The next messages in seq order (up to the batch byte limit); empty when caught up. With
+   * `borrow`, the previous batch's payloads are invalid from this call on.
+   */
   async nextBatch(): Promise<StoredMessage[]> {
     const context = this.context;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "read from a closed store");
+    this.pool?.release();
     context.readsInFlight++;
     try {
       return await this.batch(context);
@@ -454,7 +530,7 @@ export class StoreReader {
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];
     let bytes = 0;
-    while (!heap.empty() && bytes < this.batchBytesMax) {
+    while (!heap.empty() && bytes < this.batchBytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const cursor = this.cursors[heap.topSource()];
       const message = cursor.take();
       out.push(message);
@@ -476,7 +552,7 @@ export class StoreReader {
     if (fresh.length === 0) return;
     const chunkBytes = Math.min(READ_CHUNK_BYTES_MAX, Math.floor(context.options.readBufferBytes / (this.cursors.length + fresh.length)));
     const from: ReadFrom = this.lastSeq > 0 ? { afterSeq: this.lastSeq } : this.from;
-    for (const log of fresh) this.cursors.push(new PartitionCursor(log, this.filter, from, chunkBytes, this.storeMatches));
+    for (const log of fresh) this.cursors.push(new PartitionCursor(log, this.filter, from, chunkBytes, this.storeMatches, this.pool));
   }
 }
 

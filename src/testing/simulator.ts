@@ -231,8 +231,8 @@ class ObservedStore implements BrokerStore {
     return this.inner.commit();
   }
 
-  read(filter: Filter, from: { seq: number } | { timeUs: number }): { nextBatch(): Promise<StoredMessageLike[]> } {
-    return this.inner.read(filter, from);
+  read(filter: Filter, from: { seq: number } | { timeUs: number }, options?: { borrow?: boolean }): { nextBatch(): Promise<StoredMessageLike[]> } {
+    return this.inner.read(filter, from, options);
   }
 }
 
