@@ -47,6 +47,13 @@ import { Phase, Subscription } from "./subscription.ts";
 
 /** Bytes of messages one subscription may write in one catch-up slice before others get a turn. */
 export const CATCH_UP_SLICE_BYTES = 256 * 1024;
+/**
+ * Stalled disk-phase subscriptions that keep their reader and the rest of its batch, so a slow
+ * client resumes where it stopped instead of re-reading (and re-checking) every partition's
+ * chunk from disk. Past this many, a stall drops its reader: memory stays bounded however many
+ * subscribers stall.
+ */
+export const STALLED_DISK_READERS_KEPT_MAX = 64;
 
 /** What a broker is built from. */
 export interface BrokerOptions {
@@ -100,6 +107,8 @@ export class Broker {
   private readonly fanout = new Fanout();
   private readonly live = new Set<Subscription>();
   private readonly catchingUp = new Set<Subscription>();
+  /** Stalled subscriptions holding a disk reader (at most STALLED_DISK_READERS_KEPT_MAX). */
+  private readonly stalledReaders = new Set<Subscription>();
   private readonly pendingAcks: PendingAck[] = [];
   private pendingAckHead = 0;
   private readonly topicBytes: Uint8Array[] = [];
@@ -503,7 +512,7 @@ export class Broker {
   private goLive(subscription: Subscription): void {
     this.catchingUp.delete(subscription);
     subscription.phase = Phase.Live;
-    subscription.diskReader = null;
+    this.dropDiskReader(subscription);
     this.live.add(subscription);
     if (!subscription.caughtUpSent) {
       subscription.caughtUpSent = true;
@@ -516,9 +525,15 @@ export class Broker {
   private toTip(subscription: Subscription): void {
     this.live.delete(subscription);
     subscription.phase = Phase.Tip;
-    subscription.diskReader = null;
+    this.dropDiskReader(subscription);
     this.catchingUp.add(subscription);
     this.schedulePump();
+  }
+
+  private dropDiskReader(subscription: Subscription): void {
+    subscription.diskReader = null;
+    subscription.diskBacklog = null;
+    this.stalledReaders.delete(subscription);
   }
 
   private toDisk(subscription: Subscription): void {
@@ -533,6 +548,10 @@ export class Broker {
   private stall(subscription: Subscription): void {
     if (subscription.phase === Phase.Stalled || subscription.phase === Phase.Closed) return;
     subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
+    if (subscription.diskReader !== null) {
+      if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX) this.stalledReaders.add(subscription);
+      else this.dropDiskReader(subscription);
+    }
     this.live.delete(subscription);
     this.catchingUp.delete(subscription);
     subscription.phase = Phase.Stalled;
@@ -543,6 +562,7 @@ export class Broker {
     for (const subscription of session.subscriptions.values()) {
       if (subscription.phase !== Phase.Stalled) continue;
       resumed = true;
+      this.stalledReaders.delete(subscription);
       if (subscription.stalledFrom === Phase.Disk && subscription.diskReader !== null) {
         subscription.phase = Phase.Disk;
         this.catchingUp.add(subscription);
@@ -624,6 +644,13 @@ export class Broker {
   private diskSlice(subscription: Subscription): void {
     const reader = subscription.diskReader;
     assert(reader !== null, "diskSlice: a disk-phase subscription has a reader");
+    const backlog = subscription.diskBacklog;
+    if (backlog !== null) {
+      // The rest of the batch a stall interrupted (borrowed payloads: no nextBatch call since).
+      subscription.diskBacklog = null;
+      this.diskBatch(subscription, backlog, -1);
+      return;
+    }
     subscription.diskBusy = true;
     const committedBefore = this.store.committedSeq;
     reader.nextBatch().then(
@@ -642,12 +669,13 @@ export class Broker {
 
   private diskBatch(subscription: Subscription, batch: StoredMessageLike[], committedBefore: number): void {
     const session = subscription.session;
-    for (const message of batch) {
+    for (let i = 0; i < batch.length; i++) {
+      const message = batch[i];
       if (message.seq < subscription.nextSeq) continue;
       if (session.backedUp) {
-        // A slow client: leave the rest of the batch; a fresh reader resumes from nextSeq once
-        // it drains (a batch is up to READ_BATCH_BYTES_MAX, per subscription, far past the limit).
-        subscription.diskReader = null;
+        // A slow client: keep the rest of the batch for when it drains (stall() may drop it and
+        // the reader; a fresh reader then resumes from nextSeq).
+        subscription.diskBacklog = i === 0 ? batch : batch.slice(i);
         break;
       }
       const interned = this.topics.intern(message.topic);
@@ -713,7 +741,7 @@ export class Broker {
 
   private dropSubscription(subscription: Subscription): void {
     subscription.phase = Phase.Closed;
-    subscription.diskReader = null;
+    this.dropDiskReader(subscription);
     subscription.session.subscriptions.delete(subscription.id);
     this.fanout.remove(subscription);
     this.live.delete(subscription);

@@ -44,6 +44,8 @@ export class Subscription {
   stalledFrom: Phase = Phase.Tip;
   caughtUpSent = false;
   diskReader: DiskReader | null = null;
+  /** The undelivered rest of the reader's last batch (a stall interrupted it), or null. */
+  diskBacklog: { seq: number; timeUs: number; topic: string; payload: Uint8Array }[] | null = null;
   diskBusy = false;
   /** Messages delivered, for metrics. */
   messagesDelivered = 0;
