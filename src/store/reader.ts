@@ -127,6 +127,8 @@ class Lane {
   topicMatches = false;
   /** Payloads of the current batch point into `buffer` (borrowing readers only). */
   lent = false;
+  /** Path of files[segmentIndex] (built once per file, not per record). */
+  private filePath = "";
 
   constructor(
     readonly log: PartitionLog,
@@ -166,6 +168,7 @@ class Lane {
       if (this.position < 0) {
         const timeFloor = this.owner.timeFloor;
         const start = isStore(file) ? file.dataStart : FILE_HEADER_FIXED_BYTES + log.name.length;
+        this.filePath = isStore(file) ? storePath(file.id) : segmentPath(file.id);
         if (timeFloor === -Infinity && this.nextSeq <= file.firstSeq) {
           // The whole file is wanted: no index to read.
           this.position = start;
@@ -181,7 +184,7 @@ class Lane {
         this.position = -1;
         continue;
       }
-      const at = this.recordAt(context, isStore(file) ? storePath(file.id) : segmentPath(file.id), this.position, file.bytes);
+      const at = this.recordAt(context, this.filePath, this.position, file.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
       // Stop at the batch's limit here too, not only in the journal: a segment the sorter closed
       // (or a store a split switched in) while this batch awaited a read may hold later seqs, and
