@@ -90,6 +90,12 @@ export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
 export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */
 export const SEGMENT_AGE_US_MAX = 10 * 60 * 1_000_000;
+/**
+ * Journal records, over all partitions, that may wait unsorted: each costs 36 bytes of in-memory
+ * position (seq, time, generation, offset, length). Past it the partitions holding the most are
+ * sorted into segments, so small messages at a steady rate do not grow memory until the age limit.
+ */
+export const PENDING_RECORDS_MAX = 1024 * 1024;
 /** The sorter looks for aged partitions (a pass over all of them) at most once per this much publish time (µs). */
 export const SEGMENT_AGE_SCAN_US = 1_000_000;
 /** One sparse index entry per this many segment bytes (Kafka's index.interval.bytes). */
@@ -106,6 +112,8 @@ export const READ_BUFFER_BYTES_TOTAL = 64 * 1024 * 1024;
 export const READ_CHUNK_BYTES_MIN = 16 * 1024;
 /** Largest read chunk of one partition cursor: sequential reads gain little beyond this. */
 export const READ_CHUNK_BYTES_MAX = 1024 * 1024;
+/** Partition cursors of one reader that read at once: queue depth for the disk, well within STORE_OPEN_FILES_MAX. */
+export const READ_CONCURRENCY_MAX = 32;
 /** Payload bytes one reader batch returns at most: bounds memory of a catch-up read. */
 export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
 /**
@@ -123,6 +131,7 @@ assert(JOURNAL_FLUSH_BYTES_MAX <= JOURNAL_BYTES_MAX, "a flush fits a journal");
 assert(JOURNAL_BYTES_MAX <= JOURNAL_RETAINED_BYTES_MAX, "at least one full journal is retained");
 assert(SEGMENT_INDEX_INTERVAL_BYTES < SEGMENT_BYTES_MAX, "a segment has several index entries");
 assert(STORE_OPEN_FILES_MAX >= 8, "a reader and the writer need a few files at once");
+assert(READ_CONCURRENCY_MAX * 4 <= STORE_OPEN_FILES_MAX, "a reader's concurrent reads leave most of the open-file LRU to others");
 
 // ---- Protocol ------------------------------------------------------------------------------
 

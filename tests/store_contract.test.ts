@@ -255,6 +255,33 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("unsorted journal records stay under pendingRecordsMax: the partitions holding most are sorted first", async () => {
+    const disk = new SimDisk({ seed: 7 });
+    const limits = { journalBytesMax: 1 << 20, journalRetainedBytesMax: 4 << 20, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 300 };
+    const { store } = await Store.open(disk, limits);
+    // "big" gets 3 of every 4 records: it is the one to sort when the limit is passed.
+    const topicOf = (seq: number) => (seq % 4 === 0 ? `small/${seq % 3}` : "big");
+    for (let seq = 1; seq <= 5000; seq++) {
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 8));
+      if (seq % 50 === 0) {
+        await store.commit();
+        await store.idle();
+        // A flush may add up to 50 records past the limit before the sorter looks.
+        expect(store.stats().pendingRecords).toBeLessThanOrEqual(300 + 50);
+      }
+    }
+    const stats = store.stats();
+    expect(stats.segments).toBeGreaterThan(0);
+    expect(stats.segmentsWritten).toBe(stats.segments);
+    const seqs: number[] = [];
+    for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
+      expect(message.topic).toBe(topicOf(message.seq));
+      seqs.push(message.seq);
+    }
+    expect(seqs).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
+    await store.close();
+  });
+
   test("retention removes whole old segments by age and by bytes; reads skip to what remains", async () => {
     const disk = new SimDisk({ seed: 6 });
     const { store } = await Store.open(disk, SMALL_LIMITS);

@@ -16,6 +16,7 @@ import {
   READ_BATCH_BYTES_MAX,
   READ_BUFFER_BYTES_TOTAL,
   SEGMENT_AGE_US_MAX,
+  PENDING_RECORDS_MAX,
   SEGMENT_BYTES_MAX,
   SEGMENT_INDEX_INTERVAL_BYTES,
   STORE_OPEN_FILES_MAX,
@@ -48,6 +49,8 @@ export type StoreOptions = {
   journalRetainedBytesMax?: number;
   segmentBytesMax?: number;
   segmentAgeUsMax?: number;
+  /** Unsorted journal records (all partitions) before the largest partitions are sorted. */
+  pendingRecordsMax?: number;
   indexIntervalBytes?: number;
   openFilesMax?: number;
   readBufferBytes?: number;
@@ -69,6 +72,7 @@ export function resolveOptions(options: StoreOptions): ResolvedOptions {
     journalRetainedBytesMax: options.journalRetainedBytesMax ?? JOURNAL_RETAINED_BYTES_MAX,
     segmentBytesMax: options.segmentBytesMax ?? SEGMENT_BYTES_MAX,
     segmentAgeUsMax: options.segmentAgeUsMax ?? SEGMENT_AGE_US_MAX,
+    pendingRecordsMax: options.pendingRecordsMax ?? PENDING_RECORDS_MAX,
     indexIntervalBytes: options.indexIntervalBytes ?? SEGMENT_INDEX_INTERVAL_BYTES,
     openFilesMax: options.openFilesMax ?? STORE_OPEN_FILES_MAX,
     readBufferBytes: options.readBufferBytes ?? READ_BUFFER_BYTES_TOTAL,

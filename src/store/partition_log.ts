@@ -88,6 +88,10 @@ export class PartitionLog {
     assert(segment.lastSeq === this.pendingSeqs[end - 1], "partition_log: segment ends at the last closed record");
     for (let i = this.pendingHead; i < end; i++) this.pendingBytes -= this.pendingLengths[i];
     this.pendingHead = end;
+    // Give back what a burst grew: the arrays shrink when at most a quarter of them is in use.
+    if (this.pendingSeqs.length > PENDING_CAPACITY_INITIAL * 4 && this.pendingCount * 4 <= this.pendingSeqs.length) {
+      this.resize(Math.max(PENDING_CAPACITY_INITIAL, this.pendingCount * 2));
+    }
     this.segments.push(segment);
     this.sortedThrough = segment.lastSeq;
     this.version++;
@@ -119,7 +123,12 @@ export class PartitionLog {
 
   private makeRoom(): void {
     const count = this.pendingTail - this.pendingHead;
-    const capacity = count * 2 < this.pendingSeqs.length ? this.pendingSeqs.length : this.pendingSeqs.length * 2;
+    this.resize(count * 2 < this.pendingSeqs.length ? this.pendingSeqs.length : this.pendingSeqs.length * 2);
+  }
+
+  /** Moves the pending records to the front of arrays of `capacity` (new ones when it differs). */
+  private resize(capacity: number): void {
+    const count = this.pendingTail - this.pendingHead;
     const move = <T extends Float64Array | Uint32Array>(from: T, make: (n: number) => T): T => {
       const to = capacity === from.length ? from : make(capacity);
       to.set(from.subarray(this.pendingHead, this.pendingTail), 0);

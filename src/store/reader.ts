@@ -19,7 +19,7 @@
  * Invariants: a cursor yields strictly increasing seqs, each >= its resume seq; the heap holds
  * one key per cursor (Infinity: nothing more for now); no file is removed while a batch runs.
  */
-import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
+import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CONCURRENCY_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
@@ -518,17 +518,26 @@ export class StoreReader {
       this.keys = new Float64Array(count * 2);
       this.heap = new BinaryHeap(count * 2);
     }
-    // Cursors that need no read are positioned at once; the others read concurrently (queue
-    // depth > 1), so a batch costs no async step per idle partition.
+    // Cursors that need no read are positioned at once; the others read concurrently, at most
+    // READ_CONCURRENCY_MAX at a time (queue depth > 1, yet 10,000 partitions do not open 10,000
+    // files at once past the open-file LRU), so a batch costs no async step per idle partition.
     const keys = this.keys;
-    const waiting: Promise<void>[] = [];
+    const reading: number[] = [];
     for (let i = 0; i < count; i++) {
-      const cursor = this.cursors[i];
-      const key = cursor.advance(context, limit);
+      const key = this.cursors[i].advance(context, limit);
       if (key !== NEEDS_READ) keys[i] = key;
-      else waiting.push(next(context, cursor, limit).then((k) => void (keys[i] = k)));
+      else reading.push(i);
     }
-    if (waiting.length > 0) await Promise.all(waiting);
+    if (reading.length > 0) {
+      let taken = 0;
+      const worker = async () => {
+        while (taken < reading.length) {
+          const i = reading[taken++];
+          keys[i] = await next(context, this.cursors[i], limit);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY_MAX, reading.length) }, worker));
+    }
     const heap = this.heap;
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];

@@ -118,6 +118,17 @@ export class Sorter {
     const closes = new Set<PartitionLog>();
     for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
     context.oversized.clear();
+    let pending = 0;
+    for (const journal of context.journals) pending += journal.pendingRecords;
+    if (pending > options.pendingRecordsMax) {
+      // Too many positions held in memory: sort the partitions holding the most until half remain.
+      const byCount = context.partitionList.filter((log) => log.pendingCount > 0).sort((a, b) => b.pendingCount - a.pendingCount);
+      for (const log of byCount) {
+        if (pending <= options.pendingRecordsMax / 2) break;
+        closes.add(log);
+        pending -= log.pendingCount;
+      }
+    }
     if (nowUs - this.lastAgeScanUs >= SEGMENT_AGE_SCAN_US) {
       // A full pass over the partitions: at most once per SEGMENT_AGE_SCAN_US of publish time.
       this.lastAgeScanUs = nowUs;
