@@ -255,6 +255,34 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("whole-stream reads over segments larger than a read chunk (cursors topped up at batch start) are exact", async () => {
+    const disk = new SimDisk({ seed: 8 });
+    const { store } = await Store.open(disk, { segmentBytesMax: 96 * 1024, readBufferBytes: 16 * 1024, readBatchBytesMax: 4096 });
+    const topicOf = (seq: number) => TOPICS[(seq * 7) % 5];
+    for (let seq = 1; seq <= 6000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 97)));
+    await store.commit();
+    await store.sortAll();
+    // Several segments, each several read chunks (16 KiB) long.
+    expect(store.stats().segments).toBeGreaterThanOrEqual(4);
+    expect(store.stats().segmentBytes / store.stats().segments).toBeGreaterThan(4 * 16 * 1024);
+    for (const borrow of [false, true]) {
+      const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
+      let expected = 1;
+      for (;;) {
+        const batch = await reader.nextBatch();
+        if (batch.length === 0) break;
+        for (const message of batch) {
+          expect(message.seq).toBe(expected);
+          expect(message.topic).toBe(topicOf(expected));
+          expect([...message.payload]).toEqual([...payloadOf(expected, 1 + (expected % 97))]);
+          expected++;
+        }
+      }
+      expect(expected).toBe(6001);
+    }
+    await store.close();
+  });
+
   test("unsorted journal records stay under pendingRecordsMax: the partitions holding most are sorted first", async () => {
     const disk = new SimDisk({ seed: 7 });
     const limits = { journalBytesMax: 1 << 20, journalRetainedBytesMax: 4 << 20, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 300 };

@@ -282,6 +282,27 @@ class Lane {
     this.lent = lane.lent;
   }
 
+  /**
+   * True when the head is a record of a segment or store whose unread part is mostly not in the
+   * buffer: a top-up now (with other cursors' reads, at batch start) spares a read later that
+   * the merge would have to wait for alone.
+   */
+  lowOnData(): boolean {
+    if (this.headAt < 0 || this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath) return false;
+    const end = this.files[this.segmentIndex].bytes;
+    const bufferEnd = this.bufferStart + this.bufferLength;
+    return bufferEnd < end && bufferEnd - (this.bufferStart + this.headAt) < Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN) / 4;
+  }
+
+  /** Reads a chunk starting at the head record (see lowOnData): the head moves to its start. */
+  async topUp(context: StoreContext): Promise<void> {
+    const position = this.bufferStart + this.headAt;
+    const end = this.files[this.segmentIndex].bytes;
+    this.request(this.filePath, position, Math.min(end - position, Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, this.headLength)), end);
+    await this.load(context);
+    this.headAt = 0;
+  }
+
   /** Performs `want`: a chunk of a data file, or an index. */
   async load(context: StoreContext): Promise<void> {
     const want = this.want;
@@ -414,6 +435,17 @@ class PartitionCursor {
     return message;
   }
 
+  /** True when a lane's head sits near the end of what it has read (see Lane.lowOnData). */
+  lowOnData(): boolean {
+    for (const lane of this.lanes) if (lane.lowOnData()) return true;
+    return false;
+  }
+
+  /** Tops up every lane low on data. */
+  async topUp(context: StoreContext): Promise<void> {
+    for (const lane of this.lanes) if (lane.lowOnData()) await lane.topUp(context);
+  }
+
   /** Performs the read the last advance asked for. */
   load(context: StoreContext): Promise<void> {
     const lane = this.loading;
@@ -521,19 +553,26 @@ export class StoreReader {
     // Cursors that need no read are positioned at once; the others read concurrently, at most
     // READ_CONCURRENCY_MAX at a time (queue depth > 1, yet 10,000 partitions do not open 10,000
     // files at once past the open-file LRU), so a batch costs no async step per idle partition.
+    // Cursors about to run dry top up in the same round: inside the merge a read is waited for
+    // alone (queue depth 1), which over thousands of partitions would be most reads.
     const keys = this.keys;
     const reading: number[] = [];
     for (let i = 0; i < count; i++) {
-      const key = this.cursors[i].advance(context, limit);
-      if (key !== NEEDS_READ) keys[i] = key;
-      else reading.push(i);
+      const cursor = this.cursors[i];
+      const key = cursor.advance(context, limit);
+      if (key === NEEDS_READ) reading.push(i);
+      else {
+        keys[i] = key;
+        if (key !== Infinity && cursor.lowOnData()) reading.push(-1 - i);
+      }
     }
     if (reading.length > 0) {
       let taken = 0;
       const worker = async () => {
         while (taken < reading.length) {
           const i = reading[taken++];
-          keys[i] = await next(context, this.cursors[i], limit);
+          if (i < 0) await this.cursors[-1 - i].topUp(context);
+          else keys[i] = await next(context, this.cursors[i], limit);
         }
       };
       await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY_MAX, reading.length) }, worker));
