@@ -4,7 +4,9 @@
  * RSS, open files and block pool every second, and verifies every subscriber's stream at the end.
  * Passes (exit 0) when memory, files and the pool stay flat and every stream verifies.
  *
- *   bun scripts/soak.ts [--minutes 10] [--rate 5000] [--publishers 2] [--tip-bytes 64MiB]
+ *   bun scripts/soak.ts [--minutes 10] [--rate 5000] [--publishers 2] [--tip-bytes 64MiB] [--samples FILE]
+ *
+ * `--samples FILE` writes every per-second sample as one JSON line.
  *
  * Verification. Every publish carries "<publisher>:<counter>"; the acknowledged seq of each is
  * recorded, so for every seq the soak knows the topic and payload. A subscriber checks each
@@ -13,7 +15,7 @@
  * no gap, no duplicate, no reordering, across stalls, reconnects and replays.
  */
 import { parseArgs } from "node:util";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type AriaClient, type Message } from "../src/client/mod.ts";
@@ -26,6 +28,7 @@ const { values } = parseArgs({
     publishers: { type: "string", default: "2" },
     "tip-bytes": { type: "string", default: "64MiB" },
     binary: { type: "string", default: new URL("../dist/aria", import.meta.url).pathname },
+    samples: { type: "string" },
   },
 });
 const DURATION_MS = Number(values.minutes) * 60_000;
@@ -231,7 +234,10 @@ console.log(`|---:|---:|---:|---:|---:|---:|`);
 for (const s of samples.filter((s, i) => s.second % 60 === 0 || i === samples.length - 1)) {
   console.log(`| ${s.second} | ${s.rssMiB.toFixed(0)} | ${s.fds} | ${s.poolBlocksUsed} | ${s.tipRecords} | ${s.published} |`);
 }
-console.log(`\nafter warm-up (last 3/4): RSS ${rss.min.toFixed(0)}..${rss.max.toFixed(0)} MiB, open files ${fds.min}..${fds.max}, pool blocks ${pool.min}..${pool.max}`);
+if (values.samples !== undefined) writeFileSync(values.samples, samples.map((sample) => JSON.stringify(sample)).join("\n") + "\n");
+const peaks = [...steady].sort((a, b) => b.rssMiB - a.rssMiB).slice(0, 5);
+console.log(`\nRSS peaks after warm-up: ${peaks.map((p) => `${p.rssMiB.toFixed(0)} MiB at ${p.second} s (${JSON.stringify(p.subscriptions)})`).join("; ")}`);
+console.log(`after warm-up (last 3/4): RSS ${rss.min.toFixed(0)}..${rss.max.toFixed(0)} MiB, open files ${fds.min}..${fds.max}, pool blocks ${pool.min}..${pool.max}`);
 console.log(`acknowledged seqs: ${lastAckedSeq}; subscribers verified: ${verifiers.map((v) => `${v.name} ${v.received}`).join(", ")}`);
 console.log(failures.length === 0 ? "soak: PASS" : `soak: FAIL\n${failures.join("\n")}`);
 process.exit(failures.length === 0 ? 0 : 1);

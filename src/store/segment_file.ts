@@ -83,7 +83,12 @@ export class SegmentWriter {
     assert(this.index.records > 0, "segment_file: a segment holds at least one record");
     const meta = this.index.meta(this.id, this.partition, this.firstSeq, this.position);
     const indexFile = await disk.open(indexPath(this.id), "create");
-    await indexFile.write(0, this.index.encode(meta, this.crc32));
+    try {
+      await indexFile.write(0, this.index.encode(meta, this.crc32));
+    } catch (error) {
+      await indexFile.close().catch(() => {});
+      throw error;
+    }
     return { meta, indexFile, segmentFile: this.file };
   }
 

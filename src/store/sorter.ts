@@ -26,8 +26,14 @@ import { dropDrainedJournals } from "./recovery.ts";
 import { SegmentWriter } from "./segment_file.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 
-/** Segments written and synced together, then put in force by one manifest append. */
-const BATCH_SEGMENTS = 32;
+/**
+ * Segments written and synced together, then put in force by one manifest append: at most this
+ * many, and at most BATCH_BYTES of records (10,000 small partitions close in a few batches).
+ */
+const BATCH_SEGMENTS = 256;
+const BATCH_BYTES = 64 * 1024 * 1024;
+/** Segments of a batch written at once (each holds a chunk buffer of up to READ_CHUNK_BYTES_MAX). */
+const WRITE_CONCURRENCY = 8;
 /** Journal bytes between two records of one partition that one read still spans. */
 const READ_GAP_BYTES = 16 * 1024;
 const READ_SPAN_BYTES = 1024 * 1024;
@@ -152,8 +158,12 @@ export class Sorter {
       if (image !== null) while (end > log.pendingHead && log.pendingGens[end - 1] !== imageGen) end--;
       if (end > log.pendingHead) plan.push(planClose(log, end));
     }
-    for (let i = 0; i < plan.length; i += BATCH_SEGMENTS) {
-      await this.closeBatch(plan.slice(i, i + BATCH_SEGMENTS), image === null ? null : { gen: imageGen as number, bytes: image });
+    for (let i = 0; i < plan.length; ) {
+      let j = i + 1;
+      let bytes = plan[i].bytes;
+      while (j < plan.length && j - i < BATCH_SEGMENTS && bytes + plan[j].bytes <= BATCH_BYTES) bytes += plan[j++].bytes;
+      await this.closeBatch(plan.slice(i, j), image === null ? null : { gen: imageGen as number, bytes: image });
+      i = j;
     }
     await context.whenNoReads(() => dropDrainedJournals(context));
     await compactManifestMaybe(context);
@@ -164,19 +174,31 @@ export class Sorter {
     const context = this.context;
     const written: { close: Close; meta: SegmentMeta; files: DiskFile[] }[] = [];
     try {
-      for (const close of batch) {
-        const writer = await SegmentWriter.create(context.disk, {
-          id: context.nextSegmentId++,
-          partition: close.log.name,
-          firstSeq: close.firstSeq,
-          intervalBytes: context.options.indexIntervalBytes,
-          crc32: context.crc32,
-          expectedBytes: close.bytes,
-        });
-        await this.copyRecords(close, writer, image);
-        const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
-        written.push({ close, meta, files: [segmentFile, indexFile] });
-      }
+      let next = 0;
+      const writeSegments = async () => {
+        while (next < batch.length) {
+          const close = batch[next++];
+          const writer = await SegmentWriter.create(context.disk, {
+            id: context.nextSegmentId++,
+            partition: close.log.name,
+            firstSeq: close.firstSeq,
+            intervalBytes: context.options.indexIntervalBytes,
+            crc32: context.crc32,
+            expectedBytes: close.bytes,
+          });
+          try {
+            await this.copyRecords(close, writer, image);
+            const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
+            written.push({ close, meta, files: [segmentFile, indexFile] });
+          } catch (error) {
+            await writer.abandon();
+            throw error;
+          }
+        }
+      };
+      // Every writer settles before the files are closed below, failed or not.
+      const results = await Promise.allSettled(Array.from({ length: Math.min(WRITE_CONCURRENCY, batch.length) }, writeSegments));
+      for (const result of results) if (result.status === "rejected") throw result.reason;
       await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.sync())));
     } finally {
       await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.close().catch(() => {}))));
