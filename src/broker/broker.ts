@@ -680,7 +680,9 @@ export class Broker {
       }
       const interned = this.topics.intern(message.topic);
       assert(interned.ok, "diskBatch: stored topics are valid");
-      session.addData(subscription.id, message.seq, message.timeUs, this.topicUtf8(interned.topicId), message.payload, 0, message.payload.length);
+      const topic = this.topicUtf8(interned.topicId);
+      if (message.source !== undefined) session.addData(subscription.id, message.seq, message.timeUs, topic, message.source, message.start as number, message.length as number);
+      else session.addData(subscription.id, message.seq, message.timeUs, topic, message.payload, 0, message.payload.length);
       subscription.messagesDelivered++;
       this.counters.messagesDelivered++;
       subscription.nextSeq = message.seq + 1;

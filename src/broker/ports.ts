@@ -29,6 +29,10 @@ export interface StoredMessageLike {
   timeUs: number;
   topic: string;
   payload: Uint8Array;
+  /** Set by borrowing reads: the payload is source[start, start + length), no view needed. */
+  source?: Uint8Array;
+  start?: number;
+  length?: number;
 }
 
 /** What the broker needs of durable storage (src/store's Store fits). */

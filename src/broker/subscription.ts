@@ -12,6 +12,7 @@
  */
 import type { Filter } from "../topic/filter.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { StoredMessageLike } from "./ports.ts";
 import type { Session } from "./session.ts";
 
 /** Where a subscription's next message comes from. */
@@ -34,7 +35,7 @@ export type Phase = (typeof Phase)[keyof typeof Phase];
 
 /** A reader of committed messages from disk, as the store offers it. */
 export interface DiskReader {
-  nextBatch(): Promise<{ seq: number; timeUs: number; topic: string; payload: Uint8Array }[]>;
+  nextBatch(): Promise<StoredMessageLike[]>;
 }
 
 /** One subscription's cursor state. */
@@ -45,7 +46,7 @@ export class Subscription {
   caughtUpSent = false;
   diskReader: DiskReader | null = null;
   /** The undelivered rest of the reader's last batch (a stall interrupted it), or null. */
-  diskBacklog: { seq: number; timeUs: number; topic: string; payload: Uint8Array }[] | null = null;
+  diskBacklog: StoredMessageLike[] | null = null;
   diskBusy = false;
   /** Messages delivered, for metrics. */
   messagesDelivered = 0;

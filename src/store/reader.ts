@@ -56,6 +56,25 @@ export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number
 export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 
 const NEEDS_READ = -1;
+const EMPTY = new Uint8Array(0);
+
+/**
+ * A message of a borrowing read: the reader reuses these objects from batch to batch (valid,
+ * like the bytes they point into, until the next `nextBatch()`), so a catch-up read allocates
+ * nothing per message. `payload` builds a view only when asked.
+ */
+class BorrowedMessage {
+  seq = 0;
+  timeUs = 0;
+  topic = "";
+  source: Uint8Array = EMPTY;
+  start = 0;
+  length = 0;
+
+  get payload(): Uint8Array {
+    return this.source.subarray(this.start, this.start + this.length);
+  }
+}
 
 /**
  * The read buffers of a borrowing reader: a buffer that payloads of the current batch point into
@@ -214,18 +233,22 @@ class Lane {
   }
 
   /** The current head as a message; the lane moves past it. */
-  take(): StoredMessage {
+  take(into: BorrowedMessage | null): StoredMessage {
     assert(this.headAt >= 0, "reader: take without a head");
     const at = this.headAt;
-    let payload: Uint8Array;
-    if (this.pool === null) {
-      payload = recordPayload(this.buffer, this.view, at);
+    let message: StoredMessage;
+    if (into === null) {
+      message = { seq: this.headSeq, timeUs: recordTime(this.view, at), topic: this.topicCache, payload: recordPayload(this.buffer, this.view, at) };
     } else {
-      const from = at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
-      payload = this.buffer.subarray(from, from + this.view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true));
+      into.seq = this.headSeq;
+      into.timeUs = recordTime(this.view, at);
+      into.topic = this.topicCache;
+      into.source = this.buffer;
+      into.start = at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+      into.length = this.view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
       this.lent = true;
+      message = into;
     }
-    const message = { seq: this.headSeq, timeUs: recordTime(this.view, at), topic: this.topicCache, payload };
     this.nextSeq = this.headSeq + 1;
     this.headAt = -1;
     this.headSeq = Infinity;
@@ -421,9 +444,9 @@ class PartitionCursor {
   }
 
   /** The head as a message; the partition moves past it. */
-  take(): StoredMessage {
+  take(into: BorrowedMessage | null): StoredMessage {
     assert(this.headLane >= 0, "reader: take without a head");
-    const message = this.lanes[this.headLane].take();
+    const message = this.lanes[this.headLane].take(into);
     this.nextSeq = message.seq + 1;
     this.headLane = -1;
     if (this.timeFloor > -Infinity) {
@@ -501,6 +524,8 @@ export class StoreReader {
   lastSeq = 0;
   private readonly batchBytesMax: number;
   private readonly pool: BufferPool | null;
+  /** Message objects a borrowing reader hands out again in every batch. */
+  private readonly borrowed: BorrowedMessage[] | null;
 
   constructor(
     private readonly context: StoreContext,
@@ -510,6 +535,7 @@ export class StoreReader {
   ) {
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
     this.pool = options.borrow === true ? new BufferPool(2 * this.batchBytesMax + READ_CHUNK_BYTES_MAX) : null;
+    this.borrowed = options.borrow === true ? [] : null;
   }
 
   /** Partitions this reader has opened cursors on. */
@@ -580,12 +606,18 @@ export class StoreReader {
     const heap = this.heap;
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];
+    const borrowed = this.borrowed;
     let bytes = 0;
     while (!heap.empty() && bytes < this.batchBytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const cursor = this.cursors[heap.topSource()];
-      const message = cursor.take();
+      let into: BorrowedMessage | null = null;
+      if (borrowed !== null) {
+        if (borrowed.length === out.length) borrowed.push(new BorrowedMessage());
+        into = borrowed[out.length];
+      }
+      const message = cursor.take(into);
       out.push(message);
-      bytes += message.payload.length + message.topic.length;
+      bytes += (message.length ?? message.payload.length) + message.topic.length;
       let key = cursor.advance(context, limit);
       if (key === NEEDS_READ) key = await next(context, cursor, limit);
       heap.advance(key);

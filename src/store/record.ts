@@ -28,8 +28,12 @@ export const RECORD_PAYLOAD_BYTES_OFFSET = 28;
 export const RECORD_TOPIC_OFFSET = 32;
 assert(RECORD_TOPIC_OFFSET === STORE_RECORD_HEADER_BYTES, "record header size matches its layout");
 
-/** A message as the store hands it out. */
-export type StoredMessage = { seq: number; timeUs: number; topic: string; payload: Uint8Array };
+/**
+ * A message as the store hands it out. A borrowing read (see ReadOptions) also sets `source`,
+ * `start` and `length`: the payload is source[start, start + length), usable without building
+ * the `payload` view.
+ */
+export type StoredMessage = { seq: number; timeUs: number; topic: string; payload: Uint8Array; source?: Uint8Array; start?: number; length?: number };
 
 /** Record bytes of a message with `topicBytes` and `payloadBytes`. */
 export function recordBytes(topicBytes: number, payloadBytes: number): number {
