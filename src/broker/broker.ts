@@ -42,7 +42,7 @@ import { FilterMatcher } from "../topic/filter_matcher.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import { Fanout } from "./fanout.ts";
 import type { BrokerStore, Clock, Connection, Scheduler, StoredMessageLike } from "./ports.ts";
-import { Session } from "./session.ts";
+import { QueueChunkPool, Session } from "./session.ts";
 import { Phase, Subscription } from "./subscription.ts";
 
 /** Bytes of messages one subscription may write in one catch-up slice before others get a turn. */
@@ -107,6 +107,8 @@ export class Broker {
   private readonly fanout = new Fanout();
   private readonly live = new Set<Subscription>();
   private readonly catchingUp = new Set<Subscription>();
+  /** Send-queue chunks shared by every session. */
+  private readonly queueChunks = new QueueChunkPool();
   /** Stalled subscriptions holding a disk reader (at most STALLED_DISK_READERS_KEPT_MAX). */
   private readonly stalledReaders = new Set<Subscription>();
   private readonly pendingAcks: PendingAck[] = [];
@@ -149,7 +151,7 @@ export class Broker {
 
   /** A connection opened; returns its session id (the connection is closed when over the limit). */
   open(connection: Connection): number {
-    const session = new Session(this.nextSessionId++, connection, this.topicCache, this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX);
+    const session = new Session(this.nextSessionId++, connection, this.topicCache, this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX, this.queueChunks);
     if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || this.shuttingDown) {
       const code = this.shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
       this.fail(session, code, this.shuttingDown ? "server is shutting down" : `server holds ${this.sessions.size} connections, the limit`);
@@ -754,6 +756,7 @@ export class Broker {
     if (session.closed) return;
     for (const subscription of [...session.subscriptions.values()]) this.dropSubscription(subscription);
     session.closed = true;
+    session.release();
     this.sessions.delete(session.id);
     session.connection.close();
   }

@@ -2,7 +2,9 @@
  * Session: one client connection inside the broker — its decoder, its frame writer, its bounded
  * send queue and its subscriptions. Frames are built in the writer during an event and handed to
  * the connection in one write by flush(); what the socket does not take is copied to the queue
- * and written on drain, in order.
+ * and written on drain, in order. The queue is made of fixed chunks from a pool the broker's
+ * sessions share: a slow reader's backlog allocates nothing per flush, and a session that is
+ * not backed up holds no queue memory.
  *
  *   events ─▶ writer (frames of this event) ─flush─▶ connection.write ─▶ kernel
  *                                              └─ rest ─▶ queue ─drain─▶ connection.write
@@ -17,6 +19,24 @@ import type { Subscription } from "./subscription.ts";
 
 /** A DATA frame is closed once it holds this many bytes, so delivery is not held back by batching. */
 export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
+/** Bytes of one send-queue chunk. */
+export const QUEUE_CHUNK_BYTES = 256 * 1024;
+
+/** Free send-queue chunks shared by the sessions of one broker (keeps at most `keepChunks`). */
+export class QueueChunkPool {
+  private readonly free: Uint8Array[] = [];
+  constructor(private readonly keepChunks: number = 64) {}
+
+  take(): Uint8Array {
+    return this.free.pop() ?? new Uint8Array(QUEUE_CHUNK_BYTES);
+  }
+
+  give(chunk: Uint8Array): void {
+    if (this.free.length < this.keepChunks) this.free.push(chunk);
+  }
+}
+
+type QueueChunk = { bytes: Uint8Array; start: number; end: number };
 
 /** One connected client. */
 export class Session {
@@ -27,7 +47,7 @@ export class Session {
   closing = false;
   closed = false;
   clientName = "";
-  private readonly queue: Uint8Array[] = [];
+  private readonly queue: QueueChunk[] = [];
   private queueHead = 0;
   queuedBytes = 0;
   /** Subscription id of the open DATA frame, or -1. */
@@ -39,6 +59,7 @@ export class Session {
     topicCache: TopicCache,
     /** Bytes queued (plus unflushed) at which this session's cursors stop. */
     readonly queueBytesMax: number = CONNECTION_BUFFERED_BYTES_MAX,
+    private readonly chunks: QueueChunkPool = new QueueChunkPool(),
   ) {
     this.decoder = new FrameDecoder({ topicCache });
   }
@@ -84,29 +105,47 @@ export class Session {
     }
     const bytes = writer.bytes();
     const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
-    if (written < bytes.length) {
-      this.queue.push(bytes.slice(written));
-      this.queuedBytes += bytes.length - written;
-    }
+    if (written < bytes.length) this.enqueue(bytes, written);
     writer.reset();
+  }
+
+  /** Copies bytes[from..] to the end of the queue. */
+  private enqueue(bytes: Uint8Array, from: number): void {
+    this.queuedBytes += bytes.length - from;
+    while (from < bytes.length) {
+      let tail = this.queue.length > this.queueHead ? this.queue[this.queue.length - 1] : undefined;
+      if (tail === undefined || tail.end === tail.bytes.length) {
+        tail = { bytes: this.chunks.take(), start: 0, end: 0 };
+        this.queue.push(tail);
+      }
+      const count = Math.min(bytes.length - from, tail.bytes.length - tail.end);
+      tail.bytes.set(bytes.subarray(from, from + count), tail.end);
+      tail.end += count;
+      from += count;
+    }
   }
 
   /** The socket can take more: writes queued chunks in order. Returns true when the queue emptied. */
   drain(): boolean {
     while (this.queueHead < this.queue.length && !this.closed) {
       const chunk = this.queue[this.queueHead];
-      const written = this.connection.write(chunk);
+      const written = this.connection.write(chunk.bytes.subarray(chunk.start, chunk.end));
       this.queuedBytes -= written;
-      if (written < chunk.length) {
-        this.queue[this.queueHead] = chunk.subarray(written);
-        return false;
-      }
-      this.queue[this.queueHead++] = EMPTY;
+      chunk.start += written;
+      if (chunk.start < chunk.end) return false;
+      this.chunks.give(chunk.bytes);
+      this.queueHead++;
     }
     this.queue.length = 0;
     this.queueHead = 0;
     return true;
   }
-}
 
-const EMPTY = new Uint8Array(0);
+  /** Gives the queue's chunks back to the pool (the session is closed). */
+  release(): void {
+    for (let i = this.queueHead; i < this.queue.length; i++) this.chunks.give(this.queue[i].bytes);
+    this.queue.length = 0;
+    this.queueHead = 0;
+    this.queuedBytes = 0;
+  }
+}

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { fcParams } from "../testing/fc_params.ts";
-import { crc32 } from "./crc32.ts";
+import { crc32, crc32Range } from "./crc32.ts";
 
 describe("crc32", () => {
   test("known vectors (IEEE, as zlib)", () => {
@@ -17,6 +17,18 @@ describe("crc32", () => {
       fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(7), (bytes, skip) => {
         const view = bytes.subarray(Math.min(skip, bytes.length));
         expect(crc32(view)).toBe(Bun.hash.crc32(view) >>> 0);
+      }),
+      fcParams(),
+    );
+  });
+
+  test("crc32Range equals crc32 of the range, short (JavaScript) and long (native) alike", () => {
+    const native = (bytes: Uint8Array) => Bun.hash.crc32(bytes) >>> 0;
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), fc.nat(400), fc.nat(400), (bytes, a, b) => {
+        const start = Math.min(a, b, bytes.length);
+        const end = Math.min(Math.max(a, b), bytes.length);
+        expect(crc32Range(bytes, start, end, native)).toBe(crc32(bytes.subarray(start, end)));
       }),
       fcParams(),
     );

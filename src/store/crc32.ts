@@ -29,11 +29,25 @@ function buildTables(): Uint32Array {
 
 /** CRC-32 of `bytes` (unsigned 32-bit result), as zlib's crc32 and Bun.hash.crc32 compute it. */
 export function crc32(bytes: Uint8Array): number {
+  return crc32Of(bytes, 0, bytes.length);
+}
+
+/** Ranges up to this long are checksummed in JavaScript: as fast as a native call, and no view to allocate. */
+const RANGE_JS_BYTES_MAX = 128;
+
+/**
+ * CRC-32 of bytes[start, end): `native` over a view for long ranges, the table here for short
+ * ones (every record of small messages: no allocation per record on the hot paths).
+ */
+export function crc32Range(bytes: Uint8Array, start: number, end: number, native: Crc32): number {
+  return end - start <= RANGE_JS_BYTES_MAX ? crc32Of(bytes, start, end) : native(bytes.subarray(start, end));
+}
+
+function crc32Of(bytes: Uint8Array, start: number, end: number): number {
   const t = TABLES;
   let crc = 0xffffffff;
-  let i = 0;
-  const length = bytes.length;
-  const end8 = length - (length & 7);
+  let i = start;
+  const end8 = end - ((end - start) & 7);
   while (i < end8) {
     const a = (crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24))) >>> 0;
     const b = bytes[i + 4] | (bytes[i + 5] << 8) | (bytes[i + 6] << 16) | (bytes[i + 7] << 24);
@@ -48,6 +62,6 @@ export function crc32(bytes: Uint8Array): number {
       t[(b >>> 24) & 0xff];
     i += 8;
   }
-  while (i < length) crc = t[(crc ^ bytes[i++]) & 0xff] ^ (crc >>> 8);
+  while (i < end) crc = t[(crc ^ bytes[i++]) & 0xff] ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }

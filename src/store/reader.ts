@@ -56,6 +56,8 @@ export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number
 export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 
 const NEEDS_READ = -1;
+/** Recent topics a lane keeps, so interleaved topics of one partition are not decoded per record. */
+const LANE_TOPICS_KEPT = 8;
 const EMPTY = new Uint8Array(0);
 
 /**
@@ -144,6 +146,9 @@ class Lane {
   headSeq = Infinity;
   topicCache = "";
   topicMatches = false;
+  private readonly seenTopics: string[] = [];
+  private readonly seenMatches: boolean[] = [];
+  private seenNext = 0;
   /** Payloads of the current batch point into `buffer` (borrowing readers only). */
   lent = false;
   /** Path of files[segmentIndex] (built once per file, not per record). */
@@ -259,15 +264,34 @@ class Lane {
   private consider(at: number, length: number): boolean {
     const seq = recordSeq(this.view, at);
     if (seq < this.nextSeq || recordTime(this.view, at) < this.owner.timeFloor) return false;
-    if (!recordTopicEquals(this.buffer, this.view, at, this.topicCache)) {
-      this.topicCache = recordTopic(this.buffer, this.view, at);
-      this.topicMatches = this.matchesAll || this.filter.matches(this.topicCache);
-    }
+    if (!recordTopicEquals(this.buffer, this.view, at, this.topicCache)) this.switchTopic(at);
     if (!this.topicMatches) return false;
     this.headAt = at;
     this.headLength = length;
     this.headSeq = seq;
     return true;
+  }
+
+  /**
+   * Sets topicCache to the topic of the record at `at`: one of the last LANE_TOPICS_KEPT topics
+   * when it is one (a partition's topics interleave: no string built per record), else decoded.
+   */
+  private switchTopic(at: number): void {
+    const seen = this.seenTopics;
+    for (let i = 0; i < seen.length; i++) {
+      if (recordTopicEquals(this.buffer, this.view, at, seen[i])) {
+        this.topicCache = seen[i];
+        this.topicMatches = this.seenMatches[i];
+        return;
+      }
+    }
+    const topic = recordTopic(this.buffer, this.view, at);
+    const matches = this.matchesAll || this.filter.matches(topic);
+    const slot = seen.length < LANE_TOPICS_KEPT ? seen.length : this.seenNext++ % LANE_TOPICS_KEPT;
+    seen[slot] = topic;
+    this.seenMatches[slot] = matches;
+    this.topicCache = topic;
+    this.topicMatches = matches;
   }
 
   /** Offset in `buffer` of the checked record at `position` of `path`, or NEEDS_READ. */

@@ -16,7 +16,7 @@
  */
 import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import type { Crc32 } from "./crc32.ts";
+import { type Crc32, crc32Range } from "./crc32.ts";
 
 export const RECORD_LENGTH_OFFSET = 0;
 export const RECORD_CRC_OFFSET = 4;
@@ -74,7 +74,7 @@ export function encodeRecord(
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
   bytes.set(payload, topicAt + topic.length);
-  view.setUint32(at + RECORD_CRC_OFFSET, crc32(bytes.subarray(at + RECORD_SEQ_OFFSET, at + total)), true);
+  view.setUint32(at + RECORD_CRC_OFFSET, crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32), true);
   return at + total;
 }
 
@@ -99,7 +99,7 @@ export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: 
   }
   if (end - at < total) return RECORD_INCOMPLETE;
   const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
-  if (crc !== crc32(bytes.subarray(at + RECORD_SEQ_OFFSET, at + total))) return RECORD_BAD_CHECKSUM;
+  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32)) return RECORD_BAD_CHECKSUM;
   return total;
 }
 
