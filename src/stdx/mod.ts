@@ -1,3 +1,4 @@
 /** stdx: helpers with no domain knowledge. */
 export { assert, AssertionError, unreachable } from "./assert.ts";
+export { copyBytes } from "./bytes.ts";
 export { Prng } from "./prng.ts";

@@ -16,6 +16,7 @@
  */
 import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { copyBytes } from "../stdx/bytes.ts";
 import { type Crc32, crc32Range } from "./crc32.ts";
 
 export const RECORD_LENGTH_OFFSET = 0;
@@ -73,7 +74,7 @@ export function encodeRecord(
   view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payload.length, true);
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
-  bytes.set(payload, topicAt + topic.length);
+  copyBytes(bytes, topicAt + topic.length, payload, 0, payload.length);
   view.setUint32(at + RECORD_CRC_OFFSET, crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32), true);
   return at + total;
 }

@@ -10,6 +10,7 @@
  */
 import { READ_CHUNK_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { copyBytes } from "../stdx/bytes.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
@@ -61,7 +62,7 @@ export class SegmentWriter {
     this.index.add(recordSeq(view, at), recordTime(view, at), this.position);
     this.position += length;
     if (this.chunkBytes + length > this.chunk.length) return this.addAfterFlush(bytes, at, length);
-    this.chunk.set(bytes.subarray(at, at + length), this.chunkBytes);
+    copyBytes(this.chunk, this.chunkBytes, bytes, at, length);
     this.chunkBytes += length;
     return undefined;
   }
