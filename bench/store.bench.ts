@@ -61,13 +61,9 @@ async function dd(args: string[]): Promise<number> {
 }
 
 /**
- * Removes a case's directory and waits for the file system to settle (`sync`): freeing 512 MiB
- * of extents is journal work that otherwise lands on the next case's fsyncs.
+ * Cases' files are removed only after the last case, so no case pays for removing an earlier
+ * one's 512 MiB (this machine's ext4 is mounted with `discard`: a removal issues TRIMs).
  */
-async function removeQuietly(path: string): Promise<void> {
-  rmSync(path, { recursive: true, force: true });
-  await Bun.spawn(["sync"]).exited;
-}
 
 async function dropCaches(): Promise<boolean> {
   const child = Bun.spawn(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], { stderr: "ignore" });
@@ -125,7 +121,6 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
   await store.idle();
   const stats = store.stats();
   await store.close({ sort: false });
-  await removeQuietly(path);
   return {
     case: `write ${policy}${policy === "always" ? `, ${PUBLISHERS} publishers × ${inFlight} in flight` : ""}, ${partitions} partitions`,
     messages: count,
@@ -180,7 +175,6 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
     });
     await store.close({ sort: false });
   }
-  await removeQuietly(path);
   return { rows, storedBytes };
 }
 
@@ -196,7 +190,6 @@ export async function runStoreBench(options: { smoke?: boolean; mib?: number; se
       const file = join(base, "dd.bin");
       const write = await dd(["if=/dev/zero", `of=${file}`, "bs=1M", "count=1024", "oflag=direct"]);
       const read = await dd([`if=${file}`, "of=/dev/null", "bs=1M", "iflag=direct"]);
-      await removeQuietly(file);
       rows.push({ case: "raw sequential write (dd oflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: write, note: "1 GiB, bs=1M" });
       rows.push({ case: "raw sequential read (dd iflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: read, note: "1 GiB, bs=1M" });
     }
