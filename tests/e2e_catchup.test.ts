@@ -7,10 +7,10 @@
  * each once: no gap or duplicate at the disk → tip → live handoffs. The admin counters confirm
  * that both the disk and the tip paths were taken.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { type AriaClient, connect, type ClientSubscription, type StartFrom } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
-import { type AriaServer, cleanupAll, filterMatches, parseSubLines, runAria, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { filterMatches, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
 const TOPICS = ["load/a/x", "load/a/y", "load/b", "other/c/d", "other/e", "solo"];
 /** Messages before the load: at ~530 ring bytes each, about four times the 1 MiB ring. */
@@ -24,14 +24,7 @@ interface Published {
   payload: string;
 }
 
-let server: AriaServer;
-beforeAll(async () => {
-  server = await startAria({ tipBytes: "1MiB" });
-});
-afterAll(async () => {
-  await server?.stop();
-  await cleanupAll();
-});
+const server = serverForFile({ tipBytes: "1MiB" });
 
 class Publisher {
   readonly bySeq = new Map<number, Published>();
@@ -88,7 +81,7 @@ function collect(subscription: ClientSubscription): Published[] {
 test(
   "catch-up under load from earliest, a seq in the ring, a seq only on disk and a time: no gap or duplicate at the handoffs",
   async () => {
-    const url = server.tcpUrl;
+    const url = server().tcpUrl;
     const publisherClient = await connect(url, { clientName: "load" });
     const publisher = new Publisher(publisherClient, new Prng(Number(process.env.FC_SEED ?? 0x41524941)));
 
@@ -98,7 +91,7 @@ test(
     for (let i = 1500; i < HISTORY_MESSAGES - 200; i += 200) await publisher.batch(200);
     const ringMark = await publisher.timeMark();
     await publisher.batch(200);
-    const statsBefore = await server.stats();
+    const statsBefore = await server().stats();
     expect(statsBefore.tip.firstSeq).toBeGreaterThan(diskMark.firstSeqAfter);
     expect(statsBefore.tip.firstSeq).toBeLessThan(ringMark.firstSeqAfter);
 
@@ -124,7 +117,7 @@ test(
       { name: "disk seq", filter: ["load/a/x", "other/**"], from: diskSeq, fromSeq: diskSeq },
       { name: "disk time", filter: ["**"], from: diskMark.time, fromSeq: diskMark.firstSeqAfter },
     ];
-    const tip = (await server.stats()).tip;
+    const tip = (await server().stats()).tip;
     expect(ringSeq).toBeGreaterThan(tip.firstSeq);
     expect(ringMark.firstSeqAfter).toBeGreaterThan(tip.firstSeq);
     expect(diskSeq).toBeLessThan(tip.firstSeq);
@@ -169,7 +162,7 @@ test(
     expect(diskRun.exitCode).toBe(0);
     expect(parseSubLines(diskRun.stdout).map(({ seq, topic, payload }) => ({ seq, topic, payload }))).toEqual(publisher.expected(["load/**"], diskSeq).slice(0, cliDiskLimit));
 
-    const recoveries = (await server.stats()).broker.recoveries;
+    const recoveries = (await server().stats()).broker.recoveries;
     expect(recoveries.disk).toBeGreaterThanOrEqual(5);
     expect(recoveries.tip).toBeGreaterThanOrEqual(3);
 

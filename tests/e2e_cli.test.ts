@@ -4,20 +4,15 @@
  * unreachable server, 2 wrong arguments), --help, stdin lines, --json-lines, the JSON and raw
  * output formats (payloadBase64 for bytes that are not UTF-8), --from, --limit, --until-caught-up.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { beforeAll, expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
-import { type AriaServer, cleanupAll, parseSubLines, runAria, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
-let server: AriaServer;
+const server = serverForFile();
 let url: string;
 
-beforeAll(async () => {
-  server = await startAria();
-  url = server.tcpUrl;
-});
-afterAll(async () => {
-  await server?.stop();
-  await cleanupAll();
+beforeAll(() => {
+  url = server().tcpUrl;
 });
 
 /** A port on 127.0.0.1 where nothing listens: taken from port 0, then released. */
@@ -36,10 +31,10 @@ function ackedRange(stderr: string): { first: number; last: number; count: numbe
 }
 
 test("serve prints one URL line per listener and the admin URL answers", async () => {
-  expect(server.tcpUrl).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
-  expect(server.adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-  expect(server.tcpUrl.split(":")[2]).not.toBe("7400");
-  const response = await fetch(`${server.adminUrl}/healthz`);
+  expect(server().tcpUrl).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+  expect(server().adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  expect(server().tcpUrl.split(":")[2]).not.toBe("7400");
+  const response = await fetch(`${server().adminUrl}/healthz`);
   expect(response.status).toBe(200);
 });
 
@@ -223,9 +218,9 @@ test("sub --from SEQ, --from TIME, --limit N; --until-caught-up with no match ex
 });
 
 test("sub --from live --limit N gets the next N messages published after it subscribed", async () => {
-  const liveBefore = (await server.stats()).broker.subscriptionsByPhase.live;
+  const liveBefore = (await server().stats()).broker.subscriptionsByPhase.live;
   const running = runAria(["sub", "--url", url, "cli/live/**", "--limit", "2"]);
-  await waitFor(async () => (await server.stats()).broker.subscriptionsByPhase.live > liveBefore, "the CLI subscriber to go live");
+  await waitFor(async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore, "the CLI subscriber to go live");
   const pub = await runAria(["pub", "--url", url, "cli/live/a"], { stdin: "one\ntwo\nthree\n" });
   expect(pub.exitCode).toBe(0);
   const { first } = ackedRange(pub.stderr);

@@ -6,10 +6,10 @@
  * Each subscriber must get exactly the messages its filter matches, in seq order, each once, and
  * the server's seqs must be 1..N with no hole.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { type AriaClient, connect, type ClientSubscription } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
-import { type AriaServer, cleanupAll, filterMatches, parseSubLines, runAria, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { filterMatches, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
 const TOPICS = [
   "app/orders/created",
@@ -45,14 +45,7 @@ interface Published {
   payload: string;
 }
 
-let server: AriaServer;
-beforeAll(async () => {
-  server = await startAria({ tipBytes: "1MiB" });
-});
-afterAll(async () => {
-  await server?.stop();
-  await cleanupAll();
-});
+const server = serverForFile({ tipBytes: "1MiB" });
 
 function messagesOf(name: string, count: number, prng: Prng): Published[] {
   return Array.from({ length: count }, (_, i) => ({
@@ -77,7 +70,7 @@ test(
     const prng = new Prng(Number(process.env.FC_SEED ?? 0x41524941));
     const plans = Array.from({ length: PUBLISHERS }, (_, p) => messagesOf(`pub${p}`, MESSAGES_PER_PUBLISHER, prng));
     const cliPlan = messagesOf("cli", CLI_MESSAGES, prng);
-    const url = server.tcpUrl;
+    const url = server().tcpUrl;
 
     // Subscribers first, all live before anything is published.
     const clients: AriaClient[] = [];
@@ -93,9 +86,9 @@ test(
     }
     const allPlanned = [...plans.flat(), ...cliPlan];
     const cliExpectedCount = allPlanned.filter((m) => filterMatches(CLI_FILTER, m.topic)).length;
-    const liveBefore = (await server.stats()).broker.subscriptionsByPhase.live;
+    const liveBefore = (await server().stats()).broker.subscriptionsByPhase.live;
     const cliSub = runAria(["sub", "--url", url, ...CLI_FILTER, "--limit", String(cliExpectedCount)], { timeoutMs: 30_000 });
-    await waitFor(async () => (await server.stats()).broker.subscriptionsByPhase.live > liveBefore, "aria sub to go live");
+    await waitFor(async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore, "aria sub to go live");
 
     // Publish from every publisher at once, in batches of random size.
     const bySeq = new Map<number, Published>();

@@ -10,14 +10,14 @@
  * message in order, the server's RSS stayed bounded, no fuzz session lingers, and `aria pub` /
  * `aria sub` still work. Seed and runs come from fcParams() (FC_SEED, FC_RUNS).
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { connect } from "../src/client/mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
 import { frameArbitrary } from "../src/protocol/frame_arbitraries.ts";
 import type { OutgoingFrame } from "../src/protocol/mod.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
-import { type AriaServer, cleanupAll, parseSubLines, runAria, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 import { framesBytes, RawConnection } from "./fixtures/e2e_raw.ts";
 
 /** RSS the server may gain over the whole fuzz run (see e2e_stall for the GC setting). */
@@ -25,14 +25,7 @@ const RSS_GROWTH_BYTES_MAX = 160 * 1024 * 1024;
 /** How long a connection waits for its closing PING's PONG (or the server's close). */
 const SETTLE_MS = 60;
 
-let server: AriaServer;
-beforeAll(async () => {
-  server = await startAria({ tipBytes: "1MiB", fsync: "never", env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) } });
-});
-afterAll(async () => {
-  await server?.stop();
-  await cleanupAll();
-});
+const server = serverForFile({ tipBytes: "1MiB", fsync: "never", env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) } });
 
 type Mutation =
   | { kind: "flip"; at: number; xor: number }
@@ -131,7 +124,7 @@ async function runScript(url: string, script: Script): Promise<Outcome> {
 test(
   "fuzz: random and mutated frames from many connections; the server stays up, memory bounded, well-behaved clients unaffected",
   async () => {
-    const url = server.tcpUrl;
+    const url = server().tcpUrl;
 
     // The well-behaved pair: a publisher on its own topic and a live subscriber to it.
     const subscriberClient = await connect(url, { clientName: "well-behaved-sub" });
@@ -152,15 +145,15 @@ test(
       }
     })();
 
-    const rssBaseline = server.rssBytes();
+    const rssBaseline = server().rssBytes();
     let rssMax = rssBaseline;
     let runs = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(scriptArbitrary, { minLength: 1, maxLength: 8 }), async (scripts) => {
         runs++;
         const outcomes = await Promise.all(scripts.map((script) => runScript(url, script)));
-        rssMax = Math.max(rssMax, server.rssBytes());
-        if (!server.alive()) throw new Error(`the server exited (code ${server.process.exitCode}):\n${server.stderr()}`);
+        rssMax = Math.max(rssMax, server().rssBytes());
+        if (!server().alive()) throw new Error(`the server exited (code ${server().process.exitCode}):\n${server().stderr()}`);
         for (const outcome of outcomes) {
           if (outcome.serverDecodeErrors > 0) throw new Error("the server sent bytes that do not decode");
           if (outcome.closedByServer && (outcome.lastFrame?.kind !== "error" || outcome.lastFrame.fatal !== true)) {
@@ -180,15 +173,15 @@ test(
     expect(received).toEqual(acked);
 
     // Every fuzz session is gone; memory stayed bounded; the server still serves the CLI.
-    await waitFor(async () => (await server.stats()).broker.connections === 2, "fuzz sessions to close");
-    rssMax = Math.max(rssMax, server.rssBytes());
+    await waitFor(async () => (await server().stats()).broker.connections === 2, "fuzz sessions to close");
+    rssMax = Math.max(rssMax, server().rssBytes());
     if (rssMax - rssBaseline > RSS_GROWTH_BYTES_MAX) throw new Error(`server RSS grew by ${((rssMax - rssBaseline) / 2 ** 20).toFixed(1)} MiB during the fuzz`);
     const pub = await runAria(["pub", "--url", url, "wellbehaved/zq9/cli", "after the fuzz"]);
     expect(pub.exitCode).toBe(0);
     const sub = await runAria(["sub", "--url", url, "wellbehaved/zq9/cli", "--from", "earliest", "--until-caught-up"]);
     expect(sub.exitCode).toBe(0);
     expect(parseSubLines(sub.stdout).map((line) => line.payload)).toEqual(["after the fuzz"]);
-    expect(server.alive()).toBe(true);
+    expect(server().alive()).toBe(true);
 
     await publisherClient.close();
     await subscriberClient.close();

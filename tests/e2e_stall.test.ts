@@ -14,9 +14,9 @@
  * (Run in-process with a forced GC, the server stays within ~40 MiB of its baseline.) The good
  * subscriber follows a small side topic, so its own traffic does not add garbage to the measure.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
-import { type AriaServer, cleanupAll, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 import { HELLO, RawConnection } from "./fixtures/e2e_raw.ts";
 
 const PAYLOAD_BYTES = 64 * 1024;
@@ -31,14 +31,7 @@ const BATCHES = 256;
  */
 const RSS_GROWTH_BYTES_MAX = 176 * 1024 * 1024;
 
-let server: AriaServer;
-beforeAll(async () => {
-  server = await startAria({ tipBytes: "1MiB", fsync: "never", env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) } });
-});
-afterAll(async () => {
-  await server?.stop();
-  await cleanupAll();
-});
+const server = serverForFile({ tipBytes: "1MiB", fsync: "never", env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) } });
 
 const TEMPLATES = Array.from({ length: 251 }, (_, t) => {
   const bytes = new Uint8Array(PAYLOAD_BYTES);
@@ -63,7 +56,7 @@ function isPayloadOf(payload: Uint8Array, index: number): boolean {
 test(
   "a stalled subscriber: server RSS stays bounded, others are unaffected, it later catches up intact",
   async () => {
-    const url = server.tcpUrl;
+    const url = server().tcpUrl;
     const problems: string[] = [];
 
     // The stalled subscriber. Messages of stall/** carry consecutive indexes in their payloads, so
@@ -120,20 +113,20 @@ test(
     // Warm up, then take the baseline.
     await publishBatch();
     await waitFor(() => beatsReceived === 1, "the good subscriber to get the first beat");
-    const rssBaseline = server.rssBytes();
+    const rssBaseline = server().rssBytes();
     let rssMax = rssBaseline;
     for (let batch = 0; batch < BATCHES; batch++) {
       await publishBatch();
-      rssMax = Math.max(rssMax, server.rssBytes());
+      rssMax = Math.max(rssMax, server().rssBytes());
     }
     await waitFor(() => beatsReceived === beatSentMs.length, "the good subscriber to get every beat");
     expect(beatLatencyMsMax).toBeLessThan(2000);
-    rssMax = Math.max(rssMax, server.rssBytes());
+    rssMax = Math.max(rssMax, server().rssBytes());
     const growth = rssMax - rssBaseline;
     if (growth > RSS_GROWTH_BYTES_MAX) {
       throw new Error(`server RSS grew by ${(growth / 2 ** 20).toFixed(1)} MiB (baseline ${(rssBaseline / 2 ** 20).toFixed(1)} MiB) with a stalled subscriber`);
     }
-    const stats = await server.stats();
+    const stats = await server().stats();
     expect(stats.broker.subscriptionsByPhase.stalled).toBe(1);
     // It read nothing, and the ring moved past it: catching up must go through the disk.
     expect(nextIndex).toBe(0);
@@ -156,7 +149,7 @@ test(
     expect(caughtUp).toBeGreaterThanOrEqual(1);
     expect(stalled.serverDecodeErrors).toEqual([]);
     await waitFor(() => beatsReceived === beatSentMs.length, "the good subscriber to get every beat");
-    expect(server.alive()).toBe(true);
+    expect(server().alive()).toBe(true);
 
     stalled.close();
     await publisher.close();
