@@ -1,4 +1,5 @@
 /** stdx: helpers with no domain knowledge. */
 export { assert, AssertionError, unreachable } from "./assert.ts";
 export { copyBytes } from "./bytes.ts";
+export { forEachConcurrently } from "./concurrently.ts";
 export { Prng } from "./prng.ts";

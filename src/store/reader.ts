@@ -21,6 +21,7 @@
  */
 import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CONCURRENCY_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { forEachConcurrently } from "../stdx/concurrently.ts";
 import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
@@ -616,17 +617,11 @@ export class StoreReader {
         if (key !== Infinity && cursor.lowOnData()) reading.push(-1 - i);
       }
     }
-    if (reading.length > 0) {
-      let taken = 0;
-      const worker = async () => {
-        while (taken < reading.length) {
-          const i = reading[taken++];
-          if (i < 0) await this.cursors[-1 - i].topUp(context);
-          else keys[i] = await next(context, this.cursors[i], limit);
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY_MAX, reading.length) }, worker));
-    }
+    await forEachConcurrently(reading.length, READ_CONCURRENCY_MAX, async (k) => {
+      const i = reading[k];
+      if (i < 0) await this.cursors[-1 - i].topUp(context);
+      else keys[i] = await next(context, this.cursors[i], limit);
+    });
     const heap = this.heap;
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];

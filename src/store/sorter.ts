@@ -15,6 +15,7 @@
  */
 import { SEGMENT_AGE_SCAN_US } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { forEachConcurrently } from "../stdx/concurrently.ts";
 import type { StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import type { JournalWriter } from "./journal_writer.ts";
@@ -174,31 +175,26 @@ export class Sorter {
     const context = this.context;
     const written: { close: Close; meta: SegmentMeta; files: DiskFile[] }[] = [];
     try {
-      let next = 0;
-      const writeSegments = async () => {
-        while (next < batch.length) {
-          const close = batch[next++];
-          const writer = await SegmentWriter.create(context.disk, {
-            id: context.nextSegmentId++,
-            partition: close.log.name,
-            firstSeq: close.firstSeq,
-            intervalBytes: context.options.indexIntervalBytes,
-            crc32: context.crc32,
-            expectedBytes: close.bytes,
-          });
-          try {
-            await this.copyRecords(close, writer, image);
-            const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
-            written.push({ close, meta, files: [segmentFile, indexFile] });
-          } catch (error) {
-            await writer.abandon();
-            throw error;
-          }
+      // Every write settles before the files are closed below, failed or not.
+      await forEachConcurrently(batch.length, WRITE_CONCURRENCY, async (i) => {
+        const close = batch[i];
+        const writer = await SegmentWriter.create(context.disk, {
+          id: context.nextSegmentId++,
+          partition: close.log.name,
+          firstSeq: close.firstSeq,
+          intervalBytes: context.options.indexIntervalBytes,
+          crc32: context.crc32,
+          expectedBytes: close.bytes,
+        });
+        try {
+          await this.copyRecords(close, writer, image);
+          const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
+          written.push({ close, meta, files: [segmentFile, indexFile] });
+        } catch (error) {
+          await writer.abandon();
+          throw error;
         }
-      };
-      // Every writer settles before the files are closed below, failed or not.
-      const results = await Promise.allSettled(Array.from({ length: Math.min(WRITE_CONCURRENCY, batch.length) }, writeSegments));
-      for (const result of results) if (result.status === "rejected") throw result.reason;
+      });
       await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.sync())));
     } finally {
       await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.close().catch(() => {}))));
