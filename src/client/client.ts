@@ -140,23 +140,12 @@ export class AriaClient {
       return { firstSeq: seqs[0], count: seqs.length };
     }
     this.flushPublishes(); // earlier publish() calls go first
-    const batchMax = this.limits?.publishBatchMessagesMax ?? PUBLISH_BATCH_MESSAGES_MAX;
     const acks: Promise<PublishResult>[] = [];
-    let start = 0;
-    while (start < messages.length) {
-      const requestId = this.nextRequestId++;
-      this.writer.beginPublish(requestId);
-      let end = start;
-      while (end < messages.length && end - start < batchMax) {
-        if (end > start && !this.writer.publishMessageFits(messages[end].topic.length, payloads[end].length)) break;
-        this.writer.addPublishMessageText(messages[end].topic, payloads[end]);
-        end++;
-      }
-      this.writer.endPublish();
-      acks.push(new Promise((resolve, reject) => this.pending.set(requestId, { resolve, reject })));
-      start = end;
-    }
-    this.send();
+    this.sendPublishFrames(
+      messages,
+      (i) => payloads[i],
+      (requestId) => acks.push(new Promise((resolve, reject) => this.pending.set(requestId, { resolve, reject }))),
+    );
     const results = await Promise.all(acks);
     return { firstSeq: results[0].firstSeq, count: messages.length };
   }
@@ -373,24 +362,43 @@ export class AriaClient {
     }
     const queued = this.queued;
     this.queued = [];
+    this.sendPublishFrames(
+      queued,
+      (i) => queued[i].payload,
+      (requestId, start, end) => {
+        const batch = queued.slice(start, end);
+        this.pending.set(requestId, {
+          resolve: (result) => batch.forEach((m, i) => m.resolve(result.firstSeq + i)),
+          reject: (error) => batch.forEach((m) => m.reject(error)),
+        });
+      },
+    );
+  }
+
+  /**
+   * Encodes `messages` (payload i is `payloadOf(i)`) into as few PUBLISH frames as the limits
+   * allow, calls `framed` with each frame's request id and message range, then sends them.
+   */
+  private sendPublishFrames(
+    messages: readonly { topic: string }[],
+    payloadOf: (i: number) => Uint8Array,
+    framed: (requestId: number, start: number, end: number) => void,
+  ): void {
     const batchMax = this.limits?.publishBatchMessagesMax ?? PUBLISH_BATCH_MESSAGES_MAX;
     let start = 0;
-    while (start < queued.length) {
+    while (start < messages.length) {
       const requestId = this.nextRequestId++;
       this.writer.beginPublish(requestId);
       let end = start;
-      while (end < queued.length && end - start < batchMax) {
-        const { topic, payload } = queued[end];
+      while (end < messages.length && end - start < batchMax) {
+        const topic = messages[end].topic;
+        const payload = payloadOf(end);
         if (end > start && !this.writer.publishMessageFits(topic.length, payload.length)) break;
         this.writer.addPublishMessageText(topic, payload);
         end++;
       }
       this.writer.endPublish();
-      const batch = queued.slice(start, end);
-      this.pending.set(requestId, {
-        resolve: (result) => batch.forEach((m, i) => m.resolve(result.firstSeq + i)),
-        reject: (error) => batch.forEach((m) => m.reject(error)),
-      });
+      framed(requestId, start, end);
       start = end;
     }
     this.send();
