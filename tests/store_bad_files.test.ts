@@ -53,6 +53,21 @@ describe("store bad files", () => {
     await store.close();
   });
 
+  test("a missing segment refuses to open naming it; --repair drops it from the manifest and opens", async () => {
+    const disk = await filled(300, true);
+    const segment = disk.paths().find((p) => p.endsWith(".seg")) as string;
+    disk.erase(segment);
+    const error = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+    expect(error.message).toContain(segment);
+    expect(error.message).toMatch(/segment file missing \(seqs \d+\.\.\d+ of "[^"]+"\)/);
+    const { store, recovery } = await Store.open(disk, { ...SMALL_LIMITS, repair: true });
+    expect(recovery.problems.map((p) => [p.file, p.action])).toEqual([[segment, "dropped from the manifest"]]);
+    expect(await readAll(store)).toBeLessThan(300);
+    await store.close();
+  });
+
   test("a garbage index costs a scan, not an error", async () => {
     const disk = await filled(300, true);
     const index = disk.paths().find((p) => p.endsWith(".idx")) as string;

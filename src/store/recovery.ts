@@ -115,40 +115,36 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   }
 
   // 2. Segments against the files present.
-  for (const segment of [...state.live.values()]) {
-    const id = segment.id;
-    if (!segmentIds.has(id)) {
-      problem(segmentPath(id), 0, `segment file missing (seqs ${segment.firstSeq}..${segment.lastSeq} of "${segment.partition}")`, "dropped from the manifest");
-      state.live.delete(id);
-      rewrite = true;
-    } else if (!indexIds.has(id)) {
-      const rebuilt = await rebuildSegmentIndex(disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
-      if (typeof rebuilt === "string") {
-        problem(segmentPath(id), 0, `index missing and segment unreadable: ${rebuilt}`, "dropped from the manifest");
-        state.live.delete(id);
+  // A live file that is missing is dropped; a missing index is rebuilt (the file dropped if unreadable).
+  const indexOptions = { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 };
+  const checkPresent = async <M extends { id: number; firstSeq: number; lastSeq: number }>(
+    files: Map<number, M>,
+    present: Set<number>,
+    kind: "segment" | "store",
+    pathOf: (id: number) => string,
+    holding: (file: M) => string,
+    rebuildIndex: (id: number) => Promise<unknown>,
+  ) => {
+    for (const file of [...files.values()]) {
+      const id = file.id;
+      if (!present.has(id)) {
+        problem(pathOf(id), 0, `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`, "dropped from the manifest");
+        files.delete(id);
         rewrite = true;
-      } else {
-        report.filesRebuilt.push(indexPath(id));
+      } else if (!indexIds.has(id)) {
+        const rebuilt = await rebuildIndex(id);
+        if (typeof rebuilt === "string") {
+          problem(pathOf(id), 0, `index missing and ${kind} unreadable: ${rebuilt}`, "dropped from the manifest");
+          files.delete(id);
+          rewrite = true;
+        } else {
+          report.filesRebuilt.push(indexPath(id));
+        }
       }
     }
-  }
-  for (const store of [...state.stores.values()]) {
-    const id = store.id;
-    if (!storeIds.has(id)) {
-      problem(storePath(id), 0, `store file missing (seqs ${store.firstSeq}..${store.lastSeq} of ${store.topics.length} topics of "${store.partition}")`, "dropped from the manifest");
-      state.stores.delete(id);
-      rewrite = true;
-    } else if (!indexIds.has(id)) {
-      const rebuilt = await rebuildStoreIndex(disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
-      if (typeof rebuilt === "string") {
-        problem(storePath(id), 0, `index missing and store unreadable: ${rebuilt}`, "dropped from the manifest");
-        state.stores.delete(id);
-        rewrite = true;
-      } else {
-        report.filesRebuilt.push(indexPath(id));
-      }
-    }
-  }
+  };
+  await checkPresent(state.live, segmentIds, "segment", segmentPath, (segment) => `"${segment.partition}"`, (id) => rebuildSegmentIndex(disk, id, indexOptions));
+  await checkPresent(state.stores, storeIds, "store", storePath, (store) => `${store.topics.length} topics of "${store.partition}"`, (id) => rebuildStoreIndex(disk, id, indexOptions));
   // Files no live segment or store owns (an interrupted close, retention or split); removed only
   // once open is sure to go ahead.
   const orphans: string[] = [];
