@@ -5,6 +5,7 @@
  * (the network drops or swaps a DATA message, the disk loses an acknowledged write) so anyone can
  * watch the checker catch it: with it, the command must fail.
  */
+import { runtime } from "../runtime/current_runtime.ts";
 import { INJECT_BUGS, type InjectBug, replayCommand, simulate } from "../testing/simulator.ts";
 import { parseCommand, parseCount, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
@@ -55,7 +56,7 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
     injectBug = bugText as InjectBug;
   }
   const verbose = values.verbose === true;
-  const started = performance.now();
+  const started = runtime.clock.nowUs();
   let messages = 0;
   for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
     const result = await simulate({ seed, steps, injectBug });
@@ -74,7 +75,7 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
       return EXIT_FAILURE;
     }
   }
-  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  const seconds = ((runtime.clock.nowUs() - started) / 1e6).toFixed(1);
   io.out(`simulate: ${seeds} seed${seeds === 1 ? "" : "s"} (${firstSeed}..${firstSeed + seeds - 1}) × ${steps} steps, ${messages} messages: every invariant held (${seconds} s)\n`);
   return EXIT_OK;
 }
