@@ -6,7 +6,7 @@
  * function it hands out, so importing this module under Deno evaluates none of them.
  */
 import { BunDisk } from "./bun_disk.ts";
-import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { nativeCrc32 } from "./crc32.ts";
 import { readTextFile } from "./files.ts";
 import { onShutdownSignal, processArgs, processExit, stdinLines, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
@@ -34,6 +34,7 @@ export const bunRuntime = (): Runtime => ({
   clock: systemClock,
   scheduler: systemScheduler,
   scheduleAfter,
+  yieldToEvents,
   collectGarbage: () => Bun.gc(false),
   spawnWorker: (url) => new Worker(url),
   args: processArgs,

@@ -19,3 +19,8 @@ export const systemScheduler: Scheduler = {
 export function scheduleAfter(delayMs: number, run: () => void): void {
   setTimeout(run, delayMs);
 }
+
+/** Resolves after pending I/O callbacks had their turn. */
+export function yieldToEvents(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

@@ -8,7 +8,7 @@
  */
 import { crc32 as zlibCrc32 } from "node:zlib";
 import type { Crc32 } from "../store/crc32.ts";
-import { scheduleAfter, systemClock, systemScheduler } from "./clock.ts";
+import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
 import { unreadable } from "./files.ts";
@@ -36,6 +36,7 @@ export const denoRuntime = (): Runtime => ({
   clock: systemClock,
   scheduler: systemScheduler,
   scheduleAfter,
+  yieldToEvents,
   // Deno offers no collection hint without --v8-flags=--expose-gc.
   collectGarbage: () => {},
   spawnWorker: (url) => new Worker(url, { type: "module" }),

@@ -75,7 +75,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const lock: HeldLock = locked.lock;
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
-    opened = await Store.open(runtime.openDisk(options.dataDir), { fsync: options.fsync, schedule: runtime.scheduleAfter, crc32: runtime.crc32 });
+    opened = await Store.open(runtime.openDisk(options.dataDir), { fsync: options.fsync, schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
   } catch (error) {
     const message = (error as Error).message;
     const code = (error as { code?: string }).code;

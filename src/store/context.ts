@@ -41,6 +41,11 @@ export type StoreOptions = {
   fsyncIntervalMs?: number;
   /** One-shot timer for `interval` (runtime passes setTimeout); without it the caller calls `store.sync()`. */
   schedule?: (delayMs: number, run: () => void) => void;
+  /**
+   * Background work (the sorter) awaits this between slices, so socket reads, commits and
+   * deliveries run in between (runtime passes setImmediate; default: a resolved promise).
+   */
+  yieldToEvents?: () => Promise<void>;
   /** CRC-32 implementation (default: the pure one; runtime passes the native one). */
   crc32?: Crc32;
   /** Continue past corruption in the middle of a file, reporting it, instead of refusing to open. */
@@ -66,6 +71,7 @@ export function resolveOptions(options: StoreOptions): ResolvedOptions {
     fsync: options.fsync ?? "always",
     fsyncIntervalMs: options.fsyncIntervalMs ?? FSYNC_INTERVAL_MS_DEFAULT,
     schedule: options.schedule,
+    yieldToEvents: options.yieldToEvents ?? (() => Promise.resolve()),
     crc32: options.crc32 ?? pureCrc32,
     repair: options.repair ?? false,
     journalBytesMax: options.journalBytesMax ?? JOURNAL_BYTES_MAX,

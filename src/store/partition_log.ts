@@ -2,9 +2,15 @@
  * PartitionLog: what the store knows of one topic partition — its closed segments and the
  * records it has in the journal that are not yet sorted into a segment ("pending").
  *
- *   segments (closed, immutable files)       pending (journal positions, parallel typed arrays)
+ *   segments (closed, immutable files)       pending (journal positions, blocks of typed arrays)
  *   [s1 .. s2][s3 .. s4] ... sortedThrough │ head ───────────────── tail
  *                                           │ seq/time/gen/position/bytes of each record
+ *
+ * Pending records live in blocks of PENDING_BLOCK_ENTRIES that never move: an append at most
+ * grows the newest block (up to its fixed size) or starts a new one, so a partition holding a
+ * million records costs no multi-megabyte copy on the publish path, and an index stays valid
+ * until its record is closed into a segment. Indexes count from the partition's first record
+ * ever and only grow.
  *
  * After a split, the partition's oldest data lives in subtree stores instead (`stores`: disjoint
  * topic sets, overlapping seq ranges, each seq-ordered); every segment then starts after the
@@ -18,7 +24,47 @@ import { assert } from "../stdx/assert.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import type { SubtreeStoreMeta } from "./store_file.ts";
 
+/** Entries of one block of pending records (a power of two). */
+const PENDING_BLOCK_SHIFT = 12;
+const PENDING_BLOCK_ENTRIES = 1 << PENDING_BLOCK_SHIFT;
+const PENDING_BLOCK_MASK = PENDING_BLOCK_ENTRIES - 1;
+/** Capacity of a partition's first block; it doubles up to PENDING_BLOCK_ENTRIES. */
 const PENDING_CAPACITY_INITIAL = 16;
+
+/** seq, time, journal gen, journal position and bytes of up to PENDING_BLOCK_ENTRIES records. */
+class PendingBlock {
+  seqs: Float64Array;
+  times: Float64Array;
+  gens: Float64Array;
+  positions: Float64Array;
+  lengths: Uint32Array;
+
+  constructor(capacity: number) {
+    this.seqs = new Float64Array(capacity);
+    this.times = new Float64Array(capacity);
+    this.gens = new Float64Array(capacity);
+    this.positions = new Float64Array(capacity);
+    this.lengths = new Uint32Array(capacity);
+  }
+
+  get capacity(): number {
+    return this.seqs.length;
+  }
+
+  /** Doubles the capacity (only a partition's small first blocks grow). */
+  grow(): void {
+    const capacity = Math.min(PENDING_BLOCK_ENTRIES, this.capacity * 2);
+    const grown = <T extends Float64Array | Uint32Array>(from: T, to: T): T => {
+      to.set(from);
+      return to;
+    };
+    this.seqs = grown(this.seqs, new Float64Array(capacity));
+    this.times = grown(this.times, new Float64Array(capacity));
+    this.gens = grown(this.gens, new Float64Array(capacity));
+    this.positions = grown(this.positions, new Float64Array(capacity));
+    this.lengths = grown(this.lengths, new Uint32Array(capacity));
+  }
+}
 
 /** One partition's closed segments and journal-resident records. */
 export class PartitionLog {
@@ -28,14 +74,14 @@ export class PartitionLog {
   /** Highest seq of this partition ever sorted into a segment (0: none). */
   sortedThrough = 0;
   version = 0;
-  pendingSeqs = new Float64Array(PENDING_CAPACITY_INITIAL);
-  pendingTimes = new Float64Array(PENDING_CAPACITY_INITIAL);
-  pendingGens = new Float64Array(PENDING_CAPACITY_INITIAL);
-  pendingPositions = new Float64Array(PENDING_CAPACITY_INITIAL);
-  pendingLengths = new Uint32Array(PENDING_CAPACITY_INITIAL);
+  /** Index of the oldest pending record. */
   pendingHead = 0;
+  /** Index after the newest pending record. */
   pendingTail = 0;
   pendingBytes = 0;
+  /** Blocks holding records [blocksBase, blocksBase + blocks.length * PENDING_BLOCK_ENTRIES). */
+  private blocks: PendingBlock[] = [];
+  private blocksBase = 0;
 
   constructor(readonly name: string) {}
 
@@ -46,7 +92,7 @@ export class PartitionLog {
 
   /** Seq of the newest record of this partition (0: none). */
   get lastSeq(): number {
-    if (this.pendingTail > this.pendingHead) return this.pendingSeqs[this.pendingTail - 1];
+    if (this.pendingTail > this.pendingHead) return this.pendingSeq(this.pendingTail - 1);
     return this.sortedThrough;
   }
 
@@ -60,14 +106,64 @@ export class PartitionLog {
   /** Notes a journal record of this partition. */
   addPending(seq: number, timeUs: number, gen: number, position: number, length: number): void {
     assert(seq > this.lastSeq, "partition_log: pending seqs must increase");
-    if (this.pendingTail === this.pendingSeqs.length) this.makeRoom();
     const i = this.pendingTail++;
-    this.pendingSeqs[i] = seq;
-    this.pendingTimes[i] = timeUs;
-    this.pendingGens[i] = gen;
-    this.pendingPositions[i] = position;
-    this.pendingLengths[i] = length;
+    const offset = (i - this.blocksBase) & PENDING_BLOCK_MASK;
+    let block = this.blocks[(i - this.blocksBase) >>> PENDING_BLOCK_SHIFT];
+    if (block === undefined) {
+      block = new PendingBlock(this.blocks.length === 0 ? PENDING_CAPACITY_INITIAL : PENDING_BLOCK_ENTRIES);
+      this.blocks.push(block);
+    } else if (offset === block.capacity) {
+      block.grow();
+    }
+    block.seqs[offset] = seq;
+    block.times[offset] = timeUs;
+    block.gens[offset] = gen;
+    block.positions[offset] = position;
+    block.lengths[offset] = length;
     this.pendingBytes += length;
+  }
+
+  /** Seq of pending record `i` (pendingHead <= i < pendingTail). */
+  pendingSeq(i: number): number {
+    return this.block(i).seqs[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+  }
+
+  /** Publish time (µs) of pending record `i`. */
+  pendingTime(i: number): number {
+    return this.block(i).times[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+  }
+
+  /** Journal generation of pending record `i`. */
+  pendingGen(i: number): number {
+    return this.block(i).gens[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+  }
+
+  /** Journal position of pending record `i`. */
+  pendingPosition(i: number): number {
+    return this.block(i).positions[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+  }
+
+  /** Bytes of pending record `i`. */
+  pendingLength(i: number): number {
+    return this.block(i).lengths[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+  }
+
+  /** Bytes of the pending records [pendingHead, end). */
+  pendingBytesBefore(end: number): number {
+    let bytes = 0;
+    for (let i = this.pendingHead; i < end; ) {
+      const block = this.block(i);
+      const from = (i - this.blocksBase) & PENDING_BLOCK_MASK;
+      const to = Math.min(block.capacity, from + (end - i));
+      const lengths = block.lengths;
+      for (let k = from; k < to; k++) bytes += lengths[k];
+      i += to - from;
+    }
+    return bytes;
+  }
+
+  private block(i: number): PendingBlock {
+    return this.blocks[(i - this.blocksBase) >>> PENDING_BLOCK_SHIFT];
   }
 
   /** Index of the first pending record with seq > `seq` (pendingTail when none). */
@@ -75,8 +171,8 @@ export class PartitionLog {
     let lo = this.pendingHead;
     let hi = this.pendingTail;
     while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.pendingSeqs[mid] <= seq) lo = mid + 1;
+      const mid = lo + Math.floor((hi - lo) / 2);
+      if (this.pendingSeq(mid) <= seq) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -85,12 +181,19 @@ export class PartitionLog {
   /** Records a closed segment holding pending[head, end): they leave the pending list. */
   closeSegment(segment: SegmentMeta, end: number): void {
     assert(end > this.pendingHead && end <= this.pendingTail, "partition_log: close range out of bounds");
-    assert(segment.lastSeq === this.pendingSeqs[end - 1], "partition_log: segment ends at the last closed record");
-    for (let i = this.pendingHead; i < end; i++) this.pendingBytes -= this.pendingLengths[i];
+    assert(segment.lastSeq === this.pendingSeq(end - 1), "partition_log: segment ends at the last closed record");
+    this.pendingBytes -= this.pendingBytesBefore(end);
     this.pendingHead = end;
-    // Give back what a burst grew: the arrays shrink when at most a quarter of them is in use.
-    if (this.pendingSeqs.length > PENDING_CAPACITY_INITIAL * 4 && this.pendingCount * 4 <= this.pendingSeqs.length) {
-      this.resize(Math.max(PENDING_CAPACITY_INITIAL, this.pendingCount * 2));
+    // Blocks wholly before the head go (their memory with them).
+    const drop = Math.min(this.blocks.length, (end - this.blocksBase) >>> PENDING_BLOCK_SHIFT);
+    if (drop > 0) {
+      this.blocks.splice(0, drop);
+      this.blocksBase += drop * PENDING_BLOCK_ENTRIES;
+    }
+    // Give back what a burst grew: a few records left in a large block move to a small one.
+    const count = this.pendingTail - this.pendingHead;
+    if (this.blocks.length === 1 && this.blocks[0].capacity > PENDING_CAPACITY_INITIAL && count * 4 <= this.blocks[0].capacity) {
+      this.compact(count);
     }
     this.segments.push(segment);
     this.sortedThrough = segment.lastSeq;
@@ -121,27 +224,17 @@ export class PartitionLog {
     this.version++;
   }
 
-  private makeRoom(): void {
-    const count = this.pendingTail - this.pendingHead;
-    this.resize(count * 2 < this.pendingSeqs.length ? this.pendingSeqs.length : this.pendingSeqs.length * 2);
-  }
-
-  /** Moves the pending records to the front of arrays of `capacity` (new ones when it differs). */
-  private resize(capacity: number): void {
-    const count = this.pendingTail - this.pendingHead;
-    const move = <T extends Float64Array | Uint32Array>(from: T, make: (n: number) => T): T => {
-      const to = capacity === from.length ? from : make(capacity);
-      to.set(from.subarray(this.pendingHead, this.pendingTail), 0);
-      return to;
-    };
-    this.pendingSeqs = move(this.pendingSeqs, (n) => new Float64Array(n));
-    this.pendingTimes = move(this.pendingTimes, (n) => new Float64Array(n));
-    this.pendingGens = move(this.pendingGens, (n) => new Float64Array(n));
-    this.pendingPositions = move(this.pendingPositions, (n) => new Float64Array(n));
-    this.pendingLengths = move(this.pendingLengths, (n) => new Uint32Array(n));
-    this.pendingHead = 0;
-    this.pendingTail = count;
-    // Readers hold pending indexes between batches: they must look their position up again.
-    this.version++;
+  /** Moves the `count` pending records (all in the only block) to the start of a right-sized block. */
+  private compact(count: number): void {
+    const from = this.blocks[0];
+    const start = this.pendingHead - this.blocksBase;
+    const to = new PendingBlock(Math.max(PENDING_CAPACITY_INITIAL, 2 ** Math.ceil(Math.log2(Math.max(1, count * 2)))));
+    to.seqs.set(from.seqs.subarray(start, start + count));
+    to.times.set(from.times.subarray(start, start + count));
+    to.gens.set(from.gens.subarray(start, start + count));
+    to.positions.set(from.positions.subarray(start, start + count));
+    to.lengths.set(from.lengths.subarray(start, start + count));
+    this.blocks[0] = to;
+    this.blocksBase = this.pendingHead;
   }
 }

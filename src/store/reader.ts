@@ -223,17 +223,17 @@ class Lane {
     if (this.pendingIndex < 0) this.pendingIndex = log.pendingAfter(this.nextSeq - 1);
     while (this.pendingIndex < log.pendingTail) {
       const i = this.pendingIndex;
-      const seq = log.pendingSeqs[i];
+      const seq = log.pendingSeq(i);
       if (seq > limit) return Infinity;
-      if (log.pendingTimes[i] < this.owner.timeFloor) {
+      if (log.pendingTime(i) < this.owner.timeFloor) {
         this.pendingIndex++;
         continue;
       }
-      const journal = context.journal(log.pendingGens[i]);
-      const at = this.recordAt(context, journal.path, log.pendingPositions[i], journal.bytes);
+      const journal = context.journal(log.pendingGen(i));
+      const at = this.recordAt(context, journal.path, log.pendingPosition(i), journal.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
       this.pendingIndex++;
-      if (this.consider(at, log.pendingLengths[i])) return this.headSeq;
+      if (this.consider(at, log.pendingLength(i))) return this.headSeq;
     }
     return Infinity;
   }

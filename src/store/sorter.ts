@@ -38,26 +38,26 @@ const WRITE_CONCURRENCY = 8;
 /** Journal bytes between two records of one partition that one read still spans. */
 const READ_GAP_BYTES = 16 * 1024;
 const READ_SPAN_BYTES = 1024 * 1024;
+/** Records copied between two yields to the event loop (a slice of well under a millisecond). */
+const SLICE_RECORDS = 1024;
 
 /**
- * A planned close: the first `count` pending records of `log` become one segment. Their journal
- * positions are copied at planning time: appends during the close may move the pending arrays.
+ * A planned close: the pending records [start, start + count) of `log` become one segment. They
+ * stay where they are until the close completes (appends never move pending records).
  */
-type Close = { log: PartitionLog; count: number; gens: Float64Array; positions: Float64Array; lengths: Uint32Array; firstSeq: number; bytes: number };
+type Close = {
+  log: PartitionLog;
+  start: number;
+  count: number;
+  firstSeq: number;
+  bytes: number;
+  /** Records copied per journal generation (filled while copying). */
+  recordsByGen: Map<number, number>;
+};
 
 function planClose(log: PartitionLog, end: number): Close {
-  const head = log.pendingHead;
-  let bytes = 0;
-  for (let i = head; i < end; i++) bytes += log.pendingLengths[i];
-  return {
-    log,
-    count: end - head,
-    gens: log.pendingGens.slice(head, end),
-    positions: log.pendingPositions.slice(head, end),
-    lengths: log.pendingLengths.slice(head, end),
-    firstSeq: log.pendingSeqs[head],
-    bytes,
-  };
+  const start = log.pendingHead;
+  return { log, start, count: end - start, firstSeq: log.pendingSeq(start), bytes: log.pendingBytesBefore(end), recordsByGen: new Map() };
 }
 
 /** Closes segments from journal records. */
@@ -120,7 +120,7 @@ export class Sorter {
     for (const journal of context.journals) retained += journal.bytes;
     if (retained > options.journalRetainedBytesMax && context.journals.length > 1) {
       const oldest = context.journals[0].gen;
-      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGens[log.pendingHead] === oldest), imageGen: oldest };
+      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGen: oldest };
     }
     const closes = new Set<PartitionLog>();
     for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
@@ -141,7 +141,7 @@ export class Sorter {
       this.lastAgeScanUs = nowUs;
       const ageLimit = nowUs - options.segmentAgeUsMax;
       for (const log of context.partitionList) {
-        if (log.pendingCount > 0 && log.pendingTimes[log.pendingHead] < ageLimit) closes.add(log);
+        if (log.pendingCount > 0 && log.pendingTime(log.pendingHead) < ageLimit) closes.add(log);
       }
     }
     return { closes: [...closes], imageGen: null };
@@ -156,7 +156,7 @@ export class Sorter {
     const plan: Close[] = [];
     for (const log of logs) {
       let end = log.pendingAfter(limit);
-      if (image !== null) while (end > log.pendingHead && log.pendingGens[end - 1] !== imageGen) end--;
+      if (image !== null) while (end > log.pendingHead && log.pendingGen(end - 1) !== imageGen) end--;
       if (end > log.pendingHead) plan.push(planClose(log, end));
     }
     for (let i = 0; i < plan.length; ) {
@@ -202,34 +202,47 @@ export class Sorter {
     await context.disk.syncDir(SEGMENT_DIR);
     await appendManifest(context, written.map((entry) => ({ kind: MANIFEST_ADD, segment: entry.meta })));
     for (const { close, meta } of written) {
-      for (let i = 0; i < close.count; i++) context.journal(close.gens[i]).pendingRecords--;
-      close.log.closeSegment(meta, close.log.pendingHead + close.count);
+      for (const [gen, records] of close.recordsByGen) context.journal(gen).pendingRecords -= records;
+      close.log.closeSegment(meta, close.start + close.count);
       this.segmentsWritten++;
     }
   }
 
-  /** Copies the records of `close` into `writer`, reading runs of nearby records at once. */
+  /**
+   * Copies the records of `close` into `writer`, reading runs of nearby records at once, and
+   * yields to the event loop every SLICE_RECORDS records.
+   */
   private async copyRecords(close: Close, writer: SegmentWriter, image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
     const context = this.context;
-    const { gens, positions, lengths, count } = close;
-    let i = 0;
+    const log = close.log;
+    const end = close.start + close.count;
+    const yieldToEvents = context.options.yieldToEvents;
+    let sliced = 0;
+    // Adds one record; a promise only when the writer flushes or the slice ends (no await per record).
+    const add = (bytes: Uint8Array, view: DataView, at: number, length: number): Promise<void> | undefined => {
+      const written = writer.add(bytes, view, at, length);
+      if (++sliced < SLICE_RECORDS) return written;
+      sliced = 0;
+      return written === undefined ? yieldToEvents() : written.then(yieldToEvents);
+    };
+    let i = close.start;
     let buffer = new Uint8Array(0);
-    while (i < count) {
-      const gen = gens[i];
-      const start = positions[i];
+    while (i < end) {
+      const gen = log.pendingGen(i);
+      const start = log.pendingPosition(i);
       if (image !== null && gen === image.gen) {
-        const view = new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length);
-        const written = writer.add(image.bytes, view, start, lengths[i]);
-        if (written !== undefined) await written;
+        close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + 1);
+        const pause = add(image.bytes, new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length), start, log.pendingLength(i));
+        if (pause !== undefined) await pause;
         i++;
         continue;
       }
       // One read spans records i..j-1 of the same journal while gaps stay small.
       let j = i + 1;
-      let spanEnd = start + lengths[i];
-      while (j < count && gens[j] === gen) {
-        const nextEnd = positions[j] + lengths[j];
-        if (positions[j] - spanEnd > READ_GAP_BYTES || nextEnd - start > READ_SPAN_BYTES) break;
+      let spanEnd = start + log.pendingLength(i);
+      while (j < end && log.pendingGen(j) === gen) {
+        const nextEnd = log.pendingPosition(j) + log.pendingLength(j);
+        if (log.pendingPosition(j) - spanEnd > READ_GAP_BYTES || nextEnd - start > READ_SPAN_BYTES) break;
         spanEnd = nextEnd;
         j++;
       }
@@ -240,11 +253,12 @@ export class Sorter {
       const read = await context.files.with(path, async (file) => readFully(file, start, into));
       if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${start + read} < ${spanEnd}`);
       const view = new DataView(buffer.buffer, 0, span);
+      close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + j - i);
       for (let k = i; k < j; k++) {
-        const at = positions[k] - start;
-        assert(view.getUint32(at, true) === lengths[k], "sorter: journal record moved");
-        const written = writer.add(buffer, view, at, lengths[k]);
-        if (written !== undefined) await written;
+        const at = log.pendingPosition(k) - start;
+        assert(view.getUint32(at, true) === log.pendingLength(k), "sorter: journal record moved");
+        const pause = add(buffer, view, at, log.pendingLength(k));
+        if (pause !== undefined) await pause;
       }
       i = j;
     }

@@ -153,7 +153,7 @@ export class Store {
     for (const log of this.context.partitionList) {
       for (const segment of log.segments) units.push({ seq: segment.firstSeq, bytes: segment.bytes });
       for (const store of log.stores) units.push({ seq: store.firstSeq, bytes: store.bytes });
-      for (let i = log.pendingHead; i < log.pendingTail; i++) units.push({ seq: log.pendingSeqs[i], bytes: log.pendingLengths[i] });
+      for (let i = log.pendingHead; i < log.pendingTail; i++) units.push({ seq: log.pendingSeq(i), bytes: log.pendingLength(i) });
     }
     units.sort((a, b) => b.seq - a.seq);
     let total = 0;
