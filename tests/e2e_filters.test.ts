@@ -7,7 +7,7 @@
  * the server's seqs must be 1..N with no hole.
  */
 import { expect, test } from "bun:test";
-import { type AriaClient, connect, type ClientSubscription } from "../src/client/mod.ts";
+import { type AriaClient, connect, type ClientSubscription, type Message } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import { filterMatches, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
@@ -54,12 +54,17 @@ function messagesOf(name: string, count: number, prng: Prng): Published[] {
   }));
 }
 
-/** Collects a subscription's messages in the background. */
-function collect(subscription: ClientSubscription): { got: (Published & { seq: number })[]; done: Promise<void> } {
+/** Collects a subscription's messages in the background, one by one or (`batched`) through batches(). */
+function collect(subscription: ClientSubscription, batched: boolean): { got: (Published & { seq: number })[]; done: Promise<void> } {
   const got: (Published & { seq: number })[] = [];
   const decoder = new TextDecoder();
+  const keep = (message: Message) => got.push({ seq: message.seq, topic: message.topic, payload: decoder.decode(message.payload) });
   const done = (async () => {
-    for await (const message of subscription) got.push({ seq: message.seq, topic: message.topic, payload: decoder.decode(message.payload) });
+    if (batched) {
+      for await (const batch of subscription.batches()) batch.forEach(keep);
+    } else {
+      for await (const message of subscription) keep(message);
+    }
   })();
   return { got, done };
 }
@@ -81,7 +86,7 @@ test(
       const client = name.startsWith("sharedConnection") ? shared : await connect(url, { clientName: name });
       if (client !== shared) clients.push(client);
       const subscription = client.subscribe(filter, { from: "live" });
-      subscribers.set(name, collect(subscription));
+      subscribers.set(name, collect(subscription, subscribers.size % 2 === 1));
       await subscription.caughtUpAt;
     }
     const allPlanned = [...plans.flat(), ...cliPlan];

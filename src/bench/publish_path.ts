@@ -164,47 +164,60 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
         };
       },
     },
-    {
-      name: "client delivery: DATA decode, subscription queue, for await",
-      make: async () => {
-        let handlers: DialHandlers | null = null;
-        const client = await AriaClient.connect("tcp://127.0.0.1:1", (host, port, given) => {
-          handlers = given;
-          return ackingDialer(host, port, given);
-        }, { reconnect: false });
-        const subscription = client.subscribe("**");
-        const control = new FrameWriter();
-        encodeSubscribed(control, { subscriptionId: subscription.id, firstSeq: 1 });
-        handlers!.data(control.bytes().slice());
-        const data = dataFrame(subscription.id, payload);
-        let received = 0;
-        let target = 0;
-        const round: { done: (() => void) | null } = { done: null };
-        const consuming = (async () => {
-          for await (const _message of subscription) {
-            if (++received === target) round.done?.();
-          }
-        })();
-        let nextSeq = 1;
-        return {
-          round: () => {
-            nextSeq = data.renumber(nextSeq);
-            target = received + PATH_BATCH;
-            const done = new Promise<void>((resolve) => (round.done = resolve));
-            handlers!.data(data.bytes);
-            return done;
-          },
-          close: async () => {
-            await client.close();
-            await consuming;
-          },
-        };
-      },
-    },
+    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await per message", payload, false),
+    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over batches()", payload, true),
     storeStage("store: append + commit (journal only, no segment closes)", 2 ** 40),
     // Small segments, so a run closes many and the sorter's cost is spread evenly over it.
     storeStage("store: append + commit, 8 MiB segments closing (sorter copies each record again)", 8 * 1024 * 1024),
   ];
+}
+
+/** The client receiving DATA frames of PATH_BATCH messages, consumed per message or per batch. */
+function clientDeliveryStage(name: string, payload: Uint8Array, batched: boolean): Stage {
+  return {
+    name,
+    make: async () => {
+      let handlers: DialHandlers | null = null;
+      const client = await AriaClient.connect("tcp://127.0.0.1:1", (host, port, given) => {
+        handlers = given;
+        return ackingDialer(host, port, given);
+      }, { reconnect: false });
+      const subscription = client.subscribe("**");
+      const control = new FrameWriter();
+      encodeSubscribed(control, { subscriptionId: subscription.id, firstSeq: 1 });
+      handlers!.data(control.bytes().slice());
+      const data = dataFrame(subscription.id, payload);
+      let received = 0;
+      let target = 0;
+      const round: { done: (() => void) | null } = { done: null };
+      const consuming = (async () => {
+        if (batched) {
+          for await (const batch of subscription.batches()) {
+            received += batch.length;
+            if (received === target) round.done?.();
+          }
+        } else {
+          for await (const _message of subscription) {
+            if (++received === target) round.done?.();
+          }
+        }
+      })();
+      let nextSeq = 1;
+      return {
+        round: () => {
+          nextSeq = data.renumber(nextSeq);
+          target = received + PATH_BATCH;
+          const done = new Promise<void>((resolve) => (round.done = resolve));
+          handlers!.data(data.bytes);
+          return done;
+        },
+        close: async () => {
+          await client.close();
+          await consuming;
+        },
+      };
+    },
+};
 }
 
 function publishFrame(payload: Uint8Array): Uint8Array {

@@ -461,9 +461,10 @@ async function liveSubscribers(env: BenchEnv, url: string, count: number, onMess
   let failure: unknown = null;
   const loops = subscriptions.map(async (subscription, i) => {
     try {
-      for await (const message of subscription) {
-        onMessage(message.payload);
-        counts[i]++;
+      // batches(): one promise per DATA frame, the way a high-rate consumer reads.
+      for await (const batch of subscription.batches()) {
+        for (const message of batch) onMessage(message.payload);
+        counts[i] += batch.length;
       }
     } catch (error) {
       failure ??= error;
@@ -595,7 +596,8 @@ async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Om
 }
 
 async function latencyRun(env: BenchEnv, url: string, rate: number, options: BenchOptions): Promise<Row> {
-  const samples = new Samples();
+  // Room for every sample of the measured window, and 10% more (the publisher may run ahead).
+  const samples = new Samples(Math.ceil((1.1 * rate * options.durationMs * options.latencySubscribers) / 1000));
   let measureFromUs = Infinity;
   let measureUntilUs = Infinity;
   let expected = 0;

@@ -9,9 +9,17 @@ const SAMPLES_CAPACITY_INITIAL = 64 * 1024;
 
 /** A growable buffer of float samples (latencies in µs). */
 export class Samples {
-  private values = new Float64Array(SAMPLES_CAPACITY_INITIAL);
+  private values: Float64Array;
   /** Samples added so far. */
   count = 0;
+
+  /**
+   * `expected`: how many samples the caller will add. A latency run sizes the buffer up front, so
+   * no growth (a copy of megabytes) stalls the measuring process in the middle of its run.
+   */
+  constructor(expected = SAMPLES_CAPACITY_INITIAL) {
+    this.values = new Float64Array(Math.max(1, expected));
+  }
 
   /** Adds one sample. */
   add(value: number): void {

@@ -20,7 +20,11 @@ export interface SubscribeOptions {
   untilCaughtUp?: boolean;
 }
 
-/** One delivered message. `payload` belongs to the application. */
+/**
+ * One delivered message. `payload` belongs to the application; it is a view into one buffer
+ * shared by the messages of its DATA frame (`payload.slice()` keeps a message without keeping
+ * the rest of that buffer alive).
+ */
 export interface Message {
   seq: number;
   timeUs: number;
@@ -39,7 +43,10 @@ interface Controls {
   resume(): void;
 }
 
-type Entry = Message | { caughtUp: number };
+/** What the queue holds: the messages of one DATA frame, or the caught-up point. */
+type Entry = Message[] | { caughtUp: number };
+
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /** Converts a StartFrom to the protocol's start position. */
 export function startPositionOf(from: StartFrom | undefined): StartPosition {
@@ -50,14 +57,22 @@ export function startPositionOf(from: StartFrom | undefined): StartPosition {
   return "seq" in from ? { kind: "seq", seq: from.seq } : { kind: "time", timeUs: from.timeUs };
 }
 
-/** An active subscription: iterate it with `for await`. */
+/**
+ * An active subscription: iterate it with `for await` (one message at a time), or iterate
+ * `batches()` (the messages of each DATA frame as one array: one promise per frame, not per
+ * message). Use one of the two per subscription.
+ */
 export class ClientSubscription implements AsyncIterable<Message> {
   /** Seq after the last message received, or 0 before SUBSCRIBED. */
   position = 0;
   /** Seq the server started this subscription at (from SUBSCRIBED). */
   firstSeq = 0;
+  /** Received entries not yet handed out; `queued` counts their messages. */
   private readonly queue: Entry[] = [];
   private queueHead = 0;
+  private queued = 0;
+  /** Next message of the batch at the queue head (the per-message iterator). */
+  private batchIndex = 0;
   private waiter: (() => void) | null = null;
   private ended = false;
   private error: AriaError | Error | null = null;
@@ -88,11 +103,19 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.position = Math.max(this.position, firstSeq);
   }
 
-  /** A message arrived. */
-  push(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
-    if (this.ended || seq < this.position) return;
-    this.position = seq + 1;
-    this.enqueue({ seq, timeUs, topic, payload });
+  /**
+   * The messages of one DATA frame arrived, in seq order. Messages before `position` (already
+   * received before a reconnect) are dropped.
+   */
+  pushBatch(messages: Message[]): void {
+    if (this.ended || messages.length === 0) return;
+    let skip = 0;
+    while (skip < messages.length && messages[skip].seq < this.position) skip++;
+    if (skip === messages.length) return;
+    const fresh = skip === 0 ? messages : messages.slice(skip);
+    this.position = fresh[fresh.length - 1].seq + 1;
+    this.queued += fresh.length;
+    this.enqueue(fresh);
   }
 
   /** CAUGHT_UP arrived. */
@@ -120,37 +143,106 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.end();
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<Message> {
-    try {
-      for (;;) {
-        while (this.queueHead < this.queue.length) {
-          const entry = this.queue[this.queueHead];
-          this.queue[this.queueHead++] = undefined as never;
-          this.release();
-          if ("caughtUp" in entry) {
-            if (this.options.untilCaughtUp === true) return;
-            continue;
-          }
-          yield entry;
-        }
-        this.queue.length = 0;
-        this.queueHead = 0;
-        if (this.ended) {
-          if (this.error !== null) throw this.error;
-          return;
-        }
-        await new Promise<void>((resolve) => {
-          this.waiter = resolve;
-        });
+  /** One message at a time. Messages already queued are handed out without waiting. */
+  [Symbol.asyncIterator](): AsyncIterator<Message> {
+    return {
+      next: () => this.nextMessage(),
+      return: () => this.stopIterating(),
+    };
+  }
+
+  /**
+   * The messages of each DATA frame as one array, in seq order (the arrays are the
+   * application's). Cheaper than `for await` per message for high rates.
+   */
+  batches(): AsyncIterable<Message[]> {
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: () => this.nextBatch(),
+        return: () => this.stopIterating(),
+      }),
+    };
+  }
+
+  private async nextMessage(): Promise<IteratorResult<Message>> {
+    for (;;) {
+      const entry = this.head();
+      if (entry === null) {
+        if (!(await this.waitOrEnd())) return DONE;
+        continue;
       }
-    } finally {
-      if (!this.ended) this.close();
+      if (!Array.isArray(entry)) {
+        this.shift();
+        if (this.options.untilCaughtUp === true) return this.finish();
+        continue;
+      }
+      const message = entry[this.batchIndex++];
+      this.queued--;
+      if (this.batchIndex === entry.length) this.shift();
+      else this.release();
+      return { done: false, value: message };
     }
+  }
+
+  private async nextBatch(): Promise<IteratorResult<Message[]>> {
+    for (;;) {
+      const entry = this.head();
+      if (entry === null) {
+        if (!(await this.waitOrEnd())) return DONE;
+        continue;
+      }
+      this.shift();
+      if (!Array.isArray(entry)) {
+        if (this.options.untilCaughtUp === true) return this.finish();
+        continue;
+      }
+      return { done: false, value: entry };
+    }
+  }
+
+  /** The queue's first entry, or null when empty (the rest of a batch half handed out counts). */
+  private head(): Entry | null {
+    if (this.queueHead < this.queue.length) return this.queue[this.queueHead];
+    this.queue.length = 0;
+    this.queueHead = 0;
+    return null;
+  }
+
+  /** Drops the head entry (and the rest of its messages from the count). */
+  private shift(): void {
+    const entry = this.queue[this.queueHead];
+    this.queue[this.queueHead++] = undefined as never;
+    if (Array.isArray(entry)) this.queued -= entry.length - this.batchIndex;
+    this.batchIndex = 0;
+    this.release();
+  }
+
+  /** Waits for more; false when the subscription ended (throws its error if it failed). */
+  private async waitOrEnd(): Promise<boolean> {
+    if (this.ended) {
+      if (this.error !== null) throw this.error;
+      return false;
+    }
+    await new Promise<void>((resolve) => {
+      this.waiter = resolve;
+    });
+    return true;
+  }
+
+  private finish(): IteratorReturnResult<undefined> {
+    this.stopIterating();
+    return DONE;
+  }
+
+  /** The application stopped iterating (break, return, untilCaughtUp): unsubscribe. */
+  private stopIterating(): Promise<IteratorReturnResult<undefined>> {
+    if (!this.ended) this.close();
+    return Promise.resolve(DONE);
   }
 
   private enqueue(entry: Entry): void {
     this.queue.push(entry);
-    if (!this.paused && this.queue.length - this.queueHead >= QUEUE_MESSAGES_HIGH) {
+    if (!this.paused && this.queued >= QUEUE_MESSAGES_HIGH) {
       this.paused = true;
       this.controls.pause();
     }
@@ -158,7 +250,7 @@ export class ClientSubscription implements AsyncIterable<Message> {
   }
 
   private release(): void {
-    if (this.paused && this.queue.length - this.queueHead <= QUEUE_MESSAGES_LOW) {
+    if (this.paused && this.queued <= QUEUE_MESSAGES_LOW) {
       this.paused = false;
       this.controls.resume();
     }

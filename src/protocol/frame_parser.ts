@@ -143,7 +143,7 @@ export class FrameParser {
     const first = this.at;
     for (let index = 0; index < count && this.failure === null; index++) this.message(index, -1);
     if (this.failure !== null) return null;
-    return { kind: "publish", requestId, messages: new MessageBatch(this.bytes, this.view, first, count, false, this.topics) };
+    return { kind: "publish", requestId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, false, this.topics) };
   }
 
   private parseData(): Frame | null {
@@ -161,7 +161,7 @@ export class FrameParser {
       this.message(index, seq);
     }
     if (this.failure !== null) return null;
-    return { kind: "data", subscriptionId, messages: new MessageBatch(this.bytes, this.view, first, count, true, this.topics) };
+    return { kind: "data", subscriptionId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, true, this.topics) };
   }
 
   private parseSubscribe(): Frame | null {

@@ -35,7 +35,10 @@ export class MessageBatch {
     /** The bytes the offsets point into (the frame, or more around it). */
     readonly frame: Uint8Array,
     private readonly view: DataView,
-    private readonly firstOffset: number,
+    /** Offset in `frame` of the first message. */
+    readonly firstOffset: number,
+    /** Offset in `frame` after the last message. */
+    readonly endOffset: number,
     /** Messages in the batch. */
     readonly count: number,
     private readonly hasSeq: boolean,
