@@ -86,6 +86,12 @@ export const JOURNAL_BYTES_MAX = 64 * 1024 * 1024;
 export const JOURNAL_RETAINED_BYTES_MAX = 512 * 1024 * 1024;
 /** Bytes of one group-commit write: a flush takes at most this from the append buffer. */
 export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
+/**
+ * Journal writes up to this size are made on the event loop's thread (a page-cache copy of a few
+ * µs) instead of through the file thread pool, whose round trip costs more and which a segment
+ * fsync of the sorter can hold up for tens of milliseconds. Larger writes keep the pool.
+ */
+export const JOURNAL_WRITE_NOW_BYTES_MAX = 256 * 1024;
 /** A partition's open segment closes at this size (Kafka's segment.bytes, smaller). */
 export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */

@@ -4,7 +4,7 @@
  * directories (Linux needs a directory fsync for a create, rename or remove to survive a crash),
  * and the translation of errno failures into DiskError codes. Holds no state besides the root.
  */
-import { constants, promises as fs } from "node:fs";
+import { constants, promises as fs, writeSync } from "node:fs";
 import { join } from "node:path";
 import { type Disk, DiskError, type DiskFile, type OpenMode } from "../store/disk.ts";
 
@@ -90,6 +90,19 @@ class BunFile implements DiskFile {
         const { bytesWritten } = await this.handle.write(bytes, done, bytes.length - done, position + done);
         if (bytesWritten <= 0) throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
         done += bytesWritten;
+      }
+    } catch (error) {
+      throw toDiskError(error, `write "${this.path}" at ${position}`);
+    }
+  }
+
+  writeNow(position: number, bytes: Uint8Array): void {
+    try {
+      let done = 0;
+      while (done < bytes.length) {
+        const written = writeSync(this.handle.fd, bytes, done, bytes.length - done, position + done);
+        if (written <= 0) throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
+        done += written;
       }
     } catch (error) {
       throw toDiskError(error, `write "${this.path}" at ${position}`);

@@ -32,6 +32,11 @@ export interface DiskFile {
   read(position: number, into: Uint8Array): Promise<number>;
   /** Writes all of `bytes` at `position`, extending the file as needed. */
   write(position: number, bytes: Uint8Array): Promise<void>;
+  /**
+   * `write`, done before returning on the caller's thread (no thread-pool round trip): for short
+   * writes on the latency path. Optional: without it callers use `write`.
+   */
+  writeNow?(position: number, bytes: Uint8Array): void;
   /** The current size in bytes. */
   size(): Promise<number>;
   /** Makes every write so far durable (fsync). */

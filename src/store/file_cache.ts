@@ -29,7 +29,7 @@ export class FileCache {
   }
 
   /** Runs `use` with `path` open for reading and writing, opening it when not cached. */
-  async with<T>(path: string, use: (file: DiskFile) => Promise<T>): Promise<T> {
+  async with<T>(path: string, use: (file: DiskFile) => Promise<T> | T): Promise<T> {
     let entry = this.entries.get(path);
     if (entry === undefined) {
       this.opens++;

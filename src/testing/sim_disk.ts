@@ -312,6 +312,10 @@ class SimFile implements DiskFile {
 
   async write(position: number, bytes: Uint8Array): Promise<void> {
     await tick();
+    this.writeNow(position, bytes);
+  }
+
+  writeNow(position: number, bytes: Uint8Array): void {
     this.disk.checkEpoch(this.epoch, this.path);
     this.disk.reserve(this.inode, position + bytes.length, this.path);
     const copy = bytes.slice();
