@@ -4,7 +4,17 @@
  */
 export { Filter, FilterMatcher, TopicTable, partitionOf, validateTopic, type FilterEntry, type FilterParse } from "./src/topic/mod.ts";
 export { Tip, type TipCursor, type TipOptions, type TipRead, type TipStats } from "./src/tip/mod.ts";
-export { AriaClient, ClientSubscription, connect, type ClientOptions, type Message, type PublishResult, type StartFrom, type SubscribeOptions } from "./src/client/mod.ts";
+export {
+  AriaClient,
+  ClientSubscription,
+  connect,
+  type ClientOptions,
+  type Message,
+  type MessageBatch,
+  type PublishResult,
+  type StartFrom,
+  type SubscribeOptions,
+} from "./src/client/mod.ts";
 export { startServer, type RunningServer, type ServerOptions } from "./src/runtime/server.ts";
 export { Store, type FsyncPolicy, type StoreOptions } from "./src/store/mod.ts";
 export { AriaError, ARIA_ERROR_WIRE_CODES, type AriaErrorCode } from "./src/protocol/mod.ts";

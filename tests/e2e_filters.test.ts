@@ -54,14 +54,18 @@ function messagesOf(name: string, count: number, prng: Prng): Published[] {
   }));
 }
 
-/** Collects a subscription's messages in the background, one by one or (`batched`) through batches(). */
-function collect(subscription: ClientSubscription, batched: boolean): { got: (Published & { seq: number })[]; done: Promise<void> } {
+/** Collects a subscription's messages in the background, read one of the client's three ways. */
+function collect(subscription: ClientSubscription, way: "messages" | "batches" | "frames"): { got: (Published & { seq: number })[]; done: Promise<void> } {
   const got: (Published & { seq: number })[] = [];
   const decoder = new TextDecoder();
   const keep = (message: Message) => got.push({ seq: message.seq, topic: message.topic, payload: decoder.decode(message.payload) });
   const done = (async () => {
-    if (batched) {
+    if (way === "batches") {
       for await (const batch of subscription.batches()) batch.forEach(keep);
+    } else if (way === "frames") {
+      for await (const frame of subscription.frames()) {
+        while (frame.next()) keep({ seq: frame.seq, timeUs: frame.timeUs, topic: frame.topic, payload: frame.frame.subarray(frame.payloadStart, frame.payloadStart + frame.payloadBytes) });
+      }
     } else {
       for await (const message of subscription) keep(message);
     }
@@ -86,7 +90,7 @@ test(
       const client = name.startsWith("sharedConnection") ? shared : await connect(url, { clientName: name });
       if (client !== shared) clients.push(client);
       const subscription = client.subscribe(filter, { from: "live" });
-      subscribers.set(name, collect(subscription, subscribers.size % 2 === 1));
+      subscribers.set(name, collect(subscription, (["messages", "batches", "frames"] as const)[subscribers.size % 3]));
       await subscription.caughtUpAt;
     }
     const allPlanned = [...plans.flat(), ...cliPlan];

@@ -164,16 +164,17 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
         };
       },
     },
-    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await per message", payload, false),
-    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over batches()", payload, true),
+    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await per message", payload, "messages"),
+    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over batches()", payload, "batches"),
+    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over frames()", payload, "frames"),
     storeStage("store: append + commit (journal only, no segment closes)", 2 ** 40),
     // Small segments, so a run closes many and the sorter's cost is spread evenly over it.
     storeStage("store: append + commit, 8 MiB segments closing (sorter copies each record again)", 8 * 1024 * 1024),
   ];
 }
 
-/** The client receiving DATA frames of PATH_BATCH messages, consumed per message or per batch. */
-function clientDeliveryStage(name: string, payload: Uint8Array, batched: boolean): Stage {
+/** The client receiving DATA frames of PATH_BATCH messages, read one of the subscription's three ways. */
+function clientDeliveryStage(name: string, payload: Uint8Array, way: "messages" | "batches" | "frames"): Stage {
   return {
     name,
     make: async () => {
@@ -191,9 +192,14 @@ function clientDeliveryStage(name: string, payload: Uint8Array, batched: boolean
       let target = 0;
       const round: { done: (() => void) | null } = { done: null };
       const consuming = (async () => {
-        if (batched) {
+        if (way === "batches") {
           for await (const batch of subscription.batches()) {
             received += batch.length;
+            if (received === target) round.done?.();
+          }
+        } else if (way === "frames") {
+          for await (const frame of subscription.frames()) {
+            while (frame.next()) received++;
             if (received === target) round.done?.();
           }
         } else {

@@ -12,7 +12,7 @@
  * Stream shape of the recovery scenarios: topics `bench/p{k}/t{j}`, message i in partition
  * k = i mod 100, so the subtree `bench/p0/**` is exactly 1% of the stream, spread evenly through it.
  */
-import type { AriaClient, ClientSubscription } from "../client/mod.ts";
+import type { AriaClient, ClientSubscription, MessageBatch } from "../client/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { PATH_BATCH, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
 import { median, perSecond, Samples, summarize } from "./stats.ts";
@@ -424,19 +424,23 @@ async function fanoutRun(env: BenchEnv, url: string, subscriberCount: number, op
   const publisher = await env.connect(url);
   try {
     const started = env.nowMs();
-    const measureFrom = started + options.warmupMs;
-    const until = measureFrom + options.durationMs;
-    let deliveredAtStart = 0;
-    let publishedAtStart = 0;
-    const publishing = pacedPublisher(env, publisher, { rate: options.fanoutRate, payloadBytes: 64, startMs: started, untilMs: until, stamp: false });
-    await env.sleep(Math.max(0, measureFrom - env.nowMs()));
-    deliveredAtStart = subscribers.delivered();
-    publishedAtStart = publishing.published();
+    // The publisher runs until stopped: a stall of this process during the warm-up (a collection
+    // of a large heap) delays the window instead of leaving it empty.
+    const publishing = pacedPublisher(env, publisher, { rate: options.fanoutRate, payloadBytes: 64, startMs: started, untilMs: Infinity, stamp: false });
+    await env.sleep(options.warmupMs);
+    // The window opens once every subscriber is receiving: after a stall of this process (a
+    // collection of a large heap) the server stopped their cursors, and they catch up first.
+    const slowest = subscribers.deliveredMin();
+    const receivingBy = env.nowMs() + DRAIN_TIMEOUT_MS;
+    while (subscribers.deliveredMin() === slowest && env.nowMs() < receivingBy) await env.sleep(5);
+    const deliveredAtStart = subscribers.delivered();
+    const publishedAtStart = publishing.published();
     const measuredFrom = env.nowMs();
-    await env.sleep(Math.max(0, until - env.nowMs()));
+    await env.sleep(options.durationMs);
     const delivered = subscribers.delivered() - deliveredAtStart;
     const published = publishing.published() - publishedAtStart;
     const elapsed = env.nowMs() - measuredFrom;
+    publishing.stop();
     await publishing.done;
     return { deliveredPerSecond: perSecond(delivered, elapsed), publishedPerSecond: perSecond(published, elapsed) };
   } finally {
@@ -454,17 +458,18 @@ interface LiveSubscribers {
 }
 
 /** `count` connections, each subscribed to `**` from the live end; resolves once all are live. */
-async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (payload: Uint8Array) => void): Promise<LiveSubscribers> {
+async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (frame: MessageBatch) => void): Promise<LiveSubscribers> {
   const clients = await Promise.all(Array.from({ length: count }, () => env.connect(url)));
   const counts = new Float64Array(count);
   const subscriptions = clients.map((client) => client.subscribe("**", { from: "live" }));
   let failure: unknown = null;
   const loops = subscriptions.map(async (subscription, i) => {
     try {
-      // batches(): one promise per DATA frame, the way a high-rate consumer reads.
-      for await (const batch of subscription.batches()) {
-        for (const message of batch) onMessage(message.payload);
-        counts[i] += batch.length;
+      // frames(): one promise per DATA frame and no object per message, the way a high-rate
+      // consumer reads (onMessage sees the cursor on each message in turn).
+      for await (const frame of subscription.frames()) {
+        counts[i] += frame.remaining;
+        while (frame.next()) onMessage(frame);
       }
     } catch (error) {
       failure ??= error;
@@ -485,6 +490,8 @@ async function liveSubscribers(env: BenchEnv, url: string, count: number, onMess
 interface PacedPublisher {
   /** Messages handed to the client so far. */
   published(): number;
+  /** Ends the publishing before untilMs. */
+  stop(): void;
   /** Resolves when the publisher stopped and every publish was acknowledged. */
   done: Promise<void>;
 }
@@ -502,6 +509,7 @@ function pacedPublisher(
   let inFlight = 0;
   let failure: unknown = null;
   let drained: (() => void) | null = null;
+  let stopped = false;
   const payload = new Uint8Array(Math.max(8, options.payloadBytes)).fill(0x61);
   const topic = "bench/live/t";
   const settled = (count: number) => {
@@ -509,7 +517,7 @@ function pacedPublisher(
     if (inFlight === 0) drained?.();
   };
   const run = async () => {
-    while (failure === null && env.nowMs() < options.untilMs) {
+    while (failure === null && !stopped && env.nowMs() < options.untilMs) {
       const now = env.nowMs();
       const due = Math.floor((options.rate * (now - options.startMs)) / 1000) - published;
       if (due > 0 && inFlight < PACED_IN_FLIGHT_MAX) {
@@ -533,7 +541,7 @@ function pacedPublisher(
   };
   const done = run();
   done.catch(() => {}); // awaited by the caller; this only keeps an early failure from counting as unhandled
-  return { published: () => published, done };
+  return { published: () => published, stop: () => (stopped = true), done };
 }
 
 const stampBytes = new Uint8Array(8);
@@ -545,9 +553,9 @@ function writeStamp(payload: Uint8Array, timeUs: number): void {
   payload.set(stampBytes, 0);
 }
 
-/** The send time (µs) a paced publisher stamped into `payload`. */
-function stampOf(payload: Uint8Array): number {
-  for (let i = 0; i < 8; i++) stampBytes[i] = payload[i];
+/** The send time (µs) a paced publisher stamped into the payload starting at bytes[start]. */
+function stampOf(bytes: Uint8Array, start: number): number {
+  for (let i = 0; i < 8; i++) stampBytes[i] = bytes[start + i];
   return stampF64[0];
 }
 
@@ -601,8 +609,8 @@ async function latencyRun(env: BenchEnv, url: string, rate: number, options: Ben
   let measureFromUs = Infinity;
   let measureUntilUs = Infinity;
   let expected = 0;
-  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (payload) => {
-    const sentUs = stampOf(payload);
+  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (frame) => {
+    const sentUs = stampOf(frame.frame, frame.payloadStart);
     if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(env.nowMs() * 1000 - sentUs);
   });
   const publisher = await env.connect(url);

@@ -23,7 +23,7 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   expect(publish.length).toBe(2 * 2 * 3); // publishers × payloads × fsync policies
   positive(publish, "messagesPerSecond");
   const path = rowsOf("publish-path");
-  expect(path.length).toBe(9); // eight stages and their sum
+  expect(path.length).toBe(10); // nine stages and their sum
   positive(path, "cpuNsPerMessage");
   const fanout = rowsOf("fanout");
   expect(fanout.map((row) => row.subscribers)).toEqual([1, 10, 100]);

@@ -23,14 +23,13 @@ import {
   type Frame,
   FrameDecoder,
   FrameWriter,
-  type MessageBatch,
   type ServerLimits,
   type StartPosition,
 } from "../protocol/mod.ts";
 import type { ClientSocket, Dialer } from "../runtime/tcp_dialer.ts";
 import { Filter } from "../topic/filter.ts";
 import { validateTopic } from "../topic/topic.ts";
-import { ClientSubscription, type Message, type SubscribeOptions } from "./client_subscription.ts";
+import { ClientSubscription, type SubscribeOptions } from "./client_subscription.ts";
 
 /** Options of `connect`. */
 export interface ClientOptions {
@@ -295,7 +294,7 @@ export class AriaClient {
       case "data": {
         const subscription = this.subscriptions.get(frame.subscriptionId);
         if (subscription === undefined) return;
-        subscription.pushBatch(messagesOf(frame.messages));
+        subscription.pushFrame(frame.messages);
         return;
       }
       case "caught_up":
@@ -427,18 +426,4 @@ export class AriaClient {
     if (!this.pausedBy.delete(id)) return;
     if (this.pausedBy.size === 0) this.socket?.resume();
   }
-}
-
-/**
- * The messages of a DATA frame as objects. Their payloads are views into one copy of the frame's
- * message bytes: one allocation per frame instead of one per message.
- */
-function messagesOf(batch: MessageBatch): Message[] {
-  const bytes = batch.frame.slice(batch.firstOffset, batch.endOffset);
-  const messages: Message[] = new Array(batch.count);
-  for (let i = 0; batch.next(); i++) {
-    const start = batch.payloadStart - batch.firstOffset;
-    messages[i] = { seq: batch.seq, timeUs: batch.timeUs, topic: batch.topic, payload: bytes.subarray(start, start + batch.payloadBytes) };
-  }
-  return messages;
 }

@@ -7,7 +7,7 @@
  * `position` is the seq after the last message received (or the server's caught-up point): a
  * reconnect resubscribes from there, so nothing is missed or repeated.
  */
-import type { AriaError, StartPosition } from "../protocol/mod.ts";
+import type { AriaError, MessageBatch, StartPosition } from "../protocol/mod.ts";
 import type { Filter } from "../topic/filter.ts";
 
 /** Where to start: the live end, the oldest message, a seq, or a time. */
@@ -43,8 +43,11 @@ interface Controls {
   resume(): void;
 }
 
-/** What the queue holds: the messages of one DATA frame, or the caught-up point. */
-type Entry = Message[] | { caughtUp: number };
+/**
+ * What the queue holds: the messages of one DATA frame (a batch over its own copy of their bytes,
+ * messages made from it only when the application asks), or the caught-up point.
+ */
+type Entry = MessageBatch | { caughtUp: number };
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
@@ -58,9 +61,11 @@ export function startPositionOf(from: StartFrom | undefined): StartPosition {
 }
 
 /**
- * An active subscription: iterate it with `for await` (one message at a time), or iterate
- * `batches()` (the messages of each DATA frame as one array: one promise per frame, not per
- * message). Use one of the two per subscription.
+ * An active subscription. Three ways to read it (use one per subscription):
+ * - `for await (const message of subscription)`: one Message at a time;
+ * - `subscription.batches()`: the Messages of each DATA frame as one array (one promise per frame);
+ * - `subscription.frames()`: each DATA frame as a MessageBatch cursor (`next()`, then `seq`,
+ *   `timeUs`, `topic`, `payload` or `frame`/`payloadStart`/`payloadBytes`): no object per message.
  */
 export class ClientSubscription implements AsyncIterable<Message> {
   /** Seq after the last message received, or 0 before SUBSCRIBED. */
@@ -71,8 +76,6 @@ export class ClientSubscription implements AsyncIterable<Message> {
   private readonly queue: Entry[] = [];
   private queueHead = 0;
   private queued = 0;
-  /** Next message of the batch at the queue head (the per-message iterator). */
-  private batchIndex = 0;
   private waiter: (() => void) | null = null;
   private ended = false;
   private error: AriaError | Error | null = null;
@@ -104,17 +107,15 @@ export class ClientSubscription implements AsyncIterable<Message> {
   }
 
   /**
-   * The messages of one DATA frame arrived, in seq order. Messages before `position` (already
-   * received before a reconnect) are dropped.
+   * A DATA frame arrived (its messages in seq order, valid until the decoder moves on). Messages
+   * before `position` (received before a reconnect) are dropped; the rest are kept as one copy.
    */
-  pushBatch(messages: Message[]): void {
-    if (this.ended || messages.length === 0) return;
-    let skip = 0;
-    while (skip < messages.length && messages[skip].seq < this.position) skip++;
-    if (skip === messages.length) return;
-    const fresh = skip === 0 ? messages : messages.slice(skip);
-    this.position = fresh[fresh.length - 1].seq + 1;
-    this.queued += fresh.length;
+  pushFrame(messages: MessageBatch): void {
+    if (this.ended) return;
+    const fresh = messages.copy(this.position);
+    if (fresh === null) return;
+    this.position = fresh.lastSeq + 1;
+    this.queued += fresh.count;
     this.enqueue(fresh);
   }
 
@@ -156,12 +157,30 @@ export class ClientSubscription implements AsyncIterable<Message> {
    * application's). Cheaper than `for await` per message for high rates.
    */
   batches(): AsyncIterable<Message[]> {
-    return {
-      [Symbol.asyncIterator]: () => ({
-        next: () => this.nextBatch(),
-        return: () => this.stopIterating(),
-      }),
-    };
+    return this.iterable(async () => {
+      const frame = await this.nextFrame();
+      if (frame === null) return DONE;
+      const messages: Message[] = new Array(frame.remaining);
+      for (let i = 0; frame.next(); i++) messages[i] = messageAt(frame);
+      return { done: false, value: messages };
+    });
+  }
+
+  /**
+   * Each DATA frame as a cursor over its messages: call `next()` until it returns false and read
+   * the current message's fields; nothing is allocated per message (`payload` makes a view on
+   * demand; `frame.subarray(payloadStart, payloadStart + payloadBytes)` is the same bytes). A
+   * frame's bytes are its own copy: the cursor and its payloads stay valid after later frames.
+   */
+  frames(): AsyncIterable<MessageBatch> {
+    return this.iterable(async () => {
+      const frame = await this.nextFrame();
+      return frame === null ? DONE : { done: false, value: frame };
+    });
+  }
+
+  private iterable<T>(next: () => Promise<IteratorResult<T>>): AsyncIterable<T> {
+    return { [Symbol.asyncIterator]: () => ({ next, return: () => this.stopIterating() }) };
   }
 
   private async nextMessage(): Promise<IteratorResult<Message>> {
@@ -171,36 +190,42 @@ export class ClientSubscription implements AsyncIterable<Message> {
         if (!(await this.waitOrEnd())) return DONE;
         continue;
       }
-      if (!Array.isArray(entry)) {
+      if (!("count" in entry)) {
         this.shift();
         if (this.options.untilCaughtUp === true) return this.finish();
         continue;
       }
-      const message = entry[this.batchIndex++];
+      if (!entry.next()) {
+        this.shift();
+        continue;
+      }
       this.queued--;
-      if (this.batchIndex === entry.length) this.shift();
-      else this.release();
-      return { done: false, value: message };
+      this.release();
+      return { done: false, value: messageAt(entry) };
     }
   }
 
-  private async nextBatch(): Promise<IteratorResult<Message[]>> {
+  /** The next DATA frame, taken off the queue; null when the iteration ends. */
+  private async nextFrame(): Promise<MessageBatch | null> {
     for (;;) {
       const entry = this.head();
       if (entry === null) {
-        if (!(await this.waitOrEnd())) return DONE;
+        if (!(await this.waitOrEnd())) return null;
         continue;
       }
       this.shift();
-      if (!Array.isArray(entry)) {
-        if (this.options.untilCaughtUp === true) return this.finish();
+      if (!("count" in entry)) {
+        if (this.options.untilCaughtUp === true) {
+          this.finish();
+          return null;
+        }
         continue;
       }
-      return { done: false, value: entry };
+      return entry;
     }
   }
 
-  /** The queue's first entry, or null when empty (the rest of a batch half handed out counts). */
+  /** The queue's first entry, or null when empty. */
   private head(): Entry | null {
     if (this.queueHead < this.queue.length) return this.queue[this.queueHead];
     this.queue.length = 0;
@@ -208,12 +233,11 @@ export class ClientSubscription implements AsyncIterable<Message> {
     return null;
   }
 
-  /** Drops the head entry (and the rest of its messages from the count). */
+  /** Drops the head entry (and the messages of it not yet handed out from the count). */
   private shift(): void {
     const entry = this.queue[this.queueHead];
     this.queue[this.queueHead++] = undefined as never;
-    if (Array.isArray(entry)) this.queued -= entry.length - this.batchIndex;
-    this.batchIndex = 0;
+    if ("count" in entry) this.queued -= entry.remaining;
     this.release();
   }
 
@@ -261,4 +285,9 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.waiter = null;
     waiter?.();
   }
+}
+
+/** The current message of `frame` as a Message (its payload a view into the frame's own copy). */
+function messageAt(frame: MessageBatch): Message {
+  return { seq: frame.seq, timeUs: frame.timeUs, topic: frame.topic, payload: frame.payload };
 }

@@ -151,17 +151,19 @@ export class FrameParser {
     const count = this.batchCount(DATA_MESSAGE_HEAD_BYTES + 1, Number.POSITIVE_INFINITY);
     const first = this.at;
     let seqBefore = 0;
+    let firstSeq = 0;
     for (let index = 0; index < count && this.failure === null; index++) {
       const seq = this.messageU64(index, "seq");
       this.messageU64(index, "time");
       if (this.failure === null && seq <= seqBefore) {
         this.malformed(`message ${index} has seq ${seq}, not above the previous seq ${seqBefore}`);
       }
+      if (index === 0) firstSeq = seq;
       seqBefore = seq;
       this.message(index, seq);
     }
     if (this.failure !== null) return null;
-    return { kind: "data", subscriptionId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, true, this.topics) };
+    return { kind: "data", subscriptionId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, true, this.topics, firstSeq, seqBefore) };
   }
 
   private parseSubscribe(): Frame | null {

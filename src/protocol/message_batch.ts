@@ -3,7 +3,8 @@
  * place: no object per message. `next()` moves to the following message and sets the public
  * fields; `payload` is a zero-copy view made on demand, `payloadStart`/`payloadBytes` let a caller
  * copy without even that. The decoder validated every message before handing out the batch, so the
- * cursor does no checks. Valid until the decoder's next push() or next(): copy what you keep.
+ * cursor does no checks. Valid until the decoder's next push() or next(): copy what you keep
+ * (`copy()` makes a batch of its own).
  *
  *   PUBLISH message:  u8 topic bytes | topic | u32 payload bytes | payload
  *   DATA message:     u64 seq | u64 time µs | u8 topic bytes | topic | u32 payload bytes | payload
@@ -29,6 +30,8 @@ export class MessageBatch {
   payloadStart = 0;
   /** Bytes of the current message's payload. */
   payloadBytes = 0;
+  /** Offset of the current message, then of the next one. */
+  private messageStart: number;
   private offset: number;
 
   constructor(
@@ -43,8 +46,13 @@ export class MessageBatch {
     readonly count: number,
     private readonly hasSeq: boolean,
     private readonly topics: readonly string[],
+    /** Seq of the first message (DATA; 0 in PUBLISH). */
+    readonly firstSeq = 0,
+    /** Seq of the last message (DATA; 0 in PUBLISH). */
+    readonly lastSeq = 0,
   ) {
     this.offset = firstOffset;
+    this.messageStart = firstOffset;
   }
 
   /** Moves to the next message; false once past the last. */
@@ -52,6 +60,7 @@ export class MessageBatch {
     if (this.index + 1 >= this.count) return false;
     this.index++;
     let at = this.offset;
+    this.messageStart = at;
     if (this.hasSeq) {
       this.seq = readU64(this.view, at);
       this.timeUs = readU64(this.view, at + 8);
@@ -76,6 +85,33 @@ export class MessageBatch {
   rewind(): void {
     this.index = -1;
     this.offset = this.firstOffset;
+    this.messageStart = this.firstOffset;
+  }
+
+  /** Messages not yet reached by `next()`. */
+  get remaining(): number {
+    return this.count - this.index - 1;
+  }
+
+  /**
+   * A DATA batch of its own over a copy of the messages with seq >= `fromSeq` (one allocation for
+   * all their bytes), valid after the decoder moves on; null when every message is older.
+   */
+  copy(fromSeq = 0): MessageBatch | null {
+    if (this.lastSeq < fromSeq) return null;
+    let start = this.firstOffset;
+    let skip = 0;
+    let firstSeq = this.firstSeq;
+    if (firstSeq < fromSeq) {
+      this.rewind();
+      while (this.next() && this.seq < fromSeq) skip++;
+      start = this.messageStart;
+      firstSeq = this.seq;
+    }
+    this.rewind();
+    const bytes = this.frame.slice(start, this.endOffset);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    return new MessageBatch(bytes, view, 0, bytes.length, this.count - skip, this.hasSeq, this.topics.slice(skip, this.count), firstSeq, this.lastSeq);
   }
 
   /** All messages as objects with copied payloads (tests, simple clients). Rewinds first. */
