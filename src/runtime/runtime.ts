@@ -71,8 +71,8 @@ export interface Runtime {
   readonly scheduler: Scheduler;
   /** A one-shot timer (the store's `interval` fsync policy). */
   scheduleAfter(delayMs: number, run: () => void): void;
-  /** Resolves after pending I/O callbacks had their turn (the store's background work yields with it). */
-  yieldToEvents(): Promise<void>;
+  /** A pause for the store's background work when it ran long enough, else undefined (clock.ts). */
+  yieldToEvents(): Promise<void> | undefined;
   /**
    * Asks the garbage collector to run soon, without blocking (a no-op where the runtime offers no
    * such hint). The server calls it once a second so freed frames and batches are returned

@@ -42,10 +42,11 @@ export type StoreOptions = {
   /** One-shot timer for `interval` (runtime passes setTimeout); without it the caller calls `store.sync()`. */
   schedule?: (delayMs: number, run: () => void) => void;
   /**
-   * Background work (the sorter) awaits this between slices, so socket reads, commits and
-   * deliveries run in between (runtime passes setImmediate; default: a resolved promise).
+   * Background work (the sorter) asks this every few dozen records and awaits the promise it
+   * returns, if any, so socket reads, commits and deliveries run in between (the runtime pauses
+   * every half millisecond; default: a resolved promise every time).
    */
-  yieldToEvents?: () => Promise<void>;
+  yieldToEvents?: () => Promise<void> | undefined;
   /** CRC-32 implementation (default: the pure one; runtime passes the native one). */
   crc32?: Crc32;
   /** Continue past corruption in the middle of a file, reporting it, instead of refusing to open. */

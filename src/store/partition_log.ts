@@ -148,10 +148,15 @@ export class PartitionLog {
     return this.block(i).lengths[(i - this.blocksBase) & PENDING_BLOCK_MASK];
   }
 
-  /** Bytes of the pending records [pendingHead, end). */
+  /** Bytes of the pending records [pendingHead, end), counted from whichever end is nearer. */
   pendingBytesBefore(end: number): number {
+    if (end - this.pendingHead <= this.pendingTail - end) return this.pendingBytesBetween(this.pendingHead, end);
+    return this.pendingBytes - this.pendingBytesBetween(end, this.pendingTail);
+  }
+
+  private pendingBytesBetween(from: number, end: number): number {
     let bytes = 0;
-    for (let i = this.pendingHead; i < end; ) {
+    for (let i = from; i < end; ) {
       const block = this.block(i);
       const from = (i - this.blocksBase) & PENDING_BLOCK_MASK;
       const to = Math.min(block.capacity, from + (end - i));
