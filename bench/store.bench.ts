@@ -47,9 +47,20 @@ class CountingDisk implements Disk {
   syncDir = (dir: string) => this.inner.syncDir(dir);
 }
 
+const topicLists = new Map<number, string[]>();
+
+/**
+ * The topic of message `seq` over `partitions` partitions (`g<p%100>/p<p>/events`, spread by a
+ * multiplicative hash). The strings are made once per partition count, as a server interns its
+ * topics: building one per message cost the loop ~0.3 µs, a quarter of an append at 10,000.
+ */
 function topicOf(seq: number, partitions: number): string {
-  const p = (seq * 2654435761) % partitions >>> 0;
-  return `g${p % 100}/p${p}/events`;
+  let topics = topicLists.get(partitions);
+  if (topics === undefined) {
+    topics = Array.from({ length: partitions }, (_, p) => `g${p % 100}/p${p}/events`);
+    topicLists.set(partitions, topics);
+  }
+  return topics[(seq * 2654435761) % partitions >>> 0];
 }
 
 async function dd(args: string[]): Promise<number> {
