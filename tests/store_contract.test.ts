@@ -6,6 +6,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { executeSplit } from "../src/split/executor.ts";
+import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { type Disk, Store, type StoreOptions } from "../src/store/mod.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
@@ -331,6 +333,47 @@ describe("store on the simulated disk: limits and retention", () => {
     const reopened = await Store.open(disk, SMALL_LIMITS);
     expect(reopened.recovery.problems).toEqual([]);
     expect(reopened.store.nextSeq).toBe(601);
+    await reopened.store.close();
+  });
+
+  test("retention removes a split's subtree stores too, whole, and the manifest keeps it so", async () => {
+    const disk = new SimDisk({ seed: 7 });
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    // Old data split into stores (one per topic), then newer data in segments after them.
+    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32: nativeCrc32 }), disk, { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 });
+    expect(report.switched).toBe(true);
+    for (let seq = 601; seq <= 900; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const storesBefore = store.layout().flatMap((partition) => partition.stores);
+    expect(storesBefore.length).toBeGreaterThan(0);
+    const stored = () => disk.paths().filter((path) => path.endsWith(".sto")).length;
+    expect(stored()).toBe(storesBefore.length);
+
+    // Everything the stores hold is older than the age limit: they all go; the newer segments stay.
+    const newestInStores = Math.max(...storesBefore.map((s) => s.lastTimeUs));
+    const removed = await store.retain({ ageUs: 1_000_000 - newestInStores - 1 }, 1_000_000);
+    expect(removed.storesRemoved).toBe(storesBefore.length);
+    expect(stored()).toBe(0);
+    expect(disk.paths().filter((path) => path.endsWith(".idx")).length).toBe(store.stats().segments);
+    const remaining = async (s: Store) => {
+      const seqs: number[] = [];
+      for await (const message of s.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+      return seqs;
+    };
+    const after = await remaining(store);
+    expect(after.length).toBeGreaterThan(0);
+    expect(after[0]).toBeGreaterThan(Math.max(...storesBefore.map((s) => s.lastSeq)));
+    expect(after).toEqual(after.toSorted((a, b) => a - b));
+    expect(after[after.length - 1]).toBe(900);
+    await store.close();
+    const reopened = await Store.open(disk, SMALL_LIMITS);
+    expect(reopened.recovery.problems).toEqual([]);
+    expect(reopened.store.layout().flatMap((partition) => partition.stores)).toEqual([]);
+    expect(await remaining(reopened.store)).toEqual(after);
     await reopened.store.close();
   });
 });

@@ -13,7 +13,7 @@ import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, segmentPath, storePath } from "./layout.ts";
-import { MANIFEST_REMOVE, MANIFEST_SWAP } from "./manifest_codec.ts";
+import { MANIFEST_REMOVE, MANIFEST_SWAP, type ManifestRecord } from "./manifest_codec.ts";
 import { appendManifest, appendManifestLocked } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import type { StoredMessage } from "./record.ts";
@@ -52,7 +52,8 @@ export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stor
 export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[] };
 
 /** What retention removed. */
-export type RetainResult = { segmentsRemoved: number; bytesRemoved: number };
+/** What a `retain` removed: closed segments, a split's subtree stores, and their bytes. */
+export type RetainResult = { segmentsRemoved: number; storesRemoved: number; bytesRemoved: number };
 
 /** The durable log. Create with `Store.open`. */
 export class Store {
@@ -181,43 +182,54 @@ export class Store {
     await this.sorter.idle();
   }
 
-  /** Removes whole closed segments older than `ageUs` before `nowUs`, then the oldest until at most `bytes` remain. */
+  /**
+   * Removes whole closed files — segments and a split's subtree stores — whose newest message is
+   * older than `ageUs` before `nowUs`, then the oldest (by last seq) until at most `bytes` remain.
+   */
   async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
     const context = this.context;
-    const all: SegmentMeta[] = [];
+    const all: { file: SegmentMeta; isStore: boolean }[] = [];
     let total = 0;
     for (const log of context.partitionList) {
-      for (const segment of log.segments) {
-        all.push(segment);
-        total += segment.bytes;
-      }
+      for (const segment of log.segments) all.push({ file: segment, isStore: false });
+      for (const store of log.stores) all.push({ file: store, isStore: true });
     }
-    all.sort((a, b) => a.lastSeq - b.lastSeq);
-    const victims: SegmentMeta[] = [];
+    for (const { file } of all) total += file.bytes;
+    all.sort((a, b) => a.file.lastSeq - b.file.lastSeq);
+    const victims: typeof all = [];
     const ageLimit = limits.ageUs === undefined ? -Infinity : nowUs - limits.ageUs;
     const bytesLimit = limits.bytes ?? Infinity;
-    for (const segment of all) {
-      if (segment.lastTimeUs >= ageLimit && total <= bytesLimit) break;
-      victims.push(segment);
-      total -= segment.bytes;
+    for (const victim of all) {
+      if (victim.file.lastTimeUs >= ageLimit && total <= bytesLimit) break;
+      victims.push(victim);
+      total -= victim.file.bytes;
     }
-    if (victims.length === 0) return { segmentsRemoved: 0, bytesRemoved: 0 };
-    await appendManifest(context, victims.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id })));
+    if (victims.length === 0) return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
+    const segments = victims.filter((victim) => !victim.isStore).map((victim) => victim.file);
+    const stores = victims.filter((victim) => victim.isStore).map((victim) => victim.file);
+    // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
+    const records: ManifestRecord[] = segments.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id }));
+    if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
+    await appendManifest(context, records);
     let bytesRemoved = 0;
-    for (const segment of victims) {
+    for (const segment of segments) {
       context.partition(segment.partition).removeSegment(segment.id);
-      context.indexes.delete(segment.id);
       bytesRemoved += segment.bytes;
     }
+    for (const store of stores) {
+      context.partition(store.partition).swap(new Set([store.id]), []);
+      bytesRemoved += store.bytes;
+    }
+    for (const { file } of victims) context.indexes.delete(file.id);
     await context.whenNoReads(async () => {
-      for (const segment of victims) {
-        for (const path of [segmentPath(segment.id), indexPath(segment.id)]) {
+      for (const { file, isStore } of victims) {
+        for (const path of [isStore ? storePath(file.id) : segmentPath(file.id), indexPath(file.id)]) {
           await context.files.drop(path);
           await context.disk.remove(path);
         }
       }
     });
-    return { segmentsRemoved: victims.length, bytesRemoved };
+    return { segmentsRemoved: segments.length, storesRemoved: stores.length, bytesRemoved };
   }
 
   /** Every partition's closed segments and subtree stores (copies), partitions in creation order. */
