@@ -226,14 +226,15 @@ export class Sorter {
       if (written !== undefined) return written.then(yieldToEvents);
       return yieldToEvents();
     };
+    const imageView = image === null ? null : new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length);
     let i = close.start;
     let buffer = new Uint8Array(0);
     while (i < end) {
       const gen = log.pendingGen(i);
       const start = log.pendingPosition(i);
-      if (image !== null && gen === image.gen) {
+      if (image !== null && imageView !== null && gen === image.gen) {
         close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + 1);
-        const pause = add(image.bytes, new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length), start, log.pendingLength(i));
+        const pause = add(image.bytes, imageView, start, log.pendingLength(i));
         if (pause !== undefined) await pause;
         i++;
         continue;
