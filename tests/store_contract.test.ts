@@ -9,7 +9,9 @@ import { BunDisk } from "../src/runtime/bun_disk.ts";
 import { executeSplit } from "../src/split/executor.ts";
 import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
-import { type Disk, Store, type StoreOptions } from "../src/store/mod.ts";
+import { crc32, type Disk, Store, type StoreOptions } from "../src/store/mod.ts";
+import { recordSeq } from "../src/store/record.ts";
+import { decodeSegmentIndex } from "../src/store/segment_index.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
@@ -334,6 +336,30 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(reopened.recovery.problems).toEqual([]);
     expect(reopened.store.nextSeq).toBe(601);
     await reopened.store.close();
+  });
+
+  test("every index entry points at the record it names (records sorted in runs and one by one)", async () => {
+    const disk = new SimDisk({ seed: 8 });
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    // A stretch of one partition alone (back-to-back journal records), then partitions interleaved.
+    for (let seq = 1; seq <= 800; seq++) {
+      store.append(seq, seq * 1000, seq <= 400 ? "app/orders/created" : TOPICS[seq % TOPICS.length], payloadOf(seq, 30 + (seq % 7)));
+    }
+    await store.commit();
+    await store.sortAll();
+    let entries = 0;
+    for (const path of disk.paths().filter((p) => p.endsWith(".idx"))) {
+      const index = decodeSegmentIndex(disk.snapshot(path) as Uint8Array, crc32);
+      if (typeof index === "string") throw new Error(`${path}: ${index}`);
+      const segment = disk.snapshot(path.replace(/\.idx$/, ".seg")) as Uint8Array;
+      const view = new DataView(segment.buffer, segment.byteOffset, segment.length);
+      for (let entry = 0; entry < index.seqs.length; entry++) {
+        expect(recordSeq(view, index.positions[entry])).toBe(index.seqs[entry]);
+        entries++;
+      }
+    }
+    expect(entries).toBeGreaterThan(20);
+    await store.close();
   });
 
   test("retention removes a split's subtree stores too, whole, and the manifest keeps it so", async () => {

@@ -54,12 +54,16 @@ export class SegmentWriter {
   }
 
   /**
-   * Appends one checked record (bytes[at, at+length)). Returns a promise only when the record
-   * had to be written out: await it before reusing `bytes`. Most records just land in the chunk,
-   * and an await per record would cost the sorter a microtask each.
+   * Appends the checked records lying back to back in bytes[at, end) (each starts with its u32
+   * length), copied at once: one copy per run, not per record. Returns a promise only when the
+   * chunk had to be written out: await it before reusing `bytes`. Most runs just land in the
+   * chunk, and an await per run would cost the sorter a microtask each.
    */
-  add(bytes: Uint8Array, view: DataView, at: number, length: number): Promise<void> | undefined {
-    this.index.add(recordSeq(view, at), recordTime(view, at), this.position);
+  add(bytes: Uint8Array, view: DataView, at: number, end: number): Promise<void> | undefined {
+    for (let record = at; record < end; record += view.getUint32(record, true)) {
+      this.index.add(recordSeq(view, record), recordTime(view, record), this.position + (record - at));
+    }
+    const length = end - at;
     this.position += length;
     if (this.chunkBytes + length > this.chunk.length) return this.addAfterFlush(bytes, at, length);
     copyBytes(this.chunk, this.chunkBytes, bytes, at, length);

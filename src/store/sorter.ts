@@ -38,7 +38,7 @@ const WRITE_CONCURRENCY = 8;
 /** Journal bytes between two records of one partition that one read still spans. */
 const READ_GAP_BYTES = 16 * 1024;
 const READ_SPAN_BYTES = 1024 * 1024;
-/** Records copied between two questions to yieldToEvents (a few µs of work when compiled). */
+/** Records copied between two questions to yieldToEvents (a few µs of work when compiled), and the longest run copied at once. */
 const SLICE_RECORDS = 64;
 
 /**
@@ -218,10 +218,12 @@ export class Sorter {
     const end = close.start + close.count;
     const yieldToEvents = context.options.yieldToEvents;
     let sliced = 0;
-    // Adds one record; a promise only when the writer flushes or the slice ends (no await per record).
-    const add = (bytes: Uint8Array, view: DataView, at: number, length: number): Promise<void> | undefined => {
-      const written = writer.add(bytes, view, at, length);
-      if (++sliced < SLICE_RECORDS) return written;
+    // Adds `records` back-to-back records; a promise only when the writer flushes or a slice ends
+    // (no await per record).
+    const add = (bytes: Uint8Array, view: DataView, at: number, end: number, records: number): Promise<void> | undefined => {
+      const written = writer.add(bytes, view, at, end);
+      sliced += records;
+      if (sliced < SLICE_RECORDS) return written;
       sliced = 0;
       if (written !== undefined) return written.then(yieldToEvents);
       return yieldToEvents();
@@ -234,7 +236,7 @@ export class Sorter {
       const start = log.pendingPosition(i);
       if (image !== null && imageView !== null && gen === image.gen) {
         close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + 1);
-        const pause = add(image.bytes, imageView, start, log.pendingLength(i));
+        const pause = add(image.bytes, imageView, start, start + log.pendingLength(i), 1);
         if (pause !== undefined) await pause;
         i++;
         continue;
@@ -256,11 +258,19 @@ export class Sorter {
       if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${start + read} < ${spanEnd}`);
       const view = new DataView(buffer.buffer, 0, span);
       close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + j - i);
-      for (let k = i; k < j; k++) {
+      // Records that lie back to back in the journal (all of them, when one partition has the
+      // stream to itself) go to the writer as runs of up to SLICE_RECORDS: one copy per run.
+      for (let k = i; k < j; ) {
         const at = log.pendingPosition(k) - start;
-        assert(view.getUint32(at, true) === log.pendingLength(k), "sorter: journal record moved");
-        const pause = add(buffer, view, at, log.pendingLength(k));
+        let end = at;
+        let m = k;
+        do {
+          assert(view.getUint32(end, true) === log.pendingLength(m), "sorter: journal record moved");
+          end += log.pendingLength(m++);
+        } while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - start === end);
+        const pause = add(buffer, view, at, end, m - k);
         if (pause !== undefined) await pause;
+        k = m;
       }
       i = j;
     }
