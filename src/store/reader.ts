@@ -26,7 +26,7 @@ import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { StoreError, indexPath, segmentPath, storePath } from "./layout.ts";
+import { StoreError, indexPath } from "./layout.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import {
   RECORD_INCOMPLETE,
@@ -44,7 +44,7 @@ import {
 } from "./record.ts";
 import { readFully } from "./sorter.ts";
 import { type SegmentIndex, type SegmentMeta, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
-import type { SubtreeStoreMeta } from "./store_file.ts";
+import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
 
 /** Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time. */
 export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number };
@@ -122,10 +122,6 @@ class BufferPool {
 
 type FileMeta = SegmentMeta | SubtreeStoreMeta;
 
-function isStore(meta: FileMeta): meta is SubtreeStoreMeta {
-  return "topics" in meta;
-}
-
 /**
  * One seq-ordered run of files a partition cursor merges: a subtree store, or the partition's
  * segments followed by its journal records. Holds positions and one read buffer.
@@ -193,7 +189,7 @@ class Lane {
       if (this.position < 0) {
         const timeFloor = this.owner.timeFloor;
         const start = isStore(file) ? file.dataStart : FILE_HEADER_FIXED_BYTES + log.name.length;
-        this.filePath = isStore(file) ? storePath(file.id) : segmentPath(file.id);
+        this.filePath = dataPathOf(file);
         if (timeFloor === -Infinity && this.nextSeq <= file.firstSeq) {
           // The whole file is wanted: no index to read.
           this.position = start;

@@ -21,7 +21,7 @@ import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from 
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
-import { type SubtreeStoreMeta, readStoreHead } from "./store_file.ts";
+import { type SubtreeStoreMeta, dataPathOf, isStore, readStoreHead } from "./store_file.ts";
 
 /** Sizes and counts of what the store holds. */
 export type StoreStats = {
@@ -51,7 +51,6 @@ export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stor
 /** A split's switch: the segments and stores it replaces and the stores replacing them. */
 export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[] };
 
-/** What retention removed. */
 /** What a `retain` removed: closed segments, a split's subtree stores, and their bytes. */
 export type RetainResult = { segmentsRemoved: number; storesRemoved: number; bytesRemoved: number };
 
@@ -188,42 +187,37 @@ export class Store {
    */
   async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
     const context = this.context;
-    const all: { file: SegmentMeta; isStore: boolean }[] = [];
+    const all: (SegmentMeta | SubtreeStoreMeta)[] = [];
     let total = 0;
-    for (const log of context.partitionList) {
-      for (const segment of log.segments) all.push({ file: segment, isStore: false });
-      for (const store of log.stores) all.push({ file: store, isStore: true });
-    }
-    for (const { file } of all) total += file.bytes;
-    all.sort((a, b) => a.file.lastSeq - b.file.lastSeq);
+    for (const log of context.partitionList) all.push(...log.segments, ...log.stores);
+    for (const file of all) total += file.bytes;
+    all.sort((a, b) => a.lastSeq - b.lastSeq);
     const victims: typeof all = [];
     const ageLimit = limits.ageUs === undefined ? -Infinity : nowUs - limits.ageUs;
     const bytesLimit = limits.bytes ?? Infinity;
-    for (const victim of all) {
-      if (victim.file.lastTimeUs >= ageLimit && total <= bytesLimit) break;
-      victims.push(victim);
-      total -= victim.file.bytes;
+    for (const file of all) {
+      if (file.lastTimeUs >= ageLimit && total <= bytesLimit) break;
+      victims.push(file);
+      total -= file.bytes;
     }
     if (victims.length === 0) return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
-    const segments = victims.filter((victim) => !victim.isStore).map((victim) => victim.file);
-    const stores = victims.filter((victim) => victim.isStore).map((victim) => victim.file);
+    const segments = victims.filter((file) => !isStore(file));
+    const stores = victims.filter(isStore);
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
     const records: ManifestRecord[] = segments.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id }));
     if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
     await appendManifest(context, records);
     let bytesRemoved = 0;
-    for (const segment of segments) {
-      context.partition(segment.partition).removeSegment(segment.id);
-      bytesRemoved += segment.bytes;
+    for (const file of victims) {
+      const log = context.partition(file.partition);
+      if (isStore(file)) log.swap(new Set([file.id]), []);
+      else log.removeSegment(file.id);
+      context.indexes.delete(file.id);
+      bytesRemoved += file.bytes;
     }
-    for (const store of stores) {
-      context.partition(store.partition).swap(new Set([store.id]), []);
-      bytesRemoved += store.bytes;
-    }
-    for (const { file } of victims) context.indexes.delete(file.id);
     await context.whenNoReads(async () => {
-      for (const { file, isStore } of victims) {
-        for (const path of [isStore ? storePath(file.id) : segmentPath(file.id), indexPath(file.id)]) {
+      for (const file of victims) {
+        for (const path of [dataPathOf(file), indexPath(file.id)]) {
           await context.files.drop(path);
           await context.disk.remove(path);
         }

@@ -22,7 +22,7 @@ import { assert } from "../stdx/assert.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
-import { indexPath, storePath } from "./layout.ts";
+import { indexPath, segmentPath, storePath } from "./layout.ts";
 import { getU64, recordSeq, recordTime, setU64 } from "./record.ts";
 import { scanRecords } from "./scan.ts";
 import { SegmentIndexBuilder, type SegmentMeta } from "./segment_index.ts";
@@ -40,6 +40,16 @@ export type SubtreeStoreMeta = SegmentMeta & {
   /** File offset of the first record (after header and topic block). */
   dataStart: number;
 };
+
+/** True when `meta` is a subtree store's (a segment's has no topic list). */
+export function isStore(meta: SegmentMeta | SubtreeStoreMeta): meta is SubtreeStoreMeta {
+  return "topics" in meta;
+}
+
+/** Path of the records file of a segment or a subtree store. */
+export function dataPathOf(meta: SegmentMeta | SubtreeStoreMeta): string {
+  return isStore(meta) ? storePath(meta.id) : segmentPath(meta.id);
+}
 
 /** Encodes the file header and topic block of a store. */
 export function encodeStoreHead(
