@@ -428,8 +428,8 @@ async function fanoutRun(env: BenchEnv, url: string, subscriberCount: number, op
     // of a large heap) delays the window instead of leaving it empty.
     const publishing = pacedPublisher(env, publisher, { rate: options.fanoutRate, payloadBytes: 64, startMs: started, untilMs: Infinity, stamp: false });
     await env.sleep(options.warmupMs);
-    // The window opens once every subscriber is receiving: after a stall of this process (a
-    // collection of a large heap) the server stopped their cursors, and they catch up first.
+    // The window opens once every subscriber is receiving: after such a stall the server stopped
+    // their cursors, and they catch up first.
     const slowest = subscribers.deliveredMin();
     const receivingBy = env.nowMs() + DRAIN_TIMEOUT_MS;
     while (subscribers.deliveredMin() === slowest && env.nowMs() < receivingBy) await env.sleep(5);
