@@ -287,6 +287,40 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("whole-stream reads over many partitions of small segments (each next file read ahead at batch start) are exact", async () => {
+    const disk = new SimDisk({ seed: 9 });
+    const { store } = await Store.open(disk, { segmentBytesMax: 2048, readBufferBytes: 16 * 1024, readBatchBytesMax: 4096 });
+    const topicOf = (seq: number) => `t${(seq * 13) % 150}/x/${seq % 3}`;
+    for (let seq = 1; seq <= 12_000; seq++) {
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 61)));
+      if (seq % 500 === 0) {
+        await store.commit();
+        await store.idle();
+      }
+    }
+    await store.commit();
+    await store.sortAll();
+    // Every partition has several segments, each smaller than a read chunk: read whole, and the
+    // next one read ahead while the head nears the end of the current one.
+    expect(store.stats().segments).toBeGreaterThanOrEqual(150 * 2);
+    for (const borrow of [false, true]) {
+      const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
+      let expected = 1;
+      for (;;) {
+        const batch = await reader.nextBatch();
+        if (batch.length === 0) break;
+        for (const message of batch) {
+          expect(message.seq).toBe(expected);
+          expect(message.topic).toBe(topicOf(expected));
+          expect([...message.payload]).toEqual([...payloadOf(expected, 1 + (expected % 61))]);
+          expected++;
+        }
+      }
+      expect(expected).toBe(12_001);
+    }
+    await store.close();
+  });
+
   test("unsorted journal records stay under pendingRecordsMax: the partitions holding most are sorted first", async () => {
     const disk = new SimDisk({ seed: 7 });
     const limits = { journalBytesMax: 1 << 20, journalRetainedBytesMax: 4 << 20, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 300 };
