@@ -3,8 +3,9 @@
  * 10,000 partitions, then disk reads of a 1% filter and of the whole stream, beside the raw
  * sequential write and read speed of the same disk measured in the same run with dd (O_DIRECT).
  * Prints a table. `bun bench/store.bench.ts [--mib N] [--seconds S] [--dir D] [--repeat R]
- * [--files remove|keep]`: with R, every write case runs R times (the cases alternating) and the
- * table shows the median run; --files: see FilesPolicy.
+ * [--files remove|keep] [--cases all|write|read]`: with R, every write case runs R times (the
+ * cases alternating) and the table shows the median run; --files: see FilesPolicy; --cases: the
+ * write cases, the read cases or both (the dd rows always run).
  * `runStoreBench({ smoke: true })` runs every body once with tiny sizes (see store.bench.test.ts).
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -214,7 +215,7 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
 
 /** Runs the benchmark; `smoke` uses tiny sizes and skips dd. Returns the rows printed. */
 export async function runStoreBench(
-  options: { smoke?: boolean; mib?: number; seconds?: number; dir?: string; repeat?: number; files?: FilesPolicy } = {},
+  options: { smoke?: boolean; mib?: number; seconds?: number; dir?: string; repeat?: number; files?: FilesPolicy; cases?: "all" | "write" | "read" } = {},
 ): Promise<Row[]> {
   const smoke = options.smoke ?? false;
   const files = options.files ?? "remove";
@@ -237,7 +238,8 @@ export async function runStoreBench(
       if (files === "remove") rmSync(buffered);
       rows.push({ case: "raw buffered write (dd conv=fdatasync)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: bufferedWrite, note: `1 GiB, bs=1M, files ${files === "keep" ? "kept (fresh memory)" : "removed (reused memory)"}` });
     }
-    for (const partitions of [10, 10_000]) {
+    const cases = options.cases ?? "all";
+    for (const partitions of cases === "read" ? [] : [10, 10_000]) {
       const count = smoke ? Math.min(partitions, 50) : partitions;
       const cases: [FsyncPolicy, number | undefined][] = [["always", undefined], ["always", 16], ["interval", undefined], ["never", undefined]];
       const runs: Row[][] = cases.map(() => []);
@@ -251,8 +253,10 @@ export async function runStoreBench(
       }
       rows.push(...runs.map(medianRow));
     }
-    rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
-    rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);
+    if (cases !== "write") {
+      rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
+      rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);
+    }
   } finally {
     rmSync(base, { recursive: true, force: true });
   }
@@ -269,9 +273,10 @@ function printTable(rows: Row[]): void {
 
 if (import.meta.main) {
   const { values } = parseArgs({
-    options: { mib: { type: "string" }, seconds: { type: "string" }, dir: { type: "string" }, repeat: { type: "string" }, files: { type: "string" } },
+    options: { mib: { type: "string" }, seconds: { type: "string" }, dir: { type: "string" }, repeat: { type: "string" }, files: { type: "string" }, cases: { type: "string" } },
   });
   if (values.files !== undefined && values.files !== "keep" && values.files !== "remove") throw new Error("--files is keep or remove");
+  if (values.cases !== undefined && !["all", "write", "read"].includes(values.cases)) throw new Error("--cases is all, write or read");
   printTable(
     await runStoreBench({
       mib: values.mib ? Number(values.mib) : undefined,
@@ -279,6 +284,7 @@ if (import.meta.main) {
       dir: values.dir,
       repeat: values.repeat ? Number(values.repeat) : undefined,
       files: values.files as FilesPolicy | undefined,
+      cases: values.cases as "all" | "write" | "read" | undefined,
     }),
   );
 }
