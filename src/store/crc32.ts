@@ -8,20 +8,28 @@
 /** A CRC-32 function over a byte range. */
 export type Crc32 = (bytes: Uint8Array) => number;
 
+/**
+ * Signed 32-bit throughout: the tables are an Int32Array and the running value starts at -1 (the
+ * same bits as 0xFFFFFFFF). With a Uint32Array (entries above 2^31 read back as doubles) and an
+ * unsigned start, the engine compiled this loop well in some callers and not in others: inside
+ * the journal's record encoder it took ~1.5 µs per 108-byte record (a standalone loop: ~80 ns),
+ * so a server appending ~100 messages per socket read spent 1.6-2.0 µs per append instead of
+ * 0.4-0.8. Why exactly was not found; this form measured fast in every caller tried.
+ */
 const TABLES = buildTables();
 
-function buildTables(): Uint32Array {
-  const tables = new Uint32Array(8 * 256);
+function buildTables(): Int32Array {
+  const tables = new Int32Array(8 * 256);
   for (let n = 0; n < 256; n++) {
     let c = n;
     for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    tables[n] = c >>> 0;
+    tables[n] = c;
   }
   for (let n = 0; n < 256; n++) {
     let c = tables[n];
     for (let t = 1; t < 8; t++) {
       c = tables[c & 0xff] ^ (c >>> 8);
-      tables[t * 256 + n] = c >>> 0;
+      tables[t * 256 + n] = c;
     }
   }
   return tables;
@@ -45,11 +53,11 @@ export function crc32Range(bytes: Uint8Array, start: number, end: number, native
 
 function crc32Of(bytes: Uint8Array, start: number, end: number): number {
   const t = TABLES;
-  let crc = 0xffffffff;
+  let crc = -1;
   let i = start;
   const end8 = end - ((end - start) & 7);
   while (i < end8) {
-    const a = (crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24))) >>> 0;
+    const a = crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
     const b = bytes[i + 4] | (bytes[i + 5] << 8) | (bytes[i + 6] << 16) | (bytes[i + 7] << 24);
     crc =
       t[1792 + (a & 0xff)] ^
@@ -63,5 +71,5 @@ function crc32Of(bytes: Uint8Array, start: number, end: number): number {
     i += 8;
   }
   while (i < end) crc = t[(crc ^ bytes[i++]) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
+  return ~crc >>> 0;
 }
