@@ -269,21 +269,7 @@ describe("store on the simulated disk: limits and retention", () => {
     // Several segments, each several read chunks (16 KiB) long.
     expect(store.stats().segments).toBeGreaterThanOrEqual(4);
     expect(store.stats().segmentBytes / store.stats().segments).toBeGreaterThan(4 * 16 * 1024);
-    for (const borrow of [false, true]) {
-      const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
-      let expected = 1;
-      for (;;) {
-        const batch = await reader.nextBatch();
-        if (batch.length === 0) break;
-        for (const message of batch) {
-          expect(message.seq).toBe(expected);
-          expect(message.topic).toBe(topicOf(expected));
-          expect([...message.payload]).toEqual([...payloadOf(expected, 1 + (expected % 97))]);
-          expected++;
-        }
-      }
-      expect(expected).toBe(6001);
-    }
+    await expectWholeStream(store, 6000, topicOf, (seq) => payloadOf(seq, 1 + (seq % 97)));
     await store.close();
   });
 
@@ -303,21 +289,7 @@ describe("store on the simulated disk: limits and retention", () => {
     // Every partition has several segments, each smaller than a read chunk: read whole, and the
     // next one read ahead while the head nears the end of the current one.
     expect(store.stats().segments).toBeGreaterThanOrEqual(150 * 2);
-    for (const borrow of [false, true]) {
-      const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
-      let expected = 1;
-      for (;;) {
-        const batch = await reader.nextBatch();
-        if (batch.length === 0) break;
-        for (const message of batch) {
-          expect(message.seq).toBe(expected);
-          expect(message.topic).toBe(topicOf(expected));
-          expect([...message.payload]).toEqual([...payloadOf(expected, 1 + (expected % 61))]);
-          expected++;
-        }
-      }
-      expect(expected).toBe(12_001);
-    }
+    await expectWholeStream(store, 12_000, topicOf, (seq) => payloadOf(seq, 1 + (seq % 61)));
     await store.close();
   });
 
@@ -437,3 +409,22 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 });
+
+/** Reads `**` from seq 1, copying and borrowing: exactly seqs 1..count with their topics and payloads. */
+async function expectWholeStream(store: Store, count: number, topicOf: (seq: number) => string, payload: (seq: number) => Uint8Array): Promise<void> {
+  for (const borrow of [false, true]) {
+    const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
+    let expected = 1;
+    for (;;) {
+      const batch = await reader.nextBatch();
+      if (batch.length === 0) break;
+      for (const message of batch) {
+        expect(message.seq).toBe(expected);
+        expect(message.topic).toBe(topicOf(expected));
+        expect([...message.payload]).toEqual([...payload(expected)]);
+        expected++;
+      }
+    }
+    expect(expected).toBe(count + 1);
+  }
+}
