@@ -319,16 +319,9 @@ class Lane {
     return this.request(path, position, this.readBytes(position, end, recordBytes), end);
   }
 
-  /**
-   * Bytes to read at `position` of a file of `end` bytes: a chunk (at least `atLeast`), or all
-   * the rest when two small chunks would take it, so a small segment (a partition's share of a
-   * close among thousands) costs one open and one read, not two of each. (Not for large chunks: a
-   * rest of up to twice 1 MiB cost a whole-stream read of 10 partitions ~0.1 s of CPU.)
-   */
+  /** Bytes to read at `position` of a file of `end` bytes: a chunk of at least `atLeast`, or the rest. */
   private readBytes(position: number, end: number, atLeast: number): number {
-    const chunk = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast);
-    const rest = end - position;
-    return rest <= 2 * chunk && rest <= READ_CHUNK_BYTES_MAX ? rest : Math.min(rest, chunk);
+    return Math.min(end - position, Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast));
   }
 
   private request(path: string, position: number, bytes: number, limit: number): number {
