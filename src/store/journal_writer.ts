@@ -163,7 +163,14 @@ export class JournalWriter {
           this.bufferedBytes -= chunk.length;
         }
         // A sync started earlier (by the sorter) may cover less than this batch: sync until it does.
-        if (policy === "always") while (context.syncedSeq < context.writtenSeq) await this.sync();
+        // A store that failed meanwhile (a segment's fsync in the sorter, say) syncs nothing more:
+        // stop here, or this loop spins on microtasks for ever and starves the event loop.
+        if (policy === "always") {
+          while (context.syncedSeq < context.writtenSeq) {
+            if (context.failure !== null) throw context.failure;
+            await this.sync();
+          }
+        }
         context.committedSeq = policy === "always" ? context.syncedSeq : context.writtenSeq;
         if (policy === "interval") this.scheduleSync();
         this.resolveWaiters();
