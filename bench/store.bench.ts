@@ -238,8 +238,8 @@ export async function runStoreBench(
       if (files === "remove") rmSync(buffered);
       rows.push({ case: "raw buffered write (dd conv=fdatasync)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: bufferedWrite, note: `1 GiB, bs=1M, files ${files === "keep" ? "kept (fresh memory)" : "removed (reused memory)"}` });
     }
-    const cases = options.cases ?? "all";
-    for (const partitions of cases === "read" ? [] : [10, 10_000]) {
+    const which = options.cases ?? "all";
+    for (const partitions of which === "read" ? [] : [10, 10_000]) {
       const count = smoke ? Math.min(partitions, 50) : partitions;
       const cases: [FsyncPolicy, number | undefined][] = [["always", undefined], ["always", 16], ["interval", undefined], ["never", undefined]];
       const runs: Row[][] = cases.map(() => []);
@@ -253,7 +253,7 @@ export async function runStoreBench(
       }
       rows.push(...runs.map(medianRow));
     }
-    if (cases !== "write") {
+    if (which !== "write") {
       rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
       rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);
     }
