@@ -384,10 +384,8 @@ class Lane {
     const path = dataPathOf(file);
     const start = this.dataStart(file);
     const bytes = this.readBytes(start, file.bytes, 0);
-    const buffer = this.pool === null ? new Uint8Array(bytes) : this.pool.take(bytes);
-    const read = await context.files.with(path, (handle) => readFully(handle, start, buffer.subarray(0, bytes)));
-    if (read < bytes) throw corrupt(path, start + read, `file ends early (expected ${file.bytes} bytes)`);
-    context.bytesRead += read;
+    const buffer = this.freshBuffer(bytes);
+    const read = await readChunk(context, path, start, buffer.subarray(0, bytes), file.bytes);
     this.ahead = { buffer, path, start, length: read };
   }
 
@@ -395,10 +393,7 @@ class Lane {
   private takeAhead(): void {
     const ahead = this.ahead as NonNullable<typeof this.ahead>;
     this.ahead = null;
-    if (this.pool !== null && this.lent) this.pool.lend(this.buffer);
-    this.lent = false;
-    this.buffer = ahead.buffer;
-    this.view = new DataView(ahead.buffer.buffer, ahead.buffer.byteOffset, ahead.buffer.length);
+    this.replaceBuffer(ahead.buffer);
     this.bufferPath = ahead.path;
     this.bufferStart = ahead.start;
     this.bufferLength = ahead.length;
@@ -411,27 +406,35 @@ class Lane {
       await loadIndex(context, want.path);
       return;
     }
-    if (this.buffer.length < want.bytes || this.lent) {
-      const bytes = Math.max(want.bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX));
-      if (this.pool === null) {
-        this.buffer = new Uint8Array(bytes);
-      } else {
-        // Never refill a buffer this batch's payloads point into.
-        if (this.lent) this.pool.lend(this.buffer);
-        this.lent = false;
-        this.buffer = this.pool.take(bytes);
-      }
-      this.view = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.length);
-      this.bufferPath = "";
-    }
-    const into = this.buffer.subarray(0, want.bytes);
-    const read = await context.files.with(want.path, (file) => readFully(file, want.position, into));
-    if (read < want.bytes) throw corrupt(want.path, want.position + read, `file ends early (expected ${want.limit} bytes)`);
+    // Never refill a buffer this batch's payloads point into.
+    if (this.buffer.length < want.bytes || this.lent) this.replaceBuffer(this.freshBuffer(Math.max(want.bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX))));
+    const read = await readChunk(context, want.path, want.position, this.buffer.subarray(0, want.bytes), want.limit);
     this.bufferPath = want.path;
     this.bufferStart = want.position;
     this.bufferLength = read;
-    context.bytesRead += read;
   }
+
+  /** A buffer of at least `bytes` that nothing points into: from the pool when borrowing. */
+  private freshBuffer(bytes: number): Uint8Array {
+    return this.pool === null ? new Uint8Array(bytes) : this.pool.take(bytes);
+  }
+
+  /** Makes `buffer` the lane's (empty) buffer; the old one goes back to the pool after this batch if lent. */
+  private replaceBuffer(buffer: Uint8Array): void {
+    if (this.pool !== null && this.lent) this.pool.lend(this.buffer);
+    this.lent = false;
+    this.buffer = buffer;
+    this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.length);
+    this.bufferPath = "";
+  }
+}
+
+/** Reads `into.length` bytes of `path` at `position` (a file of `limit` bytes) and counts them; short reads are corruption. */
+async function readChunk(context: StoreContext, path: string, position: number, into: Uint8Array, limit: number): Promise<number> {
+  const read = await context.files.with(path, (file) => readFully(file, position, into));
+  if (read < into.length) throw corrupt(path, position + read, `file ends early (expected ${limit} bytes)`);
+  context.bytesRead += read;
+  return read;
 }
 
 /**
