@@ -233,42 +233,47 @@ export class Sorter {
     let buffer = new Uint8Array(0);
     while (i < end) {
       const gen = log.pendingGen(i);
-      const start = log.pendingPosition(i);
-      if (image !== null && imageView !== null && gen === image.gen) {
-        close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + 1);
-        const pause = add(image.bytes, imageView, start, start + log.pendingLength(i), 1);
-        if (pause !== undefined) await pause;
-        i++;
-        continue;
-      }
-      // One read spans records i..j-1 of the same journal while gaps stay small.
+      // Records i..j-1 of one journal, in `bytes` (`view`) whose byte 0 is the journal's byte `base`:
+      // the journal read into memory, or one read spanning them while gaps stay small.
       let j = i + 1;
-      let spanEnd = start + log.pendingLength(i);
-      while (j < end && log.pendingGen(j) === gen) {
-        const nextEnd = log.pendingPosition(j) + log.pendingLength(j);
-        if (log.pendingPosition(j) - spanEnd > READ_GAP_BYTES || nextEnd - start > READ_SPAN_BYTES) break;
-        spanEnd = nextEnd;
-        j++;
+      let bytes: Uint8Array;
+      let view: DataView;
+      let base: number;
+      if (image !== null && imageView !== null && gen === image.gen) {
+        while (j < end && log.pendingGen(j) === gen) j++;
+        bytes = image.bytes;
+        view = imageView;
+        base = 0;
+      } else {
+        base = log.pendingPosition(i);
+        let spanEnd = base + log.pendingLength(i);
+        while (j < end && log.pendingGen(j) === gen) {
+          const nextEnd = log.pendingPosition(j) + log.pendingLength(j);
+          if (log.pendingPosition(j) - spanEnd > READ_GAP_BYTES || nextEnd - base > READ_SPAN_BYTES) break;
+          spanEnd = nextEnd;
+          j++;
+        }
+        const span = spanEnd - base;
+        if (buffer.length < span) buffer = new Uint8Array(Math.max(span, 64 * 1024));
+        const into = buffer.subarray(0, span);
+        const path = context.journal(gen).path;
+        const read = await context.files.with(path, async (file) => readFully(file, base, into));
+        if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${base + read} < ${spanEnd}`);
+        bytes = buffer;
+        view = new DataView(buffer.buffer, 0, span);
       }
-      const span = spanEnd - start;
-      if (buffer.length < span) buffer = new Uint8Array(Math.max(span, 64 * 1024));
-      const into = buffer.subarray(0, span);
-      const path = context.journal(gen).path;
-      const read = await context.files.with(path, async (file) => readFully(file, start, into));
-      if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${start + read} < ${spanEnd}`);
-      const view = new DataView(buffer.buffer, 0, span);
       close.recordsByGen.set(gen, (close.recordsByGen.get(gen) ?? 0) + j - i);
       // Records that lie back to back in the journal (all of them, when one partition has the
       // stream to itself) go to the writer as runs of up to SLICE_RECORDS: one copy per run.
       for (let k = i; k < j; ) {
-        const at = log.pendingPosition(k) - start;
+        const at = log.pendingPosition(k) - base;
         let end = at;
         let m = k;
         do {
           assert(view.getUint32(end, true) === log.pendingLength(m), "sorter: journal record moved");
           end += log.pendingLength(m++);
-        } while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - start === end);
-        const pause = add(buffer, view, at, end, m - k);
+        } while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - base === end);
+        const pause = add(bytes, view, at, end, m - k);
         if (pause !== undefined) await pause;
         k = m;
       }
