@@ -51,18 +51,15 @@ class PendingBlock {
     return this.seqs.length;
   }
 
-  /** Doubles the capacity (only a partition's small first blocks grow). */
-  grow(): void {
-    const capacity = Math.min(PENDING_BLOCK_ENTRIES, this.capacity * 2);
-    const grown = <T extends Float64Array | Uint32Array>(from: T, to: T): T => {
-      to.set(from);
-      return to;
-    };
-    this.seqs = grown(this.seqs, new Float64Array(capacity));
-    this.times = grown(this.times, new Float64Array(capacity));
-    this.gens = grown(this.gens, new Float64Array(capacity));
-    this.positions = grown(this.positions, new Float64Array(capacity));
-    this.lengths = grown(this.lengths, new Uint32Array(capacity));
+  /** A block of `capacity` holding this block's entries [start, start + count) at its start. */
+  copied(capacity: number, start: number, count: number): PendingBlock {
+    const to = new PendingBlock(capacity);
+    to.seqs.set(this.seqs.subarray(start, start + count));
+    to.times.set(this.times.subarray(start, start + count));
+    to.gens.set(this.gens.subarray(start, start + count));
+    to.positions.set(this.positions.subarray(start, start + count));
+    to.lengths.set(this.lengths.subarray(start, start + count));
+    return to;
   }
 }
 
@@ -108,12 +105,14 @@ export class PartitionLog {
     assert(seq > this.lastSeq, "partition_log: pending seqs must increase");
     const i = this.pendingTail++;
     const offset = (i - this.blocksBase) & PENDING_BLOCK_MASK;
-    let block = this.blocks[(i - this.blocksBase) >>> PENDING_BLOCK_SHIFT];
+    const b = (i - this.blocksBase) >>> PENDING_BLOCK_SHIFT;
+    let block = this.blocks[b];
     if (block === undefined) {
       block = new PendingBlock(this.blocks.length === 0 ? PENDING_CAPACITY_INITIAL : PENDING_BLOCK_ENTRIES);
       this.blocks.push(block);
     } else if (offset === block.capacity) {
-      block.grow();
+      // Only a partition's small first block grows: it doubles, up to PENDING_BLOCK_ENTRIES.
+      block = this.blocks[b] = block.copied(Math.min(PENDING_BLOCK_ENTRIES, block.capacity * 2), 0, block.capacity);
     }
     block.seqs[offset] = seq;
     block.times[offset] = timeUs;
@@ -231,15 +230,8 @@ export class PartitionLog {
 
   /** Moves the `count` pending records (all in the only block) to the start of a right-sized block. */
   private compact(count: number): void {
-    const from = this.blocks[0];
-    const start = this.pendingHead - this.blocksBase;
-    const to = new PendingBlock(Math.max(PENDING_CAPACITY_INITIAL, 2 ** Math.ceil(Math.log2(Math.max(1, count * 2)))));
-    to.seqs.set(from.seqs.subarray(start, start + count));
-    to.times.set(from.times.subarray(start, start + count));
-    to.gens.set(from.gens.subarray(start, start + count));
-    to.positions.set(from.positions.subarray(start, start + count));
-    to.lengths.set(from.lengths.subarray(start, start + count));
-    this.blocks[0] = to;
+    const capacity = Math.max(PENDING_CAPACITY_INITIAL, 2 ** Math.ceil(Math.log2(Math.max(1, count * 2))));
+    this.blocks[0] = this.blocks[0].copied(capacity, this.pendingHead - this.blocksBase, count);
     this.blocksBase = this.pendingHead;
   }
 }
