@@ -185,43 +185,42 @@ export class ClientSubscription implements AsyncIterable<Message> {
 
   private async nextMessage(): Promise<IteratorResult<Message>> {
     for (;;) {
-      const entry = this.head();
-      if (entry === null) {
-        if (!(await this.waitOrEnd())) return DONE;
-        continue;
-      }
-      if (!("count" in entry)) {
-        this.shift();
-        if (this.options.untilCaughtUp === true) return this.finish();
-        continue;
-      }
-      if (!entry.next()) {
+      const frame = await this.headFrame();
+      if (frame === null) return DONE;
+      if (!frame.next()) {
         this.shift();
         continue;
       }
       this.queued--;
       this.release();
-      return { done: false, value: messageAt(entry) };
+      return { done: false, value: messageAt(frame) };
     }
   }
 
   /** The next DATA frame, taken off the queue; null when the iteration ends. */
   private async nextFrame(): Promise<MessageBatch | null> {
+    const frame = await this.headFrame();
+    if (frame !== null) this.shift();
+    return frame;
+  }
+
+  /**
+   * The DATA frame at the head of the queue (left there), waiting for one; caught-up points on
+   * the way are dropped (or end the iteration with untilCaughtUp). Null when the iteration ends.
+   */
+  private async headFrame(): Promise<MessageBatch | null> {
     for (;;) {
       const entry = this.head();
       if (entry === null) {
         if (!(await this.waitOrEnd())) return null;
         continue;
       }
+      if ("count" in entry) return entry;
       this.shift();
-      if (!("count" in entry)) {
-        if (this.options.untilCaughtUp === true) {
-          this.finish();
-          return null;
-        }
-        continue;
+      if (this.options.untilCaughtUp === true) {
+        void this.stopIterating();
+        return null;
       }
-      return entry;
     }
   }
 
@@ -251,11 +250,6 @@ export class ClientSubscription implements AsyncIterable<Message> {
       this.waiter = resolve;
     });
     return true;
-  }
-
-  private finish(): IteratorReturnResult<undefined> {
-    this.stopIterating();
-    return DONE;
   }
 
   /** The application stopped iterating (break, return, untilCaughtUp): unsubscribe. */
