@@ -43,6 +43,7 @@ import type { TopicTable } from "../topic/topic_table.ts";
 import { Fanout } from "./fanout.ts";
 import type { BrokerStore, Clock, Connection, Scheduler, StoredMessageLike } from "./ports.ts";
 import { QueueChunkPool, Session } from "./session.ts";
+import { SharedData } from "./shared_data.ts";
 import { Phase, Subscription } from "./subscription.ts";
 
 /** Bytes of messages one subscription may write in one catch-up slice before others get a turn. */
@@ -82,6 +83,8 @@ export interface BrokerStats {
   messagesPublished: number;
   bytesPublished: number;
   messagesDelivered: number;
+  /** Of those, delivered live through frames encoded once for a group of equal filters. */
+  messagesDeliveredShared: number;
   nextSeq: number;
   visibleSeq: number;
   recoveries: { disk: number; tip: number };
@@ -125,7 +128,11 @@ export class Broker {
   private pumpScheduled = false;
   private failure: string | null = null;
   private shuttingDown = false;
-  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  /** Live fan-out's frames encoded once per filter, and the members of the group being served. */
+  private readonly sharedData = new SharedData();
+  private readonly sharedMembers: Subscription[] = [];
+  private readonly topicUtf8Of = (topicId: number): Uint8Array => this.topicUtf8(topicId);
   /** Messages and payload bytes published per topic id since start. */
   private topicMessages = new Float64Array(1024);
   private topicBytesPublished = new Float64Array(1024);
@@ -233,6 +240,7 @@ export class Broker {
       messagesPublished: this.counters.messagesPublished,
       bytesPublished: this.counters.bytesPublished,
       messagesDelivered: this.counters.messagesDelivered,
+      messagesDeliveredShared: this.counters.messagesDeliveredShared,
       nextSeq: this.nextSeq,
       visibleSeq: this.visibleSeq,
       recoveries: { disk: this.counters.diskRecoveries, tip: this.counters.tipRecoveries },
@@ -466,7 +474,11 @@ export class Broker {
 
   // ---- Delivery ----------------------------------------------------------------------------
 
-  /** Pushes the newly visible seqs [from, to) to LIVE subscriptions, batching per session. */
+  /**
+   * Pushes the newly visible seqs [from, to) to LIVE subscriptions, batching per session: first
+   * to the groups of subscriptions with equal filters (frames encoded once per group), then one
+   * message at a time to the rest, from the lowest seq one of them still needs.
+   */
   private fanOut(from: number, to: number, touched: Set<Session>): void {
     if (this.live.size === 0) return;
     const ring = this.tip.ring;
@@ -476,26 +488,73 @@ export class Broker {
       this.schedulePump();
       return;
     }
-    let at = ring.offsetOfSeq(from);
-    for (let seq = from; seq < to; seq++) {
-      const subscriptions = this.fanout.of(ring.topicAt(at));
-      for (let i = 0; i < subscriptions.length; i++) {
-        const subscription = subscriptions[i];
-        if (subscription.phase !== Phase.Live || seq < subscription.nextSeq) continue;
-        if (subscription.session.backedUp) {
-          // A slow client: its cursor stops at this seq and catches up from the tip once drained,
-          // so one large group commit cannot queue past the session's limit.
-          subscription.nextSeq = seq;
-          this.stall(subscription);
+    this.fanOutShared(from, to, touched);
+    let loopFrom = to;
+    for (const subscription of this.live) loopFrom = Math.min(loopFrom, Math.max(from, subscription.nextSeq));
+    if (loopFrom < to) {
+      let at = ring.offsetOfSeq(loopFrom);
+      for (let seq = loopFrom; seq < to; seq++) {
+        const subscriptions = this.fanout.of(ring.topicAt(at));
+        for (let i = 0; i < subscriptions.length; i++) {
+          const subscription = subscriptions[i];
+          if (subscription.phase !== Phase.Live || seq < subscription.nextSeq) continue;
+          if (subscription.session.backedUp) {
+            // A slow client: its cursor stops at this seq and catches up from the tip once drained,
+            // so one large group commit cannot queue past the session's limit.
+            subscription.nextSeq = seq;
+            this.stall(subscription);
+            touched.add(subscription.session);
+            continue;
+          }
+          this.deliverFromRing(subscription, at);
           touched.add(subscription.session);
-          continue;
         }
-        this.deliverFromRing(subscription, at);
-        touched.add(subscription.session);
+        if (seq + 1 < to) at = ring.after(at);
       }
-      if (seq + 1 < to) at = ring.after(at);
     }
     for (const subscription of this.live) subscription.nextSeq = Math.max(subscription.nextSeq, to);
+  }
+
+  /**
+   * Delivers [from, to) to each group of two or more live subscriptions with equal filters, at
+   * `from` and not backed up, through frames encoded once per round (shared_data.ts). A member
+   * whose session would pass its limit stops at the first seq of the frame it could not take
+   * (its nextSeq), and the per-message loop of fanOut delivers and stalls it from there.
+   */
+  private fanOutShared(from: number, to: number, touched: Set<Session>): void {
+    const ring = this.tip.ring;
+    const members = this.sharedMembers;
+    for (const group of this.fanout.groups()) {
+      members.length = 0;
+      for (const subscription of group) {
+        if (subscription.phase === Phase.Live && subscription.nextSeq <= from && !subscription.session.backedUp) members.push(subscription);
+      }
+      if (members.length < 2) continue;
+      const shared = this.sharedData;
+      const position = { seq: from, at: ring.offsetOfSeq(from) };
+      while (position.seq < to && members.length > 0) {
+        shared.encode(ring, position, to, { matcher: members[0].matcher, topicUtf8: this.topicUtf8Of });
+        for (let m = members.length - 1; m >= 0; m--) {
+          const subscription = members[m];
+          const copied = subscription.session.addSharedFrames(subscription.id, shared);
+          let messages = 0;
+          for (let i = 0; i < copied; i++) messages += shared.messages(i);
+          subscription.messagesDelivered += messages;
+          this.counters.messagesDelivered += messages;
+          this.counters.messagesDeliveredShared += messages;
+          touched.add(subscription.session);
+          if (copied === shared.frameCount) {
+            subscription.nextSeq = shared.endSeq;
+          } else {
+            subscription.nextSeq = shared.firstSeq(copied);
+            members[m] = members[members.length - 1];
+            members.pop();
+          }
+        }
+        position.seq = shared.endSeq;
+        position.at = shared.endAt;
+      }
+    }
   }
 
   private deliverFromRing(subscription: Subscription, at: number): void {

@@ -6,6 +6,9 @@
  *
  * Lists hold every matching subscription whatever its phase; the broker checks the phase, so a
  * subscription stalling and resuming (which happens often under back-pressure) costs nothing here.
+ *
+ * It also groups subscriptions by filter (equal filters print equally): the members of a group
+ * receive the same messages, so live fan-out can encode their DATA frames once (shared_data.ts).
  */
 import type { Subscription } from "./subscription.ts";
 
@@ -14,6 +17,10 @@ const NONE: readonly Subscription[] = [];
 /** Per-topic-id cache of matching subscriptions. */
 export class Fanout {
   private readonly all = new Set<Subscription>();
+  /** Subscriptions by the text of their filter. */
+  private readonly byFilter = new Map<string, Subscription[]>();
+  private shared: (readonly Subscription[])[] = [];
+  private sharedVersion = -1;
   private lists: (readonly Subscription[] | undefined)[] = [];
   private version = 0;
   private listVersions = new Int32Array(1024);
@@ -25,11 +32,29 @@ export class Fanout {
 
   add(subscription: Subscription): void {
     this.all.add(subscription);
+    const key = subscription.filter.toString();
+    const group = this.byFilter.get(key);
+    if (group === undefined) this.byFilter.set(key, [subscription]);
+    else group.push(subscription);
     this.version++;
   }
 
   remove(subscription: Subscription): void {
-    if (this.all.delete(subscription)) this.version++;
+    if (!this.all.delete(subscription)) return;
+    const key = subscription.filter.toString();
+    const group = this.byFilter.get(key) as Subscription[];
+    group.splice(group.indexOf(subscription), 1);
+    if (group.length === 0) this.byFilter.delete(key);
+    this.version++;
+  }
+
+  /** The groups of two or more subscriptions with equal filters (any phase). */
+  groups(): readonly (readonly Subscription[])[] {
+    if (this.sharedVersion !== this.version) {
+      this.shared = [...this.byFilter.values()].filter((group) => group.length >= 2);
+      this.sharedVersion = this.version;
+    }
+    return this.shared;
   }
 
   /** The subscriptions whose filter matches topic `topicId`. */

@@ -15,10 +15,16 @@
 import { CONNECTION_BUFFERED_BYTES_MAX } from "../constants.ts";
 import { FrameDecoder, FrameWriter, type TopicCache } from "../protocol/mod.ts";
 import type { Connection } from "./ports.ts";
+import type { SharedData } from "./shared_data.ts";
 import type { Subscription } from "./subscription.ts";
 
 /** A DATA frame is closed once it holds this many bytes, so delivery is not held back by batching. */
 export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
+/** True when a message of these sizes starts a new DATA frame after the open one in `writer`. */
+export function dataFrameFull(writer: FrameWriter, topicBytes: number, payloadBytes: number): boolean {
+  return writer.frameBytes >= DATA_FRAME_BYTES_TARGET || !writer.dataMessageFits(topicBytes, payloadBytes);
+}
+
 /** Bytes of one send-queue chunk. */
 export const QUEUE_CHUNK_BYTES = 256 * 1024;
 
@@ -87,12 +93,27 @@ export class Session {
    */
   addData(subscriptionId: number, seq: number, timeUs: number, topic: Uint8Array, source: Uint8Array, start: number, length: number): void {
     const writer = this.writer;
-    if (this.openDataSubscription !== subscriptionId || writer.frameBytes >= DATA_FRAME_BYTES_TARGET || !writer.dataMessageFits(topic.length, length)) {
+    if (this.openDataSubscription !== subscriptionId || dataFrameFull(writer, topic.length, length)) {
       this.endData();
       writer.beginData(subscriptionId);
       this.openDataSubscription = subscriptionId;
     }
     writer.addDataMessage(seq, timeUs, topic, source, start, length);
+  }
+
+  /**
+   * Copies the frames of `shared` for subscription `subscriptionId`, in order, while each leaves
+   * the session below its limit (so a shared frame never takes it further past the limit than
+   * one message would); returns how many it copied.
+   */
+  addSharedFrames(subscriptionId: number, shared: SharedData): number {
+    this.endData();
+    for (let i = 0; i < shared.frameCount; i++) {
+      const frame = shared.frame(i);
+      if (this.queuedBytes + this.writer.bytesUsed + frame.length >= this.queueBytesMax) return i;
+      this.writer.copyDataFrame(frame, subscriptionId);
+    }
+    return shared.frameCount;
   }
 
   /** Hands what the writer holds to the connection; queues what it does not take. */

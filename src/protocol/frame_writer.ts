@@ -176,6 +176,21 @@ export class FrameWriter {
     this.addTopicAndPayload(topic, payload, payloadStart, payloadBytes);
   }
 
+  /**
+   * Appends a copy of one whole DATA frame, encoded elsewhere, with its subscription id set to
+   * `subscriptionId`: fan-out encodes a filter's messages once and copies the frames to each
+   * subscription with that filter.
+   */
+  copyDataFrame(frame: Uint8Array, subscriptionId: number): void {
+    assert(this.frameStart < 0, "copyDataFrame() with no frame open");
+    assert(frame.length > FRAME_HEADER_BYTES + 8 && frame[4] === FRAME_TYPES.data, "copyDataFrame() of a DATA frame");
+    assert((frame[0] | (frame[1] << 8) | (frame[2] << 16) | (frame[3] << 24)) >>> 0 === frame.length, "copyDataFrame() of one whole frame");
+    assert(subscriptionId >>> 0 === subscriptionId, "u32 field in range");
+    const at = this.used;
+    this.raw(frame);
+    this.view.setUint32(at + FRAME_HEADER_BYTES, subscriptionId, true);
+  }
+
   /** Closes the open DATA frame; returns its message count. A frame with no message is dropped. */
   endData(): number {
     assert(this.frameKind === "data", "endData() with a DATA frame open");

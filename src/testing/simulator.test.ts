@@ -19,13 +19,14 @@ function failureText(result: SimulationResult): string {
 }
 
 test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
-  const totals = { messages: 0, delivered: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0, splitsSwitched: 0, splitsCut: 0, splitsFailed: 0 };
+  const totals = { messages: 0, delivered: 0, deliveredShared: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0, splitsSwitched: 0, splitsCut: 0, splitsFailed: 0 };
   for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
     const result = await simulate({ seed, steps: STEPS });
     expect(failureText(result)).toBe("ok");
     const s = result.summary;
     totals.messages += s.messages;
     totals.delivered += s.delivered;
+    totals.deliveredShared += s.deliveredShared;
     totals.crashes += s.crashes;
     totals.disconnects += s.disconnects;
     totals.storageFailures += s.storageFailures;
@@ -39,6 +40,7 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   // The runs must reach the hard paths, not only the easy ones.
   expect(totals.messages).toBeGreaterThan(SEEDS * 50);
   expect(totals.delivered).toBeGreaterThan(totals.messages);
+  expect(totals.deliveredShared).toBeGreaterThan(totals.messages / 10);
   expect(totals.crashes).toBeGreaterThan(SEEDS);
   expect(totals.disconnects).toBeGreaterThan(SEEDS);
   expect(totals.storageFailures).toBeGreaterThan(SEEDS / 10);
@@ -49,7 +51,7 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   expect(totals.splitsSwitched).toBeGreaterThan(SEEDS * 1.5);
   expect(totals.splitsCut).toBeGreaterThan(SEEDS / 2);
   expect(totals.splitsFailed).toBeGreaterThan(SEEDS / 5);
-  console.log(`simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages, ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`);
+  console.log(`simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`);
 }, 600_000);
 
 test("the same seed gives the same run, byte for byte", async () => {

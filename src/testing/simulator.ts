@@ -92,6 +92,8 @@ export interface SimulationResult {
     messages: number;
     acked: number;
     delivered: number;
+    /** Of the deliveries, those live fan-out made through frames shared by equal filters. */
+    deliveredShared: number;
     crashes: number;
     restarts: number;
     disconnects: number;
@@ -275,6 +277,8 @@ class Simulation {
   private nextPayloadTag = 1;
   private readonly counters = {
     crashes: 0, restarts: 0, storageFailures: 0, queueOvershootBytesMax: 0,
+    /** Messages delivered through shared frames by the brokers of lives that ended. */
+    deliveredShared: 0,
     splitsSwitched: 0, splitsUnchanged: 0, splitsCut: 0, splitsFailed: 0,
   };
   /** The split in flight (one at a time, as the data directory's LOCK allows), until it settles. */
@@ -326,6 +330,7 @@ class Simulation {
         messages: this.checker.reference.length,
         acked: clientCounters.reduce((sum, c) => sum + c.acked, 0),
         delivered: this.checker.messagesChecked,
+        deliveredShared: this.counters.deliveredShared + (this.life?.broker.stats().messagesDeliveredShared ?? 0),
         crashes: this.counters.crashes,
         restarts: this.counters.restarts,
         disconnects: clientCounters.reduce((sum, c) => sum + c.disconnects, 0),
@@ -428,6 +433,7 @@ class Simulation {
       return;
     }
     this.counters.crashes++;
+    this.counters.deliveredShared += life.broker.stats().messagesDeliveredShared;
     life.token.alive = false;
     this.life = null;
     // The process's waiting ops (a split's among them) run now and fail (EBADF).

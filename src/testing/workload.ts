@@ -57,6 +57,8 @@ export function pickTopic(prng: Prng, tree: TopicTree): string {
 
 /** A filter of 1-3 entries: exact topics (any, not only hot ones), subtrees, rarely everything. */
 export function makeFilter(prng: Prng, tree: TopicTree): string[] {
+  // A quarter of subscribers share a popular filter, so live fan-out serves groups of them.
+  if (prng.nextInt(4) === 0) return prng.nextInt(2) === 0 || tree.prefixes.length === 0 ? ["**"] : [`${tree.prefixes[0]}/**`];
   const entries = new Set<string>();
   const count = 1 + prng.nextInt(3);
   for (let i = 0; i < count; i++) {
