@@ -458,7 +458,7 @@ interface LiveSubscribers {
 }
 
 /** `count` connections, each subscribed to `**` from the live end; resolves once all are live. */
-async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (frame: MessageBatch) => void): Promise<LiveSubscribers> {
+async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (frame: MessageBatch, receivedUs: number) => void): Promise<LiveSubscribers> {
   const clients = await Promise.all(Array.from({ length: count }, () => env.connect(url)));
   const counts = new Float64Array(count);
   const subscriptions = clients.map((client) => client.subscribe("**", { from: "live" }));
@@ -466,10 +466,12 @@ async function liveSubscribers(env: BenchEnv, url: string, count: number, onMess
   const loops = subscriptions.map(async (subscription, i) => {
     try {
       // frames(): one promise per DATA frame and no object per message, the way a high-rate
-      // consumer reads (onMessage sees the cursor on each message in turn).
+      // consumer reads (onMessage sees the cursor on each message in turn). The messages of a
+      // frame arrive together: one clock read per frame is their receive time.
       for await (const frame of subscription.frames()) {
         counts[i] += frame.remaining;
-        while (frame.next()) onMessage(frame);
+        const receivedUs = env.nowMs() * 1000;
+        while (frame.next()) onMessage(frame, receivedUs);
       }
     } catch (error) {
       failure ??= error;
@@ -609,9 +611,9 @@ async function latencyRun(env: BenchEnv, url: string, rate: number, options: Ben
   let measureFromUs = Infinity;
   let measureUntilUs = Infinity;
   let expected = 0;
-  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (frame) => {
+  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (frame, receivedUs) => {
     const sentUs = stampOf(frame.frame, frame.payloadStart);
-    if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(env.nowMs() * 1000 - sentUs);
+    if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(receivedUs - sentUs);
   });
   const publisher = await env.connect(url);
   try {
