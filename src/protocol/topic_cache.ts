@@ -18,6 +18,8 @@ export class TopicCache {
   private readonly mask: number;
   private readonly slotBytes: (Uint8Array | null)[];
   private readonly slotTopics: (string | null)[];
+  /** The slot of the last topic resolved. */
+  private lastSlot = 0;
   /** Why the last `resolve` returned null. */
   reason = "";
 
@@ -31,11 +33,15 @@ export class TopicCache {
 
   /** The topic spelled by bytes[start, start + length), or null (see `reason`) when it is invalid. */
   resolve(bytes: Uint8Array, start: number, length: number): string | null {
+    // Runs of one topic are common (a batch, a hot topic): the last slot hit is tried before hashing.
+    const last = this.slotBytes[this.lastSlot];
+    if (last !== null && last.length === length && equalBytes(last, bytes, start)) return this.slotTopics[this.lastSlot];
     let hash = 0x811c9dc5 ^ length;
     for (let i = 0; i < length; i++) hash = Math.imul(hash ^ bytes[start + i], 0x01000193);
     const slot = (hash ^ (hash >>> 15)) & this.mask;
     const cached = this.slotBytes[slot];
     if (cached !== null && cached.length === length && equalBytes(cached, bytes, start)) {
+      this.lastSlot = slot;
       return this.slotTopics[slot];
     }
     const topic = decodeTopic(bytes, start, length);
@@ -45,6 +51,7 @@ export class TopicCache {
     }
     this.slotBytes[slot] = bytes.slice(start, start + length);
     this.slotTopics[slot] = topic;
+    this.lastSlot = slot;
     return topic;
   }
 }
