@@ -1,6 +1,8 @@
+/** SharedData: frames encoded once per filter are exactly the per-message path's, round by round, within the send limit. */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { FRAME_BYTES_MAX, RECORD_HEADER_BYTES } from "../constants.ts";
+import { TopicCache } from "../protocol/mod.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { Ring } from "../tip/ring.ts";
 import { Filter } from "../topic/filter.ts";
@@ -9,7 +11,6 @@ import { TopicTable } from "../topic/topic_table.ts";
 import type { Connection } from "./ports.ts";
 import { Session } from "./session.ts";
 import { SHARED_ROUND_BYTES, SharedData } from "./shared_data.ts";
-import { TopicCache } from "../protocol/mod.ts";
 
 const ENCODER = new TextEncoder();
 const TOPICS = ["a/x/1", "a/x/2", "a/y", "b/z", "c"];
