@@ -9,6 +9,7 @@
 import { expect, test } from "bun:test";
 import { type AriaClient, connect, type ClientSubscription, type Message } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
+import { Filter } from "../src/topic/mod.ts";
 import { filterMatches, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
 const TOPICS = [
@@ -33,6 +34,10 @@ const FILTERS: Record<string, string[]> = {
   exactsAcrossPartitions: ["app/users", "ops/metrics", "app/ordersx/created"],
   sharedConnectionA: ["ops/**", "app"],
   sharedConnectionB: ["ops/x/y/z", "app/users/**", "**"],
+  // Equal to `everything` and `subtree` (one written differently: the same filter once
+  // normalised): live fan-out serves each pair from frames encoded once.
+  everythingAgain: ["**"],
+  subtreeAgain: ["app/orders/created", "app/orders/**"],
 };
 const CLI_FILTER = ["app/orders/**", "ops/**", "app/orders/paid"];
 
@@ -148,6 +153,21 @@ test(
     const cliRun = await cliSub;
     expect(cliRun.exitCode).toBe(0);
     expect(parseSubLines(cliRun.stdout).map(({ seq, topic, payload }) => ({ seq, topic, payload }))).toEqual(expectedFor(CLI_FILTER));
+
+    // Subscribers whose filters are equal once normalised (`**` three times, `app/orders/**`
+    // twice) were served through frames encoded once per group: all their messages, unless a
+    // member's send queue filled for a while (then it went on per message), never more.
+    const groups = new Map<string, string[][]>();
+    for (const filter of Object.values(FILTERS)) {
+      const key = Filter.of(...filter).toString();
+      groups.set(key, [...(groups.get(key) ?? []), filter]);
+    }
+    let sharable = 0;
+    for (const members of groups.values()) if (members.length >= 2) sharable += members.length * expectedFor(members[0]).length;
+    expect(sharable).toBe(3 * expectedFor(["**"]).length + 2 * expectedFor(["app/orders/**"]).length);
+    const broker = (await server().stats()).broker;
+    expect(broker.messagesDeliveredShared).toBeLessThanOrEqual(sharable);
+    expect(broker.messagesDeliveredShared).toBeGreaterThanOrEqual(0.9 * sharable);
 
     for (const client of clients) await client.close();
     for (const { done } of subscribers.values()) await done;
