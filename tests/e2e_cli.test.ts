@@ -2,11 +2,13 @@
  * End to end: the command-line contract of `aria serve`, `aria pub` and `aria sub`, run as the
  * compiled binary against a server on a loopback port 0. Exit codes (0 ok, 1 failure such as an
  * unreachable server, 2 wrong arguments), --help, stdin lines, --json-lines, the JSON and raw
- * output formats (payloadBase64 for bytes that are not UTF-8), --from, --limit, --until-caught-up.
+ * output formats (payloadBase64 for bytes that are not UTF-8), --from, --limit, --until-caught-up; live output printed as it arrives; a closed
+ * standard output (`aria sub … | head`) ends sub quietly.
  */
 import { beforeAll, expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
-import { parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
+import { join } from "node:path";
+import { ensureBinary, makeTempDir, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 
 const server = serverForFile();
 let url: string;
@@ -230,4 +232,37 @@ test("sub --from live --limit N gets the next N messages published after it subs
     [first, "one"],
     [first + 1, "two"],
   ]);
+});
+
+test("sub prints a live message as soon as it arrives, not once enough have gathered", async () => {
+  const liveBefore = (await server().stats()).broker.subscriptionsByPhase.live;
+  const child = Bun.spawn([await ensureBinary(), "sub", "--url", url, "cli/tail/**"], { stdout: "pipe", stderr: "pipe" });
+  try {
+    await waitFor(async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore, "the CLI subscriber to go live");
+    expect((await runAria(["pub", "--url", url, "cli/tail/a", "hello"])).exitCode).toBe(0);
+    const reader = child.stdout.getReader();
+    const chunk = await Promise.race([reader.read(), Bun.sleep(5000).then(() => null)]);
+    if (chunk === null || chunk.value === undefined) throw new Error("aria sub printed nothing within 5 s of a live message");
+    expect(parseSubLines(new TextDecoder().decode(chunk.value)).map((l) => l.payload)).toEqual(["hello"]);
+  } finally {
+    child.kill("SIGKILL");
+    await child.exited;
+  }
+});
+
+test("sub | head: once its standard output closes, sub exits 0 with nothing on stderr", async () => {
+  const lines = Array.from({ length: 20_000 }, (_, i) => `line ${i}`).join("\n");
+  expect((await runAria(["pub", "--url", url, "cli/head/a"], { stdin: lines })).exitCode).toBe(0);
+  const errors = join(makeTempDir("aria-e2e-head-"), "sub.err");
+  const script = `"$0" sub --url "$1" 'cli/head/**' --from earliest 2>"$2" | head -n 2; echo "sub exit \${PIPESTATUS[0]}"`;
+  const child = Bun.spawn(["bash", "-c", script, await ensureBinary(), url, errors], { stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  const [stdout, exitCode] = await Promise.all([new Response(child.stdout).text(), child.exited]);
+  clearTimeout(timer);
+  expect(exitCode).toBe(0);
+  const printed = stdout.trimEnd().split("\n");
+  expect(printed.slice(0, 2).map((line) => parseSubLines(line)[0].payload)).toEqual(["line 0", "line 1"]);
+  // Before, the sub waited for ever for a "drain" that a closed pipe never sends (killed here at 15 s).
+  expect(printed[2]).toBe("sub exit 0");
+  expect(await Bun.file(errors).text()).toBe("");
 });

@@ -6,6 +6,7 @@
 import { connect, type Message, type StartFrom } from "../client/mod.ts";
 import { AriaError } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
+import { OutputClosedError } from "../runtime/runtime.ts";
 import { Filter } from "../topic/filter.ts";
 import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
@@ -24,6 +25,8 @@ Options:
   --format json|raw          json: one {"seq","time","topic","payload"} line per message
                              (payloadBase64 when the payload is not UTF-8); raw: payload + newline
   -h, --help                 show this help
+
+When standard output closes (its reader exits, as in \`aria sub ... | head\`), sub stops and exits 0.
 `;
 
 const OUTPUT_CHUNK_BYTES = 64 * 1024;
@@ -91,20 +94,30 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
   const parts: Uint8Array[] = [];
   const newline = new Uint8Array([10]);
   try {
-    if (limit > 0) {
-      for await (const message of subscription) {
+    // One DATA frame at a time, written out once it is formatted: a replay goes out in chunks of
+    // up to a frame, and a live message is printed as soon as it arrives (not once 64 KiB of
+    // them have gathered, which left a quiet live subscription printing nothing).
+    batches: for await (const batch of limit > 0 ? subscription.batches() : []) {
+      for (const message of batch) {
         if (format === "json") pending += messageJson(message) + "\n";
         else parts.push(message.payload, newline);
         printed++;
-        if (printed >= limit) break;
-        if (pending.length >= OUTPUT_CHUNK_BYTES || parts.length >= 1024) {
-          await flushOutput();
-        }
+        if (printed >= limit) break batches;
+        if (pending.length >= OUTPUT_CHUNK_BYTES || parts.length >= 1024) await flushOutput();
       }
+      await flushOutput();
     }
     await flushOutput();
   } catch (error) {
-    await flushOutput();
+    // The reader of standard output is gone: nothing more can be printed, and that is how a
+    // pipeline such as `aria sub … | head` ends.
+    if (error instanceof OutputClosedError) {
+      await client.close();
+      return EXIT_OK;
+    }
+    await flushOutput().catch((flushError: unknown) => {
+      if (!(flushError instanceof OutputClosedError)) throw flushError;
+    });
     io.err(`aria sub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`);
     await client.close();
     return EXIT_FAILURE;

@@ -13,7 +13,7 @@ import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
 import { unreadable } from "./files.ts";
 import { linesOf } from "./process.ts";
-import type { HttpServer, Runtime } from "./runtime.ts";
+import { type HttpServer, OutputClosedError, type Runtime } from "./runtime.ts";
 
 const encoder = new TextEncoder();
 
@@ -47,7 +47,12 @@ export const denoRuntime = (): Runtime => ({
   writeStdoutAsync: async (data) => {
     const bytes = typeof data === "string" ? encoder.encode(data) : data;
     let done = 0;
-    while (done < bytes.length) done += await Deno.stdout.write(bytes.subarray(done));
+    try {
+      while (done < bytes.length) done += await Deno.stdout.write(bytes.subarray(done));
+    } catch (error) {
+      if (error instanceof Deno.errors.BrokenPipe) throw new OutputClosedError(error);
+      throw error;
+    }
   },
   stdinLines: () => linesOf(Deno.stdin.readable),
   onShutdownSignal: (handler) => {

@@ -75,6 +75,7 @@ declare namespace Deno {
   namespace errors {
     class NotFound extends Error {}
     class BadResource extends Error {}
+    class BrokenPipe extends Error {}
   }
 
   const stdin: { readonly readable: ReadableStream<Uint8Array> & AsyncIterable<Uint8Array> };

@@ -3,6 +3,7 @@
  * Bun provides it (bun_runtime.ts; deno_runtime.ts has Deno's and shares `linesOf`). The CLI reaches
  * them through the Runtime, so it stays testable without a process (tests pass their own writers).
  */
+import { OutputClosedError } from "./runtime.ts";
 
 /** Command-line arguments after the program (and script) name. */
 export function processArgs(): string[] {
@@ -24,9 +25,35 @@ export function writeStderr(text: string): void {
   process.stderr.write(text);
 }
 
-/** Writes text to standard output, waiting when the pipe is full (large outputs stay bounded). */
+/** The error standard output reported (EPIPE once its reader is gone), or null. */
+let stdoutFailure: unknown = null;
+let stdoutWatched = false;
+
+/**
+ * Writes text to standard output, waiting when the pipe is full (large outputs stay bounded).
+ * Rejects with OutputClosedError once standard output failed: a write to a pipe whose reader
+ * exited fails with EPIPE, after which no "drain" ever comes (waiting for one hung for ever).
+ */
 export async function writeStdoutAsync(text: string | Uint8Array): Promise<void> {
-  if (!process.stdout.write(text)) await new Promise<void>((resolve) => process.stdout.once("drain", () => resolve()));
+  if (!stdoutWatched) {
+    stdoutWatched = true;
+    // Also keeps the runtime from printing the EPIPE as an unhandled stream error.
+    process.stdout.on("error", (error) => {
+      stdoutFailure ??= error;
+    });
+  }
+  if (stdoutFailure !== null) throw new OutputClosedError(stdoutFailure);
+  if (process.stdout.write(text)) return;
+  await new Promise<void>((resolve, reject) => {
+    const settle = (error?: unknown) => {
+      process.stdout.off("drain", settle);
+      process.stdout.off("error", settle);
+      if (error === undefined) resolve();
+      else reject(new OutputClosedError(error));
+    };
+    process.stdout.on("drain", settle);
+    process.stdout.on("error", settle);
+  });
 }
 
 /** The lines of standard input, without their line endings. */

@@ -50,6 +50,13 @@ export interface HttpServer {
 }
 
 /** The runtime under Aria. */
+/** Standard output's reader went away (EPIPE: `aria sub … | head` after head exits): nothing more can be written. */
+export class OutputClosedError extends Error {
+  constructor(cause: unknown) {
+    super(`standard output was closed: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
 export interface Runtime {
   /** "bun" or "deno". */
   readonly name: "bun" | "deno";
@@ -88,7 +95,7 @@ export interface Runtime {
   exit(code: number): never;
   writeStdout(text: string): void;
   writeStderr(text: string): void;
-  /** Writes to standard output, waiting while the pipe is full. */
+  /** Writes to standard output, waiting while the pipe is full; rejects with OutputClosedError once its reader is gone. */
   writeStdoutAsync(data: string | Uint8Array): Promise<void>;
   /** The lines of standard input, without their line endings. */
   stdinLines(): AsyncGenerator<string>;
