@@ -70,14 +70,19 @@ export class Session {
     this.decoder = new FrameDecoder({ topicCache });
   }
 
+  /** Bytes held for the client: queued, plus built in the writer and not yet flushed. */
+  get bufferedBytes(): number {
+    return this.queuedBytes + this.writer.bytesUsed;
+  }
+
   /** True when this session's cursors must wait for the client to read. */
   get backedUp(): boolean {
-    return this.queuedBytes + this.writer.bytesUsed >= this.queueBytesMax;
+    return this.bufferedBytes >= this.queueBytesMax;
   }
 
   /** True when the queue drained enough for stopped cursors to go on. */
   get drained(): boolean {
-    return this.queuedBytes + this.writer.bytesUsed <= this.queueBytesMax / 2;
+    return this.bufferedBytes <= this.queueBytesMax / 2;
   }
 
   /** Closes the open DATA frame, if any (before any other frame is written). */
@@ -110,7 +115,7 @@ export class Session {
     this.endData();
     for (let i = 0; i < shared.frameCount; i++) {
       const frame = shared.frame(i);
-      if (this.queuedBytes + this.writer.bytesUsed + frame.length >= this.queueBytesMax) return i;
+      if (this.bufferedBytes + frame.length >= this.queueBytesMax) return i;
       this.writer.copyDataFrame(frame, subscriptionId);
     }
     return shared.frameCount;
