@@ -87,6 +87,12 @@ export const JOURNAL_RETAINED_BYTES_MAX = 512 * 1024 * 1024;
 /** Bytes of one group-commit write: a flush takes at most this from the append buffer. */
 export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
 /**
+ * Written journal chunks kept for the next appends, at most this many bytes (memory held after a
+ * burst): a fresh buffer costs a page fault per 4 KiB on first touch (~3.7 µs on the project
+ * machine, ~0.9 µs per KiB appended). A 1 KiB-message burst keeps ~40 MiB in flight.
+ */
+export const JOURNAL_SPARE_BYTES_MAX = 8 * JOURNAL_FLUSH_BYTES_MAX;
+/**
  * Journal writes up to this size are made on the event loop's thread (a page-cache copy of a few
  * µs) instead of through the file thread pool, whose round trip costs more and which a segment
  * fsync of the sorter can hold up for tens of milliseconds. Larger writes keep the pool.

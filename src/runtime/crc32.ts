@@ -5,4 +5,4 @@
 import type { Crc32 } from "../store/crc32.ts";
 
 /** CRC-32 (IEEE) computed natively by Bun. */
-export const nativeCrc32: Crc32 = (bytes) => Bun.hash.crc32(bytes) >>> 0;
+export const nativeCrc32: Crc32 = (bytes, seed = 0) => Bun.hash.crc32(bytes, seed) >>> 0;

@@ -32,7 +32,7 @@ export const denoRuntime = (): Runtime => ({
     };
   },
   openDisk: (root) => new DenoDisk(root),
-  crc32: ((bytes) => zlibCrc32(bytes) >>> 0) as Crc32,
+  crc32: ((bytes, seed = 0) => zlibCrc32(bytes, seed) >>> 0) as Crc32,
   clock: systemClock,
   scheduler: systemScheduler,
   scheduleAfter,

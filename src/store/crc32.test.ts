@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { fcParams } from "../testing/fc_params.ts";
-import { crc32, crc32Range } from "./crc32.ts";
+import { crc32, crc32Range, crc32RangeThen } from "./crc32.ts";
 
 describe("crc32", () => {
   test("known vectors (IEEE, as zlib)", () => {
@@ -29,6 +29,34 @@ describe("crc32", () => {
         const start = Math.min(a, b, bytes.length);
         const end = Math.min(Math.max(a, b), bytes.length);
         expect(crc32Range(bytes, start, end, native)).toBe(crc32(bytes.subarray(start, end)));
+      }),
+      fcParams(),
+    );
+  });
+
+  test("a seed continues a checksum: crc32(b, crc32(a)) = crc32(a ++ b), pure and native alike", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), fc.uint8Array({ maxLength: 300 }), (a, b) => {
+        const joined = new Uint8Array(a.length + b.length);
+        joined.set(a);
+        joined.set(b, a.length);
+        expect(crc32(b, crc32(a))).toBe(crc32(joined));
+        expect(Bun.hash.crc32(b, crc32(a)) >>> 0).toBe(crc32(joined));
+      }),
+      fcParams(),
+    );
+  });
+
+  test("crc32RangeThen equals crc32 of the range followed by the tail, short and long tails alike", () => {
+    const native = (bytes: Uint8Array, seed?: number) => Bun.hash.crc32(bytes, seed) >>> 0;
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), fc.nat(200), fc.nat(200), fc.uint8Array({ maxLength: 400 }), (bytes, a, b, tail) => {
+        const start = Math.min(a, b, bytes.length);
+        const end = Math.min(Math.max(a, b), bytes.length);
+        const joined = new Uint8Array(end - start + tail.length);
+        joined.set(bytes.subarray(start, end));
+        joined.set(tail, end - start);
+        expect(crc32RangeThen(bytes, start, end, tail, native)).toBe(crc32(joined));
       }),
       fcParams(),
     );

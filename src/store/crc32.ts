@@ -5,8 +5,11 @@
  * which the store takes through `StoreOptions.crc32` where speed matters. Both give equal results.
  */
 
-/** A CRC-32 function over a byte range. */
-export type Crc32 = (bytes: Uint8Array) => number;
+/**
+ * A CRC-32 function over a byte range. With `seed` (the CRC-32 of the bytes before these) it
+ * continues that checksum: crc32(b, crc32(a)) = crc32(a ++ b), as zlib's and Bun's take it.
+ */
+export type Crc32 = (bytes: Uint8Array, seed?: number) => number;
 
 /**
  * Signed 32-bit throughout: the tables are an Int32Array and the running value starts at -1 (the
@@ -36,24 +39,34 @@ function buildTables(): Int32Array {
 }
 
 /** CRC-32 of `bytes` (unsigned 32-bit result), as zlib's crc32 and Bun.hash.crc32 compute it. */
-export function crc32(bytes: Uint8Array): number {
-  return crc32Of(bytes, 0, bytes.length);
+export function crc32(bytes: Uint8Array, seed = 0): number {
+  return crc32Of(bytes, 0, bytes.length, seed);
 }
 
 /** Ranges up to this long are checksummed in JavaScript: as fast as a native call, and no view to allocate. */
-const RANGE_JS_BYTES_MAX = 128;
+export const RANGE_JS_BYTES_MAX = 128;
 
 /**
  * CRC-32 of bytes[start, end): `native` over a view for long ranges, the table here for short
  * ones (every record of small messages: no allocation per record on the hot paths).
  */
 export function crc32Range(bytes: Uint8Array, start: number, end: number, native: Crc32): number {
-  return end - start <= RANGE_JS_BYTES_MAX ? crc32Of(bytes, start, end) : native(bytes.subarray(start, end));
+  return end - start <= RANGE_JS_BYTES_MAX ? crc32Of(bytes, start, end, 0) : native(bytes.subarray(start, end));
 }
 
-function crc32Of(bytes: Uint8Array, start: number, end: number): number {
+/**
+ * CRC-32 of bytes[start, end) followed by all of `tail` (a record's header and topic, then its
+ * payload as the caller passed it): the same value as crc32Range over the two laid end to end,
+ * with no view built for a long tail (`native` continues from the short head's CRC).
+ */
+export function crc32RangeThen(bytes: Uint8Array, start: number, end: number, tail: Uint8Array, native: Crc32): number {
+  const head = crc32Of(bytes, start, end, 0);
+  return tail.length <= RANGE_JS_BYTES_MAX ? crc32Of(tail, 0, tail.length, head) : native(tail, head);
+}
+
+function crc32Of(bytes: Uint8Array, start: number, end: number, seed: number): number {
   const t = TABLES;
-  let crc = -1;
+  let crc = ~seed;
   let i = start;
   const end8 = end - ((end - start) & 7);
   while (i < end8) {

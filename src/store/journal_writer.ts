@@ -13,7 +13,7 @@
  * Invariants: chunks are in seq order and contiguous within a generation; committedSeq only
  * grows; after a write or fsync failure the store is failed: waiters reject, appends throw.
  */
-import { JOURNAL_FLUSH_BYTES_MAX, JOURNAL_WRITE_NOW_BYTES_MAX } from "../constants.ts";
+import { JOURNAL_FLUSH_BYTES_MAX, JOURNAL_SPARE_BYTES_MAX, JOURNAL_WRITE_NOW_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
@@ -29,7 +29,11 @@ type Waiter = { seq: number; resolve: () => void; reject: (error: Error) => void
 /** Buffers appends and writes them to the journal with group commit. */
 export class JournalWriter {
   private chunks: Chunk[] = [];
+  /** Written chunks kept for reuse: fresh memory costs a page fault per 4 KiB on first touch. */
   private spare: Chunk[] = [];
+  private spareBytes = 0;
+  /** Bytes of the last fresh chunk (the first is CHUNK_BYTES_INITIAL). */
+  private freshBytes = CHUNK_BYTES_INITIAL / 2;
   private waiters: Waiter[] = [];
   private flushing: Promise<void> | null = null;
   private syncing: Promise<void> | null = null;
@@ -124,17 +128,13 @@ export class JournalWriter {
   private chunkFor(gen: number, length: number): Chunk {
     const last = this.chunks[this.chunks.length - 1];
     if (last !== undefined && last.gen === gen && last.length + length <= last.bytes.length) return last;
-    if (last !== undefined && last.gen === gen && last.length + length <= JOURNAL_FLUSH_BYTES_MAX && last.length > 0) {
-      // Grow the open chunk (doubling) rather than start a new one: fewer, larger writes.
-      const bytes = new Uint8Array(Math.min(JOURNAL_FLUSH_BYTES_MAX, Math.max(last.bytes.length * 2, last.length + length)));
-      bytes.set(last.bytes.subarray(0, last.length));
-      last.bytes = bytes;
-      last.view = new DataView(bytes.buffer);
-      return last;
-    }
-    let chunk = this.spare.pop();
-    if (chunk === undefined || chunk.bytes.length < length) {
-      const bytes = new Uint8Array(Math.max(CHUNK_BYTES_INITIAL, length));
+    // A full chunk is not grown (fresh memory and a copy of it): the next one follows it, a spare
+    // if one holds the record, else a fresh one twice the size of the previous fresh one (up to a
+    // whole flush), so a burst soon writes in large chunks and the spares then carry it.
+    let chunk = this.takeSpare(length);
+    if (chunk === undefined) {
+      this.freshBytes = Math.min(JOURNAL_FLUSH_BYTES_MAX, this.freshBytes * 2);
+      const bytes = new Uint8Array(Math.max(this.freshBytes, length));
       chunk = { gen, position: 0, bytes, view: new DataView(bytes.buffer), length: 0, lastSeq: 0 };
     }
     chunk.gen = gen;
@@ -142,6 +142,26 @@ export class JournalWriter {
     chunk.length = 0;
     this.chunks.push(chunk);
     return chunk;
+  }
+
+  /** The largest spare chunk if it holds `length` bytes (taken off the spare list), else undefined. */
+  private takeSpare(length: number): Chunk | undefined {
+    const spare = this.spare;
+    let best = -1;
+    for (let i = 0; i < spare.length; i++) if (best < 0 || spare[i].bytes.length > spare[best].bytes.length) best = i;
+    if (best < 0 || spare[best].bytes.length < length) return undefined;
+    const chunk = spare[best];
+    spare[best] = spare[spare.length - 1];
+    spare.pop();
+    this.spareBytes -= chunk.bytes.length;
+    return chunk;
+  }
+
+  /** Keeps a written chunk for reuse while the spare chunks stay within JOURNAL_SPARE_BYTES_MAX. */
+  private keepSpare(chunk: Chunk): void {
+    if (this.spareBytes + chunk.bytes.length > JOURNAL_SPARE_BYTES_MAX) return;
+    this.spare.push(chunk);
+    this.spareBytes += chunk.bytes.length;
   }
 
   private async flushLoop(): Promise<void> {
@@ -174,7 +194,7 @@ export class JournalWriter {
         context.committedSeq = policy === "always" ? context.syncedSeq : context.writtenSeq;
         if (policy === "interval") this.scheduleSync();
         this.resolveWaiters();
-        for (const chunk of batch) if (chunk.bytes.length <= JOURNAL_FLUSH_BYTES_MAX && this.spare.length < 4) this.spare.push(chunk);
+        for (const chunk of batch) this.keepSpare(chunk);
       }
     } catch (error) {
       this.fail(error);

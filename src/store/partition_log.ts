@@ -31,34 +31,30 @@ const PENDING_BLOCK_MASK = PENDING_BLOCK_ENTRIES - 1;
 /** Capacity of a partition's first block; it doubles up to PENDING_BLOCK_ENTRIES. */
 const PENDING_CAPACITY_INITIAL = 16;
 
-/** seq, time, journal gen, journal position and bytes of up to PENDING_BLOCK_ENTRIES records. */
+/** Fields of one pending record in a block's entries, and the entry stride. */
+const SEQ = 0;
+const TIME = 1;
+const GEN = 2;
+const POSITION = 3;
+const LENGTH = 4;
+const STRIDE = 5;
+
+/**
+ * seq, time, journal gen, journal position and bytes of up to PENDING_BLOCK_ENTRIES records, one
+ * record after another in one array: a block is one allocation (10,000 partitions start 10,000
+ * blocks, and each small one doubles a few times), and a record's fields share a cache line.
+ */
 class PendingBlock {
-  seqs: Float64Array;
-  times: Float64Array;
-  gens: Float64Array;
-  positions: Float64Array;
-  lengths: Uint32Array;
+  readonly entries: Float64Array;
 
-  constructor(capacity: number) {
-    this.seqs = new Float64Array(capacity);
-    this.times = new Float64Array(capacity);
-    this.gens = new Float64Array(capacity);
-    this.positions = new Float64Array(capacity);
-    this.lengths = new Uint32Array(capacity);
-  }
-
-  get capacity(): number {
-    return this.seqs.length;
+  constructor(readonly capacity: number) {
+    this.entries = new Float64Array(capacity * STRIDE);
   }
 
   /** A block of `capacity` holding this block's entries [start, start + count) at its start. */
   copied(capacity: number, start: number, count: number): PendingBlock {
     const to = new PendingBlock(capacity);
-    to.seqs.set(this.seqs.subarray(start, start + count));
-    to.times.set(this.times.subarray(start, start + count));
-    to.gens.set(this.gens.subarray(start, start + count));
-    to.positions.set(this.positions.subarray(start, start + count));
-    to.lengths.set(this.lengths.subarray(start, start + count));
+    to.entries.set(this.entries.subarray(start * STRIDE, (start + count) * STRIDE));
     return to;
   }
 }
@@ -114,37 +110,39 @@ export class PartitionLog {
       // Only a partition's small first block grows: it doubles, up to PENDING_BLOCK_ENTRIES.
       block = this.blocks[b] = block.copied(Math.min(PENDING_BLOCK_ENTRIES, block.capacity * 2), 0, block.capacity);
     }
-    block.seqs[offset] = seq;
-    block.times[offset] = timeUs;
-    block.gens[offset] = gen;
-    block.positions[offset] = position;
-    block.lengths[offset] = length;
+    const entries = block.entries;
+    const at = offset * STRIDE;
+    entries[at + SEQ] = seq;
+    entries[at + TIME] = timeUs;
+    entries[at + GEN] = gen;
+    entries[at + POSITION] = position;
+    entries[at + LENGTH] = length;
     this.pendingBytes += length;
   }
 
   /** Seq of pending record `i` (pendingHead <= i < pendingTail). */
   pendingSeq(i: number): number {
-    return this.block(i).seqs[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+    return this.field(i, SEQ);
   }
 
   /** Publish time (µs) of pending record `i`. */
   pendingTime(i: number): number {
-    return this.block(i).times[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+    return this.field(i, TIME);
   }
 
   /** Journal generation of pending record `i`. */
   pendingGen(i: number): number {
-    return this.block(i).gens[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+    return this.field(i, GEN);
   }
 
   /** Journal position of pending record `i`. */
   pendingPosition(i: number): number {
-    return this.block(i).positions[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+    return this.field(i, POSITION);
   }
 
   /** Bytes of pending record `i`. */
   pendingLength(i: number): number {
-    return this.block(i).lengths[(i - this.blocksBase) & PENDING_BLOCK_MASK];
+    return this.field(i, LENGTH);
   }
 
   /** Bytes of the pending records [pendingHead, end), counted from whichever end is nearer. */
@@ -159,8 +157,8 @@ export class PartitionLog {
       const block = this.block(i);
       const from = (i - this.blocksBase) & PENDING_BLOCK_MASK;
       const to = Math.min(block.capacity, from + (end - i));
-      const lengths = block.lengths;
-      for (let k = from; k < to; k++) bytes += lengths[k];
+      const entries = block.entries;
+      for (let k = from; k < to; k++) bytes += entries[k * STRIDE + LENGTH];
       i += to - from;
     }
     return bytes;
@@ -168,6 +166,10 @@ export class PartitionLog {
 
   private block(i: number): PendingBlock {
     return this.blocks[(i - this.blocksBase) >>> PENDING_BLOCK_SHIFT];
+  }
+
+  private field(i: number, field: number): number {
+    return this.block(i).entries[((i - this.blocksBase) & PENDING_BLOCK_MASK) * STRIDE + field];
   }
 
   /** Index of the first pending record with seq > `seq` (pendingTail when none). */

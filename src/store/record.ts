@@ -17,7 +17,7 @@
 import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { copyBytes } from "../stdx/bytes.ts";
-import { type Crc32, crc32Range } from "./crc32.ts";
+import { type Crc32, RANGE_JS_BYTES_MAX, crc32Range, crc32RangeThen } from "./crc32.ts";
 
 export const RECORD_LENGTH_OFFSET = 0;
 export const RECORD_CRC_OFFSET = 4;
@@ -74,8 +74,11 @@ export function encodeRecord(
   view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payload.length, true);
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
-  copyBytes(bytes, topicAt + topic.length, payload, 0, payload.length);
-  view.setUint32(at + RECORD_CRC_OFFSET, crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32), true);
+  const payloadAt = topicAt + topic.length;
+  copyBytes(bytes, payloadAt, payload, 0, payload.length);
+  // A long record's payload is checksummed from the caller's array (no view of the copy).
+  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32) : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32);
+  view.setUint32(at + RECORD_CRC_OFFSET, crc, true);
   return at + total;
 }
 
