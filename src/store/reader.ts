@@ -319,9 +319,14 @@ class Lane {
     return this.request(path, position, this.readBytes(position, end, recordBytes), end);
   }
 
-  /** Bytes to read at `position` of a file of `end` bytes: a chunk of at least `atLeast`, or the rest. */
+  /**
+   * Bytes to read at `position` of a file of `end` bytes: a chunk of at least `atLeast`, or the
+   * rest when at most two chunks remain (a small file is one read, not a read and a short one
+   * after it: over 10,000 partitions each read is a file open, the LRU having evicted it).
+   */
   private readBytes(position: number, end: number, atLeast: number): number {
-    return Math.min(end - position, Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast));
+    const chunk = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast);
+    return end - position <= 2 * chunk ? end - position : chunk;
   }
 
   private request(path: string, position: number, bytes: number, limit: number): number {
@@ -406,12 +411,23 @@ class Lane {
       await loadIndex(context, want.path);
       return;
     }
+    // The buffer's bytes from the wanted position on (a record cut by the buffer's end, or the
+    // unread part a top-up keeps) are moved, not read again.
+    const bufferEnd = this.bufferStart + this.bufferLength;
+    const kept = want.path === this.bufferPath && want.position >= this.bufferStart && want.position < bufferEnd ? bufferEnd - want.position : 0;
+    const bytes = Math.min(want.limit - want.position, Math.max(want.bytes, kept + READ_CHUNK_BYTES_MIN));
+    const from = this.buffer;
+    const keptAt = want.position - this.bufferStart;
     // Never refill a buffer this batch's payloads point into.
-    if (this.buffer.length < want.bytes || this.lent) this.replaceBuffer(this.freshBuffer(Math.max(want.bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX))));
-    const read = await readChunk(context, want.path, want.position, this.buffer.subarray(0, want.bytes), want.limit);
+    if (this.buffer.length < bytes || this.lent) this.replaceBuffer(this.freshBuffer(Math.max(bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX))));
+    if (kept > 0) {
+      if (from === this.buffer) this.buffer.copyWithin(0, keptAt, keptAt + kept);
+      else this.buffer.set(from.subarray(keptAt, keptAt + kept));
+    }
+    const read = kept < bytes ? await readChunk(context, want.path, want.position + kept, this.buffer.subarray(kept, bytes), want.limit) : 0;
     this.bufferPath = want.path;
     this.bufferStart = want.position;
-    this.bufferLength = read;
+    this.bufferLength = kept + read;
   }
 
   /** A buffer of at least `bytes` that nothing points into: from the pool when borrowing. */
