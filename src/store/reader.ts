@@ -319,14 +319,9 @@ class Lane {
     return this.request(path, position, this.readBytes(position, end, recordBytes), end);
   }
 
-  /**
-   * Bytes to read at `position` of a file of `end` bytes: a chunk of at least `atLeast`, or the
-   * rest when at most two chunks remain (a small file is one read, not a read and a short one
-   * after it: over 10,000 partitions each read is a file open, the LRU having evicted it).
-   */
+  /** Bytes to read at `position` of a file of `end` bytes: a chunk of at least `atLeast`, or the rest. */
   private readBytes(position: number, end: number, atLeast: number): number {
-    const chunk = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast);
-    return end - position <= 2 * chunk ? end - position : chunk;
+    return Math.min(end - position, Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast));
   }
 
   private request(path: string, position: number, bytes: number, limit: number): number {
