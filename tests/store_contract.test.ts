@@ -10,7 +10,7 @@ import { executeSplit } from "../src/split/executor.ts";
 import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { crc32, type Disk, DiskError, type DiskFile, Store, type StoreOptions } from "../src/store/mod.ts";
-import { recordSeq } from "../src/store/record.ts";
+import { recordSeq, recordTime } from "../src/store/record.ts";
 import { decodeSegmentIndex } from "../src/store/segment_index.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
@@ -413,8 +413,11 @@ describe("store on the simulated disk: limits and retention", () => {
       if (typeof index === "string") throw new Error(`${path}: ${index}`);
       const segment = disk.snapshot(path.replace(/\.idx$/, ".seg")) as Uint8Array;
       const view = new DataView(segment.buffer, segment.byteOffset, segment.length);
+      // Times rise with seqs here, so an entry's running maximum time is its record's time.
+      expect(index.meta.firstTimeUs).toBe(recordTime(view, index.positions[0]));
       for (let entry = 0; entry < index.seqs.length; entry++) {
         expect(recordSeq(view, index.positions[entry])).toBe(index.seqs[entry]);
+        expect(index.maxTimes[entry]).toBe(recordTime(view, index.positions[entry]));
         entries++;
       }
     }

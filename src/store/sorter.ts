@@ -220,9 +220,9 @@ export class Sorter {
     let sliced = 0;
     // Adds `records` back-to-back records; a promise only when the writer flushes or a slice ends
     // (no await per record).
-    const add = (bytes: Uint8Array, view: DataView, at: number, end: number, records: number): Promise<void> | undefined => {
-      const written = writer.add(bytes, view, at, end);
-      sliced += records;
+    const add = (bytes: Uint8Array, at: number, first: number, end: number): Promise<void> | undefined => {
+      const written = writer.addPending(bytes, at, log, first, end);
+      sliced += end - first;
       if (sliced < SLICE_RECORDS) return written;
       sliced = 0;
       if (written !== undefined) return written.then(yieldToEvents);
@@ -267,13 +267,12 @@ export class Sorter {
       // stream to itself) go to the writer as runs of up to SLICE_RECORDS: one copy per run.
       for (let k = i; k < j; ) {
         const at = log.pendingPosition(k) - base;
+        assert(view.getUint32(at, true) === log.pendingLength(k), "sorter: journal record moved");
         let end = at;
         let m = k;
-        do {
-          assert(view.getUint32(end, true) === log.pendingLength(m), "sorter: journal record moved");
-          end += log.pendingLength(m++);
-        } while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - base === end);
-        const pause = add(bytes, view, at, end, m - k);
+        do end += log.pendingLength(m++);
+        while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - base === end);
+        const pause = add(bytes, at, k, m);
         if (pause !== undefined) await pause;
         k = m;
       }
