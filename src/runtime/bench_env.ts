@@ -55,10 +55,11 @@ export function benchEnv(options: { url: string | null; parentDir: string; progr
       const usage = process.cpuUsage();
       return (usage.user + usage.system) / 1000;
     },
-    openStore: async ({ segmentBytesMax }) => {
+    openStore: async ({ segmentBytesMax, sortNever = false }) => {
       const dataDir = await mkdtemp(join(options.parentDir, "aria-bench-store-"));
+      const never = sortNever ? { segmentBytesMax: 2 ** 50, pendingRecordsMax: 2 ** 50, journalRetainedBytesMax: 2 ** 50 } : { segmentBytesMax };
       try {
-        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, crc32: runtime.crc32, segmentBytesMax });
+        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, crc32: runtime.crc32, ...never });
         return {
           store,
           close: async () => {
