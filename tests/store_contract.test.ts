@@ -374,6 +374,36 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("a sorter far behind makes the store backlogged; whenCaughtUp resolves once it is back within bounds", async () => {
+    const disk = new SimDisk({ seed: 11 });
+    const limits = { journalBytesMax: 16 << 10, journalRetainedBytesMax: 32 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 200 };
+    const { store } = await Store.open(disk, limits);
+    expect(store.backlogged).toBe(false);
+    await store.whenCaughtUp(); // at once
+    // One burst with no await: nothing is sorted meanwhile, both bounds (2x the budgets) are passed.
+    const topicOf = (seq: number) => `p/${seq % 7}`;
+    for (let seq = 1; seq <= 3000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    expect(store.backlogged).toBe(true);
+    let caughtUp = false;
+    const waiting = store.whenCaughtUp().then(() => {
+      caughtUp = true;
+    });
+    await store.commit();
+    await waiting;
+    expect(caughtUp).toBe(true);
+    expect(store.backlogged).toBe(false);
+    const stats = store.stats();
+    expect(stats.pendingRecords).toBeLessThanOrEqual(2 * 200);
+    expect(stats.journalBytes).toBeLessThanOrEqual(2 * (32 << 10));
+    // Backlogged again, then closed: a waiter is not left hanging.
+    for (let seq = 3001; seq <= 6000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    expect(store.backlogged).toBe(true);
+    const pending = store.whenCaughtUp();
+    await store.close();
+    await pending;
+    expect(store.backlogged).toBe(false);
+  });
+
   test("retention removes whole old segments by age and by bytes; reads skip to what remains", async () => {
     const disk = new SimDisk({ seed: 6 });
     const { store } = await Store.open(disk, SMALL_LIMITS);

@@ -44,6 +44,7 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[] } = {}) {
       bytesPublished: state.bytes,
       messagesDelivered: 42,
       messagesDeliveredShared: 40,
+      publishersPaused: 2,
       nextSeq: state.messages + 1,
       visibleSeq: state.messages + 1,
       recoveries: { disk: 1, tip: 2 },
@@ -160,6 +161,9 @@ describe("/metrics", () => {
       # HELP aria_delivered_shared_messages_total Of those, delivered live through DATA frames encoded once for subscriptions with equal filters.
       # TYPE aria_delivered_shared_messages_total counter
       aria_delivered_shared_messages_total 40
+      # HELP aria_publisher_pauses_total Times a publishing connection stopped being read because the store's sorter was behind (back-pressure).
+      # TYPE aria_publisher_pauses_total counter
+      aria_publisher_pauses_total 2
       # HELP aria_next_seq The seq the next published message gets.
       # TYPE aria_next_seq gauge
       aria_next_seq 117
@@ -314,7 +318,7 @@ describe("/metrics", () => {
 
 /** A server that has seen nothing. */
 const EMPTY_STATS: ServerStats = {
-  broker: { connections: 0, subscriptions: 0, subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 }, messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, nextSeq: 1, visibleSeq: 1, recoveries: { disk: 0, tip: 0 } },
+  broker: { connections: 0, subscriptions: 0, subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 }, messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, publishersPaused: 0, nextSeq: 1, visibleSeq: 1, recoveries: { disk: 0, tip: 0 } },
   tip: { capacityBytes: 1024, bytesUsed: 0, records: 0, firstSeq: 1, nextSeq: 1, poolBlocksUsed: 0, poolBlocksFree: 2, poolBlocksMax: 2, indexEntriesLive: 0, indexBytesUsed: 0, evictionsForPool: 0 },
   store: { nextSeq: 1, committedSeq: 0, partitions: 0, journals: 1, journalBytes: 0, segments: 0, segmentBytes: 0, pendingRecords: 0, pendingBytes: 0, segmentsWritten: 0, manifestBytes: 0, openFiles: 0, fileOpens: 0, stores: 0, storeBytes: 0, bytesRead: 0 },
 };

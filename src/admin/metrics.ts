@@ -43,6 +43,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   out.single("aria_published_bytes_total", "counter", "Payload bytes published since start.", broker.bytesPublished);
   out.single("aria_delivered_messages_total", "counter", "Messages delivered to subscribers since start.", broker.messagesDelivered);
   out.single("aria_delivered_shared_messages_total", "counter", "Of those, delivered live through DATA frames encoded once for subscriptions with equal filters.", broker.messagesDeliveredShared);
+  out.single("aria_publisher_pauses_total", "counter", "Times a publishing connection stopped being read because the store's sorter was behind (back-pressure).", broker.publishersPaused);
   out.single("aria_next_seq", "gauge", "The seq the next published message gets.", broker.nextSeq);
   out.single("aria_visible_seq", "gauge", "Seqs below this are durable and visible to subscribers.", broker.visibleSeq);
   writePartitions(out, snapshot.volumes, snapshot.partitionsMax);

@@ -267,6 +267,10 @@ function dataFrame(subscriptionId: number, payload: Uint8Array): { bytes: Uint8A
 class NullStore implements BrokerStore {
   nextSeq = 1;
   committedSeq = 0;
+  readonly backlogged = false;
+  whenCaughtUp(): Promise<void> {
+    return Promise.resolve();
+  }
   append(seq: number): void {
     this.nextSeq = seq + 1;
   }

@@ -23,8 +23,16 @@ class TestClient {
   readonly seen: Seen[] = [];
   budget = Infinity;
   closed = false;
+  /** The broker stopped reading this connection (pause without resume since). */
+  paused = false;
   sessionId = 0;
   readonly connection: Connection = {
+    pause: () => {
+      this.paused = true;
+    },
+    resume: () => {
+      this.paused = false;
+    },
     write: (bytes) => {
       const taken = Math.min(bytes.length, this.budget);
       this.budget -= taken;
@@ -163,6 +171,28 @@ describe("session rules", () => {
     world.store.release();
     await world.settle();
     expect(reader.data(1).map((m) => m.seq)).toEqual([1]);
+  });
+
+  test("a backlogged store pauses the connections that publish, until it has caught up", async () => {
+    const world = new World();
+    const [first, second, reader] = [world.connect(), world.connect(), world.connect()];
+    for (const client of [first, second, reader]) world.hello(client);
+    world.send(reader, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
+    world.send(first, { kind: "publish", requestId: 1, messages: [{ topic: "t", payload: ENCODER.encode("a") }] });
+    await world.settle();
+    expect(first.paused).toBe(false);
+    world.store.backlogged = true;
+    world.send(first, { kind: "publish", requestId: 2, messages: [{ topic: "t", payload: ENCODER.encode("b") }] });
+    world.send(second, { kind: "publish", requestId: 3, messages: [{ topic: "t", payload: ENCODER.encode("c") }] });
+    await world.settle();
+    // Publishers stop being read; what they sent is still sequenced, acknowledged and delivered.
+    expect([first.paused, second.paused, reader.paused]).toEqual([true, true, false]);
+    expect(first.frames("publish_ack").map((ack) => ack.requestId)).toEqual([1, 2]);
+    expect(reader.data(1).map((m) => m.payload)).toEqual(["a", "b", "c"]);
+    expect(world.broker.stats().publishersPaused).toBe(2);
+    world.store.catchUp();
+    await world.settle();
+    expect([first.paused, second.paused]).toEqual([false, false]);
   });
 });
 

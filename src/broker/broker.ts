@@ -85,6 +85,8 @@ export interface BrokerStats {
   messagesDelivered: number;
   /** Of those, delivered live through frames encoded once for a group of equal filters. */
   messagesDeliveredShared: number;
+  /** Times a publishing connection stopped being read because the store was backlogged. */
+  publishersPaused: number;
   nextSeq: number;
   visibleSeq: number;
   recoveries: { disk: number; tip: number };
@@ -128,7 +130,9 @@ export class Broker {
   private pumpScheduled = false;
   private failure: string | null = null;
   private shuttingDown = false;
-  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, publishersPaused: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  /** Publishing sessions not read until the store catches up (see pauseForStore). */
+  private readonly pausedForStore = new Set<Session>();
   /** Live fan-out's frames encoded once per filter, and the members of the group being served. */
   private readonly sharedData = new SharedData();
   private readonly sharedMembers: Subscription[] = [];
@@ -241,6 +245,7 @@ export class Broker {
       bytesPublished: this.counters.bytesPublished,
       messagesDelivered: this.counters.messagesDelivered,
       messagesDeliveredShared: this.counters.messagesDeliveredShared,
+      publishersPaused: this.counters.publishersPaused,
       nextSeq: this.nextSeq,
       visibleSeq: this.visibleSeq,
       recoveries: { disk: this.counters.diskRecoveries, tip: this.counters.tipRecoveries },
@@ -344,6 +349,26 @@ export class Broker {
     }
     this.counters.messagesPublished += messages.count;
     this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
+    if (this.store.backlogged) this.pauseForStore(session);
+  }
+
+  /**
+   * The store is behind on sorting (its journals or unsorted records are past their bound):
+   * stop reading this publisher, so TCP back-pressure reaches it instead of the journals growing
+   * without end. Frames already received are still handled. Every paused session is read again
+   * once the store has caught up.
+   */
+  private pauseForStore(session: Session): void {
+    const connection = session.connection;
+    if (connection.pause === undefined || this.pausedForStore.has(session)) return;
+    connection.pause();
+    this.pausedForStore.add(session);
+    this.counters.publishersPaused++;
+    if (this.pausedForStore.size > 1) return;
+    void this.store.whenCaughtUp().then(() => {
+      for (const paused of this.pausedForStore) if (!paused.closed) paused.connection.resume?.();
+      this.pausedForStore.clear();
+    });
   }
 
   private subscribe(session: Session, frame: SubscribeFrame): void {

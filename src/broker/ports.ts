@@ -21,6 +21,10 @@ export interface Connection {
   write(bytes: Uint8Array): number;
   /** Closes the connection (after what was written). */
   close(): void;
+  /** Stops reading from the connection, so TCP back-pressure reaches the peer (optional). */
+  pause?(): void;
+  /** Starts reading again after `pause`. */
+  resume?(): void;
 }
 
 /** A message read back from storage. */
@@ -43,6 +47,10 @@ export interface BrokerStore {
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;
+  /** True while storage is behind on its background work: publishers should wait (see whenCaughtUp). */
+  readonly backlogged: boolean;
+  /** Resolves once storage is no longer backlogged. */
+  whenCaughtUp(): Promise<void>;
   /**
    * Reads a filter's committed messages in seq order; an empty batch means caught up. With
    * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call.

@@ -109,23 +109,22 @@ class DenoSocket {
   }
 
   connection(): Connection {
-    return { write: (bytes) => this.write(bytes), close: () => this.end() };
+    return { write: (bytes) => this.write(bytes), close: () => this.end(), pause: () => this.pause(), resume: () => this.resume() };
   }
 
   clientSocket(): ClientSocket {
-    return {
-      write: (bytes) => this.write(bytes),
-      end: () => this.end(),
-      pause: () => {
-        this.paused = true;
-      },
-      resume: () => {
-        this.paused = false;
-        const resume = this.resumeReading;
-        this.resumeReading = null;
-        resume?.();
-      },
-    };
+    return { write: (bytes) => this.write(bytes), end: () => this.end(), pause: () => this.pause(), resume: () => this.resume() };
+  }
+
+  private pause(): void {
+    this.paused = true;
+  }
+
+  private resume(): void {
+    this.paused = false;
+    const resume = this.resumeReading;
+    this.resumeReading = null;
+    resume?.();
   }
 
   private write(bytes: Uint8Array): number {

@@ -49,5 +49,7 @@ function connectionOf(socket: Socket<SocketData>): Connection {
     close: () => {
       socket.end();
     },
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
   };
 }

@@ -43,6 +43,8 @@ export class JournalWriter {
   bufferedBytes = 0;
   /** Called after each flush (the store checks whether segments should close). */
   onFlushed: () => void = () => {};
+  /** Called once the store has failed. */
+  onFailed: () => void = () => {};
 
   constructor(private readonly context: StoreContext) {
     this.plannedBytes = this.active().bytes;
@@ -247,6 +249,7 @@ export class JournalWriter {
     }
     for (const waiter of this.waiters) waiter.reject(context.failure);
     this.waiters = [];
+    this.onFailed();
   }
 }
 

@@ -67,6 +67,8 @@ export class Sorter {
   private again = false;
   /** Segments closed so far (stats). */
   segmentsWritten = 0;
+  /** Called after each batch of closes and when the background sort stops (the store's backlog check). */
+  onProgress: () => void = () => {};
 
   constructor(
     private readonly context: StoreContext,
@@ -81,6 +83,7 @@ export class Sorter {
     }
     this.running = this.loop(nowUs).finally(() => {
       this.running = null;
+      this.onProgress();
     });
     this.running.catch(() => {});
   }
@@ -105,6 +108,7 @@ export class Sorter {
       if (closes.length === 0) break;
       try {
         closed = await this.run(closes, imageGen);
+        this.onProgress();
       } catch (error) {
         // The journal still holds every record, but a disk that fails here fails the store.
         this.writer.fail(error);

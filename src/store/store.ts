@@ -7,7 +7,7 @@
  * Owns the parts (journal writer, sorter, readers) and their shared StoreContext; only this
  * class is exported. Not reentrant across processes: one process per data directory.
  */
-import { STORE_RECORD_HEADER_BYTES } from "../constants.ts";
+import { STORE_BACKLOG_FACTOR, STORE_RECORD_HEADER_BYTES } from "../constants.ts";
 import { Filter } from "../topic/mod.ts";
 import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
@@ -58,11 +58,15 @@ export type RetainResult = { segmentsRemoved: number; storesRemoved: number; byt
 export class Store {
   private readonly writer: JournalWriter;
   private readonly sorter: Sorter;
+  /** Callers of whenCaughtUp() waiting for the backlog to fall under its bound. */
+  private catchUpWaiters: (() => void)[] = [];
 
   private constructor(private readonly context: StoreContext) {
     this.writer = new JournalWriter(context);
     this.sorter = new Sorter(context, this.writer);
     this.writer.onFlushed = () => this.sorter.poke();
+    this.sorter.onProgress = () => this.wakeCaughtUp();
+    this.writer.onFailed = () => this.wakeCaughtUp();
   }
 
   /** Opens (recovering) the store in `disk`; fails with ARIA_ERR_STORE_CORRUPT on unrepaired damage. */
@@ -85,6 +89,39 @@ export class Store {
   /** Bytes appended and not yet written: stop reading publishers when this grows. */
   get bufferedBytes(): number {
     return this.writer.bufferedBytes;
+  }
+
+  /**
+   * True while the sorter is behind by more than STORE_BACKLOG_FACTOR times its budgets (journal
+   * bytes kept for unsorted records, or unsorted records): appends should stop until
+   * `whenCaughtUp()` resolves, or journals and memory grow without bound. False once the store
+   * has failed or closed (nothing more will be sorted; appends fail on their own).
+   */
+  get backlogged(): boolean {
+    const context = this.context;
+    if (context.failure !== null || context.closed) return false;
+    const options = context.options;
+    let retained = 0;
+    let pending = 0;
+    for (const journal of context.journals) {
+      retained += journal.bytes;
+      pending += journal.pendingRecords;
+    }
+    return retained > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax || pending > STORE_BACKLOG_FACTOR * options.pendingRecordsMax;
+  }
+
+  /** Resolves once the store is not `backlogged` (at once when it is not now). */
+  whenCaughtUp(): Promise<void> {
+    if (!this.backlogged) return Promise.resolve();
+    this.sorter.poke();
+    return new Promise((resolve) => this.catchUpWaiters.push(resolve));
+  }
+
+  private wakeCaughtUp(): void {
+    if (this.catchUpWaiters.length === 0 || this.backlogged) return;
+    const waiters = this.catchUpWaiters;
+    this.catchUpWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** The failure that stopped the store, or null. */
@@ -395,6 +432,7 @@ export class Store {
       }
     }
     context.closed = true;
+    this.wakeCaughtUp();
     await context.locked(async () => {
       await context.manifest.file?.close();
       context.manifest.file = null;

@@ -16,7 +16,24 @@ export class MemoryStore implements BrokerStore {
   holdCommits = false;
   private waiting: (() => void)[] = [];
 
+  /** Tests set this to make the broker see a store that is behind; `catchUp()` clears it. */
+  backlogged = false;
+  private catchUpWaiters: (() => void)[] = [];
+
   constructor(private readonly batchMessagesMax = 7) {}
+
+  whenCaughtUp(): Promise<void> {
+    if (!this.backlogged) return Promise.resolve();
+    return new Promise((resolve) => this.catchUpWaiters.push(resolve));
+  }
+
+  /** Clears `backlogged` and wakes whoever waits for it. */
+  catchUp(): void {
+    this.backlogged = false;
+    const waiters = this.catchUpWaiters;
+    this.catchUpWaiters = [];
+    for (const wake of waiters) wake();
+  }
 
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
     if (seq !== this.nextSeq) throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);

@@ -224,6 +224,14 @@ class ObservedStore implements BrokerStore {
     return this.inner.committedSeq;
   }
 
+  get backlogged(): boolean {
+    return this.inner.backlogged;
+  }
+
+  whenCaughtUp(): Promise<void> {
+    return this.inner.whenCaughtUp();
+  }
+
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
     this.inner.append(seq, timeUs, topic, payload);
     this.checker.onAppend(seq, timeUs, topic, payload);
