@@ -110,7 +110,7 @@ export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */
 export const SEGMENT_AGE_US_MAX = 10 * 60 * 1_000_000;
 /**
- * Journal records, over all partitions, that may wait unsorted: each costs 36 bytes of in-memory
+ * Journal records, over all partitions, that may wait unsorted: each costs 40 bytes of in-memory
  * position (seq, time, generation, offset, length). Past it the partitions holding the most are
  * sorted into segments, so small messages at a steady rate do not grow memory until the age limit.
  */

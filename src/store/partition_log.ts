@@ -42,7 +42,7 @@ const STRIDE = 5;
 /**
  * seq, time, journal gen, journal position and bytes of up to PENDING_BLOCK_ENTRIES records, one
  * record after another in one array: a block is one allocation (10,000 partitions start 10,000
- * blocks, and each small one doubles a few times), and a record's fields share a cache line.
+ * blocks, and each small one doubles a few times), and a record's fields lie side by side.
  */
 class PendingBlock {
   readonly entries: Float64Array;
