@@ -10,7 +10,7 @@ import { mkdir } from "node:fs/promises";
 import { createAdminApp } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
-import { Store, type FsyncPolicy, type RecoveryReport } from "../store/mod.ts";
+import { Store, type FsyncPolicy, type RecoveryReport, type StoreOptions } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { runtime } from "./current_runtime.ts";
@@ -37,6 +37,8 @@ export interface ServerOptions {
   adminHost?: string;
   /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
   adminToken?: string;
+  /** The store's budgets, for embedders and tests (the CLI keeps the defaults of src/constants.ts). */
+  storeLimits?: Pick<StoreOptions, "journalBytesMax" | "journalRetainedBytesMax" | "pendingRecordsMax" | "segmentBytesMax">;
 }
 
 /** A running server. */
@@ -75,7 +77,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const lock: HeldLock = locked.lock;
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
-    opened = await Store.open(runtime.openDisk(options.dataDir), { fsync: options.fsync, schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
+    opened = await Store.open(runtime.openDisk(options.dataDir), { ...options.storeLimits, fsync: options.fsync, schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
   } catch (error) {
     const message = (error as Error).message;
     const code = (error as { code?: string }).code;
