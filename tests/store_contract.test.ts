@@ -404,6 +404,63 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(store.backlogged).toBe(false);
   });
 
+  test("a backlog that clears only when a read lets drained journals go still wakes whenCaughtUp", async () => {
+    const sim = new SimDisk({ seed: 12 });
+    // Reads of segment files wait at a gate while it is closed: a read batch stays in flight.
+    let open: () => void = () => {};
+    let gate: Promise<void> | null = null;
+    const inner = sim.view();
+    const disk: Disk = {
+      list: (dir) => inner.list(dir),
+      mkdir: (dir) => inner.mkdir(dir),
+      remove: (path) => inner.remove(path),
+      rename: (from, to) => inner.rename(from, to),
+      syncDir: (dir) => inner.syncDir(dir),
+      open: async (path, mode) => {
+        const file = await inner.open(path, mode);
+        if (!path.endsWith(".seg")) return file;
+        const gated: DiskFile = {
+          path: file.path,
+          read: async (position, into) => {
+            if (gate !== null) await gate;
+            return file.read(position, into);
+          },
+          write: (position, bytes) => file.write(position, bytes),
+          size: () => file.size(),
+          sync: () => file.sync(),
+          truncate: (size) => file.truncate(size),
+          close: () => file.close(),
+        };
+        return gated;
+      },
+    };
+    const limits = { journalBytesMax: 8 << 10, journalRetainedBytesMax: 16 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
+    const { store } = await Store.open(disk, limits);
+    const topicOf = (seq: number) => `p/${seq % 5}`;
+    for (let seq = 1; seq <= 200; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    await store.commit();
+    await store.sortAll();
+    gate = new Promise((resolve) => (open = resolve));
+    const reading = store.read(Filter.of("**"), { seq: 1 }).nextBatch();
+    // Past twice the retained-journal budget; the sorter drains the old journals, but their
+    // deletion waits for the read in flight.
+    for (let seq = 201; seq <= 2000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    await store.commit();
+    expect(store.backlogged).toBe(true);
+    let caughtUp = false;
+    const waiting = store.whenCaughtUp().then(() => {
+      caughtUp = true;
+    });
+    await store.idle();
+    expect(store.stats().pendingRecords).toBeLessThan(1800);
+    expect(caughtUp).toBe(false);
+    open();
+    expect((await reading).length).toBeGreaterThan(0);
+    await waiting;
+    expect(store.backlogged).toBe(false);
+    await store.close();
+  });
+
   test("retention removes whole old segments by age and by bytes; reads skip to what remains", async () => {
     const disk = new SimDisk({ seed: 6 });
     const { store } = await Store.open(disk, SMALL_LIMITS);

@@ -187,6 +187,9 @@ export class StoreContext {
     else this.deferred.push(work);
   }
 
+  /** Called after deferred removals ran (the store checks whether it is still backlogged). */
+  afterDeferred: () => void = () => {};
+
   /** Marks a read done; runs deferred removals once none is in flight. */
   async readDone(): Promise<void> {
     this.readsInFlight--;
@@ -194,5 +197,6 @@ export class StoreContext {
     const work = this.deferred;
     this.deferred = [];
     for (const run of work) await run();
+    this.afterDeferred();
   }
 }

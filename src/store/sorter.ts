@@ -122,8 +122,11 @@ export class Sorter {
     const options = context.options;
     let retained = 0;
     for (const journal of context.journals) retained += journal.bytes;
-    if (retained > options.journalRetainedBytesMax && context.journals.length > 1) {
-      const oldest = context.journals[0].gen;
+    // The oldest sealed journal still holding unsorted records (a drained one may wait for a
+    // read in flight before it is deleted: the sort goes on past it).
+    const oldestPinned = context.journals.findIndex((journal) => journal.pendingRecords > 0);
+    if (retained > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
+      const oldest = context.journals[oldestPinned].gen;
       return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGen: oldest };
     }
     const closes = new Set<PartitionLog>();

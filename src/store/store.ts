@@ -67,6 +67,12 @@ export class Store {
     this.writer.onFlushed = () => this.sorter.poke();
     this.sorter.onProgress = () => this.wakeCaughtUp();
     this.writer.onFailed = () => this.wakeCaughtUp();
+    // Drained journals whose deletion waited for a read count until deleted; once they are, the
+    // sorter may find more to do (publishers may be paused: no flush pokes it).
+    context.afterDeferred = () => {
+      this.sorter.poke();
+      this.wakeCaughtUp();
+    };
   }
 
   /** Opens (recovering) the store in `disk`; fails with ARIA_ERR_STORE_CORRUPT on unrepaired damage. */
