@@ -404,6 +404,18 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(store.backlogged).toBe(false);
   });
 
+  test("the active journal alone never makes the store backlogged (the sorter does not drain it by size)", async () => {
+    const disk = new SimDisk({ seed: 13 });
+    const { store } = await Store.open(disk, { journalBytesMax: 1 << 20, journalRetainedBytesMax: 8 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 });
+    for (let seq = 1; seq <= 1000; seq++) store.append(seq, seq, `p/${seq % 3}`, payloadOf(seq, 60));
+    await store.commit();
+    await store.idle();
+    expect(store.stats().journals).toBe(1);
+    expect(store.stats().journalBytes).toBeGreaterThan(4 * (8 << 10));
+    expect(store.backlogged).toBe(false);
+    await store.close();
+  });
+
   test("a backlog that clears only when a read lets drained journals go still wakes whenCaughtUp", async () => {
     const sim = new SimDisk({ seed: 12 });
     // Reads of segment files wait at a gate while it is closed: a read batch stays in flight.

@@ -107,11 +107,14 @@ export class Store {
     const context = this.context;
     if (context.failure !== null || context.closed) return false;
     const options = context.options;
+    const journals = context.journals;
     let retained = 0;
     let pending = 0;
-    for (const journal of context.journals) {
-      retained += journal.bytes;
-      pending += journal.pendingRecords;
+    for (let i = 0; i < journals.length; i++) {
+      // Sealed journals only: the sorter never drains the active one by its bytes, so a large
+      // `journalBytesMax` could otherwise hold the store backlogged for ever.
+      if (i < journals.length - 1) retained += journals[i].bytes;
+      pending += journals[i].pendingRecords;
     }
     return retained > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax || pending > STORE_BACKLOG_FACTOR * options.pendingRecordsMax;
   }
