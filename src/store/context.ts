@@ -162,6 +162,21 @@ export class StoreContext {
     return log;
   }
 
+  /**
+   * Bytes of every journal kept, of the sealed ones only (all but the active, newest one), and
+   * their unsorted records: what the sorter's triggers, the backlog check and stats read.
+   */
+  journalTotals(): { bytes: number; sealedBytes: number; pendingRecords: number } {
+    const journals = this.journals;
+    let bytes = 0;
+    let pendingRecords = 0;
+    for (const journal of journals) {
+      bytes += journal.bytes;
+      pendingRecords += journal.pendingRecords;
+    }
+    return { bytes, sealedBytes: bytes - journals[journals.length - 1].bytes, pendingRecords };
+  }
+
   /** The journal of generation `gen` (it must be live). */
   journal(gen: number): JournalInfo {
     const first = this.journals[0].gen;

@@ -120,20 +120,18 @@ export class Sorter {
   private plan(nowUs: number): { closes: PartitionLog[]; imageGen: number | null } {
     const context = this.context;
     const options = context.options;
-    let retained = 0;
-    for (const journal of context.journals) retained += journal.bytes;
+    const totals = context.journalTotals();
     // The oldest sealed journal still holding unsorted records (a drained one may wait for a
     // read in flight before it is deleted: the sort goes on past it).
     const oldestPinned = context.journals.findIndex((journal) => journal.pendingRecords > 0);
-    if (retained > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
+    if (totals.bytes > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
       const oldest = context.journals[oldestPinned].gen;
       return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGen: oldest };
     }
     const closes = new Set<PartitionLog>();
     for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
     context.oversized.clear();
-    let pending = 0;
-    for (const journal of context.journals) pending += journal.pendingRecords;
+    let pending = totals.pendingRecords;
     if (pending > options.pendingRecordsMax) {
       // Too many positions held in memory: sort the partitions holding the most until half remain.
       const byCount = context.partitionList.filter((log) => log.pendingCount > 0).sort((a, b) => b.pendingCount - a.pendingCount);

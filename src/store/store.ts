@@ -107,16 +107,10 @@ export class Store {
     const context = this.context;
     if (context.failure !== null || context.closed) return false;
     const options = context.options;
-    const journals = context.journals;
-    let retained = 0;
-    let pending = 0;
-    for (let i = 0; i < journals.length; i++) {
-      // Sealed journals only: the sorter never drains the active one by its bytes, so a large
-      // `journalBytesMax` could otherwise hold the store backlogged for ever.
-      if (i < journals.length - 1) retained += journals[i].bytes;
-      pending += journals[i].pendingRecords;
-    }
-    return retained > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax || pending > STORE_BACKLOG_FACTOR * options.pendingRecordsMax;
+    // Sealed journals only: the sorter never drains the active one by its bytes, so a large
+    // `journalBytesMax` could otherwise hold the store backlogged for ever.
+    const { sealedBytes, pendingRecords } = context.journalTotals();
+    return sealedBytes > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax || pendingRecords > STORE_BACKLOG_FACTOR * options.pendingRecordsMax;
   }
 
   /** Resolves once the store is not `backlogged` (at once when it is not now). */
@@ -400,8 +394,7 @@ export class Store {
       pendingRecords += log.pendingCount;
       pendingBytes += log.pendingBytes;
     }
-    let journalBytes = 0;
-    for (const journal of context.journals) journalBytes += journal.bytes;
+    const journalBytes = context.journalTotals().bytes;
     return {
       nextSeq: context.nextSeq,
       committedSeq: context.committedSeq,
