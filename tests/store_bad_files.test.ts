@@ -7,7 +7,9 @@ import { describe, expect, test } from "bun:test";
 import { Store, StoreError } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
+import { packedImages, packIds, unpack } from "./fixtures/packs.ts";
 import { SMALL_LIMITS, TOPICS, payloadOf } from "./fixtures/store_helpers.ts";
+import { packPath } from "../src/store/layout.ts";
 
 async function filled(count = 300, sort = false, options = SMALL_LIMITS): Promise<SimDisk> {
   const disk = new SimDisk({ seed: 9 });
@@ -28,22 +30,109 @@ async function readAll(store: Store): Promise<number> {
 const garbage = new Uint8Array(40).fill(0x5a);
 
 describe("store bad files", () => {
-  test("garbage inside a segment: open works, the read fails naming the file and offset", async () => {
-    const disk = await filled(300, true);
-    const segment = disk.paths().find((p) => p.endsWith(".seg")) as string;
-    disk.corrupt(segment, 200, garbage);
-    const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
-    expect(recovery.problems).toEqual([]);
-    const error = await readAll(store).catch((e) => e);
-    expect(error).toBeInstanceOf(StoreError);
-    expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
-    expect(error.message).toContain(segment);
-    expect(error.message).toMatch(/at offset \d+/);
-    await store.close({ sort: false });
-  });
+  // Each layout: segments packed (as the sorter writes them), and a file per segment (as it
+  // wrote them before packs: such directories must keep opening and reading the same).
+  for (const layout of ["packs", "files"] as const) {
+    const prepared = async (count: number, sort: boolean): Promise<SimDisk> => {
+      const disk = await filled(count, sort);
+      if (layout === "files") await unpack(disk, SMALL_LIMITS.indexIntervalBytes as number);
+      return disk;
+    };
+    const dataFile = (disk: SimDisk) => disk.paths().find((p) => p.endsWith(layout === "packs" ? ".pak" : ".seg")) as string;
+    /** Offset and length of the first segment's index: inside its pack, or its own file. */
+    const firstIndex = async (disk: SimDisk): Promise<{ path: string; offset: number }> => {
+      if (layout === "files") return { path: disk.paths().find((p) => p.endsWith(".idx")) as string, offset: 0 };
+      const [first] = await packedImages(disk, SMALL_LIMITS.indexIntervalBytes as number);
+      const place = first.meta.pack as NonNullable<(typeof first.meta)["pack"]>;
+      return { path: first.path, offset: place.offset + first.meta.bytes };
+    };
 
-  test("a missing index is rebuilt at open and reads are unchanged", async () => {
+    test(`${layout}: garbage inside a segment: open works, the read fails naming the file and offset`, async () => {
+      const disk = await prepared(300, true);
+      const segment = dataFile(disk);
+      disk.corrupt(segment, 200, garbage);
+      const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
+      expect(recovery.problems).toEqual([]);
+      const error = await readAll(store).catch((e) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+      expect(error.message).toContain(segment);
+      expect(error.message).toMatch(/at offset \d+/);
+      await store.close({ sort: false });
+    });
+
+    test(`${layout}: a missing segment file refuses to open naming it; --repair drops its segments from the manifest and opens`, async () => {
+      const disk = await prepared(300, true);
+      const segment = dataFile(disk);
+      disk.erase(segment);
+      const error = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+      expect(error.message).toContain(segment);
+      expect(error.message).toMatch(/segment file missing \(seqs \d+\.\.\d+ of "[^"]+"\)/);
+      const { store, recovery } = await Store.open(disk, { ...SMALL_LIMITS, repair: true });
+      expect(recovery.problems.length).toBeGreaterThan(0);
+      for (const p of recovery.problems) expect([p.file, p.action]).toEqual([segment, "dropped from the manifest"]);
+      expect(await readAll(store)).toBeLessThan(300);
+      await store.close();
+      // What repair dropped stays dropped: the next open finds nothing wrong.
+      const again = await Store.open(disk, SMALL_LIMITS);
+      expect(again.recovery.problems).toEqual([]);
+      await again.store.close();
+    });
+
+    test(`${layout}: a garbage index costs a scan, not an error`, async () => {
+      const disk = await prepared(300, true);
+      const index = await firstIndex(disk);
+      disk.corrupt(index.path, index.offset + 10, garbage);
+      const { store } = await Store.open(disk, SMALL_LIMITS);
+      expect(await readAll(store)).toBe(300);
+      // A read from a seq inside the segment needs its index: it scans instead, and is exact.
+      let count = 0;
+      for await (const message of store.read(Filter.of("**"), { seq: 150 })) expect(message.seq).toBe(150 + count++);
+      expect(count).toBe(151);
+      await store.close();
+    });
+
+    test(`${layout}: zero-length files: newest journal is dropped, a zero-length segment file is a clear read error`, async () => {
+      const disk = await prepared(300, false);
+      const journals = disk.paths().filter((p) => p.endsWith(".wal"));
+      const newest = journals[journals.length - 1];
+      disk.cut(newest, 0);
+      const first = await Store.open(disk, SMALL_LIMITS);
+      expect(first.recovery.problems).toEqual([]);
+      expect(first.recovery.cuts.map((c) => c.file)).toContain(newest);
+      await first.store.close();
+      const segment = dataFile(disk);
+      disk.cut(segment, 0);
+      const second = await Store.open(disk, SMALL_LIMITS);
+      const error = await readAll(second.store).catch((e) => e);
+      expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+      expect(error.message).toContain(segment);
+      await second.store.close({ sort: false });
+    });
+
+    test(`${layout}: a zero-length or garbage MANIFEST is rebuilt from the segment files`, async () => {
+      for (const damage of ["empty", "garbage"] as const) {
+        const disk = await prepared(300, true);
+        if (damage === "empty") disk.cut("MANIFEST", 0);
+        else disk.corrupt("MANIFEST", 40, garbage);
+        const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
+        expect(recovery.manifestRebuilt).toBe(true);
+        expect(store.nextSeq).toBe(301);
+        expect(await readAll(store)).toBe(300);
+        await store.close();
+        const again = await Store.open(disk, SMALL_LIMITS);
+        expect(again.recovery.problems).toEqual([]);
+        expect(again.recovery.manifestRebuilt).toBe(false);
+        await again.store.close();
+      }
+    });
+  }
+
+  test("files: a missing index is rebuilt at open and reads are unchanged", async () => {
     const disk = await filled(300, true);
+    await unpack(disk, SMALL_LIMITS.indexIntervalBytes as number);
     const index = disk.paths().find((p) => p.endsWith(".idx")) as string;
     disk.erase(index);
     const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
@@ -53,63 +142,20 @@ describe("store bad files", () => {
     await store.close();
   });
 
-  test("a missing segment refuses to open naming it; --repair drops it from the manifest and opens", async () => {
+  test("packs: a pack left by a close that never took effect is removed at open; its records come from the journal", async () => {
     const disk = await filled(300, true);
-    const segment = disk.paths().find((p) => p.endsWith(".seg")) as string;
-    disk.erase(segment);
-    const error = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
-    expect(error).toBeInstanceOf(StoreError);
-    expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
-    expect(error.message).toContain(segment);
-    expect(error.message).toMatch(/segment file missing \(seqs \d+\.\.\d+ of "[^"]+"\)/);
-    const { store, recovery } = await Store.open(disk, { ...SMALL_LIMITS, repair: true });
-    expect(recovery.problems.map((p) => [p.file, p.action])).toEqual([[segment, "dropped from the manifest"]]);
-    expect(await readAll(store)).toBeLessThan(300);
-    await store.close();
-  });
-
-  test("a garbage index costs a scan, not an error", async () => {
-    const disk = await filled(300, true);
-    const index = disk.paths().find((p) => p.endsWith(".idx")) as string;
-    disk.corrupt(index, 10, garbage);
-    const { store } = await Store.open(disk, SMALL_LIMITS);
+    const [id] = packIds(disk);
+    const orphan = packPath(id + 100_000);
+    const file = await disk.open(orphan, "create");
+    await file.write(0, disk.snapshot(packPath(id)) as Uint8Array);
+    await file.sync();
+    await file.close();
+    const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
+    expect(recovery.problems).toEqual([]);
+    expect(recovery.filesRemoved).toEqual([orphan]);
+    expect(disk.snapshot(orphan)).toBeNull();
     expect(await readAll(store)).toBe(300);
     await store.close();
-  });
-
-  test("zero-length files: newest journal is dropped, a zero-length segment is a clear read error", async () => {
-    const disk = await filled(300, false);
-    const journals = disk.paths().filter((p) => p.endsWith(".wal"));
-    const newest = journals[journals.length - 1];
-    disk.cut(newest, 0);
-    const first = await Store.open(disk, SMALL_LIMITS);
-    expect(first.recovery.problems).toEqual([]);
-    expect(first.recovery.cuts.map((c) => c.file)).toContain(newest);
-    await first.store.close();
-    const segment = disk.paths().find((p) => p.endsWith(".seg")) as string;
-    disk.cut(segment, 0);
-    const second = await Store.open(disk, SMALL_LIMITS);
-    const error = await readAll(second.store).catch((e) => e);
-    expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
-    expect(error.message).toContain(segment);
-    await second.store.close({ sort: false });
-  });
-
-  test("a zero-length or garbage MANIFEST is rebuilt from the segment files", async () => {
-    for (const damage of ["empty", "garbage"] as const) {
-      const disk = await filled(300, true);
-      if (damage === "empty") disk.cut("MANIFEST", 0);
-      else disk.corrupt("MANIFEST", 40, garbage);
-      const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
-      expect(recovery.manifestRebuilt).toBe(true);
-      expect(store.nextSeq).toBe(301);
-      expect(await readAll(store)).toBe(300);
-      await store.close();
-      const again = await Store.open(disk, SMALL_LIMITS);
-      expect(again.recovery.problems).toEqual([]);
-      expect(again.recovery.manifestRebuilt).toBe(false);
-      await again.store.close();
-    }
   });
 
   test("garbage in a sealed journal refuses to open with file and offset; --repair opens and reports", async () => {

@@ -16,6 +16,7 @@ import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
 import { ModelStore, type Plain, SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
+import { packedImages, packIds } from "./fixtures/packs.ts";
 
 type From = { seq: number } | { afterSeq: number } | { timeUs: number };
 
@@ -430,7 +431,7 @@ describe("store on the simulated disk: limits and retention", () => {
       syncDir: (dir) => inner.syncDir(dir),
       open: async (path, mode) => {
         const file = await inner.open(path, mode);
-        if (!path.endsWith(".seg")) return file;
+        if (!path.endsWith(".pak")) return file;
         const gated: DiskFile = {
           path: file.path,
           read: async (position, into) => {
@@ -488,8 +489,9 @@ describe("store on the simulated disk: limits and retention", () => {
     const byBytes = await store.retain({ bytes: 2000 }, 600_000);
     expect(store.stats().segmentBytes).toBeLessThanOrEqual(2000);
     expect(byAge.bytesRemoved + byBytes.bytesRemoved + store.stats().segmentBytes).toBe(before.segmentBytes);
-    const files = disk.paths().filter((p) => p.endsWith(".seg")).length;
-    expect(files).toBe(store.stats().segments);
+    // Packs whose segments all went are deleted; the others stay whole.
+    const inForce = new Set(store.layout().flatMap((partition) => partition.segments.map((segment) => segment.pack?.pack ?? -1)));
+    expect(packIds(disk)).toEqual([...inForce].sort((a, b) => a - b));
     await store.close();
     const reopened = await Store.open(disk, SMALL_LIMITS);
     expect(reopened.recovery.problems).toEqual([]);
@@ -507,10 +509,11 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.commit();
     await store.sortAll();
     let entries = 0;
-    for (const path of disk.paths().filter((p) => p.endsWith(".idx"))) {
-      const index = decodeSegmentIndex(disk.snapshot(path) as Uint8Array, crc32);
+    const images = await packedImages(disk, SMALL_LIMITS.indexIntervalBytes as number);
+    expect(images.length).toBe(store.stats().segments);
+    for (const { path, image: segment, index: indexBytes } of images) {
+      const index = decodeSegmentIndex(indexBytes, crc32);
       if (typeof index === "string") throw new Error(`${path}: ${index}`);
-      const segment = disk.snapshot(path.replace(/\.idx$/, ".seg")) as Uint8Array;
       const view = new DataView(segment.buffer, segment.byteOffset, segment.length);
       // Times rise with seqs here, so an entry's running maximum time is its record's time.
       expect(index.meta.firstTimeUs).toBe(recordTime(view, index.positions[0]));
@@ -546,7 +549,7 @@ describe("store on the simulated disk: limits and retention", () => {
     const removed = await store.retain({ ageUs: 1_000_000 - newestInStores - 1 }, 1_000_000);
     expect(removed.storesRemoved).toBe(storesBefore.length);
     expect(stored()).toBe(0);
-    expect(disk.paths().filter((path) => path.endsWith(".idx")).length).toBe(store.stats().segments);
+    expect(disk.paths().filter((path) => path.endsWith(".idx")).length).toBe(0);
     const remaining = async (s: Store) => {
       const seqs: number[] = [];
       for await (const message of s.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);

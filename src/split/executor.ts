@@ -15,7 +15,8 @@
  * second run with the same data does nothing.
  */
 import type { Disk, LayoutSwap, PartitionLayout, SegmentMeta, SubtreeStoreMeta } from "../store/mod.ts";
-import { indexPath, SEGMENT_DIR, segmentPath, storePath } from "../store/layout.ts";
+import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
+import { recordSpanOf } from "../store/store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { planMetrics, type PlanMetrics } from "./metrics.ts";
 import type { PlannedStore, SplitAlgorithm, SplitPlan } from "./plan.ts";
@@ -69,13 +70,11 @@ export type SplitReport = {
 
 /** The closed files of a partition as sources: each store alone, the segments in one chain. */
 export function sourcesOf(layout: PartitionLayout): SourceFile[][] {
-  const stores = layout.stores.map((store) => [{ path: storePath(store.id), dataStart: store.dataStart, bytes: store.bytes }]);
-  const segments = layout.segments.map((segment) => ({ path: segmentPath(segment.id), dataStart: segmentDataStart(segment), bytes: segment.bytes }));
-  return [...stores, segments];
-}
-
-function segmentDataStart(segment: SegmentMeta): number {
-  return 36 + segment.partition.length;
+  const source = (file: SegmentMeta | SubtreeStoreMeta): SourceFile => {
+    const span = recordSpanOf(file);
+    return { path: span.path, dataStart: span.dataStart, bytes: span.end };
+  };
+  return [...layout.stores.map((store) => [source(store)]), layout.segments.map(source)];
 }
 
 /** Measures the per-topic volumes of the closed data in `layouts`. */

@@ -15,7 +15,7 @@ import type { VolumeRow } from "./volume_table.ts";
 import { indexPath, storePath } from "../store/layout.ts";
 import { mergeSources, PartitionRewriter, type RecordSource, type StoreAssignment } from "./rewrite.ts";
 
-/** A file of records: path, offset of the first record, file bytes. */
+/** A run of records in a file: path, offset of the first record, offset of the end of the last (a file of its own, or an image in a pack). */
 export type SourceFile = { path: string; dataStart: number; bytes: number };
 
 /** One partition to rewrite (structured-clone safe: it crosses to a worker). */
@@ -201,7 +201,7 @@ export async function runMeasureTask(disk: Disk, task: { partition: string; file
         last.bytes += length;
         last.messages++;
         return undefined;
-      });
+      }, { end: source.bytes });
       if (scan.problem !== null || scan.end !== source.bytes) throw new Error(`Cannot measure "${source.path}": ${scan.problem ?? "file size differs"} at offset ${scan.end}`);
       bytesRead += scan.end - source.dataStart;
     } finally {

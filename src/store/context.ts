@@ -27,9 +27,10 @@ import type { Crc32 } from "./crc32.ts";
 import { crc32 as pureCrc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { FileCache } from "./file_cache.ts";
-import type { StoreError } from "./layout.ts";
+import { type StoreError, indexPath, packPath } from "./layout.ts";
 import { PartitionLog } from "./partition_log.ts";
-import type { SegmentIndex } from "./segment_index.ts";
+import type { SegmentIndex, SegmentMeta } from "./segment_index.ts";
+import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
 
 /** Durability policy: when a publish is acknowledged. */
 export type FsyncPolicy = "always" | "interval" | "never";
@@ -127,6 +128,8 @@ export class StoreContext {
   closed = false;
   /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
   readonly indexes = new Map<number, SegmentIndex | null>();
+  /** Segments in force per pack id: a pack's file is deleted when its count reaches 0. */
+  readonly packSegments = new Map<number, number>();
   private lockTail: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -187,6 +190,28 @@ export class StoreContext {
     const found = this.journals.find((journal) => journal.gen === gen);
     assert(found !== undefined, "StoreContext.journal: the generation is live");
     return found;
+  }
+
+  /** `file` came into force (a close, recovery): its pack, if any, counts one more segment. */
+  holdFiles(file: SegmentMeta | SubtreeStoreMeta): void {
+    if (!isStore(file) && file.pack !== undefined) this.packSegments.set(file.pack.pack, (this.packSegments.get(file.pack.pack) ?? 0) + 1);
+  }
+
+  /**
+   * `file` left force (retention, a split's switch): the paths to delete once no read is in
+   * flight — its own files, or its pack when it was the last segment in force there.
+   */
+  releaseFiles(file: SegmentMeta | SubtreeStoreMeta): string[] {
+    if (isStore(file) || file.pack === undefined) return [dataPathOf(file), indexPath(file.id)];
+    const pack = file.pack.pack;
+    const left = (this.packSegments.get(pack) ?? 0) - 1;
+    assert(left >= 0, "StoreContext.releaseFiles: the pack held the segment");
+    if (left > 0) {
+      this.packSegments.set(pack, left);
+      return [];
+    }
+    this.packSegments.delete(pack);
+    return [packPath(pack)];
   }
 
   /** Runs `work` after every earlier locked work has finished (manifest writes are serial). */

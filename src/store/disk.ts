@@ -68,3 +68,14 @@ export function dirOf(path: string): string {
   const slash = path.lastIndexOf("/");
   return slash < 0 ? "" : path.slice(0, slash);
 }
+
+/** Reads until `into` is full or the file ends; the count read. */
+export async function readFully(file: DiskFile, position: number, into: Uint8Array): Promise<number> {
+  let filled = 0;
+  while (filled < into.length) {
+    const read = await file.read(position + filled, into.subarray(filled));
+    if (read === 0) break;
+    filled += read;
+  }
+  return filled;
+}

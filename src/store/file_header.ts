@@ -3,7 +3,7 @@
  * checked before it is trusted. Pure codec.
  *
  *   0  u32 magic: "AJNL" journal, "ASEG" segment, "AIDX" segment index, "AMAN" manifest,
- *          "ASTO" subtree store (store_file.ts)
+ *          "ASTO" subtree store (store_file.ts), "APAK" pack (pack_file.ts)
  *   4  u16 format version (1)
  *   6  u16 header bytes H = 36 + name bytes
  *   8  u32 crc32 of bytes [12, H)
@@ -20,7 +20,7 @@ import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
 
 /** The kinds of store file. */
-export type FileKind = "journal" | "segment" | "index" | "manifest" | "store";
+export type FileKind = "journal" | "segment" | "index" | "manifest" | "store" | "pack";
 
 const MAGIC: Record<FileKind, number> = {
   journal: magicOf("AJNL"),
@@ -28,6 +28,7 @@ const MAGIC: Record<FileKind, number> = {
   index: magicOf("AIDX"),
   manifest: magicOf("AMAN"),
   store: magicOf("ASTO"),
+  pack: magicOf("APAK"),
 };
 const VERSION = 1;
 /** Header bytes before the name. */
@@ -35,6 +36,11 @@ export const FILE_HEADER_FIXED_BYTES = 36;
 
 /** The fields of a file header. */
 export type FileHeader = { kind: FileKind; id: number; firstSeq: number; name: string; bytes: number };
+
+/** The u32 a `kind` file (or pack image) starts with. */
+export function fileMagic(kind: FileKind): number {
+  return MAGIC[kind];
+}
 
 function magicOf(text: string): number {
   return text.charCodeAt(0) | (text.charCodeAt(1) << 8) | (text.charCodeAt(2) << 16) | (text.charCodeAt(3) << 24);

@@ -9,6 +9,7 @@
  *     segments/<id:016x>.seg        one closed segment of one partition, seq order
  *     segments/<id:016x>.idx        its sparse seq/time index (also of a subtree store)
  *     segments/<id:016x>.sto        one subtree store: some topics of one partition (store_file.ts)
+ *     segments/<id:016x>.pak        one sorter batch's segments and their indexes, back to back (pack_file.ts)
  */
 
 export const MANIFEST_PATH = "MANIFEST";
@@ -19,6 +20,7 @@ const JOURNAL_SUFFIX = ".wal";
 const SEGMENT_SUFFIX = ".seg";
 const INDEX_SUFFIX = ".idx";
 const STORE_SUFFIX = ".sto";
+const PACK_SUFFIX = ".pak";
 
 function hex16(n: number): string {
   return n.toString(16).padStart(16, "0");
@@ -44,12 +46,20 @@ export function storePath(id: number): string {
   return `${SEGMENT_DIR}/${hex16(id)}${STORE_SUFFIX}`;
 }
 
+/** Path of pack `id`: the segment images (records, then index) of one sorter batch. */
+export function packPath(id: number): string {
+  return `${SEGMENT_DIR}/${hex16(id)}${PACK_SUFFIX}`;
+}
+
+/** The kinds of file a name can say. */
+export type FileNameKind = "journal" | "segment" | "index" | "store" | "pack";
+const FILE_NAME_KINDS: Record<string, FileNameKind> = { wal: "journal", seg: "segment", idx: "index", sto: "store", pak: "pack" };
+
 /** Parses a file name of the journal or segment directory: its kind and number, or null. */
-export function parseFileName(name: string): { kind: "journal" | "segment" | "index" | "store"; n: number } | null {
-  const match = /^([0-9a-f]{16})\.(wal|seg|idx|sto)$/.exec(name);
+export function parseFileName(name: string): { kind: FileNameKind; n: number } | null {
+  const match = /^([0-9a-f]{16})\.(wal|seg|idx|sto|pak)$/.exec(name);
   if (match === null) return null;
-  const kind = match[2] === "wal" ? "journal" : match[2] === "seg" ? "segment" : match[2] === "sto" ? "store" : "index";
-  return { kind, n: Number.parseInt(match[1], 16) };
+  return { kind: FILE_NAME_KINDS[match[2]], n: Number.parseInt(match[1], 16) };
 }
 
 /** Stable codes of expected store failures. */

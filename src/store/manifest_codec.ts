@@ -22,6 +22,10 @@
  *      bytes, generation (64 bytes); u32 data start; u32 topic count N; u16 partition bytes;
  *      u16 label bytes; partition; label; N × (u16 topic bytes, topic)
  * A rewrite of the manifest lists every live store in one SWAP with R = 0.
+ *
+ * Kind 5 ADD PACKED (a segment that is an image inside a pack file): the ADD layout above up to
+ * byte 68, then  68 u64 pack id   76 u64 image offset in the pack   84 u32 index image bytes,
+ *  88 name. Record bytes = 88 + name bytes. Directories written before packs hold no kind 5.
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
@@ -29,12 +33,15 @@ import type { SegmentMeta } from "./segment_index.ts";
 import type { SubtreeStoreMeta } from "./store_file.ts";
 
 const FIXED_BYTES = 68;
+const PACKED_FIXED_BYTES = 88;
 const SWAP_FIXED_BYTES = 20;
 const SWAP_STORE_FIXED_BYTES = 76;
 export const MANIFEST_ADD = 1;
 export const MANIFEST_REMOVE = 2;
 export const MANIFEST_WATERMARK = 3;
 export const MANIFEST_SWAP = 4;
+/** On disk only: an ADD of a packed segment (decoded as MANIFEST_ADD with `segment.pack` set). */
+const MANIFEST_ADD_PACKED = 5;
 
 /** One manifest record. */
 export type ManifestRecord =
@@ -43,8 +50,13 @@ export type ManifestRecord =
   | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number }
   | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] };
 
+/** Bytes before the name of a non-SWAP record. */
+function fixedBytesOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>): number {
+  return record.kind === MANIFEST_ADD && record.segment.pack !== undefined ? PACKED_FIXED_BYTES : FIXED_BYTES;
+}
+
 function recordLength(record: ManifestRecord): number {
-  if (record.kind !== MANIFEST_SWAP) return FIXED_BYTES + nameOf(record).length;
+  if (record.kind !== MANIFEST_SWAP) return fixedBytesOf(record) + nameOf(record).length;
   let total = SWAP_FIXED_BYTES + 8 * record.removed.length;
   for (const store of record.added) {
     total += SWAP_STORE_FIXED_BYTES + store.partition.length + store.label.length;
@@ -140,12 +152,18 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
       continue;
     }
     const name = nameOf(record);
-    const length = FIXED_BYTES + name.length;
+    const fixed = fixedBytesOf(record);
+    const length = fixed + name.length;
     view.setUint32(at, length, true);
-    view.setUint8(at + 8, record.kind);
+    view.setUint8(at + 8, fixed === PACKED_FIXED_BYTES ? MANIFEST_ADD_PACKED : record.kind);
     view.setUint16(at + 10, name.length, true);
     if (record.kind === MANIFEST_ADD) {
       const s = record.segment;
+      if (s.pack !== undefined) {
+        setU64(view, at + 68, s.pack.pack);
+        setU64(view, at + 76, s.pack.offset);
+        view.setUint32(at + 84, s.pack.indexBytes, true);
+      }
       setU64(view, at + 12, s.id);
       setU64(view, at + 20, s.firstSeq);
       setU64(view, at + 28, s.lastSeq);
@@ -158,7 +176,7 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
     } else {
       setU64(view, at + 28, record.seq);
     }
-    for (let i = 0; i < name.length; i++) bytes[at + FIXED_BYTES + i] = name.charCodeAt(i);
+    for (let i = 0; i < name.length; i++) bytes[at + fixed + i] = name.charCodeAt(i);
     view.setUint32(at + 4, crc32(bytes.subarray(at + 8, at + length)), true);
     at += length;
   }
@@ -191,15 +209,14 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       continue;
     }
     const nameBytes = view.getUint16(at + 10, true);
-    if (length !== FIXED_BYTES + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
+    const kind = view.getUint8(at + 8);
+    const fixed = kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
+    if (length !== fixed + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
     if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
     if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
-    const kind = view.getUint8(at + 8);
-    const name = String.fromCharCode.apply(null, bytes.subarray(at + FIXED_BYTES, at + length) as unknown as number[]);
-    if (kind === MANIFEST_ADD) {
-      records.push({
-        kind,
-        segment: {
+    const name = String.fromCharCode.apply(null, bytes.subarray(at + fixed, at + length) as unknown as number[]);
+    if (kind === MANIFEST_ADD || kind === MANIFEST_ADD_PACKED) {
+      const segment: SegmentMeta = {
           id: getU64(view, at + 12),
           partition: name,
           firstSeq: getU64(view, at + 20),
@@ -208,8 +225,9 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
           lastTimeUs: getU64(view, at + 44),
           records: getU64(view, at + 52),
           bytes: getU64(view, at + 60),
-        },
-      });
+      };
+      if (kind === MANIFEST_ADD_PACKED) segment.pack = { pack: getU64(view, at + 68), offset: getU64(view, at + 76), indexBytes: view.getUint32(at + 84, true) };
+      records.push({ kind: MANIFEST_ADD, segment });
     } else if (kind === MANIFEST_REMOVE) {
       records.push({ kind, id: getU64(view, at + 12) });
     } else if (kind === MANIFEST_WATERMARK) {

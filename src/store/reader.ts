@@ -25,8 +25,7 @@ import { forEachConcurrently } from "../stdx/concurrently.ts";
 import { BinaryHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
-import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { StoreError, indexPath } from "./layout.ts";
+import { StoreError } from "./layout.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import {
   RECORD_INCOMPLETE,
@@ -42,9 +41,9 @@ import {
   recordTopic,
   recordTopicEquals,
 } from "./record.ts";
-import { readFully } from "./sorter.ts";
+import { readFully } from "./disk.ts";
 import { type SegmentIndex, type SegmentMeta, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
-import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
+import { type SubtreeStoreMeta, dataBaseOf, indexSpanOf, recordSpanOf } from "./store_file.ts";
 
 /** Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time. */
 export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number };
@@ -137,7 +136,8 @@ class Lane {
   bufferPath = "";
   bufferStart = 0;
   bufferLength = 0;
-  want = { path: "", position: 0, bytes: 0, limit: 0 };
+  /** The read `advance` asks for: a chunk of a file of `limit` bytes, or (limit < 0) the index of file `id`. */
+  want = { path: "", position: 0, bytes: 0, limit: 0, id: 0 };
   headAt = -1;
   headLength = 0;
   headSeq = Infinity;
@@ -150,8 +150,10 @@ class Lane {
   lent = false;
   /** The first chunk of the next file, read ahead with other lanes' reads (see lowOnData). */
   ahead: { buffer: Uint8Array; path: string; start: number; length: number } | null = null;
-  /** Path of files[segmentIndex] (built once per file, not per record). */
+  /** Path of the file holding files[segmentIndex] (built once per file, not per record), its image's offset there and its end. */
   private filePath = "";
+  private fileBase = 0;
+  private fileEnd = 0;
 
   constructor(
     readonly log: PartitionLog,
@@ -190,24 +192,30 @@ class Lane {
       const file = files[this.segmentIndex];
       if (this.position < 0) {
         const timeFloor = this.owner.timeFloor;
-        const start = this.dataStart(file);
-        this.filePath = dataPathOf(file);
+        const span = recordSpanOf(file);
+        this.filePath = span.path;
+        this.fileBase = dataBaseOf(file);
+        this.fileEnd = span.end;
         if (timeFloor === -Infinity && this.nextSeq <= file.firstSeq) {
           // The whole file is wanted: no index to read.
-          this.position = start;
+          this.position = span.dataStart;
         } else {
           const index = context.indexes.get(file.id);
-          if (index === undefined) return this.request(indexPath(file.id), 0, 0, -1);
+          if (index === undefined) {
+            const at = indexSpanOf(file);
+            this.want.id = file.id;
+            return this.request(at.path, at.position, at.bytes, -1);
+          }
           const target = timeFloor > -Infinity ? { timeUs: timeFloor } : { seq: this.nextSeq };
-          this.position = index === null ? start : seekIndex(index, target);
+          this.position = index === null ? span.dataStart : this.fileBase + seekIndex(index, target);
         }
       }
-      if (this.position >= file.bytes) {
+      if (this.position >= this.fileEnd) {
         this.segmentIndex++;
         this.position = -1;
         continue;
       }
-      const at = this.recordAt(context, this.filePath, this.position, file.bytes);
+      const at = this.recordAt(context, this.filePath, this.position, this.fileEnd);
       if (at === NEEDS_READ) return NEEDS_READ;
       // Stop at the batch's limit here too, not only in the journal: a segment the sorter closed
       // (or a store a split switched in) while this batch awaited a read may hold later seqs, and
@@ -352,7 +360,7 @@ class Lane {
    */
   lowOnData(): boolean {
     if (this.headAt < 0 || this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath) return false;
-    const end = this.files[this.segmentIndex].bytes;
+    const end = this.fileEnd;
     const bufferEnd = this.bufferStart + this.bufferLength;
     const threshold = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN) / 4;
     if (bufferEnd < end) return bufferEnd - (this.bufferStart + this.headAt) < threshold;
@@ -362,7 +370,7 @@ class Lane {
   /** Reads what lowOnData found short: a chunk from the head record on, or the next file's first. */
   async topUp(context: StoreContext): Promise<void> {
     const position = this.bufferStart + this.headAt;
-    const end = this.files[this.segmentIndex].bytes;
+    const end = this.fileEnd;
     if (this.bufferStart + this.bufferLength >= end) return this.readAhead(context);
     this.request(this.filePath, position, this.readBytes(position, end, this.headLength), end);
     await this.load(context);
@@ -375,18 +383,12 @@ class Lane {
     return next !== undefined && this.owner.timeFloor === -Infinity && next.firstSeq >= this.nextSeq;
   }
 
-  private dataStart(file: FileMeta): number {
-    return isStore(file) ? file.dataStart : FILE_HEADER_FIXED_BYTES + this.log.name.length;
-  }
-
   private async readAhead(context: StoreContext): Promise<void> {
-    const file = this.files[this.segmentIndex + 1];
-    const path = dataPathOf(file);
-    const start = this.dataStart(file);
-    const bytes = this.readBytes(start, file.bytes, 0);
+    const { path, dataStart, end } = recordSpanOf(this.files[this.segmentIndex + 1]);
+    const bytes = this.readBytes(dataStart, end, 0);
     const buffer = this.freshBuffer(bytes);
-    const read = await readChunk(context, path, start, buffer.subarray(0, bytes), file.bytes);
-    this.ahead = { buffer, path, start, length: read };
+    const read = await readChunk(context, path, dataStart, buffer.subarray(0, bytes), end);
+    this.ahead = { buffer, path, start: dataStart, length: read };
   }
 
   /** The read-ahead chunk becomes the buffer (the old one may still back this batch's payloads). */
@@ -403,7 +405,7 @@ class Lane {
   async load(context: StoreContext): Promise<void> {
     const want = this.want;
     if (want.limit < 0) {
-      await loadIndex(context, want.path);
+      await loadIndex(context, want);
       return;
     }
     // The buffer's bytes from the wanted position on (a record cut by the buffer's end, or the
@@ -578,14 +580,14 @@ function corrupt(path: string, offset: number, what: string): StoreError {
   return new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot read "${path}": ${what} at offset ${offset}`);
 }
 
-async function loadIndex(context: StoreContext, path: string): Promise<void> {
-  const id = Number.parseInt(path.slice(path.lastIndexOf("/") + 1), 16);
+/** Loads the index of file `id`: `bytes` at `position` of `path` (bytes < 0: the whole file). */
+async function loadIndex(context: StoreContext, want: { id: number; path: string; position: number; bytes: number }): Promise<void> {
+  const id = want.id;
   let index: SegmentIndex | null = null;
   try {
-    const bytes = await context.files.with(path, async (file) => {
-      const into = new Uint8Array(await file.size());
-      await readFully(file, 0, into);
-      return into;
+    const bytes = await context.files.with(want.path, async (file) => {
+      const into = new Uint8Array(want.bytes < 0 ? await file.size() : want.bytes);
+      return into.subarray(0, await readFully(file, want.position, into));
     });
     const decoded = decodeSegmentIndex(bytes, context.crc32);
     // An unreadable index costs a scan from the segment's start, not an error.

@@ -4,8 +4,10 @@
  *
  * 1. Manifest: replay it (a torn last append is cut); if it is missing or damaged in the middle
  *    while segment files exist, rebuild it from the segment files, checking every record.
- * 2. Segments: a live segment without its file is a problem; without its index, the index is
- *    rebuilt; files no live segment owns (an interrupted close or retention) are removed.
+ * 2. Segments: a live segment without its file (its pack, or its own `.seg`) is a problem;
+ *    without its index, the index is rebuilt (a packed one carries its index in the pack); files
+ *    no live segment owns (an interrupted close or retention) are removed — a pack once no live
+ *    segment lies in it.
  * 3. Journals, oldest first: records already in a segment of their partition are skipped (so a
  *    crash between "segment in force" and "journal dropped" never duplicates), the rest become
  *    pending. The first bad record of the newest journal is a torn tail: the file is cut there.
@@ -26,6 +28,7 @@ import {
   StoreError,
   indexPath,
   journalPath,
+  packPath,
   parseFileName,
   segmentPath,
   storePath,
@@ -33,9 +36,10 @@ import {
 import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
 import { countRecordsAfter, scanRecords } from "./scan.ts";
+import { scanPack } from "./pack_file.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
-import { rebuildStoreIndex, type SubtreeStoreMeta } from "./store_file.ts";
+import { dataPathOf, isStore, rebuildStoreIndex, type SubtreeStoreMeta } from "./store_file.ts";
 
 /** A problem found at open: where, what, what the store did, and whether data was lost. */
 export type RecoveryProblem = { file: string; offset: number; problem: string; action: string; dataLost: boolean };
@@ -82,12 +86,15 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   const segmentIds = new Set<number>();
   const indexIds = new Set<number>();
   const storeIds = new Set<number>();
+  const packIds = new Set<number>();
   for (const name of await disk.list(SEGMENT_DIR)) {
     const parsed = parseFileName(name);
     if (parsed?.kind === "segment") segmentIds.add(parsed.n);
     else if (parsed?.kind === "index") indexIds.add(parsed.n);
     else if (parsed?.kind === "store") storeIds.add(parsed.n);
+    else if (parsed?.kind === "pack") packIds.add(parsed.n);
   }
+  const dataFiles = segmentIds.size + storeIds.size + packIds.size;
   const loaded = await loadManifest(context);
   let state: ManifestState;
   let rewrite = false;
@@ -105,11 +112,11 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     }
   } else {
     rewrite = true;
-    if (loaded.exists && segmentIds.size + storeIds.size > 0) {
+    if (loaded.exists && dataFiles > 0) {
       report.problems.push({ file: MANIFEST_PATH, offset: loaded.offset, problem: loaded.problem, action: "rebuilt from segment files", dataLost: false });
     }
-    state = await rebuildFromSegments(context, segmentIds, storeIds, report, problem);
-    report.manifestRebuilt = segmentIds.size + storeIds.size > 0;
+    state = await rebuildFromSegments(context, { segmentIds, storeIds, packIds }, report, problem);
+    report.manifestRebuilt = dataFiles > 0;
     for (const id of state.live.keys()) indexIds.add(id);
     for (const id of state.stores.keys()) indexIds.add(id);
   }
@@ -117,24 +124,24 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // 2. Segments against the files present.
   // A live file that is missing is dropped; a missing index is rebuilt (the file dropped if unreadable).
   const indexOptions = { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 };
-  const checkPresent = async <M extends { id: number; firstSeq: number; lastSeq: number }>(
+  const checkPresent = async <M extends SegmentMeta | SubtreeStoreMeta>(
     files: Map<number, M>,
-    present: Set<number>,
+    present: (file: M) => boolean,
     kind: "segment" | "store",
-    pathOf: (id: number) => string,
     holding: (file: M) => string,
     rebuildIndex: (id: number) => Promise<unknown>,
   ) => {
     for (const file of [...files.values()]) {
       const id = file.id;
-      if (!present.has(id)) {
-        problem(pathOf(id), 0, `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`, "dropped from the manifest");
+      const packed = !isStore(file) && file.pack !== undefined;
+      if (!present(file)) {
+        problem(dataPathOf(file), 0, `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`, "dropped from the manifest");
         files.delete(id);
         rewrite = true;
-      } else if (!indexIds.has(id)) {
+      } else if (!packed && !indexIds.has(id)) {
         const rebuilt = await rebuildIndex(id);
         if (typeof rebuilt === "string") {
-          problem(pathOf(id), 0, `index missing and ${kind} unreadable: ${rebuilt}`, "dropped from the manifest");
+          problem(dataPathOf(file), 0, `index missing and ${kind} unreadable: ${rebuilt}`, "dropped from the manifest");
           files.delete(id);
           rewrite = true;
         } else {
@@ -143,20 +150,33 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       }
     }
   };
-  await checkPresent(state.live, segmentIds, "segment", segmentPath, (segment) => `"${segment.partition}"`, (id) => rebuildSegmentIndex(disk, id, indexOptions));
-  await checkPresent(state.stores, storeIds, "store", storePath, (store) => `${store.topics.length} topics of "${store.partition}"`, (id) => rebuildStoreIndex(disk, id, indexOptions));
+  await checkPresent(
+    state.live,
+    (segment) => (segment.pack === undefined ? segmentIds.has(segment.id) : packIds.has(segment.pack.pack)),
+    "segment",
+    (segment) => `"${segment.partition}"`,
+    (id) => rebuildSegmentIndex(disk, id, indexOptions),
+  );
+  await checkPresent(state.stores, (store) => storeIds.has(store.id), "store", (store) => `${store.topics.length} topics of "${store.partition}"`, (id) => rebuildStoreIndex(disk, id, indexOptions));
   // Files no live segment or store owns (an interrupted close, retention or split); removed only
   // once open is sure to go ahead.
   const orphans: string[] = [];
-  for (const id of new Set([...segmentIds, ...indexIds, ...storeIds])) {
+  const packsInForce = new Set<number>();
+  for (const segment of state.live.values()) if (segment.pack !== undefined) packsInForce.add(segment.pack.pack);
+  for (const id of new Set([...segmentIds, ...indexIds, ...storeIds, ...packIds])) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
-    if (state.live.has(id) || state.stores.has(id)) continue;
+    if (packIds.has(id) && !packsInForce.has(id)) orphans.push(packPath(id));
+    const owned = (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.stores.has(id);
+    if (owned) continue;
     if (segmentIds.has(id)) orphans.push(segmentPath(id));
     if (storeIds.has(id)) orphans.push(storePath(id));
     if (indexIds.has(id)) orphans.push(indexPath(id));
   }
   const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
-  for (const segment of live) context.partition(segment.partition).segments.push(segment);
+  for (const segment of live) {
+    context.partition(segment.partition).segments.push(segment);
+    context.holdFiles(segment);
+  }
   for (const store of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
     const log = context.partition(store.partition);
     log.stores.push(store);
@@ -291,13 +311,19 @@ export async function dropDrainedJournals(context: StoreContext): Promise<void> 
 
 async function rebuildFromSegments(
   context: StoreContext,
-  segmentIds: Set<number>,
-  storeIds: Set<number>,
+  ids: { segmentIds: Set<number>; storeIds: Set<number>; packIds: Set<number> },
   report: RecoveryReport,
   problem: (file: string, offset: number, what: string, action: string) => void,
 ): Promise<ManifestState> {
+  const { segmentIds, storeIds, packIds } = ids;
   const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0 };
   const found: SegmentMeta[] = [];
+  for (const id of [...packIds].sort((a, b) => a - b)) {
+    const scan = await scanPack(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+    for (const segment of scan.segments) state.maxSegmentId = Math.max(state.maxSegmentId, segment.id);
+    found.push(...scan.segments);
+    if (scan.problem !== null) problem(packPath(id), scan.offset, scan.problem, "rest of the pack left out of the rebuilt manifest");
+  }
   for (const id of [...segmentIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
     const meta = await rebuildSegmentIndex(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });

@@ -17,15 +17,24 @@ export type OnRecord = (bytes: Uint8Array, view: DataView, at: number, length: n
 /** Where a scan stopped: the end of the last valid record and, if it stopped early, why. */
 export type ScanResult = { end: number; fileBytes: number; problem: string | null };
 
+/**
+ * Where a scan ends early, without a problem: at byte `end` (an image inside a pack), or where
+ * a u32 equal to `stopMagic` stands instead of a record length (the header of the image after
+ * a pack's records: file magics are far above any record length, so they cannot be confused).
+ */
+export type ScanBounds = { end?: number; stopMagic?: number };
+
 /** Scans records of `file` from `start`; `onRecord` sees each valid one in order. */
-export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, onRecord: OnRecord): Promise<ScanResult> {
-  const fileBytes = await file.size();
+export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, onRecord: OnRecord, bounds: ScanBounds = {}): Promise<ScanResult> {
+  const fileBytes = bounds.end ?? (await file.size());
+  const stopMagic = bounds.stopMagic ?? -1;
   let buffer = new Uint8Array(Math.min(READ_CHUNK_BYTES_MAX, Math.max(64, fileBytes - start)));
   let view = new DataView(buffer.buffer);
   let bufferStart = start; // file offset of buffer[0]
   let filled = 0;
   let at = 0;
   for (;;) {
+    if (filled - at >= 4 && view.getUint32(at, true) === stopMagic) return { end: bufferStart + at, fileBytes, problem: null };
     const length = filled - at > 0 ? checkRecord(buffer, view, at, filled, crc32) : RECORD_INCOMPLETE;
     if (length > 0) {
       const stop = onRecord(buffer, view, at, length, bufferStart + at);
@@ -53,7 +62,7 @@ export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, o
     at = 0;
     filled = kept;
     if (filled === buffer.length) return { end: position, fileBytes, problem: recordProblem(RECORD_INCOMPLETE) };
-    const read = await file.read(bufferStart + filled, buffer.subarray(filled));
+    const read = await file.read(bufferStart + filled, buffer.subarray(filled, Math.min(buffer.length, fileBytes - bufferStart)));
     if (read === 0) return { end: position, fileBytes, problem: recordProblem(RECORD_INCOMPLETE) };
     filled += read;
   }

@@ -21,6 +21,13 @@ import { getU64, setU64 } from "./record.ts";
 const SUMMARY_BYTES = 48;
 const ENTRY_BYTES = 24;
 
+/**
+ * Where a packed segment lives: its image (file header, records) starts at byte `offset` of
+ * pack `pack`, and its index image of `indexBytes` follows it. Positions inside the image (its
+ * index's, `bytes`) count from the image's start, exactly as in a `.seg` file of its own.
+ */
+export type PackPlace = { pack: number; offset: number; indexBytes: number };
+
 /** What the store knows of a closed segment (also its manifest entry). */
 export type SegmentMeta = {
   id: number;
@@ -30,7 +37,10 @@ export type SegmentMeta = {
   firstTimeUs: number;
   lastTimeUs: number;
   records: number;
+  /** Bytes of the segment (its image, when packed). */
   bytes: number;
+  /** Set when the segment is an image inside a pack file; absent for a `.seg` file of its own. */
+  pack?: PackPlace;
 };
 
 /** A decoded index: the segment's summary and its entries as parallel typed arrays. */

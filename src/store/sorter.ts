@@ -7,34 +7,33 @@
  *
  * Crash-safe order of one batch:
  *   1. only records already fsynced in the journal are sorted (the journal is synced first)
- *   2. write each segment and its index, fsync them, fsync the segment directory
+ *   2. write the batch's segments and their indexes into one pack file, fsync it, fsync the
+ *      segment directory
  *   3. append ADD records to the manifest and fsync it   ← the batch takes effect here
  *   4. drop the records from the partitions' pending lists; remove drained journals
- * A crash before 3 leaves orphan files (removed at open); after 3, replay skips the records
+ * A crash before 3 leaves an orphan pack (removed at open); after 3, replay skips the records
  * already in segments by seq, so nothing is lost or duplicated.
  */
 import { SEGMENT_AGE_SCAN_US } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import { forEachConcurrently } from "../stdx/concurrently.ts";
 import type { StoreContext } from "./context.ts";
-import type { DiskFile } from "./disk.ts";
+import { readFully } from "./disk.ts";
 import type { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError } from "./layout.ts";
 import { MANIFEST_ADD } from "./manifest_codec.ts";
 import { appendManifest, compactManifestMaybe } from "./manifest.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import { dropDrainedJournals } from "./recovery.ts";
-import { SegmentWriter } from "./segment_file.ts";
+import { PackWriter } from "./pack_file.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 
 /**
- * Segments written and synced together, then put in force by one manifest append: at most this
- * many, and at most BATCH_BYTES of records (10,000 small partitions close in a few batches).
+ * Segments written into one pack and synced together, then put in force by one manifest append:
+ * at most this many (one ADD record each, ~100 bytes) and at most BATCH_BYTES of records
+ * (10,000 small partitions close in one batch: one file created instead of 20,000).
  */
-const BATCH_SEGMENTS = 256;
+const BATCH_SEGMENTS = 16_384;
 const BATCH_BYTES = 64 * 1024 * 1024;
-/** Segments of a batch written at once (each holds a chunk buffer of up to READ_CHUNK_BYTES_MAX). */
-const WRITE_CONCURRENCY = 8;
 /** Journal bytes between two records of one partition that one read still spans. */
 const READ_GAP_BYTES = 16 * 1024;
 const READ_SPAN_BYTES = 1024 * 1024;
@@ -178,37 +177,37 @@ export class Sorter {
 
   private async closeBatch(batch: Close[], image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
     const context = this.context;
-    const written: { close: Close; meta: SegmentMeta; files: DiskFile[] }[] = [];
+    const expectedBytes = batch.reduce((sum, close) => sum + close.bytes, 0);
+    const pack = await PackWriter.create(context.disk, {
+      id: context.nextSegmentId++,
+      firstSeq: batch[0].firstSeq,
+      intervalBytes: context.options.indexIntervalBytes,
+      crc32: context.crc32,
+      expectedBytes,
+    });
+    const written: { close: Close; meta: SegmentMeta }[] = [];
     try {
-      // Every write settles before the files are closed below, failed or not.
-      await forEachConcurrently(batch.length, WRITE_CONCURRENCY, async (i) => {
-        const close = batch[i];
-        const writer = await SegmentWriter.create(context.disk, {
-          id: context.nextSegmentId++,
-          partition: close.log.name,
-          firstSeq: close.firstSeq,
-          intervalBytes: context.options.indexIntervalBytes,
-          crc32: context.crc32,
-          expectedBytes: close.bytes,
-        });
-        try {
-          await this.copyRecords(close, writer, image);
-          const { meta, indexFile, segmentFile } = await writer.finish(context.disk);
-          written.push({ close, meta, files: [segmentFile, indexFile] });
-        } catch (error) {
-          await writer.abandon();
-          throw error;
-        }
-      });
-      await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.sync())));
-    } finally {
-      await Promise.all(written.flatMap((entry) => entry.files.map((file) => file.close().catch(() => {}))));
+      for (const close of batch) {
+        await pack.begin(context.nextSegmentId++, close.log.name, close.firstSeq);
+        await this.copyRecords(close, pack, image);
+        written.push({ close, meta: await pack.end() });
+      }
+      const file = await pack.finish();
+      try {
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+    } catch (error) {
+      await pack.abandon();
+      throw error;
     }
     await context.disk.syncDir(SEGMENT_DIR);
     await appendManifest(context, written.map((entry) => ({ kind: MANIFEST_ADD, segment: entry.meta })));
     for (const { close, meta } of written) {
       for (const [gen, records] of close.recordsByGen) context.journal(gen).pendingRecords -= records;
       close.log.closeSegment(meta, close.start + close.count);
+      context.holdFiles(meta);
       this.segmentsWritten++;
     }
   }
@@ -217,7 +216,7 @@ export class Sorter {
    * Copies the records of `close` into `writer`, reading runs of nearby records at once, and
    * asks to yield to the event loop every SLICE_RECORDS records.
    */
-  private async copyRecords(close: Close, writer: SegmentWriter, image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
+  private async copyRecords(close: Close, writer: PackWriter, image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
     const context = this.context;
     const log = close.log;
     const end = close.start + close.count;
@@ -291,15 +290,4 @@ export class Sorter {
     await this.context.files.with(journal.path, (file) => readFully(file, 0, bytes));
     return bytes;
   }
-}
-
-/** Reads until `into` is full or the file ends; the count read. */
-export async function readFully(file: DiskFile, position: number, into: Uint8Array): Promise<number> {
-  let filled = 0;
-  while (filled < into.length) {
-    const read = await file.read(position + filled, into.subarray(filled));
-    if (read === 0) break;
-    filled += read;
-  }
-  return filled;
 }

@@ -12,7 +12,7 @@ import { Filter } from "../topic/mod.ts";
 import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
-import { SEGMENT_DIR, StoreError, indexPath, segmentPath, storePath } from "./layout.ts";
+import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
 import { MANIFEST_REMOVE, MANIFEST_SWAP, type ManifestRecord } from "./manifest_codec.ts";
 import { appendManifest, appendManifestLocked } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
@@ -21,7 +21,7 @@ import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from 
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
-import { type SubtreeStoreMeta, dataPathOf, isStore, readStoreHead } from "./store_file.ts";
+import { type SubtreeStoreMeta, isStore, readStoreHead } from "./store_file.ts";
 
 /** Sizes and counts of what the store holds. */
 export type StoreStats = {
@@ -248,19 +248,19 @@ export class Store {
     if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
     await appendManifest(context, records);
     let bytesRemoved = 0;
+    const paths: string[] = [];
     for (const file of victims) {
       const log = context.partition(file.partition);
       if (isStore(file)) log.swap(new Set([file.id]), []);
       else log.removeSegment(file.id);
       context.indexes.delete(file.id);
+      paths.push(...context.releaseFiles(file));
       bytesRemoved += file.bytes;
     }
     await context.whenNoReads(async () => {
-      for (const file of victims) {
-        for (const path of [dataPathOf(file), indexPath(file.id)]) {
-          await context.files.drop(path);
-          await context.disk.remove(path);
-        }
+      for (const path of paths) {
+        await context.files.drop(path);
+        await context.disk.remove(path);
       }
     });
     return { segmentsRemoved: segments.length, storesRemoved: stores.length, bytesRemoved };
@@ -304,13 +304,9 @@ export class Store {
       const removed = new Set(swap.removed);
       const partitions = new Set([...swap.added.map((store) => store.partition)]);
       for (const log of context.partitionList) {
-        for (const segment of log.segments) if (removed.has(segment.id)) {
+        for (const file of [...log.segments, ...log.stores]) if (removed.has(file.id)) {
           partitions.add(log.name);
-          replaced.push(segmentPath(segment.id), indexPath(segment.id));
-        }
-        for (const store of log.stores) if (removed.has(store.id)) {
-          partitions.add(log.name);
-          replaced.push(storePath(store.id), indexPath(store.id));
+          replaced.push(...context.releaseFiles(file));
         }
       }
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));

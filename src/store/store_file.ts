@@ -21,8 +21,8 @@ import { READ_CHUNK_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
-import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
-import { indexPath, segmentPath, storePath } from "./layout.ts";
+import { FILE_HEADER_FIXED_BYTES, decodeFileHeader, encodeFileHeader } from "./file_header.ts";
+import { indexPath, packPath, segmentPath, storePath } from "./layout.ts";
 import { getU64, recordSeq, recordTime, setU64 } from "./record.ts";
 import { scanRecords } from "./scan.ts";
 import { SegmentIndexBuilder, type SegmentMeta } from "./segment_index.ts";
@@ -46,9 +46,28 @@ export function isStore(meta: SegmentMeta | SubtreeStoreMeta): meta is SubtreeSt
   return "topics" in meta;
 }
 
-/** Path of the records file of a segment or a subtree store. */
+/** Path of the file holding the records of a segment (its own, or its pack) or a subtree store. */
 export function dataPathOf(meta: SegmentMeta | SubtreeStoreMeta): string {
-  return isStore(meta) ? storePath(meta.id) : segmentPath(meta.id);
+  if (isStore(meta)) return storePath(meta.id);
+  return meta.pack === undefined ? segmentPath(meta.id) : packPath(meta.pack.pack);
+}
+
+/** File offset where the segment's or store's image starts (0 unless packed): add it to image positions. */
+export function dataBaseOf(meta: SegmentMeta | SubtreeStoreMeta): number {
+  return isStore(meta) || meta.pack === undefined ? 0 : meta.pack.offset;
+}
+
+/** File offsets of the first record and of the end of the last one. */
+export function recordSpanOf(meta: SegmentMeta | SubtreeStoreMeta): { path: string; dataStart: number; end: number } {
+  const base = dataBaseOf(meta);
+  const dataStart = isStore(meta) ? meta.dataStart : base + FILE_HEADER_FIXED_BYTES + meta.partition.length;
+  return { path: dataPathOf(meta), dataStart, end: base + meta.bytes };
+}
+
+/** Where the index of a segment or store lies: file, offset and bytes (-1: the whole file). */
+export function indexSpanOf(meta: SegmentMeta | SubtreeStoreMeta): { path: string; position: number; bytes: number } {
+  if (isStore(meta) || meta.pack === undefined) return { path: indexPath(meta.id), position: 0, bytes: -1 };
+  return { path: packPath(meta.pack.pack), position: meta.pack.offset + meta.bytes, bytes: meta.pack.indexBytes };
 }
 
 /** Encodes the file header and topic block of a store. */

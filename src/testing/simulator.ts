@@ -858,10 +858,13 @@ class Simulation {
     const layouts = store.layout();
     const inForce = idsOf(layouts);
     const stores = new Set(layouts.flatMap((layout) => layout.stores.map((s) => s.id)));
+    const packs = new Set(layouts.flatMap((layout) => layout.segments.flatMap((segment) => (segment.pack === undefined ? [] : [segment.pack.pack]))));
     for (const path of this.disk.paths()) {
       if (!path.startsWith(`${SEGMENT_DIR}/`)) continue;
       const parsed = parseFileName(path.slice(SEGMENT_DIR.length + 1));
-      const owned = parsed !== null && inForce.has(parsed.n) && (parsed.kind === "index" || (parsed.kind === "store") === stores.has(parsed.n));
+      const owned =
+        parsed !== null &&
+        (parsed.kind === "pack" ? packs.has(parsed.n) : inForce.has(parsed.n) && (parsed.kind === "index" || (parsed.kind === "store") === stores.has(parsed.n)));
       check(owned, "no-orphans", () => `after recovery ${path} is on disk, but no segment or store in force owns it`);
     }
     const cut = this.splitCut;
