@@ -49,7 +49,9 @@ export function setU64(view: DataView, at: number, value: number): void {
 
 /** Reads a u64; values above 2^53 come back inexact (callers check with Number.isSafeInteger). */
 export function getU64(view: DataView, at: number): number {
-  return view.getUint32(at, true) + view.getUint32(at + 4, true) * 4294967296;
+  const value = view.getUint32(at, true) + view.getUint32(at + 4, true) * 4294967296;
+  // Small values as int32 (the engine then keeps sums of them, file positions, as integers).
+  return value <= 0x7fffffff ? value | 0 : value;
 }
 
 /** Encodes one record at `at` (the caller made room); returns the offset after it. */
