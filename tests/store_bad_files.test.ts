@@ -119,6 +119,7 @@ describe("store bad files", () => {
         else disk.corrupt("MANIFEST", 40, garbage);
         const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
         expect(recovery.manifestRebuilt).toBe(true);
+        expect(recovery.filesRemoved).toEqual([]);
         expect(store.nextSeq).toBe(301);
         expect(await readAll(store)).toBe(300);
         await store.close();

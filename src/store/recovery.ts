@@ -117,7 +117,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     }
     state = await rebuildFromSegments(context, { segmentIds, storeIds, packIds }, report, problem);
     report.manifestRebuilt = dataFiles > 0;
-    for (const id of state.live.keys()) indexIds.add(id);
+    // The rebuild wrote fresh indexes for segment files of their own (a packed one's is in its pack).
+    for (const segment of state.live.values()) if (segment.pack === undefined) indexIds.add(segment.id);
     for (const id of state.stores.keys()) indexIds.add(id);
   }
 
