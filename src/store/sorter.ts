@@ -92,11 +92,23 @@ export class Sorter {
     while (this.running !== null) await this.running.catch(() => {});
   }
 
-  /** Sorts every pending record (clean close), waiting for it. */
+  /**
+   * Sorts every pending record (clean close), waiting for it: journal by journal, oldest first,
+   * each read into memory once, closing what each partition has in it (as the retained-journal
+   * trigger does). Closing each partition's records of all journals at once read them record by
+   * record where partitions interleave: a stop with 1.1 GB of journals over 10,000 partitions
+   * took 17 s that way.
+   */
   async sortAll(): Promise<void> {
     await this.idle();
     await this.writer.sync();
-    await this.run(this.context.partitionList.filter((log) => log.pendingCount > 0), null);
+    const context = this.context;
+    for (const journal of [...context.journals]) {
+      if (journal.pendingRecords === 0) continue;
+      const pinning = context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === journal.gen);
+      await this.run(pinning, journal.gen);
+    }
+    await this.run(context.partitionList.filter((log) => log.pendingCount > 0), null);
   }
 
   private async loop(nowUs: number): Promise<void> {
