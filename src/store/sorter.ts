@@ -34,6 +34,12 @@ import type { SegmentMeta } from "./segment_index.ts";
  */
 const BATCH_SEGMENTS = 16_384;
 const BATCH_BYTES = 64 * 1024 * 1024;
+/**
+ * Journal bytes one sort reads into memory at most (whole journals, at least one): the
+ * partitions it closes take all they have in them, so 10,000 partitions close segments of a
+ * quarter of this each, not of one journal's share.
+ */
+const SORT_IMAGES_BYTES_MAX = 256 * 1024 * 1024;
 /** Journal bytes between two records of one partition that one read still spans. */
 const READ_GAP_BYTES = 16 * 1024;
 const READ_SPAN_BYTES = 1024 * 1024;
@@ -103,10 +109,17 @@ export class Sorter {
     await this.idle();
     await this.writer.sync();
     const context = this.context;
-    for (const journal of [...context.journals]) {
-      if (journal.pendingRecords === 0) continue;
-      const pinning = context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === journal.gen);
-      await this.run(pinning, journal.gen);
+    for (let first = 0; first < context.journals.length; ) {
+      if (context.journals[first].pendingRecords === 0) {
+        first++;
+        continue;
+      }
+      // Every partition with records in this group of journals closes them.
+      const gens = imagesFrom(context, first, context.journals.length);
+      const group = new Set(gens);
+      await this.run(context.partitionList.filter((log) => log.pendingCount > 0 && group.has(log.pendingGen(log.pendingHead))), gens);
+      first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
+      if (first < 0) break;
     }
     await this.run(context.partitionList.filter((log) => log.pendingCount > 0), null);
   }
@@ -115,10 +128,10 @@ export class Sorter {
     let closed = 1;
     while (closed > 0 || this.again) {
       this.again = false;
-      const { closes, imageGen } = this.plan(nowUs);
+      const { closes, imageGens } = this.plan(nowUs);
       if (closes.length === 0) break;
       try {
-        closed = await this.run(closes, imageGen);
+        closed = await this.run(closes, imageGens);
         this.onProgress();
       } catch (error) {
         // The journal still holds every record, but a disk that fails here fails the store.
@@ -128,7 +141,7 @@ export class Sorter {
     }
   }
 
-  private plan(nowUs: number): { closes: PartitionLog[]; imageGen: number | null } {
+  private plan(nowUs: number): { closes: PartitionLog[]; imageGens: number[] | null } {
     const context = this.context;
     const options = context.options;
     const totals = context.journalTotals();
@@ -136,8 +149,12 @@ export class Sorter {
     // read in flight before it is deleted: the sort goes on past it).
     const oldestPinned = context.journals.findIndex((journal) => journal.pendingRecords > 0);
     if (totals.bytes > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
-      const oldest = context.journals[oldestPinned].gen;
-      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGen: oldest };
+      // The oldest pinned journal and the sealed ones after it, up to the image budget: the
+      // partitions pinning the first close what they have in all of them (bigger segments than
+      // one journal's share: a tenth of a journal over 10,000 partitions is ~6.5 KB each).
+      const gens = imagesFrom(context, oldestPinned, context.journals.length - 1);
+      const oldest = gens[0];
+      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGens: gens };
     }
     const closes = new Set<PartitionLog>();
     for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
@@ -160,26 +177,35 @@ export class Sorter {
         if (log.pendingCount > 0 && log.pendingTime(log.pendingHead) < ageLimit) closes.add(log);
       }
     }
-    return { closes: [...closes], imageGen: null };
+    return { closes: [...closes], imageGens: null };
   }
 
-  /** Closes segments for `logs`: all their synced pending records, or with `imageGen`, those in that journal. */
-  private async run(logs: PartitionLog[], imageGen: number | null): Promise<number> {
+  /**
+   * Closes segments for `logs`: all their synced pending records, or with `imageGens` (journals
+   * from the oldest one of theirs on, consecutive), those in these journals, each read into
+   * memory once.
+   */
+  private async run(logs: PartitionLog[], imageGens: number[] | null): Promise<number> {
     const context = this.context;
     if (context.syncedSeq < context.writtenSeq) await this.writer.sync();
     const limit = context.syncedSeq;
-    const image = imageGen === null ? null : await this.loadJournal(imageGen);
+    const images: Images | null = imageGens === null ? null : new Map();
+    for (const gen of imageGens ?? []) {
+      const bytes = await this.loadJournal(gen);
+      images?.set(gen, { bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.length) });
+    }
     const plan: Close[] = [];
     for (const log of logs) {
       let end = log.pendingAfter(limit);
-      if (image !== null) while (end > log.pendingHead && log.pendingGen(end - 1) !== imageGen) end--;
+      if (images !== null) while (end > log.pendingHead && !images.has(log.pendingGen(end - 1))) end--;
+      end = segmentEnd(log, end, context.options.segmentBytesMax);
       if (end > log.pendingHead) plan.push(planClose(log, end));
     }
     for (let i = 0; i < plan.length; ) {
       let j = i + 1;
       let bytes = plan[i].bytes;
       while (j < plan.length && j - i < BATCH_SEGMENTS && bytes + plan[j].bytes <= BATCH_BYTES) bytes += plan[j++].bytes;
-      await this.closeBatch(plan.slice(i, j), image === null ? null : { gen: imageGen as number, bytes: image });
+      await this.closeBatch(plan.slice(i, j), images);
       i = j;
     }
     await context.whenNoReads(() => dropDrainedJournals(context));
@@ -187,7 +213,7 @@ export class Sorter {
     return plan.length;
   }
 
-  private async closeBatch(batch: Close[], image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
+  private async closeBatch(batch: Close[], images: Images | null): Promise<void> {
     const context = this.context;
     const expectedBytes = batch.reduce((sum, close) => sum + close.bytes, 0);
     const pack = await PackWriter.create(context.disk, {
@@ -201,7 +227,7 @@ export class Sorter {
     try {
       for (const close of batch) {
         await pack.begin(context.nextSegmentId++, close.log.name, close.firstSeq);
-        await this.copyRecords(close, pack, image);
+        await this.copyRecords(close, pack, images);
         written.push({ close, meta: await pack.end() });
       }
       const file = await pack.finish();
@@ -228,7 +254,7 @@ export class Sorter {
    * Copies the records of `close` into `writer`, reading runs of nearby records at once, and
    * asks to yield to the event loop every SLICE_RECORDS records.
    */
-  private async copyRecords(close: Close, writer: PackWriter, image: { gen: number; bytes: Uint8Array } | null): Promise<void> {
+  private async copyRecords(close: Close, writer: PackWriter, images: Images | null): Promise<void> {
     const context = this.context;
     const log = close.log;
     const end = close.start + close.count;
@@ -244,7 +270,6 @@ export class Sorter {
       if (written !== undefined) return written.then(yieldToEvents);
       return yieldToEvents();
     };
-    const imageView = image === null ? null : new DataView(image.bytes.buffer, image.bytes.byteOffset, image.bytes.length);
     let i = close.start;
     let buffer = new Uint8Array(0);
     while (i < end) {
@@ -255,10 +280,11 @@ export class Sorter {
       let bytes: Uint8Array;
       let view: DataView;
       let base: number;
-      if (image !== null && imageView !== null && gen === image.gen) {
+      const image = images?.get(gen);
+      if (image !== undefined) {
         while (j < end && log.pendingGen(j) === gen) j++;
         bytes = image.bytes;
-        view = imageView;
+        view = image.view;
         base = 0;
       } else {
         base = log.pendingPosition(i);
@@ -302,4 +328,30 @@ export class Sorter {
     await this.context.files.with(journal.path, (file) => readFully(file, 0, bytes));
     return bytes;
   }
+}
+
+/** Journals read into memory for one sort, by generation. */
+type Images = Map<number, { bytes: Uint8Array; view: DataView }>;
+
+/**
+ * Generations of context.journals[from] and the ones after it (before index `end`) while their
+ * bytes stay within SORT_IMAGES_BYTES_MAX: at least the first.
+ */
+function imagesFrom(context: StoreContext, from: number, end: number): number[] {
+  const gens = [context.journals[from].gen];
+  let bytes = context.journals[from].bytes;
+  for (let k = from + 1; k < end && bytes + context.journals[k].bytes <= SORT_IMAGES_BYTES_MAX; k++) {
+    gens.push(context.journals[k].gen);
+    bytes += context.journals[k].bytes;
+  }
+  return gens;
+}
+
+/** The end of a close of `log`'s pending records up to `end` that stays within `bytesMax` (at least one record). */
+function segmentEnd(log: PartitionLog, end: number, bytesMax: number): number {
+  if (end <= log.pendingHead || log.pendingBytesBefore(end) <= bytesMax) return end;
+  let bytes = log.pendingLength(log.pendingHead);
+  let cut = log.pendingHead + 1;
+  while (cut < end && bytes + log.pendingLength(cut) <= bytesMax) bytes += log.pendingLength(cut++);
+  return cut;
 }
