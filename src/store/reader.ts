@@ -636,8 +636,8 @@ type SpanRequest = { lane: Lane; path: string; position: number; end: number; ah
 
 /** The largest span read (one allocation). */
 const SPAN_BYTES_MAX = 64 * 1024 * 1024;
-/** A lane's share of a span, in its read chunks: with a chunk of 16 KiB (10,000 cursors), whole segments of up to 64 KiB. */
-const SPAN_SHARE_CHUNKS = 4;
+/** A lane's share of a span, in its read chunks: with a chunk of 16 KiB (10,000 cursors), whole segments of up to 32 KiB (a lane then holds no more than its chunk and its read-ahead chunk would). */
+const SPAN_SHARE_CHUNKS = 2;
 
 const MATCH_NONE = 0;
 const MATCH_SOME = 1;
@@ -787,8 +787,10 @@ export class StoreReader {
    * segments of many partitions side by side, and a read of many partitions wants them all at
    * once) are served by one read of the whole run: each lane takes a view of its region. Over
    * 10,000 partitions this replaces thousands of small reads, and the buffers for them, by a few
-   * large ones. A lane takes at most SPAN_SHARE_CHUNKS of its chunks this way, so a reader holds
-   * at most that many chunks per lane, as its top-ups and read-ahead already may.
+   * large ones. A lane takes at most SPAN_SHARE_CHUNKS of its chunks this way (what its buffer
+   * and its read-ahead chunk would hold otherwise). A span's buffer lives while any lane still
+   * reads its view: a whole-stream read over 10,000 partitions held 300–570 MB of them (two
+   * segments' worth per lane), where 16 KiB chunks and read-ahead chunks held up to ~320 MB.
    */
   private async readSpans(context: StoreContext, reading: readonly number[]): Promise<void> {
     const requests: SpanRequest[] = [];
