@@ -36,8 +36,8 @@ const BATCH_SEGMENTS = 16_384;
 const BATCH_BYTES = 64 * 1024 * 1024;
 /**
  * Journal bytes one sort reads into memory at most (whole journals, at least one): the
- * partitions it closes take all they have in them, so 10,000 partitions close segments of a
- * quarter of this each, not of one journal's share.
+ * partitions it closes take all they have in them, so 10,000 evenly loaded partitions close
+ * segments of ~26 KB of 1 KiB messages each, where one 64 MiB journal's share is ~6.5 KB.
  */
 const SORT_IMAGES_BYTES_MAX = 256 * 1024 * 1024;
 /** Journal bytes between two records of one partition that one read still spans. */
@@ -99,11 +99,11 @@ export class Sorter {
   }
 
   /**
-   * Sorts every pending record (clean close), waiting for it: journal by journal, oldest first,
-   * each read into memory once, closing what each partition has in it (as the retained-journal
-   * trigger does). Closing each partition's records of all journals at once read them record by
-   * record where partitions interleave: a stop with 1.1 GB of journals over 10,000 partitions
-   * took 17 s that way.
+   * Sorts every pending record (clean close), waiting for it: by groups of journals of up to
+   * SORT_IMAGES_BYTES_MAX, oldest first, each read into memory once, every partition with records
+   * in a group closing them (as the retained-journal trigger does). Closing each partition's
+   * records of all journals at once read them record by record where partitions interleave: a
+   * stop with 1.1 GB of journals over 10,000 partitions took 17 s that way.
    */
   async sortAll(): Promise<void> {
     await this.idle();
@@ -151,7 +151,7 @@ export class Sorter {
     if (totals.bytes > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
       // The oldest pinned journal and the sealed ones after it, up to the image budget: the
       // partitions pinning the first close what they have in all of them (bigger segments than
-      // one journal's share: a tenth of a journal over 10,000 partitions is ~6.5 KB each).
+      // one journal's share, which over 10,000 partitions is ~6.5 KB each).
       const gens = imagesFrom(context, oldestPinned, context.journals.length - 1);
       const oldest = gens[0];
       return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGens: gens };
