@@ -217,14 +217,14 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
     const name = String.fromCharCode.apply(null, bytes.subarray(at + fixed, at + length) as unknown as number[]);
     if (kind === MANIFEST_ADD || kind === MANIFEST_ADD_PACKED) {
       const segment: SegmentMeta = {
-          id: getU64(view, at + 12),
-          partition: name,
-          firstSeq: getU64(view, at + 20),
-          lastSeq: getU64(view, at + 28),
-          firstTimeUs: getU64(view, at + 36),
-          lastTimeUs: getU64(view, at + 44),
-          records: getU64(view, at + 52),
-          bytes: getU64(view, at + 60),
+        id: getU64(view, at + 12),
+        partition: name,
+        firstSeq: getU64(view, at + 20),
+        lastSeq: getU64(view, at + 28),
+        firstTimeUs: getU64(view, at + 36),
+        lastTimeUs: getU64(view, at + 44),
+        records: getU64(view, at + 52),
+        bytes: getU64(view, at + 60),
       };
       if (kind === MANIFEST_ADD_PACKED) segment.pack = { pack: getU64(view, at + 68), offset: getU64(view, at + 76), indexBytes: view.getUint32(at + 84, true) };
       records.push({ kind: MANIFEST_ADD, segment });

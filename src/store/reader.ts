@@ -370,7 +370,6 @@ class Lane {
     return { path, position, end: regionEnd, ahead, fromStart: position === dataStart, imageStart: file.pack.offset, next };
   }
 
-
   /** Takes `bytes` (file bytes from `position` of `path`, a view of a span read) for the region spanWant named. */
   acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean): void {
     if (ahead) {
