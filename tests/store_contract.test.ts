@@ -418,6 +418,48 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("a whole-stream read over many partitions reads each pack's neighbouring segments in one span read", async () => {
+    const sim = new SimDisk({ seed: 13 });
+    const inner = sim.view();
+    let packReads = 0;
+    const disk: Disk = {
+      list: (dir) => inner.list(dir),
+      mkdir: (dir) => inner.mkdir(dir),
+      remove: (path) => inner.remove(path),
+      rename: (from, to) => inner.rename(from, to),
+      syncDir: (dir) => inner.syncDir(dir),
+      open: async (path, mode) => {
+        const file = await inner.open(path, mode);
+        if (!path.endsWith(".pak")) return file;
+        const counted: DiskFile = {
+          path: file.path,
+          read: (position, into) => {
+            packReads++;
+            return file.read(position, into);
+          },
+          write: (position, bytes) => file.write(position, bytes),
+          size: () => file.size(),
+          sync: () => file.sync(),
+          truncate: (size) => file.truncate(size),
+          close: () => file.close(),
+        };
+        return counted;
+      },
+    };
+    const { store } = await Store.open(disk, {});
+    const topicOf = (seq: number) => `p${(seq * 7) % 400}/x/${seq % 2}`;
+    for (let seq = 1; seq <= 8000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 53)));
+    await store.commit();
+    await store.sortAll();
+    const segments = store.stats().segments;
+    expect(segments).toBe(400);
+    packReads = 0;
+    await expectWholeStream(store, 8000, topicOf, (seq) => payloadOf(seq, 1 + (seq % 53)));
+    // Two reads of the stream (copied, borrowed): a read per segment each would be 800.
+    expect(packReads).toBeLessThanOrEqual(8);
+    await store.close();
+  });
+
   test("a backlog that clears only when a read lets drained journals go still wakes whenCaughtUp", async () => {
     const sim = new SimDisk({ seed: 12 });
     // Reads of segment files wait at a gate while it is closed: a read batch stays in flight.
