@@ -460,6 +460,26 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("a sparse reader reads small packed images without read-ahead (the random hint); a dense one with it", async () => {
+    const sim = new SimDisk({ seed: 14 });
+    const inner = sim.view();
+    const hinted: boolean[] = [];
+    const disk: Disk = { ...inner, open: (path, mode, hints) => (path.endsWith(".pak") && mode !== "create" && hinted.push(hints?.random === true), inner.open(path, mode)) };
+    const { store } = await Store.open(disk, {});
+    const topicOf = (seq: number) => `p${seq % 40}/x`;
+    for (let seq = 1; seq <= 4000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 30));
+    await store.commit();
+    await store.sortAll();
+    let read = 0;
+    for await (const message of store.read(Filter.of("p7/**"), { seq: 1 })) read += message.seq % 40 === 7 ? 1 : 1000;
+    expect(read).toBe(100);
+    expect(hinted).toEqual([true]);
+    hinted.length = 0;
+    await expectWholeStream(store, 4000, topicOf, (seq) => payloadOf(seq, 30));
+    expect(hinted).toEqual([false]);
+    await store.close();
+  });
+
   test("a backlog that clears only when a read lets drained journals go still wakes whenCaughtUp", async () => {
     const sim = new SimDisk({ seed: 12 });
     // Reads of segment files wait at a gate while it is closed: a read batch stays in flight.

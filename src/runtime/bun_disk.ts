@@ -6,16 +6,42 @@
  */
 import { constants, promises as fs, writeSync } from "node:fs";
 import { join } from "node:path";
-import { type Disk, DiskError, type DiskFile, type OpenMode } from "../store/disk.ts";
+import { type Disk, DiskError, type DiskFile, type OpenHints, type OpenMode } from "../store/disk.ts";
+
+/** posix_fadvise's advice that reads are random: the kernel reads only what is asked, no read-ahead. */
+const POSIX_FADV_RANDOM = 1;
+let fadviseRandom: ((fd: number) => void) | null | undefined;
+
+/**
+ * Turns the kernel's read-ahead off for `fd` (posix_fadvise through libc with Bun's FFI, loaded
+ * on first use: this module also loads under Deno, which never calls it). Where libc or FFI is
+ * missing it does nothing: the hint is advice.
+ */
+function adviseRandom(fd: number): void {
+  if (fadviseRandom === undefined) {
+    try {
+      const { dlopen, FFIType } = require("bun:ffi") as typeof import("bun:ffi");
+      const libc = dlopen("libc.so.6", { posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 } });
+      fadviseRandom = (descriptor) => {
+        libc.symbols.posix_fadvise(descriptor, 0, 0, POSIX_FADV_RANDOM);
+      };
+    } catch {
+      fadviseRandom = null;
+    }
+  }
+  fadviseRandom?.(fd);
+}
 
 /** A Disk over the directory `root` of the real file system. */
 export class BunDisk implements Disk {
   constructor(readonly root: string) {}
 
-  async open(path: string, mode: OpenMode): Promise<DiskFile> {
+  async open(path: string, mode: OpenMode, hints?: OpenHints): Promise<DiskFile> {
     const flags = mode === "read" ? constants.O_RDONLY : mode === "write" ? constants.O_RDWR : constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC;
     try {
-      return new BunFile(path, await fs.open(join(this.root, path), flags, 0o644));
+      const handle = await fs.open(join(this.root, path), flags, 0o644);
+      if (hints?.random === true) adviseRandom(handle.fd);
+      return new BunFile(path, handle);
     } catch (error) {
       throw toDiskError(error, `open "${path}"`);
     }

@@ -25,6 +25,13 @@ export class DiskError extends Error {
 /** How a file is opened: `read` and `write` need it to exist; `create` makes it new and empty. */
 export type OpenMode = "read" | "write" | "create";
 
+/**
+ * Hints for an open. `random`: reads of this handle will not run on sequentially (a sparse
+ * reader's small regions of a pack), so the runtime may turn the kernel's read-ahead off for it;
+ * without it, read-ahead past a region reads the neighbouring partitions' data (8 MiB here).
+ */
+export type OpenHints = { random?: boolean };
+
 /** An open file. Positions are byte offsets; the store tracks its own append position. */
 export interface DiskFile {
   readonly path: string;
@@ -49,8 +56,8 @@ export interface DiskFile {
 
 /** A directory tree of files, rooted at the data directory. */
 export interface Disk {
-  /** Opens `path` (see OpenMode). */
-  open(path: string, mode: OpenMode): Promise<DiskFile>;
+  /** Opens `path` (see OpenMode); `hints` may be ignored. */
+  open(path: string, mode: OpenMode, hints?: OpenHints): Promise<DiskFile>;
   /** Names (not paths) of the entries of `dir`; an empty array when it does not exist. */
   list(dir: string): Promise<string[]>;
   /** Creates `dir` and its parents when missing. */

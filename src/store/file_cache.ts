@@ -7,7 +7,7 @@
  * Invariant: every handle in `entries` is open; `entries` iterates least recently used first.
  */
 import { assert } from "../stdx/assert.ts";
-import type { Disk, DiskFile } from "./disk.ts";
+import type { Disk, DiskFile, OpenHints } from "./disk.ts";
 
 type Entry = { file: Promise<DiskFile>; users: number };
 
@@ -28,21 +28,25 @@ export class FileCache {
     return this.entries.size;
   }
 
-  /** Runs `use` with `path` open for reading and writing, opening it when not cached. */
-  async with<T>(path: string, use: (file: DiskFile) => Promise<T> | T): Promise<T> {
-    let entry = this.entries.get(path);
+  /**
+   * Runs `use` with `path` open for reading and writing, opening it when not cached. With
+   * `random`, on a handle of its own opened with that hint (a path has at most two open).
+   */
+  async with<T>(path: string, use: (file: DiskFile) => Promise<T> | T, hints?: OpenHints): Promise<T> {
+    const key = hints?.random === true ? randomKey(path) : path;
+    let entry = this.entries.get(key);
     if (entry === undefined) {
       this.opens++;
-      entry = { file: this.disk.open(path, "write"), users: 1 };
+      entry = { file: this.disk.open(path, "write", hints), users: 1 };
       const opened = entry;
-      this.entries.set(path, entry);
+      this.entries.set(key, entry);
       entry.file.catch(() => {
-        if (this.entries.get(path) === opened) this.entries.delete(path);
+        if (this.entries.get(key) === opened) this.entries.delete(key);
       });
       await this.evict();
     } else {
-      this.entries.delete(path);
-      this.entries.set(path, entry);
+      this.entries.delete(key);
+      this.entries.set(key, entry);
       entry.users++;
     }
     try {
@@ -52,12 +56,14 @@ export class FileCache {
     }
   }
 
-  /** Closes `path` if open (before it is removed or renamed over). */
+  /** Closes `path` if open, both handles (before it is removed or renamed over). */
   async drop(path: string): Promise<void> {
-    const entry = this.entries.get(path);
-    if (entry === undefined) return;
-    this.entries.delete(path);
-    await closeQuietly(entry.file);
+    for (const key of [path, randomKey(path)]) {
+      const entry = this.entries.get(key);
+      if (entry === undefined) continue;
+      this.entries.delete(key);
+      await closeQuietly(entry.file);
+    }
   }
 
   /** Closes every file. */
@@ -78,6 +84,11 @@ export class FileCache {
     }
     await Promise.all(victims.map(closeQuietly));
   }
+}
+
+/** The cache key of `path`'s handle opened with the `random` hint (no path contains a NUL). */
+function randomKey(path: string): string {
+  return `${path}\u0000random`;
 }
 
 async function closeQuietly(file: Promise<DiskFile>): Promise<void> {

@@ -1,0 +1,36 @@
+import { describe, expect, test } from "bun:test";
+import { SimDisk } from "../testing/sim_disk.ts";
+import type { Disk, OpenHints } from "./disk.ts";
+import { FileCache } from "./file_cache.ts";
+
+describe("FileCache", () => {
+  test("a read with the random hint gets a handle of its own, opened with the hint; drop closes both", async () => {
+    const sim = new SimDisk({ seed: 1 });
+    const file = await sim.open("a.pak", "create");
+    await file.write(0, new Uint8Array([1, 2, 3]));
+    await file.close();
+    const opens: (OpenHints | undefined)[] = [];
+    let closes = 0;
+    const inner = sim.view();
+    const disk: Disk = {
+      ...inner,
+      open: async (path, mode, hints) => {
+        opens.push(hints);
+        const opened = await inner.open(path, mode);
+        return { ...opened, path: opened.path, read: (p, into) => opened.read(p, into), close: () => (closes++, opened.close()) };
+      },
+    };
+    const cache = new FileCache(disk, 4);
+    const into = new Uint8Array(3);
+    await cache.with("a.pak", (f) => f.read(0, into));
+    await cache.with("a.pak", (f) => f.read(0, into));
+    expect(opens).toEqual([undefined]);
+    await cache.with("a.pak", (f) => f.read(0, into), { random: true });
+    await cache.with("a.pak", (f) => f.read(0, into), { random: true });
+    expect(opens).toEqual([undefined, { random: true }]);
+    expect(cache.size).toBe(2);
+    await cache.drop("a.pak");
+    expect(cache.size).toBe(0);
+    expect(closes).toBe(2);
+  });
+});
