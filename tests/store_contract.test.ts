@@ -267,11 +267,37 @@ describe("store on the simulated disk: limits and retention", () => {
     for (let seq = 1; seq <= 6000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 97)));
     await store.commit();
     await store.sortAll();
-    // Several segments several read chunks (16 KiB) long; none past the segment size.
+    // Several segments several read chunks (16 KiB) long; none past the segment size; nothing left unsorted.
+    expect(store.stats().pendingRecords).toBe(0);
     const segments = store.layout().flatMap((partition) => partition.segments);
     expect(segments.filter((segment) => segment.bytes > 4 * 16 * 1024).length).toBeGreaterThanOrEqual(4);
     for (const segment of segments) expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(96 * 1024);
     await expectWholeStream(store, 6000, topicOf, (seq) => payloadOf(seq, 1 + (seq % 97)));
+    await store.close();
+  });
+
+  test("sortAll leaves nothing unsorted when a partition holds many segments' worth (each close stops at the segment size)", async () => {
+    const disk = new SimDisk({ seed: 15 });
+    const { store } = await Store.open(disk, { segmentBytesMax: 2048 });
+    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq, seq % 10 === 0 ? "other/x" : "hot/x", payloadOf(seq, 60));
+    await store.commit();
+    await store.sortAll();
+    expect(store.stats().pendingRecords).toBe(0);
+    const segments = store.layout().flatMap((partition) => partition.segments);
+    expect(segments.length).toBeGreaterThan(10);
+    for (const segment of segments) expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(2048);
+    await expectWholeStream(store, 600, (seq) => (seq % 10 === 0 ? "other/x" : "hot/x"), (seq) => payloadOf(seq, 60));
+    await store.close();
+  });
+
+  test("the background sorter keeps closing a partition past the segment size until it is below it", async () => {
+    const disk = new SimDisk({ seed: 16 });
+    const { store } = await Store.open(disk, { segmentBytesMax: 2048, segmentAgeUsMax: 1e15 });
+    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq, "hot/x", payloadOf(seq, 60));
+    await store.commit();
+    await store.idle();
+    // Records of ~100 bytes: fewer than a segment's worth may stay pending.
+    expect(store.stats().pendingRecords).toBeLessThan(2048 / 90);
     await store.close();
   });
 

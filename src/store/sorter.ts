@@ -109,19 +109,24 @@ export class Sorter {
     await this.idle();
     await this.writer.sync();
     const context = this.context;
-    for (let first = 0; first < context.journals.length; ) {
-      if (context.journals[first].pendingRecords === 0) {
-        first++;
-        continue;
+    // Passes until nothing is pending: a close stops at the segment size, so a partition with
+    // more than that in one group of journals needs more than one.
+    for (let closed = 1; closed > 0 && context.partitionList.some((log) => log.pendingCount > 0); ) {
+      closed = 0;
+      for (let first = 0; first < context.journals.length; ) {
+        if (context.journals[first].pendingRecords === 0) {
+          first++;
+          continue;
+        }
+        // Every partition with records in this group of journals closes them.
+        const gens = imagesFrom(context, first, context.journals.length);
+        const group = new Set(gens);
+        closed += await this.run(context.partitionList.filter((log) => log.pendingCount > 0 && group.has(log.pendingGen(log.pendingHead))), gens);
+        first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
+        if (first < 0) break;
       }
-      // Every partition with records in this group of journals closes them.
-      const gens = imagesFrom(context, first, context.journals.length);
-      const group = new Set(gens);
-      await this.run(context.partitionList.filter((log) => log.pendingCount > 0 && group.has(log.pendingGen(log.pendingHead))), gens);
-      first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
-      if (first < 0) break;
+      closed += await this.run(context.partitionList.filter((log) => log.pendingCount > 0), null);
     }
-    await this.run(context.partitionList.filter((log) => log.pendingCount > 0), null);
   }
 
   private async loop(nowUs: number): Promise<void> {
@@ -208,6 +213,8 @@ export class Sorter {
       await this.closeBatch(plan.slice(i, j), images);
       i = j;
     }
+    // A close stops at the segment size: what is still past it closes in the next pass.
+    for (const close of plan) if (close.log.pendingBytes >= context.options.segmentBytesMax) context.oversized.add(close.log);
     await context.whenNoReads(() => dropDrainedJournals(context));
     await compactManifestMaybe(context);
     return plan.length;
