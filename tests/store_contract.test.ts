@@ -446,32 +446,11 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("a whole-stream read over many partitions reads each pack's neighbouring segments in one span read", async () => {
     const sim = new SimDisk({ seed: 13 });
-    const inner = sim.view();
     let packReads = 0;
-    const disk: Disk = {
-      list: (dir) => inner.list(dir),
-      mkdir: (dir) => inner.mkdir(dir),
-      remove: (path) => inner.remove(path),
-      rename: (from, to) => inner.rename(from, to),
-      syncDir: (dir) => inner.syncDir(dir),
-      open: async (path, mode) => {
-        const file = await inner.open(path, mode);
-        if (!path.endsWith(".pak")) return file;
-        const counted: DiskFile = {
-          path: file.path,
-          read: (position, into) => {
-            packReads++;
-            return file.read(position, into);
-          },
-          write: (position, bytes) => file.write(position, bytes),
-          size: () => file.size(),
-          sync: () => file.sync(),
-          truncate: (size) => file.truncate(size),
-          close: () => file.close(),
-        };
-        return counted;
-      },
-    };
+    const disk = withPackReads(sim.view(), (read) => {
+      packReads++;
+      return read();
+    });
     const { store } = await Store.open(disk, {});
     const topicOf = (seq: number) => `p${(seq * 7) % 400}/x/${seq % 2}`;
     for (let seq = 1; seq <= 8000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 53)));
@@ -511,31 +490,10 @@ describe("store on the simulated disk: limits and retention", () => {
     // Reads of segment files wait at a gate while it is closed: a read batch stays in flight.
     let open: () => void = () => {};
     let gate: Promise<void> | null = null;
-    const inner = sim.view();
-    const disk: Disk = {
-      list: (dir) => inner.list(dir),
-      mkdir: (dir) => inner.mkdir(dir),
-      remove: (path) => inner.remove(path),
-      rename: (from, to) => inner.rename(from, to),
-      syncDir: (dir) => inner.syncDir(dir),
-      open: async (path, mode) => {
-        const file = await inner.open(path, mode);
-        if (!path.endsWith(".pak")) return file;
-        const gated: DiskFile = {
-          path: file.path,
-          read: async (position, into) => {
-            if (gate !== null) await gate;
-            return file.read(position, into);
-          },
-          write: (position, bytes) => file.write(position, bytes),
-          size: () => file.size(),
-          sync: () => file.sync(),
-          truncate: (size) => file.truncate(size),
-          close: () => file.close(),
-        };
-        return gated;
-      },
-    };
+    const disk = withPackReads(sim.view(), async (read) => {
+      if (gate !== null) await gate;
+      return read();
+    });
     const limits = { journalBytesMax: 8 << 10, journalRetainedBytesMax: 16 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
     const { store } = await Store.open(disk, limits);
     const topicOf = (seq: number) => `p/${seq % 5}`;
@@ -686,4 +644,29 @@ async function expectWholeStream(store: Store, count: number, topicOf: (seq: num
     for (const partition of store.layout()) for (const segment of partition.segments) indexImageBytes += segment.pack?.indexBytes ?? 0;
     expect(store.stats().bytesRead - bytesBefore).toBeLessThanOrEqual(store.stats().segmentBytes + indexImageBytes);
   }
+}
+
+/** `inner` with every read of a pack file going through `through` (which performs it by calling `read`). */
+function withPackReads(inner: Disk, through: (read: () => Promise<number>) => Promise<number>): Disk {
+  return {
+    list: (dir) => inner.list(dir),
+    mkdir: (dir) => inner.mkdir(dir),
+    remove: (path) => inner.remove(path),
+    rename: (from, to) => inner.rename(from, to),
+    syncDir: (dir) => inner.syncDir(dir),
+    open: async (path, mode) => {
+      const file = await inner.open(path, mode);
+      if (!path.endsWith(".pak")) return file;
+      const wrapped: DiskFile = {
+        path: file.path,
+        read: (position, into) => through(() => file.read(position, into)),
+        write: (position, bytes) => file.write(position, bytes),
+        size: () => file.size(),
+        sync: () => file.sync(),
+        truncate: (size) => file.truncate(size),
+        close: () => file.close(),
+      };
+      return wrapped;
+    },
+  };
 }
