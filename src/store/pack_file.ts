@@ -50,8 +50,6 @@ export class PackWriter {
   private position = 0;
   private writing: Promise<void> | null = null;
   private image: OpenImage | null = null;
-  /** Segments ended so far. */
-  segments = 0;
 
   private constructor(
     private readonly file: DiskFile,
@@ -103,7 +101,6 @@ export class PackWriter {
     const index = image.index.encode(meta, this.options.crc32);
     meta.pack = { pack: this.id, offset: image.start, indexBytes: index.length };
     await this.put(index);
-    this.segments++;
     return meta;
   }
 
