@@ -23,15 +23,12 @@ import { packPath } from "./layout.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import { recordSeq, recordTime } from "./record.ts";
 import { scanRecords } from "./scan.ts";
-import { decodeSegmentIndex, SegmentIndexBuilder, type SegmentMeta } from "./segment_index.ts";
+import { decodeSegmentIndex, SegmentIndexBuilder, type SegmentMeta, segmentIndexBytes } from "./segment_index.ts";
 
 /** Bytes a pack writer gathers before one write (two such chunks: one filling while one is written). */
 const PACK_CHUNK_BYTES = 4 * 1024 * 1024;
 /** A probe large enough for any file header (fixed part + the longest partition name). */
 const HEADER_PROBE_BYTES = 36 + 256;
-/** Index image: header, then u32 crc, u32 entry count E, 40 bytes of summary, 24 bytes per entry. */
-const INDEX_SUMMARY_BYTES = 48;
-const INDEX_ENTRY_BYTES = 24;
 
 /** The segment being written into a pack. */
 type OpenImage = { id: number; partition: string; firstSeq: number; start: number; index: SegmentIndexBuilder };
@@ -184,11 +181,10 @@ export async function scanPack(disk: Disk, id: number, options: { intervalBytes:
     if (header.id !== id) return { segments, problem: `header names pack ${header.id}`, offset: 16 };
     let at = header.bytes;
     while (at < fileBytes) {
-      const found = await scanImage(file, at, options);
+      const found = await scanImage(file, id, at, options);
       if (typeof found === "string") return { segments, problem: found, offset: at };
-      found.pack = { pack: id, offset: at, indexBytes: found.pack?.indexBytes ?? 0 };
-      segments.push(found);
-      at += found.bytes + found.pack.indexBytes;
+      segments.push(found.meta);
+      at += found.meta.bytes + found.indexBytes;
     }
     return { segments, problem: null, offset: at };
   } finally {
@@ -196,8 +192,8 @@ export async function scanPack(disk: Disk, id: number, options: { intervalBytes:
   }
 }
 
-/** Checks the image at `start`: its records, then its index image; the segment, or why not. */
-async function scanImage(file: DiskFile, start: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<SegmentMeta | string> {
+/** Checks the image at `start` of pack `pack`: its records, then its index image; the segment (placed) and its index image's bytes, or why not. */
+async function scanImage(file: DiskFile, pack: number, start: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<{ meta: SegmentMeta; indexBytes: number } | string> {
   const header = decodeFileHeader(await readAt(file, start, HEADER_PROBE_BYTES), "segment", options.crc32);
   if (typeof header === "string") return header;
   const builder = new SegmentIndexBuilder(options.intervalBytes);
@@ -222,14 +218,14 @@ async function scanImage(file: DiskFile, start: number, options: { intervalBytes
   if (typeof indexHeader === "string") return `${indexHeader} at offset ${scan.end}`;
   if (indexHead.length < indexHeader.bytes + 8) return `index image cut short at offset ${scan.end}`;
   const entries = new DataView(indexHead.buffer, indexHead.byteOffset).getUint32(indexHeader.bytes + 4, true);
-  const indexBytes = indexHeader.bytes + INDEX_SUMMARY_BYTES + entries * INDEX_ENTRY_BYTES;
+  const indexBytes = segmentIndexBytes(indexHeader.bytes, entries);
   const index = decodeSegmentIndex(await readAt(file, scan.end, indexBytes), options.crc32);
   if (typeof index === "string") return `${index} at offset ${scan.end}`;
   if (index.meta.id !== meta.id || index.meta.lastSeq !== meta.lastSeq || index.meta.records !== meta.records || index.meta.bytes !== meta.bytes) {
     return `index image does not match its segment at offset ${scan.end}`;
   }
-  meta.pack = { pack: 0, offset: start, indexBytes };
-  return meta;
+  meta.pack = { pack, offset: start, indexBytes };
+  return { meta, indexBytes };
 }
 
 /** Up to `bytes` bytes of `file` at `position` (fewer at the end of the file). */

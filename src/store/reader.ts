@@ -360,13 +360,17 @@ class Lane {
     }
     if (!this.lowOnData() || this.bufferStart + this.bufferLength < this.fileEnd) return null;
     const next = this.files[this.segmentIndex + 1];
-    return this.spanRegion(next, recordSpanOf(next).dataStart, true);
+    return this.spanRegion(next, null, true);
   }
 
-  /** The region from `position` of packed `file` this lane would take from a span, or null when `file` is not packed. */
-  private spanRegion(file: FileMeta, position: number, ahead: boolean): Omit<SpanRequest, "lane"> | null {
+  /**
+   * The region from `from` (null: its first record) of packed `file` this lane would take from a
+   * span read, or null when `file` is not packed.
+   */
+  private spanRegion(file: FileMeta, from: number | null, ahead: boolean): Omit<SpanRequest, "lane"> | null {
     if ("topics" in file || file.pack === undefined) return null;
     const { path, dataStart, end } = recordSpanOf(file);
+    const position = from ?? dataStart;
     const regionEnd = Math.min(end, position + SPAN_SHARE_CHUNKS * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN));
     // The next image of the pack starts after this one's index image.
     const next = regionEnd === end ? end + file.pack.indexBytes : -1;

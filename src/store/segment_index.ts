@@ -21,6 +21,11 @@ import { getU64, setU64 } from "./record.ts";
 const SUMMARY_BYTES = 48;
 const ENTRY_BYTES = 24;
 
+/** Bytes of an index file (or image) whose header is `headerBytes` long and that holds `entries` entries. */
+export function segmentIndexBytes(headerBytes: number, entries: number): number {
+  return headerBytes + SUMMARY_BYTES + entries * ENTRY_BYTES;
+}
+
 /**
  * Where a packed segment lives: its image (file header, records) starts at byte `offset` of
  * pack `pack`, and its index image of `indexBytes` follows it. Positions inside the image (its
@@ -83,7 +88,7 @@ export class SegmentIndexBuilder {
   encode(meta: SegmentMeta, crc32: Crc32): Uint8Array {
     const header = encodeFileHeader({ kind: "index", id: meta.id, firstSeq: meta.firstSeq, name: meta.partition }, crc32);
     const count = this.seqs.length;
-    const bytes = new Uint8Array(header.length + SUMMARY_BYTES + count * ENTRY_BYTES);
+    const bytes = new Uint8Array(segmentIndexBytes(header.length, count));
     const view = new DataView(bytes.buffer);
     bytes.set(header);
     const at = header.length;
