@@ -315,7 +315,9 @@ export class Sorter {
       // Records that lie back to back in the journal (all of them, when one partition has the
       // stream to itself) go to the writer as runs of up to SLICE_RECORDS: one copy per run.
       for (let k = i; k < j; ) {
-        const at = log.pendingPosition(k) - base;
+        // `| 0` (an offset in a journal's bytes, < JOURNAL_BYTES_MAX): the log's entries are
+        // doubles, and a DataView read at a double offset leaves optimized code (see reader.ts).
+        const at = (log.pendingPosition(k) - base) | 0;
         assert(view.getUint32(at, true) === log.pendingLength(k), "sorter: journal record moved");
         let end = at;
         let m = k;
