@@ -9,7 +9,8 @@ import { BunDisk } from "../src/runtime/bun_disk.ts";
 import { executeSplit } from "../src/split/executor.ts";
 import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
-import { crc32, type Disk, DiskError, type DiskFile, Store, type StoreOptions } from "../src/store/mod.ts";
+import { crc32, type Disk, DiskError, type DiskFile, Store, StoreError, type StoreOptions } from "../src/store/mod.ts";
+import { decodeFileHeader } from "../src/store/file_header.ts";
 import { recordSeq, recordTime } from "../src/store/record.ts";
 import { decodeSegmentIndex } from "../src/store/segment_index.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
@@ -465,6 +466,44 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("a packed image read whole is checked by one CRC over its records (the manifest's), not one per record; damage is still found record by record", async () => {
+    const sim = new SimDisk({ seed: 15 });
+    let crcCalls = 0;
+    const counting = (bytes: Uint8Array, seed?: number) => (crcCalls++, crc32(bytes, seed));
+    const topicOf = (seq: number) => `p${seq % 50}/x`;
+    // Records past RANGE_JS_BYTES_MAX: each one's own check would call the store's crc32.
+    const payload = (seq: number) => payloadOf(seq, 150 + (seq % 40));
+    let opened = await Store.open(sim, { crc32: counting });
+    for (let seq = 1; seq <= 3000; seq++) opened.store.append(seq, seq, topicOf(seq), payload(seq));
+    await opened.store.commit();
+    await opened.store.sortAll();
+    const segments = opened.store.layout().flatMap((partition) => partition.segments);
+    expect(segments.length).toBe(50);
+    // The CRC the sorter kept is the CRC of the records as they lie in the pack, as a scan finds it.
+    const images = await packedImages(sim, SMALL_LIMITS.indexIntervalBytes as number);
+    for (const { meta, image } of images) {
+      const kept = segments.find((segment) => segment.id === meta.id)?.pack?.recordsCrc;
+      const records = image.subarray(imageHeaderBytes(image));
+      expect(kept).toBe(crc32(records));
+      expect(meta.pack?.recordsCrc).toBe(kept);
+    }
+    crcCalls = 0;
+    await expectWholeStream(opened.store, 3000, topicOf, payload);
+    // Two reads, a call per image each: 100; a call per record would be 6,000.
+    expect(crcCalls).toBeLessThanOrEqual(2 * segments.length);
+    await opened.store.close({ sort: false });
+    // One payload byte changed: the image's CRC fails, the record checks find the record.
+    const { path, meta, image } = images[0];
+    const first = (meta.pack?.offset ?? 0) + imageHeaderBytes(image);
+    const damaged = (sim.snapshot(path) as Uint8Array)[first + 40] ^ 0xff;
+    sim.corrupt(path, first + 40, new Uint8Array([damaged]));
+    opened = await Store.open(sim, { crc32: counting });
+    const error = await expectWholeStream(opened.store, 3000, topicOf, payload).catch((e) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error.message).toBe(`Cannot read "${path}": checksum mismatch at offset ${first}`);
+    await opened.store.close({ sort: false });
+  });
+
   test("a sparse reader reads small packed images without read-ahead (the random hint); a dense one with it", async () => {
     const sim = new SimDisk({ seed: 14 });
     const inner = sim.view();
@@ -644,6 +683,13 @@ async function expectWholeStream(store: Store, count: number, topicOf: (seq: num
     for (const partition of store.layout()) for (const segment of partition.segments) indexImageBytes += segment.pack?.indexBytes ?? 0;
     expect(store.stats().bytesRead - bytesBefore).toBeLessThanOrEqual(store.stats().segmentBytes + indexImageBytes);
   }
+}
+
+/** Bytes of the file header at the start of a segment image (its records follow). */
+function imageHeaderBytes(image: Uint8Array): number {
+  const header = decodeFileHeader(image, "segment", crc32);
+  if (typeof header === "string") throw new Error(header);
+  return header.bytes;
 }
 
 /** `inner` with every read of a pack file going through `through` (which performs it by calling `read`). */

@@ -26,6 +26,10 @@
  * Kind 5 ADD PACKED (a segment that is an image inside a pack file): the ADD layout above up to
  * byte 68, then  68 u64 pack id   76 u64 image offset in the pack   84 u32 index image bytes,
  *  88 name. Record bytes = 88 + name bytes. Directories written before packs hold no kind 5.
+ *
+ * Kind 6 ADD PACKED with the records' CRC (what the sorter writes since it keeps that CRC): kind
+ * 5's layout up to byte 88, then  88 u32 CRC-32 of the image's records (from its first record to
+ * its end),  92 name. Record bytes = 92 + name bytes. Kind 5 still decodes (no records CRC).
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
@@ -34,6 +38,7 @@ import type { SubtreeStoreMeta } from "./store_file.ts";
 
 const FIXED_BYTES = 68;
 const PACKED_FIXED_BYTES = 88;
+const PACKED_CRC_FIXED_BYTES = 92;
 const SWAP_FIXED_BYTES = 20;
 const SWAP_STORE_FIXED_BYTES = 76;
 export const MANIFEST_ADD = 1;
@@ -42,6 +47,8 @@ export const MANIFEST_WATERMARK = 3;
 export const MANIFEST_SWAP = 4;
 /** On disk only: an ADD of a packed segment (decoded as MANIFEST_ADD with `segment.pack` set). */
 const MANIFEST_ADD_PACKED = 5;
+/** On disk only: as MANIFEST_ADD_PACKED, with `segment.pack.recordsCrc`. */
+const MANIFEST_ADD_PACKED_CRC = 6;
 
 /** One manifest record. */
 export type ManifestRecord =
@@ -52,7 +59,8 @@ export type ManifestRecord =
 
 /** Bytes before the name of a non-SWAP record. */
 function fixedBytesOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>): number {
-  return record.kind === MANIFEST_ADD && record.segment.pack !== undefined ? PACKED_FIXED_BYTES : FIXED_BYTES;
+  if (record.kind !== MANIFEST_ADD || record.segment.pack === undefined) return FIXED_BYTES;
+  return record.segment.pack.recordsCrc === undefined ? PACKED_FIXED_BYTES : PACKED_CRC_FIXED_BYTES;
 }
 
 function recordLength(record: ManifestRecord): number {
@@ -155,7 +163,7 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
     const fixed = fixedBytesOf(record);
     const length = fixed + name.length;
     view.setUint32(at, length, true);
-    view.setUint8(at + 8, fixed === PACKED_FIXED_BYTES ? MANIFEST_ADD_PACKED : record.kind);
+    view.setUint8(at + 8, fixed === PACKED_CRC_FIXED_BYTES ? MANIFEST_ADD_PACKED_CRC : fixed === PACKED_FIXED_BYTES ? MANIFEST_ADD_PACKED : record.kind);
     view.setUint16(at + 10, name.length, true);
     if (record.kind === MANIFEST_ADD) {
       const s = record.segment;
@@ -163,6 +171,7 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
         setU64(view, at + 68, s.pack.pack);
         setU64(view, at + 76, s.pack.offset);
         view.setUint32(at + 84, s.pack.indexBytes, true);
+        if (s.pack.recordsCrc !== undefined) view.setUint32(at + 88, s.pack.recordsCrc, true);
       }
       setU64(view, at + 12, s.id);
       setU64(view, at + 20, s.firstSeq);
@@ -210,12 +219,12 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
     }
     const nameBytes = view.getUint16(at + 10, true);
     const kind = view.getUint8(at + 8);
-    const fixed = kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
+    const fixed = kind === MANIFEST_ADD_PACKED_CRC ? PACKED_CRC_FIXED_BYTES : kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
     if (length !== fixed + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
     if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
     if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
     const name = String.fromCharCode.apply(null, bytes.subarray(at + fixed, at + length) as unknown as number[]);
-    if (kind === MANIFEST_ADD || kind === MANIFEST_ADD_PACKED) {
+    if (kind === MANIFEST_ADD || kind === MANIFEST_ADD_PACKED || kind === MANIFEST_ADD_PACKED_CRC) {
       const segment: SegmentMeta = {
         id: getU64(view, at + 12),
         partition: name,
@@ -226,7 +235,10 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
         records: getU64(view, at + 52),
         bytes: getU64(view, at + 60),
       };
-      if (kind === MANIFEST_ADD_PACKED) segment.pack = { pack: getU64(view, at + 68), offset: getU64(view, at + 76), indexBytes: view.getUint32(at + 84, true) };
+      if (kind !== MANIFEST_ADD) {
+        segment.pack = { pack: getU64(view, at + 68), offset: getU64(view, at + 76), indexBytes: view.getUint32(at + 84, true) };
+        if (kind === MANIFEST_ADD_PACKED_CRC) segment.pack.recordsCrc = view.getUint32(at + 88, true);
+      }
       records.push({ kind: MANIFEST_ADD, segment });
     } else if (kind === MANIFEST_REMOVE) {
       records.push({ kind, id: getU64(view, at + 12) });

@@ -31,7 +31,8 @@ const PACK_CHUNK_BYTES = 4 * 1024 * 1024;
 const HEADER_PROBE_BYTES = 36 + 256;
 
 /** The segment being written into a pack. */
-type OpenImage = { id: number; partition: string; firstSeq: number; start: number; index: SegmentIndexBuilder };
+/** The segment being written: where its image starts, its index so far, the CRC-32 of its records so far. */
+type OpenImage = { id: number; partition: string; firstSeq: number; start: number; index: SegmentIndexBuilder; recordsCrc: number };
 
 /**
  * Writes one pack: `begin` a segment, `addPending` its records in seq order, `end` it (its index
@@ -68,7 +69,7 @@ export class PackWriter {
   /** Starts the image of segment `id` of `partition`, whose first record has `firstSeq`. */
   begin(id: number, partition: string, firstSeq: number): Promise<void> | undefined {
     assert(this.image === null, "pack_file: a segment is already open");
-    this.image = { id, partition, firstSeq, start: this.position, index: new SegmentIndexBuilder(this.options.intervalBytes) };
+    this.image = { id, partition, firstSeq, start: this.position, index: new SegmentIndexBuilder(this.options.intervalBytes), recordsCrc: 0 };
     return this.put(encodeFileHeader({ kind: "segment", id, firstSeq, name: partition }, this.options.crc32));
   }
 
@@ -86,7 +87,9 @@ export class PackWriter {
     const base = log.pendingPosition(first);
     const offset = this.position - image.start;
     for (let r = first; r < end; r++) image.index.add(log.pendingSeq(r), log.pendingTime(r), offset + (log.pendingPosition(r) - base));
-    return this.putRange(bytes, at, log.pendingPosition(end - 1) + log.pendingLength(end - 1) - base);
+    const length = log.pendingPosition(end - 1) + log.pendingLength(end - 1) - base;
+    image.recordsCrc = this.options.crc32(bytes.subarray(at, at + length), image.recordsCrc);
+    return this.putRange(bytes, at, length);
   }
 
   /** Ends the open segment: appends its index image; its summary, placed in this pack. */
@@ -96,7 +99,7 @@ export class PackWriter {
     this.image = null;
     const meta = image.index.meta(image.id, image.partition, image.firstSeq, this.position - image.start);
     const index = image.index.encode(meta, this.options.crc32);
-    meta.pack = { pack: this.id, offset: image.start, indexBytes: index.length };
+    meta.pack = { pack: this.id, offset: image.start, indexBytes: index.length, recordsCrc: image.recordsCrc };
     await this.put(index);
     return meta;
   }
@@ -197,14 +200,16 @@ async function scanImage(file: DiskFile, pack: number, start: number, options: {
   const header = decodeFileHeader(await readAt(file, start, HEADER_PROBE_BYTES), "segment", options.crc32);
   if (typeof header === "string") return header;
   const builder = new SegmentIndexBuilder(options.intervalBytes);
+  let recordsCrc = 0;
   const scan = await scanRecords(
     file,
     start + header.bytes,
     options.crc32,
-    (_bytes, view, at, _length, position) => {
+    (bytes, view, at, length, position) => {
       const seq = recordSeq(view, at);
       if (seq <= builder.lastSeq || seq < header.firstSeq) return "record out of seq order";
       builder.add(seq, recordTime(view, at), position - start);
+      recordsCrc = options.crc32(bytes.subarray(at, at + length), recordsCrc);
       return undefined;
     },
     { stopMagic: fileMagic("index") },
@@ -224,7 +229,7 @@ async function scanImage(file: DiskFile, pack: number, start: number, options: {
   if (index.meta.id !== meta.id || index.meta.lastSeq !== meta.lastSeq || index.meta.records !== meta.records || index.meta.bytes !== meta.bytes) {
     return `index image does not match its segment at offset ${scan.end}`;
   }
-  meta.pack = { pack, offset: start, indexBytes };
+  meta.pack = { pack, offset: start, indexBytes, recordsCrc };
   return { meta, indexBytes };
 }
 

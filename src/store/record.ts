@@ -93,9 +93,10 @@ export const RECORD_BAD_CHECKSUM = -2;
 
 /**
  * Checks the record at `at` within bytes[..end): its length when valid, else RECORD_INCOMPLETE,
- * RECORD_BAD_LENGTH or RECORD_BAD_CHECKSUM.
+ * RECORD_BAD_LENGTH or RECORD_BAD_CHECKSUM. `checksummed`: the record's bytes were already
+ * checked by a CRC over many records (a packed image's), so its own CRC is not computed again.
  */
-export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: number, crc32: Crc32): number {
+export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: number, crc32: Crc32, checksummed = false): number {
   if (end - at < STORE_RECORD_HEADER_BYTES) return RECORD_INCOMPLETE;
   const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
@@ -104,6 +105,7 @@ export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: 
     return RECORD_BAD_LENGTH;
   }
   if (end - at < total) return RECORD_INCOMPLETE;
+  if (checksummed) return total;
   const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
   if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32)) return RECORD_BAD_CHECKSUM;
   return total;

@@ -31,7 +31,17 @@ export function segmentIndexBytes(headerBytes: number, entries: number): number 
  * pack `pack`, and its index image of `indexBytes` follows it. Positions inside the image (its
  * index's, `bytes`) count from the image's start, exactly as in a `.seg` file of its own.
  */
-export type PackPlace = { pack: number; offset: number; indexBytes: number };
+export type PackPlace = {
+  pack: number;
+  offset: number;
+  indexBytes: number;
+  /**
+   * CRC-32 of the image's records (its bytes from the first record to its end): a reader holding
+   * the whole image checks it with one call instead of one per record. Absent for segments a
+   * manifest listed before it was kept (kind 5).
+   */
+  recordsCrc?: number;
+};
 
 /** What the store knows of a closed segment (also its manifest entry). */
 export type SegmentMeta = {

@@ -1,0 +1,49 @@
+import { describe, expect, test } from "bun:test";
+import { crc32 } from "./crc32.ts";
+import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
+import type { SegmentMeta } from "./segment_index.ts";
+
+const segment = (id: number, pack?: SegmentMeta["pack"]): SegmentMeta => ({
+  id,
+  partition: `app/p${id}`,
+  firstSeq: 10 * id + 1,
+  lastSeq: 10 * id + 9,
+  firstTimeUs: 1_700_000_000_000_000 + id,
+  lastTimeUs: 1_700_000_000_000_900 + id,
+  records: 9,
+  bytes: 4096 + id,
+  ...(pack === undefined ? {} : { pack }),
+});
+
+describe("manifest codec", () => {
+  test("ADD records of each kind (own file, packed, packed with the records' CRC) decode as written, beside REMOVE and WATERMARK", () => {
+    const records: ManifestRecord[] = [
+      { kind: MANIFEST_ADD, segment: segment(1) },
+      // Kind 5, as manifests written before the records' CRC was kept hold it.
+      { kind: MANIFEST_ADD, segment: segment(2, { pack: 7, offset: 3_000_000_000, indexBytes: 96 }) },
+      // Kind 6: a CRC past 2^31 keeps its value (u32).
+      { kind: MANIFEST_ADD, segment: segment(3, { pack: 7, offset: 5000, indexBytes: 128, recordsCrc: 0xfedcba98 }) },
+      { kind: MANIFEST_ADD, segment: segment(4, { pack: 8, offset: 48, indexBytes: 64, recordsCrc: 0 }) },
+      { kind: MANIFEST_REMOVE, id: 1 },
+      { kind: MANIFEST_WATERMARK, partition: "app/p2", seq: 29 },
+    ];
+    const bytes = encodeManifestRecords(records, crc32);
+    const kinds: number[] = [];
+    for (let at = 0; at < bytes.length; at += new DataView(bytes.buffer, at).getUint32(0, true)) kinds.push(bytes[at + 8]);
+    expect(kinds).toEqual([1, 5, 6, 6, 2, 3]);
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records, validBytes: bytes.length, problem: null });
+  });
+
+  test("a kind 6 record cut short or damaged stops the decode at its start", () => {
+    const records: ManifestRecord[] = [
+      { kind: MANIFEST_ADD, segment: segment(1, { pack: 1, offset: 48, indexBytes: 64, recordsCrc: 12345 }) },
+      { kind: MANIFEST_ADD, segment: segment(2, { pack: 1, offset: 9000, indexBytes: 64, recordsCrc: 67890 }) },
+    ];
+    const bytes = encodeManifestRecords(records, crc32);
+    const second = new DataView(bytes.buffer).getUint32(0, true);
+    expect(decodeManifestRecords(bytes.subarray(0, bytes.length - 1), crc32)).toEqual({ records: records.slice(0, 1), validBytes: second, problem: "record cut short" });
+    const damaged = bytes.slice();
+    damaged[second + 88] ^= 1;
+    expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: records.slice(0, 1), validBytes: second, problem: "checksum mismatch" });
+  });
+});
