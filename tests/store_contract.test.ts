@@ -504,6 +504,68 @@ describe("store on the simulated disk: limits and retention", () => {
     await opened.store.close({ sort: false });
   });
 
+  test("reads ahead of the next packed images run beside the merge: a batch does not wait for them, a failed one is read again by its lanes, close waits for one in flight", async () => {
+    const sim = new SimDisk({ seed: 16 });
+    let gate: Promise<void> | null = null;
+    let open = () => {};
+    let failNext = false;
+    let packReads = 0;
+    const disk = withPackReads(sim.view(), async (read) => {
+      packReads++;
+      if (failNext) {
+        failNext = false;
+        throw new DiskError("EIO", "read: injected");
+      }
+      if (gate !== null) await gate;
+      return read();
+    });
+    const { store } = await Store.open(disk, {});
+    const topicOf = (seq: number) => `p${seq % 40}/x`;
+    // Two sorts: each partition has an image in each of two packs.
+    for (const [from, to] of [[1, 2000], [2001, 4000]]) {
+      for (let seq = from; seq <= to; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 30));
+      await store.commit();
+      await store.sortAll();
+    }
+    expect(store.stats().segments).toBe(80);
+    const timeout = () => new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 2000));
+    const readRest = async (reader: ReturnType<Store["read"]>, seen: number[]) => {
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+      expect(seen).toEqual(Array.from({ length: 4000 }, (_, i) => i + 1));
+    };
+    const startTwoBatches = async (): Promise<{ reader: ReturnType<Store["read"]>; seen: number[] }> => {
+      const reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+      const seen = (await reader.nextBatch()).map((m) => m.seq);
+      gate = new Promise((resolve) => (open = resolve));
+      const before = packReads;
+      // The second batch starts the reads ahead (held by the gate) and merges without them.
+      const second = await Promise.race([reader.nextBatch(), timeout()]);
+      expect(second).not.toBe("timeout");
+      expect(packReads).toBeGreaterThan(before);
+      for (const m of second as { seq: number }[]) seen.push(m.seq);
+      return { reader, seen };
+    };
+    let { reader, seen } = await startTwoBatches();
+    open();
+    gate = null;
+    await readRest(reader, seen);
+    // A read ahead that fails: its lanes read their next images themselves.
+    reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+    seen = (await reader.nextBatch()).map((m) => m.seq);
+    failNext = true;
+    await readRest(reader, seen);
+    expect(failNext).toBe(false);
+    // Close waits for a read ahead in flight.
+    ({ reader, seen } = await startTwoBatches());
+    let closed = false;
+    const closing = store.close().then(() => (closed = true));
+    expect(await Promise.race([closing, new Promise((resolve) => setTimeout(() => resolve("waiting"), 100))])).toBe("waiting");
+    expect(closed).toBe(false);
+    open();
+    await closing;
+    expect(closed).toBe(true);
+  });
+
   test("a sparse reader reads small packed images without read-ahead (the random hint); a dense one with it", async () => {
     const sim = new SimDisk({ seed: 14 });
     const inner = sim.view();

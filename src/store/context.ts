@@ -121,6 +121,8 @@ export class StoreContext {
   /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
   readonly oversized = new Set<PartitionLog>();
   readsInFlight = 0;
+  /** Reads ahead in flight that no read batch waits for (see reader.ts, prefetch); close waits for them. */
+  readonly prefetches = new Set<Promise<void>>();
   /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
   bytesRead = 0;
   deferred: (() => Promise<void>)[] = [];

@@ -431,6 +431,7 @@ export class Store {
     }
     context.closed = true;
     this.wakeCaughtUp();
+    await Promise.all(context.prefetches);
     await context.locked(async () => {
       await context.manifest.file?.close();
       context.manifest.file = null;
