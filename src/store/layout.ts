@@ -63,7 +63,7 @@ export function parseFileName(name: string): { kind: FileNameKind; n: number } |
 }
 
 /** Stable codes of expected store failures. */
-export type StoreErrorCode = "ARIA_ERR_STORE_CORRUPT" | "ARIA_ERR_STORE_IO" | "ARIA_ERR_STORE_CLOSED" | "ARIA_ERR_STORE_FAILED";
+export type StoreErrorCode = "ARIA_ERR_STORE_CORRUPT" | "ARIA_ERR_STORE_IO" | "ARIA_ERR_STORE_CLOSED" | "ARIA_ERR_STORE_FAILED" | "ARIA_ERR_STORE_FORMAT";
 
 /** An expected store failure: corrupt data (with file and offset), an I/O error, a closed store. */
 export class StoreError extends Error {

@@ -12,7 +12,7 @@ import { assert } from "../stdx/assert.ts";
 import type { StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
-import { MANIFEST_PATH, MANIFEST_TMP_PATH } from "./layout.ts";
+import { MANIFEST_PATH, MANIFEST_TMP_PATH, StoreError } from "./layout.ts";
 import {
   MANIFEST_ADD,
   MANIFEST_REMOVE,
@@ -59,6 +59,14 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
   const header = decodeFileHeader(bytes, "manifest", context.crc32);
   if (typeof header === "string") return { ok: false, exists: true, offset: 0, problem: header };
   const decoded = decodeManifestRecords(bytes.subarray(header.bytes), context.crc32);
+  if (decoded.unknownKind !== undefined) {
+    // Cutting it as a torn tail would orphan every file listed after it (and the next open
+    // would remove them): refuse instead, changing nothing.
+    throw new StoreError(
+      "ARIA_ERR_STORE_FORMAT",
+      `Cannot open the data directory: "${MANIFEST_PATH}" holds a record of kind ${decoded.unknownKind} at offset ${header.bytes + decoded.validBytes}, which this build does not know (a newer build wrote it). Nothing was changed: open the directory with that build.`,
+    );
+  }
   let validBytes = bytes.length;
   if (decoded.problem !== null) {
     validBytes = header.bytes + decoded.validBytes;

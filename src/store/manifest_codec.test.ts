@@ -46,4 +46,17 @@ describe("manifest codec", () => {
     damaged[second + 88] ^= 1;
     expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: records.slice(0, 1), validBytes: second, problem: "checksum mismatch" });
   });
+
+  test("an intact record of an unknown kind is told apart from damage (unknownKind)", () => {
+    const valid = encodeManifestRecords([{ kind: MANIFEST_REMOVE, id: 3 }], crc32);
+    const future = new Uint8Array(24);
+    const view = new DataView(future.buffer);
+    view.setUint32(0, future.length, true);
+    future[8] = 7;
+    view.setUint32(4, crc32(future.subarray(8)), true);
+    const bytes = new Uint8Array([...valid, ...future]);
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 7", unknownKind: 7 });
+    bytes[valid.length + 20] ^= 1;
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 7" });
+  });
 });

@@ -36,6 +36,8 @@ import { getU64, setU64 } from "./record.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import type { SubtreeStoreMeta } from "./store_file.ts";
 
+/** Bytes every record kind starts with (length, CRC, kind, reserved, name bytes). */
+const COMMON_BYTES = 12;
 const FIXED_BYTES = 68;
 const PACKED_FIXED_BYTES = 88;
 const PACKED_CRC_FIXED_BYTES = 92;
@@ -196,8 +198,12 @@ function nameOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>)
   return record.kind === MANIFEST_ADD ? record.segment.partition : record.kind === MANIFEST_WATERMARK ? record.partition : "";
 }
 
-/** The result of decoding a manifest body: records, bytes that decoded, and the first problem. */
-export type ManifestDecode = { records: ManifestRecord[]; validBytes: number; problem: string | null };
+/**
+ * The result of decoding a manifest body: records, bytes that decoded, and the first problem;
+ * `unknownKind` is set when that problem is an intact record (its CRC holds) of a kind this code
+ * does not know: a newer build wrote it, and it is neither damage nor a torn tail.
+ */
+export type ManifestDecode = { records: ManifestRecord[]; validBytes: number; problem: string | null; unknownKind?: number };
 
 /** Decodes records from `bytes` until the end or the first invalid record. */
 export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): ManifestDecode {
@@ -205,9 +211,16 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
   const records: ManifestRecord[] = [];
   let at = 0;
   while (at < bytes.length) {
-    if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
+    if (bytes.length - at < COMMON_BYTES) return { records, validBytes: at, problem: "record cut short" };
     const length = view.getUint32(at, true);
-    if (view.getUint8(at + 8) === MANIFEST_SWAP) {
+    const kind = view.getUint8(at + 8);
+    if (kind < MANIFEST_ADD || kind > MANIFEST_ADD_PACKED_CRC) {
+      // Intact (its length and CRC hold) but of a kind this code does not know: a newer build's.
+      const intact = length >= COMMON_BYTES && bytes.length - at >= length && view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
+      return { records, validBytes: at, problem: `unknown record kind ${kind}`, ...(intact ? { unknownKind: kind } : {}) };
+    }
+    if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
+    if (kind === MANIFEST_SWAP) {
       if (length < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "impossible record length" };
       if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
       if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
@@ -218,7 +231,6 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       continue;
     }
     const nameBytes = view.getUint16(at + 10, true);
-    const kind = view.getUint8(at + 8);
     const fixed = kind === MANIFEST_ADD_PACKED_CRC ? PACKED_CRC_FIXED_BYTES : kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
     if (length !== fixed + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
     if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
@@ -242,10 +254,8 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       records.push({ kind: MANIFEST_ADD, segment });
     } else if (kind === MANIFEST_REMOVE) {
       records.push({ kind, id: getU64(view, at + 12) });
-    } else if (kind === MANIFEST_WATERMARK) {
-      records.push({ kind, partition: name, seq: getU64(view, at + 28) });
     } else {
-      return { records, validBytes: at, problem: `unknown record kind ${kind}` };
+      records.push({ kind: MANIFEST_WATERMARK, partition: name, seq: getU64(view, at + 28) });
     }
     at += length;
   }

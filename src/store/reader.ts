@@ -460,7 +460,9 @@ class Lane {
     // of a sort batch all reach their next images near the same seq, and reads ahead started a
     // few records before that left the merge waiting for ~270 MB (a 10,000-partition read); begun
     // early, those span reads overlap the merge of the current images.
-    return end - (this.bufferStart + this.headAt) < threshold || isPacked(this.files[this.segmentIndex + 1]);
+    // (Not for a sparse reader: its lanes' images lie apart, each read ahead is a read of its own
+    // that the next batch waits for.)
+    return end - (this.bufferStart + this.headAt) < threshold || (!this.owner.sparse && isPacked(this.files[this.segmentIndex + 1]));
   }
 
   /** Reads what lowOnData found short: a chunk from the head record on, or the next file's first. */
