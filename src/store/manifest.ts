@@ -64,7 +64,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
     // would remove them): refuse instead, changing nothing.
     throw new StoreError(
       "ARIA_ERR_STORE_FORMAT",
-      `Cannot open the data directory: "${MANIFEST_PATH}" holds a record of kind ${decoded.unknownKind} at offset ${header.bytes + decoded.validBytes}, which this build does not know (a newer build wrote it). Nothing was changed: open the directory with that build.`,
+      `"${MANIFEST_PATH}" holds a record of kind ${decoded.unknownKind} at offset ${header.bytes + decoded.validBytes}, which this build does not know (a newer build wrote it); nothing was changed: open the directory with that build`,
     );
   }
   let validBytes = bytes.length;
