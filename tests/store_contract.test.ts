@@ -566,6 +566,38 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(closed).toBe(true);
   });
 
+  test("a reader of many partitions whose seqs are dense merges with a calendar queue after its first batch, a sparse one with a heap; both in seq order", async () => {
+    const sim = new SimDisk({ seed: 17 });
+    const { store } = await Store.open(sim, {});
+    const topicOf = (seq: number) => `p${(seq * 7) % 600}/x`;
+    for (let seq = 1; seq <= 12_000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const everyTenth = Array.from({ length: 60 }, (_, i) => `p${10 * i}/**`);
+    for (const [filter, merges, expected] of [
+      [["**"], ["binary_heap", "calendar_queue"], 12_000],
+      // 60 of 600 partitions (seqs divisible by 10): sparse, and too few cursors for the calendar.
+      [everyTenth, ["binary_heap"], 1200],
+    ] as const) {
+      const reader = store.read(Filter.of(...filter), { seq: 1 }, { batchBytesMax: 16 * 1024 });
+      const seen = new Set<string>();
+      let last = 0;
+      let count = 0;
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) {
+        seen.add(reader.merge);
+        for (const message of batch) {
+          expect(message.seq).toBeGreaterThan(last);
+          expect(message.topic).toBe(topicOf(message.seq));
+          last = message.seq;
+          count++;
+        }
+      }
+      expect([...seen]).toEqual([...merges]);
+      expect(count).toBe(expected);
+    }
+    await store.close();
+  });
+
   test("a sparse reader reads small packed images without read-ahead (the random hint); a dense one with it", async () => {
     const sim = new SimDisk({ seed: 14 });
     const inner = sim.view();

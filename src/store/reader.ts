@@ -22,7 +22,7 @@
 import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CONCURRENCY_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { forEachConcurrently } from "../stdx/concurrently.ts";
-import { BinaryHeap } from "../tip/heap/mod.ts";
+import { BinaryHeap, CalendarQueue, type MergeHeap } from "../tip/heap/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
 import { StoreError } from "./layout.ts";
@@ -706,6 +706,9 @@ class PartitionCursor {
  */
 type SpanRequest = { lane: Lane; path: string; position: number; end: number; ahead: boolean; fromStart: boolean; imageStart: number; next: number };
 
+/** Cursors from which a reader whose seqs are dense merges with a calendar queue (StoreReader.batch). */
+const CALENDAR_CURSORS_MIN = 256;
+
 /** `want.limit` of a lane waiting for its read ahead in flight (Lane.aheadRead); -1 is an index read. */
 const WANT_AHEAD = -2;
 
@@ -779,8 +782,10 @@ export class StoreReader {
    */
   private readonly access = { sparse: false };
   private partitionsSeen = 0;
-  private heap = new BinaryHeap(16);
+  private heap: MergeHeap = new BinaryHeap(16);
   private keys = new Float64Array(16);
+  /** The last batch's seqs were dense (most seqs in its range were this reader's): merge with a calendar queue. */
+  private denseKeys = false;
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
@@ -802,6 +807,11 @@ export class StoreReader {
   /** Partitions this reader has opened cursors on. */
   get partitionCount(): number {
     return this.cursors.length;
+  }
+
+  /** The merge structure of the last batch ("binary_heap" or "calendar_queue"). */
+  get merge(): string {
+    return this.heap.name;
   }
 
   /**
@@ -833,9 +843,13 @@ export class StoreReader {
     const limit = context.committedSeq;
     this.discover(context);
     const count = this.cursors.length;
-    if (this.keys.length < count) {
-      this.keys = new Float64Array(count * 2);
-      this.heap = new BinaryHeap(count * 2);
+    // A calendar queue when the last batch's seqs were dense and the cursors many (a whole-
+    // stream read of 10,000 partitions: O(1) per message, where the heap's sift was ~16% of the
+    // read's CPU); a binary heap otherwise (sparse seqs would make the calendar scan empty slots).
+    const calendar = this.denseKeys && count >= CALENDAR_CURSORS_MIN;
+    if (this.keys.length < count || this.heap instanceof CalendarQueue !== calendar) {
+      if (this.keys.length < count) this.keys = new Float64Array(count * 2);
+      this.heap = calendar ? new CalendarQueue(this.keys.length) : new BinaryHeap(this.keys.length);
     }
     // Cursors that need no read are positioned at once; the others read concurrently, at most
     // READ_CONCURRENCY_MAX at a time (queue depth > 1, yet 10,000 partitions do not open 10,000
@@ -878,7 +892,10 @@ export class StoreReader {
       if (key === NEEDS_READ) key = await next(context, cursor, limit);
       heap.advance(key);
     }
-    if (out.length > 0) this.lastSeq = out[out.length - 1].seq;
+    if (out.length > 0) {
+      this.lastSeq = out[out.length - 1].seq;
+      this.denseKeys = out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
+    }
     return out;
   }
 

@@ -9,6 +9,7 @@ import { assert } from "../../stdx/assert.ts";
 import { BinaryHeap } from "./binary_heap.ts";
 import { BoxedHeap } from "./boxed_heap.ts";
 import { BranchlessHeap } from "./branchless_heap.ts";
+import { CalendarQueue } from "./calendar_queue.ts";
 import { KeyedLoserTree } from "./keyed_loser_tree.ts";
 import { LinearMin } from "./linear_min.ts";
 import { LoserTree } from "./loser_tree.ts";
@@ -19,6 +20,7 @@ export type { MergeHeap, MergeHeapFactory } from "./merge_heap.ts";
 export { BinaryHeap } from "./binary_heap.ts";
 export { BoxedHeap } from "./boxed_heap.ts";
 export { BranchlessHeap } from "./branchless_heap.ts";
+export { CalendarQueue } from "./calendar_queue.ts";
 export { KeyedLoserTree } from "./keyed_loser_tree.ts";
 export { LinearMin } from "./linear_min.ts";
 export { LoserTree } from "./loser_tree.ts";
@@ -33,6 +35,7 @@ export const MERGE_HEAPS: readonly { readonly name: string; readonly create: Mer
   { name: "loser_tree", create: (capacity) => new LoserTree(capacity) },
   { name: "keyed_loser_tree", create: (capacity) => new KeyedLoserTree(capacity) },
   { name: "linear_min", create: (capacity) => new LinearMin(capacity) },
+  { name: "calendar_queue", create: (capacity) => new CalendarQueue(capacity) },
 ];
 
 /** How createMergeHeap picks an implementation. */
