@@ -873,6 +873,14 @@ export class StoreReader {
       if (i < 0) await this.cursors[-1 - i].topUp(context);
       else keys[i] = await next(context, this.cursors[i], limit);
     });
+    // Cursors that have just read their files can read ahead now rather than a batch later
+    // (spans of reads ahead only, not waited for): a whole-stream read's first reads bring every
+    // partition's current image at once, and the next ones are then wanted all together too.
+    if (reading.some((i) => i >= 0)) {
+      const low: number[] = [];
+      for (let i = 0; i < count; i++) if (keys[i] !== Infinity && this.cursors[i].lowOnData()) low.push(-1 - i);
+      if (low.length > 1) await this.readSpans(context, low);
+    }
     const heap = this.heap;
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];
