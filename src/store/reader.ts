@@ -395,7 +395,10 @@ class Lane {
     if (this.headAt < 0) {
       // The read `advance` asked for: data of the current file, nothing of it kept in the buffer.
       if (want.limit < 0 || this.segmentIndex >= this.files.length || want.path !== this.filePath) return null;
-      if (want.path === this.bufferPath && want.position >= this.bufferStart && want.position < this.bufferStart + this.bufferLength) return null;
+      if (want.path === this.bufferPath && want.position >= this.bufferStart && want.position < this.bufferStart + this.bufferLength) {
+        // The read came (a span the batch just read): the next file may be read ahead already.
+        return this.readsAheadEarly() ? this.spanRegion(this.files[this.segmentIndex + 1], null, true) : null;
+      }
       return this.spanRegion(this.files[this.segmentIndex], want.position, false);
     }
     if (!this.lowOnData() || this.bufferStart + this.bufferLength < this.fileEnd) return null;
@@ -455,14 +458,23 @@ class Lane {
     const bufferEnd = this.bufferStart + this.bufferLength;
     const threshold = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN) / 4;
     if (bufferEnd < end) return bufferEnd - (this.bufferStart + this.headAt) < threshold;
+    if (this.readsAheadEarly()) return true;
     if (this.ahead !== null || this.aheadRead !== null || !this.nextFileFromStart()) return false;
-    // A packed next file is read ahead as soon as this one is all in the buffer: the partitions
-    // of a sort batch all reach their next images near the same seq, and reads ahead started a
-    // few records before that left the merge waiting for ~270 MB (a 10,000-partition read); begun
-    // early, those span reads overlap the merge of the current images.
-    // (Not for a sparse reader: its lanes' images lie apart, each read ahead is a read of its own
-    // that the next batch waits for.)
-    return end - (this.bufferStart + this.headAt) < threshold || (!this.owner.sparse && isPacked(this.files[this.segmentIndex + 1]));
+    return end - (this.bufferStart + this.headAt) < threshold;
+  }
+
+  /**
+   * The current file is all in the buffer and the next one is packed and read from its start:
+   * it is read ahead now, not when a few records are left. The partitions of a sort batch all
+   * reach their next images near the same seq, and reads ahead started a few records before
+   * that left the merge waiting for ~270 MB (a 10,000-partition read); begun early, those span
+   * reads overlap the merge of the current images. (Not for a sparse reader: its lanes' images
+   * lie apart, each read ahead is a read of its own that the next batch waits for.)
+   */
+  private readsAheadEarly(): boolean {
+    if (this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath || this.bufferStart + this.bufferLength < this.fileEnd) return false;
+    if (this.ahead !== null || this.aheadRead !== null || this.owner.sparse || !this.nextFileFromStart()) return false;
+    return isPacked(this.files[this.segmentIndex + 1]);
   }
 
   /** Reads what lowOnData found short: a chunk from the head record on, or the next file's first. */
@@ -868,19 +880,16 @@ export class StoreReader {
       }
     }
     if (reading.length > 1) await this.readSpans(context, reading);
+    // Cursors that have just read their files read their next ones ahead at once (spans of reads
+    // ahead only, not waited for), before the records just read are checked and merged: a
+    // whole-stream read's first reads bring every partition's current image together, and the
+    // next images are wanted together too.
+    if (reading.length > 1 && reading.some((i) => i >= 0)) await this.readSpans(context, reading);
     await forEachConcurrently(reading.length, READ_CONCURRENCY_MAX, async (k) => {
       const i = reading[k];
       if (i < 0) await this.cursors[-1 - i].topUp(context);
       else keys[i] = await next(context, this.cursors[i], limit);
     });
-    // Cursors that have just read their files can read ahead now rather than a batch later
-    // (spans of reads ahead only, not waited for): a whole-stream read's first reads bring every
-    // partition's current image at once, and the next ones are then wanted all together too.
-    if (reading.some((i) => i >= 0)) {
-      const low: number[] = [];
-      for (let i = 0; i < count; i++) if (keys[i] !== Infinity && this.cursors[i].lowOnData()) low.push(-1 - i);
-      if (low.length > 1) await this.readSpans(context, low);
-    }
     const heap = this.heap;
     heap.init(this.keys, count);
     const out: StoredMessage[] = [];
