@@ -120,6 +120,8 @@ export class CalendarQueue implements MergeHeap {
       this.far[this.farCount++] = source;
       return;
     }
+    // Never before the top slot (those are done): keys only grow, and the top is the smallest.
+    assert(slot >= this.top, "calendar_queue: a key below the smallest one");
     const heads = this.heads;
     const links = this.links;
     let next = heads[slot];
