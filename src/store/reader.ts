@@ -859,7 +859,7 @@ export class StoreReader {
     // stream read of 10,000 partitions: O(1) per message, where the heap's sift was ~16% of the
     // read's CPU); a binary heap otherwise (sparse seqs would make the calendar scan empty slots).
     const calendar = this.denseKeys && count >= CALENDAR_CURSORS_MIN;
-    if (this.keys.length < count || this.heap instanceof CalendarQueue !== calendar) {
+    if (this.keys.length < count || (this.heap instanceof CalendarQueue) !== calendar) {
       if (this.keys.length < count) this.keys = new Float64Array(count * 2);
       this.heap = calendar ? new CalendarQueue(this.keys.length) : new BinaryHeap(this.keys.length);
     }
@@ -949,8 +949,11 @@ export class StoreReader {
     // Spans only read ahead for are not waited for: the merge goes on while they are read, and a
     // lane that reaches its next file before its span lands waits for it then (Lane.aheadRead).
     // Waiting for them here left the merge idle for a third of a warm 10,000-partition read.
-    const needed = spans.filter((span) => span.some((request) => !request.ahead));
-    for (const span of spans) if (!needed.includes(span)) prefetch(context, span);
+    const needed: SpanRequest[][] = [];
+    for (const span of spans) {
+      if (span.some((request) => !request.ahead)) needed.push(span);
+      else prefetch(context, span);
+    }
     await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) => readSpan(context, needed[k]));
   }
 
