@@ -401,7 +401,7 @@ class Lane {
       }
       return this.spanRegion(this.files[this.segmentIndex], want.position, false);
     }
-    if (!this.lowOnData() || this.bufferStart + this.bufferLength < this.fileEnd) return null;
+    if (!(this.lowOnData() || this.readsAheadEarly()) || this.bufferStart + this.bufferLength < this.fileEnd) return null;
     const next = this.files[this.segmentIndex + 1];
     return this.spanRegion(next, null, true);
   }
@@ -458,7 +458,6 @@ class Lane {
     const bufferEnd = this.bufferStart + this.bufferLength;
     const threshold = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN) / 4;
     if (bufferEnd < end) return bufferEnd - (this.bufferStart + this.headAt) < threshold;
-    if (this.readsAheadEarly()) return true;
     if (this.ahead !== null || this.aheadRead !== null || !this.nextFileFromStart()) return false;
     return end - (this.bufferStart + this.headAt) < threshold;
   }
@@ -468,10 +467,12 @@ class Lane {
    * it is read ahead now, not when a few records are left. The partitions of a sort batch all
    * reach their next images near the same seq, and reads ahead started a few records before
    * that left the merge waiting for ~270 MB (a 10,000-partition read); begun early, those span
-   * reads overlap the merge of the current images. (Not for a sparse reader: its lanes' images
-   * lie apart, each read ahead is a read of its own that the next batch waits for.)
+   * reads overlap the merge of the current images. Such a read ahead is only ever part of a
+   * span read (never waited for); a lane whose next image is not read with others' reads it
+   * ahead when low on data (lowOnData, topUp), as before: begun early, a read of its own would
+   * be waited for at a batch start. Not for a sparse reader, whose lanes' images lie apart.
    */
-  private readsAheadEarly(): boolean {
+  readsAheadEarly(): boolean {
     if (this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath || this.bufferStart + this.bufferLength < this.fileEnd) return false;
     if (this.ahead !== null || this.aheadRead !== null || this.owner.sparse || !this.nextFileFromStart()) return false;
     return isPacked(this.files[this.segmentIndex + 1]);
@@ -679,9 +680,13 @@ class PartitionCursor {
     return message;
   }
 
-  /** True when a lane's head sits near the end of what it has read (see Lane.lowOnData). */
+  /**
+   * True when a lane's head sits near the end of what it has read (see Lane.lowOnData), or a
+   * lane could read its next image ahead with others (Lane.readsAheadEarly): the batch start
+   * then offers its read to a span.
+   */
   lowOnData(): boolean {
-    for (const lane of this.lanes) if (lane.lowOnData()) return true;
+    for (const lane of this.lanes) if (lane.lowOnData() || lane.readsAheadEarly()) return true;
     return false;
   }
 
