@@ -151,7 +151,7 @@ class Lane {
   /** Payloads of the current batch point into `buffer` (borrowing readers only). */
   lent = false;
   /** The first chunk of the next file, read ahead with other lanes' reads (see lowOnData). */
-  ahead: { buffer: Uint8Array; path: string; start: number; length: number } | null = null;
+  ahead: { buffer: Uint8Array; path: string; start: number; length: number; checked: boolean } | null = null;
   /** A span read in flight that sets `ahead` when it lands (StoreReader.readSpans does not wait for it); it never rejects. */
   aheadRead: Promise<void> | null = null;
   /** Path of the file holding files[segmentIndex] (built once per file, not per record), its image's offset there and its end. */
@@ -417,20 +417,32 @@ class Lane {
     const regionEnd = Math.min(end, position + SPAN_SHARE_CHUNKS * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN));
     // The next image of the pack starts after this one's index image.
     const next = regionEnd === end ? end + file.pack.indexBytes : -1;
-    return { path, position, end: regionEnd, ahead, fromStart: position === dataStart, imageStart: file.pack.offset, next };
+    const whole = position === dataStart && regionEnd === end;
+    const recordsCrc = whole ? (file.pack.recordsCrc ?? -1) : -1;
+    return { path, position, end: regionEnd, ahead, fromStart: position === dataStart, imageStart: file.pack.offset, next, recordsCrc };
   }
 
-  /** Takes `bytes` (file bytes from `position` of `path`, a view of a span read) for the region spanWant named. */
-  acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean): void {
+  /**
+   * Takes `bytes` (file bytes from `position` of `path`, a view of a span read) for the region
+   * spanWant named; `checked`: they are a whole image's records and matched its records CRC.
+   */
+  acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean, checked: boolean): void {
     if (ahead) {
-      this.ahead = { buffer: bytes, path, start: position, length: bytes.length };
+      this.ahead = { buffer: bytes, path, start: position, length: bytes.length, checked };
       return;
     }
     this.replaceBuffer(bytes);
     this.bufferPath = path;
     this.bufferStart = position;
     this.bufferLength = bytes.length;
-    this.checkedEnd = 0;
+    this.markChecked(checked);
+  }
+
+  /** The buffer's records were (true) checked as a whole already, or (false) not yet. */
+  private markChecked(checked: boolean): void {
+    this.checkedStart = 0;
+    this.checkedEnd = checked ? this.bufferLength : 0;
+    if (checked) this.imageCrc = -1;
   }
 
   /** Takes over the read buffer of `lane` (its bytes stay valid: files never change in place). */
@@ -500,7 +512,7 @@ class Lane {
     const bytes = this.readBytes(dataStart, end, 0);
     const buffer = this.freshBuffer(bytes);
     const read = await readChunk(context, path, dataStart, buffer.subarray(0, bytes), end, this.owner.sparse && smallInPack(next));
-    this.ahead = { buffer, path, start: dataStart, length: read };
+    this.ahead = { buffer, path, start: dataStart, length: read, checked: false };
   }
 
   /** The read-ahead chunk becomes the buffer (the old one may still back this batch's payloads). */
@@ -511,7 +523,7 @@ class Lane {
     this.bufferPath = ahead.path;
     this.bufferStart = ahead.start;
     this.bufferLength = ahead.length;
-    this.checkedEnd = 0;
+    this.markChecked(ahead.checked);
   }
 
   /** Performs `want`: a chunk of a data file, or an index. */
@@ -721,7 +733,8 @@ class PartitionCursor {
  * A.next = B.imageStart and B starts from its image's start: what lies between them is A's
  * index image and B's file header, never another segment's records.
  */
-type SpanRequest = { lane: Lane; path: string; position: number; end: number; ahead: boolean; fromStart: boolean; imageStart: number; next: number };
+/** `recordsCrc`: the CRC-32 of the region's records when it is a whole packed image's, else -1. */
+type SpanRequest = { lane: Lane; path: string; position: number; end: number; ahead: boolean; fromStart: boolean; imageStart: number; next: number; recordsCrc: number };
 
 /** Cursors from which a reader whose seqs are dense merges with a calendar queue (StoreReader.batch). */
 const CALENDAR_CURSORS_MIN = 256;
@@ -976,13 +989,21 @@ export class StoreReader {
   }
 }
 
-/** Reads `span` (requests back to back in one pack) at once; each lane takes a view of its region. */
+/**
+ * Reads `span` (requests back to back in one pack) at once; each lane takes a view of its region.
+ * A whole image's records are checked here, against its records CRC, as soon as they land: the
+ * reader is often still waiting for other spans then (the first reads of a whole-stream read),
+ * where checking them at each lane's first record held back the merge's start (~70 ms per
+ * 270 MB on this machine).
+ */
 async function readSpan(context: StoreContext, span: readonly SpanRequest[]): Promise<void> {
   const start = span[0].position;
   const bytes = new Uint8Array(span[span.length - 1].end - start);
   await readChunk(context, span[0].path, start, bytes, span[span.length - 1].end);
   for (const request of span) {
-    request.lane.acceptSpan(request.path, request.position, bytes.subarray(request.position - start, request.end - start), request.ahead);
+    const region = bytes.subarray(request.position - start, request.end - start);
+    const checked = request.recordsCrc !== -1 && context.crc32(region) === request.recordsCrc;
+    request.lane.acceptSpan(request.path, request.position, region, request.ahead, checked);
   }
 }
 
