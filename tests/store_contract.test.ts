@@ -573,6 +573,63 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(closed).toBe(true);
   });
 
+  test("no read ahead starts while file removals wait for reads to end; they run once the reads in flight end", async () => {
+    const sim = new SimDisk({ seed: 18 });
+    let secondPack = "";
+    let hold: Promise<void> | null = null;
+    let release = () => {};
+    const disk = withPackReads(sim.view(), async (read, path) => {
+      // The first read of the second pack (the first reader's read ahead) is held.
+      if (path === secondPack && hold !== null) {
+        const held = hold;
+        hold = null;
+        await held;
+      }
+      return read();
+    });
+    const limits = { journalBytesMax: 64 << 10, journalRetainedBytesMax: 256 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
+    const { store } = await Store.open(disk, limits);
+    const topicOf = (seq: number) => `p${seq % 40}/x`;
+    let seq = 0;
+    const appendSorted = async (count: number) => {
+      for (const end = seq + count; seq < end; ) store.append(++seq, seq, topicOf(seq), payloadOf(seq, 30));
+      await store.commit();
+      await store.sortAll();
+    };
+    await appendSorted(2000);
+    await appendSorted(2000);
+    secondPack = packPath(packIds(sim)[1]);
+    const readAll = async (reader: ReturnType<Store["read"]>, seen: number[]) => {
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+      expect(seen).toEqual(Array.from({ length: seq }, (_, i) => i + 1));
+    };
+    hold = new Promise((resolve) => (release = resolve));
+    const first = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+    const firstSeen = (await first.nextBatch()).map((m) => m.seq);
+    expect(first.readsAhead).toBeGreaterThan(0);
+    expect(hold === null).toBe(true);
+    // More records sorted: removing the drained journals waits for the read ahead in flight.
+    const journalsBefore = store.stats().journals;
+    await appendSorted(6000);
+    expect(store.stats().journals).toBeGreaterThan(journalsBefore);
+    // Meanwhile another reader starts no read ahead of its own (its lanes read their next images
+    // themselves), so a long read cannot hold the removals off.
+    const second = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+    const secondSeen: number[] = [];
+    for (let k = 0; k < 5; k++) for (const m of await second.nextBatch()) secondSeen.push(m.seq);
+    expect(second.readsAhead).toBe(0);
+    // The held read ends: the removals run, and reads ahead start again.
+    release();
+    await readAll(first, firstSeen);
+    await store.idle();
+    expect(store.stats().journals).toBeLessThanOrEqual(journalsBefore);
+    await readAll(second, secondSeen);
+    const third = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+    await readAll(third, []);
+    expect(third.readsAhead).toBeGreaterThan(0);
+    await store.close();
+  });
+
   test("a sparse reader reads small packed images without read-ahead (the random hint); a dense one with it", async () => {
     const sim = new SimDisk({ seed: 14 });
     const inner = sim.view();

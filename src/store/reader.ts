@@ -816,6 +816,7 @@ export class StoreReader {
   private keys = new Float64Array(16);
   /** The last batch's seqs were dense (most seqs in its range were this reader's): merge with a calendar queue. */
   private denseKeys = false;
+  private spansReadAhead = 0;
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
@@ -842,6 +843,11 @@ export class StoreReader {
   /** The merge structure of the last batch ("binary_heap" or "calendar_queue"). */
   get merge(): string {
     return this.heap.name;
+  }
+
+  /** Span reads this reader started ahead of its lanes without waiting for them (see readSpans). */
+  get readsAhead(): number {
+    return this.spansReadAhead;
   }
 
   /**
@@ -967,10 +973,17 @@ export class StoreReader {
     // Spans only read ahead for are not waited for: the merge goes on while they are read, and a
     // lane that reaches its next file before its span lands waits for it then (Lane.aheadRead).
     // Waiting for them here left the merge idle for a third of a warm 10,000-partition read.
+    // While file removals wait for the reads in flight to end, no new read ahead starts: reads
+    // ahead outlive batches, and a long read that kept one in flight at all times would hold
+    // removals (drained journals, retention) off for as long as it ran. Its lanes read ahead
+    // later, when low on data.
     const needed: SpanRequest[][] = [];
     for (const span of spans) {
       if (span.some((request) => !request.ahead)) needed.push(span);
-      else prefetch(context, span);
+      else if (context.deferred.length === 0) {
+        prefetch(context, span);
+        this.spansReadAhead++;
+      }
     }
     await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) => readSpan(context, needed[k]));
   }
