@@ -731,9 +731,9 @@ class PartitionCursor {
  * region starts at the image's first record; `next`: where the pack's next image starts, when
  * the region runs to the end of its segment (else -1). A span joins B after A only when
  * A.next = B.imageStart and B starts from its image's start: what lies between them is A's
- * index image and B's file header, never another segment's records.
+ * index image and B's file header, never another segment's records. `recordsCrc`: the CRC-32
+ * of the region's records when the region is a whole packed image, else -1.
  */
-/** `recordsCrc`: the CRC-32 of the region's records when it is a whole packed image's, else -1. */
 type SpanRequest = { lane: Lane; path: string; position: number; end: number; ahead: boolean; fromStart: boolean; imageStart: number; next: number; recordsCrc: number };
 
 /** Cursors from which a reader whose seqs are dense merges with a calendar queue (StoreReader.batch). */
