@@ -30,7 +30,6 @@ const PACK_CHUNK_BYTES = 4 * 1024 * 1024;
 /** A probe large enough for any file header (fixed part + the longest partition name). */
 const HEADER_PROBE_BYTES = 36 + 256;
 
-/** The segment being written into a pack. */
 /** The segment being written: where its image starts, its index so far, the CRC-32 of its records so far. */
 type OpenImage = { id: number; partition: string; firstSeq: number; start: number; index: SegmentIndexBuilder; recordsCrc: number };
 

@@ -452,7 +452,7 @@ class Lane {
     this.bufferPath = lane.bufferPath;
     this.bufferStart = lane.bufferStart;
     this.bufferLength = lane.bufferLength;
-    this.checkedEnd = 0;
+    this.markChecked(false);
     this.lent = lane.lent;
     this.ahead = lane.ahead;
   }
@@ -555,7 +555,7 @@ class Lane {
     this.bufferPath = want.path;
     this.bufferStart = want.position;
     this.bufferLength = kept + read;
-    this.checkedEnd = 0;
+    this.markChecked(false);
   }
 
   /** A buffer of at least `bytes` that nothing points into: from the pool when borrowing. */
