@@ -79,7 +79,7 @@ export function encodeRecord(
   const payloadAt = topicAt + topic.length;
   copyBytes(bytes, payloadAt, payload, 0, payload.length);
   // A long record's payload is checksummed from the caller's array (no view of the copy).
-  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32) : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32);
+  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view) : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32, view);
   view.setUint32(at + RECORD_CRC_OFFSET, crc, true);
   return at + total;
 }
@@ -107,7 +107,7 @@ export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: 
   if (end - at < total) return RECORD_INCOMPLETE;
   if (checksummed) return total;
   const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
-  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32)) return RECORD_BAD_CHECKSUM;
+  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)) return RECORD_BAD_CHECKSUM;
   return total;
 }
 
