@@ -28,6 +28,10 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   const fanout = rowsOf("fanout");
   expect(fanout.map((row) => row.subscribers)).toEqual([1, 10, 100]);
   positive(fanout, "deliveredPerSecond");
+  const steadiness = rowsOf("cpu-steadiness");
+  expect(steadiness.length).toBe(1);
+  positive(steadiness, "windows");
+  positive(steadiness, "medianShare");
   const latency = rowsOf("latency");
   expect(latency.length).toBe(4);
   positive(latency, "samples");
@@ -47,7 +51,7 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
 test("aria bench: wrong arguments are usage errors", async () => {
   const io = capture();
   expect(await runCli(["bench", "--scenario", "nope"], io)).toBe(2);
-  expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(`"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, latency, tip-recovery, disk-recovery, all"`);
+  expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(`"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, all"`);
   const help = capture();
   expect(await runCli(["bench", "--help"], help)).toBe(0);
   expect(help.stdout).toContain("Usage: aria bench");

@@ -34,6 +34,7 @@ Scenarios (in this order for all):
   publish        acknowledged msg/s: 1 and 8 publishers, 64 B and 1 KiB, each fsync policy
   publish-path   CPU per published message by stage (client, decode, tip, broker, store)
   fanout         delivered msg/s to 1, 10 and 100 live subscribers of **
+  cpu-steadiness how steadily this machine runs a spinning thread, per 10 ms (stalls)
   latency        publish->deliver p50/p99/p99.9 at fixed rates, 10 subscribers
   tip-recovery   1% subtree replayed from the tip vs a full-stream reader filtering it
   disk-recovery  1% subtree replayed from disk after a restart, page cache dropped
