@@ -29,6 +29,11 @@ describe("crc32", () => {
         const start = Math.min(a, b, bytes.length);
         const end = Math.min(Math.max(a, b), bytes.length);
         expect(crc32Range(bytes, start, end, native)).toBe(crc32(bytes.subarray(start, end)));
+        // Through a DataView of the same bytes (four at a time), at any offset and alignment.
+        const shifted = new Uint8Array(bytes.length + 3).subarray(3);
+        shifted.set(bytes);
+        const view = new DataView(shifted.buffer, shifted.byteOffset, shifted.length);
+        expect(crc32Range(shifted, start, end, native, view)).toBe(crc32(bytes.subarray(start, end)));
       }),
       fcParams(),
     );
@@ -57,6 +62,7 @@ describe("crc32", () => {
         joined.set(bytes.subarray(start, end));
         joined.set(tail, end - start);
         expect(crc32RangeThen(bytes, start, end, tail, native)).toBe(crc32(joined));
+        expect(crc32RangeThen(bytes, start, end, tail, native, new DataView(bytes.buffer, bytes.byteOffset, bytes.length))).toBe(crc32(joined));
       }),
       fcParams(),
     );
