@@ -329,11 +329,14 @@ export class Broker {
     const timeUs = Math.max(this.clock.nowUs(), this.lastTimeUs);
     this.lastTimeUs = timeUs;
     const firstSeq = this.nextSeq;
+    // Payloads go to the store and the tip as ranges of the frame: no view per message.
+    const frameBytes = messages.frame;
     for (let i = 0; messages.next(); i++) {
-      const payload = messages.payload;
+      const payloadStart = messages.payloadStart;
+      const payloadBytes = messages.payloadBytes;
       const seq = this.nextSeq;
       try {
-        this.store.append(seq, timeUs, messages.topic, payload);
+        this.store.append(seq, timeUs, messages.topic, frameBytes, payloadStart, payloadBytes);
       } catch (error) {
         // The store stopped in the background (a segment close or an fsync failed) before any
         // commit said so. Its failure is sticky and set between events, so this is the batch's
@@ -343,9 +346,9 @@ export class Broker {
         return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", { requestId });
       }
       this.nextSeq++;
-      this.tip.append(topicIds[i], seq, timeUs, payload);
-      this.countTopic(topicIds[i], payload.length);
-      this.counters.bytesPublished += payload.length;
+      this.tip.append(topicIds[i], seq, timeUs, frameBytes, payloadStart, payloadBytes);
+      this.countTopic(topicIds[i], payloadBytes);
+      this.counters.bytesPublished += payloadBytes;
     }
     this.counters.messagesPublished += messages.count;
     this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });

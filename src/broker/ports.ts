@@ -44,7 +44,8 @@ export interface BrokerStore {
   readonly nextSeq: number;
   /** The last seq durable under the fsync policy. */
   readonly committedSeq: number;
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void;
+  /** Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame). */
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start: number, length: number): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;
   /** True while storage is behind on its background work: publishers should wait (see whenCaughtUp). */

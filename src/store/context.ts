@@ -67,8 +67,16 @@ export type StoreOptions = {
 /** StoreOptions with every default filled in. */
 export type ResolvedOptions = Required<Omit<StoreOptions, "schedule">> & Pick<StoreOptions, "schedule">;
 
+/**
+ * Journals roll before this many bytes (journalBytesMax may not pass half of it; a roll may
+ * overshoot by one record): positions in a journal are int32s, which the partitions' pending
+ * entries hand out as such (partition_log.ts).
+ */
+export const JOURNAL_POSITION_LIMIT = 2 ** 31;
+
 /** Fills in the defaults of `options`. */
 export function resolveOptions(options: StoreOptions): ResolvedOptions {
+  assert(options.journalBytesMax === undefined || options.journalBytesMax <= JOURNAL_POSITION_LIMIT / 2, "store: journalBytesMax at most 1 GiB");
   return {
     fsync: options.fsync ?? "always",
     fsyncIntervalMs: options.fsyncIntervalMs ?? FSYNC_INTERVAL_MS_DEFAULT,

@@ -54,13 +54,13 @@ export class JournalWriter {
     return this.context.journals[this.context.journals.length - 1];
   }
 
-  /** Buffers one message; `seq` must be the store's next seq. */
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+  /** Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes); `seq` must be the store's next seq. */
+  append(seq: number, timeUs: number, topic: string, source: Uint8Array, payloadStart: number, payloadBytes: number): void {
     const context = this.context;
     if (context.failure !== null) throw context.failure;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
     assert(seq === context.nextSeq, "journal_writer: seqs must be contiguous and increasing");
-    const length = recordBytes(topic.length, payload.length);
+    const length = recordBytes(topic.length, payloadBytes);
     let journal = this.active();
     if (this.plannedBytes + length > context.options.journalBytesMax && this.plannedBytes > FILE_HEADER_FIXED_BYTES) {
       journal = { gen: journal.gen + 1, path: journalPath(journal.gen + 1), firstSeq: seq, bytes: FILE_HEADER_FIXED_BYTES, pendingRecords: 0, created: false };
@@ -69,7 +69,7 @@ export class JournalWriter {
     }
     const chunk = this.chunkFor(journal.gen, length);
     const position = this.plannedBytes;
-    encodeRecord(chunk.bytes, chunk.view, chunk.length, { seq, timeUs, topic, payload }, context.crc32);
+    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, payloadStart, payloadBytes, context.crc32);
     chunk.length += length;
     chunk.lastSeq = seq;
     this.plannedBytes += length;

@@ -135,14 +135,19 @@ export class PartitionLog {
     return this.field(i, GEN);
   }
 
-  /** Journal position of pending record `i`. */
+  /** Journal position of pending record `i` (an int32, as pendingLength: see JOURNAL_POSITION_LIMIT in context.ts). */
   pendingPosition(i: number): number {
-    return this.field(i, POSITION);
+    return this.field(i, POSITION) | 0;
   }
 
-  /** Bytes of pending record `i`. */
+  /**
+   * Bytes of pending record `i`. `| 0`: a record's bytes fit an int32 (STORE_RECORD_BYTES_MAX),
+   * and a value read from the Float64Array entries is a double to the engine: sums of them made
+   * `pendingBytes` a double after each segment close, and every append's code compiled for an
+   * int32 there left optimized code (hundreds of "BadType" exits and recompiles per run).
+   */
   pendingLength(i: number): number {
-    return this.field(i, LENGTH);
+    return this.field(i, LENGTH) | 0;
   }
 
   /** Bytes of the pending records [pendingHead, end), counted from whichever end is nearer. */
@@ -158,7 +163,7 @@ export class PartitionLog {
       const from = (i - this.blocksBase) & PENDING_BLOCK_MASK;
       const to = Math.min(block.capacity, from + (end - i));
       const entries = block.entries;
-      for (let k = from; k < to; k++) bytes += entries[k * STRIDE + LENGTH];
+      for (let k = from; k < to; k++) bytes += entries[k * STRIDE + LENGTH] | 0; // int32, as pendingLength
       i += to - from;
     }
     return bytes;

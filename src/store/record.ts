@@ -54,32 +54,42 @@ export function getU64(view: DataView, at: number): number {
   return value <= 0x7fffffff ? value | 0 : value;
 }
 
-/** Encodes one record at `at` (the caller made room); returns the offset after it. */
+/**
+ * Encodes one record at `at` (the caller made room); returns the offset after it. The payload is
+ * source[payloadStart, payloadStart + payloadBytes): a range of the caller's bytes (a PUBLISH
+ * frame), so no view is built per message.
+ */
 export function encodeRecord(
   bytes: Uint8Array,
   view: DataView,
   at: number,
-  message: { seq: number; timeUs: number; topic: string; payload: Uint8Array },
+  seq: number,
+  timeUs: number,
+  topic: string,
+  source: Uint8Array,
+  payloadStart: number,
+  payloadBytes: number,
   crc32: Crc32,
 ): number {
-  const { seq, timeUs, topic, payload } = message;
   assert(Number.isSafeInteger(seq) && seq > 0, "record: seq must be a positive safe integer");
   assert(Number.isSafeInteger(timeUs) && timeUs >= 0, "record: time must be a non-negative safe integer");
   assert(topic.length > 0 && topic.length <= TOPIC_BYTES_MAX, "record: topic length out of range");
-  const total = recordBytes(topic.length, payload.length);
+  const total = recordBytes(topic.length, payloadBytes);
   assert(total <= STORE_RECORD_BYTES_MAX, "record: larger than STORE_RECORD_BYTES_MAX");
   view.setUint32(at + RECORD_LENGTH_OFFSET, total, true);
   setU64(view, at + RECORD_SEQ_OFFSET, seq);
   setU64(view, at + RECORD_TIME_OFFSET, timeUs);
   view.setUint16(at + RECORD_TOPIC_BYTES_OFFSET, topic.length, true);
   view.setUint16(at + RECORD_FLAGS_OFFSET, 0, true);
-  view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payload.length, true);
+  view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payloadBytes, true);
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
   const payloadAt = topicAt + topic.length;
-  copyBytes(bytes, payloadAt, payload, 0, payload.length);
-  // A long record's payload is checksummed from the caller's array (no view of the copy).
-  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view) : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32, view);
+  copyBytes(bytes, payloadAt, source, payloadStart, payloadBytes);
+  // A long record's payload is checksummed from the caller's bytes (a view of them, not of the copy).
+  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX
+    ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)
+    : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, source.subarray(payloadStart, payloadStart + payloadBytes), crc32, view);
   view.setUint32(at + RECORD_CRC_OFFSET, crc, true);
   return at + total;
 }

@@ -132,9 +132,13 @@ export class Store {
     return this.context.failure;
   }
 
-  /** Buffers a message (no I/O). `seq` must equal `nextSeq`; `topic` must be a valid topic. */
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
-    this.writer.append(seq, timeUs, topic, payload);
+  /**
+   * Buffers a message (no I/O). `seq` must equal `nextSeq`; `topic` must be a valid topic. The
+   * payload is payload[start, start + length) (all of it by default): a publish hands the range
+   * of its frame, with no view per message.
+   */
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start = 0, length = payload.length - start): void {
+    this.writer.append(seq, timeUs, topic, payload, start, length);
   }
 
   /** Resolves once every message appended so far is durable under the policy (group commit). */

@@ -35,9 +35,9 @@ export class MemoryStore implements BrokerStore {
     for (const wake of waiters) wake();
   }
 
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start = 0, length = payload.length - start): void {
     if (seq !== this.nextSeq) throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
-    this.messages.push({ seq, timeUs, topic, payload: payload.slice() });
+    this.messages.push({ seq, timeUs, topic, payload: payload.slice(start, start + length) });
     this.nextSeq++;
   }
 

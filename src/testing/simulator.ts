@@ -232,9 +232,9 @@ class ObservedStore implements BrokerStore {
     return this.inner.whenCaughtUp();
   }
 
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
-    this.inner.append(seq, timeUs, topic, payload);
-    this.checker.onAppend(seq, timeUs, topic, payload);
+  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start: number, length: number): void {
+    this.inner.append(seq, timeUs, topic, payload, start, length);
+    this.checker.onAppend(seq, timeUs, topic, payload.subarray(start, start + length));
   }
 
   commit(): Promise<void> {

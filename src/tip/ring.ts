@@ -21,6 +21,7 @@
  */
 import { RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { copyBytes } from "../stdx/bytes.ts";
 
 /** Word offsets of the header fields (u32 words for the first two, f64 words for the rest). */
 export const RECORD_BYTES_U32 = 0;
@@ -68,13 +69,14 @@ export class Ring {
   }
 
   /**
-   * Appends a record. `seq` must be nextSeq, or anything ≥ nextSeq when the ring is empty.
+   * Appends a record of payload[start, start + length) (all of it by default). `seq` must be
+   * nextSeq, or anything ≥ nextSeq when the ring is empty.
    * A record larger than the whole ring empties it and is not held (readers go to disk for it).
    * Returns the record's offset, or -1 when it is not held.
    */
-  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array): number {
+  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array, start = 0, length = payload.length - start): number {
     assert(seq === this.nextSeq || (this.count === 0 && seq > this.nextSeq), "Ring.append: seqs are contiguous");
-    const recordBytes = RECORD_HEADER_BYTES + payload.length;
+    const recordBytes = RECORD_HEADER_BYTES + length;
     const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
     if (this.count === 0) {
       this.head = this.tail = 0;
@@ -105,7 +107,7 @@ export class Ring {
     this.u32[words + 1] = topicId;
     this.f64[(at >> 3) + SEQ_F64] = seq;
     this.f64[(at >> 3) + TIME_F64] = timeUs;
-    this.bytes.set(payload, at + RECORD_HEADER_BYTES);
+    copyBytes(this.bytes, at + RECORD_HEADER_BYTES, payload, start, length);
     if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
       this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] = at / RECORD_ALIGN_BYTES;
     }

@@ -71,13 +71,16 @@ export class Tip {
     });
   }
 
-  /** Appends one message; `seq` must be the ring's nextSeq (or later when the tip is empty). */
-  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array): void {
+  /**
+   * Appends one message, its payload payload[start, start + length) (all of it by default); `seq`
+   * must be the ring's nextSeq (or later when the tip is empty).
+   */
+  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array, start = 0, length = payload.length - start): void {
     if (topicId >= this.partitionByTopic.length) this.partitionByTopic = this.topics.partitionsByTopic();
     assert(topicId < this.topics.topicCount, "Tip.append: topic id is interned");
     const partition = this.partitionByTopic[topicId];
     if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
-    const at = this.ring.append(topicId, seq, timeUs, payload);
+    const at = this.ring.append(topicId, seq, timeUs, payload, start, length);
     if (at < 0) return;
     const pushed = this.indexes.push(partition, at / RECORD_ALIGN_BYTES, seq);
     assert(pushed, "Tip.append: a block was free for the index entry");
