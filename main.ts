@@ -2,5 +2,4 @@
 import { runCli } from "./src/cli/mod.ts";
 import { runtime } from "./src/runtime/current_runtime.ts";
 
-runtime.lowerCompilerPriority();
 runtime.exit(await runCli(runtime.args()));

@@ -7,7 +7,6 @@
  */
 import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
-import { lowerCompilerPriority } from "./compiler_priority.ts";
 import { nativeCrc32 } from "./crc32.ts";
 import { readTextFile } from "./files.ts";
 import { onShutdownSignal, processArgs, processExit, stdinLines, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
@@ -37,7 +36,6 @@ export const bunRuntime = (): Runtime => ({
   scheduleAfter,
   yieldToEvents,
   collectGarbage: () => Bun.gc(false),
-  lowerCompilerPriority,
   spawnWorker: (url) => new Worker(url),
   args: processArgs,
   exit: processExit,

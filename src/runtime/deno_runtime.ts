@@ -39,7 +39,6 @@ export const denoRuntime = (): Runtime => ({
   yieldToEvents,
   // Deno offers no collection hint without --v8-flags=--expose-gc.
   collectGarbage: () => {},
-  lowerCompilerPriority: () => {},
   spawnWorker: (url) => new Worker(url, { type: "module" }),
   args: () => [...Deno.args],
   exit: (code) => Deno.exit(code),

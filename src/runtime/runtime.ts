@@ -86,12 +86,6 @@ export interface Runtime {
    * steadily instead of piling up between the engine's own collections.
    */
   collectGarbage(): void;
-  /**
-   * From now on keeps the engine's optimizing-compiler threads at the lowest CPU priority, so
-   * compiling hot code only takes CPU time the event loop does not want (compiler_priority.ts;
-   * a no-op where unsupported). The `aria` binary calls it at start; the client library never does.
-   */
-  lowerCompilerPriority(): void;
   /** Starts a module worker running the script at `url`. */
   spawnWorker(url: string): Worker;
 
