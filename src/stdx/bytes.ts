@@ -24,3 +24,47 @@ export function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, start: n
   }
   for (; i < length; i++) dst[at + i] = src[start + i];
 }
+
+/**
+ * Ranges up to this many bytes are copied four bytes at a time through DataViews by
+ * copyBytesViews; longer ones by `set()` (64 B, unaligned source: 48 against copyBytes' 67 ns;
+ * 200 B: 101 against 70 for `set()`; measured 2026-12-01 on the project machine, Bun 1.4.5).
+ */
+export const COPY_VIEWS_BYTES_MAX = 128;
+
+/**
+ * copyBytes for callers that hold DataViews of both arrays (`dstView` over exactly `dst`,
+ * `srcView` over exactly `src`, as `views.of(src)` gives): short ranges move as int32 words
+ * through the views, at any alignment, little-endian on both sides so the bytes are the same
+ * on any host.
+ */
+export function copyBytesViews(dst: Uint8Array, dstView: DataView, at: number, src: Uint8Array, srcView: DataView, start: number, length: number): void {
+  if (length > COPY_VIEWS_BYTES_MAX) {
+    dst.set(src.subarray(start, start + length), at);
+    return;
+  }
+  let i = 0;
+  for (; i + 8 <= length; i += 8) {
+    dstView.setInt32(at + i, srcView.getInt32(start + i, true), true);
+    dstView.setInt32(at + i + 4, srcView.getInt32(start + i + 4, true), true);
+  }
+  for (; i < length; i++) dst[at + i] = src[start + i];
+}
+
+/**
+ * The DataView of the last array asked for: a caller copying many ranges out of one array (the
+ * messages of one PUBLISH frame) builds one view per array, not one per range.
+ */
+export class ViewCache {
+  private source: Uint8Array | null = null;
+  private view: DataView = new DataView(new ArrayBuffer(0));
+
+  /** A DataView over exactly `bytes`. */
+  of(bytes: Uint8Array): DataView {
+    if (bytes !== this.source) {
+      this.source = bytes;
+      this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    }
+    return this.view;
+  }
+}

@@ -19,6 +19,7 @@ import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "./file_header.ts";
 import { JOURNAL_DIR, StoreError, journalPath } from "./layout.ts";
+import { ViewCache } from "../stdx/bytes.ts";
 import { encodeRecord, recordBytes } from "./record.ts";
 
 const CHUNK_BYTES_INITIAL = 64 * 1024;
@@ -39,6 +40,8 @@ export class JournalWriter {
   private syncing: Promise<void> | null = null;
   private syncScheduled = false;
   private plannedBytes: number;
+  /** A DataView of the arrays payloads are copied from (one per PUBLISH frame, not per message). */
+  private readonly sources = new ViewCache();
   /** Bytes appended but not yet written: the broker's back-pressure signal. */
   bufferedBytes = 0;
   /** Called after each flush (the store checks whether segments should close). */
@@ -69,7 +72,7 @@ export class JournalWriter {
     }
     const chunk = this.chunkFor(journal.gen, length);
     const position = this.plannedBytes;
-    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, payloadStart, payloadBytes, context.crc32);
+    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, this.sources.of(source), payloadStart, payloadBytes, context.crc32);
     chunk.length += length;
     chunk.lastSeq = seq;
     this.plannedBytes += length;

@@ -16,7 +16,7 @@
  */
 import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import { copyBytes } from "../stdx/bytes.ts";
+import { copyBytesViews } from "../stdx/bytes.ts";
 import { type Crc32, RANGE_JS_BYTES_MAX, crc32Range, crc32RangeThen } from "./crc32.ts";
 
 export const RECORD_LENGTH_OFFSET = 0;
@@ -57,7 +57,7 @@ export function getU64(view: DataView, at: number): number {
 /**
  * Encodes one record at `at` (the caller made room); returns the offset after it. The payload is
  * source[payloadStart, payloadStart + payloadBytes): a range of the caller's bytes (a PUBLISH
- * frame), so no view is built per message.
+ * frame), so no view is built per message; `sourceView` is a DataView over exactly `source`.
  */
 export function encodeRecord(
   bytes: Uint8Array,
@@ -67,6 +67,7 @@ export function encodeRecord(
   timeUs: number,
   topic: string,
   source: Uint8Array,
+  sourceView: DataView,
   payloadStart: number,
   payloadBytes: number,
   crc32: Crc32,
@@ -85,7 +86,7 @@ export function encodeRecord(
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
   const payloadAt = topicAt + topic.length;
-  copyBytes(bytes, payloadAt, source, payloadStart, payloadBytes);
+  copyBytesViews(bytes, view, payloadAt, source, sourceView, payloadStart, payloadBytes);
   // A long record's payload is checksummed from the caller's bytes (a view of them, not of the copy).
   const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX
     ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)

@@ -21,7 +21,7 @@
  */
 import { RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import { copyBytes } from "../stdx/bytes.ts";
+import { ViewCache, copyBytesViews } from "../stdx/bytes.ts";
 
 /** Word offsets of the header fields (u32 words for the first two, f64 words for the rest). */
 export const RECORD_BYTES_U32 = 0;
@@ -42,6 +42,9 @@ export class Ring {
   readonly bytes: Uint8Array;
   readonly u32: Uint32Array;
   readonly f64: Float64Array;
+  private readonly view: DataView;
+  /** A DataView of the arrays payloads are copied from (one per PUBLISH frame, not per message). */
+  private readonly sources = new ViewCache();
   /** Offset where the next record goes (may equal capacityBytes: the next append wraps). */
   head = 0;
   /** Offset of the oldest record. */
@@ -59,6 +62,7 @@ export class Ring {
     this.capacityBytes = capacityBytes;
     const buffer = new ArrayBuffer(capacityBytes);
     this.bytes = new Uint8Array(buffer);
+    this.view = new DataView(buffer);
     this.u32 = new Uint32Array(buffer);
     this.f64 = new Float64Array(buffer);
     // Enough slots that a live checkpoint is never overwritten by a newer one.
@@ -107,7 +111,7 @@ export class Ring {
     this.u32[words + 1] = topicId;
     this.f64[(at >> 3) + SEQ_F64] = seq;
     this.f64[(at >> 3) + TIME_F64] = timeUs;
-    copyBytes(this.bytes, at + RECORD_HEADER_BYTES, payload, start, length);
+    copyBytesViews(this.bytes, this.view, at + RECORD_HEADER_BYTES, payload, this.sources.of(payload), start, length);
     if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
       this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] = at / RECORD_ALIGN_BYTES;
     }
