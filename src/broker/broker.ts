@@ -35,6 +35,7 @@ import {
   TopicCache,
 } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
+import { COPY_VIEWS_BYTES_MAX } from "../stdx/bytes.ts";
 import { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/tip.ts";
 import { Filter } from "../topic/filter.ts";
@@ -329,14 +330,17 @@ export class Broker {
     const timeUs = Math.max(this.clock.nowUs(), this.lastTimeUs);
     this.lastTimeUs = timeUs;
     const firstSeq = this.nextSeq;
-    // Payloads go to the store and the tip as ranges of the frame: no view per message.
     const frameBytes = messages.frame;
     for (let i = 0; messages.next(); i++) {
-      const payloadStart = messages.payloadStart;
+      // A short payload goes to the store and the tip as a range of the frame (no view per
+      // message: they copy it through DataViews); a long one as one view both copy with set().
       const payloadBytes = messages.payloadBytes;
+      const long = payloadBytes > COPY_VIEWS_BYTES_MAX;
+      const source = long ? messages.payload : frameBytes;
+      const start = long ? 0 : messages.payloadStart;
       const seq = this.nextSeq;
       try {
-        this.store.append(seq, timeUs, messages.topic, frameBytes, payloadStart, payloadBytes);
+        this.store.append(seq, timeUs, messages.topic, source, start, payloadBytes);
       } catch (error) {
         // The store stopped in the background (a segment close or an fsync failed) before any
         // commit said so. Its failure is sticky and set between events, so this is the batch's
@@ -346,7 +350,7 @@ export class Broker {
         return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", { requestId });
       }
       this.nextSeq++;
-      this.tip.append(topicIds[i], seq, timeUs, frameBytes, payloadStart, payloadBytes);
+      this.tip.append(topicIds[i], seq, timeUs, source, start, payloadBytes);
       this.countTopic(topicIds[i], payloadBytes);
       this.counters.bytesPublished += payloadBytes;
     }

@@ -3,16 +3,21 @@ import fc from "fast-check";
 import { fcParams } from "../testing/fc_params.ts";
 import { COPY_LOOP_BYTES_MAX, COPY_VIEWS_BYTES_MAX, ViewCache, copyBytes, copyBytesViews } from "./bytes.ts";
 
+/** `copy` into a fresh array must put src[start, start + length) at `at` and touch nothing else. */
+function expectCopied(src: Uint8Array, start: number, length: number, at: number, copy: (dst: Uint8Array) => void): void {
+  const dst = new Uint8Array(at + length + 8).fill(0xee);
+  copy(dst);
+  expect([...dst.subarray(at, at + length)]).toEqual([...src.subarray(start, start + length)]);
+  expect(dst.subarray(0, at).every((x) => x === 0xee)).toBe(true);
+  expect(dst.subarray(at + length).every((x) => x === 0xee)).toBe(true);
+}
+
 test("copyBytes copies exactly the range, by loop or by set(), and nothing else", () => {
   fc.assert(
     fc.property(fc.uint8Array({ maxLength: 3 * COPY_LOOP_BYTES_MAX }), fc.nat(), fc.nat(), fc.nat(64), (src, a, b, at) => {
       const start = a % (src.length + 1);
       const length = b % (src.length - start + 1);
-      const dst = new Uint8Array(at + length + 8).fill(0xee);
-      copyBytes(dst, at, src, start, length);
-      expect([...dst.subarray(at, at + length)]).toEqual([...src.subarray(start, start + length)]);
-      expect(dst.subarray(0, at).every((x) => x === 0xee)).toBe(true);
-      expect(dst.subarray(at + length).every((x) => x === 0xee)).toBe(true);
+      expectCopied(src, start, length, at, (dst) => copyBytes(dst, at, src, start, length));
     }),
     fcParams(),
   );
@@ -27,11 +32,7 @@ test("copyBytesViews copies exactly the range, through the views or by set(), at
       src.set(bytes);
       const start = a % (src.length + 1);
       const length = b % (src.length - start + 1);
-      const dst = new Uint8Array(at + length + 8).fill(0xee);
-      copyBytesViews(dst, new DataView(dst.buffer), at, src, views.of(src), start, length);
-      expect([...dst.subarray(at, at + length)]).toEqual([...src.subarray(start, start + length)]);
-      expect(dst.subarray(0, at).every((x) => x === 0xee)).toBe(true);
-      expect(dst.subarray(at + length).every((x) => x === 0xee)).toBe(true);
+      expectCopied(src, start, length, at, (dst) => copyBytesViews(dst, new DataView(dst.buffer), at, src, views, start, length));
     }),
     fcParams(),
   );

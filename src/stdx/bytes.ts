@@ -33,16 +33,17 @@ export function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, start: n
 export const COPY_VIEWS_BYTES_MAX = 128;
 
 /**
- * copyBytes for callers that hold DataViews of both arrays (`dstView` over exactly `dst`,
- * `srcView` over exactly `src`, as `views.of(src)` gives): short ranges move as int32 words
- * through the views, at any alignment, little-endian on both sides so the bytes are the same
- * on any host.
+ * copyBytes for a caller that holds a DataView over exactly `dst` and a ViewCache for its
+ * sources: a short range moves as int32 words through the views, at any alignment (little-endian
+ * on both sides, so the bytes are the same on any host); a long one goes to copyBytes, which
+ * builds no view of a whole array (nor does `sources`, asked only for short ranges).
  */
-export function copyBytesViews(dst: Uint8Array, dstView: DataView, at: number, src: Uint8Array, srcView: DataView, start: number, length: number): void {
+export function copyBytesViews(dst: Uint8Array, dstView: DataView, at: number, src: Uint8Array, sources: ViewCache, start: number, length: number): void {
   if (length > COPY_VIEWS_BYTES_MAX) {
-    dst.set(src.subarray(start, start + length), at);
+    copyBytes(dst, at, src, start, length);
     return;
   }
+  const srcView = sources.of(src);
   let i = 0;
   for (; i + 8 <= length; i += 8) {
     dstView.setInt32(at + i, srcView.getInt32(start + i, true), true);

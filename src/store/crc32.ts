@@ -69,47 +69,46 @@ export function crc32RangeThen(bytes: Uint8Array, start: number, end: number, ta
 
 /** crc32Of reading bytes[start, end) eight at a time through `view` (offset i of `view` is bytes[i]). */
 function crc32OfView(view: DataView, bytes: Uint8Array, start: number, end: number, seed: number): number {
-  const t = TABLES;
   let crc = ~seed;
   let i = start | 0;
   const end8 = end - ((end - start) & 7);
   while (i < end8) {
-    const a = crc ^ view.getInt32(i, true);
-    const b = view.getInt32(i + 4, true);
-    crc =
-      t[1792 + (a & 0xff)] ^
-      t[1536 + ((a >>> 8) & 0xff)] ^
-      t[1280 + ((a >>> 16) & 0xff)] ^
-      t[1024 + (a >>> 24)] ^
-      t[768 + (b & 0xff)] ^
-      t[512 + ((b >>> 8) & 0xff)] ^
-      t[256 + ((b >>> 16) & 0xff)] ^
-      t[(b >>> 24) & 0xff];
+    crc = slice8(crc ^ view.getInt32(i, true), view.getInt32(i + 4, true));
     i += 8;
   }
-  while (i < end) crc = t[(crc ^ bytes[i++]) & 0xff] ^ (crc >>> 8);
-  return ~crc >>> 0;
+  return crc32Tail(bytes, i, end, crc);
 }
 
 function crc32Of(bytes: Uint8Array, start: number, end: number, seed: number): number {
-  const t = TABLES;
   let crc = ~seed;
   let i = start;
   const end8 = end - ((end - start) & 7);
   while (i < end8) {
     const a = crc ^ (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
-    const b = bytes[i + 4] | (bytes[i + 5] << 8) | (bytes[i + 6] << 16) | (bytes[i + 7] << 24);
-    crc =
-      t[1792 + (a & 0xff)] ^
-      t[1536 + ((a >>> 8) & 0xff)] ^
-      t[1280 + ((a >>> 16) & 0xff)] ^
-      t[1024 + (a >>> 24)] ^
-      t[768 + (b & 0xff)] ^
-      t[512 + ((b >>> 8) & 0xff)] ^
-      t[256 + ((b >>> 16) & 0xff)] ^
-      t[(b >>> 24) & 0xff];
+    crc = slice8(a, bytes[i + 4] | (bytes[i + 5] << 8) | (bytes[i + 6] << 16) | (bytes[i + 7] << 24));
     i += 8;
   }
+  return crc32Tail(bytes, i, end, crc);
+}
+
+/** One slicing-by-8 step: the running value after eight bytes, `a` (xored with it) and `b`, little-endian words. */
+function slice8(a: number, b: number): number {
+  const t = TABLES;
+  return (
+    t[1792 + (a & 0xff)] ^
+    t[1536 + ((a >>> 8) & 0xff)] ^
+    t[1280 + ((a >>> 16) & 0xff)] ^
+    t[1024 + (a >>> 24)] ^
+    t[768 + (b & 0xff)] ^
+    t[512 + ((b >>> 8) & 0xff)] ^
+    t[256 + ((b >>> 16) & 0xff)] ^
+    t[(b >>> 24) & 0xff]
+  );
+}
+
+/** The running value `crc` continued over bytes[i, end) one byte at a time, finished. */
+function crc32Tail(bytes: Uint8Array, i: number, end: number, crc: number): number {
+  const t = TABLES;
   while (i < end) crc = t[(crc ^ bytes[i++]) & 0xff] ^ (crc >>> 8);
   return ~crc >>> 0;
 }

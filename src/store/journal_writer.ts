@@ -72,7 +72,7 @@ export class JournalWriter {
     }
     const chunk = this.chunkFor(journal.gen, length);
     const position = this.plannedBytes;
-    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, this.sources.of(source), payloadStart, payloadBytes, context.crc32);
+    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, this.sources, payloadStart, payloadBytes, context.crc32);
     chunk.length += length;
     chunk.lastSeq = seq;
     this.plannedBytes += length;

@@ -16,8 +16,8 @@
  */
 import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import { copyBytesViews } from "../stdx/bytes.ts";
-import { type Crc32, RANGE_JS_BYTES_MAX, crc32Range, crc32RangeThen } from "./crc32.ts";
+import { COPY_VIEWS_BYTES_MAX, type ViewCache, copyBytesViews } from "../stdx/bytes.ts";
+import { type Crc32, crc32Range, crc32RangeThen } from "./crc32.ts";
 
 export const RECORD_LENGTH_OFFSET = 0;
 export const RECORD_CRC_OFFSET = 4;
@@ -57,7 +57,8 @@ export function getU64(view: DataView, at: number): number {
 /**
  * Encodes one record at `at` (the caller made room); returns the offset after it. The payload is
  * source[payloadStart, payloadStart + payloadBytes): a range of the caller's bytes (a PUBLISH
- * frame), so no view is built per message; `sourceView` is a DataView over exactly `source`.
+ * frame), so no view is built per message of up to COPY_VIEWS_BYTES_MAX bytes (`sources` gives
+ * the DataView of `source` for copying those), and one (none for a whole array) for a longer one.
  */
 export function encodeRecord(
   bytes: Uint8Array,
@@ -67,7 +68,7 @@ export function encodeRecord(
   timeUs: number,
   topic: string,
   source: Uint8Array,
-  sourceView: DataView,
+  sources: ViewCache,
   payloadStart: number,
   payloadBytes: number,
   crc32: Crc32,
@@ -86,11 +87,16 @@ export function encodeRecord(
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
   const payloadAt = topicAt + topic.length;
-  copyBytesViews(bytes, view, payloadAt, source, sourceView, payloadStart, payloadBytes);
-  // A long record's payload is checksummed from the caller's bytes (a view of them, not of the copy).
-  const crc = total - RECORD_SEQ_OFFSET <= RANGE_JS_BYTES_MAX
-    ? crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)
-    : crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, source.subarray(payloadStart, payloadStart + payloadBytes), crc32, view);
+  let crc: number;
+  if (payloadBytes <= COPY_VIEWS_BYTES_MAX) {
+    copyBytesViews(bytes, view, payloadAt, source, sources, payloadStart, payloadBytes);
+    crc = crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view);
+  } else {
+    // A long payload is copied and checksummed from the caller's bytes (one view of them, not one of the copy).
+    const payload = payloadStart === 0 && payloadBytes === source.length ? source : source.subarray(payloadStart, payloadStart + payloadBytes);
+    bytes.set(payload, payloadAt);
+    crc = crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32, view);
+  }
   view.setUint32(at + RECORD_CRC_OFFSET, crc, true);
   return at + total;
 }

@@ -111,7 +111,7 @@ export class Ring {
     this.u32[words + 1] = topicId;
     this.f64[(at >> 3) + SEQ_F64] = seq;
     this.f64[(at >> 3) + TIME_F64] = timeUs;
-    copyBytesViews(this.bytes, this.view, at + RECORD_HEADER_BYTES, payload, this.sources.of(payload), start, length);
+    copyBytesViews(this.bytes, this.view, at + RECORD_HEADER_BYTES, payload, this.sources, start, length);
     if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
       this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] = at / RECORD_ALIGN_BYTES;
     }
