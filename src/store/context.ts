@@ -117,6 +117,8 @@ export class StoreContext {
   private readonly logsByTopic = new Map<string, PartitionLog>();
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly partitionList: PartitionLog[] = [];
+  /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
+  readonly layout = { version: 0 };
   journals: JournalInfo[] = [];
   manifest: { file: DiskFile | null; bytes: number; records: number } = { file: null, bytes: 0, records: 0 };
   nextSegmentId = 1;
@@ -157,7 +159,7 @@ export class StoreContext {
   partition(partition: string): PartitionLog {
     let log = this.partitions.get(partition);
     if (log === undefined) {
-      log = new PartitionLog(partition);
+      log = new PartitionLog(partition, this.layout);
       this.partitions.set(partition, log);
       this.partitionList.push(log);
     }

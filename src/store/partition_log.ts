@@ -76,7 +76,19 @@ export class PartitionLog {
   private blocks: PendingBlock[] = [];
   private blocksBase = 0;
 
-  constructor(readonly name: string) {}
+  /**
+   * `layout`: a counter every partition of a store shares, bumped with any partition's `version`
+   * (a reader resuming its merge between batches checks that nothing changed anywhere).
+   */
+  constructor(
+    readonly name: string,
+    private readonly layout: { version: number } = { version: 0 },
+  ) {}
+
+  private changed(): void {
+    this.version++;
+    this.layout.version++;
+  }
 
   /** Records in the journal not yet in a segment. */
   get pendingCount(): number {
@@ -208,7 +220,7 @@ export class PartitionLog {
     }
     this.segments.push(segment);
     this.sortedThrough = segment.lastSeq;
-    this.version++;
+    this.changed();
   }
 
   /** Bytes of subtree stores. */
@@ -226,13 +238,13 @@ export class PartitionLog {
     for (const store of this.stores) storesThrough = Math.max(storesThrough, store.lastSeq);
     assert(this.segments.length === 0 || this.segments[0].firstSeq > storesThrough, "partition_log: segments follow the stores");
     this.sortedThrough = Math.max(this.sortedThrough, storesThrough);
-    this.version++;
+    this.changed();
   }
 
   /** Forgets segment `id` (retention removed it). */
   removeSegment(id: number): void {
     this.segments = this.segments.filter((segment) => segment.id !== id);
-    this.version++;
+    this.changed();
   }
 
   /** Moves the `count` pending records (all in the only block) to the start of a right-sized block. */

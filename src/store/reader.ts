@@ -816,6 +816,19 @@ export class StoreReader {
   private keys = new Float64Array(16);
   /** The last batch's seqs were dense (most seqs in its range were this reader's): merge with a calendar queue. */
   private denseKeys = false;
+  /**
+   * What the merge of the last batch left, for the next one to resume from: the limit and the
+   * store's layout version it ran under (-1: nothing to resume), and the cursors it took
+   * messages from (`touched`, each once: `touchedIn` holds the batch number that listed it).
+   */
+  private resumeLimit = -1;
+  private resumeLayout = -1;
+  private touched = new Int32Array(16);
+  private touchedCount = 0;
+  private touchedIn = new Int32Array(16);
+  private batches = 0;
+  /** Batches that resumed the last one's merge (see batch). */
+  private resumed = 0;
   private spansReadAhead = 0;
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
@@ -850,6 +863,11 @@ export class StoreReader {
     return this.spansReadAhead;
   }
 
+  /** Batches that resumed the previous batch's merge instead of positioning every cursor again. */
+  get batchesResumed(): number {
+    return this.resumed;
+  }
+
   /**
    * The next messages in seq order (up to the batch byte limit); empty when caught up. With
    * `borrow`, the previous batch's payloads are invalid from this call on.
@@ -877,14 +895,28 @@ export class StoreReader {
 
   private async batch(context: StoreContext): Promise<StoredMessage[]> {
     const limit = context.committedSeq;
+    const layout = context.layout.version;
+    const known = this.cursors.length;
     this.discover(context);
     const count = this.cursors.length;
     // A calendar queue when the last batch's seqs were dense and the cursors many (a whole-
     // stream read of 10,000 partitions: O(1) per message, where the heap's sift was ~16% of the
     // read's CPU); a binary heap otherwise (sparse seqs would make the calendar scan empty slots).
     const calendar = this.denseKeys && count >= CALENDAR_CURSORS_MIN;
-    if (this.keys.length < count || (this.heap instanceof CalendarQueue) !== calendar) {
-      if (this.keys.length < count) this.keys = new Float64Array(count * 2);
+    // The last batch's merge resumes when nothing it stood on changed: the same limit, no layout
+    // change in any partition since it positioned its cursors, no new cursor, the same merge
+    // structure. Then only the cursors it took messages from have moved (every other one's head
+    // and buffer are as they were), so only those are asked for reads, and the heap goes on as
+    // it stands. Positioning all cursors and building the heap again took a whole-stream read of
+    // 10,000 partitions 85–125 ms of its 0.45–0.8 s (131 batches).
+    const resume = this.resumeLimit === limit && this.resumeLayout === layout && count === known && this.heap instanceof CalendarQueue === calendar;
+    this.resumeLimit = -1; // until this batch's merge has run to its end
+    if (!resume && (this.keys.length < count || this.heap instanceof CalendarQueue !== calendar)) {
+      if (this.keys.length < count) {
+        this.keys = new Float64Array(count * 2);
+        this.touched = new Int32Array(count * 2);
+        this.touchedIn = new Int32Array(count * 2);
+      }
       this.heap = calendar ? new CalendarQueue(this.keys.length) : new BinaryHeap(this.keys.length);
     }
     // Cursors that need no read are positioned at once; the others read concurrently, at most
@@ -894,13 +926,21 @@ export class StoreReader {
     // alone (queue depth 1), which over thousands of partitions would be most reads.
     const keys = this.keys;
     const reading: number[] = [];
-    for (let i = 0; i < count; i++) {
-      const cursor = this.cursors[i];
-      const key = cursor.advance(context, limit);
-      if (key === NEEDS_READ) reading.push(i);
-      else {
-        keys[i] = key;
-        if (key !== Infinity && cursor.lowOnData()) reading.push(-1 - i);
+    if (resume) {
+      this.resumed++;
+      for (let k = 0; k < this.touchedCount; k++) {
+        const i = this.touched[k];
+        if (keys[i] !== Infinity && this.cursors[i].lowOnData()) reading.push(-1 - i);
+      }
+    } else {
+      for (let i = 0; i < count; i++) {
+        const cursor = this.cursors[i];
+        const key = cursor.advance(context, limit);
+        if (key === NEEDS_READ) reading.push(i);
+        else {
+          keys[i] = key;
+          if (key !== Infinity && cursor.lowOnData()) reading.push(-1 - i);
+        }
       }
     }
     if (reading.length > 1) await this.readSpans(context, reading);
@@ -915,12 +955,19 @@ export class StoreReader {
       else keys[i] = await next(context, this.cursors[i], limit);
     });
     const heap = this.heap;
-    heap.init(this.keys, count);
+    if (!resume) heap.init(keys, count);
+    const batch = ++this.batches;
+    this.touchedCount = 0;
     const out: StoredMessage[] = [];
     const borrowed = this.borrowed;
     let bytes = 0;
     while (!heap.empty() && bytes < this.batchBytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
-      const cursor = this.cursors[heap.topSource()];
+      const source = heap.topSource();
+      const cursor = this.cursors[source];
+      if (this.touchedIn[source] !== batch) {
+        this.touchedIn[source] = batch;
+        this.touched[this.touchedCount++] = source;
+      }
       let into: BorrowedMessage | null = null;
       if (borrowed !== null) {
         if (borrowed.length === out.length) borrowed.push(new BorrowedMessage());
@@ -931,8 +978,11 @@ export class StoreReader {
       bytes += (message.length ?? message.payload.length) + message.topic.length;
       let key = cursor.advance(context, limit);
       if (key === NEEDS_READ) key = await next(context, cursor, limit);
+      keys[source] = key;
       heap.advance(key);
     }
+    this.resumeLimit = limit;
+    this.resumeLayout = layout;
     if (out.length > 0) {
       this.lastSeq = out[out.length - 1].seq;
       this.denseKeys = out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
