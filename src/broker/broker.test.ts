@@ -105,6 +105,13 @@ class World {
     this.send(client, { kind: "hello", version: PROTOCOL_VERSION, clientName: "test", authToken: null });
   }
 
+  /** A client connected and through the handshake. */
+  handshaken(): TestClient {
+    const client = this.connect();
+    this.hello(client);
+    return client;
+  }
+
   /** Runs scheduled work and lets storage promises settle until nothing is left. */
   async settle(): Promise<void> {
     // setImmediate runs after every pending microtask, which is all the fake store uses.
@@ -137,8 +144,7 @@ describe("session rules", () => {
 
   test("handshake, publish, ack after commit; duplicate and unknown subscription ids", async () => {
     const world = new World();
-    const client = world.connect();
-    world.hello(client);
+    const client = world.handshaken();
     world.store.holdCommits = true;
     world.send(client, { kind: "publish", requestId: 7, messages: [{ topic: "a/b", payload: ENCODER.encode("1") }, { topic: "a/c", payload: ENCODER.encode("2") }] });
     await world.settle();
@@ -158,10 +164,8 @@ describe("session rules", () => {
 
   test("messages are visible to subscribers only once committed", async () => {
     const world = new World();
-    const publisher = world.connect();
-    const reader = world.connect();
-    world.hello(publisher);
-    world.hello(reader);
+    const publisher = world.handshaken();
+    const reader = world.handshaken();
     world.send(reader, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
     await world.settle();
     world.store.holdCommits = true;
@@ -175,8 +179,7 @@ describe("session rules", () => {
 
   test("a backlogged store pauses the connections that publish, until it has caught up", async () => {
     const world = new World();
-    const [first, second, reader] = [world.connect(), world.connect(), world.connect()];
-    for (const client of [first, second, reader]) world.hello(client);
+    const [first, second, reader] = [world.handshaken(), world.handshaken(), world.handshaken()];
     world.send(reader, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
     world.send(first, { kind: "publish", requestId: 1, messages: [{ topic: "t", payload: ENCODER.encode("a") }] });
     await world.settle();
@@ -232,18 +235,15 @@ describe("payloads", () => {
     const payloads = sizes.map((size, k) => Uint8Array.from({ length: size }, (_, i) => 33 + ((i * 31 + k * 7) % 94)));
     const text = (bytes: Uint8Array) => DECODER.decode(bytes);
     const world = new World(64 * 1024);
-    const publisher = world.connect();
-    const live = world.connect();
-    world.hello(publisher);
-    world.hello(live);
+    const publisher = world.handshaken();
+    const live = world.handshaken();
     world.send(live, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
     await world.settle();
     world.send(publisher, { kind: "publish", requestId: 1, messages: payloads.map((payload, k) => ({ topic: `p/t${"x".repeat(k)}`, payload })) });
     await world.settle();
     expect(live.data(1).map((m) => m.payload)).toEqual(payloads.map(text));
     expect(world.store.messages.map((m) => [...m.payload])).toEqual(payloads.map((p) => [...p]));
-    const replay = world.connect();
-    world.hello(replay);
+    const replay = world.handshaken();
     world.send(replay, { kind: "subscribe", subscriptionId: 2, start: { kind: "seq", seq: 1 }, filter: ["**"] });
     await world.settle();
     expect(replay.data(2).map((m) => m.payload)).toEqual(payloads.map(text));
@@ -259,10 +259,8 @@ describe("property: no gap, duplicate or reordering at any handoff", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(actionArb, { minLength: 20, maxLength: 80, size: "max" }), fc.constantFrom(1024, 2048, 8192), async (actions, tipBytes) => {
         const world = new World(tipBytes);
-        const publisher = world.connect();
-        world.hello(publisher);
-        const readers = [world.connect(), world.connect(), world.connect()];
-        for (const reader of readers) world.hello(reader);
+        const publisher = world.handshaken();
+        const readers = [world.handshaken(), world.handshaken(), world.handshaken()];
         const subscriptions: { client: number; id: number; filter: Filter }[] = [];
         let requestId = 0;
         for (const action of actions) {
