@@ -44,6 +44,15 @@ export interface DiskFile {
    * writes on the latency path. Optional: without it callers use `write`.
    */
   writeNow?(position: number, bytes: Uint8Array): void;
+  /**
+   * The bytes [position, position + length) without a copy: a view of the file mapped into
+   * memory, its pages in the page cache when it resolves (so reading the view waits for no
+   * I/O unless memory pressure evicts them). Only for files never written again (packs,
+   * subtree stores): a later write or truncate may change the view or fault on it. Null when
+   * the file cannot be mapped or ends before `position + length`; optional: without it
+   * callers read.
+   */
+  map?(position: number, length: number): Promise<Uint8Array | null>;
   /** The current size in bytes. */
   size(): Promise<number>;
   /** Makes every write so far durable (fsync). */

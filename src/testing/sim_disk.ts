@@ -310,6 +310,15 @@ class SimFile implements DiskFile {
     return count;
   }
 
+  /** A copy of the current bytes: the store maps only files it never writes again, so a copy reads as a mapping would. */
+  async map(position: number, length: number): Promise<Uint8Array | null> {
+    await tick();
+    this.disk.checkEpoch(this.epoch, this.path);
+    const buffer = this.inode.current;
+    if (position + length > buffer.length) return null;
+    return buffer.data.slice(position, position + length);
+  }
+
   async write(position: number, bytes: Uint8Array): Promise<void> {
     await tick();
     this.writeNow(position, bytes);
