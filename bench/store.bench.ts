@@ -8,11 +8,11 @@
  * write cases, the read cases or both (the dd rows always run).
  * `runStoreBench({ smoke: true })` runs every body once with tiny sizes (see store.bench.test.ts).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { BunDisk, missingRuns } from "../src/runtime/bun_disk.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { type Disk, type DiskFile, type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { Filter } from "../src/topic/mod.ts";
@@ -112,6 +112,23 @@ async function dropCaches(): Promise<boolean> {
   return (await child.exited) === 0;
 }
 
+/** The share of the bytes of the files under `dir` that are in the page cache (mincore over a mapping of each). */
+function residentShare(dir: string): number {
+  let total = 0;
+  let missing = 0;
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    const size = statSync(path).size;
+    if (size === 0) continue;
+    const mapping = Bun.mmap(path, { shared: false });
+    const runs = missingRuns(mapping, 0, size);
+    total += size;
+    for (let i = 0; i < runs.length; i += 2) missing += runs[i + 1] - runs[i];
+  }
+  return total === 0 ? 0 : (total - missing) / total;
+}
+
 type Row = { case: string; messages: number; seconds: number; msgPerS: number; mbPerS: number; note: string };
 
 /**
@@ -196,35 +213,38 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
     ["read whole stream (**) cold again, compiled", Filter.of("**"), true],
   ] as const) {
     // Pages a process maps stay in the page cache through a drop: the previous case's mapped
-    // packs (span reads map them) are unmapped first, when the collector frees their views.
+    // packs (span reads map them) are unmapped first, when the collector frees their views
+    // (the case ran in a function of its own, so no frame here still holds its reader).
     Bun.gc(true);
     const dropped = cold && (await dropCaches());
-    const disk = new CountingDisk(new BunDisk(path));
-    const { store } = await Store.open(disk, { crc32: nativeCrc32 });
-    storedBytes = store.stats().segmentBytes + store.stats().journalBytes;
-    const start = performance.now();
-    let count = 0;
-    let useful = 0;
-    // Borrowed payloads, as the broker reads: each batch is consumed before the next is read.
-    const reader = store.read(filter, { seq: 1 }, { borrow: true });
-    for (;;) {
-      const batch = await reader.nextBatch();
-      if (batch.length === 0) break;
-      count += batch.length;
-      for (const message of batch) useful += message.length ?? message.payload.length; // no view per borrowed message
-    }
-    const seconds = (performance.now() - start) / 1000;
-    rows.push({
-      case: `${name}, ${partitions} partitions`,
-      messages: count,
-      seconds,
-      msgPerS: count / seconds,
-      mbPerS: useful / seconds / 1e6,
-      note: `read ${((100 * disk.bytesRead) / storedBytes).toFixed(2)}% of ${(storedBytes / 1e6).toFixed(0)} MB stored${dropped ? ", cold cache" : ", warm cache"}`,
-    });
-    await store.close({ sort: false });
+    const resident = residentShare(path);
+    const { row, stored } = await readCase(path, filter);
+    storedBytes = stored;
+    rows.push({ ...row, case: `${name}, ${partitions} partitions`, note: `${row.note}${dropped ? ", cold cache" : ", warm cache"} (${(100 * resident).toFixed(1)}% resident at the start)` });
   }
   return { rows, storedBytes };
+}
+
+/** One timed read of `filter` from seq 1 over the store at `path`, opened for it and closed after. */
+async function readCase(path: string, filter: Filter): Promise<{ row: Row; stored: number }> {
+  const disk = new CountingDisk(new BunDisk(path));
+  const { store } = await Store.open(disk, { crc32: nativeCrc32 });
+  const stored = store.stats().segmentBytes + store.stats().journalBytes;
+  const start = performance.now();
+  let count = 0;
+  let useful = 0;
+  // Borrowed payloads, as the broker reads: each batch is consumed before the next is read.
+  const reader = store.read(filter, { seq: 1 }, { borrow: true });
+  for (;;) {
+    const batch = await reader.nextBatch();
+    if (batch.length === 0) break;
+    count += batch.length;
+    for (const message of batch) useful += message.length ?? message.payload.length; // no view per borrowed message
+  }
+  const seconds = (performance.now() - start) / 1000;
+  await store.close({ sort: false });
+  const row = { case: "", messages: count, seconds, msgPerS: count / seconds, mbPerS: useful / seconds / 1e6, note: `read ${((100 * disk.bytesRead) / stored).toFixed(2)}% of ${(stored / 1e6).toFixed(0)} MB stored` };
+  return { row, stored };
 }
 
 /** Runs the benchmark; `smoke` uses tiny sizes and skips dd. Returns the rows printed. */
