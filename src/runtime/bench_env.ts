@@ -59,7 +59,7 @@ export function benchEnv(options: { url: string | null; parentDir: string; progr
       const dataDir = await mkdtemp(join(options.parentDir, "aria-bench-store-"));
       const never = sortNever ? { segmentBytesMax: 2 ** 50, pendingRecordsMax: 2 ** 50, journalRetainedBytesMax: 2 ** 50 } : { segmentBytesMax };
       try {
-        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, crc32: runtime.crc32, ...never });
+        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32, ...never });
         return {
           store,
           close: async () => {

@@ -31,7 +31,7 @@ export async function openSplitOwner(dataDir: string): Promise<SplitOwner | stri
     const locked = await acquireLock(dataDir, { command: "split", adminUrl: null });
     if (!locked.ok) continue; // someone took it meanwhile: look again
     try {
-      const { store } = await Store.open(disk, { crc32: runtime.crc32 });
+      const { store } = await Store.open(disk, { yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
       return {
         host: storeHost(store),
         via: "local",
