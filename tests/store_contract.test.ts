@@ -244,6 +244,36 @@ for (const [name, make] of implementations) {
 }
 
 describe("store on the simulated disk: limits and retention", () => {
+  test("each batch of a read first awaits the pause yieldToEvents returns (I/O callbacks run between batches)", async () => {
+    let asked = 0;
+    let hold: (() => void) | null = null;
+    const { store } = await Store.open(new SimDisk({ seed: 21 }), {
+      yieldToEvents: () => {
+        asked++;
+        return hold === null ? undefined : new Promise<void>((resolve) => (hold = resolve));
+      },
+    });
+    for (let seq = 1; seq <= 3000; seq++) store.append(seq, seq, `y${seq % 40}`, payloadOf(seq, 30));
+    await store.commit();
+    await store.sortAll();
+    const reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
+    const before = asked;
+    const first = await reader.nextBatch();
+    expect(first.length).toBeGreaterThan(0);
+    expect(asked).toBe(before + 1);
+    // A pause is awaited: the batch is not merged until it ends.
+    hold = () => {};
+    let merged = false;
+    const second = reader.nextBatch().then((batch) => ((merged = true), batch));
+    for (let turn = 0; turn < 20; turn++) await Promise.resolve();
+    expect(merged).toBe(false);
+    const release = hold as () => void;
+    hold = null;
+    release();
+    expect((await second)[0].seq).toBe(first[first.length - 1].seq + 1);
+    await store.close();
+  });
+
   test("a read resumes the last batch's merge while nothing changed, and positions every cursor again after a layout change, a new partition or a new limit", async () => {
     const sim = new SimDisk({ seed: 22 });
     const { store } = await Store.open(sim.view(), {});
