@@ -123,7 +123,7 @@ function residentShare(dir: string): number {
     const size = statSync(path).size;
     if (size === 0) continue;
     const mapping = Bun.mmap(path, { shared: false });
-    const runs = missingRuns(mapping, 0, size);
+    const runs = missingRuns(mapping);
     total += size;
     for (let i = 0; i < runs.length; i += 2) missing += runs[i + 1] - runs[i];
   }

@@ -3,7 +3,7 @@
  * Owns the mapping of relative paths to the data directory, real fsync of files and of
  * directories (Linux needs a directory fsync for a create, rename or remove to survive a crash),
  * the translation of errno failures into DiskError codes, and the mapping of immutable files
- * (`DiskFile.map`). Holds no state besides the root and, per open file, its mapping once made.
+ * (`DiskFile.map`). Holds no state besides the root.
  */
 import { constants, promises as fs, writeSync } from "node:fs";
 import { join } from "node:path";
@@ -64,22 +64,25 @@ function loadMincore(): Mincore | null {
 }
 
 /**
- * The parts of [position, end) of `mapping` whose pages are not in the page cache, as start, end
- * pairs (page-aligned inside the region); all of it where mincore is missing or fails.
+ * The parts of `view` (bytes of a mapped file) whose pages are not in the page cache, as start,
+ * end pairs of offsets into it (page-aligned inside it); all of it where mincore is missing or
+ * fails.
  */
-export function missingRuns(mapping: Uint8Array, position: number, end: number): number[] {
+export function missingRuns(view: Uint8Array): number[] {
   const core = loadMincore();
-  if (core === null || end <= position) return end <= position ? [] : [position, end];
+  if (view.length === 0) return [];
+  if (core === null) return [0, view.length];
   const page = core.pageBytes;
-  const first = Math.floor(position / page) * page;
-  const vector = new Uint8Array(Math.ceil((end - first) / page));
-  if (core.call(core.address(mapping, first), end - first, vector) !== 0) return [position, end];
+  const address = core.address(view, 0);
+  const first = address - (address % page);
+  const vector = new Uint8Array(Math.ceil((address + view.length - first) / page));
+  if (core.call(first, address + view.length - first, vector) !== 0) return [0, view.length];
   const runs: number[] = [];
   for (let i = 0; i < vector.length; i++) {
     if ((vector[i] & 1) !== 0) continue;
     let j = i + 1;
     while (j < vector.length && (vector[j] & 1) === 0) j++;
-    runs.push(Math.max(position, first + i * page), Math.min(end, first + j * page));
+    runs.push(Math.max(0, first + i * page - address), Math.min(view.length, first + j * page - address));
     i = j;
   }
   return runs;
@@ -148,9 +151,6 @@ export class BunDisk implements Disk {
 }
 
 class BunFile implements DiskFile {
-  /** The whole file mapped by the first `map` (read-only use; unmapped when collected). */
-  private mapping: Uint8Array | null = null;
-
   constructor(
     readonly path: string,
     private readonly absolute: string,
@@ -158,33 +158,33 @@ class BunFile implements DiskFile {
   ) {}
 
   /**
-   * Maps the whole file (Bun.mmap, private; again when a region passes the mapping's end) and
-   * reads the region's pages that are not in the page cache through a scratch buffer, on the
-   * thread pool, so that touching the view then waits for no I/O on the event loop's thread.
-   * A read into fresh memory faults every 4 KiB page of it in (~5 µs each here: 84 ms per
-   * 64 MiB); a mapping of cached pages costs a fault per 64 KiB (the kernel's fault-around).
+   * Maps the region (Bun.mmap, private) and reads its pages that are not in the page cache
+   * through a scratch buffer, on the thread pool, so that touching the view then waits for no
+   * I/O on the event loop's thread. A read into fresh memory faults every 4 KiB page of it in
+   * (~5 µs each here: 84 ms per 64 MiB); a mapping of cached pages costs a fault per 64 KiB (the
+   * kernel's fault-around). The mapping lives as long as views of it: a region of its own per
+   * call, so nothing stays mapped once its readers let go.
    */
   async map(position: number, length: number): Promise<Uint8Array | null> {
-    const end = position + length;
-    if (this.mapping === null || this.mapping.length < end) {
-      if (typeof Bun === "undefined") return null;
-      try {
-        this.mapping = Bun.mmap(this.absolute, { shared: false });
-      } catch {
-        return null;
-      }
-      if (this.mapping.length < end) return null;
+    if (typeof Bun === "undefined") return null;
+    let mapping: Uint8Array;
+    try {
+      mapping = Bun.mmap(this.absolute, { offset: position, size: length, shared: false });
+    } catch {
+      return null;
     }
-    const runs = missingRuns(this.mapping, position, end);
+    // Bun maps no further than the end of the file: a shorter region is a file that ends early.
+    if (mapping.length < length) return null;
+    const runs = missingRuns(mapping);
     for (let i = 0; i < runs.length; i += 2) {
       const scratch = prefetchSpares.pop() ?? new Uint8Array(PREFETCH_PIECE_BYTES);
       try {
-        for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) await this.read(at, scratch.subarray(0, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at)));
+        for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) await this.read(position + at, scratch.subarray(0, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at)));
       } finally {
         if (prefetchSpares.length < PREFETCH_SPARES_MAX) prefetchSpares.push(scratch);
       }
     }
-    return this.mapping.subarray(position, end);
+    return mapping;
   }
 
   async read(position: number, into: Uint8Array): Promise<number> {
