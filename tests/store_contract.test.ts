@@ -244,33 +244,49 @@ for (const [name, make] of implementations) {
 }
 
 describe("store on the simulated disk: limits and retention", () => {
-  test("each batch of a read first awaits the pause yieldToEvents returns (I/O callbacks run between batches)", async () => {
+  test("while reads ahead are in flight, each batch first awaits the pause yieldToEvents returns (their completions run between batches); otherwise it asks none", async () => {
+    const sim = new SimDisk({ seed: 21 });
+    let secondPack = "";
+    let gate: Promise<void> | null = null;
+    let open = () => {};
+    const disk = withPackReads(sim.view(), async (read, path) => {
+      if (path === secondPack && gate !== null) await gate;
+      return read();
+    });
     let asked = 0;
     let hold: (() => void) | null = null;
-    const { store } = await Store.open(new SimDisk({ seed: 21 }), {
+    const { store } = await Store.open(disk, {
       yieldToEvents: () => {
         asked++;
         return hold === null ? undefined : new Promise<void>((resolve) => (hold = resolve));
       },
     });
-    for (let seq = 1; seq <= 3000; seq++) store.append(seq, seq, `y${seq % 40}`, payloadOf(seq, 30));
-    await store.commit();
-    await store.sortAll();
+    await sortInTwoPacks(store); // the second pack is read ahead
+    secondPack = packPath(packIds(sim)[1]);
+    gate = new Promise((resolve) => (open = resolve));
     const reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
-    const before = asked;
     const first = await reader.nextBatch();
-    expect(first.length).toBeGreaterThan(0);
-    expect(asked).toBe(before + 1);
-    // A pause is awaited: the batch is not merged until it ends.
+    expect(reader.readsAhead).toBeGreaterThan(0); // the second pack's read is held: in flight
+    const before = asked;
     hold = () => {};
     let merged = false;
     const second = reader.nextBatch().then((batch) => ((merged = true), batch));
     for (let turn = 0; turn < 20; turn++) await Promise.resolve();
-    expect(merged).toBe(false);
+    expect(asked).toBe(before + 1);
+    expect(merged).toBe(false); // the pause is awaited before the batch is merged
     const release = hold as () => void;
     hold = null;
     release();
     expect((await second)[0].seq).toBe(first[first.length - 1].seq + 1);
+    open();
+    const seen = [...first, ...(await second)].map((m) => m.seq);
+    for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+    expect(seen).toEqual(Array.from({ length: 4000 }, (_, i) => i + 1));
+    // A read with no reads ahead (one partition, one image per pack read by its lane) asks none.
+    const counted = asked;
+    const single = store.read(Filter.of("p7/x"), { seq: 1 });
+    for (let batch = await single.nextBatch(); batch.length > 0; batch = await single.nextBatch()) expect(batch[0].topic).toBe("p7/x");
+    expect(asked).toBe(counted);
     await store.close();
   });
 
@@ -641,13 +657,7 @@ describe("store on the simulated disk: limits and retention", () => {
       return read();
     });
     const { store } = await Store.open(disk, {});
-    const topicOf = (seq: number) => `p${seq % 40}/x`;
-    // Two sorts: each partition has an image in each of two packs.
-    for (const [from, to] of [[1, 2000], [2001, 4000]]) {
-      for (let seq = from; seq <= to; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 30));
-      await store.commit();
-      await store.sortAll();
-    }
+    await sortInTwoPacks(store);
     expect(store.stats().segments).toBe(80);
     secondPack = packPath(packIds(sim)[1]);
     const timeout = () => new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 2000));
@@ -936,6 +946,15 @@ function imageHeaderBytes(image: Uint8Array): number {
 }
 
 /** `inner` with every read of a pack file going through `through` (which performs it by calling `read`). */
+/** Seqs 1–4,000 over 40 partitions (`p<seq % 40>/x`, 30-byte payloads), sorted twice: each partition has an image in each of two packs. */
+async function sortInTwoPacks(store: Store): Promise<void> {
+  for (const [from, to] of [[1, 2000], [2001, 4000]]) {
+    for (let seq = from; seq <= to; seq++) store.append(seq, seq, `p${seq % 40}/x`, payloadOf(seq, 30));
+    await store.commit();
+    await store.sortAll();
+  }
+}
+
 function withPackReads(inner: Disk, through: (read: () => Promise<number>, path: string) => Promise<number>): Disk {
   return {
     list: (dir) => inner.list(dir),

@@ -880,13 +880,17 @@ export class StoreReader {
   async nextBatch(): Promise<StoredMessage[]> {
     const context = this.context;
     // The merge runs on the event loop's thread, and a consumer that awaits nothing but batches
-    // resolves them through microtasks only: the completions of reads ahead (and every other
-    // I/O callback) then waited until a batch waited for a read. A whole-stream read over
-    // 10,000 partitions had its next images' reads stand still for the ~300 ms it merged the
-    // current ones. So each batch first asks for a pause (the runtime's: a turn of the event
-    // loop once half a millisecond passed since the last).
-    const pause = context.options.yieldToEvents();
-    if (pause !== undefined) await pause;
+    // resolves them through microtasks only: the completions of reads ahead then waited until a
+    // batch waited for a read. A whole-stream read over 10,000 partitions had its next images'
+    // reads stand still for the ~300 ms it merged the current ones. So while reads ahead are in
+    // flight each batch first asks for a pause (the runtime's: a turn of the event loop once
+    // half a millisecond passed since the last). Not otherwise: a batch that needs a read waits
+    // for it anyway, and pausing every batch made a server's 1% disk replay (20,000 messages,
+    // small batches) ~35 ms slower.
+    if (context.prefetches.size > 0) {
+      const pause = context.options.yieldToEvents();
+      if (pause !== undefined) await pause;
+    }
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "read from a closed store");
     this.pool?.release();
     context.readsInFlight++;
