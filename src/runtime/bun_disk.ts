@@ -33,11 +33,17 @@ function adviseRandom(fd: number): void {
   fadviseRandom?.(fd);
 }
 
-/** Reads that bring a mapped region into the page cache go through scratch buffers of this size. */
+/**
+ * Reads that bring a mapped region's pages into the page cache go in pieces of this size,
+ * PREFETCH_IN_FLIGHT of them at a time, into one scratch buffer they all share: their bytes are
+ * never looked at (the mapping shows them), so reads into the same memory at once do no harm.
+ * Each piece's successor is issued by its completion, on the event loop's thread: with the loop
+ * busy 4 ms at a time (a merge between pauses), four 64 MiB packs came in at 715–828 MB/s one
+ * piece at a time and 1,053–1,220 MB/s four at a time (1,213–1,487 with the loop idle).
+ */
 const PREFETCH_PIECE_BYTES = 1024 * 1024;
-/** Spare scratch buffers kept for the next prefetch (one per prefetch in flight is taken). */
-const PREFETCH_SPARES_MAX = 8;
-const prefetchSpares: Uint8Array[] = [];
+const PREFETCH_IN_FLIGHT = 4;
+let prefetchScratch: Uint8Array | null = null;
 
 type Mincore = { pageBytes: number; call: (address: number, length: number, vector: Uint8Array) => number; address: (view: Uint8Array, offset: number) => number };
 let mincore: Mincore | null | undefined;
@@ -176,14 +182,19 @@ class BunFile implements DiskFile {
     // Bun maps no further than the end of the file: a shorter region is a file that ends early.
     if (mapping.length < length) return null;
     const runs = missingRuns(mapping);
-    for (let i = 0; i < runs.length; i += 2) {
-      const scratch = prefetchSpares.pop() ?? new Uint8Array(PREFETCH_PIECE_BYTES);
-      try {
-        for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) await this.read(position + at, scratch.subarray(0, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at)));
-      } finally {
-        if (prefetchSpares.length < PREFETCH_SPARES_MAX) prefetchSpares.push(scratch);
+    if (runs.length === 0) return mapping;
+    const pieces: number[] = [];
+    for (let i = 0; i < runs.length; i += 2) for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) pieces.push(at, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at));
+    const scratch = (prefetchScratch ??= new Uint8Array(PREFETCH_PIECE_BYTES));
+    let next = 0;
+    const reader = async () => {
+      while (next < pieces.length) {
+        const k = next;
+        next += 2;
+        await this.read(position + pieces[k], scratch.subarray(0, pieces[k + 1]));
       }
-    }
+    };
+    await Promise.all(Array.from({ length: PREFETCH_IN_FLIGHT }, reader));
     return mapping;
   }
 
