@@ -1073,12 +1073,12 @@ export class StoreReader {
 /**
  * Reads `span` (requests back to back in one pack) at once; each lane takes a view of its region.
  * Where the disk maps files (`DiskFile.map`; packs are never written again) the views are of
- * the mapped pack, its pages in the page cache: no buffer, no copy. Read into fresh memory, a
- * 10,000-partition whole-stream read faulted in every 4 KiB page of ~570 MB of span buffers
- * (~0.3 s of system time, on the two cores the merge runs on). A whole image's records are checked here, against its records CRC, as soon as they land: the
- * reader is often still waiting for other spans then (the first reads of a whole-stream read),
- * where checking them at each lane's first record held back the merge's start (~70 ms per
- * 270 MB on this machine).
+ * the mapped region, its pages in the page cache: no buffer, no copy. Read into fresh memory,
+ * a 10,000-partition whole-stream read faulted in every 4 KiB page of ~570 MB of span buffers
+ * (~0.3 s of system time, on the two cores the merge runs on). A whole image's records are
+ * checked here, against its records CRC, as soon as they land: the reader is often still
+ * waiting for other spans then (the first reads of a whole-stream read), where checking them at
+ * each lane's first record held back the merge's start (~70 ms per 270 MB on this machine).
  */
 async function readSpan(context: StoreContext, span: readonly SpanRequest[]): Promise<void> {
   const start = span[0].position;
