@@ -229,7 +229,7 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
 /** One timed read of `filter` from seq 1 over the store at `path`, opened for it and closed after. */
 async function readCase(path: string, filter: Filter): Promise<{ row: Row; stored: number }> {
   const disk = new CountingDisk(new BunDisk(path));
-  // The runtime's pauses, as the server opens its store: the reader lets I/O callbacks run between batches.
+  // The runtime's pauses, as the server opens its store: while reads ahead are in flight the reader lets I/O callbacks run between batches.
   const { store } = await Store.open(disk, { crc32: nativeCrc32, yieldToEvents });
   const stored = store.stats().segmentBytes + store.stats().journalBytes;
   const start = performance.now();
