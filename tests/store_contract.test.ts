@@ -246,13 +246,10 @@ for (const [name, make] of implementations) {
 describe("store on the simulated disk: limits and retention", () => {
   test("while reads ahead are in flight, each batch first awaits the pause yieldToEvents returns (their completions run between batches); otherwise it asks none", async () => {
     const sim = new SimDisk({ seed: 21 });
-    let secondPack = "";
     let gate: Promise<void> | null = null;
     let open = () => {};
-    const disk = withPackReads(sim.view(), async (read, path) => {
-      if (path === secondPack && gate !== null) await gate;
-      return read();
-    });
+    const packs = secondPackReads(sim, () => gate);
+    const disk = packs.disk;
     let asked = 0;
     let hold: (() => void) | null = null;
     const { store } = await Store.open(disk, {
@@ -262,7 +259,7 @@ describe("store on the simulated disk: limits and retention", () => {
       },
     });
     await sortInTwoPacks(store); // the second pack is read ahead
-    secondPack = packPath(packIds(sim)[1]);
+    packs.packsWritten();
     gate = new Promise((resolve) => (open = resolve));
     const reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
     const first = await reader.nextBatch();
@@ -702,18 +699,15 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("no read ahead starts while file removals wait for reads to end; they run once the reads in flight end", async () => {
     const sim = new SimDisk({ seed: 18 });
-    let secondPack = "";
     let hold: Promise<void> | null = null;
     let release = () => {};
-    const disk = withPackReads(sim.view(), async (read, path) => {
-      // The first read of the second pack (the first reader's read ahead) is held.
-      if (path === secondPack && hold !== null) {
-        const held = hold;
-        hold = null;
-        await held;
-      }
-      return read();
+    // The first read of the second pack (the first reader's read ahead) is held.
+    const packs = secondPackReads(sim, () => {
+      const held = hold;
+      hold = null;
+      return held;
     });
+    const disk = packs.disk;
     const limits = { journalBytesMax: 64 << 10, journalRetainedBytesMax: 256 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
     const { store } = await Store.open(disk, limits);
     const topicOf = (seq: number) => `p${seq % 40}/x`;
@@ -725,7 +719,7 @@ describe("store on the simulated disk: limits and retention", () => {
     };
     await appendSorted(2000);
     await appendSorted(2000);
-    secondPack = packPath(packIds(sim)[1]);
+    packs.packsWritten();
     const readAll = async (reader: ReturnType<Store["read"]>, seen: number[]) => {
       for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
       expect(seen).toEqual(Array.from({ length: seq }, (_, i) => i + 1));
@@ -946,6 +940,19 @@ function imageHeaderBytes(image: Uint8Array): number {
 }
 
 /** `inner` with every read of a pack file going through `through` (which performs it by calling `read`). */
+/**
+ * `sim`'s disk whose reads of the second pack first await what `hold()` returns, if anything; the
+ * second pack is the second one on disk when `packsWritten()` is called.
+ */
+function secondPackReads(sim: SimDisk, hold: () => Promise<void> | null): { disk: Disk; packsWritten: () => void } {
+  let secondPack = "";
+  const disk = withPackReads(sim.view(), async (read, path) => {
+    if (path === secondPack) await hold();
+    return read();
+  });
+  return { disk, packsWritten: () => (secondPack = packPath(packIds(sim)[1])) };
+}
+
 /** Seqs 1–4,000 over 40 partitions (`p<seq % 40>/x`, 30-byte payloads), sorted twice: each partition has an image in each of two packs. */
 async function sortInTwoPacks(store: Store): Promise<void> {
   for (const [from, to] of [[1, 2000], [2001, 4000]]) {
