@@ -11,26 +11,47 @@ import { type Disk, DiskError, type DiskFile, type OpenHints, type OpenMode } fr
 
 /** posix_fadvise's advice that reads are random: the kernel reads only what is asked, no read-ahead. */
 const POSIX_FADV_RANDOM = 1;
-let fadviseRandom: ((fd: number) => void) | null | undefined;
+
+type Libc = {
+  posixFadvise: (fd: number, advice: number) => void;
+  mincore: (address: number, length: number, vector: Uint8Array) => number;
+  pageBytes: number;
+  address: (view: Uint8Array) => number;
+};
+let libc: Libc | null | undefined;
 
 /**
- * Turns the kernel's read-ahead off for `fd` (posix_fadvise through libc with Bun's FFI, loaded
- * on first use: this module also loads under Deno, which never calls it). Where libc or FFI is
- * missing it does nothing: the hint is advice.
+ * The libc calls this disk makes (posix_fadvise, mincore, the page size) through Bun's FFI,
+ * loaded on first use: this module also loads under Deno, which never calls them. Null where
+ * libc or FFI is missing; callers then do without (the hints are advice).
  */
-function adviseRandom(fd: number): void {
-  if (fadviseRandom === undefined) {
+function loadLibc(): Libc | null {
+  if (libc === undefined) {
     try {
-      const { dlopen, FFIType } = require("bun:ffi") as typeof import("bun:ffi");
-      const libc = dlopen("libc.so.6", { posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 } });
-      fadviseRandom = (descriptor) => {
-        libc.symbols.posix_fadvise(descriptor, 0, 0, POSIX_FADV_RANDOM);
+      const { dlopen, FFIType, ptr } = require("bun:ffi") as typeof import("bun:ffi");
+      const { symbols } = dlopen("libc.so.6", {
+        posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
+        mincore: { args: [FFIType.ptr, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
+        getpagesize: { args: [], returns: FFIType.i32 },
+      });
+      libc = {
+        posixFadvise: (fd, advice) => {
+          symbols.posix_fadvise(fd, 0, 0, advice);
+        },
+        mincore: (address, length, vector) => symbols.mincore(address, length, vector),
+        pageBytes: symbols.getpagesize(),
+        address: (view) => ptr(view),
       };
     } catch {
-      fadviseRandom = null;
+      libc = null;
     }
   }
-  fadviseRandom?.(fd);
+  return libc;
+}
+
+/** Turns the kernel's read-ahead off for `fd`; nothing where libc is missing. */
+function adviseRandom(fd: number): void {
+  loadLibc()?.posixFadvise(fd, POSIX_FADV_RANDOM);
 }
 
 /**
@@ -45,44 +66,20 @@ const PREFETCH_PIECE_BYTES = 1024 * 1024;
 const PREFETCH_IN_FLIGHT = 4;
 let prefetchScratch: Uint8Array | null = null;
 
-type Mincore = { pageBytes: number; call: (address: number, length: number, vector: Uint8Array) => number; address: (view: Uint8Array, offset: number) => number };
-let mincore: Mincore | null | undefined;
-
-/** mincore(2) and the page size through libc with Bun's FFI, loaded on first use; null where missing. */
-function loadMincore(): Mincore | null {
-  if (mincore === undefined) {
-    try {
-      const { dlopen, FFIType, ptr } = require("bun:ffi") as typeof import("bun:ffi");
-      const libc = dlopen("libc.so.6", {
-        mincore: { args: [FFIType.ptr, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
-        getpagesize: { args: [], returns: FFIType.i32 },
-      });
-      mincore = {
-        pageBytes: libc.symbols.getpagesize(),
-        call: (address, length, vector) => libc.symbols.mincore(address, length, vector),
-        address: (view, offset) => ptr(view, offset),
-      };
-    } catch {
-      mincore = null;
-    }
-  }
-  return mincore;
-}
-
 /**
  * The parts of `view` (bytes of a mapped file) whose pages are not in the page cache, as start,
  * end pairs of offsets into it (page-aligned inside it); all of it where mincore is missing or
  * fails.
  */
 export function missingRuns(view: Uint8Array): number[] {
-  const core = loadMincore();
+  const c = loadLibc();
   if (view.length === 0) return [];
-  if (core === null) return [0, view.length];
-  const page = core.pageBytes;
-  const address = core.address(view, 0);
+  if (c === null) return [0, view.length];
+  const page = c.pageBytes;
+  const address = c.address(view);
   const first = address - (address % page);
   const vector = new Uint8Array(Math.ceil((address + view.length - first) / page));
-  if (core.call(first, address + view.length - first, vector) !== 0) return [0, view.length];
+  if (c.mincore(first, address + view.length - first, vector) !== 0) return [0, view.length];
   const runs: number[] = [];
   for (let i = 0; i < vector.length; i++) {
     if ((vector[i] & 1) !== 0) continue;
