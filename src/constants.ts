@@ -105,6 +105,12 @@ export const JOURNAL_SPARE_BYTES_MAX = 8 * JOURNAL_FLUSH_BYTES_MAX;
  * fsync of the sorter can hold up for tens of milliseconds. Larger writes keep the pool.
  */
 export const JOURNAL_WRITE_NOW_BYTES_MAX = 256 * 1024;
+/**
+ * Drained journals kept as spares for the next generations (store/journal_files.ts), each a
+ * journal's size on disk: the sorter drains several journals at once, and with 2 spares every
+ * other pair of generations of a steady 64 × 1 `always` load was a fresh file again.
+ */
+export const JOURNAL_SPARES_MAX = 4;
 /** A partition's open segment closes at this size (Kafka's segment.bytes, smaller). */
 export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */

@@ -17,8 +17,9 @@ import { JOURNAL_FLUSH_BYTES_MAX, JOURNAL_SPARE_BYTES_MAX, JOURNAL_WRITE_NOW_BYT
 import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
-import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "./file_header.ts";
-import { JOURNAL_DIR, StoreError, journalPath } from "./layout.ts";
+import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import { createJournalFile, sealJournalFile } from "./journal_files.ts";
+import { StoreError, journalPath } from "./layout.ts";
 import { ViewCache } from "../stdx/bytes.ts";
 import { encodeRecord, recordBytes } from "./record.ts";
 
@@ -211,18 +212,10 @@ export class JournalWriter {
 
   private async createJournal(journal: JournalInfo): Promise<void> {
     const context = this.context;
-    const previous = context.journal(journal.gen - 1);
     // Seal the previous generation durably first: only the newest journal may have a torn tail.
-    await context.files.with(previous.path, (file) => file.sync());
+    await sealJournalFile(context, context.journal(journal.gen - 1));
     context.syncedSeq = Math.max(context.syncedSeq, journal.firstSeq - 1);
-    const file = await context.disk.open(journal.path, "create");
-    try {
-      await file.write(0, encodeFileHeader({ kind: "journal", id: journal.gen, firstSeq: journal.firstSeq, name: "" }, context.crc32));
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    await context.disk.syncDir(JOURNAL_DIR);
+    await createJournalFile(context, journal.gen, journal.firstSeq);
     journal.created = true;
   }
 

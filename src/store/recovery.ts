@@ -18,9 +18,11 @@
  * Corruption in the middle is never skipped silently: it is listed with file and offset, and
  * open fails with ARIA_ERR_STORE_CORRUPT unless `repair` is set (then it is skipped, and reported).
  */
+import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
-import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
+import { FILE_HEADER_FIXED_BYTES, decodeFileHeader } from "./file_header.ts";
+import { createJournalFile, retireJournalFile } from "./journal_files.ts";
 import {
   JOURNAL_DIR,
   MANIFEST_PATH,
@@ -31,6 +33,7 @@ import {
   packPath,
   parseFileName,
   segmentPath,
+  sparePath,
   storePath,
 } from "./layout.ts";
 import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
@@ -196,11 +199,23 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
 
   // 3. Journals.
   const gens: number[] = [];
+  const spares: number[] = [];
   for (const name of await disk.list(JOURNAL_DIR)) {
     const parsed = parseFileName(name);
     if (parsed?.kind === "journal") gens.push(parsed.n);
+    if (parsed?.kind === "spare") spares.push(parsed.n);
   }
   gens.sort((a, b) => a - b);
+  // Spares hold no records: the first few stay spares, any more go (journal_files.ts).
+  spares.sort((a, b) => a - b);
+  for (const [i, n] of spares.entries()) {
+    if (i < JOURNAL_SPARES_MAX) context.spareJournals.push(sparePath(n));
+    else {
+      await disk.remove(sparePath(n));
+      report.filesRemoved.push(sparePath(n));
+    }
+  }
+  context.nextSpareId = Math.max(0, ...spares, ...gens) + 1;
   let expected = 0;
   for (let i = 0; i < gens.length; i++) {
     const gen = gens[i];
@@ -284,29 +299,18 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   return report;
 }
 
-/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry). */
+/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it. */
 export async function startJournal(context: StoreContext, gen: number, firstSeq: number): Promise<JournalInfo> {
-  const path = journalPath(gen);
-  const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
-  const file: DiskFile = await context.disk.open(path, "create");
-  try {
-    await file.write(0, header);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await context.disk.syncDir(JOURNAL_DIR);
-  const info: JournalInfo = { gen, path, firstSeq, bytes: header.length, pendingRecords: 0, created: true };
+  await createJournalFile(context, gen, firstSeq);
+  const info: JournalInfo = { gen, path: journalPath(gen), firstSeq, bytes: FILE_HEADER_FIXED_BYTES, pendingRecords: 0, created: true };
   context.journals.push(info);
   return info;
 }
 
-/** Removes journals, oldest first, whose records are all in segments (never the newest one). */
+/** Retires journals, oldest first, whose records are all in segments (never the newest one): kept as spares or removed. */
 export async function dropDrainedJournals(context: StoreContext): Promise<void> {
   while (context.journals.length > 1 && context.journals[0].pendingRecords === 0) {
-    const info = context.journals.shift() as JournalInfo;
-    await context.files.drop(info.path);
-    await context.disk.remove(info.path);
+    await retireJournalFile(context, context.journals.shift() as JournalInfo);
   }
 }
 

@@ -19,6 +19,7 @@ import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import type { StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import { sealJournalFile } from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
 import { type SubtreeStoreMeta, isStore, readStoreHead } from "./store_file.ts";
@@ -432,6 +433,10 @@ export class Store {
           await context.whenNoReads(() => dropDrainedJournals(context));
         }
       }
+      // A recycled newest journal ends with an older generation's bytes: a clean close cuts them,
+      // so the next open finds no tail to cut.
+      const newest = context.journals[context.journals.length - 1];
+      if (newest.created) await sealJournalFile(context, newest).catch(() => {});
     }
     context.closed = true;
     this.wakeCaughtUp();

@@ -1,0 +1,209 @@
+/**
+ * Journal recycling (src/store/journal_files.ts): drained journals become spares, new
+ * generations are spares renamed and overwritten, and the older bytes a recycled journal holds
+ * past its records are never read as records — not after a crash, not after a clean close, not
+ * when spares are found at open.
+ */
+import { describe, expect, test } from "bun:test";
+import { JOURNAL_SPARES_MAX } from "../src/constants.ts";
+import type { Disk } from "../src/store/disk.ts";
+import { journalPath, sparePath } from "../src/store/layout.ts";
+import { Store } from "../src/store/mod.ts";
+import { SimDisk } from "../src/testing/sim_disk.ts";
+import { Filter } from "../src/topic/mod.ts";
+import { SMALL_LIMITS, TOPICS, payloadOf, plain } from "./fixtures/store_helpers.ts";
+
+/** A view of `disk` that notes each journal file created and each rename. */
+function watched(disk: SimDisk): { disk: Disk; created: string[]; renames: [string, string][] } {
+  const view = disk.view();
+  const created: string[] = [];
+  const renames: [string, string][] = [];
+  return {
+    created,
+    renames,
+    disk: {
+      ...view,
+      open: (path, mode) => {
+        if (mode === "create" && path.startsWith("journal/")) created.push(path);
+        return view.open(path, mode);
+      },
+      rename: (from, to) => {
+        renames.push([from, to]);
+        return view.rename(from, to);
+      },
+    },
+  };
+}
+
+async function appendCommitted(store: Store, from: number, count: number): Promise<void> {
+  for (let seq = from; seq < from + count; seq++) {
+    store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+    if (seq % 10 === 0) await store.commit();
+  }
+  await store.commit();
+}
+
+async function readAll(store: Store): Promise<number[]> {
+  const seqs: number[] = [];
+  for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
+    expect(plain(message).payload).toEqual([...payloadOf(message.seq)]);
+    seqs.push(message.seq);
+  }
+  return seqs;
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+/** The newest journal generation's path among `disk`'s files. */
+function newestJournal(disk: SimDisk): string {
+  return disk.paths().filter((p) => p.endsWith(".wal")).sort().at(-1) as string;
+}
+
+describe("journal recycling", () => {
+  test("drained journals become spares and new generations take them: once there are spares no journal file is created", async () => {
+    const sim = new SimDisk({ seed: 3 });
+    const { disk, created, renames } = watched(sim);
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    await appendCommitted(store, 1, 300);
+    await store.idle();
+    const retired = renames.filter(([from, to]) => from.endsWith(".wal") && to.endsWith(".spare"));
+    const taken = renames.filter(([from, to]) => from.endsWith(".spare") && to.endsWith(".wal"));
+    expect(retired.length).toBeGreaterThan(0);
+    expect(taken.length).toBeGreaterThan(0);
+    // Every generation after the first spare appeared was a spare renamed, not a new file.
+    const firstTaken = Number.parseInt(taken[0][1].slice("journal/".length), 16);
+    expect(created.filter((path) => Number.parseInt(path.slice("journal/".length), 16) > firstTaken)).toEqual([]);
+    expect(sim.paths().filter((p) => p.endsWith(".spare")).length).toBeLessThanOrEqual(JOURNAL_SPARES_MAX);
+    // Appends after the recycling read back whole, through the journals and the segments.
+    await appendCommitted(store, 301, 100);
+    expect(await readAll(store)).toEqual(range(400));
+    await store.close();
+  });
+
+  test("after a power loss, a recycled newest journal is cut at its records' end: every acknowledged message stays, the older bytes are not replayed", async () => {
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const sim = new SimDisk({ seed });
+      const { disk, renames } = watched(sim);
+      const { store } = await Store.open(disk, SMALL_LIMITS);
+      await appendCommitted(store, 1, 200);
+      // Append until the newest journal is a spare taken over, and write a little into it.
+      let next = 201;
+      while (!renames.some(([from, to]) => from.endsWith(".spare") && to === newestJournal(sim))) {
+        expect(next).toBeLessThan(2000);
+        await appendCommitted(store, next, 5);
+        next += 5;
+      }
+      await appendCommitted(store, next, 3);
+      const acknowledged = next + 2;
+      const newest = newestJournal(sim);
+      expect(store.stats().nextSeq).toBe(acknowledged + 1);
+      sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
+      const reopened = await Store.open(sim.view(), SMALL_LIMITS);
+      const cut = reopened.recovery.cuts.find((c) => c.file === newest);
+      expect(cut).toBeDefined();
+      expect(cut?.bytesCut).toBeGreaterThan(0);
+      expect(cut?.recordsAfterCut).toBe(0);
+      expect(reopened.recovery.problems).toEqual([]);
+      expect(reopened.recovery.nextSeq).toBe(acknowledged + 1);
+      expect(await readAll(reopened.store)).toEqual(range(acknowledged));
+      await reopened.store.close();
+    }
+  });
+
+  test("a power loss right after a recycled journal's header is fsynced leaves no old journal name on the new header", async () => {
+    // Before the directory fsync that follows the rename: the simulator found an old journal's
+    // name there (the spare's retiring rename lost, the new header kept), which open refused.
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const sim = new SimDisk({ seed });
+      const view = sim.view();
+      let acknowledged = 0;
+      let taken = "";
+      let crashed = false;
+      const disk: Disk = {
+        ...view,
+        rename: async (from, to) => {
+          await view.rename(from, to);
+          if (from.endsWith(".spare")) taken = to;
+        },
+        open: async (path, mode) => {
+          const file = await view.open(path, mode);
+          // The first open of a spare just taken over is the one that writes its new header.
+          if (path !== taken || crashed) return file;
+          taken = "";
+          return {
+            path: file.path,
+            read: (position, into) => file.read(position, into),
+            write: (position, bytes) => file.write(position, bytes),
+            size: () => file.size(),
+            truncate: (size) => file.truncate(size),
+            close: () => file.close(),
+            sync: async () => {
+              await file.sync();
+              crashed = true;
+              sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
+              throw new Error("power lost");
+            },
+          };
+        },
+      };
+      const { store } = await Store.open(disk, SMALL_LIMITS);
+      for (let seq = 1; seq < 2000 && !crashed; seq++) {
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+        if (seq % 10 === 0) {
+          const ok = await store.commit().then(() => true, () => false);
+          if (ok) acknowledged = seq;
+        }
+      }
+      expect(crashed).toBe(true);
+      const reopened = await Store.open(sim.view(), SMALL_LIMITS);
+      expect(reopened.recovery.problems).toEqual([]);
+      const seqs = await readAll(reopened.store);
+      expect(seqs.length).toBeGreaterThanOrEqual(acknowledged);
+      expect(seqs).toEqual(range(seqs.length));
+      await reopened.store.close();
+    }
+  });
+
+  test("a clean close cuts a recycled newest journal's older bytes, so the next open has nothing to cut", async () => {
+    const sim = new SimDisk({ seed: 11 });
+    const { store } = await Store.open(sim.view(), SMALL_LIMITS);
+    await appendCommitted(store, 1, 250);
+    await store.close({ sort: false });
+    const { store: again, recovery } = await Store.open(sim.view(), SMALL_LIMITS);
+    expect(recovery.cuts).toEqual([]);
+    expect(recovery.problems).toEqual([]);
+    expect(await readAll(again)).toEqual(range(250));
+    await again.close();
+  });
+
+  test("spares found at open stay spares up to the limit, the rest are removed, and none is replayed even when it holds valid records", async () => {
+    const sim = new SimDisk({ seed: 12 });
+    const { store } = await Store.open(sim.view(), SMALL_LIMITS);
+    await appendCommitted(store, 1, 40);
+    const journalBytes = sim.snapshot(journalPath(1)) as Uint8Array;
+    await store.close();
+    // Spares holding a copy of journal 1 (valid records of seqs 1..): as a drained journal kept.
+    const names = Array.from({ length: JOURNAL_SPARES_MAX + 2 }, (_, i) => sparePath(1000 + i));
+    const write = sim.view();
+    for (const name of names) {
+      const file = await write.open(name, "create");
+      await file.write(0, journalBytes);
+      await file.sync();
+      await file.close();
+    }
+    await write.syncDir("journal");
+    const { store: reopened, recovery } = await Store.open(sim.view(), SMALL_LIMITS);
+    expect(recovery.problems).toEqual([]);
+    expect(recovery.recordsReplayed).toBe(0);
+    // One spare became the fresh generation recovery starts; the extra ones went.
+    expect(recovery.filesRemoved).toEqual(names.slice(JOURNAL_SPARES_MAX));
+    expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual(names.slice(0, JOURNAL_SPARES_MAX - 1));
+    await appendCommitted(reopened, 41, 20);
+    expect(await readAll(reopened)).toEqual(range(60));
+    await reopened.close();
+    const { store: last, recovery: lastRecovery } = await Store.open(sim.view(), SMALL_LIMITS);
+    expect(lastRecovery.problems).toEqual([]);
+    expect(await readAll(last)).toEqual(range(60));
+    await last.close();
+  });
+});
