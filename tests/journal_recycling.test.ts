@@ -80,6 +80,27 @@ describe("journal recycling", () => {
     await store.close();
   });
 
+  test("under interval and never, drained journals are deleted and spares found at open removed", async () => {
+    for (const fsync of ["interval", "never"] as const) {
+      const sim = new SimDisk({ seed: 4 });
+      const { store } = await Store.open(sim.view(), SMALL_LIMITS);
+      await appendCommitted(store, 1, 300);
+      await store.idle();
+      await store.close({ sort: false });
+      const spares = sim.paths().filter((p) => p.endsWith(".spare"));
+      expect(spares.length).toBeGreaterThan(0); // kept under always, the default
+      const { disk, renames } = watched(sim);
+      const { store: reopened, recovery } = await Store.open(disk, { ...SMALL_LIMITS, fsync });
+      expect(recovery.filesRemoved).toEqual(spares);
+      await appendCommitted(reopened, 301, 300);
+      await reopened.idle();
+      expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual([]);
+      expect(renames.filter(([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"))).toEqual([]);
+      expect(await readAll(reopened)).toEqual(range(600));
+      await reopened.close();
+    }
+  });
+
   test("after a power loss, a recycled newest journal is cut at its records' end: every acknowledged message stays, the older bytes are not replayed", async () => {
     for (const seed of [1, 2, 3, 4, 5, 6]) {
       const sim = new SimDisk({ seed });

@@ -1,6 +1,6 @@
 /**
- * journal_files: where journal files come from and where they go. A drained journal (every
- * record in a segment) is kept as a spare instead of removed, and a new generation takes a spare
+ * journal_files: where journal files come from and where they go. Under `always`, a drained
+ * journal (every record in a segment) is kept as a spare instead of removed, and a new generation takes a spare
  * when there is one, renames it and writes its header over the old one; its records then
  * overwrite blocks the file system has already allocated and written:
  *
@@ -27,6 +27,15 @@ import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { encodeFileHeader } from "./file_header.ts";
 import { JOURNAL_DIR, journalPath, sparePath } from "./layout.ts";
+
+/**
+ * Whether drained journals are kept as spares: under `always` only. Under `interval` and `never`
+ * an fsync is rare and the page-cache copy is what a write costs, and writes into a recycled
+ * file copied slower (docs/storage.md, recycled journals).
+ */
+export function keepsSpares(context: StoreContext): boolean {
+  return context.options.fsync === "always";
+}
 
 /** Creates the file of journal generation `gen` starting at `firstSeq`, durably (header, directory entry), from a spare when there is one. */
 export async function createJournalFile(context: StoreContext, gen: number, firstSeq: number): Promise<void> {
@@ -67,7 +76,7 @@ export async function sealJournalFile(context: StoreContext, info: JournalInfo):
  */
 export async function retireJournalFile(context: StoreContext, info: JournalInfo): Promise<void> {
   await context.files.drop(info.path);
-  if (context.spareJournals.length < JOURNAL_SPARES_MAX && info.bytes >= context.options.journalBytesMax / 2) {
+  if (keepsSpares(context) && context.spareJournals.length < JOURNAL_SPARES_MAX && info.bytes >= context.options.journalBytesMax / 2) {
     const spare = sparePath(context.nextSpareId++);
     await context.disk.rename(info.path, spare);
     context.spareJournals.push(spare);

@@ -22,7 +22,7 @@ import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES, decodeFileHeader } from "./file_header.ts";
-import { createJournalFile, retireJournalFile } from "./journal_files.ts";
+import { createJournalFile, keepsSpares, retireJournalFile } from "./journal_files.ts";
 import {
   JOURNAL_DIR,
   MANIFEST_PATH,
@@ -209,7 +209,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // Spares hold no records: the first few stay spares, any more go (journal_files.ts).
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
-    if (i < JOURNAL_SPARES_MAX) context.spareJournals.push(sparePath(n));
+    if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) context.spareJournals.push(sparePath(n));
     else {
       await disk.remove(sparePath(n));
       report.filesRemoved.push(sparePath(n));
