@@ -73,7 +73,10 @@ describe("journal recycling", () => {
     // Every generation after the first spare appeared was a spare renamed, not a new file.
     const firstTaken = Number.parseInt(taken[0][1].slice("journal/".length), 16);
     expect(created.filter((path) => Number.parseInt(path.slice("journal/".length), 16) > firstTaken)).toEqual([]);
-    expect(sim.paths().filter((p) => p.endsWith(".spare")).length).toBeLessThanOrEqual(JOURNAL_SPARES_MAX);
+    const spares = sim.paths().filter((p) => p.endsWith(".spare"));
+    expect(spares.length).toBeLessThanOrEqual(JOURNAL_SPARES_MAX);
+    // Their bytes count in the store's stats (aria_disk_bytes{kind="journal_spare"}).
+    expect(store.stats().spareJournalBytes).toBe(spares.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0));
     // Appends after the recycling read back whole, through the journals and the segments.
     await appendCommitted(store, 301, 100);
     expect(await readAll(store)).toEqual(range(400));
@@ -219,6 +222,7 @@ describe("journal recycling", () => {
     // One spare became the fresh generation recovery starts; the extra ones went.
     expect(recovery.filesRemoved).toEqual(names.slice(JOURNAL_SPARES_MAX));
     expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual(names.slice(0, JOURNAL_SPARES_MAX - 1));
+    expect(reopened.stats().spareJournalBytes).toBe((JOURNAL_SPARES_MAX - 1) * journalBytes.length);
     await appendCommitted(reopened, 41, 20);
     expect(await readAll(reopened)).toEqual(range(60));
     await reopened.close();

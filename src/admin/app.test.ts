@@ -68,6 +68,7 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[] } = {}) {
       partitions: 3,
       journals: 1,
       journalBytes: 2048,
+      spareJournalBytes: 4096,
       segments: 4,
       segmentBytes: 65536,
       pendingRecords: 0,
@@ -251,6 +252,7 @@ describe("/metrics", () => {
       aria_disk_bytes{kind="segments"} 65536
       aria_disk_bytes{kind="stores"} 0
       aria_disk_bytes{kind="journal"} 2048
+      aria_disk_bytes{kind="journal_spare"} 4096
       aria_disk_bytes{kind="manifest"} 128
       # HELP aria_store_segments Closed segments in force.
       # TYPE aria_store_segments gauge
@@ -320,7 +322,7 @@ describe("/metrics", () => {
 const EMPTY_STATS: ServerStats = {
   broker: { connections: 0, subscriptions: 0, subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 }, messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, publishersPaused: 0, nextSeq: 1, visibleSeq: 1, recoveries: { disk: 0, tip: 0 } },
   tip: { capacityBytes: 1024, bytesUsed: 0, records: 0, firstSeq: 1, nextSeq: 1, poolBlocksUsed: 0, poolBlocksFree: 2, poolBlocksMax: 2, indexEntriesLive: 0, indexBytesUsed: 0, evictionsForPool: 0 },
-  store: { nextSeq: 1, committedSeq: 0, partitions: 0, journals: 1, journalBytes: 0, segments: 0, segmentBytes: 0, pendingRecords: 0, pendingBytes: 0, segmentsWritten: 0, manifestBytes: 0, openFiles: 0, fileOpens: 0, stores: 0, storeBytes: 0, bytesRead: 0 },
+  store: { nextSeq: 1, committedSeq: 0, partitions: 0, journals: 1, journalBytes: 0, spareJournalBytes: 0, segments: 0, segmentBytes: 0, pendingRecords: 0, pendingBytes: 0, segmentsWritten: 0, manifestBytes: 0, openFiles: 0, fileOpens: 0, stores: 0, storeBytes: 0, bytesRead: 0 },
 };
 
 /**

@@ -71,6 +71,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   out.sample("aria_disk_bytes", store.segmentBytes, { kind: "segments" });
   out.sample("aria_disk_bytes", snapshot.split.storeBytes, { kind: "stores" });
   out.sample("aria_disk_bytes", store.journalBytes, { kind: "journal" });
+  out.sample("aria_disk_bytes", store.spareJournalBytes, { kind: "journal_spare" });
   out.sample("aria_disk_bytes", store.manifestBytes, { kind: "manifest" });
   out.single("aria_store_segments", "gauge", "Closed segments in force.", store.segments);
   out.single("aria_store_subtree_stores", "gauge", "Subtree stores in force.", store.stores);

@@ -120,8 +120,8 @@ export class StoreContext {
   /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
   readonly layout = { version: 0 };
   journals: JournalInfo[] = [];
-  /** Paths of spare journal files ready for the next generations (journal_files.ts). */
-  spareJournals: string[] = [];
+  /** Spare journal files ready for the next generations, and their bytes (journal_files.ts). */
+  spareJournals: { path: string; bytes: number }[] = [];
   /** Number of the next spare file's name. */
   nextSpareId = 1;
   manifest: { file: DiskFile | null; bytes: number; records: number } = { file: null, bytes: 0, records: 0 };

@@ -43,7 +43,7 @@ export async function createJournalFile(context: StoreContext, gen: number, firs
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
   const spare = context.spareJournals.pop();
   if (spare !== undefined) {
-    await context.disk.rename(spare, path);
+    await context.disk.rename(spare.path, path);
     // Every older name of the file (the journal it was, the spare) must be gone for good before
     // its bytes change: else a crash can leave an old journal's name on this generation's header
     // (the simulator found it, seed 72). A crash between here and the header's fsync leaves a
@@ -79,7 +79,7 @@ export async function retireJournalFile(context: StoreContext, info: JournalInfo
   if (keepsSpares(context) && context.spareJournals.length < JOURNAL_SPARES_MAX && info.bytes >= context.options.journalBytesMax / 2) {
     const spare = sparePath(context.nextSpareId++);
     await context.disk.rename(info.path, spare);
-    context.spareJournals.push(spare);
+    context.spareJournals.push({ path: spare, bytes: info.bytes });
     return;
   }
   await context.disk.remove(info.path);

@@ -209,8 +209,10 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // Spares hold no records: the first few stay spares, any more go (journal_files.ts).
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
-    if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) context.spareJournals.push(sparePath(n));
-    else {
+    if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) {
+      const file = await disk.open(sparePath(n), "read");
+      context.spareJournals.push({ path: sparePath(n), bytes: await file.size().finally(() => file.close()) });
+    } else {
       await disk.remove(sparePath(n));
       report.filesRemoved.push(sparePath(n));
     }

@@ -31,6 +31,8 @@ export type StoreStats = {
   partitions: number;
   journals: number;
   journalBytes: number;
+  /** Bytes of the spare journal files kept for recycling (journal_files.ts). */
+  spareJournalBytes: number;
   segments: number;
   segmentBytes: number;
   pendingRecords: number;
@@ -402,6 +404,7 @@ export class Store {
       partitions: context.partitionList.length,
       journals: context.journals.length,
       journalBytes,
+      spareJournalBytes: context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0),
       segments,
       segmentBytes,
       pendingRecords,
