@@ -62,6 +62,22 @@ describe("SimDisk", () => {
     );
   });
 
+  test("a call through a view made before a crash fails instead of landing after it", async () => {
+    const disk = new SimDisk();
+    const view = disk.view();
+    await disk.mkdir("d");
+    for (const name of ["d/a", "d/b"]) await (await view.open(name, "create")).close();
+    await view.syncDir("d");
+    // In flight when the power fails: each would otherwise take effect in the next life.
+    const calls = [view.remove("d/a"), view.rename("d/b", "d/c"), view.open("d/e", "create"), view.syncDir("d")];
+    disk.crash();
+    const settled = await Promise.allSettled(calls);
+    expect(settled.map((result) => (result.status === "rejected" ? result.reason.code : "landed"))).toEqual(["EBADF", "EBADF", "EBADF", "EBADF"]);
+    expect(disk.paths()).toEqual(["d/a", "d/b"]);
+    await expect(view.list("d")).rejects.toMatchObject({ code: "EBADF" });
+    expect(await disk.view().list("d")).toEqual(["a", "b"]);
+  });
+
   test("injected fsync failure and full disk", async () => {
     const disk = new SimDisk();
     const file = await disk.open("f", "create");

@@ -15,7 +15,7 @@
  * Invariants: durable state only changes in sync/syncDir/crash; directories exist once made
  * (mkdir is durable at once: the store makes its directories before anything else).
  */
-import { type Disk, DiskError, type DiskFile, type OpenMode, dirOf } from "../store/disk.ts";
+import { type Disk, DiskError, type DiskFile, type OpenHints, type OpenMode, dirOf } from "../store/disk.ts";
 import { assert } from "../stdx/assert.ts";
 import { Prng } from "../stdx/prng.ts";
 
@@ -91,8 +91,13 @@ export class SimDisk implements Disk {
     this.prng = new Prng(options.seed ?? 1);
   }
 
-  async open(path: string, mode: OpenMode): Promise<DiskFile> {
+  /**
+   * The Disk operations. `life`: the machine's life the caller belongs to (see view()); an
+   * operation still in flight when the power fails then fails instead of landing in the next life.
+   */
+  async open(path: string, mode: OpenMode, _hints?: OpenHints, life?: number): Promise<DiskFile> {
     await tick();
+    this.checkLife(life, path);
     this.checkDir(dirOf(path), path);
     let inode = this.names.get(path);
     if (mode === "create") {
@@ -107,8 +112,9 @@ export class SimDisk implements Disk {
     return new SimFile(this, path, inode, this.epoch);
   }
 
-  async list(dir: string): Promise<string[]> {
+  async list(dir: string, life?: number): Promise<string[]> {
     await tick();
+    this.checkLife(life, dir);
     const prefix = dir === "" ? "" : dir + "/";
     const out: string[] = [];
     for (const path of this.names.keys()) {
@@ -120,28 +126,32 @@ export class SimDisk implements Disk {
     return out.sort();
   }
 
-  async mkdir(dir: string): Promise<void> {
+  async mkdir(dir: string, life?: number): Promise<void> {
     await tick();
+    this.checkLife(life, dir);
     const parts = dir.split("/");
     for (let i = 1; i <= parts.length; i++) this.dirs.add(parts.slice(0, i).join("/"));
   }
 
-  async remove(path: string): Promise<void> {
+  async remove(path: string, life?: number): Promise<void> {
     await tick();
+    this.checkLife(life, path);
     if (!this.names.has(path)) return;
     this.nameOp(path, { kind: "unlink", path });
   }
 
-  async rename(from: string, to: string): Promise<void> {
+  async rename(from: string, to: string, life?: number): Promise<void> {
     await tick();
+    this.checkLife(life, from);
     const inode = this.names.get(from);
     if (inode === undefined) throw new DiskError("ENOENT", `rename "${from}": no such file`);
     this.checkDir(dirOf(to), to);
     this.nameOp(to, { kind: "rename", from, to, inode });
   }
 
-  async syncDir(dir: string): Promise<void> {
+  async syncDir(dir: string, life?: number): Promise<void> {
     await tick();
+    this.checkLife(life, dir);
     this.failSyncMaybe(`fsync directory "${dir}"`);
     this.stats.dirSyncs++;
     const keep: { dir: string; op: NameOp }[] = [];
@@ -157,18 +167,20 @@ export class SimDisk implements Disk {
   /**
    * A Disk bound to the current life of the machine: after `crash()` every call through it fails
    * (EBADF), as a killed process can do nothing more. Give each store instance its own view, so
-   * a crashed store's background work cannot touch the files its successor recovers.
+   * a crashed store's background work cannot touch the files its successor recovers — not
+   * even by a call made before the crash that would land after it (a remove a sorter issued
+   * just before the power failed once took effect in the next life: a journal the recovered
+   * store had replayed vanished from under it).
    */
   view(): Disk {
-    const epoch = this.epoch;
-    const check = (what: string) => this.checkEpoch(epoch, what);
+    const life = this.epoch;
     return {
-      open: async (path, mode) => (check(path), this.open(path, mode)),
-      list: async (dir) => (check(dir), this.list(dir)),
-      mkdir: async (dir) => (check(dir), this.mkdir(dir)),
-      remove: async (path) => (check(path), this.remove(path)),
-      rename: async (from, to) => (check(from), this.rename(from, to)),
-      syncDir: async (dir) => (check(dir), this.syncDir(dir)),
+      open: (path, mode) => this.open(path, mode, undefined, life),
+      list: (dir) => this.list(dir, life),
+      mkdir: (dir) => this.mkdir(dir, life),
+      remove: (path) => this.remove(path, life),
+      rename: (from, to) => this.rename(from, to, life),
+      syncDir: (dir) => this.syncDir(dir, life),
     };
   }
 
@@ -260,6 +272,10 @@ export class SimDisk implements Disk {
   }
 
   // ---- Used by SimFile ------------------------------------------------------------------------
+
+  private checkLife(life: number | undefined, what: string): void {
+    if (life !== undefined) this.checkEpoch(life, what);
+  }
 
   /** @internal */
   checkEpoch(epoch: number, path: string): void {
