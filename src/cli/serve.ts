@@ -82,7 +82,11 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     throw error;
   }
   const recovery = server.recovery;
-  for (const cut of recovery.cuts) io.err(`aria serve: recovery cut a torn tail of ${cut.file} at offset ${cut.offset} (${cut.bytesCut} bytes)\n`);
+  for (const cut of recovery.cuts) {
+    // After a crash a recycled journal's cut includes the older generation's bytes it still held.
+    const after = cut.recordsAfterCut === 0 ? "no valid record after it" : `${cut.recordsAfterCut} valid-looking records after it, unsynced writes the crash kept out of order`;
+    io.err(`aria serve: recovery cut ${cut.file} at offset ${cut.offset} after its last whole record: ${cut.bytesCut} bytes, ${after}\n`);
+  }
   for (const problem of recovery.problems) io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
