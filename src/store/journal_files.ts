@@ -1,8 +1,8 @@
 /**
  * journal_files: where journal files come from and where they go. Under `always`, a drained
- * journal (every record in a segment) is kept as a spare instead of removed, and a new generation takes a spare
- * when there is one, renames it and writes its header over the old one; its records then
- * overwrite blocks the file system has already allocated and written:
+ * journal (every record in a segment) is kept as a spare instead of removed, and a new
+ * generation takes a spare when there is one, renames it and writes its header over the old
+ * one; its records then overwrite blocks the file system has already allocated and written:
  *
  *   drained 0007.wal ──rename──▶ 000c.spare ──rename──▶ 0010.wal (new header; records overwrite)
  *
@@ -42,22 +42,23 @@ export async function createJournalFile(context: StoreContext, gen: number, firs
   const path = journalPath(gen);
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
   const spare = context.spareJournals.pop();
-  if (spare !== undefined) {
-    await context.disk.rename(spare.path, path);
+  // A spare that went missing (removed by hand, say) only means a new file.
+  const recycled = spare !== undefined && (await context.disk.rename(spare.path, path).then(() => true, () => false));
+  if (recycled) {
     // Every older name of the file (the journal it was, the spare) must be gone for good before
     // its bytes change: else a crash can leave an old journal's name on this generation's header
     // (the simulator found it, seed 72). A crash between here and the header's fsync leaves a
     // newest journal whose header names another generation: recovery removes it.
     await context.disk.syncDir(JOURNAL_DIR);
   }
-  const file: DiskFile = await context.disk.open(path, spare === undefined ? "create" : "write");
+  const file: DiskFile = await context.disk.open(path, recycled ? "write" : "create");
   try {
     await file.write(0, header);
     await file.sync();
   } finally {
     await file.close();
   }
-  if (spare === undefined) await context.disk.syncDir(JOURNAL_DIR);
+  if (!recycled) await context.disk.syncDir(JOURNAL_DIR);
 }
 
 /** Truncates journal `info`'s file to its records (a recycled file is longer) and fsyncs it. */

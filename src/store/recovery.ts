@@ -211,7 +211,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   for (const [i, n] of spares.entries()) {
     if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) {
       const file = await disk.open(sparePath(n), "read");
-      context.spareJournals.push({ path: sparePath(n), bytes: await file.size().finally(() => file.close()) });
+      const bytes = await file.size().finally(() => file.close());
+      context.spareJournals.push({ path: sparePath(n), bytes });
     } else {
       await disk.remove(sparePath(n));
       report.filesRemoved.push(sparePath(n));
