@@ -37,11 +37,14 @@ export function keepsSpares(context: StoreContext): boolean {
   return context.options.fsync === "always";
 }
 
-/** Creates the file of journal generation `gen` starting at `firstSeq`, durably (header, directory entry), from a spare when there is one. */
-export async function createJournalFile(context: StoreContext, gen: number, firstSeq: number): Promise<void> {
+/**
+ * Creates the file of journal generation `gen` starting at `firstSeq`, durably (header,
+ * directory entry), from a spare when there is one and `recycle` allows.
+ */
+export async function createJournalFile(context: StoreContext, gen: number, firstSeq: number, recycle = true): Promise<void> {
   const path = journalPath(gen);
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
-  const spare = context.spareJournals.pop();
+  const spare = recycle ? context.spareJournals.pop() : undefined;
   // A spare that went missing (removed by hand, say) only means a new file.
   const recycled = spare !== undefined && (await context.disk.rename(spare.path, path).then(() => true, () => false));
   if (recycled) {

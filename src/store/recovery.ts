@@ -302,9 +302,9 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   return report;
 }
 
-/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it. */
-export async function startJournal(context: StoreContext, gen: number, firstSeq: number): Promise<JournalInfo> {
-  await createJournalFile(context, gen, firstSeq);
+/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it; `recycle`: see createJournalFile. */
+export async function startJournal(context: StoreContext, gen: number, firstSeq: number, recycle = true): Promise<JournalInfo> {
+  await createJournalFile(context, gen, firstSeq, recycle);
   const info: JournalInfo = { gen, path: journalPath(gen), firstSeq, bytes: FILE_HEADER_FIXED_BYTES, pendingRecords: 0, created: true };
   context.journals.push(info);
   return info;

@@ -432,12 +432,13 @@ export class Store {
         // Everything is in segments: start an empty journal so the next open replays nothing.
         const active = context.journals[context.journals.length - 1];
         if (active.pendingRecords === 0 && active.bytes > FILE_HEADER_FIXED_BYTES) {
-          await startJournal(context, active.gen + 1, context.nextSeq);
+          // A new file, not a spare: it stays empty, and the next open starts a generation of its own.
+          await startJournal(context, active.gen + 1, context.nextSeq, false);
           await context.whenNoReads(() => dropDrainedJournals(context));
         }
       }
       // A recycled newest journal ends with an older generation's bytes: a clean close cuts them,
-      // so the next open finds no tail to cut.
+      // so the next open finds no tail to cut (should this fail, that open cuts them instead).
       const newest = context.journals[context.journals.length - 1];
       if (newest.created) await sealJournalFile(context, newest).catch(() => {});
     }
