@@ -20,7 +20,6 @@
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
-import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES, decodeFileHeader } from "./file_header.ts";
 import { createJournalFile, keepsSpares, retireJournalFile } from "./journal_files.ts";
 import {

@@ -273,10 +273,6 @@ export class SimDisk implements Disk {
 
   // ---- Used by SimFile ------------------------------------------------------------------------
 
-  private checkLife(life: number | undefined, what: string): void {
-    if (life !== undefined) this.checkEpoch(life, what);
-  }
-
   /** @internal */
   checkEpoch(epoch: number, path: string): void {
     if (epoch !== this.epoch) throw new DiskError("EBADF", `"${path}": handle lost in a crash`);
@@ -302,6 +298,11 @@ export class SimDisk implements Disk {
     applyNameOp(this.names, op);
     this.pendingNames.push({ dir: dirOf(path), op });
     if (op.kind === "rename" && dirOf(op.from) !== dirOf(path)) this.pendingNames.push({ dir: dirOf(op.from), op: { kind: "unlink", path: op.from } });
+  }
+
+  /** `life` given (a view's call): fails unless the machine is still in that life. */
+  private checkLife(life: number | undefined, what: string): void {
+    if (life !== undefined) this.checkEpoch(life, what);
   }
 
   private checkDir(dir: string, path: string): void {
