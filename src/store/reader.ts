@@ -41,6 +41,7 @@ import {
   recordTopic,
   recordTopicEquals,
 } from "./record.ts";
+import { BorrowedMessage, DecodedRuns, RecordTable, type TabledImage, asSeq } from "./decoded_runs.ts";
 import { readFully } from "./disk.ts";
 import { type SegmentIndex, type SegmentMeta, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
 import { type SubtreeStoreMeta, dataBaseOf, indexSpanOf, isStore, recordSpanOf } from "./store_file.ts";
@@ -58,25 +59,6 @@ export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 const NEEDS_READ = -1;
 /** Recent topics a lane keeps, so interleaved topics of one partition are not decoded per record. */
 const LANE_TOPICS_KEPT = 8;
-const EMPTY = new Uint8Array(0);
-
-/**
- * A message of a borrowing read: the reader reuses these objects from batch to batch (valid,
- * like the bytes they point into, until the next `nextBatch()`), so a catch-up read allocates
- * nothing per message. `payload` builds a view only when asked.
- */
-class BorrowedMessage {
-  seq = 0;
-  timeUs = 0;
-  topic = "";
-  source: Uint8Array = EMPTY;
-  start = 0;
-  length = 0;
-
-  get payload(): Uint8Array {
-    return this.source.subarray(this.start, this.start + this.length);
-  }
-}
 
 /**
  * The read buffers of a borrowing reader: a buffer that payloads of the current batch point into
@@ -152,7 +134,9 @@ class Lane {
   /** Payloads of the current batch point into `buffer` (borrowing readers only). */
   lent = false;
   /** The first chunk of the next file, read ahead with other lanes' reads (see lowOnData). */
-  ahead: { buffer: Uint8Array; path: string; start: number; length: number; checked: boolean } | null = null;
+  ahead: { buffer: Uint8Array; path: string; start: number; length: number; checked: boolean; tabled: TabledImage | null } | null = null;
+  /** The buffer's image as a span read tabulated it (see decoded_runs.ts), or null. */
+  private tabled: TabledImage | null = null;
   /** A span read in flight that sets `ahead` when it lands (StoreReader.readSpans does not wait for it); it never rejects. */
   aheadRead: Promise<void> | null = null;
   /** Path of the file holding files[segmentIndex] (built once per file, not per record), its image's offset there and its end. */
@@ -283,6 +267,45 @@ class Lane {
     this.headAt = -1;
     this.headSeq = Infinity;
     return message;
+  }
+
+  /**
+   * Makes the head and the records after it in its tabulated image (see decoded_runs.ts), up to
+   * `limit`, the run of merge source `source`. The last of them stays the head (the lane's reads
+   * and reads ahead go on as if the run had been taken); false (nothing changed) when the head's
+   * image has no table or no record after the head qualifies.
+   */
+  decodeRun(runs: DecodedRuns, source: number, limit: number): boolean {
+    const tabled = this.tabled;
+    if (tabled === null || this.headAt < 0 || this.bufferPath !== this.filePath || this.segmentIndex >= this.files.length) return false;
+    const table = tabled.table;
+    const at = tabled.shift + this.headAt;
+    const head = table.indexOf(at, tabled.first, tabled.end);
+    if (table.offsets[head] !== at) return false;
+    let last = head;
+    while (last + 1 < tabled.end && table.seqs[last + 1] <= limit) last++;
+    if (last === head) return false;
+    runs.begin(source, table, head, last, this.topicCache);
+    this.nextSeq = asSeq(table.seqs[last - 1] + 1);
+    this.headAt = (table.offsets[last] - tabled.shift) | 0;
+    this.headLength = RECORD_TOPIC_OFFSET + this.topicCache.length + table.payloadBytes[last];
+    this.headSeq = asSeq(table.seqs[last]);
+    this.position = this.bufferStart + this.headAt + this.headLength;
+    if (this.pool !== null) this.lent = true;
+    return true;
+  }
+
+  /** True when the current file's records up to its end are in the buffer (a top-up only reads ahead). */
+  holdsFile(): boolean {
+    return this.bufferPath === this.filePath && this.bufferStart + this.bufferLength >= this.fileEnd;
+  }
+
+  /** Sets the lane back to the record of `seq` at `position` of its current file (a run not taken to its end). */
+  rewind(seq: number, position: number): void {
+    this.position = position;
+    this.nextSeq = seq;
+    this.headAt = -1;
+    this.headSeq = Infinity;
   }
 
   /** Decides whether the checked record at `at` is yielded; sets the head when it is. */
@@ -427,12 +450,13 @@ class Lane {
    * Takes `bytes` (file bytes from `position` of `path`, a view of a span read) for the region
    * spanWant named; `checked`: they are a whole image's records and matched its records CRC.
    */
-  acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean, checked: boolean): void {
+  acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean, checked: boolean, tabled: TabledImage | null): void {
     if (ahead) {
-      this.ahead = { buffer: bytes, path, start: position, length: bytes.length, checked };
+      this.ahead = { buffer: bytes, path, start: position, length: bytes.length, checked, tabled };
       return;
     }
     this.replaceBuffer(bytes);
+    this.tabled = tabled;
     this.bufferPath = path;
     this.bufferStart = position;
     this.bufferLength = bytes.length;
@@ -517,7 +541,7 @@ class Lane {
     const bytes = this.readBytes(dataStart, end, 0);
     const buffer = this.freshBuffer(bytes);
     const read = await readChunk(context, path, dataStart, buffer.subarray(0, bytes), end, this.owner.sparse && smallInPack(next));
-    this.ahead = { buffer, path, start: dataStart, length: read, checked: false };
+    this.ahead = { buffer, path, start: dataStart, length: read, checked: false, tabled: null };
   }
 
   /** The read-ahead chunk becomes the buffer (the old one may still back this batch's payloads). */
@@ -525,6 +549,7 @@ class Lane {
     const ahead = this.ahead as NonNullable<typeof this.ahead>;
     this.ahead = null;
     this.replaceBuffer(ahead.buffer);
+    this.tabled = ahead.tabled;
     this.bufferPath = ahead.path;
     this.bufferStart = ahead.start;
     this.bufferLength = ahead.length;
@@ -575,6 +600,7 @@ class Lane {
     this.buffer = buffer;
     this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.length);
     this.bufferPath = "";
+    this.tabled = null;
   }
 }
 
@@ -698,12 +724,32 @@ class PartitionCursor {
   }
 
   /**
+   * Moves the head and the records after it into a run of `runs` (see Lane.decodeRun): only a
+   * partition of one lane, past a time read's first message.
+   */
+  decodeRun(runs: DecodedRuns, source: number, limit: number): boolean {
+    if (this.headLane !== 0 || this.lanes.length !== 1 || this.timeFloor !== -Infinity) return false;
+    const lane = this.lanes[0];
+    if (!lane.decodeRun(runs, source, limit)) return false;
+    this.nextSeq = lane.nextSeq;
+    return true;
+  }
+
+  /** Sets the partition back to the first record of its run not taken (its seq and file offset). */
+  rewind(seq: number, position: number): void {
+    assert(this.lanes.length === 1, "reader: rewind of a partition of several lanes");
+    this.lanes[0].rewind(seq, position);
+    this.headLane = -1;
+    this.nextSeq = seq;
+  }
+
+  /**
    * True when a lane's head sits near the end of what it has read (see Lane.lowOnData), or a
    * lane could read its next image ahead with others (Lane.readsAheadEarly): the batch start
    * then offers its read to a span.
    */
-  lowOnData(): boolean {
-    for (const lane of this.lanes) if (lane.lowOnData() || lane.readsAheadEarly()) return true;
+  lowOnData(running = false): boolean {
+    for (const lane of this.lanes) if ((lane.lowOnData() && (!running || lane.holdsFile())) || lane.readsAheadEarly()) return true;
     return false;
   }
 
@@ -716,9 +762,13 @@ class PartitionCursor {
     }
   }
 
-  /** Tops up every lane low on data. */
-  async topUp(context: StoreContext): Promise<void> {
-    for (const lane of this.lanes) if (lane.lowOnData()) await lane.topUp(context);
+  /**
+   * Tops up every lane low on data. `running`: the partition has a run pending (see decodeRun),
+   * whose payloads lie in the lane's buffer: only reads ahead of the next file, never a read into
+   * the buffer.
+   */
+  async topUp(context: StoreContext, running = false): Promise<void> {
+    for (const lane of this.lanes) if (lane.lowOnData() && (!running || lane.holdsFile())) await lane.topUp(context);
   }
 
   /** Performs the read the last advance asked for. */
@@ -743,6 +793,8 @@ type SpanRequest = { lane: Lane; path: string; position: number; end: number; ah
 
 /** Cursors from which a reader whose seqs are dense merges with a calendar queue (StoreReader.batch). */
 const CALENDAR_CURSORS_MIN = 256;
+/** Cursors of a merge from which on their records are decoded ahead in runs (see decoded_runs.ts). */
+const RUN_CURSORS_MIN = 256;
 
 /** `want.limit` of a lane waiting for its read ahead in flight (Lane.aheadRead); -1 is an index read. */
 const WANT_AHEAD = -2;
@@ -818,6 +870,8 @@ export class StoreReader {
   private readonly access = { sparse: false };
   private partitionsSeen = 0;
   private heap: MergeHeap = new BinaryHeap(16);
+  /** Records decoded ahead per cursor, once the cursors are many (see decoded_runs.ts); null before. */
+  private runs: DecodedRuns | null = null;
   private keys = new Float64Array(16);
   /** The last batch's seqs were dense (most seqs in its range were this reader's): merge with a calendar queue. */
   private denseKeys = false;
@@ -835,6 +889,8 @@ export class StoreReader {
   /** Batches that resumed the last one's merge (see batch). */
   private resumed = 0;
   private spansReadAhead = 0;
+  /** Messages taken from runs of record tables (see decoded_runs.ts). */
+  private fromRuns = 0;
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
@@ -866,6 +922,11 @@ export class StoreReader {
   /** Span reads this reader started ahead of its lanes without waiting for them (see readSpans). */
   get readsAhead(): number {
     return this.spansReadAhead;
+  }
+
+  /** Messages this reader took from runs of span reads' record tables instead of through their cursors. */
+  get runsTaken(): number {
+    return this.fromRuns;
   }
 
   /** Batches that resumed the previous batch's merge instead of positioning every cursor again. */
@@ -942,13 +1003,22 @@ export class StoreReader {
     // alone (queue depth 1), which over thousands of partitions would be most reads.
     const keys = this.keys;
     const reading: number[] = [];
+    let runs = this.runs;
     if (resume) {
       this.resumed++;
       for (let k = 0; k < this.touchedCount; k++) {
         const i = this.touched[k];
-        if (keys[i] !== Infinity && this.cursors[i].lowOnData()) reading.push(-1 - i);
+        if (keys[i] !== Infinity && this.cursors[i].lowOnData(runs !== null && runs.pending(i))) reading.push(-1 - i);
       }
     } else {
+      if (runs !== null) {
+        for (let i = 0; i < runs.capacity; i++) {
+          if (!runs.pending(i)) continue;
+          this.cursors[i].rewind(runs.headSeq(i), runs.headPosition(i));
+          runs.clear(i);
+        }
+      }
+      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count)) runs = this.runs = new DecodedRuns(this.keys.length);
       for (let i = 0; i < count; i++) {
         const cursor = this.cursors[i];
         const key = cursor.advance(context, limit);
@@ -967,7 +1037,7 @@ export class StoreReader {
     if (reading.length > 1 && reading.some((i) => i >= 0)) await this.readSpans(context, reading);
     await forEachConcurrently(reading.length, READ_CONCURRENCY_MAX, async (k) => {
       const i = reading[k];
-      if (i < 0) await this.cursors[-1 - i].topUp(context);
+      if (i < 0) await this.cursors[-1 - i].topUp(context, runs !== null && runs.pending(-1 - i));
       else keys[i] = await next(context, this.cursors[i], limit);
     });
     const heap = this.heap;
@@ -980,20 +1050,36 @@ export class StoreReader {
     while (!heap.empty() && bytes < this.batchBytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const source = heap.topSource();
       const cursor = this.cursors[source];
-      if (this.touchedIn[source] !== batch) {
-        this.touchedIn[source] = batch;
-        this.touched[this.touchedCount++] = source;
-      }
       let into: BorrowedMessage | null = null;
       if (borrowed !== null) {
         if (borrowed.length === out.length) borrowed.push(new BorrowedMessage());
         into = borrowed[out.length];
       }
-      const message = cursor.take(into);
+      let message: StoredMessage;
+      if (runs !== null && runs.pending(source)) {
+        // A record decoded ahead: the cursor's objects are not touched until its run ends.
+        message = runs.take(source, into);
+        bytes += runs.lastBytes;
+        this.fromRuns++;
+      } else {
+        message = cursor.take(into);
+        bytes += (message.length ?? message.payload.length) + message.topic.length;
+      }
       out.push(message);
-      bytes += (message.length ?? message.payload.length) + message.topic.length;
+      if (runs !== null && runs.pending(source)) {
+        keys[source] = runs.headSeq(source);
+        heap.advance(keys[source]);
+        continue;
+      }
+      // The cursor moves: the next batch asks it whether it is low on data (see resume).
+      if (this.touchedIn[source] !== batch) {
+        this.touchedIn[source] = batch;
+        this.touched[this.touchedCount++] = source;
+      }
       let key = cursor.advance(context, limit);
       if (key === NEEDS_READ) key = await next(context, cursor, limit);
+      // The new head and the records after it, while the cursor's objects are in cache.
+      if (runs !== null && key !== Infinity) cursor.decodeRun(runs, source, limit);
       keys[source] = key;
       heap.advance(key);
     }
@@ -1045,15 +1131,16 @@ export class StoreReader {
     // ahead outlive batches, and a long read that kept one in flight at all times would hold
     // removals (drained journals, retention) off for as long as it ran. Its lanes read ahead
     // later, when low on data.
+    const tabulate = this.cursors.length >= RUN_CURSORS_MIN;
     const needed: SpanRequest[][] = [];
     for (const span of spans) {
       if (span.some((request) => !request.ahead)) needed.push(span);
       else if (context.deferred.length === 0) {
-        prefetch(context, span);
+        prefetch(context, span, tabulate);
         this.spansReadAhead++;
       }
     }
-    await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) => readSpan(context, needed[k]));
+    await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) => readSpan(context, needed[k], tabulate));
   }
 
   private discover(context: StoreContext): void {
@@ -1080,7 +1167,7 @@ export class StoreReader {
  * waiting for other spans then (the first reads of a whole-stream read), where checking them at
  * each lane's first record held back the merge's start (~70 ms per 270 MB on this machine).
  */
-async function readSpan(context: StoreContext, span: readonly SpanRequest[]): Promise<void> {
+async function readSpan(context: StoreContext, span: readonly SpanRequest[], tabulate: boolean): Promise<void> {
   const start = span[0].position;
   const end = span[span.length - 1].end;
   let bytes = await context.files.with(span[0].path, (file) => (file.map === undefined ? null : file.map(start, end - start)));
@@ -1090,10 +1177,19 @@ async function readSpan(context: StoreContext, span: readonly SpanRequest[]): Pr
   } else {
     context.bytesRead += bytes.length;
   }
+  // Whole images that match their records CRC are tabulated for runs, the records walked in file
+  // order as they land (see decoded_runs.ts); `tabulate`: for a merge of many cursors (runs).
+  const table = tabulate ? new RecordTable(bytes, start, Math.ceil((end - start) / 1024)) : null;
   for (const request of span) {
-    const region = bytes.subarray(request.position - start, request.end - start);
+    const from = request.position - start;
+    const region = bytes.subarray(from, request.end - start);
     const checked = request.recordsCrc !== -1 && context.crc32(region) === request.recordsCrc;
-    request.lane.acceptSpan(request.path, request.position, region, request.ahead, checked);
+    let tabled: TabledImage | null = null;
+    if (checked && table !== null) {
+      const first = table.tabulate(from, request.end - start, context.crc32);
+      if (first >= 0) tabled = { table, shift: from, first, end: table.count };
+    }
+    request.lane.acceptSpan(request.path, request.position, region, request.ahead, checked, tabled);
   }
 }
 
@@ -1103,9 +1199,9 @@ async function readSpan(context: StoreContext, span: readonly SpanRequest[]): Pr
  * store's close waits for it. A failure only leaves the lanes without their read ahead: each then
  * reads its next file itself, where an error is reported.
  */
-function prefetch(context: StoreContext, span: readonly SpanRequest[]): void {
+function prefetch(context: StoreContext, span: readonly SpanRequest[], tabulate: boolean): void {
   context.readsInFlight++;
-  const done = readSpan(context, span)
+  const done = readSpan(context, span, tabulate)
     .catch(() => {})
     .then(() => {
       for (const request of span) if (request.lane.aheadRead === done) request.lane.aheadRead = null;
