@@ -61,12 +61,15 @@ export class RecordTable {
   /** Offset in `bytes` of each record. */
   offsets: Int32Array;
   payloadBytes: Int32Array;
+  /** A view of `bytes`, one per table: tabulating an image builds none. */
+  private readonly view: DataView;
 
   constructor(
     readonly bytes: Uint8Array,
     readonly base: number,
     capacity: number,
   ) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
     this.seqs = new Float64Array(capacity);
     this.times = new Float64Array(capacity);
     this.offsets = new Int32Array(capacity);
@@ -85,7 +88,7 @@ export class RecordTable {
     const start = from | 0;
     const end = to | 0;
     const bytes = this.bytes;
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    const view = this.view;
     const first = this.count;
     let count = first;
     let at = start;
