@@ -69,5 +69,15 @@ test("a mapped region's pages are in the page cache when map resolves: the ones 
   expect(missingRuns(whole.subarray(position, position + length))).toEqual([]);
   expect(missingRuns(mapped as Uint8Array)).toEqual([]);
   expect(mapped).toEqual(content.subarray(position, position + length));
+  // Around the region the pages are still missing before it (read-ahead never reads backwards),
+  // and after it unless the kernel read ahead: runs of whole pages, in order.
+  const around = missingRuns(whole);
+  const page = 4096;
+  expect(around.slice(0, 2)).toEqual([0, Math.floor(position / page) * page]);
+  if (around.length > 2) {
+    expect(around.length).toBe(4);
+    expect(around[2]).toBeGreaterThanOrEqual(Math.ceil((position + length) / page) * page);
+    expect(around[3]).toBe(whole.length);
+  }
   await file.close();
 });

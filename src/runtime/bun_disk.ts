@@ -80,13 +80,16 @@ export function missingRuns(view: Uint8Array): number[] {
   const first = address - (address % page);
   const vector = new Uint8Array(Math.ceil((address + view.length - first) / page));
   if (c.mincore(first, address + view.length - first, vector) !== 0) return [0, view.length];
+  // Runs found by the typed array's native indexOf, not a loop per page: a loop over the 16,384
+  // pages of a 64 MiB region was compiled twice by the optimizing JIT (~27 ms of compiler time)
+  // in a process's first whole-stream read. A page is resident when its byte is 1 (the other
+  // bits are reserved): one with a reserved bit set counts as resident, and is faulted in on use.
   const runs: number[] = [];
-  for (let i = 0; i < vector.length; i++) {
-    if ((vector[i] & 1) !== 0) continue;
-    let j = i + 1;
-    while (j < vector.length && (vector[j] & 1) === 0) j++;
-    runs.push(Math.max(0, first + i * page - address), Math.min(view.length, first + j * page - address));
-    i = j;
+  for (let i = vector.indexOf(0); i >= 0; ) {
+    const j = vector.indexOf(1, i + 1);
+    const end = j < 0 ? vector.length : j;
+    runs.push(Math.max(0, first + i * page - address), Math.min(view.length, first + end * page - address));
+    i = j < 0 ? -1 : vector.indexOf(0, j + 1);
   }
   return runs;
 }

@@ -1186,7 +1186,7 @@ async function readSpan(context: StoreContext, span: readonly SpanRequest[], tab
     const checked = request.recordsCrc !== -1 && context.crc32(region) === request.recordsCrc;
     let tabled: TabledImage | null = null;
     if (checked && table !== null) {
-      const first = table.tabulate(from, request.end - start, context.crc32);
+      const first = table.tabulate(from, request.end - start);
       if (first >= 0) tabled = { table, shift: from, first, end: table.count };
     }
     request.lane.acceptSpan(request.path, request.position, region, request.ahead, checked, tabled);

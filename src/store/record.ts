@@ -114,6 +114,19 @@ export const RECORD_BAD_CHECKSUM = -2;
  * checked by a CRC over many records (a packed image's), so its own CRC is not computed again.
  */
 export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: number, crc32: Crc32, checksummed = false): number {
+  const total = checkRecordLength(view, at, end);
+  if (total <= 0 || checksummed) return total;
+  const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
+  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)) return RECORD_BAD_CHECKSUM;
+  return total;
+}
+
+/**
+ * The length of the record at `at` within [..end) when its length fields are consistent, else
+ * RECORD_INCOMPLETE or RECORD_BAD_LENGTH: checkRecord without the checksum (a caller that
+ * checked many records with one CRC, and compiles no CRC code into its loop).
+ */
+export function checkRecordLength(view: DataView, at: number, end: number): number {
   if (end - at < STORE_RECORD_HEADER_BYTES) return RECORD_INCOMPLETE;
   const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
@@ -122,9 +135,6 @@ export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: 
     return RECORD_BAD_LENGTH;
   }
   if (end - at < total) return RECORD_INCOMPLETE;
-  if (checksummed) return total;
-  const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
-  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)) return RECORD_BAD_CHECKSUM;
   return total;
 }
 
