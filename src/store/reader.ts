@@ -478,6 +478,7 @@ class Lane {
     this.bufferStart = lane.bufferStart;
     this.bufferLength = lane.bufferLength;
     this.markChecked(false);
+    this.tabled = null;
     this.lent = lane.lent;
     this.ahead = lane.ahead;
   }
@@ -586,6 +587,8 @@ class Lane {
     this.bufferStart = want.position;
     this.bufferLength = kept + read;
     this.markChecked(false);
+    // The buffer may be the old one refilled in place (a copying reader's): no table describes it.
+    this.tabled = null;
   }
 
   /** A buffer of at least `bytes` that nothing points into: from the pool when borrowing. */
