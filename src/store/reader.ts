@@ -894,6 +894,8 @@ export class StoreReader {
   private spansReadAhead = 0;
   /** Messages taken from runs of record tables (see decoded_runs.ts). */
   private fromRuns = 0;
+  /** Payload and topic bytes of the batch being merged (see mergeInto). */
+  private batchBytes = 0;
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
@@ -1043,14 +1045,40 @@ export class StoreReader {
       if (i < 0) await this.cursors[-1 - i].topUp(context, runs !== null && runs.pending(-1 - i));
       else keys[i] = await next(context, this.cursors[i], limit);
     });
-    const heap = this.heap;
-    if (!resume) heap.init(keys, count);
+    if (!resume) this.heap.init(keys, count);
     const batch = ++this.batches;
     this.touchedCount = 0;
+    this.batchBytes = 0;
     const out: StoredMessage[] = [];
+    // The merge runs in a plain function, not in this async one: locals that live across an
+    // await become slots of the generator's frame, loaded and stored at every use in the loop.
+    for (let waiting = this.mergeInto(context, limit, batch, out); waiting >= 0; waiting = this.mergeInto(context, limit, batch, out)) {
+      // The merge stopped at a cursor whose next record needs a read.
+      const cursor = this.cursors[waiting];
+      this.settle(cursor, waiting, await next(context, cursor, limit), limit);
+    }
+    this.resumeLimit = limit;
+    this.resumeLayout = layout;
+    if (out.length > 0) {
+      this.lastSeq = out[out.length - 1].seq;
+      this.denseKeys = out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
+    }
+    return out;
+  }
+
+  /**
+   * Takes messages in seq order into `out` until the batch is full or nothing is left (-1), or
+   * until a cursor's next record needs a read: then returns that cursor's index, its message
+   * taken, for the caller to read and `settle`, and to call again.
+   */
+  private mergeInto(context: StoreContext, limit: number, batch: number, out: StoredMessage[]): number {
+    const heap = this.heap;
+    const keys = this.keys;
+    const runs = this.runs;
     const borrowed = this.borrowed;
-    let bytes = 0;
-    while (!heap.empty() && bytes < this.batchBytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
+    const bytesMax = this.batchBytesMax;
+    let bytes = this.batchBytes;
+    while (!heap.empty() && bytes < bytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const source = heap.topSource();
       const cursor = this.cursors[source];
       let into: BorrowedMessage | null = null;
@@ -1079,20 +1107,23 @@ export class StoreReader {
         this.touchedIn[source] = batch;
         this.touched[this.touchedCount++] = source;
       }
-      let key = cursor.advance(context, limit);
-      if (key === NEEDS_READ) key = await next(context, cursor, limit);
-      // The new head and the records after it, while the cursor's objects are in cache.
-      if (runs !== null && key !== Infinity) cursor.decodeRun(runs, source, limit);
-      keys[source] = key;
-      heap.advance(key);
+      const key = cursor.advance(context, limit);
+      if (key === NEEDS_READ) {
+        this.batchBytes = bytes;
+        return source;
+      }
+      this.settle(cursor, source, key, limit);
     }
-    this.resumeLimit = limit;
-    this.resumeLayout = layout;
-    if (out.length > 0) {
-      this.lastSeq = out[out.length - 1].seq;
-      this.denseKeys = out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
-    }
-    return out;
+    this.batchBytes = bytes;
+    return -1;
+  }
+
+  /** `key` is the next seq of cursor `source` (its message taken): its run is decoded (when it can be) and the merge goes on with it. */
+  private settle(cursor: PartitionCursor, source: number, key: number, limit: number): void {
+    // The new head and the records after it, while the cursor's objects are in cache.
+    if (this.runs !== null && key !== Infinity) cursor.decodeRun(this.runs, source, limit);
+    this.keys[source] = key;
+    this.heap.advance(key);
   }
 
   /**
