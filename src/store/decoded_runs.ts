@@ -127,19 +127,17 @@ export class RecordTable {
 
   private grow(): void {
     const size = Math.max(64, this.seqs.length * 2);
-    const seqs = new Float64Array(size);
-    seqs.set(this.seqs);
-    this.seqs = seqs;
-    const times = new Float64Array(size);
-    times.set(this.times);
-    this.times = times;
-    const offsets = new Int32Array(size);
-    offsets.set(this.offsets);
-    this.offsets = offsets;
-    const payloadBytes = new Int32Array(size);
-    payloadBytes.set(this.payloadBytes);
-    this.payloadBytes = payloadBytes;
+    this.seqs = grown(this.seqs, new Float64Array(size));
+    this.times = grown(this.times, new Float64Array(size));
+    this.offsets = grown(this.offsets, new Int32Array(size));
+    this.payloadBytes = grown(this.payloadBytes, new Int32Array(size));
   }
+}
+
+/** `into` (a larger array) holding `from`'s values at its start. */
+function grown<T extends Float64Array | Int32Array>(from: T, into: T): T {
+  into.set(from);
+  return into;
 }
 
 /** An image of a table as a lane holds it: its records are table indexes [first, end); `shift`: offset in the table's bytes of the lane's buffer. */
