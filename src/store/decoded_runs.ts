@@ -16,8 +16,9 @@
  * wrong). A lane whose head lies in a tabulated image hands the merge the rest of the image as a
  * run; the merge takes its messages from the table until the run ends.
  *
- * Owns no I/O. A table's bytes are the span read's (a mapping or a buffer never reused), valid as
- * long as the table is referenced. Invariants: a run's seqs strictly increase and are at most the
+ * Owns no I/O. A table's bytes are the span read's (a mapping, or a buffer of its own), alive as
+ * long as the table is referenced; a lane whose region of them is refilled in place (a copying
+ * reader's next read) drops its table first. Invariants: a run's seqs strictly increase and are at most the
  * limit of the batch that made it; the lane's state is the state after its run, so a run not
  * taken to its end is rewound (the lane set back to its first record not taken) before anything
  * else asks the lane.
