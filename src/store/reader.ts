@@ -35,6 +35,7 @@ import {
   RECORD_TOPIC_BYTES_OFFSET,
   RECORD_TOPIC_OFFSET,
   recordPayload,
+  recordBytes,
   recordProblem,
   recordSeq,
   recordTime,
@@ -278,6 +279,9 @@ class Lane {
   decodeRun(runs: DecodedRuns, source: number, limit: number): boolean {
     const tabled = this.tabled;
     if (tabled === null || this.headAt < 0 || this.bufferPath !== this.filePath || this.segmentIndex >= this.files.length) return false;
+    // A tabulated image is a whole one (a span region from its first record to its end): while its
+    // run is pending the lane's top-ups can only read the next file ahead, never into this buffer.
+    assert(this.bufferStart + this.bufferLength >= this.fileEnd, "reader: a run of an image not all in the buffer");
     const table = tabled.table;
     const at = tabled.shift + this.headAt;
     const head = table.indexOf(at, tabled.first, tabled.end);
@@ -288,16 +292,11 @@ class Lane {
     runs.begin(source, table, head, last, this.topicCache);
     this.nextSeq = asSeq(table.seqs[last - 1] + 1);
     this.headAt = (table.offsets[last] - tabled.shift) | 0;
-    this.headLength = RECORD_TOPIC_OFFSET + this.topicCache.length + table.payloadBytes[last];
+    this.headLength = recordBytes(this.topicCache.length, table.payloadBytes[last]);
     this.headSeq = asSeq(table.seqs[last]);
     this.position = this.bufferStart + this.headAt + this.headLength;
     if (this.pool !== null) this.lent = true;
     return true;
-  }
-
-  /** True when the current file's records up to its end are in the buffer (a top-up only reads ahead). */
-  holdsFile(): boolean {
-    return this.bufferPath === this.filePath && this.bufferStart + this.bufferLength >= this.fileEnd;
   }
 
   /** Sets the lane back to the record of `seq` at `position` of its current file (a run not taken to its end). */
@@ -751,8 +750,8 @@ class PartitionCursor {
    * lane could read its next image ahead with others (Lane.readsAheadEarly): the batch start
    * then offers its read to a span.
    */
-  lowOnData(running = false): boolean {
-    for (const lane of this.lanes) if ((lane.lowOnData() && (!running || lane.holdsFile())) || lane.readsAheadEarly()) return true;
+  lowOnData(): boolean {
+    for (const lane of this.lanes) if (lane.lowOnData() || lane.readsAheadEarly()) return true;
     return false;
   }
 
@@ -765,13 +764,9 @@ class PartitionCursor {
     }
   }
 
-  /**
-   * Tops up every lane low on data. `running`: the partition has a run pending (see decodeRun),
-   * whose payloads lie in the lane's buffer: only reads ahead of the next file, never a read into
-   * the buffer.
-   */
-  async topUp(context: StoreContext, running = false): Promise<void> {
-    for (const lane of this.lanes) if (lane.lowOnData() && (!running || lane.holdsFile())) await lane.topUp(context);
+  /** Tops up every lane low on data. */
+  async topUp(context: StoreContext): Promise<void> {
+    for (const lane of this.lanes) if (lane.lowOnData()) await lane.topUp(context);
   }
 
   /** Performs the read the last advance asked for. */
@@ -1008,14 +1003,15 @@ export class StoreReader {
     // alone (queue depth 1), which over thousands of partitions would be most reads.
     const keys = this.keys;
     const reading: number[] = [];
-    let runs = this.runs;
     if (resume) {
       this.resumed++;
       for (let k = 0; k < this.touchedCount; k++) {
         const i = this.touched[k];
-        if (keys[i] !== Infinity && this.cursors[i].lowOnData(runs !== null && runs.pending(i))) reading.push(-1 - i);
+        if (keys[i] !== Infinity && this.cursors[i].lowOnData()) reading.push(-1 - i);
       }
     } else {
+      // Runs not taken to their end are rewound: every cursor is positioned again below.
+      const runs = this.runs;
       if (runs !== null) {
         for (let i = 0; i < runs.capacity; i++) {
           if (!runs.pending(i)) continue;
@@ -1023,7 +1019,7 @@ export class StoreReader {
           runs.clear(i);
         }
       }
-      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count)) runs = this.runs = new DecodedRuns(this.keys.length);
+      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count)) this.runs = new DecodedRuns(this.keys.length);
       for (let i = 0; i < count; i++) {
         const cursor = this.cursors[i];
         const key = cursor.advance(context, limit);
@@ -1042,7 +1038,7 @@ export class StoreReader {
     if (reading.length > 1 && reading.some((i) => i >= 0)) await this.readSpans(context, reading);
     await forEachConcurrently(reading.length, READ_CONCURRENCY_MAX, async (k) => {
       const i = reading[k];
-      if (i < 0) await this.cursors[-1 - i].topUp(context, runs !== null && runs.pending(-1 - i));
+      if (i < 0) await this.cursors[-1 - i].topUp(context);
       else keys[i] = await next(context, this.cursors[i], limit);
     });
     if (!resume) this.heap.init(keys, count);
@@ -1216,11 +1212,12 @@ async function readSpan(context: StoreContext, span: readonly SpanRequest[], tab
   const table = tabulate ? new RecordTable(bytes, start, Math.ceil((end - start) / 1024)) : null;
   for (const request of span) {
     const from = request.position - start;
-    const region = bytes.subarray(from, request.end - start);
+    const to = request.end - start;
+    const region = bytes.subarray(from, to);
     const checked = request.recordsCrc !== -1 && context.crc32(region) === request.recordsCrc;
     let tabled: TabledImage | null = null;
     if (checked && table !== null) {
-      const first = table.tabulate(from, request.end - start);
+      const first = table.tabulate(from, to);
       if (first >= 0) tabled = { table, shift: from, first, end: table.count };
     }
     request.lane.acceptSpan(request.path, request.position, region, request.ahead, checked, tabled);
