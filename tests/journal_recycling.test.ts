@@ -54,6 +54,15 @@ async function readAll(store: Store): Promise<number[]> {
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
+/**
+ * The journal paths whose generation was a spare taken over: a spare is renamed to the
+ * generation's staged name (`.next`), which is renamed to its journal name once the journal
+ * before it is sealed.
+ */
+function takenOver(renames: [string, string][]): string[] {
+  return renames.filter(([from, to]) => from.endsWith(".spare") && to.endsWith(".next")).map(([, to]) => to.replace(/\.next$/, ".wal"));
+}
+
 /** The newest journal generation's path among `disk`'s files. */
 function newestJournal(disk: SimDisk): string {
   return disk.paths().filter((p) => p.endsWith(".wal")).sort().at(-1) as string;
@@ -67,11 +76,13 @@ describe("journal recycling", () => {
     await appendCommitted(store, 1, 300);
     await store.idle();
     const retired = renames.filter(([from, to]) => from.endsWith(".wal") && to.endsWith(".spare"));
-    const taken = renames.filter(([from, to]) => from.endsWith(".spare") && to.endsWith(".wal"));
+    const taken = takenOver(renames);
     expect(retired.length).toBeGreaterThan(0);
     expect(taken.length).toBeGreaterThan(0);
+    // Each staged generation got its journal name.
+    for (const path of taken.slice(0, -1)) expect(renames).toContainEqual([path.replace(/\.wal$/, ".next"), path]);
     // Every generation after the first spare appeared was a spare renamed, not a new file.
-    const firstTaken = Number.parseInt(taken[0][1].slice("journal/".length), 16);
+    const firstTaken = Number.parseInt(taken[0].slice("journal/".length), 16);
     expect(created.filter((path) => Number.parseInt(path.slice("journal/".length), 16) > firstTaken)).toEqual([]);
     const spares = sim.paths().filter((p) => p.endsWith(".spare"));
     expect(spares.length).toBeLessThanOrEqual(JOURNAL_SPARES_MAX);
@@ -102,7 +113,10 @@ describe("journal recycling", () => {
       await appendCommitted(reopened, 301, 300);
       await reopened.idle();
       expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual([]);
-      expect(renames.filter(([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"))).toEqual([]);
+      // The only journal renames: staged generations given their names, no spare involved.
+      const journalRenames = renames.filter(([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"));
+      expect(journalRenames.length).toBeGreaterThan(0);
+      for (const [from, to] of journalRenames) expect(from.replace(/\.next$/, ".wal")).toBe(to);
       expect(await readAll(reopened)).toEqual(range(600));
       await reopened.close();
     }
@@ -116,7 +130,7 @@ describe("journal recycling", () => {
       await appendCommitted(store, 1, 200);
       // Append until the newest journal is a spare taken over, and write a little into it.
       let next = 201;
-      while (!renames.some(([from, to]) => from.endsWith(".spare") && to === newestJournal(sim))) {
+      while (!takenOver(renames).includes(newestJournal(sim))) {
         expect(next).toBeLessThan(2000);
         await appendCommitted(store, next, 5);
         next += 5;
@@ -138,9 +152,11 @@ describe("journal recycling", () => {
     }
   });
 
-  test("a power loss right after a recycled journal's header is fsynced leaves no old journal name on the new header", async () => {
-    // Before the directory fsync that follows the rename: the simulator found an old journal's
-    // name there (the spare's retiring rename lost, the new header kept), which open refused.
+  test("a power loss at a recycled journal's first fsync leaves no old journal name on the new header", async () => {
+    // The spare is renamed to the new generation's staged name, its header written, its records
+    // written; its first fsync comes when the journal before it is sealed. Before the directory
+    // fsync that follows the spare's rename was added, the simulator found an old journal's name
+    // there (the spare's retiring rename lost, the new header kept), which open refused.
     for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
       const sim = new SimDisk({ seed });
       const view = sim.view();
@@ -155,9 +171,8 @@ describe("journal recycling", () => {
         },
         open: async (path, mode) => {
           const file = await view.open(path, mode);
-          // The first open of a spare just taken over is the one that writes its new header.
+          // Every open of the spare just taken over (its header's, then the writer's).
           if (path !== taken || crashed) return file;
-          taken = "";
           return {
             path: file.path,
             read: (position, into) => file.read(position, into),

@@ -14,6 +14,8 @@ type Entry = { file: Promise<DiskFile>; users: number };
 /** An LRU of open files over a Disk. */
 export class FileCache {
   private readonly entries = new Map<string, Entry>();
+  /** Old path → new path of files renamed while cached (see renamed). */
+  private readonly aliases = new Map<string, string>();
   opens = 0;
 
   constructor(
@@ -33,6 +35,7 @@ export class FileCache {
    * `random`, on a handle of its own opened with that hint (a path has at most two open).
    */
   async with<T>(path: string, use: (file: DiskFile) => Promise<T> | T, hints?: OpenHints): Promise<T> {
+    path = this.aliases.get(path) ?? path;
     const key = hints?.random === true ? randomKey(path) : path;
     let entry = this.entries.get(key);
     if (entry === undefined) {
@@ -56,8 +59,27 @@ export class FileCache {
     }
   }
 
+  /**
+   * Records that the file at `from` is now at `to` (renamed on disk by the caller): its cached
+   * handles move to `to`, and an operation on `from` (a reader that took the path before the
+   * rename) goes to `to` until `to` is dropped.
+   */
+  renamed(from: string, to: string): void {
+    for (const [old, key] of [
+      [from, to],
+      [randomKey(from), randomKey(to)],
+    ]) {
+      const entry = this.entries.get(old);
+      if (entry === undefined) continue;
+      this.entries.delete(old);
+      this.entries.set(key, entry);
+    }
+    this.aliases.set(from, to);
+  }
+
   /** Closes `path` if open, both handles (before it is removed or renamed over). */
   async drop(path: string): Promise<void> {
+    for (const [from, to] of this.aliases) if (from === path || to === path) this.aliases.delete(from);
     for (const key of [path, randomKey(path)]) {
       const entry = this.entries.get(key);
       if (entry === undefined) continue;

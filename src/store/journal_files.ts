@@ -1,10 +1,13 @@
 /**
- * journal_files: where journal files come from and where they go. Under `always`, a drained
+ * journal_files: where journal files come from and where they go. A new generation written by
+ * the store is first staged (`<gen>.next`: header, then records) and renamed to `<gen>.wal` once
+ * the journal before it is sealed durably (stageJournalFile, promoteJournalFile), so writes need
+ * not stop for the seal's fsync. Under `always`, a drained
  * journal (every record in a segment) is kept as a spare instead of removed, and a new
  * generation takes a spare when there is one, renames it and writes its header over the old
  * one; its records then overwrite blocks the file system has already allocated and written:
  *
- *   drained 0007.wal ──rename──▶ 000c.spare ──rename──▶ 0010.wal (new header; records overwrite)
+ *   drained 0007.wal ──rename──▶ 000c.spare ──rename──▶ 0010.next (new header; records overwrite) ──rename──▶ 0010.wal
  *
  * Why: an fdatasync after appending to a file also commits the file's new size and newly
  * allocated blocks (a commit of the file system's journal); after overwriting written blocks it
@@ -26,7 +29,7 @@ import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { encodeFileHeader } from "./file_header.ts";
-import { JOURNAL_DIR, journalPath, sparePath } from "./layout.ts";
+import { JOURNAL_DIR, journalPath, sparePath, stagedPath } from "./layout.ts";
 
 /**
  * Whether drained journals are kept as spares: under `always` only. Under `interval` and `never`
@@ -42,7 +45,40 @@ export function keepsSpares(context: StoreContext): boolean {
  * directory entry), from a spare when there is one and `recycle` allows.
  */
 export async function createJournalFile(context: StoreContext, gen: number, firstSeq: number, recycle = true): Promise<void> {
-  const path = journalPath(gen);
+  const recycled = await writeJournalHeader(context, journalPath(gen), gen, firstSeq, recycle, true);
+  if (!recycled) await context.disk.syncDir(JOURNAL_DIR);
+}
+
+/**
+ * Creates generation `gen`'s file under its staged name (`<gen>.next`), from a spare when there
+ * is one, with its header written but nothing durable yet: the writer goes on writing records
+ * into it while the generation before is sealed (promoteJournalFile). Recovery never replays a
+ * staged file unless its records continue the newest journal's, so a crash before the promotion
+ * loses only records no `always` commit was waiting on (docs/storage.md, journal rolls).
+ */
+export async function stageJournalFile(context: StoreContext, gen: number, firstSeq: number): Promise<void> {
+  await writeJournalHeader(context, stagedPath(gen), gen, firstSeq, true, false);
+}
+
+/**
+ * Gives staged journal `info` its name once `previous` is sealed: the sealed journal is durable
+ * first, then the staged file (header and records so far), then the rename and its directory
+ * entry. So a `.wal` newer than another always follows a whole, durable journal: only the newest
+ * can have a torn tail.
+ */
+export async function promoteJournalFile(context: StoreContext, previous: JournalInfo, info: JournalInfo): Promise<void> {
+  await sealJournalFile(context, previous);
+  await context.files.with(info.path, (file) => file.sync());
+  const path = journalPath(info.gen);
+  await context.disk.rename(info.path, path);
+  await context.disk.syncDir(JOURNAL_DIR);
+  context.files.renamed(info.path, path);
+  info.path = path;
+  info.created = true;
+}
+
+/** Writes generation `gen`'s header at `path` (a spare renamed there, or a new file); whether a spare was taken. */
+async function writeJournalHeader(context: StoreContext, path: string, gen: number, firstSeq: number, recycle: boolean, durable: boolean): Promise<boolean> {
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
   const spare = recycle ? context.spareJournals.pop() : undefined;
   // A spare that went missing (removed by hand, say) only means a new file.
@@ -51,17 +87,17 @@ export async function createJournalFile(context: StoreContext, gen: number, firs
     // Every older name of the file (the journal it was, the spare) must be gone for good before
     // its bytes change: else a crash can leave an old journal's name on this generation's header
     // (the simulator found it, seed 72). A crash between here and the header's fsync leaves a
-    // newest journal whose header names another generation: recovery removes it.
+    // newest journal (or a staged file) whose header names another generation: recovery removes it.
     await context.disk.syncDir(JOURNAL_DIR);
   }
   const file: DiskFile = await context.disk.open(path, recycled ? "write" : "create");
   try {
     await file.write(0, header);
-    await file.sync();
+    if (durable) await file.sync();
   } finally {
     await file.close();
   }
-  if (!recycled) await context.disk.syncDir(JOURNAL_DIR);
+  return recycled;
 }
 
 /** Truncates journal `info`'s file to its records (a recycled file is longer) and fsyncs it. */

@@ -6,9 +6,11 @@
  *
  *   append ─▶ chunks [gen 7 @ 4096 .. ][gen 7 @ 9000 .. ] ─flush─▶ write ─▶ fsync ─▶ commit waiters
  *
- * A journal rolls at journalBytesMax: the next generation's file is created (header, fsync,
- * directory fsync) by the flush that first writes to it, after the sealed one is fsynced under
- * every policy, so only the newest journal can ever have a torn tail.
+ * A journal rolls at journalBytesMax: the flush that first writes to the next generation stages
+ * its file (`<gen>.next`, header written) and goes on writing into it while the sealed journal is
+ * fsynced in the background; the staged file gets its journal name only after that, under every
+ * policy, so only the newest journal can ever have a torn tail (journal_files.ts). A sync waits
+ * for that promotion, so `always` acknowledges nothing in a staged file.
  *
  * Invariants: chunks are in seq order and contiguous within a generation; committedSeq only
  * grows; after a write or fsync failure the store is failed: waiters reject, appends throw.
@@ -18,8 +20,8 @@ import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { createJournalFile, sealJournalFile } from "./journal_files.ts";
-import { StoreError, journalPath } from "./layout.ts";
+import { promoteJournalFile, stageJournalFile } from "./journal_files.ts";
+import { StoreError, journalPath, stagedPath } from "./layout.ts";
 import { ViewCache } from "../stdx/bytes.ts";
 import { encodeRecord, recordBytes } from "./record.ts";
 
@@ -39,6 +41,9 @@ export class JournalWriter {
   private waiters: Waiter[] = [];
   private flushing: Promise<void> | null = null;
   private syncing: Promise<void> | null = null;
+  /** The journal written under its staged name while the one before is sealed, and that seal and rename (null: none in flight). */
+  private staged: JournalInfo | null = null;
+  private promotion: Promise<void> | null = null;
   private syncScheduled = false;
   private plannedBytes: number;
   /** A DataView of the arrays payloads are copied from (one per PUBLISH frame, not per message). */
@@ -106,15 +111,22 @@ export class JournalWriter {
     return this.syncing;
   }
 
-  /** Waits until every buffered append is written (and committed under the policy). */
+  /** Waits until every buffered append is written (and committed under the policy), and every journal has its name. */
   async drain(): Promise<void> {
-    while (this.flushing !== null) await this.flushing;
+    for (;;) {
+      const pending = this.flushing ?? this.promotion;
+      if (pending === null) return;
+      await pending;
+    }
   }
 
   private async syncOnce(): Promise<void> {
     const context = this.context;
     const target = context.writtenSeq;
     if (target <= context.syncedSeq || context.failure !== null) return;
+    // Records written into a staged journal are durable only once it has its name.
+    if (this.promotion !== null) await this.promotion;
+    if (context.failure !== null) throw context.failure;
     const journal = this.lastCreated();
     try {
       await context.files.with(journal.path, (file) => file.sync());
@@ -182,7 +194,7 @@ export class JournalWriter {
         this.chunks = [];
         for (const chunk of batch) {
           const journal = context.journal(chunk.gen);
-          if (!journal.created) await this.createJournal(journal);
+          if (!journal.created && journal !== this.staged) await this.stageJournal(journal);
           await context.files.with(journal.path, (file) => writeChunk(file, chunk));
           journal.bytes = chunk.position + chunk.length;
           context.writtenSeq = chunk.lastSeq;
@@ -210,13 +222,34 @@ export class JournalWriter {
     if (context.failure === null) this.onFlushed();
   }
 
-  private async createJournal(journal: JournalInfo): Promise<void> {
+  /**
+   * Starts journal `journal` under its staged name and seals the one before in the background:
+   * writes go on into the new file while the sealed one's fsync runs (under `interval` that
+   * fsync covers up to a sync interval of data, tens of milliseconds, in which writes would
+   * otherwise stop). One journal is staged at a time.
+   */
+  private async stageJournal(journal: JournalInfo): Promise<void> {
     const context = this.context;
-    // Seal the previous generation durably first: only the newest journal may have a torn tail.
-    await sealJournalFile(context, context.journal(journal.gen - 1));
-    context.syncedSeq = Math.max(context.syncedSeq, journal.firstSeq - 1);
-    await createJournalFile(context, journal.gen, journal.firstSeq);
-    journal.created = true;
+    if (this.promotion !== null) await this.promotion;
+    if (context.failure !== null) throw context.failure;
+    await stageJournalFile(context, journal.gen, journal.firstSeq);
+    journal.path = stagedPath(journal.gen);
+    this.staged = journal;
+    this.promotion = this.promote(context.journal(journal.gen - 1), journal);
+  }
+
+  /** Seals `previous` and gives `journal` its name; a failure fails the store (never rejects). */
+  private async promote(previous: JournalInfo, journal: JournalInfo): Promise<void> {
+    const context = this.context;
+    try {
+      await promoteJournalFile(context, previous, journal);
+      context.syncedSeq = Math.max(context.syncedSeq, journal.firstSeq - 1);
+    } catch (error) {
+      this.fail(error);
+    } finally {
+      this.staged = null;
+      this.promotion = null;
+    }
   }
 
   private scheduleSync(): void {

@@ -6,6 +6,7 @@
  *     MANIFEST                      live closed segments (manifest_codec.ts)
  *     MANIFEST.tmp                  a manifest being rewritten (renamed over MANIFEST when done)
  *     journal/<gen:016x>.wal        write-ahead journal, every partition interleaved, seq order
+ *     journal/<gen:016x>.next       the next generation while the one before is being sealed (journal_files.ts)
  *     journal/<n:016x>.spare        a file kept for the next journal generation (journal_files.ts)
  *     segments/<id:016x>.seg        one closed segment of one partition, seq order
  *     segments/<id:016x>.idx        its sparse seq/time index (also of a subtree store)
@@ -18,6 +19,7 @@ export const MANIFEST_TMP_PATH = "MANIFEST.tmp";
 export const JOURNAL_DIR = "journal";
 export const SEGMENT_DIR = "segments";
 const JOURNAL_SUFFIX = ".wal";
+const STAGED_SUFFIX = ".next";
 const SPARE_SUFFIX = ".spare";
 const SEGMENT_SUFFIX = ".seg";
 const INDEX_SUFFIX = ".idx";
@@ -31,6 +33,11 @@ function hex16(n: number): string {
 /** Path of journal generation `gen`. */
 export function journalPath(gen: number): string {
   return `${JOURNAL_DIR}/${hex16(gen)}${JOURNAL_SUFFIX}`;
+}
+
+/** Path of journal generation `gen` while it is staged: written before its name is (see journal_files.ts). */
+export function stagedPath(gen: number): string {
+  return `${JOURNAL_DIR}/${hex16(gen)}${STAGED_SUFFIX}`;
 }
 
 /** Path of spare journal file `n` (see journal_files.ts). */
@@ -59,12 +66,12 @@ export function packPath(id: number): string {
 }
 
 /** The kinds of file a name can say. */
-export type FileNameKind = "journal" | "spare" | "segment" | "index" | "store" | "pack";
-const FILE_NAME_KINDS: Record<string, FileNameKind> = { wal: "journal", spare: "spare", seg: "segment", idx: "index", sto: "store", pak: "pack" };
+export type FileNameKind = "journal" | "staged" | "spare" | "segment" | "index" | "store" | "pack";
+const FILE_NAME_KINDS: Record<string, FileNameKind> = { wal: "journal", next: "staged", spare: "spare", seg: "segment", idx: "index", sto: "store", pak: "pack" };
 
 /** Parses a file name of the journal or segment directory: its kind and number, or null. */
 export function parseFileName(name: string): { kind: FileNameKind; n: number } | null {
-  const match = /^([0-9a-f]{16})\.(wal|spare|seg|idx|sto|pak)$/.exec(name);
+  const match = /^([0-9a-f]{16})\.(wal|next|spare|seg|idx|sto|pak)$/.exec(name);
   if (match === null) return null;
   return { kind: FILE_NAME_KINDS[match[2]], n: Number.parseInt(match[1], 16) };
 }

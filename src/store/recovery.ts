@@ -12,6 +12,8 @@
  *    crash between "segment in force" and "journal dropped" never duplicates), the rest become
  *    pending. The first bad record of the newest journal is a torn tail: the file is cut there.
  *    A bad record anywhere else, or a seq that does not continue, is corruption in the middle.
+ *    A staged next generation (`<gen>.next`, written while the newest was being sealed) is
+ *    adopted as the newest when its records continue that journal's, else removed.
  * 4. A fresh journal generation starts at the next seq (its header records it durably, so seqs
  *    are never reused even when every older journal is dropped), then drained journals go.
  *
@@ -20,6 +22,7 @@
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
+import type { Disk } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES, decodeFileHeader } from "./file_header.ts";
 import { createJournalFile, keepsSpares, retireJournalFile } from "./journal_files.ts";
 import {
@@ -33,6 +36,7 @@ import {
   parseFileName,
   segmentPath,
   sparePath,
+  stagedPath,
   storePath,
 } from "./layout.ts";
 import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
@@ -50,6 +54,8 @@ export type RecoveryProblem = { file: string; offset: number; problem: string; a
 export type RecoveryReport = {
   nextSeq: number;
   journalsReplayed: number;
+  /** Staged journals (a roll's next generation, written while the one before was sealed) given their name: their records continued the newest journal's. */
+  journalsAdopted: number;
   /** Journal records restored as not yet sorted into segments. */
   recordsReplayed: number;
   segments: number;
@@ -70,6 +76,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   const report: RecoveryReport = {
     nextSeq: 1,
     journalsReplayed: 0,
+    journalsAdopted: 0,
     recordsReplayed: 0,
     segments: 0,
     cuts: [],
@@ -199,12 +206,22 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // 3. Journals.
   const gens: number[] = [];
   const spares: number[] = [];
+  const staged: number[] = [];
   for (const name of await disk.list(JOURNAL_DIR)) {
     const parsed = parseFileName(name);
     if (parsed?.kind === "journal") gens.push(parsed.n);
     if (parsed?.kind === "spare") spares.push(parsed.n);
+    if (parsed?.kind === "staged") staged.push(parsed.n);
   }
   gens.sort((a, b) => a - b);
+  // A staged journal (journal_files.ts) is replayed only if it is the generation after the
+  // newest and its records continue that journal's: see adoptStaged below.
+  let stagedNext = gens.length > 0 && staged.includes(gens[gens.length - 1] + 1) ? gens[gens.length - 1] + 1 : -1;
+  for (const n of staged) {
+    if (n === stagedNext) continue;
+    await disk.remove(stagedPath(n));
+    report.filesRemoved.push(stagedPath(n));
+  }
   // Spares hold no records: the first few stay spares, any more go (journal_files.ts).
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
@@ -278,6 +295,19 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     } finally {
       await file.close().catch(() => {});
     }
+    if (isLast && stagedNext === gen + 1) {
+      // The newest journal's seal was under way: the staged generation after it counts when its
+      // records continue this one's (then nothing was lost between them; after a process kill
+      // the page cache holds both whole), else its records follow a hole and go.
+      if (await adoptStaged(context, gen + 1, expected, report)) gens.push(gen + 1);
+      stagedNext = -1;
+    }
+  }
+  if (stagedNext >= 0) {
+    const removed = stagedPath(stagedNext);
+    report.cuts.push({ file: removed, offset: 0, bytesCut: await sizeOf(disk, removed), recordsAfterCut: 0 });
+    await disk.remove(removed);
+    report.filesRemoved.push(removed);
   }
   if (report.problems.some((p) => p.dataLost) && !repair) {
     await context.files.closeAll();
@@ -299,6 +329,44 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   await dropDrainedJournals(context);
   report.nextSeq = nextSeq;
   return report;
+}
+
+/**
+ * Gives staged generation `gen` its journal name when its header is whole, names `gen` and
+ * starts at `expected` (the seq after the newest journal's last record, already durable): the
+ * staged file is made durable, renamed, the directory entry synced. Else it is removed (a cut
+ * at 0: its records, if any, follow a hole). Whether it was adopted.
+ */
+async function adoptStaged(context: StoreContext, gen: number, expected: number, report: RecoveryReport): Promise<boolean> {
+  const disk = context.disk;
+  const from = stagedPath(gen);
+  const file = await disk.open(from, "write");
+  let bytes = 0;
+  let adopted = false;
+  try {
+    const probe = new Uint8Array(HEADER_PROBE_BYTES);
+    const header = decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", context.crc32);
+    adopted = typeof header !== "string" && header.id === gen && header.firstSeq === expected;
+    bytes = await file.size();
+    if (adopted) await file.sync();
+  } finally {
+    await file.close().catch(() => {});
+  }
+  if (!adopted) {
+    report.cuts.push({ file: from, offset: 0, bytesCut: bytes, recordsAfterCut: 0 });
+    await disk.remove(from);
+    report.filesRemoved.push(from);
+    return false;
+  }
+  await disk.rename(from, journalPath(gen));
+  await disk.syncDir(JOURNAL_DIR);
+  report.journalsAdopted++;
+  return true;
+}
+
+async function sizeOf(disk: Disk, path: string): Promise<number> {
+  const file = await disk.open(path, "read");
+  return file.size().finally(() => file.close());
 }
 
 /** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it; `recycle`: see createJournalFile. */

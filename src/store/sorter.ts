@@ -196,6 +196,9 @@ export class Sorter {
     const limit = context.syncedSeq;
     const images: Images | null = imageGens === null ? null : new Map();
     for (const gen of imageGens ?? []) {
+      // A journal that starts after the synced seq holds nothing to sort yet (and may still be
+      // only in the writer's memory, or staged under another name).
+      if (context.journal(gen).firstSeq > limit) break;
       const bytes = await this.loadJournal(gen);
       images?.set(gen, { bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.length) });
     }

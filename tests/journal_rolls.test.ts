@@ -1,0 +1,214 @@
+/**
+ * Journal rolls (src/store/journal_files.ts, stageJournalFile / promoteJournalFile): the next
+ * generation is written under its staged name (`<gen>.next`) while the journal before it is
+ * sealed, and gets its journal name only once that one is durable. Here: writes go on while a
+ * seal's fsync is held; a process killed meanwhile loses nothing written (recovery adopts the
+ * staged file); after a power loss the staged file counts only when its records continue the
+ * journal before it; stray staged files go.
+ */
+import { describe, expect, test } from "bun:test";
+import type { Disk, DiskFile } from "../src/store/disk.ts";
+import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "../src/store/file_header.ts";
+import { stagedPath } from "../src/store/layout.ts";
+import { type FsyncPolicy, Store } from "../src/store/mod.ts";
+import { nativeCrc32 } from "../src/runtime/crc32.ts";
+import { SimDisk } from "../src/testing/sim_disk.ts";
+import { Filter } from "../src/topic/mod.ts";
+import { SMALL_LIMITS, TOPICS, payloadOf, plain } from "./fixtures/store_helpers.ts";
+
+/**
+ * A view of `sim` whose fsyncs of journals (`.wal`) wait while `hold` is on and a staged file
+ * exists: the seal of the journal before a staged one is held until `release`.
+ */
+function gated(sim: SimDisk): { disk: Disk; hold: () => void; release: () => void; held: () => number } {
+  const view = sim.view();
+  let gate: Promise<void> | null = null;
+  let open: () => void = () => {};
+  let held = 0;
+  const staged = () => sim.paths().some((path) => path.endsWith(".next"));
+  const wrap = (file: DiskFile): DiskFile => ({
+    path: file.path,
+    read: (position, into) => file.read(position, into),
+    write: (position, bytes) => file.write(position, bytes),
+    size: () => file.size(),
+    truncate: (size) => file.truncate(size),
+    close: () => file.close(),
+    sync: async () => {
+      if (gate !== null && file.path.endsWith(".wal") && staged()) {
+        held++;
+        await gate;
+      }
+      return file.sync();
+    },
+  });
+  return {
+    disk: { ...view, open: async (path, mode, hints) => wrap(await view.open(path, mode, hints)) },
+    hold: () => {
+      gate = new Promise((resolve) => {
+        open = resolve;
+      });
+    },
+    release: () => {
+      gate = null;
+      open();
+    },
+    held: () => held,
+  };
+}
+
+async function readSeqs(store: Store): Promise<number[]> {
+  const seqs: number[] = [];
+  for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
+    expect(plain(message).payload).toEqual([...payloadOf(message.seq)]);
+    seqs.push(message.seq);
+  }
+  return seqs;
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+const stagedFiles = (sim: SimDisk) => sim.paths().filter((path) => path.endsWith(".next"));
+
+/** Appends from `store.nextSeq` until a staged journal exists and its seal is held, then `more` messages, committing each; the seqs acknowledged. */
+async function rollHeld(sim: SimDisk, store: Store, gate: ReturnType<typeof gated>, more: number, policy: FsyncPolicy): Promise<number> {
+  gate.hold();
+  let acknowledged = store.nextSeq - 1;
+  const commits: Promise<void>[] = [];
+  const append = () => {
+    const seq = store.nextSeq;
+    store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+    commits.push(store.commit().then(() => void (acknowledged = Math.max(acknowledged, seq))));
+  };
+  while (gate.held() === 0) {
+    expect(store.nextSeq).toBeLessThan(5000);
+    append();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  for (let i = 0; i < more; i++) {
+    append();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  expect(stagedFiles(sim).length).toBe(1);
+  if (policy === "interval") await Promise.all(commits);
+  return acknowledged;
+}
+
+describe("journal rolls", () => {
+  test("writes go on into the staged generation while the journal before it is sealed; under always nothing there is acknowledged until it has its name", async () => {
+    for (const fsync of ["interval", "always"] as const) {
+      const sim = new SimDisk({ seed: 21 });
+      const gate = gated(sim);
+      const { store } = await Store.open(gate.disk, { ...SMALL_LIMITS, fsync });
+      const acknowledged = await rollHeld(sim, store, gate, 10, fsync);
+      const staged = stagedFiles(sim)[0];
+      // The records after the roll are in the staged file already: under interval all ten and
+      // more, under always the first write's (the flush loop then waits for the seal).
+      expect((sim.snapshot(staged) as Uint8Array).length).toBeGreaterThan(fsync === "interval" ? 300 : FILE_HEADER_FIXED_BYTES);
+      // Under interval a commit resolves once written; under always it waits for the seal.
+      if (fsync === "interval") expect(acknowledged).toBe(store.nextSeq - 1);
+      else expect(acknowledged).toBeLessThan(store.nextSeq - 10);
+      gate.release();
+      await store.sync(); // waits for the seal and the rename
+      expect(stagedFiles(sim)).toEqual([]);
+      expect(sim.paths()).toContain(staged.replace(/\.next$/, ".wal"));
+      expect(await readSeqs(store)).toEqual(range(store.nextSeq - 1));
+      await store.close();
+    }
+  });
+
+  test("a process killed while a journal is sealed loses nothing written: recovery adopts the staged generation", async () => {
+    for (const fsync of ["interval", "always", "never"] as const) {
+      const sim = new SimDisk({ seed: 22 });
+      const gate = gated(sim);
+      const { store } = await Store.open(gate.disk, { ...SMALL_LIMITS, fsync });
+      const acknowledged = await rollHeld(sim, store, gate, 10, fsync === "always" ? "always" : "interval");
+      // Under interval and never every append was written (its commit resolved); under always
+      // the flush loop waits for the seal with later appends still in memory.
+      const written = fsync === "always" ? acknowledged : store.nextSeq - 1;
+      sim.kill();
+      const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
+      expect(recovery.problems).toEqual([]);
+      expect(recovery.journalsAdopted).toBe(1);
+      expect(stagedFiles(sim)).toEqual([]);
+      // Everything the killed store wrote is back: the page cache held both journals whole.
+      expect(reopened.nextSeq - 1).toBeGreaterThanOrEqual(written);
+      expect(await readSeqs(reopened)).toEqual(range(reopened.nextSeq - 1));
+      await reopened.close();
+    }
+  });
+
+  test("after a power loss while a journal is sealed, the staged generation counts only when its records continue the journal before it", async () => {
+    const outcomes = { adopted: 0, removed: 0, lost: 0 };
+    for (const fsync of ["always", "interval"] as const) {
+      for (let seed = 1; seed <= 12; seed++) {
+        const sim = new SimDisk({ seed: 100 + seed });
+        const gate = gated(sim);
+        const { store } = await Store.open(gate.disk, { ...SMALL_LIMITS, fsync });
+        const acknowledged = await rollHeld(sim, store, gate, 10, fsync);
+        const staged = stagedFiles(sim)[0];
+        sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
+        // The staged file's name may not have reached the disk (its creation is not synced).
+        const present = sim.paths().includes(staged);
+        const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
+        expect(recovery.problems).toEqual([]);
+        expect(stagedFiles(sim)).toEqual([]);
+        if (recovery.journalsAdopted === 1) outcomes.adopted++;
+        else if (present) {
+          expect(recovery.filesRemoved).toContain(staged);
+          outcomes.removed++;
+        } else outcomes.lost++;
+        const seqs = await readSeqs(reopened);
+        expect(seqs).toEqual(range(reopened.nextSeq - 1));
+        if (fsync === "always") expect(seqs.length).toBeGreaterThanOrEqual(acknowledged);
+        // The store goes on after either outcome: new appends roll and read back.
+        const next = reopened.nextSeq;
+        for (let seq = next; seq < next + 60; seq++) reopened.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+        await reopened.commit();
+        expect(await readSeqs(reopened)).toEqual(range(next + 59));
+        await reopened.close();
+      }
+    }
+    // Both branches ran: a seal lost with the power (a hole before the staged records) and one
+    // that had reached the disk.
+    expect(outcomes.adopted).toBeGreaterThan(0);
+    expect(outcomes.removed).toBeGreaterThan(0);
+  });
+
+  test("staged files that do not follow the newest journal, or whose header is not theirs, are removed at open", async () => {
+    const sim = new SimDisk({ seed: 23 });
+    const { store } = await Store.open(sim.view(), SMALL_LIMITS);
+    for (let seq = 1; seq <= 40; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+    await store.commit();
+    await store.close({ sort: false });
+    const newestGen = () => Math.max(...sim.paths().filter((p) => p.endsWith(".wal")).map((p) => Number.parseInt(p.slice("journal/".length), 16)));
+    let newest = newestGen();
+    const disk = sim.view();
+    const put = async (path: string, bytes: Uint8Array) => {
+      const file = await disk.open(path, "create");
+      await file.write(0, bytes);
+      await file.sync();
+      await file.close();
+    };
+    // Not the generation after the newest journal.
+    await put(stagedPath(newest + 5), encodeFileHeader({ kind: "journal", id: newest + 5, firstSeq: 41, name: "" }, nativeCrc32));
+    // The next generation, but its header names another one.
+    await put(stagedPath(newest + 1), encodeFileHeader({ kind: "journal", id: newest + 7, firstSeq: 41, name: "" }, nativeCrc32));
+    await disk.syncDir("journal");
+    const { store: reopened, recovery } = await Store.open(sim.view(), SMALL_LIMITS);
+    expect(recovery.problems).toEqual([]);
+    expect(recovery.journalsAdopted).toBe(0);
+    expect(recovery.filesRemoved).toEqual(expect.arrayContaining([stagedPath(newest + 5), stagedPath(newest + 1)]));
+    expect(stagedFiles(sim)).toEqual([]);
+    expect(await readSeqs(reopened)).toEqual(range(40));
+    await reopened.close({ sort: false });
+    newest = newestGen();
+    // A staged next generation whose first seq is not the one after the newest journal's last record.
+    await put(stagedPath(newest + 1), encodeFileHeader({ kind: "journal", id: newest + 1, firstSeq: 45, name: "" }, nativeCrc32));
+    await disk.syncDir("journal");
+    const third = await Store.open(sim.view(), SMALL_LIMITS);
+    expect(third.recovery.problems).toEqual([]);
+    expect(third.recovery.journalsAdopted).toBe(0);
+    expect(third.recovery.filesRemoved).toContain(stagedPath(newest + 1));
+    expect(third.store.nextSeq).toBe(41);
+    await third.store.close();
+  });
+});
