@@ -14,7 +14,10 @@ import { type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
-import { SMALL_LIMITS, TOPICS, payloadOf, plain } from "./fixtures/store_helpers.ts";
+import { renameSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
 
 /**
  * A view of `sim` whose fsyncs of journals (`.wal`) wait while `hold` is on and a staged file
@@ -210,5 +213,28 @@ describe("journal rolls", () => {
     expect(third.recovery.filesRemoved).toContain(stagedPath(newest + 1));
     expect(third.store.nextSeq).toBe(41);
     await third.store.close();
+  });
+
+  test("on the real disk, a staged newest generation whose records continue the journal before it is adopted and read back", async () => {
+    const dir = tempDir();
+    try {
+      const { store } = await Store.open(new BunDisk(dir.path), { ...SMALL_LIMITS, fsync: "interval" });
+      for (let seq = 1; seq <= 200; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      await store.commit();
+      await store.close({ sort: false });
+      // The state a process kill leaves during a promotion: the newest generation still under its staged name.
+      const journals = readdirSync(join(dir.path, "journal")).filter((name) => name.endsWith(".wal")).sort();
+      expect(journals.length).toBeGreaterThanOrEqual(2);
+      const newest = journals[journals.length - 1];
+      renameSync(join(dir.path, "journal", newest), join(dir.path, "journal", newest.replace(/\.wal$/, ".next")));
+      const { store: reopened, recovery } = await Store.open(new BunDisk(dir.path), { ...SMALL_LIMITS, fsync: "interval" });
+      expect(recovery.problems).toEqual([]);
+      expect(recovery.journalsAdopted).toBe(1);
+      expect(readdirSync(join(dir.path, "journal"))).toContain(newest);
+      expect(await readSeqs(reopened)).toEqual(range(200));
+      await reopened.close();
+    } finally {
+      dir.remove();
+    }
   });
 });

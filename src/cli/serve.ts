@@ -87,6 +87,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     const after = cut.recordsAfterCut === 0 ? "no valid record after it" : `${cut.recordsAfterCut} valid-looking records after it, unsynced writes the crash kept out of order`;
     io.err(`aria serve: recovery cut ${cut.file} at offset ${cut.offset} after its last whole record: ${cut.bytesCut} bytes, ${after}\n`);
   }
+  if (recovery.journalsAdopted > 0) io.err(`aria serve: recovery adopted the journal staged at the last roll (written while the one before it was sealed; its records continue it)\n`);
   for (const problem of recovery.problems) io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
