@@ -9,7 +9,9 @@
 import { describe, expect, test } from "bun:test";
 import type { Disk, DiskFile } from "../src/store/disk.ts";
 import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "../src/store/file_header.ts";
-import { stagedPath } from "../src/store/layout.ts";
+import { StoreContext, resolveOptions } from "../src/store/context.ts";
+import { journalPath, stagedPath } from "../src/store/layout.ts";
+import { dropDrainedJournals } from "../src/store/recovery.ts";
 import { type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
@@ -236,5 +238,24 @@ describe("journal rolls", () => {
     } finally {
       dir.remove();
     }
+  });
+
+  test("a drained journal is retired only once the next one has its name (until then its seal may be under way)", async () => {
+    const sim = new SimDisk({ seed: 24 });
+    await sim.mkdir("journal");
+    const context = new StoreContext(sim.view(), resolveOptions({ fsync: "interval" }));
+    for (const gen of [1, 2, 3]) {
+      const file = await sim.open(gen === 3 ? stagedPath(gen) : journalPath(gen), "create");
+      await file.close();
+    }
+    const info = (gen: number, created: boolean) => ({ gen, path: created ? journalPath(gen) : stagedPath(gen), firstSeq: gen * 10, bytes: 64, pendingRecords: 0, created });
+    context.journals.push(info(1, true), info(2, true), info(3, false));
+    await dropDrainedJournals(context);
+    // Journal 1 goes (journal 2 has its name); journal 2 stays while journal 3 is staged.
+    expect(context.journals.map((journal) => journal.gen)).toEqual([2, 3]);
+    expect(sim.paths().filter((path) => path.startsWith("journal/"))).toEqual([journalPath(2), stagedPath(3)]);
+    context.journals[1].created = true;
+    await dropDrainedJournals(context);
+    expect(context.journals.map((journal) => journal.gen)).toEqual([3]);
   });
 });

@@ -377,9 +377,13 @@ export async function startJournal(context: StoreContext, gen: number, firstSeq:
   return info;
 }
 
-/** Retires journals, oldest first, whose records are all in segments (never the newest one): kept as spares or removed. */
+/**
+ * Retires journals, oldest first, whose records are all in segments (never the newest one): kept
+ * as spares or removed. Only once the next journal has its name: until then the writer may still
+ * be sealing this one (a sort that began before a roll can drain it meanwhile).
+ */
 export async function dropDrainedJournals(context: StoreContext): Promise<void> {
-  while (context.journals.length > 1 && context.journals[0].pendingRecords === 0) {
+  while (context.journals.length > 1 && context.journals[0].pendingRecords === 0 && context.journals[1].created) {
     await retireJournalFile(context, context.journals.shift() as JournalInfo);
   }
 }
