@@ -68,12 +68,17 @@ export async function stageJournalFile(context: StoreContext, gen: number, first
  */
 export async function promoteJournalFile(context: StoreContext, previous: JournalInfo, info: JournalInfo): Promise<void> {
   await sealJournalFile(context, previous);
-  await context.files.with(info.path, (file) => file.sync());
   const path = journalPath(info.gen);
-  await context.disk.rename(info.path, path);
-  await context.disk.syncDir(JOURNAL_DIR);
-  context.files.renamed(info.path, path);
+  await context.files.with(info.path, async (file) => {
+    await file.sync();
+    // Inside `with` the handle stays cached under the staged path while the name changes, so a
+    // reader that opens the staged path meanwhile gets it instead of a missing file; `renamed`
+    // then moves it (and sends the staged path on to the new one).
+    await context.disk.rename(info.path, path);
+    context.files.renamed(info.path, path);
+  });
   info.path = path;
+  await context.disk.syncDir(JOURNAL_DIR);
   info.created = true;
 }
 
