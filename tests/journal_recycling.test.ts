@@ -10,8 +10,7 @@ import type { Disk } from "../src/store/disk.ts";
 import { journalPath, sparePath } from "../src/store/layout.ts";
 import { Store } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
-import { Filter } from "../src/topic/mod.ts";
-import { SMALL_LIMITS, TOPICS, payloadOf, plain } from "./fixtures/store_helpers.ts";
+import { SMALL_LIMITS, TOPICS, payloadOf, readSeqs, seqRange, withSync } from "./fixtures/store_helpers.ts";
 
 /** A view of `disk` that notes each journal file created and each rename. */
 function watched(disk: SimDisk): { disk: Disk; created: string[]; renames: [string, string][] } {
@@ -43,16 +42,6 @@ async function appendCommitted(store: Store, from: number, count: number): Promi
   await store.commit();
 }
 
-async function readAll(store: Store): Promise<number[]> {
-  const seqs: number[] = [];
-  for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
-    expect(plain(message).payload).toEqual([...payloadOf(message.seq)]);
-    seqs.push(message.seq);
-  }
-  return seqs;
-}
-
-const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
 /**
  * The journal paths whose generation was a spare taken over: a spare is renamed to the
@@ -90,7 +79,7 @@ describe("journal recycling", () => {
     expect(store.stats().spareJournalBytes).toBe(spares.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0));
     // Appends after the recycling read back whole, through the journals and the segments.
     await appendCommitted(store, 301, 100);
-    expect(await readAll(store)).toEqual(range(400));
+    expect(await readSeqs(store)).toEqual(seqRange(400));
     // A sorting close starts an empty generation in a new file: it takes no spare.
     const sparesBefore = sim.paths().filter((p) => p.endsWith(".spare")).length;
     await store.close();
@@ -117,7 +106,7 @@ describe("journal recycling", () => {
       const journalRenames = renames.filter(([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"));
       expect(journalRenames.length).toBeGreaterThan(0);
       for (const [from, to] of journalRenames) expect(from.replace(/\.next$/, ".wal")).toBe(to);
-      expect(await readAll(reopened)).toEqual(range(600));
+      expect(await readSeqs(reopened)).toEqual(seqRange(600));
       await reopened.close();
     }
   });
@@ -147,7 +136,7 @@ describe("journal recycling", () => {
       expect(cut?.recordsAfterCut).toBe(0);
       expect(reopened.recovery.problems).toEqual([]);
       expect(reopened.recovery.nextSeq).toBe(acknowledged + 1);
-      expect(await readAll(reopened.store)).toEqual(range(acknowledged));
+      expect(await readSeqs(reopened.store)).toEqual(seqRange(acknowledged));
       await reopened.store.close();
     }
   });
@@ -173,20 +162,12 @@ describe("journal recycling", () => {
           const file = await view.open(path, mode);
           // Every open of the spare just taken over (its header's, then the writer's).
           if (path !== taken || crashed) return file;
-          return {
-            path: file.path,
-            read: (position, into) => file.read(position, into),
-            write: (position, bytes) => file.write(position, bytes),
-            size: () => file.size(),
-            truncate: (size) => file.truncate(size),
-            close: () => file.close(),
-            sync: async () => {
-              await file.sync();
-              crashed = true;
-              sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
-              throw new Error("power lost");
-            },
-          };
+          return withSync(file, async (sync) => {
+            await sync();
+            crashed = true;
+            sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
+            throw new Error("power lost");
+          });
         },
       };
       const { store } = await Store.open(disk, SMALL_LIMITS);
@@ -200,9 +181,9 @@ describe("journal recycling", () => {
       expect(crashed).toBe(true);
       const reopened = await Store.open(sim.view(), SMALL_LIMITS);
       expect(reopened.recovery.problems).toEqual([]);
-      const seqs = await readAll(reopened.store);
+      const seqs = await readSeqs(reopened.store);
       expect(seqs.length).toBeGreaterThanOrEqual(acknowledged);
-      expect(seqs).toEqual(range(seqs.length));
+      expect(seqs).toEqual(seqRange(seqs.length));
       await reopened.store.close();
     }
   });
@@ -215,7 +196,7 @@ describe("journal recycling", () => {
     const { store: again, recovery } = await Store.open(sim.view(), SMALL_LIMITS);
     expect(recovery.cuts).toEqual([]);
     expect(recovery.problems).toEqual([]);
-    expect(await readAll(again)).toEqual(range(250));
+    expect(await readSeqs(again)).toEqual(seqRange(250));
     await again.close();
   });
 
@@ -247,11 +228,11 @@ describe("journal recycling", () => {
     expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual(left);
     expect(reopened.stats().spareJournalBytes).toBe(left.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0));
     await appendCommitted(reopened, 41, 20);
-    expect(await readAll(reopened)).toEqual(range(60));
+    expect(await readSeqs(reopened)).toEqual(seqRange(60));
     await reopened.close();
     const { store: last, recovery: lastRecovery } = await Store.open(sim.view(), SMALL_LIMITS);
     expect(lastRecovery.problems).toEqual([]);
-    expect(await readAll(last)).toEqual(range(60));
+    expect(await readSeqs(last)).toEqual(seqRange(60));
     await last.close();
   });
 });

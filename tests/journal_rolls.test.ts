@@ -15,11 +15,10 @@ import { dropDrainedJournals } from "../src/store/recovery.ts";
 import { type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
-import { Filter } from "../src/topic/mod.ts";
 import { renameSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
-import { SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
+import { SMALL_LIMITS, TOPICS, payloadOf, readSeqs, seqRange, tempDir, withSync } from "./fixtures/store_helpers.ts";
 
 /**
  * A view of `sim` whose fsyncs of journals (`.wal`) wait while `hold` is on and a staged file
@@ -31,21 +30,14 @@ function gated(sim: SimDisk): { disk: Disk; hold: () => void; release: () => voi
   let open: () => void = () => {};
   let held = 0;
   const staged = () => sim.paths().some((path) => path.endsWith(".next"));
-  const wrap = (file: DiskFile): DiskFile => ({
-    path: file.path,
-    read: (position, into) => file.read(position, into),
-    write: (position, bytes) => file.write(position, bytes),
-    size: () => file.size(),
-    truncate: (size) => file.truncate(size),
-    close: () => file.close(),
-    sync: async () => {
+  const wrap = (file: DiskFile): DiskFile =>
+    withSync(file, async (sync) => {
       if (gate !== null && file.path.endsWith(".wal") && staged()) {
         held++;
         await gate;
       }
-      return file.sync();
-    },
-  });
+      return sync();
+    });
   return {
     disk: { ...view, open: async (path, mode, hints) => wrap(await view.open(path, mode, hints)) },
     hold: () => {
@@ -61,16 +53,6 @@ function gated(sim: SimDisk): { disk: Disk; hold: () => void; release: () => voi
   };
 }
 
-async function readSeqs(store: Store): Promise<number[]> {
-  const seqs: number[] = [];
-  for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
-    expect(plain(message).payload).toEqual([...payloadOf(message.seq)]);
-    seqs.push(message.seq);
-  }
-  return seqs;
-}
-
-const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 const stagedFiles = (sim: SimDisk) => sim.paths().filter((path) => path.endsWith(".next"));
 
 /** Appends from `store.nextSeq` until a staged journal exists and its seal is held, then `more` messages, committing each; the seqs acknowledged. */
@@ -115,7 +97,7 @@ describe("journal rolls", () => {
       await store.sync(); // waits for the seal and the rename
       expect(stagedFiles(sim)).toEqual([]);
       expect(sim.paths()).toContain(staged.replace(/\.next$/, ".wal"));
-      expect(await readSeqs(store)).toEqual(range(store.nextSeq - 1));
+      expect(await readSeqs(store)).toEqual(seqRange(store.nextSeq - 1));
       await store.close();
     }
   });
@@ -136,7 +118,7 @@ describe("journal rolls", () => {
       expect(stagedFiles(sim)).toEqual([]);
       // Everything the killed store wrote is back: the page cache held both journals whole.
       expect(reopened.nextSeq - 1).toBeGreaterThanOrEqual(written);
-      expect(await readSeqs(reopened)).toEqual(range(reopened.nextSeq - 1));
+      expect(await readSeqs(reopened)).toEqual(seqRange(reopened.nextSeq - 1));
       await reopened.close();
     }
   });
@@ -162,13 +144,13 @@ describe("journal rolls", () => {
           outcomes.removed++;
         } else outcomes.lost++;
         const seqs = await readSeqs(reopened);
-        expect(seqs).toEqual(range(reopened.nextSeq - 1));
+        expect(seqs).toEqual(seqRange(reopened.nextSeq - 1));
         if (fsync === "always") expect(seqs.length).toBeGreaterThanOrEqual(acknowledged);
         // The store goes on after either outcome: new appends roll and read back.
         const next = reopened.nextSeq;
         for (let seq = next; seq < next + 60; seq++) reopened.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
         await reopened.commit();
-        expect(await readSeqs(reopened)).toEqual(range(next + 59));
+        expect(await readSeqs(reopened)).toEqual(seqRange(next + 59));
         await reopened.close();
       }
     }
@@ -203,7 +185,7 @@ describe("journal rolls", () => {
     expect(recovery.journalsAdopted).toBe(0);
     expect(recovery.filesRemoved).toEqual(expect.arrayContaining([stagedPath(newest + 5), stagedPath(newest + 1)]));
     expect(stagedFiles(sim)).toEqual([]);
-    expect(await readSeqs(reopened)).toEqual(range(40));
+    expect(await readSeqs(reopened)).toEqual(seqRange(40));
     await reopened.close({ sort: false });
     newest = newestGen();
     // A staged next generation whose first seq is not the one after the newest journal's last record.
@@ -233,7 +215,7 @@ describe("journal rolls", () => {
       expect(recovery.problems).toEqual([]);
       expect(recovery.journalsAdopted).toBe(1);
       expect(readdirSync(join(dir.path, "journal"))).toContain(newest);
-      expect(await readSeqs(reopened)).toEqual(range(200));
+      expect(await readSeqs(reopened)).toEqual(seqRange(200));
       await reopened.close();
     } finally {
       dir.remove();
