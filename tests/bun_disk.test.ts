@@ -81,3 +81,18 @@ test("a mapped region's pages are in the page cache when map resolves: the ones 
   }
   await file.close();
 });
+
+test("a handle opened with the direct hint writes whole blocks past the page cache (or plainly where the file system refuses), and the bytes read back", async () => {
+  const disk = new BunDisk(dir.path);
+  const file = await disk.open("direct.spare", "create", { direct: true });
+  const zeros = new Uint8Array(256 * 1024);
+  await file.write(0, zeros.subarray(0, 64 * 1024));
+  await file.write(64 * 1024, zeros.subarray(0, 128 * 1024));
+  expect(await file.size()).toBe(192 * 1024);
+  await file.close();
+  const again = await disk.open("direct.spare", "read");
+  const into = new Uint8Array(192 * 1024).fill(1);
+  expect(await again.read(0, into)).toBe(into.length);
+  expect(into.every((byte) => byte === 0)).toBe(true);
+  await again.close();
+});

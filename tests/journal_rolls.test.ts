@@ -12,6 +12,7 @@ import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "../src/store/file_hea
 import { StoreContext, resolveOptions } from "../src/store/context.ts";
 import { journalPath, stagedPath } from "../src/store/layout.ts";
 import { dropDrainedJournals } from "../src/store/recovery.ts";
+import { SpareFiller } from "../src/store/spare_filler.ts";
 import { type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
@@ -239,5 +240,89 @@ describe("journal rolls", () => {
     context.journals[1].created = true;
     await dropDrainedJournals(context);
     expect(context.journals.map((journal) => journal.gen)).toEqual([3]);
+  });
+
+  test("under always a spare is zero-filled a piece per small group commit, and the next generation takes it", async () => {
+    const sim = new SimDisk({ seed: 25 });
+    const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 64 * 1024, journalRetainedBytesMax: 1 << 30, fsync: "always" });
+    const append = async (seq: number) => {
+      store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      await store.commit();
+    };
+    await append(1);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    // One 64 KiB piece after the first commit made a whole spare of the journal's size; no journal has drained.
+    const spares = sim.paths().filter((path) => path.endsWith(".spare"));
+    expect(spares.length).toBe(1);
+    const spare = sim.snapshot(spares[0]) as Uint8Array;
+    expect(spare.length).toBe(64 * 1024);
+    expect(spare.every((byte) => byte === 0)).toBe(true);
+    expect(store.stats().spareJournalBytes).toBe(64 * 1024);
+    // Appends up to the roll: the staged generation is that spare renamed.
+    let seq = 2;
+    while (sim.paths().filter((path) => path.endsWith(".wal")).length < 2) await append(seq++);
+    expect(sim.paths()).not.toContain(spares[0]);
+    expect(await readSeqs(store)).toEqual(seqRange(seq - 1));
+    await store.close();
+  });
+
+  test("the filler: no piece under interval or for a large commit; a partial spare is handed over; stop leaves the file", async () => {
+    for (const fsync of ["interval", "never"] as const) {
+      const sim = new SimDisk({ seed: 26 });
+      const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
+      for (let seq = 1; seq <= 50; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      await store.commit();
+      await store.close({ sort: false });
+      expect(sim.paths().filter((path) => path.endsWith(".spare"))).toEqual([]);
+    }
+    const sim = new SimDisk({ seed: 27 });
+    await sim.mkdir("journal");
+    const context = new StoreContext(sim.view(), resolveOptions({ fsync: "always", journalBytesMax: 1 << 20 }));
+    const filler = new SpareFiller(context);
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+    filler.step(300 * 1024); // a large commit: nothing
+    await settle();
+    expect(sim.paths()).toEqual([]);
+    filler.step(1000);
+    await settle();
+    filler.step(70_000); // rounded up to 128 KiB
+    await settle();
+    expect(filler.fillingBytes).toBe(192 * 1024);
+    const partial = await filler.handOver();
+    expect(partial?.bytes).toBe(192 * 1024);
+    expect((sim.snapshot(partial?.path as string) as Uint8Array).length).toBe(192 * 1024);
+    expect(filler.fillingBytes).toBe(0);
+    filler.step(1000); // a new spare
+    await settle();
+    const paths = sim.paths();
+    expect(paths.length).toBe(2);
+    await filler.stop();
+    filler.step(1000); // stopped: nothing more
+    await settle();
+    expect(sim.paths()).toEqual(paths);
+  });
+
+  test("a journal write ends on a page boundary (zeros after the records): a kill leaves them to be cut as a torn tail, a seal or a clean close cuts them", async () => {
+    for (const ending of ["kill", "close"] as const) {
+      const sim = new SimDisk({ seed: 28 });
+      const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 1 << 20, fsync: "interval" });
+      for (let seq = 1; seq <= 30; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      await store.commit();
+      const journal = sim.paths().find((path) => path.endsWith(".wal")) as string;
+      const bytes = sim.snapshot(journal) as Uint8Array;
+      const recordsEnd = store.stats().journalBytes;
+      expect(recordsEnd % 4096).not.toBe(0);
+      expect(bytes.length).toBe(Math.ceil(recordsEnd / 4096) * 4096);
+      expect(bytes.subarray(recordsEnd).every((byte) => byte === 0)).toBe(true);
+      if (ending === "kill") sim.kill();
+      else await store.close({ sort: false });
+      const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 1 << 20, fsync: "interval" });
+      expect(recovery.problems).toEqual([]);
+      const cut = recovery.cuts.find((c) => c.file === journal);
+      if (ending === "kill") expect(cut).toEqual({ file: journal, offset: recordsEnd, bytesCut: bytes.length - recordsEnd, recordsAfterCut: 0 });
+      else expect(cut).toBeUndefined();
+      expect(await readSeqs(reopened)).toEqual(seqRange(30));
+      await reopened.close();
+    }
   });
 });

@@ -469,8 +469,10 @@ describe("store on the simulated disk: limits and retention", () => {
         await file.sync();
       },
       write: async (position, bytes) => {
-        const hook = file.path.startsWith("journal/") ? duringWrite : null;
-        duringWrite = null;
+        // A journal generation's write (not a spare's: spare_filler.ts writes those after commits).
+        const journal = file.path.endsWith(".wal") || file.path.endsWith(".next");
+        const hook = journal ? duringWrite : null;
+        if (journal) duringWrite = null;
         if (hook !== null) await hook();
         await file.write(position, bytes);
       },

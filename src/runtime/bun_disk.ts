@@ -94,6 +94,22 @@ export function missingRuns(view: Uint8Array): number[] {
   return runs;
 }
 
+/**
+ * Opens with O_DIRECT when asked and the platform has it; a file system that refuses it (tmpfs:
+ * EINVAL) gets a plain handle.
+ */
+async function openMaybeDirect(absolute: string, flags: number, direct: boolean): Promise<fs.FileHandle> {
+  const directFlag = (constants as { O_DIRECT?: number }).O_DIRECT;
+  if (direct && directFlag !== undefined) {
+    try {
+      return await fs.open(absolute, flags | directFlag, 0o644);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EINVAL") throw error;
+    }
+  }
+  return fs.open(absolute, flags, 0o644);
+}
+
 /** A Disk over the directory `root` of the real file system. */
 export class BunDisk implements Disk {
   constructor(readonly root: string) {}
@@ -101,7 +117,7 @@ export class BunDisk implements Disk {
   async open(path: string, mode: OpenMode, hints?: OpenHints): Promise<DiskFile> {
     const flags = mode === "read" ? constants.O_RDONLY : mode === "write" ? constants.O_RDWR : constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC;
     try {
-      const handle = await fs.open(join(this.root, path), flags, 0o644);
+      const handle = await openMaybeDirect(join(this.root, path), flags, hints?.direct === true);
       if (hints?.random === true) adviseRandom(handle.fd);
       return new BunFile(path, join(this.root, path), handle);
     } catch (error) {

@@ -30,7 +30,13 @@ export type OpenMode = "read" | "write" | "create";
  * reader's small regions of a pack), so the runtime may turn the kernel's read-ahead off for it;
  * without it, read-ahead past a region reads the neighbouring partitions' data (8 MiB here).
  */
-export type OpenHints = { random?: boolean };
+/**
+ * How a file will be used. `random`: reads at scattered offsets (no read-ahead). `direct`: writes
+ * go past the page cache (O_DIRECT) where the disk can: the caller writes whole 4 KiB blocks at
+ * multiples of 4 KiB from arrays of at least that alignment, and never reads the file through
+ * this handle. A disk may ignore either.
+ */
+export type OpenHints = { random?: boolean; direct?: boolean };
 
 /** An open file. Positions are byte offsets; the store tracks its own append position. */
 export interface DiskFile {

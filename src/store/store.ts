@@ -404,7 +404,7 @@ export class Store {
       partitions: context.partitionList.length,
       journals: context.journals.length,
       journalBytes,
-      spareJournalBytes: context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0),
+      spareJournalBytes: context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0) + this.writer.spareFiller.fillingBytes,
       segments,
       segmentBytes,
       pendingRecords,
@@ -442,6 +442,7 @@ export class Store {
       const newest = context.journals[context.journals.length - 1];
       if (newest.created) await sealJournalFile(context, newest).catch(() => {});
     }
+    await this.writer.spareFiller.stop();
     context.closed = true;
     this.wakeCaughtUp();
     await Promise.all(context.prefetches);
