@@ -18,6 +18,7 @@
  * a spare found at open is kept as spares are. Its bytes are never read. A failure of the filler
  * (a full disk, say) only stops it: the journal does not depend on it.
  */
+import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { sparePath } from "./layout.ts";
@@ -109,7 +110,9 @@ export class SpareFiller {
     const file = this.file;
     this.file = null;
     await file.close();
-    context.spareJournals.push({ path: this.path, bytes: this.written });
     this.written = 0;
+    // Drained journals may have become spares meanwhile: keep no more than they may be.
+    if (context.spareJournals.length >= JOURNAL_SPARES_MAX) await context.disk.remove(this.path);
+    else context.spareJournals.push({ path: this.path, bytes: this.target });
   }
 }
