@@ -26,15 +26,12 @@ export class DiskError extends Error {
 export type OpenMode = "read" | "write" | "create";
 
 /**
- * Hints for an open. `random`: reads of this handle will not run on sequentially (a sparse
- * reader's small regions of a pack), so the runtime may turn the kernel's read-ahead off for it;
- * without it, read-ahead past a region reads the neighbouring partitions' data (8 MiB here).
- */
-/**
- * How a file will be used. `random`: reads at scattered offsets (no read-ahead). `direct`: writes
- * go past the page cache (O_DIRECT) where the disk can: the caller writes whole 4 KiB blocks at
- * multiples of 4 KiB from arrays of at least that alignment, and never reads the file through
- * this handle. A disk may ignore either.
+ * Hints for an open; a disk may ignore either. `random`: reads of this handle will not run on
+ * sequentially (a sparse reader's small regions of a pack), so the runtime may turn the kernel's
+ * read-ahead off for it; without it, read-ahead past a region reads the neighbouring partitions'
+ * data (8 MiB here). `direct`: writes go past the page cache (O_DIRECT) where the disk can: the
+ * caller writes whole 4 KiB blocks at multiples of 4 KiB from arrays of at least that alignment,
+ * and never reads the file through this handle.
  */
 export type OpenHints = { random?: boolean; direct?: boolean };
 

@@ -20,7 +20,7 @@ import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { keepsSpares, promoteJournalFile, stageJournalFile } from "./journal_files.ts";
+import { promoteJournalFile, stageJournalFile } from "./journal_files.ts";
 import { StoreError, journalPath, stagedPath } from "./layout.ts";
 import { ViewCache } from "../stdx/bytes.ts";
 import { encodeRecord, recordBytes } from "./record.ts";
@@ -47,7 +47,7 @@ export class JournalWriter {
   /** The journal written under its staged name while the one before is sealed, and that seal and rename (null: none in flight). */
   private staged: JournalInfo | null = null;
   private promotion: Promise<void> | null = null;
-  /** Under `always`: zero-fills a spare journal ahead, a piece after each group commit. */
+  /** Zero-fills a spare journal ahead, a piece after each group commit (under `always`). */
   readonly spareFiller: SpareFiller;
   private syncScheduled = false;
   private plannedBytes: number;
@@ -215,7 +215,7 @@ export class JournalWriter {
             await this.sync();
           }
           // The disk is idle until the publishers this commit wakes have appended again.
-          if (keepsSpares(context)) this.spareFiller.step(batchBytes(batch));
+          this.spareFiller.step(batchBytes(batch));
         }
         context.committedSeq = policy === "always" ? context.syncedSeq : context.writtenSeq;
         if (policy === "interval") this.scheduleSync();
@@ -240,7 +240,7 @@ export class JournalWriter {
     const context = this.context;
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
-    if (keepsSpares(context) && context.spareJournals.length === 0) {
+    if (context.spareJournals.length === 0) {
       const partial = await this.spareFiller.handOver();
       if (partial !== undefined) context.spareJournals.push(partial);
     }
@@ -309,7 +309,7 @@ function writeChunk(file: DiskFile, chunk: Chunk): Promise<void> | void {
   // record as a torn tail; a seal truncates them.
   const padded = Math.min(chunk.bytes.length, Math.ceil((chunk.position + chunk.length) / PAGE_BYTES) * PAGE_BYTES - chunk.position);
   if (padded > chunk.length) chunk.bytes.fill(0, chunk.length, padded);
-  const bytes = chunk.bytes.subarray(0, Math.max(padded, chunk.length));
+  const bytes = chunk.bytes.subarray(0, padded);
   if (file.writeNow === undefined || bytes.length > JOURNAL_WRITE_NOW_BYTES_MAX) return file.write(chunk.position, bytes);
   file.writeNow(chunk.position, bytes);
 }

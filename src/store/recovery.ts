@@ -226,9 +226,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
     if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) {
-      const file = await disk.open(sparePath(n), "read");
-      const bytes = await file.size().finally(() => file.close());
-      context.spareJournals.push({ path: sparePath(n), bytes });
+      context.spareJournals.push({ path: sparePath(n), bytes: await sizeOf(disk, sparePath(n)) });
     } else {
       await disk.remove(sparePath(n));
       report.filesRemoved.push(sparePath(n));
@@ -303,12 +301,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       stagedNext = -1;
     }
   }
-  if (stagedNext >= 0) {
-    const removed = stagedPath(stagedNext);
-    report.cuts.push({ file: removed, offset: 0, bytesCut: await sizeOf(disk, removed), recordsAfterCut: 0 });
-    await disk.remove(removed);
-    report.filesRemoved.push(removed);
-  }
+  if (stagedNext >= 0) await dropStaged(disk, stagedPath(stagedNext), report);
   if (report.problems.some((p) => p.dataLost) && !repair) {
     await context.files.closeAll();
     throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
@@ -334,34 +327,37 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
 /**
  * Gives staged generation `gen` its journal name when its header is whole, names `gen` and
  * starts at `expected` (the seq after the newest journal's last record, already durable): the
- * staged file is made durable, renamed, the directory entry synced. Else it is removed (a cut
- * at 0: its records, if any, follow a hole). Whether it was adopted.
+ * staged file is made durable, renamed, the directory entry synced. Else it is removed
+ * (dropStaged). Whether it was adopted.
  */
 async function adoptStaged(context: StoreContext, gen: number, expected: number, report: RecoveryReport): Promise<boolean> {
   const disk = context.disk;
   const from = stagedPath(gen);
   const file = await disk.open(from, "write");
-  let bytes = 0;
   let adopted = false;
   try {
     const probe = new Uint8Array(HEADER_PROBE_BYTES);
     const header = decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", context.crc32);
     adopted = typeof header !== "string" && header.id === gen && header.firstSeq === expected;
-    bytes = await file.size();
     if (adopted) await file.sync();
   } finally {
     await file.close().catch(() => {});
   }
   if (!adopted) {
-    report.cuts.push({ file: from, offset: 0, bytesCut: bytes, recordsAfterCut: 0 });
-    await disk.remove(from);
-    report.filesRemoved.push(from);
+    await dropStaged(disk, from, report);
     return false;
   }
   await disk.rename(from, journalPath(gen));
   await disk.syncDir(JOURNAL_DIR);
   report.journalsAdopted++;
   return true;
+}
+
+/** Removes the staged file at `path`, reported as a cut at 0: its records, if any, follow a hole. */
+async function dropStaged(disk: Disk, path: string, report: RecoveryReport): Promise<void> {
+  report.cuts.push({ file: path, offset: 0, bytesCut: await sizeOf(disk, path), recordsAfterCut: 0 });
+  await disk.remove(path);
+  report.filesRemoved.push(path);
 }
 
 async function sizeOf(disk: Disk, path: string): Promise<number> {

@@ -21,6 +21,7 @@
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
+import { keepsSpares } from "./journal_files.ts";
 import { sparePath } from "./layout.ts";
 
 const PIECE_ALIGN = 64 * 1024;
@@ -49,7 +50,7 @@ export class SpareFiller {
   /** After a group commit of `bytes`: writes the next piece, if a spare is wanted and no piece is in flight. */
   step(bytes: number): void {
     const context = this.context;
-    if (this.stopped || this.writing !== null || context.failure !== null || context.closed) return;
+    if (!keepsSpares(context) || this.stopped || this.writing !== null || context.failure !== null || context.closed) return;
     // A large commit's fsync is mostly its bytes' transfer, which an overwrite does not shorten,
     // and the disk is busy with them (pipelined publishers): no piece then.
     if (bytes > PIECE_BYTES_MAX) return;
