@@ -192,7 +192,14 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
   };
 }
 
-async function readCases(dir: string, partitions: number, bytes: number): Promise<{ rows: Row[]; storedBytes: number }> {
+/**
+ * The read cases over a store of `partitions` written for them. `rawFile` (a file of at least 512
+ * MiB, or null): each cold case is bracketed by an O_DIRECT dd read of it, just before and just
+ * after, and its note gives its rate as a share of their mean. This VM's disk swings between
+ * ~0.9 and ~2.5 GB/s within a minute (dd iflag=direct of the same file), so a ratio to a dd
+ * read at the start of the run said more about the moment than about the reader.
+ */
+async function readCases(dir: string, partitions: number, bytes: number, rawFile: string | null): Promise<{ rows: Row[]; storedBytes: number }> {
   const path = mkdtempSync(join(dir, "r-"));
   const payload = new Uint8Array(MESSAGE_BYTES).fill(7);
   const opened = await Store.open(new BunDisk(path), { fsync: "never", crc32: nativeCrc32 });
@@ -217,13 +224,21 @@ async function readCases(dir: string, partitions: number, bytes: number): Promis
     // packs (span reads map them) are unmapped first, when the collector frees their views
     // (the case ran in a function of its own, so no frame here still holds its reader).
     Bun.gc(true);
+    const rawBefore = cold && rawFile !== null ? await rawRead(rawFile) : 0;
     const dropped = cold && (await dropCaches());
     const resident = residentShare(path);
     const { row, stored } = await readCase(path, filter);
+    const rawAfter = cold && rawFile !== null ? await rawRead(rawFile) : 0;
+    const raw = rawBefore > 0 ? `; dd iflag=direct ${rawBefore.toFixed(0)} MB/s before, ${rawAfter.toFixed(0)} after: ${((200 * row.mbPerS) / (rawBefore + rawAfter)).toFixed(0)}% of their mean` : "";
     storedBytes = stored;
-    rows.push({ ...row, case: `${name}, ${partitions} partitions`, note: `${row.note}${dropped ? ", cold cache" : ", warm cache"} (${(100 * resident).toFixed(1)}% resident at the start)` });
+    rows.push({ ...row, case: `${name}, ${partitions} partitions`, note: `${row.note}${dropped ? ", cold cache" : ", warm cache"} (${(100 * resident).toFixed(1)}% resident at the start)${raw}` });
   }
   return { rows, storedBytes };
+}
+
+/** MB/s of an O_DIRECT read of the first 512 MiB of `file` (the raw read rate of the moment). */
+function rawRead(file: string): Promise<number> {
+  return dd([`if=${file}`, "of=/dev/null", "bs=1M", "count=512", "iflag=direct"]);
 }
 
 /** One timed read of `filter` from seq 1 over the store at `path`, opened for it and closed after. */
@@ -232,6 +247,7 @@ async function readCase(path: string, filter: Filter): Promise<{ row: Row; store
   // The runtime's pauses, as the server opens its store: while reads ahead are in flight the reader lets I/O callbacks run between batches.
   const { store } = await Store.open(disk, { crc32: nativeCrc32, yieldToEvents });
   const stored = store.stats().segmentBytes + store.stats().journalBytes;
+  const cpuStart = process.cpuUsage();
   const start = performance.now();
   let count = 0;
   let useful = 0;
@@ -244,8 +260,9 @@ async function readCase(path: string, filter: Filter): Promise<{ row: Row; store
     for (const message of batch) useful += message.length ?? message.payload.length; // no view per borrowed message
   }
   const seconds = (performance.now() - start) / 1000;
+  const cpu = process.cpuUsage(cpuStart);
   await store.close({ sort: false });
-  const row = { case: "", messages: count, seconds, msgPerS: count / seconds, mbPerS: useful / seconds / 1e6, note: `read ${((100 * disk.bytesRead) / stored).toFixed(2)}% of ${(stored / 1e6).toFixed(0)} MB stored` };
+  const row = { case: "", messages: count, seconds, msgPerS: count / seconds, mbPerS: useful / seconds / 1e6, note: `read ${((100 * disk.bytesRead) / stored).toFixed(2)}% of ${(stored / 1e6).toFixed(0)} MB stored, CPU user ${(cpu.user / 1e3).toFixed(0)} ms, system ${(cpu.system / 1e3).toFixed(0)} ms` };
   return { row, stored };
 }
 
@@ -290,8 +307,9 @@ export async function runStoreBench(
       rows.push(...runs.map(medianRow));
     }
     if (which !== "write") {
-      rows.push(...(await readCases(base, smoke ? 5 : 10, bytes)).rows);
-      rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes)).rows);
+      const rawFile = smoke ? null : join(base, "dd.bin");
+      rows.push(...(await readCases(base, smoke ? 5 : 10, bytes, rawFile)).rows);
+      rows.push(...(await readCases(base, smoke ? 50 : 10_000, bytes, rawFile)).rows);
     }
   } finally {
     rmSync(base, { recursive: true, force: true });
