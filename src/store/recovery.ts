@@ -22,8 +22,9 @@
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
-import type { Disk } from "./disk.ts";
-import { FILE_HEADER_FIXED_BYTES, decodeFileHeader } from "./file_header.ts";
+import type { Crc32 } from "./crc32.ts";
+import type { Disk, DiskFile } from "./disk.ts";
+import { FILE_HEADER_FIXED_BYTES, type FileHeader, decodeFileHeader } from "./file_header.ts";
 import { createJournalFile, keepsSpares, retireJournalFile } from "./journal_files.ts";
 import {
   JOURNAL_DIR,
@@ -240,16 +241,13 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     const path = journalPath(gen);
     const file = await disk.open(path, "write");
     try {
-      const probe = new Uint8Array(HEADER_PROBE_BYTES);
-      const header = decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", context.crc32);
+      const header = await readJournalHeader(file, context.crc32);
       if (typeof header === "string" || header.id !== gen) {
         const what = typeof header === "string" ? header : `header names generation ${header.id}`;
         if (isLast) {
           // A journal whose creation was cut short by a crash: it never held an acknowledged record.
-          report.cuts.push({ file: path, offset: 0, bytesCut: await file.size(), recordsAfterCut: 0 });
           await file.close();
-          await disk.remove(path);
-          report.filesRemoved.push(path);
+          await removeAsCut(disk, path, report);
           continue;
         }
         problem(path, 0, what, "journal skipped");
@@ -301,7 +299,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       stagedNext = -1;
     }
   }
-  if (stagedNext >= 0) await dropStaged(disk, stagedPath(stagedNext), report);
+  if (stagedNext >= 0) await removeAsCut(disk, stagedPath(stagedNext), report);
   if (report.problems.some((p) => p.dataLost) && !repair) {
     await context.files.closeAll();
     throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
@@ -328,7 +326,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
  * Gives staged generation `gen` its journal name when its header is whole, names `gen` and
  * starts at `expected` (the seq after the newest journal's last record, already durable): the
  * staged file is made durable, renamed, the directory entry synced. Else it is removed
- * (dropStaged). Whether it was adopted.
+ * (removeAsCut). Whether it was adopted.
  */
 async function adoptStaged(context: StoreContext, gen: number, expected: number, report: RecoveryReport): Promise<boolean> {
   const disk = context.disk;
@@ -336,15 +334,14 @@ async function adoptStaged(context: StoreContext, gen: number, expected: number,
   const file = await disk.open(from, "write");
   let adopted = false;
   try {
-    const probe = new Uint8Array(HEADER_PROBE_BYTES);
-    const header = decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", context.crc32);
+    const header = await readJournalHeader(file, context.crc32);
     adopted = typeof header !== "string" && header.id === gen && header.firstSeq === expected;
     if (adopted) await file.sync();
   } finally {
     await file.close().catch(() => {});
   }
   if (!adopted) {
-    await dropStaged(disk, from, report);
+    await removeAsCut(disk, from, report);
     return false;
   }
   await disk.rename(from, journalPath(gen));
@@ -353,11 +350,17 @@ async function adoptStaged(context: StoreContext, gen: number, expected: number,
   return true;
 }
 
-/** Removes the staged file at `path`, reported as a cut at 0: its records, if any, follow a hole. */
-async function dropStaged(disk: Disk, path: string, report: RecoveryReport): Promise<void> {
+/** Removes the journal (or staged file) at `path`, reported as a cut at 0: it holds no record that counts. */
+async function removeAsCut(disk: Disk, path: string, report: RecoveryReport): Promise<void> {
   report.cuts.push({ file: path, offset: 0, bytesCut: await sizeOf(disk, path), recordsAfterCut: 0 });
   await disk.remove(path);
   report.filesRemoved.push(path);
+}
+
+/** The header of the journal open as `file` (decoded from its first bytes), or what is wrong with it. */
+async function readJournalHeader(file: DiskFile, crc32: Crc32): Promise<FileHeader | string> {
+  const probe = new Uint8Array(HEADER_PROBE_BYTES);
+  return decodeFileHeader(probe.subarray(0, await file.read(0, probe)), "journal", crc32);
 }
 
 async function sizeOf(disk: Disk, path: string): Promise<number> {
