@@ -1,7 +1,8 @@
 /**
  * BunDisk's mapped reads (`DiskFile.map`): the bytes a read gives, the file mapped again when a
  * region passes the mapping's end, null past the end of the file, and the pages of the region
- * in the page cache when it resolves (found missing by mincore and read in).
+ * in the page cache when it resolves (found missing by mincore and read in), or, with
+ * `cachedOnly`, null unless they all are.
  */
 import { afterAll, expect, test } from "bun:test";
 import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
@@ -79,6 +80,33 @@ test("a mapped region's pages are in the page cache when map resolves: the ones 
     expect(around[2]).toBeGreaterThanOrEqual(Math.ceil((position + length) / page) * page);
     expect(around[3]).toBe(whole.length);
   }
+  await file.close();
+});
+
+test("map with cachedOnly is null while any page of the region is missing, reading nothing, and the mapping once all of them are cached", async () => {
+  const path = join(dir.path, "c.bin");
+  const content = bytesOf(2 * 1024 * 1024, 4);
+  const fd = openSync(path, "w");
+  writeSync(fd, content);
+  fsyncSync(fd);
+  closeSync(fd);
+  evict(path);
+  const whole = Bun.mmap(path, { shared: false });
+  expect(missingRuns(whole)).toEqual([0, whole.length]);
+  const disk = new BunDisk(dir.path);
+  const file = await disk.open("c.bin", "read");
+  const [position, length] = [100_000, 1_500_000];
+  expect(await file.map?.(position, length, { cachedOnly: true })).toBeNull();
+  // Nothing was read in for it: the file's pages are all still missing.
+  expect(missingRuns(whole)).toEqual([0, whole.length]);
+  // A read of part of the region (without read-ahead) brings only that part in: still null.
+  const random = await disk.open("c.bin", "read", { random: true });
+  expect(await random.read(position, new Uint8Array(8192))).toBe(8192);
+  await random.close();
+  expect(missingRuns(whole).length).toBe(4);
+  expect(await file.map?.(position, length, { cachedOnly: true })).toBeNull();
+  expect(await file.map?.(position, length)).toEqual(content.subarray(position, position + length));
+  expect(await file.map?.(position, length, { cachedOnly: true })).toEqual(content.subarray(position, position + length));
   await file.close();
 });
 

@@ -7,7 +7,7 @@
  */
 import { constants, promises as fs, writeSync } from "node:fs";
 import { join } from "node:path";
-import { type Disk, DiskError, type DiskFile, type OpenHints, type OpenMode } from "../store/disk.ts";
+import { type Disk, DiskError, type DiskFile, type MapOptions, type OpenHints, type OpenMode } from "../store/disk.ts";
 
 /** posix_fadvise's advice that reads are random: the kernel reads only what is asked, no read-ahead. */
 const POSIX_FADV_RANDOM = 1;
@@ -187,7 +187,7 @@ class BunFile implements DiskFile {
    * kernel's fault-around). The mapping lives as long as views of it: a region of its own per
    * call, so nothing stays mapped once its readers let go.
    */
-  async map(position: number, length: number): Promise<Uint8Array | null> {
+  async map(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null> {
     if (typeof Bun === "undefined") return null;
     let mapping: Uint8Array;
     try {
@@ -199,6 +199,7 @@ class BunFile implements DiskFile {
     if (mapping.length < length) return null;
     const runs = missingRuns(mapping);
     if (runs.length === 0) return mapping;
+    if (options?.cachedOnly === true) return null;
     const pieces: number[] = [];
     for (let i = 0; i < runs.length; i += 2) for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) pieces.push(at, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at));
     const scratch = (prefetchScratch ??= new Uint8Array(PREFETCH_PIECE_BYTES));

@@ -35,6 +35,9 @@ export type OpenMode = "read" | "write" | "create";
  */
 export type OpenHints = { random?: boolean; direct?: boolean };
 
+/** See DiskFile.map. */
+export type MapOptions = { cachedOnly?: boolean };
+
 /** An open file. Positions are byte offsets; the store tracks its own append position. */
 export interface DiskFile {
   readonly path: string;
@@ -53,9 +56,10 @@ export interface DiskFile {
    * I/O unless memory pressure evicts them). Only for files never written again (packs,
    * subtree stores): a later write or truncate may change the view or fault on it. Null when
    * the file cannot be mapped or ends before `position + length`; optional: without it
-   * callers read.
+   * callers read. `cachedOnly`: null also when any page of the region is not in the page cache
+   * (nothing is read then: the caller reads the bytes itself).
    */
-  map?(position: number, length: number): Promise<Uint8Array | null>;
+  map?(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null>;
   /** The current size in bytes. */
   size(): Promise<number>;
   /** Makes every write so far durable (fsync). */

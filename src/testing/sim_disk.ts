@@ -15,7 +15,7 @@
  * Invariants: durable state only changes in sync/syncDir/crash; directories exist once made
  * (mkdir is durable at once: the store makes its directories before anything else).
  */
-import { type Disk, DiskError, type DiskFile, type OpenHints, type OpenMode, dirOf } from "../store/disk.ts";
+import { type Disk, DiskError, type DiskFile, type MapOptions, type OpenHints, type OpenMode, dirOf } from "../store/disk.ts";
 import { assert } from "../stdx/assert.ts";
 import { Prng } from "../stdx/prng.ts";
 
@@ -327,12 +327,17 @@ class SimFile implements DiskFile {
     return count;
   }
 
-  /** A copy of the current bytes: the store maps only files it never writes again, so a copy reads as a mapping would. */
-  async map(position: number, length: number): Promise<Uint8Array | null> {
+  /**
+   * A copy of the current bytes: the store maps only files it never writes again, so a copy reads
+   * as a mapping would. `cachedOnly`: a region counts as cached or not by a hash of its position
+   * (no Prng draw, so runs replay as before), so callers take both of their paths.
+   */
+  async map(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null> {
     await tick();
     this.disk.checkEpoch(this.epoch, this.path);
     const buffer = this.inode.current;
     if (position + length > buffer.length) return null;
+    if (options?.cachedOnly === true && ((position * 2654435761) >>> 0) % 2 === 1) return null;
     return buffer.data.slice(position, position + length);
   }
 
