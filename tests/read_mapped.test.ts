@@ -8,9 +8,10 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
-import type { Disk, DiskFile, OpenHints, OpenMode } from "../src/store/disk.ts";
+import type { Disk } from "../src/store/disk.ts";
 import { type ReadFrom, Store } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
+import { WatchedDisk } from "../src/testing/watched_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
 import { payloadOf, tempDir } from "./fixtures/store_helpers.ts";
 
@@ -22,45 +23,20 @@ const timeOf = (seq: number) => 1_000_000 + seq * 10;
 /** Lane chunks of 4 KiB (16 KiB over 4 partitions): each image is ~100 KiB, many chunks. */
 const OPTIONS = { readBufferBytes: 16 * 1024, readBatchBytesMax: 8192 };
 
-/** A disk whose files count the bytes read from packs and the calls to map; `maps` false strips map. */
-class WatchedDisk implements Disk {
-  packBytesRead = 0;
-  maps = 0;
-  constructor(
-    private readonly inner: Disk,
-    private readonly mapping: boolean,
-  ) {}
-  async open(path: string, mode: OpenMode, hints?: OpenHints): Promise<DiskFile> {
-    const file = await this.inner.open(path, mode, hints);
-    const watched = this;
-    const pack = path.endsWith(".pak");
-    return {
-      path: file.path,
-      async read(position, into) {
-        const n = await file.read(position, into);
-        if (pack) watched.packBytesRead += n;
-        return n;
-      },
-      write: (p, b) => file.write(p, b),
-      writeNow: file.writeNow === undefined ? undefined : (p, b) => file.writeNow!(p, b),
-      map:
-        !this.mapping || file.map === undefined
-          ? undefined
-          : (position, length) => {
-              watched.maps++;
-              return file.map!(position, length);
-            },
-      size: () => file.size(),
-      sync: () => file.sync(),
-      truncate: (s) => file.truncate(s),
-      close: () => file.close(),
-    };
-  }
-  list = (dir: string) => this.inner.list(dir);
-  mkdir = (dir: string) => this.inner.mkdir(dir);
-  remove = (path: string) => this.inner.remove(path);
-  rename = (from: string, to: string) => this.inner.rename(from, to);
-  syncDir = (dir: string) => this.inner.syncDir(dir);
+/** A disk over `inner` that counts the bytes read from packs and the mappings given; `mapping` false: its files do not map. */
+function watched(inner: Disk, mapping: boolean): { disk: Disk; packBytesRead: () => number; maps: () => number } {
+  let packBytesRead = 0;
+  let maps = 0;
+  const disk = new WatchedDisk(inner, {
+    maps: mapping,
+    read: (path, bytes) => {
+      if (path.endsWith(".pak")) packBytesRead += bytes;
+    },
+    map: () => {
+      maps++;
+    },
+  });
+  return { disk, packBytesRead: () => packBytesRead, maps: () => maps };
 }
 
 /** Writes COUNT messages over PARTITIONS partitions into `disk`, sorted in two batches (two images per partition), and closes. */
@@ -108,23 +84,23 @@ describe("mapped lane reads", () => {
     const stored = store.stats().segmentBytes;
     await store.close({ sort: false });
     for (const borrow of [false, true]) {
-      const mapped = new WatchedDisk(new BunDisk(path), true);
-      const read = await readAll(mapped, Filter.of("**"), { seq: 1 }, borrow);
+      const mapped = watched(new BunDisk(path), true);
+      const read = await readAll(mapped.disk, Filter.of("**"), { seq: 1 }, borrow);
       expect(read.seqs).toEqual(upTo(1, COUNT));
       // Only the images' indexes (loaded once per file) may come through read.
-      expect(mapped.packBytesRead).toBeLessThan(stored / 20);
+      expect(mapped.packBytesRead()).toBeLessThan(stored / 20);
       // A chunk of each image, then the rest of it: at most two mappings per image (8 images).
-      expect(mapped.maps).toBeGreaterThan(0);
-      expect(mapped.maps).toBeLessThanOrEqual(2 * 2 * PARTITIONS);
+      expect(mapped.maps()).toBeGreaterThan(0);
+      expect(mapped.maps()).toBeLessThanOrEqual(2 * 2 * PARTITIONS);
       // The rest of an image mapped from its first record again is not counted twice.
       expect(read.bytesRead).toBeLessThan(stored * 1.05);
       expect(read.bytesRead).toBeGreaterThan(stored * 0.9);
 
-      const copied = new WatchedDisk(new BunDisk(path), false);
-      const plain = await readAll(copied, Filter.of("**"), { seq: 1 }, borrow);
+      const copied = watched(new BunDisk(path), false);
+      const plain = await readAll(copied.disk, Filter.of("**"), { seq: 1 }, borrow);
       expect(plain.seqs).toEqual(upTo(1, COUNT));
-      expect(copied.maps).toBe(0);
-      expect(copied.packBytesRead).toBeGreaterThan(stored * 0.9);
+      expect(copied.maps()).toBe(0);
+      expect(copied.packBytesRead()).toBeGreaterThan(stored * 0.9);
     }
   });
 
@@ -135,8 +111,8 @@ describe("mapped lane reads", () => {
     for (const from of starts) {
       for (const filter of [Filter.of("**"), Filter.of("m1/**"), Filter.of("m2/x", "m3/**")]) {
         for (const borrow of [false, true]) {
-          const mapped = await readAll(new WatchedDisk(sim.view(), true), filter, from, borrow);
-          const copied = await readAll(new WatchedDisk(sim.view(), false), filter, from, borrow);
+          const mapped = await readAll(watched(sim.view(), true).disk, filter, from, borrow);
+          const copied = await readAll(watched(sim.view(), false).disk, filter, from, borrow);
           expect(mapped.seqs.length).toBeGreaterThan(0);
           expect(mapped.seqs).toEqual(copied.seqs);
         }
@@ -151,7 +127,7 @@ describe("mapped lane reads", () => {
     const bytes = sim.snapshot(`segments/${pack}`) as Uint8Array;
     const at = Math.floor(bytes.length / 3);
     sim.corrupt(`segments/${pack}`, at, new Uint8Array([bytes[at] ^ 0xff]));
-    const error = await readAll(new WatchedDisk(sim.view(), true), Filter.of("**"), { seq: 1 }, true).then(
+    const error = await readAll(watched(sim.view(), true).disk, Filter.of("**"), { seq: 1 }, true).then(
       () => null,
       (e: Error) => e,
     );
