@@ -202,7 +202,7 @@ class Lane {
         this.fileEnd = span.end;
         this.fileSmallInPack = smallInPack(file);
         this.fileDataStart = span.dataStart;
-        this.imageCrc = isStore(file) || file.pack?.recordsCrc === undefined ? -1 : file.pack.recordsCrc;
+        this.imageCrc = recordsCrcOf(file);
         this.checkedEnd = 0;
         if (timeFloor === -Infinity && this.nextSeq <= file.firstSeq) {
           // The whole file is wanted: no index to read.
@@ -446,7 +446,7 @@ class Lane {
     // The next image of the pack starts after this one's index image.
     const next = regionEnd === end ? end + file.pack.indexBytes : -1;
     const whole = position === dataStart && regionEnd === end;
-    const recordsCrc = whole ? (file.pack.recordsCrc ?? -1) : -1;
+    const recordsCrc = whole ? recordsCrcOf(file) : -1;
     return { path, position, end: regionEnd, ahead, fromStart: position === dataStart, imageStart: file.pack.offset, next, recordsCrc };
   }
 
@@ -639,7 +639,7 @@ class Lane {
     this.bufferStart = start;
     this.bufferLength = bytes.length;
     this.markChecked(false);
-    if (start === this.fileDataStart && end === this.fileEnd && isPacked(file)) this.imageCrc = file.pack?.recordsCrc ?? -1;
+    if (start === this.fileDataStart && end === this.fileEnd) this.imageCrc = recordsCrcOf(file);
     return true;
   }
 
@@ -877,6 +877,11 @@ const SPARSE_PARTITIONS_SHARE = 1 / 8;
 
 function isPacked(file: FileMeta): boolean {
   return !isStore(file) && file.pack !== undefined;
+}
+
+/** The CRC-32 of `file`'s records as the manifest keeps it (packed images), else -1. */
+function recordsCrcOf(file: FileMeta): number {
+  return isStore(file) ? -1 : (file.pack?.recordsCrc ?? -1);
 }
 
 function smallInPack(file: FileMeta): boolean {
