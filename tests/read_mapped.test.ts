@@ -29,7 +29,7 @@ function watched(inner: Disk, mapping: boolean): { disk: Disk; packBytesRead: ()
   let maps = 0;
   const disk = new WatchedDisk(inner, {
     maps: mapping,
-    read: (path, bytes) => {
+    read: (path, _position, bytes) => {
       if (path.endsWith(".pak")) packBytesRead += bytes;
     },
     map: () => {

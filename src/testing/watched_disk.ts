@@ -1,16 +1,16 @@
 /**
- * WatchedDisk: a Disk over another that reports what its files read and map (path, bytes) to
- * hooks, and can hide mapping (`maps: false`: its files have no `map`, so callers read). For the
+ * WatchedDisk: a Disk over another that reports what its files read and map (path, position,
+ * bytes) to hooks, and can hide mapping (`maps: false`: its files have no `map`, so callers read). For the
  * store benchmark, which counts the bytes a read takes from the disk, and for tests that check
  * which way a read went. Everything else passes through unchanged, open hints included.
  */
 import type { Disk, DiskFile, OpenHints, OpenMode } from "../store/disk.ts";
 
 export type DiskWatch = {
-  /** After each read of `path` that returned `bytes`. */
-  read?: (path: string, bytes: number) => void;
-  /** After each mapping of `bytes` of `path` that was given (not null). */
-  map?: (path: string, bytes: number) => void;
+  /** After each read of `path` at `position` that returned `bytes`. */
+  read?: (path: string, position: number, bytes: number) => void;
+  /** After each mapping of `bytes` of `path` at `position` that was given (not null). */
+  map?: (path: string, position: number, bytes: number) => void;
   /** False: files without `map`. */
   maps?: boolean;
 };
@@ -28,7 +28,7 @@ export class WatchedDisk implements Disk {
       path: file.path,
       async read(position, into) {
         const n = await file.read(position, into);
-        read?.(path, n);
+        read?.(path, position, n);
         return n;
       },
       write: (position, bytes) => file.write(position, bytes),
@@ -38,7 +38,7 @@ export class WatchedDisk implements Disk {
           ? undefined
           : async (position, length, options) => {
               const bytes = await file.map!(position, length, options);
-              if (bytes !== null) map?.(path, bytes.length);
+              if (bytes !== null) map?.(path, position, bytes.length);
               return bytes;
             },
       size: () => file.size(),
