@@ -120,6 +120,43 @@ describe("mapped lane reads", () => {
     }
   });
 
+  test("an image larger than a lane maps at once is mapped in pieces from where the lane is: exact, each piece bounded", async () => {
+    // One partition, 16 KiB chunks: a lane maps at most 256 chunks (4 MiB) of a file at once, and
+    // the partition's one image is ~7 MB (before, the rest of any file was mapped whole: a
+    // subtree store past 2 GiB gave the lane negative int32 offsets).
+    const path = `${dir.path}/large`;
+    const options = { readBufferBytes: 16 * 1024 };
+    const count = 40_000;
+    const big = (seq: number) => payloadOf(seq, 100 + (seq % 150));
+    {
+      const { store } = await Store.open(new BunDisk(path), options);
+      for (let seq = 1; seq <= count; seq++) store.append(seq, timeOf(seq), "one/x", big(seq));
+      await store.commit();
+      await store.close();
+    }
+    const pieces: number[] = [];
+    const disk = new WatchedDisk(new BunDisk(path), { map: (_path, _position, bytes) => pieces.push(bytes) });
+    const { store } = await Store.open(disk, options);
+    const stored = store.stats().segmentBytes;
+    expect(stored).toBeGreaterThan(6e6);
+    const reader = store.read(Filter.of("**"), { seq: 1 });
+    let next = 1;
+    for (;;) {
+      const batch = await reader.nextBatch();
+      if (batch.length === 0) break;
+      for (const message of batch) {
+        expect(message.seq).toBe(next++);
+        expect([...message.payload]).toEqual([...big(message.seq)]);
+      }
+    }
+    await store.close({ sort: false });
+    expect(next).toBe(count + 1);
+    // The first chunk, then pieces of at most 4 MiB (and the record the lane stands on) to the end.
+    expect(pieces.length).toBeGreaterThanOrEqual(3);
+    for (const bytes of pieces) expect(bytes).toBeLessThanOrEqual(4 * 1024 * 1024 + 16 * 1024);
+    expect(pieces.reduce((a, b) => a + b, 0)).toBeGreaterThan(stored * 0.95);
+  });
+
   test("a damaged byte in a mapped image fails its one CRC, and the damaged record is reported with file and offset", async () => {
     const sim = new SimDisk({ seed: 72 });
     await fill(sim.view());

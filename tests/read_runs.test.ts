@@ -208,4 +208,24 @@ describe("runs of record tables", () => {
     expect(all.runsTaken).toBeGreaterThan(0);
     await store.close({ sort: false });
   });
+
+  test("a borrowing reader's slots past a shorter batch let go of the buffers they pointed into", async () => {
+    const store = await filled(46, 3000, single);
+    const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow: true });
+    const first = await reader.nextBatch();
+    expect(first.length).toBeGreaterThan(10);
+    const kept = [...first];
+    // Caught up: the next batches are the few messages appended since.
+    for (let seq = 3001; seq <= 3003; seq++) store.append(seq, timeOf(seq), single(seq), payload(seq));
+    await store.commit();
+    let rest = await reader.nextBatch();
+    while (rest.length > 0 && rest[rest.length - 1].seq < 3003) rest = await reader.nextBatch();
+    expect(rest.length).toBeLessThan(first.length);
+    expect([...rest[rest.length - 1].payload]).toEqual([...payload(3003)]);
+    // The slots this batch did not use hold no buffer any more; the ones it used hold its messages.
+    for (const message of kept.slice(rest.length)) expect(message.source?.length ?? 0).toBe(0);
+    expect(await reader.nextBatch()).toEqual([]);
+    for (const message of kept) expect(message.source?.length ?? 0).toBe(0);
+    await store.close({ sort: false });
+  });
 });

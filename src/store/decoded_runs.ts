@@ -43,6 +43,12 @@ export class BorrowedMessage {
   get payload(): Uint8Array {
     return this.source.subarray(this.start, this.start + this.length);
   }
+
+  /** Lets go of the buffer (a slot no batch uses now: see StoreReader.nextBatch). */
+  release(): void {
+    this.source = EMPTY;
+    this.length = 0;
+  }
 }
 
 /**

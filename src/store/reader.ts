@@ -627,8 +627,13 @@ class Lane {
     const file = this.files[this.segmentIndex];
     if (!isPacked(file) && !isStore(file)) return false;
     const again = this.bufferPath === want.path;
-    const start = again && this.bufferStart <= this.fileDataStart ? this.fileDataStart : want.position;
-    const end = again ? this.fileEnd : Math.min(want.limit, want.position + want.bytes);
+    // Coming back: the rest of the file, at most MAPPED_CHUNKS_MAX chunks of it (a subtree store
+    // has no size limit, and the lane's offsets into its buffer are int32s), from the image's
+    // first record when the whole image fits.
+    const most = MAPPED_CHUNKS_MAX * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN);
+    const whole = again && this.bufferStart <= this.fileDataStart && this.fileEnd - this.fileDataStart <= most;
+    const start = whole ? this.fileDataStart : want.position;
+    const end = whole ? this.fileEnd : again ? Math.min(this.fileEnd, start + Math.max(most, want.bytes)) : Math.min(want.limit, want.position + want.bytes);
     const bytes = await mapRegion(context, want.path, start, end, again ? this.bufferStart : 0, again ? this.bufferLength : 0);
     if (bytes === null) {
       this.mapMissed = this.segmentIndex;
@@ -890,6 +895,11 @@ function smallInPack(file: FileMeta): boolean {
 
 /** The largest span read (one allocation). */
 const SPAN_BYTES_MAX = 64 * 1024 * 1024;
+/**
+ * A lane maps at most this many chunks of a file at once (256 MiB with 1 MiB chunks, so a packed
+ * image, at most a segment of 64 MiB, is mapped whole; a large subtree store in pieces).
+ */
+const MAPPED_CHUNKS_MAX = 256;
 /** A lane's share of a span, in its read chunks: with a chunk of 16 KiB (10,000 cursors), whole segments of up to 32 KiB (a lane then holds no more than its chunk and its read-ahead chunk would). */
 const SPAN_SHARE_CHUNKS = 2;
 
@@ -969,6 +979,8 @@ export class StoreReader {
   private readonly pool: BufferPool | null;
   /** Message objects a borrowing reader hands out again in every batch. */
   private readonly borrowed: BorrowedMessage[] | null;
+  /** Borrowed slots the last batch filled (releaseSlots). */
+  private slotsUsed = 0;
 
   constructor(
     private readonly context: StoreContext,
@@ -1027,10 +1039,24 @@ export class StoreReader {
     this.pool?.release();
     context.readsInFlight++;
     try {
-      return await this.batch(context);
+      const out = await this.batch(context);
+      this.releaseSlots(out.length);
+      return out;
     } finally {
       await context.readDone();
     }
+  }
+
+  /**
+   * Borrowed slots past this batch's end let go of their buffers: a slot kept a view of an
+   * earlier, longer batch's buffer, and so a mapping, whose file's disk space retention or a
+   * split could not free while it lived.
+   */
+  private releaseSlots(used: number): void {
+    const borrowed = this.borrowed;
+    if (borrowed === null) return;
+    for (let i = used; i < this.slotsUsed; i++) borrowed[i].release();
+    this.slotsUsed = used;
   }
 
   /** Every message from the start point on, as far as is committed when each batch is read. */

@@ -1,11 +1,40 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { fcParams } from "./fc_params.ts";
-import { SimDisk } from "./sim_disk.ts";
+import { SimDisk, uncached } from "./sim_disk.ts";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
 
 describe("SimDisk", () => {
+  test("cachedOnly maps about half of all regions, the same ones every time, at any position", async () => {
+    const share = (positions: number[], length: (i: number) => number) => positions.filter((p, i) => uncached(p, length(i))).length / positions.length;
+    const odd = Array.from({ length: 20_000 }, (_, i) => 2 * i + 1);
+    const even = odd.map((p) => p - 1);
+    const past = Array.from({ length: 20_000 }, (_, i) => 3_400_000 + 2 * i + 1);
+    const huge = Array.from({ length: 20_000 }, (_, i) => 2 ** 33 + 4096 * i);
+    for (const [positions, length] of [
+      [odd, () => 4096],
+      [even, () => 4096],
+      [past, () => 4096],
+      [huge, () => 1 << 20],
+      [even.map(() => 0), (i: number) => i + 1],
+    ] as const) {
+      const s = share(positions, length);
+      expect(s).toBeGreaterThan(0.45);
+      expect(s).toBeLessThan(0.55);
+    }
+    const disk = new SimDisk({ seed: 3 });
+    await disk.mkdir("d");
+    const file = await disk.open("d/f", "create");
+    await file.write(0, new Uint8Array(8192).fill(9));
+    for (let position = 0; position < 64; position++) {
+      const mapped = await file.map!(position, 100, { cachedOnly: true });
+      expect(mapped === null).toBe(uncached(position, 100));
+      expect(mapped === null).toBe((await file.map!(position, 100, { cachedOnly: true })) === null);
+      expect([...((await file.map!(position, 100)) as Uint8Array)]).toEqual(new Array(100).fill(9));
+    }
+  });
+
   test("synced data survives a crash; unsynced data may not", async () => {
     const disk = new SimDisk({ seed: 7 });
     await disk.mkdir("d");

@@ -330,14 +330,14 @@ class SimFile implements DiskFile {
   /**
    * A copy of the current bytes: the store maps only files it never writes again, so a copy reads
    * as a mapping would. `cachedOnly`: a region counts as cached or not by a hash of its position
-   * (no Prng draw, so runs replay as before), so callers take both of their paths.
+   * and length (no Prng draw, so runs replay as before), so callers take both of their paths.
    */
   async map(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null> {
     await tick();
     this.disk.checkEpoch(this.epoch, this.path);
     const buffer = this.inode.current;
     if (position + length > buffer.length) return null;
-    if (options?.cachedOnly === true && ((position * 2654435761) >>> 0) % 2 === 1) return null;
+    if (options?.cachedOnly === true && uncached(position, length)) return null;
     return buffer.data.slice(position, position + length);
   }
 
@@ -395,4 +395,17 @@ function applyNameOp(names: Map<string, Inode>, op: NameOp): void {
 /** Every SimDisk call yields once, so interleavings look like real async I/O, deterministically. */
 function tick(): Promise<void> {
   return Promise.resolve();
+}
+
+/**
+ * Whether SimDisk counts the region [position, position + length) as not all in the page cache:
+ * about half of all regions, by a 32-bit mix of both numbers (multiplying a position by an odd
+ * constant, as before, kept its parity below 2^32 and lost every low bit past 2^53 / 2^32).
+ */
+export function uncached(position: number, length: number): boolean {
+  const low = position >>> 0;
+  const high = Math.floor(position / 2 ** 32) >>> 0;
+  let h = Math.imul(low ^ Math.imul(high, 0x85ebca6b), 0x9e3779b1);
+  h = Math.imul(h ^ (h >>> 15) ^ Math.imul(length >>> 0, 0xc2b2ae35), 0x27d4eb2f);
+  return (h ^ (h >>> 13)) >>> 31 === 1;
 }
