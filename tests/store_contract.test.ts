@@ -902,6 +902,30 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(await remaining(reopened.store)).toEqual(after);
     await reopened.store.close();
   });
+
+  test("retention of a few subtree stores, its SWAP the manifest's last record (shorter than an ADD), then a clean restart: the store opens", async () => {
+    const disk = new SimDisk({ seed: 5 });
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    for (let seq = 1; seq <= 200; seq++) store.append(seq, seq * 1000, seq % 2 ? "app/orders/created" : "app/orders/paid", payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32: nativeCrc32 }), disk, { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 });
+    expect(report.switched).toBe(true);
+    for (let seq = 201; seq <= 260; seq++) store.append(seq, 10_000_000 + seq * 1000, "ops/metrics", payloadOf(seq, 20));
+    await store.commit();
+    await store.sortAll();
+    const stores = store.layout().flatMap((partition) => partition.stores).length;
+    expect(stores).toBeGreaterThan(0);
+    expect(stores).toBeLessThanOrEqual(5);
+    expect((await store.retain({ ageUs: 5_000_000 }, 10_000_000)).storesRemoved).toBe(stores);
+    await store.close();
+    const reopened = await Store.open(disk, SMALL_LIMITS);
+    expect(reopened.recovery.problems).toEqual([]);
+    const seqs: number[] = [];
+    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => 201 + i));
+    await reopened.store.close();
+  });
 });
 
 /** Reads `**` from seq 1, copying and borrowing: exactly seqs 1..count with their topics and payloads. */

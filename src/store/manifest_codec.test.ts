@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { crc32 } from "./crc32.ts";
-import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
+import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_SWAP, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 
 const segment = (id: number, pack?: SegmentMeta["pack"]): SegmentMeta => ({
@@ -45,6 +45,18 @@ describe("manifest codec", () => {
     const damaged = bytes.slice();
     damaged[second + 88] ^= 1;
     expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: records.slice(0, 1), validBytes: second, problem: "checksum mismatch" });
+  });
+
+  test("a SWAP shorter than the other kinds' fixed part (a retention of a few stores) decodes at the end of the manifest; cut short, it is a torn tail", () => {
+    for (const removed of [[], [7], [7, 8, 9, 10, 11]]) {
+      const records: ManifestRecord[] = [{ kind: MANIFEST_REMOVE, id: 3 }, { kind: MANIFEST_SWAP, removed, added: [] }];
+      const bytes = encodeManifestRecords(records, crc32);
+      expect(bytes.length - 68).toBeLessThan(68); // the SWAP is shorter than an ADD's fixed part
+      expect(decodeManifestRecords(bytes, crc32)).toEqual({ records, validBytes: bytes.length, problem: null });
+      for (const cut of [1, bytes.length - 68 - 19]) {
+        expect(decodeManifestRecords(bytes.subarray(0, bytes.length - cut), crc32)).toEqual({ records: records.slice(0, 1), validBytes: 68, problem: "record cut short" });
+      }
+    }
   });
 
   test("an intact record of an unknown kind is told apart from damage (unknownKind)", () => {

@@ -219,8 +219,9 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       const intact = length >= COMMON_BYTES && bytes.length - at >= length && view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
       return { records, validBytes: at, problem: `unknown record kind ${kind}`, ...(intact ? { unknownKind: kind } : {}) };
     }
-    if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
     if (kind === MANIFEST_SWAP) {
+      // A SWAP may be shorter than the other kinds' fixed part (a retention's, of a few stores).
+      if (bytes.length - at < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
       if (length < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "impossible record length" };
       if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
       if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
@@ -230,6 +231,7 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       at += length;
       continue;
     }
+    if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
     const nameBytes = view.getUint16(at + 10, true);
     const fixed = kind === MANIFEST_ADD_PACKED_CRC ? PACKED_CRC_FIXED_BYTES : kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
     if (length !== fixed + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
