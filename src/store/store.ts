@@ -432,6 +432,11 @@ export class Store {
         // Everything is in segments: start an empty journal so the next open replays nothing.
         const active = context.journals[context.journals.length - 1];
         if (active.pendingRecords === 0 && active.bytes > FILE_HEADER_FIXED_BYTES) {
+          // Sealed first, as a roll seals the journal before the next one has its name: once it is
+          // not the newest, recovery takes bytes after its records (a write's page padding, a
+          // recycled file's older records) for damage, and it is there until its retirement below
+          // is on disk (a kill or a power loss before that left a store that would not open).
+          await sealJournalFile(context, active);
           // A new file, not a spare: it stays empty, and the next open starts a generation of its own.
           await startJournal(context, active.gen + 1, context.nextSeq, false);
           await context.whenNoReads(() => dropDrainedJournals(context));
