@@ -10,7 +10,7 @@ import { mkdir } from "node:fs/promises";
 import { createAdminApp } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
-import { Store, type FsyncPolicy, type RecoveryReport, type StoreOptions } from "../store/mod.ts";
+import { Store, StoreError, type FsyncPolicy, type RecoveryReport, type StoreOptions } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { runtime } from "./current_runtime.ts";
@@ -129,9 +129,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     store.maintain(nowUs);
     if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
     maintaining = true;
-    store.retain({ ageUs: options.retainAgeUs, bytes: options.retainBytes }, nowUs).finally(() => {
-      maintaining = false;
-    });
+    store
+      .retain({ ageUs: options.retainAgeUs, bytes: options.retainBytes }, nowUs)
+      .catch((error: unknown) => {
+        // Never an unhandled rejection (the runtime would end the process). A failed manifest
+        // append has stopped the store (publishes fail from then on); a closed or failed store
+        // refuses retention, which says nothing new.
+        if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
+        runtime.writeStderr(`aria: retention failed: ${error instanceof Error ? error.message : String(error)}\n`);
+      })
+      .finally(() => {
+        maintaining = false;
+      });
   }, MAINTENANCE_INTERVAL_MS);
   let stopping: Promise<void> | null = null;
   return {

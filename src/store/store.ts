@@ -14,7 +14,7 @@ import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
 import { MANIFEST_REMOVE, MANIFEST_SWAP, type ManifestRecord } from "./manifest_codec.ts";
-import { appendManifest, appendManifestLocked } from "./manifest.ts";
+import { appendManifestLocked } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import type { StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
@@ -234,6 +234,24 @@ export class Store {
    */
   async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
     const context = this.context;
+    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "retention on a closed or failed store");
+    const paths: string[] = [];
+    // Chosen, removed from the manifest and from the partitions under the manifest's lock: a
+    // split's switch (or another retention) between the choice and the removal could otherwise
+    // remove a victim first, and its pack would then be released twice and deleted while other
+    // segments in it are in force.
+    const result = await context.locked(() => this.retainLocked(limits, nowUs, paths));
+    await context.whenNoReads(async () => {
+      for (const path of paths) {
+        await context.files.drop(path);
+        await context.disk.remove(path);
+      }
+    });
+    return result;
+  }
+
+  private async retainLocked(limits: { ageUs?: number; bytes?: number }, nowUs: number, paths: string[]): Promise<RetainResult> {
+    const context = this.context;
     const all: (SegmentMeta | SubtreeStoreMeta)[] = [];
     let total = 0;
     for (const log of context.partitionList) all.push(...log.segments, ...log.stores);
@@ -253,9 +271,16 @@ export class Store {
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
     const records: ManifestRecord[] = segments.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id }));
     if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
-    await appendManifest(context, records);
+    try {
+      await appendManifestLocked(context, records);
+    } catch (error) {
+      // The records may still reach the disk (a failed fsync), and the manifest's length here
+      // no longer says where its records end: only the next open can tell, so the store stops
+      // here, as after a failed append of the sorter or of a switch.
+      this.writer.fail(error);
+      throw error;
+    }
     let bytesRemoved = 0;
-    const paths: string[] = [];
     for (const file of victims) {
       const log = context.partition(file.partition);
       if (isStore(file)) log.swap(new Set([file.id]), []);
@@ -264,12 +289,6 @@ export class Store {
       paths.push(...context.releaseFiles(file));
       bytesRemoved += file.bytes;
     }
-    await context.whenNoReads(async () => {
-      for (const path of paths) {
-        await context.files.drop(path);
-        await context.disk.remove(path);
-      }
-    });
     return { segmentsRemoved: segments.length, storesRemoved: stores.length, bytesRemoved };
   }
 
