@@ -903,6 +903,37 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("appends and their flush during sortAll do not start a second sort beside it: no store failure, no overlapping segments", async () => {
+    const limits = { ...SMALL_LIMITS, journalRetainedBytesMax: 1_000_000, segmentBytesMax: 600, segmentAgeUsMax: 1e15, readBatchBytesMax: 256 };
+    for (const seed of [1, 2, 3]) {
+      const disk = new SimDisk({ seed });
+      const { store } = await Store.open(disk, limits);
+      let seq = 1;
+      // Below every trigger: nothing closes in the background.
+      for (; seq <= 60; seq++) store.append(seq, seq, TOPICS[(seq * 7 + seed) % 5], payloadOf(seq, 30));
+      await store.commit();
+      await store.idle();
+      const sorting = store.sortAll();
+      // sortAll is in its first run (awaiting I/O): a burst, whose flush pokes the sorter.
+      for (let i = 0; i < 6; i++) await Promise.resolve();
+      for (let k = 0; k < 12; k++, seq++) store.append(seq, seq, TOPICS[k % 2], payloadOf(seq, 30));
+      await store.commit();
+      await sorting;
+      await store.idle();
+      expect(store.failure).toBeNull();
+      await store.close();
+      const reopened = await Store.open(disk, limits);
+      expect(reopened.recovery.problems).toEqual([]);
+      for (const partition of reopened.store.layout()) {
+        for (let i = 1; i < partition.segments.length; i++) expect(partition.segments[i].firstSeq).toBeGreaterThan(partition.segments[i - 1].lastSeq);
+      }
+      const seqs: number[] = [];
+      for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+      expect(seqs).toEqual(Array.from({ length: seq - 1 }, (_, i) => i + 1));
+      await reopened.store.close();
+    }
+  });
+
   test("retention while a split's switch is under way removes only what is still in force: a pack shared with a live segment stays", async () => {
     const disk = new SimDisk({ seed: 3 });
     const { store } = await Store.open(disk, {});
