@@ -903,6 +903,48 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("a removal deferred behind a read that fails leaves its files to the next open: neither the read nor the retention fails", async () => {
+    const sim = new SimDisk({ seed: 12 });
+    const inner = sim.view();
+    let failRemoves = false;
+    const disk: Disk = {
+      open: (path, mode, hints) => inner.open(path, mode, hints),
+      list: (dir) => inner.list(dir),
+      mkdir: (dir) => inner.mkdir(dir),
+      remove: async (path) => {
+        if (failRemoves) throw new DiskError("EIO", `remove "${path}": injected`);
+        return inner.remove(path);
+      },
+      rename: (from, to) => inner.rename(from, to),
+      syncDir: (dir) => inner.syncDir(dir),
+    };
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    for (let seq = 1; seq <= 400; seq++) {
+      store.append(seq, seq <= 200 ? seq : 1_000_000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+      if (seq % 200 === 0) await store.commit().then(() => store.sortAll());
+    }
+    const packs = () => sim.paths().filter((path) => path.endsWith(".pak")).length;
+    const before = packs();
+    failRemoves = true;
+    const reader = store.read(Filter.of("**"), { seq: 1 });
+    // The batch is in flight (awaiting its reads) when retention releases the old files.
+    const batch = reader.nextBatch();
+    const retained = await store.retain({ ageUs: 500_000 }, 1_000_000);
+    expect(retained.segmentsRemoved).toBeGreaterThan(0);
+    expect((await batch).length).toBeGreaterThan(0);
+    failRemoves = false;
+    expect(packs()).toBe(before);
+    await store.close({ sort: false });
+    const reopened = await Store.open(disk, SMALL_LIMITS);
+    expect(reopened.recovery.problems).toEqual([]);
+    expect(packs()).toBeLessThan(before);
+    const seqs: number[] = [];
+    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    expect(seqs[seqs.length - 1]).toBe(400);
+    expect(seqs[0]).toBeGreaterThan(1);
+    await reopened.store.close();
+  });
+
   test("appends and their flush during sortAll do not start a second sort beside it: no store failure, no overlapping segments", async () => {
     const limits = { ...SMALL_LIMITS, journalRetainedBytesMax: 1_000_000, segmentBytesMax: 600, segmentAgeUsMax: 1e15, readBatchBytesMax: 256 };
     for (const seed of [1, 2, 3]) {

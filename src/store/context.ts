@@ -246,13 +246,17 @@ export class StoreContext {
   /** Called after deferred removals ran (the store checks whether it is still backlogged). */
   afterDeferred: () => void = () => {};
 
-  /** Marks a read done; runs deferred removals once none is in flight. */
+  /**
+   * Marks a read done; runs deferred removals once none is in flight. A removal that fails (a
+   * file left behind, which the next open removes or retires) fails neither the read that
+   * happened to end last nor the removals after it.
+   */
   async readDone(): Promise<void> {
     this.readsInFlight--;
     if (this.readsInFlight > 0 || this.deferred.length === 0) return;
     const work = this.deferred;
     this.deferred = [];
-    for (const run of work) await run();
+    for (const run of work) await run().catch(() => {});
     this.afterDeferred();
   }
 }

@@ -241,12 +241,7 @@ export class Store {
     // remove a victim first, and its pack would then be released twice and deleted while other
     // segments in it are in force.
     const result = await context.locked(() => this.retainLocked(limits, nowUs, paths));
-    await context.whenNoReads(async () => {
-      for (const path of paths) {
-        await context.files.drop(path);
-        await context.disk.remove(path);
-      }
-    });
+    await removeReleased(context, paths);
     return result;
   }
 
@@ -338,20 +333,9 @@ export class Store {
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
       for (const id of removed) context.indexes.delete(id);
     });
-    await context.whenNoReads(async () => {
-      // The switch is in force: a replaced file that cannot be removed now is an orphan the next
-      // open removes, never a reason to report the switch as failed (the split would then remove
-      // the new files in force).
-      try {
-        for (const path of replaced) {
-          await context.files.drop(path);
-          await context.disk.remove(path);
-        }
-        await context.disk.syncDir(SEGMENT_DIR);
-      } catch {
-        // left to the next open
-      }
-    });
+    // The switch is in force: a replaced file that cannot be removed now is never a reason to
+    // report it as failed (the split would then remove the new files in force).
+    await removeReleased(context, replaced);
   }
 
   /** Null when `swap` replaces, per partition, all its stores and its oldest segments by stores holding the same records. */
@@ -476,4 +460,23 @@ export class Store {
     });
     await context.files.closeAll();
   }
+}
+
+/**
+ * Removes files the manifest no longer holds, once no read is in flight. The change is in force
+ * already: a file that cannot be removed now is an orphan the next open removes, not a failure
+ * of the retention or switch that released it.
+ */
+function removeReleased(context: StoreContext, paths: readonly string[]): Promise<void> {
+  return context.whenNoReads(async () => {
+    try {
+      for (const path of paths) {
+        await context.files.drop(path);
+        await context.disk.remove(path);
+      }
+      await context.disk.syncDir(SEGMENT_DIR);
+    } catch {
+      // left to the next open
+    }
+  });
 }
