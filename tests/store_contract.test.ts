@@ -903,6 +903,25 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("a journal record damaged on the disk before its sort fails the sort with file and offset (the segment's image CRC would vouch for it)", async () => {
+    const sim = new SimDisk({ seed: 14 });
+    const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 64 * 1024, journalRetainedBytesMax: 1_000_000 });
+    for (let seq = 1; seq <= 200; seq++) store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 40));
+    await store.commit();
+    const journal = sim.paths().find((path) => path.startsWith("journal/") && path.endsWith(".wal")) as string;
+    const bytes = sim.snapshot(journal) as Uint8Array;
+    const at = Math.floor(bytes.length / 2);
+    sim.corrupt(journal, at, new Uint8Array([bytes[at] ^ 0x10]));
+    const error = await store.sortAll().then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(error?.message).toContain(journal);
+    expect(error?.message).toMatch(/(checksum mismatch|impossible record length) at offset \d+/);
+    expect(store.failure).not.toBeNull();
+    await store.close();
+  });
+
   test("a removal deferred behind a read that fails leaves its files to the next open: neither the read nor the retention fails", async () => {
     const sim = new SimDisk({ seed: 12 });
     const inner = sim.view();

@@ -15,11 +15,11 @@
  * already in segments by seq, so nothing is lost or duplicated.
  */
 import { SEGMENT_AGE_SCAN_US } from "../constants.ts";
-import { assert } from "../stdx/assert.ts";
 import type { StoreContext } from "./context.ts";
 import { readFully } from "./disk.ts";
 import type { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError } from "./layout.ts";
+import { checkRecord, recordProblem } from "./record.ts";
 import { MANIFEST_ADD } from "./manifest_codec.ts";
 import { appendManifest, compactManifestMaybe } from "./manifest.ts";
 import type { PartitionLog } from "./partition_log.ts";
@@ -285,6 +285,7 @@ export class Sorter {
     const log = close.log;
     const end = close.start + close.count;
     const yieldToEvents = context.options.yieldToEvents;
+    const crc32 = context.crc32;
     let sliced = 0;
     // Adds `records` back-to-back records; a promise only when the writer flushes or a slice ends
     // (no await per record).
@@ -337,11 +338,16 @@ export class Sorter {
         // `| 0` (an offset in a journal's bytes, < JOURNAL_BYTES_MAX): the log's entries are
         // doubles, and a DataView read at a double offset leaves optimized code (see reader.ts).
         const at = (log.pendingPosition(k) - base) | 0;
-        assert(view.getUint32(at, true) === log.pendingLength(k), "sorter: journal record moved");
         let end = at;
         let m = k;
-        do end += log.pendingLength(m++);
-        while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - base === end);
+        do {
+          // Each record's own CRC, checked again: the segment's image CRC is computed from these
+          // bytes, and would vouch for a record that rotted on the disk since it was written.
+          const length = log.pendingLength(m++);
+          const checked = checkRecord(bytes, view, end, end + length, crc32);
+          if (checked !== length) throw damagedJournal(context.journal(gen).path, base + end, checked);
+          end += length;
+        } while (m < j && m - k < SLICE_RECORDS && log.pendingPosition(m) - base === end);
         const pause = add(bytes, at, k, m);
         if (pause !== undefined) await pause;
         k = m;
@@ -382,4 +388,10 @@ function segmentEnd(log: PartitionLog, end: number, bytesMax: number): number {
   let cut = log.pendingHead + 1;
   while (cut < end && bytes + log.pendingLength(cut) <= bytesMax) bytes += log.pendingLength(cut++);
   return cut;
+}
+
+/** A journal record the sorter found damaged (`code`: checkRecord's, or a length other than the one appended). */
+function damagedJournal(path: string, offset: number, code: number): StoreError {
+  const what = code > 0 ? "record length differs from the one appended" : recordProblem(code);
+  return new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot sort "${path}": ${what} at offset ${offset}`);
 }
