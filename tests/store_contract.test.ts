@@ -903,6 +903,68 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("a failure beside a flush (a staged journal's fsync) stops it where it is: nothing past the last acknowledged seq becomes visible, and sync() rejects", async () => {
+    for (const fsync of ["interval", "always"] as const) {
+      const inner = new SimDisk({ seed: 1 }).view();
+      let failed = false;
+      // Fails the fsync of the first staged journal (`.next`: the seal of the one before runs beside the writes).
+      const disk: Disk = {
+        open: async (path, mode, hints) => {
+          const file = await inner.open(path, mode, hints);
+          if (!path.endsWith(".next")) return file;
+          return {
+            path: file.path,
+            read: (position, into) => file.read(position, into),
+            write: (position, bytes) => file.write(position, bytes),
+            writeNow: (position, bytes) => file.writeNow!(position, bytes),
+            size: () => file.size(),
+            truncate: (size) => file.truncate(size),
+            close: () => file.close(),
+            sync: async () => {
+              if (failed) return file.sync();
+              failed = true;
+              throw new DiskError("EIO", "injected");
+            },
+          };
+        },
+        list: (dir) => inner.list(dir),
+        mkdir: (dir) => inner.mkdir(dir),
+        remove: (path) => inner.remove(path),
+        rename: (from, to) => inner.rename(from, to),
+        syncDir: (dir) => inner.syncDir(dir),
+      };
+      const { store } = await Store.open(disk, { ...SMALL_LIMITS, fsync });
+      let next = 1;
+      let acked = 0;
+      await Promise.all(
+        [0, 1, 2].map(async (p) => {
+          while (next <= 250) {
+            let last = 0;
+            try {
+              for (let k = 0; k < 1 + (next % 3) && next <= 250; k++) {
+                last = next++;
+                store.append(last, last * 1000, TOPICS[(last * 5 + p) % TOPICS.length], payloadOf(last));
+              }
+              await store.commit();
+              acked = Math.max(acked, last);
+            } catch {
+              return;
+            }
+          }
+        }),
+      );
+      await store.idle().catch(() => {});
+      expect(failed).toBe(true);
+      expect(store.failure).not.toBeNull();
+      expect(store.committedSeq).toBeLessThanOrEqual(acked);
+      let last = 0;
+      for await (const message of store.read(Filter.of("**"), { seq: 1 })) last = message.seq;
+      expect(last).toBeLessThanOrEqual(acked);
+      await expect(store.sync()).rejects.toThrow();
+      await store.close();
+    }
+  });
+
   test("a journal record damaged on the disk before its sort fails the sort with file and offset (the segment's image CRC would vouch for it)", async () => {
     const sim = new SimDisk({ seed: 14 });
     const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 64 * 1024, journalRetainedBytesMax: 1_000_000 });

@@ -128,8 +128,9 @@ export class JournalWriter {
 
   private async syncOnce(): Promise<void> {
     const context = this.context;
+    if (context.failure !== null) throw context.failure;
     const target = context.writtenSeq;
-    if (target <= context.syncedSeq || context.failure !== null) return;
+    if (target <= context.syncedSeq) return;
     // Records written into a staged journal are durable only once it has its name.
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
@@ -199,6 +200,7 @@ export class JournalWriter {
         const batch = this.chunks;
         this.chunks = [];
         for (const chunk of batch) {
+          if (context.failure !== null) throw context.failure;
           const journal = context.journal(chunk.gen);
           if (!journal.created && journal !== this.staged) await this.stageJournal(journal);
           await context.files.with(journal.path, (file) => writeChunk(file, chunk));
@@ -217,6 +219,9 @@ export class JournalWriter {
           // The disk is idle until the publishers this commit wakes have appended again.
           this.spareFiller.step(batchBytes(batch));
         }
+        // A failure beside this batch (a journal's seal, a sorter's fsync) stops the loop where
+        // it is: nothing written after it becomes visible to readers or subscribers.
+        if (context.failure !== null) throw context.failure;
         context.committedSeq = policy === "always" ? context.syncedSeq : context.writtenSeq;
         if (policy === "interval") this.scheduleSync();
         this.resolveWaiters();
