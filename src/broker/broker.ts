@@ -816,14 +816,20 @@ export class Broker {
   private fail(session: Session, code: AriaErrorCode, reason: string, related: { fatal?: boolean; requestId?: number; subscriptionId?: number } = {}): void {
     session.endData();
     const relatedKind = related.requestId !== undefined ? "request" : related.subscriptionId !== undefined ? "subscription" : "none";
-    encodeError(session.writer, { code, fatal: related.fatal ?? false, reason, relatedKind, relatedId: related.requestId ?? related.subscriptionId ?? 0 });
-    if (related.fatal === true || code === "ARIA_ERR_SHUTTING_DOWN" || code === "ARIA_ERR_TOO_MANY_CONNECTIONS") session.closing = true;
+    // These close the session whatever the caller says: the frame says so too (a client that
+    // read them as not fatal reconnected into the same refusal at once).
+    const fatal = related.fatal === true || code === "ARIA_ERR_SHUTTING_DOWN" || code === "ARIA_ERR_TOO_MANY_CONNECTIONS";
+    encodeError(session.writer, { code, fatal, reason, relatedKind, relatedId: related.requestId ?? related.subscriptionId ?? 0 });
+    if (fatal) session.closing = true;
   }
 
   private decodeFailed(session: Session, error: DecodeError): void {
     session.endData();
-    encodeError(session.writer, error);
-    if (error.fatal) session.closing = true;
+    // Before the handshake nothing is read on past bad bytes (docs/protocol.md: any frame but
+    // HELLO first is a fatal HANDSHAKE_REQUIRED; bad bytes are no better).
+    const fatal = error.fatal || !session.handshaken;
+    encodeError(session.writer, { ...error, fatal });
+    if (fatal) session.closing = true;
   }
 
   private subscriptionFailed(subscription: Subscription, error: unknown): void {

@@ -13,7 +13,7 @@
  *
  * The socket comes from a Dialer (src/runtime/tcp_dialer.ts); this file does no I/O itself.
  */
-import { PAYLOAD_BYTES_MAX, PROTOCOL_VERSION, PUBLISH_BATCH_MESSAGES_MAX } from "../constants.ts";
+import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX, PAYLOAD_BYTES_MAX, PROTOCOL_VERSION, PUBLISH_BATCH_MESSAGES_MAX } from "../constants.ts";
 import {
   AriaError,
   encodeHello,
@@ -29,7 +29,7 @@ import {
 import type { ClientSocket, Dialer } from "../runtime/tcp_dialer.ts";
 import { Filter } from "../topic/filter.ts";
 import { validateTopic } from "../topic/topic.ts";
-import { ClientSubscription, type SubscribeOptions } from "./client_subscription.ts";
+import { ClientSubscription, type SubscribeOptions, startPositionOf } from "./client_subscription.ts";
 
 /** Options of `connect`. */
 export interface ClientOptions {
@@ -85,6 +85,16 @@ export class AriaClient {
   private queued: QueuedPublish[] = [];
   private flushScheduled = false;
   private welcomed: { resolve(): void; reject(error: Error): void } | null = null;
+  /**
+   * The connection the client is on or dialling. Each dial's handlers check it, so a connection
+   * that is no longer the client's (lost, or replaced while it dialled) is never read or mended.
+   */
+  private link: { closed: boolean } | null = null;
+  /** An open() (the first connect's, or a reconnect's) is under way: it retries or fails itself. */
+  private opening = false;
+  private reconnecting = false;
+  /** A handshake completed once: only then does a lost connection lead to reconnects. */
+  private welcomedOnce = false;
   private closedByUser = false;
   private pausedBy = new Set<number>();
   /** The server's limits, from WELCOME. */
@@ -100,8 +110,23 @@ export class AriaClient {
   /** Connects and completes the handshake. */
   static async connect(url: string, dial: Dialer, options: ClientOptions = {}): Promise<AriaClient> {
     const { host, port } = parseTcpUrl(url);
+    const name = options.clientName ?? "aria-client";
+    if (ENCODER.encode(name).length > CLIENT_NAME_BYTES_MAX) throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", `client name is longer than ${CLIENT_NAME_BYTES_MAX} bytes`);
+    if (options.authToken !== undefined && ENCODER.encode(options.authToken).length > AUTH_TOKEN_BYTES_MAX) {
+      throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", `auth token is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`);
+    }
     const client = new AriaClient(host, port, dial, options);
-    await client.open();
+    try {
+      await client.open();
+    } catch (error) {
+      // A failed first connect leaves nothing behind: no background reconnect, no socket.
+      client.closedByUser = true;
+      client.link = null;
+      const socket = client.socket;
+      client.socket = null;
+      socket?.end();
+      throw error;
+    }
     return client;
   }
 
@@ -154,6 +179,8 @@ export class AriaClient {
   subscribe(filter: string | readonly string[], options: SubscribeOptions = {}): ClientSubscription {
     const parsed = Filter.parse(typeof filter === "string" ? [filter] : filter);
     if (!parsed.ok) throw new AriaError("ARIA_ERR_INVALID_FILTER", parsed.reason);
+    // Checked before anything is encoded: a bad start must not leave a frame half written.
+    startPositionOf(options.from);
     const id = this.nextSubscriptionId++;
     const subscription = new ClientSubscription(id, parsed.filter, options, {
       unsubscribe: () => this.unsubscribe(id),
@@ -161,7 +188,8 @@ export class AriaClient {
       resume: () => this.resumeFor(id),
     });
     this.subscriptions.set(id, subscription);
-    if (this.socket !== null) this.sendSubscribe(subscription);
+    // While a handshake is under way, its end subscribes every subscription (this one too).
+    if (this.socket !== null && this.welcomed === null) this.sendSubscribe(subscription);
     return subscription;
   }
 
@@ -171,6 +199,7 @@ export class AriaClient {
     this.flushPublishes();
     const socket = this.socket;
     this.socket = null;
+    this.link = null;
     socket?.end();
     this.failAll(new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed"), true);
   }
@@ -178,25 +207,51 @@ export class AriaClient {
   // ---- Connection --------------------------------------------------------------------------
 
   private async open(): Promise<void> {
-    this.decoder = new FrameDecoder();
-    const socket = await this.dial(this.host, this.port, {
-      data: (bytes) => this.received(bytes),
-      drain: () => this.drain(),
-      close: (error) => this.lost(error),
-    });
-    this.socket = socket;
-    const welcomed = new Promise<void>((resolve, reject) => {
-      this.welcomed = { resolve, reject };
-    });
-    encodeHello(this.writer, { version: PROTOCOL_VERSION, clientName: this.options.clientName ?? "aria-client", authToken: this.options.authToken ?? null });
-    this.send();
-    await welcomed;
-    for (const subscription of this.subscriptions.values()) this.sendSubscribe(subscription);
+    const link = { closed: false };
+    this.link = link;
+    this.opening = true;
+    try {
+      this.decoder = new FrameDecoder();
+      this.outQueue.length = 0;
+      const welcomed = new Promise<void>((resolve, reject) => {
+        this.welcomed = { resolve, reject };
+      });
+      welcomed.catch(() => {});
+      const socket = await this.dial(this.host, this.port, {
+        data: (bytes) => {
+          if (this.link === link) this.received(bytes);
+        },
+        drain: () => {
+          if (this.link === link) this.drain();
+        },
+        close: (error) => {
+          link.closed = true;
+          if (this.link === link) this.lost(error);
+        },
+      });
+      if (this.link !== link || link.closed) {
+        // Closed while dialling (by the client or the peer): not this client's connection.
+        socket.end();
+        await welcomed;
+      }
+      this.socket = socket;
+      encodeHello(this.writer, { version: PROTOCOL_VERSION, clientName: this.options.clientName ?? "aria-client", authToken: this.options.authToken ?? null });
+      this.send();
+      await welcomed;
+      if (this.link !== link) throw new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost`);
+      this.welcomedOnce = true;
+      // Subscriptions whose queues are full keep the new connection from reading too.
+      if (this.pausedBy.size > 0) socket.pause();
+      for (const subscription of this.subscriptions.values()) this.sendSubscribe(subscription);
+    } finally {
+      this.opening = false;
+    }
   }
 
   private lost(error?: Error): void {
     if (this.socket === null && this.closedByUser) return;
     this.socket = null;
+    this.link = null;
     this.outQueue.length = 0;
     const reason = new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost${error ? `: ${error.message}` : ""}`);
     this.welcomed?.reject(reason);
@@ -207,22 +262,37 @@ export class AriaClient {
       this.failAll(reason, false);
       return;
     }
+    // A handshake under way (the first connect, or an attempt of the reconnect loop) fails
+    // with this and is retried by its own caller: no second loop beside it.
+    if (this.opening || !this.welcomedOnce) return;
     void this.reconnect(reason);
   }
 
   private async reconnect(reason: Error): Promise<void> {
-    let delay = this.options.reconnectDelayMs ?? 50;
-    const attempts = this.options.reconnectAttemptsMax ?? 20;
-    for (let attempt = 0; attempt < attempts && !this.closedByUser; attempt++) {
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      delay = Math.min(delay * 2, 2000);
-      try {
-        await this.open();
-        return;
-      } catch {
-        // try again
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    try {
+      let delay = this.options.reconnectDelayMs ?? 50;
+      const attempts = this.options.reconnectAttemptsMax ?? 20;
+      for (let attempt = 0; attempt < attempts && !this.closedByUser; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 2000);
+        if (this.closedByUser) break;
+        try {
+          await this.open();
+          return;
+        } catch {
+          // try again
+        }
       }
+    } finally {
+      this.reconnecting = false;
     }
+    if (!this.closedByUser) this.closedByUser = true;
+    this.link = null;
+    const socket = this.socket;
+    this.socket = null;
+    socket?.end();
     this.failAll(reason, false);
   }
 
@@ -277,11 +347,18 @@ export class AriaClient {
 
   private handle(frame: Frame): void {
     switch (frame.kind) {
-      case "welcome":
-        this.limits = frame.limits;
+      case "welcome": {
+        // Limits below one would leave nothing to send (a publish batch of 0 messages looped for ever).
+        const limits = frame.limits;
+        if (Object.values(limits).some((limit) => !(limit >= 1))) {
+          this.protocolError(new AriaError("ARIA_ERR_MALFORMED_FRAME", `server announced a limit below 1: ${JSON.stringify(limits)}`));
+          return;
+        }
+        this.limits = limits;
         this.welcomed?.resolve();
         this.welcomed = null;
         return;
+      }
       case "publish_ack": {
         const pending = this.pending.get(frame.requestId);
         this.pending.delete(frame.requestId);
@@ -314,7 +391,8 @@ export class AriaClient {
   }
 
   private serverError(frame: ErrorFrame): void {
-    const error = new AriaError(frame.code === "ARIA_ERR_UNKNOWN" ? "ARIA_ERR_INTERNAL" : frame.code, frame.reason);
+    // A code newer than this client: reported as INTERNAL, its number kept in the message.
+    const error = frame.code === "ARIA_ERR_UNKNOWN" ? new AriaError("ARIA_ERR_INTERNAL", `server error code ${frame.wireCode}: ${frame.reason}`) : new AriaError(frame.code, frame.reason);
     if (frame.relatedKind === "request") {
       const pending = this.pending.get(frame.relatedId);
       this.pending.delete(frame.relatedId);
@@ -324,7 +402,12 @@ export class AriaClient {
       this.subscriptions.delete(frame.relatedId);
       subscription?.fail(error);
     }
-    if (frame.fatal) {
+    if (frame.fatal && frame.code === "ARIA_ERR_SHUTTING_DOWN") {
+      // The server closes and may come back (a restart): its close leads to the reconnects,
+      // and a handshake under way fails with this (its caller retries or reports it).
+      this.welcomed?.reject(error);
+      this.welcomed = null;
+    } else if (frame.fatal) {
       // The server will close; don't reconnect into the same refusal.
       this.closedByUser = true;
       this.welcomed?.reject(error);
@@ -334,7 +417,10 @@ export class AriaClient {
 
   private protocolError(error: AriaError): void {
     this.closedByUser = true;
+    this.welcomed?.reject(error);
+    this.welcomed = null;
     this.failAll(error, false);
+    this.link = null;
     this.socket?.end();
     this.socket = null;
   }

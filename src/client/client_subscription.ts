@@ -7,7 +7,7 @@
  * `position` is the seq after the last message received (or the server's caught-up point): a
  * reconnect resubscribes from there, so nothing is missed or repeated.
  */
-import type { AriaError, MessageBatch, StartPosition } from "../protocol/mod.ts";
+import { AriaError, type MessageBatch, type StartPosition } from "../protocol/mod.ts";
 import type { Filter } from "../topic/filter.ts";
 
 /** Where to start: the live end, the oldest message, a seq, or a time. */
@@ -51,13 +51,21 @@ type Entry = MessageBatch | { caughtUp: number };
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
-/** Converts a StartFrom to the protocol's start position. */
+/** Converts a StartFrom to the protocol's start position; throws ARIA_ERR_INVALID_START for one out of range. */
 export function startPositionOf(from: StartFrom | undefined): StartPosition {
   if (from === undefined || from === "live") return { kind: "live" };
   if (from === "earliest") return { kind: "earliest" };
-  if (typeof from === "number") return { kind: "seq", seq: from };
-  if (from instanceof Date) return { kind: "time", timeUs: from.getTime() * 1000 };
-  return "seq" in from ? { kind: "seq", seq: from.seq } : { kind: "time", timeUs: from.timeUs };
+  if (typeof from === "number") return { kind: "seq", seq: checked(from, 1, "seq") };
+  if (from instanceof Date) return { kind: "time", timeUs: checked(from.getTime() * 1000, 0, "time") };
+  if (typeof from === "object" && from !== null && "seq" in from) return { kind: "seq", seq: checked(from.seq, 1, "seq") };
+  if (typeof from === "object" && from !== null && "timeUs" in from) return { kind: "time", timeUs: checked(from.timeUs, 0, "time") };
+  throw new AriaError("ARIA_ERR_INVALID_START", `${String(from)} is not a start ("live", "earliest", a seq, a Date, { seq } or { timeUs })`);
+}
+
+/** `value` when it is a safe integer of at least `min`, else ARIA_ERR_INVALID_START. */
+function checked(value: number, min: number, what: string): number {
+  if (Number.isSafeInteger(value) && value >= min) return value;
+  throw new AriaError("ARIA_ERR_INVALID_START", `a start ${what} must be a whole number of at least ${min}${what === "time" ? " µs (1970 or later)" : ""}, not ${value}`);
 }
 
 /**
@@ -132,9 +140,16 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.end();
   }
 
-  /** No more messages: the iterator finishes after the queued ones. */
+  /**
+   * No more messages: the iterator finishes after the queued ones. Nothing more comes for this
+   * subscription, so its pause of the connection ends now, not when the application reads.
+   */
   end(): void {
     this.ended = true;
+    if (this.paused) {
+      this.paused = false;
+      this.controls.resume();
+    }
     this.wake();
   }
 

@@ -28,6 +28,7 @@ export const ARIA_ERROR_WIRE_CODES = {
   ARIA_ERR_STORAGE_FAILED: 19,
   ARIA_ERR_CONNECTION_LOST: 20,
   ARIA_ERR_INVALID_URL: 21,
+  ARIA_ERR_INVALID_ARGUMENT: 22,
 } as const;
 
 /** A stable error code of Aria. */
@@ -56,6 +57,7 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
   ARIA_ERR_STORAGE_FAILED: "the server could not persist or read messages",
   ARIA_ERR_CONNECTION_LOST: "client side: the connection closed before the answer came (the publish may or may not have been sequenced)",
   ARIA_ERR_INVALID_URL: "client side: the server URL is not tcp://HOST:PORT",
+  ARIA_ERR_INVALID_ARGUMENT: "client side: an argument of a client call is out of range (a client name or auth token too long)",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */
