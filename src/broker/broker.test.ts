@@ -76,7 +76,7 @@ class World {
   readonly broker: Broker;
   timeUs = 1_000_000;
 
-  constructor(tipBytes = 2048) {
+  constructor(tipBytes = 2048, options: { connectionsMax?: number } = {}) {
     this.tip = new Tip(this.topics, { capacityBytes: tipBytes, poolBlocks: 16 });
     this.broker = new Broker({
       topics: this.topics,
@@ -86,6 +86,7 @@ class World {
       scheduler: { soon: (task) => this.tasks.push(task) },
       sendQueueBytesMax: 2048,
       catchUpSliceBytes: 1024,
+      connectionsMax: options.connectionsMax,
     });
   }
 
@@ -140,6 +141,30 @@ describe("session rules", () => {
     expect(client.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_HANDSHAKE_REQUIRED fatal=true"]);
     expect(client.closed).toBe(true);
     expect(world.store.nextSeq).toBe(1);
+  });
+
+  test("bad bytes before HELLO (an unknown frame type, a malformed frame): a fatal error, connection closed", async () => {
+    const unknownType = new Uint8Array([8, 0, 0, 0, 0x0e, 0, 0, 0]);
+    const malformedHello = new Uint8Array([9, 0, 0, 0, 0x01, 0, 0, 0, 0]);
+    for (const bytes of [unknownType, malformedHello]) {
+      const world = new World();
+      const client = world.connect();
+      world.broker.receive(client.sessionId, bytes);
+      await world.settle();
+      const errors = client.frames("error");
+      expect(errors.length).toBe(1);
+      expect(errors[0].fatal).toBe(true);
+      expect(client.closed).toBe(true);
+    }
+  });
+
+  test("a server at its connection limit refuses with a fatal TOO_MANY_CONNECTIONS", async () => {
+    const world = new World(2048, { connectionsMax: 1 });
+    world.handshaken();
+    const refused = world.connect();
+    await world.settle();
+    expect(refused.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true"]);
+    expect(refused.closed).toBe(true);
   });
 
   test("handshake, publish, ack after commit; duplicate and unknown subscription ids", async () => {
