@@ -903,6 +903,23 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("newestTimeUs: the newest time appended, and after a reopen the newest stored (all sorted, or some in the journal)", async () => {
+    const disk = new SimDisk({ seed: 21 });
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    expect(store.newestTimeUs).toBe(0);
+    for (let seq = 1; seq <= 50; seq++) store.append(seq, 1000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 10));
+    expect(store.newestTimeUs).toBe(1050);
+    await store.close(); // sorts everything
+    const sorted = await Store.open(disk, SMALL_LIMITS);
+    expect(sorted.store.newestTimeUs).toBe(1050);
+    sorted.store.append(51, 2000, "solo", payloadOf(51, 10));
+    await sorted.store.commit();
+    await sorted.store.close({ sort: false });
+    const replayed = await Store.open(disk, SMALL_LIMITS);
+    expect(replayed.store.newestTimeUs).toBe(2000);
+    await replayed.store.close();
+  });
+
   test("a failure beside a flush (a staged journal's fsync) stops it where it is: nothing past the last acknowledged seq becomes visible, and sync() rejects", async () => {
     for (const fsync of ["interval", "always"] as const) {
       const inner = new SimDisk({ seed: 1 }).view();

@@ -267,6 +267,7 @@ function dataFrame(subscriptionId: number, payload: Uint8Array): { bytes: Uint8A
 class NullStore implements BrokerStore {
   nextSeq = 1;
   committedSeq = 0;
+  readonly newestTimeUs = 0;
   readonly backlogged = false;
   whenCaughtUp(): Promise<void> {
     return Promise.resolve();

@@ -71,12 +71,13 @@ class TestClient {
 class World {
   readonly topics = new TopicTable();
   readonly tip: Tip;
-  readonly store = new MemoryStore();
+  readonly store: MemoryStore;
   readonly tasks: (() => void)[] = [];
   readonly broker: Broker;
   timeUs = 1_000_000;
 
-  constructor(tipBytes = 2048, options: { connectionsMax?: number } = {}) {
+  constructor(tipBytes = 2048, options: { connectionsMax?: number; store?: MemoryStore } = {}) {
+    this.store = options.store ?? new MemoryStore();
     this.tip = new Tip(this.topics, { capacityBytes: tipBytes, poolBlocks: 16 });
     this.broker = new Broker({
       topics: this.topics,
@@ -165,6 +166,85 @@ describe("session rules", () => {
     await world.settle();
     expect(refused.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true"]);
     expect(refused.closed).toBe(true);
+  });
+
+  test("a time start equal to the tip's oldest time, which evicted seqs share (one PUBLISH batch), starts on disk at the first of them", async () => {
+    const world = new World(1024);
+    const publisher = world.handshaken();
+    // One batch: one publish time for all; 20 × ~90 bytes > 1024, so the ring evicts the first ones.
+    world.send(publisher, { kind: "publish", requestId: 1, messages: Array.from({ length: 20 }, (_, i) => ({ topic: "a/b", payload: ENCODER.encode(String(i).padStart(64, "x")) })) });
+    await world.settle();
+    expect(world.tip.ring.firstSeq).toBeGreaterThan(1);
+    const time = world.store.messages[0].timeUs;
+    expect(world.tip.ring.timeAt(world.tip.ring.tail)).toBe(time);
+    const subscriber = world.handshaken();
+    world.send(subscriber, { kind: "subscribe", subscriptionId: 1, start: { kind: "time", timeUs: time }, filter: ["**"] });
+    await world.settle();
+    expect(subscriber.frames("subscribed")[0].firstSeq).toBe(1);
+    expect(subscriber.data(1).map((m) => m.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
+  test("a disk cursor whose reader a stall dropped while its batch was in flight, and a resume replaced, is pumped again when that batch lands", async () => {
+    /** A MemoryStore whose readers of `a/**` wait at a gate. */
+    class GatedStore extends MemoryStore {
+      gateOpen = false;
+      private waiters: (() => void)[] = [];
+      openGate(): void {
+        this.gateOpen = true;
+        for (const wake of this.waiters.splice(0)) wake();
+      }
+      override read(filter: Filter, from: { seq: number } | { timeUs: number }) {
+        const inner = super.read(filter, from);
+        if (filter.toString() !== "a/**") return inner;
+        return {
+          nextBatch: async () => {
+            if (!this.gateOpen) await new Promise<void>((resolve) => this.waiters.push(resolve));
+            return inner.nextBatch();
+          },
+        };
+      }
+    }
+    const store = new GatedStore();
+    const world = new World(1024, { store });
+    const publisher = world.handshaken();
+    for (let r = 0; r < 3; r++) {
+      world.send(publisher, { kind: "publish", requestId: r + 1, messages: Array.from({ length: 10 }, (_, i) => ({ topic: "a/x", payload: ENCODER.encode(`${r}:${i}:`.padEnd(200, "p")) })) });
+      await world.settle();
+    }
+    // 64 disk cursors stalled with their readers kept (the most kept): a session that reads nothing.
+    const filler = world.handshaken();
+    filler.budget = 0;
+    for (let id = 1; id <= 64; id++) world.send(filler, { kind: "subscribe", subscriptionId: id, start: { kind: "earliest" }, filter: ["**"] });
+    await world.settle();
+    // The target: a/** (its reader's batch held at the gate) and ** (filling the session meanwhile).
+    const target = world.handshaken();
+    target.budget = 0;
+    world.send(target, { kind: "subscribe", subscriptionId: 1, start: { kind: "earliest" }, filter: ["a/**"] });
+    world.send(target, { kind: "subscribe", subscriptionId: 2, start: { kind: "earliest" }, filter: ["**"] });
+    await world.settle();
+    // A catch-up round (another subscription's) stalls the target's a/** and drops its reader.
+    const other = world.handshaken();
+    world.send(other, { kind: "subscribe", subscriptionId: 1, start: { kind: "seq", seq: world.tip.ring.firstSeq }, filter: ["**"] });
+    await world.settle();
+    // The client reads: a/** resumes, the ring has moved past it, a new reader is made.
+    target.budget = Infinity;
+    world.broker.writable(target.sessionId);
+    await world.settle();
+    store.openGate();
+    await world.settle();
+    expect(target.data(1).map((m) => m.seq)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+  });
+
+  test("after a restart with the clock behind the stored times, publish times go on from the newest stored one", async () => {
+    const store = new MemoryStore();
+    store.append(1, 5_000_000, "a/b", ENCODER.encode("old"));
+    store.append(2, 8_000_000, "a/b", ENCODER.encode("old"));
+    await store.commit();
+    const world = new World(2048, { store }); // its clock starts at 1 s
+    const publisher = world.handshaken();
+    world.send(publisher, { kind: "publish", requestId: 1, messages: [{ topic: "a/b", payload: ENCODER.encode("new") }] });
+    await world.settle();
+    expect(store.messages.map((m) => m.timeUs >= 8_000_000)).toEqual([false, true, true]);
   });
 
   test("handshake, publish, ack after commit; duplicate and unknown subscription ids", async () => {

@@ -152,6 +152,9 @@ export class Broker {
     this.scheduler = options.scheduler;
     this.nextSeq = options.store.nextSeq;
     this.visibleSeq = options.store.committedSeq + 1;
+    // Publish times never go back, across a restart too (a clock behind the stored times would
+    // otherwise give new messages earlier times, and time seeks assume times never decrease).
+    this.lastTimeUs = options.store.newestTimeUs;
     assert(this.visibleSeq === this.nextSeq, "Broker: the store starts with everything committed");
     // A tip refilled from the store ends where the store does; an empty one must start there too,
     // or a cursor would take its empty range below the visible end for "nothing to read".
@@ -421,7 +424,9 @@ export class Broker {
   /** A time start: the tip answers when it reaches back far enough, else one disk read finds the seq. */
   private resolveTime(subscription: Subscription, timeUs: number): void {
     const ring = this.tip.ring;
-    if (ring.count > 0 && ring.timeAt(ring.tail) <= timeUs) {
+    // Strictly later than the oldest time the ring holds: seqs already evicted may share that
+    // time (a PUBLISH batch's messages all do), and those are on disk only.
+    if (ring.count > 0 && ring.timeAt(ring.tail) < timeUs) {
       this.begin(subscription, Math.min(this.tip.seqAtTime(timeUs), this.visibleSeq));
       return;
     }
@@ -749,12 +754,23 @@ export class Broker {
     reader.nextBatch().then(
       (batch) => {
         subscription.diskBusy = false;
-        if (subscription.phase === Phase.Closed || subscription.diskReader !== reader) return;
+        if (subscription.phase === Phase.Closed) return;
+        if (subscription.diskReader !== reader) {
+          // A stall dropped this reader meanwhile and a resume gave the subscription another,
+          // which the pump skipped while this batch was in flight: pump it now.
+          if (subscription.phase === Phase.Disk) this.schedulePump();
+          return;
+        }
         this.diskBatch(subscription, batch, committedBefore);
         this.settle(subscription.session);
       },
       (error) => {
         subscription.diskBusy = false;
+        // A reader the subscription no longer reads from fails nothing.
+        if (subscription.diskReader !== reader) {
+          if (subscription.phase === Phase.Disk) this.schedulePump();
+          return;
+        }
         this.subscriptionFailed(subscription, error);
       },
     );

@@ -44,6 +44,8 @@ export interface BrokerStore {
   readonly nextSeq: number;
   /** The last seq durable under the fsync policy. */
   readonly committedSeq: number;
+  /** The newest publish time stored (0 when empty): publish times go on from it after a restart. */
+  readonly newestTimeUs: number;
   /** Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame). */
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start: number, length: number): void;
   /** Resolves once everything appended so far is durable (group commit). */

@@ -199,6 +199,9 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     const log = context.partition(segment.partition);
     log.sortedThrough = Math.max(log.sortedThrough, segment.lastSeq);
   }
+  // The newest publish time so far (journal replay below may raise it): the broker's times go
+  // on from it after a restart, whatever the clock says.
+  for (const file of [...live, ...state.stores.values()]) context.newestTimeUs = Math.max(context.newestTimeUs, file.lastTimeUs);
   context.nextSegmentId = state.maxSegmentId + 1;
   report.segments += live.length;
   let nextSeq = 1;

@@ -130,6 +130,11 @@ export class Store {
     for (const wake of waiters) wake();
   }
 
+  /** The newest publish time appended or recovered (0 when empty). */
+  get newestTimeUs(): number {
+    return this.context.newestTimeUs;
+  }
+
   /** The failure that stopped the store, or null. */
   get failure(): StoreError | null {
     return this.context.failure;

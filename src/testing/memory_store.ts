@@ -35,6 +35,10 @@ export class MemoryStore implements BrokerStore {
     for (const wake of waiters) wake();
   }
 
+  get newestTimeUs(): number {
+    return this.messages.length === 0 ? 0 : this.messages[this.messages.length - 1].timeUs;
+  }
+
   append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start = 0, length = payload.length - start): void {
     if (seq !== this.nextSeq) throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
     this.messages.push({ seq, timeUs, topic, payload: payload.slice(start, start + length) });

@@ -224,6 +224,10 @@ class ObservedStore implements BrokerStore {
     return this.inner.committedSeq;
   }
 
+  get newestTimeUs(): number {
+    return this.inner.newestTimeUs;
+  }
+
   get backlogged(): boolean {
     return this.inner.backlogged;
   }
