@@ -903,6 +903,25 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("a time read after the clock stepped back (times falling between segments) starts at the first record at or after the time", async () => {
+    const { store } = await Store.open(new SimDisk({ seed: 1 }), SMALL_LIMITS);
+    // Seqs 1–100 at 1001–1100, then 101–300 at 601–800: several segments each.
+    for (let seq = 1; seq <= 300; seq++) store.append(seq, seq <= 100 ? 1000 + seq : 500 + seq, "app/o/a", payloadOf(seq, 10));
+    await store.commit();
+    await store.sortAll();
+    expect(store.layout()[0].segments.length).toBeGreaterThan(4);
+    const from = async (timeUs: number) => {
+      const seqs: number[] = [];
+      for await (const message of store.read(Filter.of("app/o/a"), { timeUs })) seqs.push(message.seq);
+      return seqs;
+    };
+    expect(await from(1050)).toEqual(Array.from({ length: 251 }, (_, i) => 50 + i));
+    expect(await from(700)).toEqual(Array.from({ length: 300 }, (_, i) => 1 + i));
+    expect(await from(790)).toEqual(Array.from({ length: 300 }, (_, i) => 1 + i));
+    expect(await from(1101)).toEqual([]);
+    await store.close();
+  });
+
   test("newestTimeUs: the newest time appended, and after a reopen the newest stored (all sorted, or some in the journal)", async () => {
     const disk = new SimDisk({ seed: 21 });
     const { store } = await Store.open(disk, SMALL_LIMITS);

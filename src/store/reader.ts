@@ -178,9 +178,13 @@ class Lane {
     let hi = files_.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (files_[mid].lastSeq < this.nextSeq || files_[mid].lastTimeUs < from.timeFloor) lo = mid + 1;
+      if (files_[mid].lastSeq < this.nextSeq) lo = mid + 1;
       else hi = mid;
     }
+    // A time read: the first file holding a record at or after the time. A file's lastTimeUs is
+    // the largest time in it, and need not rise from file to file (a clock that stepped back):
+    // a binary search on it skipped past every matching file.
+    while (lo < files_.length && files_[lo].lastTimeUs < from.timeFloor) lo++;
     this.segmentIndex = lo;
   }
 
