@@ -903,6 +903,51 @@ describe("store on the simulated disk: limits and retention", () => {
     await reopened.store.close();
   });
 
+  test("a split whose ids were reserved from a server that has restarted since is refused at the switch: no id shared, every message there", async () => {
+    const disk = new SimDisk({ seed: 9 });
+    const first = (await Store.open(disk.view(), SMALL_LIMITS)).store;
+    const publish = async (store: Store, count: number) => {
+      for (let i = 0; i < count; i++) store.append(store.nextSeq, 1000 + store.nextSeq, ["app/o/a", "app/o/b", "ops/m/x"][store.nextSeq % 3], payloadOf(store.nextSeq, 20));
+      await store.commit();
+      await store.sortAll();
+    };
+    await publish(first, 200);
+    let second: Store | null = null;
+    const host = {
+      layout: async () => first.layout(),
+      reserveIds: async (count: number) => {
+        const reserved = first.reserveIds(count);
+        // The server dies; a new one on the same directory sorts new data meanwhile (its own ids).
+        disk.crash();
+        second = (await Store.open(disk.view(), SMALL_LIMITS)).store;
+        await publish(second, 400);
+        return reserved;
+      },
+      switchLayout: (swap: LayoutSwap) => second!.switchLayout(swap),
+    };
+    // The split's own disk access outlives the crash (it is another process): each call through the machine's current life.
+    const view: Disk = {
+      open: (path, mode, hints) => disk.view().open(path, mode, hints),
+      list: (dir) => disk.view().list(dir),
+      mkdir: (dir) => disk.view().mkdir(dir),
+      remove: (path) => disk.view().remove(path),
+      rename: (from, to) => disk.view().rename(from, to),
+      syncDir: (dir) => disk.view().syncDir(dir),
+    };
+    const outcome = await executeSplit(host, inProcessRunner(view, { crc32: nativeCrc32 }), view, { plan: { algorithm: "heuristic" }, workers: 1, intervalBytes: 128 }).then(
+      () => "switched",
+      (error: Error) => error.message,
+    );
+    expect(outcome).toMatch(/never reserved/);
+    const store = second! as Store;
+    const ids = store.layout().flatMap((partition) => [...partition.stores.map((s) => s.id), ...partition.segments.map((s) => s.id)]);
+    expect(new Set(ids).size).toBe(ids.length);
+    const seqs: number[] = [];
+    for await (const message of store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    expect(seqs).toEqual(Array.from({ length: 600 }, (_, i) => 1 + i));
+    await store.close();
+  });
+
   test("a time read after the clock stepped back (times falling between segments) starts at the first record at or after the time", async () => {
     const { store } = await Store.open(new SimDisk({ seed: 1 }), SMALL_LIMITS);
     // Seqs 1–100 at 1001–1100, then 101–300 at 601–800: several segments each.

@@ -64,6 +64,9 @@ export class Store {
   /** Callers of whenCaughtUp() waiting for the backlog to fall under its bound. */
   private catchUpWaiters: (() => void)[] = [];
 
+  /** Id ranges reserveIds handed out in this process and no switch has used yet. */
+  private reserved: { first: number; end: number }[] = [];
+
   private constructor(private readonly context: StoreContext) {
     this.writer = new JournalWriter(context);
     this.sorter = new Sorter(context, this.writer);
@@ -303,6 +306,7 @@ export class Store {
   reserveIds(count: number): number {
     const first = this.context.nextSegmentId;
     this.context.nextSegmentId += count;
+    this.reserved.push({ first, end: first + count });
     return first;
   }
 
@@ -337,6 +341,8 @@ export class Store {
       }
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
       for (const id of removed) context.indexes.delete(id);
+      // A reservation serves one switch.
+      this.reserved = this.reserved.filter((range) => !swap.added.some((store) => store.id >= range.first && store.id < range.end));
     });
     // The switch is in force: a replaced file that cannot be removed now is never a reason to
     // report it as failed (the split would then remove the new files in force).
@@ -376,8 +382,13 @@ export class Store {
     for (const [partition, difference] of records) {
       if (difference !== 0) return `partition "${partition}": the new stores hold ${-difference} records more than the files they replace`;
     }
+    const ids = new Set<number>();
     for (const store of swap.added) {
-      if (store.id < 1 || store.id >= context.nextSegmentId) return `store id ${store.id} was never reserved`;
+      // Reserved from this store, in this process: ids reserved from a server since restarted
+      // are the new one's to give to its own segments and packs.
+      if (!this.reserved.some((range) => store.id >= range.first && store.id < range.end)) return `store id ${store.id} was never reserved (by this server since it started)`;
+      if (ids.has(store.id)) return `store id ${store.id} is added twice`;
+      ids.add(store.id);
       const head = await context.files.with(storePath(store.id), (file) => readStoreHead(file, context.crc32)).catch((error: Error) => error.message);
       if (typeof head === "string") return `store file ${storePath(store.id)}: ${head}`;
       if (head.partition !== store.partition || head.topics.length !== store.topics.length || head.dataStart !== store.dataStart) {
