@@ -164,6 +164,10 @@ export async function runSplitTask(disk: Disk, task: SplitTask, options: { crc32
       await write(store, chunks);
       const file = outputs[store] as DiskFile;
       await file.sync();
+      // Closed as soon as it is whole: a partition planned into thousands of stores (most too
+      // small to be written before the end) held them all open at once, past the file limit.
+      outputs[store] = null;
+      await file.close();
       const indexFile = await disk.open(indexPath(meta.id), "create");
       try {
         await indexFile.write(0, index);
