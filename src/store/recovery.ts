@@ -429,9 +429,12 @@ async function rebuildFromSegments(
 }
 
 /**
- * Store files found without a usable manifest: per partition, the candidates for the oldest
- * data are each split generation's stores and the segments they overlap; the one holding the
- * most records wins (a complete layout beats one a crash cut short; on a tie the newest split).
+ * Store files found without a usable manifest: per partition, each candidate layout is a split
+ * generation's stores with the segments after their last seq, or the segments alone; the one
+ * holding the most records wins (a complete layout beats one a crash cut short; on a tie the
+ * newest split), and the segments it replaces go. (Comparing each generation with the segments
+ * up to the newest generation's last seq alone, as before session 16, let a re-split a crash cut
+ * short win over the complete split before it and the segments after that, and drop both.)
  */
 async function rebuildStores(context: StoreContext, storeIds: Set<number>, state: ManifestState, report: RecoveryReport): Promise<void> {
   const byPartition = new Map<string, Map<number, SubtreeStoreMeta[]>>();
@@ -445,21 +448,23 @@ async function rebuildStores(context: StoreContext, storeIds: Set<number>, state
     generations.set(meta.generation, [...(generations.get(meta.generation) ?? []), meta]);
   }
   for (const [partition, generations] of byPartition) {
-    let through = 0;
-    for (const stores of generations.values()) for (const store of stores) through = Math.max(through, store.lastSeq);
-    const overlapped = [...state.live.values()].filter((segment) => segment.partition === partition && segment.firstSeq <= through);
+    const segments = [...state.live.values()].filter((segment) => segment.partition === partition);
+    const recordsAfter = (last: number) => segments.reduce((sum, segment) => sum + (segment.firstSeq > last ? segment.records : 0), 0);
     let best: SubtreeStoreMeta[] | null = null;
-    let bestRecords = overlapped.reduce((sum, segment) => sum + segment.records, 0);
+    let bestLast = 0;
+    let bestRecords = recordsAfter(0);
     for (const generation of [...generations.keys()].sort((a, b) => b - a)) {
       const stores = generations.get(generation) as SubtreeStoreMeta[];
-      const records = stores.reduce((sum, store) => sum + store.records, 0);
+      const last = stores.reduce((most, store) => Math.max(most, store.lastSeq), 0);
+      const records = stores.reduce((sum, store) => sum + store.records, 0) + recordsAfter(last);
       if (records > bestRecords || (records === bestRecords && best === null)) {
         best = stores;
+        bestLast = last;
         bestRecords = records;
       }
     }
     if (best === null) continue;
-    for (const segment of overlapped) state.live.delete(segment.id);
+    for (const segment of segments) if (segment.firstSeq <= bestLast) state.live.delete(segment.id);
     for (const store of best) {
       state.stores.set(store.id, store);
       if ((state.sortedThrough.get(partition) ?? 0) < store.lastSeq) state.sortedThrough.set(partition, store.lastSeq);
