@@ -72,6 +72,25 @@ describe("FrameWriter", () => {
     expect(writer.bytesUsed).toBe(0);
   });
 
+  test("a buffer a burst grew past 256 KiB goes back to its first size at the first reset after the bursts; a smaller one is kept", () => {
+    const writer = new FrameWriter({ capacityBytes: 1024 });
+    for (let i = 0; i < 20_000; i++) encodePing(writer, { token: i }); // 320 KB
+    expect(writer.capacity).toBeGreaterThan(256 * 1024);
+    const big = writer.capacity;
+    writer.reset(); // the burst itself: kept, another may follow
+    expect(writer.capacity).toBe(big);
+    encodePing(writer, { token: 1 });
+    writer.reset(); // a small write: the bursts are over
+    expect(writer.capacity).toBe(1024);
+    for (let i = 0; i < 1000; i++) encodePing(writer, { token: i }); // 16 KB
+    const grown = writer.capacity;
+    expect(grown).toBeGreaterThan(1024);
+    writer.reset();
+    expect(writer.capacity).toBe(grown);
+    encodePing(writer, { token: 7 });
+    expect(decodeSplit(writer.bytes())).toEqual([{ kind: "ping", token: 7 }]);
+  });
+
   test("an ERROR reason is cut at a character boundary", () => {
     const writer = new FrameWriter();
     encodeError(writer, { code: "ARIA_ERR_INTERNAL", fatal: true, reason: `x${"é".repeat(ERROR_REASON_BYTES_MAX)}` });

@@ -16,6 +16,8 @@ import {
 import { writeU64 } from "./u64.ts";
 
 const CAPACITY_DEFAULT = 64 * 1024;
+/** A buffer grown past this goes back to its first size at the next reset. */
+const KEPT_CAPACITY_BYTES_MAX = 256 * 1024;
 const utf8 = new TextEncoder();
 
 /** Appends encoded frames to a growable buffer. */
@@ -30,15 +32,23 @@ export class FrameWriter {
   private countOffset = 0;
   private messageCount = 0;
 
+  private readonly capacityBytes: number;
+
   constructor(options: { capacityBytes?: number; frameBytesMax?: number } = {}) {
     this.frameBytesMax = options.frameBytesMax ?? FRAME_BYTES_MAX;
-    this.buffer = new Uint8Array(options.capacityBytes ?? CAPACITY_DEFAULT);
+    this.capacityBytes = options.capacityBytes ?? CAPACITY_DEFAULT;
+    this.buffer = new Uint8Array(this.capacityBytes);
     this.view = new DataView(this.buffer.buffer);
   }
 
   /** Bytes written (complete frames, plus the open frame if any). */
   get bytesUsed(): number {
     return this.used;
+  }
+
+  /** Bytes the buffer holds room for now. */
+  get capacity(): number {
+    return this.buffer.length;
   }
 
   /** Bytes of the open frame so far, header included; 0 when none is open. */
@@ -52,8 +62,17 @@ export class FrameWriter {
     return this.buffer.subarray(0, this.used);
   }
 
-  /** Forgets everything written; keeps the buffer. */
+  /**
+   * Forgets everything written; keeps the buffer, unless a burst grew it past
+   * KEPT_CAPACITY_BYTES_MAX and what this reset forgets is small (the bursts are over): then it
+   * goes back to its first size. A session's writer held the 4–8 MiB one large commit's fan-out
+   * grew it to for as long as the connection lived; one that keeps writing bursts keeps its buffer.
+   */
   reset(): void {
+    if (this.buffer.length > KEPT_CAPACITY_BYTES_MAX && this.buffer.length > this.capacityBytes && this.used <= KEPT_CAPACITY_BYTES_MAX / 4) {
+      this.buffer = new Uint8Array(this.capacityBytes);
+      this.view = new DataView(this.buffer.buffer);
+    }
     this.used = 0;
     this.frameStart = -1;
     this.frameKind = null;
