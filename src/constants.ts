@@ -174,6 +174,10 @@ export const PUBLISH_BATCH_MESSAGES_MAX = 8192;
 export const SUBSCRIPTIONS_PER_CONNECTION_MAX = 256;
 /** Connections a server accepts: each holds a receive buffer and a bounded send buffer. */
 export const CONNECTIONS_MAX = 1024;
+/** A connection that sends no HELLO this long after it opened is ended (Broker.expire). */
+export const HANDSHAKE_TIMEOUT_US = 10_000_000;
+/** A connection closing after a fatal ERROR is ended this long after, read or not (Broker.expire). */
+export const CLOSING_LINGER_US = 2_000_000;
 /**
  * Bytes queued for sending on one connection. Above this the connection's cursors stop and catch
  * up later from the tip or disk: a slow client is never buffered without bound.

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { PROTOCOL_VERSION } from "../constants.ts";
+import { CLOSING_LINGER_US, HANDSHAKE_TIMEOUT_US, PROTOCOL_VERSION } from "../constants.ts";
 import { encodeFrame, type Frame, FrameDecoder, FrameWriter, type OutgoingFrame, type StartPosition } from "../protocol/mod.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
@@ -157,6 +157,33 @@ describe("session rules", () => {
       expect(errors[0].fatal).toBe(true);
       expect(client.closed).toBe(true);
     }
+  });
+
+  test("expire: no HELLO within the handshake timeout ends the connection; one closing whose peer does not read is ended after the linger", async () => {
+    const world = new World();
+    const idle = world.connect();
+    const greeted = world.handshaken();
+    world.broker.expire(world.timeUs + HANDSHAKE_TIMEOUT_US - 1_000);
+    expect(idle.closed).toBe(false);
+    world.broker.expire(world.timeUs + HANDSHAKE_TIMEOUT_US + 1_000);
+    await world.settle();
+    expect(idle.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_HANDSHAKE_REQUIRED fatal=true"]);
+    expect(idle.closed).toBe(true);
+    expect(greeted.closed).toBe(false);
+
+    // A fatal error to a peer that reads nothing: its bytes wait, the connection stays until the linger ends.
+    const deaf = world.connect();
+    deaf.budget = 0;
+    world.send(deaf, { kind: "ping", token: 1 });
+    await world.settle();
+    expect(deaf.closed).toBe(false);
+    const now = world.timeUs;
+    world.broker.expire(now);
+    world.broker.expire(now + CLOSING_LINGER_US - 1_000);
+    expect(deaf.closed).toBe(false);
+    world.broker.expire(now + CLOSING_LINGER_US + 1_000);
+    expect(deaf.closed).toBe(true);
+    expect(greeted.closed).toBe(false);
   });
 
   test("a server at its connection limit refuses with a fatal TOO_MANY_CONNECTIONS", async () => {

@@ -17,7 +17,15 @@
  * built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
  * moved past them. Catch-up runs in bounded slices so one reader cannot starve the rest.
  */
-import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTIONS_MAX, FRAME_BYTES_MAX, PROTOCOL_VERSION, SUBSCRIPTIONS_PER_CONNECTION_MAX } from "../constants.ts";
+import {
+  CLOSING_LINGER_US,
+  CONNECTION_BUFFERED_BYTES_MAX,
+  CONNECTIONS_MAX,
+  FRAME_BYTES_MAX,
+  HANDSHAKE_TIMEOUT_US,
+  PROTOCOL_VERSION,
+  SUBSCRIPTIONS_PER_CONNECTION_MAX,
+} from "../constants.ts";
 import {
   type AriaErrorCode,
   type DecodeError,
@@ -167,6 +175,7 @@ export class Broker {
   /** A connection opened; returns its session id (the connection is closed when over the limit). */
   open(connection: Connection): number {
     const session = new Session(this.nextSessionId++, connection, this.topicCache, this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX, this.queueChunks);
+    session.openedUs = this.clock.nowUs();
     if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || this.shuttingDown) {
       const code = this.shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
       this.fail(session, code, this.shuttingDown ? "server is shutting down" : `server holds ${this.sessions.size} connections, the limit`);
@@ -202,6 +211,25 @@ export class Broker {
       return;
     }
     if (session.drained) this.resumeStalled(session);
+  }
+
+  /**
+   * Ends connections that hold a slot for nothing (the runtime calls this every second or so):
+   * one that sent no HELLO within HANDSHAKE_TIMEOUT_US gets a fatal HANDSHAKE_REQUIRED (idle
+   * connections had filled every slot, a token set or not); one closing after a fatal error whose
+   * peer does not read it is closed CLOSING_LINGER_US after this first saw it closing.
+   */
+  expire(nowUs: number): void {
+    for (const session of [...this.sessions.values()]) {
+      if (!session.handshaken && !session.closing && nowUs - session.openedUs >= HANDSHAKE_TIMEOUT_US) {
+        this.fail(session, "ARIA_ERR_HANDSHAKE_REQUIRED", `no HELLO within ${HANDSHAKE_TIMEOUT_US / 1e6} s`, { fatal: true });
+        this.afterEvent(session);
+        continue;
+      }
+      if (!session.closing || session.closed) continue;
+      if (session.closingSeenUs < 0) session.closingSeenUs = nowUs;
+      else if (nowUs - session.closingSeenUs >= CLOSING_LINGER_US) this.closeSession(session);
+    }
   }
 
   /** The connection of session `sessionId` closed. */

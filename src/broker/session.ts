@@ -51,6 +51,10 @@ export class Session {
   readonly subscriptions = new Map<number, Subscription>();
   handshaken = false;
   closing = false;
+  /** When the connection opened (µs, the broker's clock): a HELLO must come within HANDSHAKE_TIMEOUT_US. */
+  openedUs = 0;
+  /** When Broker.expire first saw the session closing (µs), or -1: it is closed after CLOSING_LINGER_US. */
+  closingSeenUs = -1;
   closed = false;
   clientName = "";
   private readonly queue: QueueChunk[] = [];

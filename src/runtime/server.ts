@@ -127,6 +127,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const nowUs = runtime.clock.nowUs();
     runtime.collectGarbage();
     store.maintain(nowUs);
+    broker.expire(nowUs);
     if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
     maintaining = true;
     store
