@@ -165,3 +165,18 @@ test("a bad start or an over-long name throws before anything is encoded: the cl
   expect(await outcomeOf(client.publish("a/c", "x"), 500)).toBe("resolved");
   await client.close();
 });
+
+test("close() while a reconnect waits for its WELCOME ends the handshake and the loop: nothing more is dialled", async () => {
+  const net = new Net();
+  net.onLink = (link, index) => {
+    if (index >= 1) link.hold = true; // every reconnect's WELCOME held back
+  };
+  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 50 });
+  net.links[0].drop();
+  await sleep(50);
+  expect(net.links.length).toBe(2);
+  await client.close();
+  await sleep(200);
+  expect(net.links.length).toBe(2);
+  expect(net.links[1].closed).toBe(true);
+});

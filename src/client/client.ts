@@ -201,7 +201,11 @@ export class AriaClient {
     this.socket = null;
     this.link = null;
     socket?.end();
-    this.failAll(new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed"), true);
+    const closed = new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
+    // A reconnect's handshake under way ends too (its connection's events are ignored from now on).
+    this.welcomed?.reject(closed);
+    this.welcomed = null;
+    this.failAll(closed, true);
   }
 
   // ---- Connection --------------------------------------------------------------------------
@@ -232,7 +236,7 @@ export class AriaClient {
       if (this.link !== link || link.closed) {
         // Closed while dialling (by the client or the peer): not this client's connection.
         socket.end();
-        await welcomed;
+        throw new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} closed while it opened`);
       }
       this.socket = socket;
       encodeHello(this.writer, { version: PROTOCOL_VERSION, clientName: this.options.clientName ?? "aria-client", authToken: this.options.authToken ?? null });
@@ -288,7 +292,7 @@ export class AriaClient {
     } finally {
       this.reconnecting = false;
     }
-    if (!this.closedByUser) this.closedByUser = true;
+    this.closedByUser = true;
     this.link = null;
     const socket = this.socket;
     this.socket = null;
