@@ -70,7 +70,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw new FatalError(`Cannot create data directory "${options.dataDir}": ${(error as Error).message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
   }
   // One owner per data directory; `aria split` finds this server through the lock's admin URL.
-  const locked = await acquireLock(options.dataDir, { command: "serve", adminUrl: null, adminToken: options.adminToken });
+  const locked = await acquireLock(options.dataDir, { command: "serve", adminUrl: null, adminToken: options.adminToken }).catch((error: Error) => {
+    throw new FatalError(`Cannot lock data directory "${options.dataDir}": ${error.message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
+  });
   if (!locked.ok) {
     throw new FatalError(`Cannot open data directory "${options.dataDir}": it is in use by pid ${locked.holder.pid} (aria ${locked.holder.command}); stop it or choose another --data-dir`, FATAL_EXIT.dataDir);
   }

@@ -28,7 +28,8 @@ export async function openSplitOwner(dataDir: string): Promise<SplitOwner | stri
       if (holder.adminUrl === null) return `"${dataDir}" is in use by pid ${holder.pid} (aria ${holder.command}); try again when it is done`;
       return { host: remoteHost(holder.adminUrl, holder.adminToken), via: "server", adminUrl: holder.adminUrl, disk, close: async () => {} };
     }
-    const locked = await acquireLock(dataDir, { command: "split", adminUrl: null });
+    const locked = await acquireLock(dataDir, { command: "split", adminUrl: null }).catch((error: Error) => `cannot lock "${dataDir}": ${error.message}`);
+    if (typeof locked === "string") return locked;
     if (!locked.ok) continue; // someone took it meanwhile: look again
     try {
       const { store } = await Store.open(disk, { yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
