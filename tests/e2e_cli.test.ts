@@ -62,6 +62,7 @@ test("wrong arguments: a usage message on stderr, nothing on stdout, exit 2", as
     ["serve", "--port", "70000"],
     ["serve", "--tip-bytes", "lots"],
     ["serve", "extra"],
+    ["serve", "--auth-token", ""],
     ["pub", "--url", url],
     ["pub", "--url", url, "bad topic"],
     ["pub", "--url", url, "a/*/b", "x"],
@@ -103,6 +104,19 @@ test("server unreachable: a one-line error and exit 1", async () => {
     expect(run.stderr.trimEnd().split("\n")).toHaveLength(1);
     expect(run.stderr).toContain(deadUrl);
   }
+});
+
+test("pub --json-lines: a line the server refuses while stdin waits for the next is a one-line error and exit 1 (no stack trace)", async () => {
+  const child = Bun.spawn([await ensureBinary(), "pub", "--url", url, "--json-lines"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  child.stdin.write('{"topic":"cli/pub/ok","payload":"x"}\n{"topic":"bad topic","payload":"y"}\n');
+  await child.stdin.flush();
+  await Bun.sleep(500); // the refusal comes while pub waits for input
+  child.stdin.write('{"topic":"cli/pub/ok","payload":"z"}\n');
+  await child.stdin.end();
+  const [stderr, exitCode] = await Promise.all([new Response(child.stderr).text(), child.exited]);
+  expect(exitCode).toBe(1);
+  expect(stderr.trimEnd().split("\n")).toHaveLength(1);
+  expect(stderr).toContain("aria pub: ARIA_ERR_INVALID_TOPIC");
 });
 
 test("pub MESSAGE, pub from stdin lines, pub --json-lines: exit 0 and the acknowledged seq range", async () => {

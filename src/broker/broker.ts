@@ -43,6 +43,7 @@ import {
   TopicCache,
 } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
+import { sameSecret } from "../stdx/secret.ts";
 import { COPY_VIEWS_BYTES_MAX } from "../stdx/bytes.ts";
 import { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/tip.ts";
@@ -337,7 +338,7 @@ export class Broker {
       return this.fail(session, "ARIA_ERR_UNSUPPORTED_VERSION", `protocol version ${version}; this server speaks ${PROTOCOL_VERSION}`, { fatal: true });
     }
     const expected = this.options.authToken;
-    if (expected !== undefined && expected !== "" && authToken !== expected) {
+    if (expected !== undefined && expected !== "" && (authToken === null || !sameSecret(authToken, expected))) {
       return this.fail(session, "ARIA_ERR_AUTH_FAILED", authToken === null ? "this server requires an auth token" : "wrong auth token", { fatal: true });
     }
     session.handshaken = true;

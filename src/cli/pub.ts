@@ -59,6 +59,8 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   let last = -Infinity;
   let count = 0;
   let inFlight: Promise<number>[] = [];
+  /** The first publish that failed: reported by settle(); no more lines are sent after it. */
+  let failure: unknown = null;
   const settle = async () => {
     for (const seq of await Promise.all(inFlight)) {
       first = Math.min(first, seq);
@@ -69,7 +71,14 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   };
   try {
     const send = async (t: string, payload: string) => {
-      inFlight.push(client.publish(t, payload));
+      if (failure !== null) throw failure;
+      const published = client.publish(t, payload);
+      // Handled at once: while stdin waits for the next line, a rejection awaited only at the
+      // next settle() was an unhandled one (a stack trace and exit 1 instead of the message).
+      published.catch((error: unknown) => {
+        failure ??= error;
+      });
+      inFlight.push(published);
       if (inFlight.length >= IN_FLIGHT_MAX) await settle();
     };
     if (message !== undefined && !jsonLines) {
