@@ -13,56 +13,77 @@ function workerEntry(): string {
   return import.meta.url.includes("$bunfs") ? "./src/split/split_worker.ts" : new URL("../split/split_worker.ts", import.meta.url).href;
 }
 
-/** A TaskRunner over `count` worker threads working in `dataDir`. */
+/**
+ * A TaskRunner over `count` worker threads working in `dataDir`. A worker that fails (an error
+ * event, or it ends: `process.exit` in it, a crash) fails the task it was running, only that one,
+ * and leaves the pool; once none is left every waiting and later task fails. (Before, an error
+ * failed every worker's task, and a worker that ended without one, or failed before its first
+ * task, left the split waiting for ever.)
+ */
 export function workerRunner(dataDir: string, count: number): TaskRunner & { close(): void } {
-  const idle: Worker[] = [];
-  const waiting: ((worker: Worker) => void)[] = [];
-  const pending = new Map<number, Pending>();
-  let nextId = 1;
-  const all: Worker[] = [];
-  for (let i = 0; i < count; i++) {
-    const worker = runtime.spawnWorker(workerEntry());
-    worker.onmessage = (event: MessageEvent<{ id: number; ok: boolean; result?: unknown; error?: string }>) => {
-      const reply = event.data;
-      const entry = pending.get(reply.id);
-      pending.delete(reply.id);
-      release(worker);
-      if (entry === undefined) return;
-      if (reply.ok) entry.resolve(reply.result);
-      else entry.reject(new Error(reply.error));
-    };
-    worker.onerror = (event) => {
-      for (const [id, entry] of pending) {
-        pending.delete(id);
-        entry.reject(new Error(`split worker failed: ${event.message}`));
-      }
-    };
-    all.push(worker);
-    idle.push(worker);
-  }
-  const release = (worker: Worker) => {
+  type Slot = { worker: Worker; task: Pending | null; dead: boolean };
+  const idle: Slot[] = [];
+  const waiting: { resolve: (slot: Slot) => void; reject: (error: Error) => void }[] = [];
+  const all: Slot[] = [];
+  let alive = count;
+  let closed = false;
+  const noWorkers = () => new Error("split: no worker thread is left (each failed)");
+  const release = (slot: Slot) => {
     const next = waiting.shift();
-    if (next !== undefined) next(worker);
-    else idle.push(worker);
+    if (next !== undefined) next.resolve(slot);
+    else idle.push(slot);
   };
-  const acquire = () => new Promise<Worker>((resolve) => {
-    const worker = idle.pop();
-    if (worker !== undefined) resolve(worker);
-    else waiting.push(resolve);
-  });
+  const die = (slot: Slot, why: string) => {
+    if (slot.dead) return;
+    slot.dead = true;
+    alive--;
+    const at = idle.indexOf(slot);
+    if (at >= 0) idle.splice(at, 1);
+    const task = slot.task;
+    slot.task = null;
+    task?.reject(new Error(`split worker failed: ${why}`));
+    slot.worker.terminate();
+    if (alive === 0) for (const next of waiting.splice(0)) next.reject(noWorkers());
+  };
+  for (let i = 0; i < count; i++) {
+    const slot: Slot = { worker: runtime.spawnWorker(workerEntry()), task: null, dead: false };
+    slot.worker.onmessage = (event: MessageEvent<{ ok: boolean; result?: unknown; error?: string }>) => {
+      const reply = event.data;
+      const task = slot.task;
+      slot.task = null;
+      if (task !== null) {
+        if (reply.ok) task.resolve(reply.result);
+        else task.reject(new Error(reply.error));
+      }
+      if (!slot.dead) release(slot);
+    };
+    slot.worker.onerror = (event) => die(slot, event.message);
+    slot.worker.addEventListener("close", () => {
+      if (!closed) die(slot, "its thread ended");
+    });
+    all.push(slot);
+    idle.push(slot);
+  }
+  const acquire = () =>
+    new Promise<Slot>((resolve, reject) => {
+      if (alive === 0) return reject(noWorkers());
+      const slot = idle.pop();
+      if (slot !== undefined) resolve(slot);
+      else waiting.push({ resolve, reject });
+    });
   const run = async <T>(kind: "measure" | "split", task: MeasureTask | SplitTask): Promise<T> => {
-    const worker = await acquire();
-    const id = nextId++;
+    const slot = await acquire();
     return new Promise<T>((resolve, reject) => {
-      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      worker.postMessage({ id, dataDir, kind, task });
+      slot.task = { resolve: resolve as (value: unknown) => void, reject };
+      slot.worker.postMessage({ id: 0, dataDir, kind, task });
     });
   };
   return {
     measure: (task) => run<MeasureResult>("measure", task),
     split: (task) => run<SplitTaskResult>("split", task),
     close: () => {
-      for (const worker of all) worker.terminate();
+      closed = true;
+      for (const slot of all) slot.worker.terminate();
     },
   };
 }
