@@ -99,6 +99,7 @@ test("a budget below the partition count is raised, with a note", async () => {
 test("usage errors exit 2 with the subcommand's usage", async () => {
   const cases = [
     ["split", "--workers", "0"],
+    ["split", "--max-stores", "99999999999999999999"],
     ["split", "frobnicate"],
     ["split", "--data-dir", "x", "--algorithm", "best"],
     ["split", "--algorithm", "heuristic", "--max-stores", "3"],
@@ -123,6 +124,7 @@ test("usage errors exit 2 with the subcommand's usage", async () => {
   expect(firstLines).toMatchInlineSnapshot(`
     [
       "aria split: --workers: must be between 1 and 256",
+      "aria split: --max-stores: 99999999999999999999 is too large",
       "aria split: unknown subcommand 'frobnicate'",
       "aria split: --algorithm: "best" is not heuristic or adaptive",
       "aria split: --max-stores applies to --algorithm adaptive only",

@@ -66,6 +66,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
   const maxStoresText = stringFlag(values, "max-stores", "");
   if (maxStoresText !== "" && algorithm !== "adaptive") throw new UsageError("--max-stores applies to --algorithm adaptive only");
   const maxStores = maxStoresText === "" ? undefined : parseCount(maxStoresText, "--max-stores");
+  if (maxStores !== undefined && !Number.isSafeInteger(maxStores)) throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
   const workersText = stringFlag(values, "workers", "");
   const workers = workersText === "" ? defaultWorkers() : parseCount(workersText, "--workers");
   if (workers < 1 || workers > 256) throw new UsageError("--workers: must be between 1 and 256");

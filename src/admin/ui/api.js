@@ -18,7 +18,12 @@ export class ApiError extends Error {
 export function takeTokenFromAddress() {
   const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
   if (match === null) return;
-  setToken(decodeURIComponent(match[1]));
+  // A malformed escape (a bare %) is taken as it is, not a failure that stops the app.
+  let token = match[1];
+  try {
+    token = decodeURIComponent(token);
+  } catch {}
+  setToken(token);
   history.replaceState(null, "", `${location.pathname}${location.search}`);
 }
 
