@@ -7,46 +7,40 @@
  * Taking it: the JSON is written to a file of this process's own and hard-linked to LOCK, which
  * fails if LOCK exists: LOCK is never seen empty or half written (an O_EXCL create followed by a
  * write let a second taker read an empty LOCK as a crash's and take it too). A lock whose pid is
- * not alive (a SIGKILLed owner) is stale: removed, if it is still the file judged stale (same
- * inode), and taken. A LOCK naming this process's pid is stale unless this process holds it: a
- * server restarted in a container is pid 1 again, and had refused its own dead predecessor's
- * lock for ever. A LOCK that cannot be read (other than missing) counts as held. A release
- * removes LOCK only while it is still this process's. Left: two takers of one stale lock at the
- * same instant can both win if one replaces it between the other's inode check and its removal
- * (microseconds); a kernel lock (flock) would close that, and the runtime layer has none yet
- * under both runtimes.
+ * not alive (a SIGKILLed owner) is stale: renamed aside (of two takers, one gets it), removed if
+ * it is the file judged stale (the same bytes; a fresh lock grabbed by mistake is linked back),
+ * and taken. A LOCK naming this process's pid is stale unless one of this process's
+ * takers wrote it (each names itself in `taker`): a server restarted in a container is pid 1
+ * again, and had refused its own dead predecessor's lock for ever. A LOCK that cannot be read (other than missing) counts as held. A release
+ * removes LOCK only while it is still this taker's. Left: with three or more takers of one
+ * stale lock at once, one may link its fresh lock in the moment another has a grabbed fresh lock
+ * aside, which then cannot go back (two would hold it); a kernel lock (flock) would close that,
+ * and the runtime layer has none yet under both runtimes.
  */
-import { constants, promises as fs } from "node:fs";
+import { promises as fs } from "node:fs";
 import { join } from "node:path";
 
 /** Who holds a data directory. */
-export type LockInfo = { pid: number; command: string; adminUrl: string | null; adminToken?: string };
+export type LockInfo = { pid: number; command: string; adminUrl: string | null; adminToken?: string; taker?: string };
 
 const LOCK_NAME = "LOCK";
 
-/** LOCK paths this process holds. */
-const held = new Set<string>();
+/** Takers (`pid.n`) of this process that hold a lock or are taking one. */
+const liveTakers = new Set<string>();
 let takers = 0;
 
 /** What LOCK says: its holder (alive or not), "missing", or "unreadable" (an error other than ENOENT). */
-async function lockFile(path: string): Promise<{ info: LockInfo | null; ino: number } | "missing" | "unreadable"> {
+async function lockFile(path: string): Promise<{ info: LockInfo | null; text: string } | "missing" | "unreadable"> {
   let text: string;
-  let ino: number;
   try {
-    const handle = await fs.open(path, constants.O_RDONLY);
-    try {
-      ino = (await handle.stat()).ino;
-      text = await handle.readFile("utf8");
-    } finally {
-      await handle.close();
-    }
+    text = await fs.readFile(path, "utf8");
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "ENOENT" ? "missing" : "unreadable";
   }
   try {
-    return { info: JSON.parse(text) as LockInfo, ino };
+    return { info: JSON.parse(text) as LockInfo, text };
   } catch {
-    return { info: null, ino }; // written by an older build, or damaged: no live owner is named
+    return { info: null, text }; // written by an older build, or damaged: no live owner is named
   }
 }
 
@@ -56,12 +50,13 @@ export async function readLock(dataDir: string): Promise<LockInfo | null> {
   const found = await lockFile(path);
   if (found === "missing") return null;
   if (found === "unreadable") return { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null };
-  return found.info !== null && alive(found.info.pid, path) ? found.info : null;
+  return found.info !== null && alive(found.info) ? found.info : null;
 }
 
-function alive(pid: number, path: string): boolean {
+function alive(info: LockInfo): boolean {
+  const pid = info.pid;
   if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  if (pid === process.pid) return held.has(path);
+  if (pid === process.pid) return info.taker !== undefined && liveTakers.has(info.taker);
   try {
     process.kill(pid, 0);
     return true;
@@ -76,25 +71,28 @@ export type HeldLock = { update(info: Partial<LockInfo>): Promise<void>; release
 /** Takes `dataDir`'s lock, or returns its live holder. Rejects only when the directory cannot be written. */
 export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">): Promise<{ ok: true; lock: HeldLock } | { ok: false; holder: LockInfo }> {
   const path = join(dataDir, LOCK_NAME);
-  // This taker's own file (a process may try more than once at a time: tests, a split beside a server's start).
-  const mine = `${path}.${process.pid}.${++takers}`;
-  let current: LockInfo = { pid: process.pid, ...info };
+  // This taker's name and own file (a process may try more than once at a time: tests, a split
+  // beside a server's start). It counts as live from before its link until its release.
+  const taker = `${process.pid}.${++takers}`;
+  const mine = `${path}.${taker}`;
+  let current: LockInfo = { pid: process.pid, ...info, taker };
   const write = async (target: string) => {
     await fs.writeFile(target, JSON.stringify(current), { mode: 0o600 });
   };
   for (let attempt = 0; attempt < 3; attempt++) {
     await write(mine);
     let linked = false;
+    liveTakers.add(taker);
     try {
       await fs.link(mine, path);
       linked = true;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     } finally {
+      if (!linked) liveTakers.delete(taker);
       await fs.unlink(mine).catch(() => {});
     }
     if (linked) {
-      held.add(path);
       const lock: HeldLock = {
         update: async (change) => {
           current = { ...current, ...change };
@@ -102,9 +100,9 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
           await fs.rename(mine, path);
         },
         release: async () => {
-          held.delete(path);
           const found = await lockFile(path);
-          if (typeof found === "object" && found.info?.pid === process.pid) await fs.unlink(path).catch(() => {});
+          if (typeof found === "object" && found.info?.taker === taker) await fs.unlink(path).catch(() => {});
+          liveTakers.delete(taker);
         },
       };
       return { ok: true, lock };
@@ -112,11 +110,17 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
     const found = await lockFile(path);
     if (found === "missing") continue;
     if (found === "unreadable") return { ok: false, holder: { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null } };
-    if (found.info !== null && alive(found.info.pid, path)) return { ok: false, holder: found.info };
-    // Stale: its owner died. Removed only if LOCK is still that file (another taker may have
-    // replaced it meanwhile).
-    const now = await fs.stat(path).catch(() => null);
-    if (now !== null && now.ino === found.ino) await fs.unlink(path).catch(() => {});
+    if (found.info !== null && alive(found.info)) return { ok: false, holder: found.info };
+    // Stale: its owner died. Moved aside (atomic: of two takers one gets it), then removed if it
+    // is the file judged stale (the same bytes: every fresh lock names its own taker; an inode
+    // number is no proof, a removed file's is soon reused); a fresh lock another taker linked
+    // meanwhile is put back.
+    const aside = `${path}.stale.${taker}`;
+    const moved = await fs.rename(path, aside).then(() => true, () => false);
+    if (!moved) continue;
+    const grabbed = await fs.readFile(aside, "utf8").catch(() => null);
+    if (grabbed !== found.text) await fs.link(aside, path).catch(() => {});
+    await fs.unlink(aside).catch(() => {});
   }
   const holder = await readLock(dataDir);
   return { ok: false, holder: holder ?? { pid: 0, command: "unknown", adminUrl: null } };
