@@ -73,7 +73,8 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
   const path = join(dataDir, LOCK_NAME);
   // This taker's name and own file (a process may try more than once at a time: tests, a split
   // beside a server's start). It counts as live from before its link until its release.
-  const taker = `${process.pid}.${++takers}`;
+  // (Random too: a restarted pid 1's first taker must not write the bytes its dead predecessor's did.)
+  const taker = `${process.pid}.${++takers}.${Math.random().toString(36).slice(2, 10)}`;
   const mine = `${path}.${taker}`;
   let current: LockInfo = { pid: process.pid, ...info, taker };
   const write = async (target: string) => {
