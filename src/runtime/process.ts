@@ -78,11 +78,18 @@ export async function* linesOf(chunks: AsyncIterable<Uint8Array>): AsyncGenerato
   if (rest.length > 0) yield rest;
 }
 
-/** Calls `handler` once on the first SIGINT or SIGTERM. */
+/**
+ * Calls `handler` once on the first SIGINT or SIGTERM. A second one ends the process at once
+ * (exit 128 + the signal's number), as a SIGKILL would, which the store survives: an operator
+ * whose clean stop hangs (a long sort at close) need not reach for kill -9.
+ */
 export function onShutdownSignal(handler: (signal: string) => void): void {
   let called = false;
   const once = (signal: string) => {
-    if (called) return;
+    if (called) {
+      process.stderr.write(`aria: ${signal} again: stopping now, without a clean close\n`);
+      process.exit(signal === "SIGINT" ? 130 : 143);
+    }
     called = true;
     handler(signal);
   };
