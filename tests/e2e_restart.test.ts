@@ -12,10 +12,12 @@
  * duplicate and queued publishes go through.
  */
 import { afterAll, expect, test } from "bun:test";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { type AriaClient, connect } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import { type AriaServer, cleanupAll, makeTempDir, parseSubLines, payloadOfLine, runAria, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import { fillDataDir } from "./fixtures/split_data.ts";
 
 const ROUNDS = Number(process.env.E2E_KILL_ROUNDS ?? 3);
 const PUBLISHERS = 4;
@@ -164,3 +166,23 @@ test(
   },
   30_000,
 );
+
+test("damage in the newest stored records: serve exits 5 with the file and offset, the store closed and the lock released", async () => {
+  const dataDir = makeTempDir("aria-e2e-damaged-");
+  await fillDataDir(dataDir, 3000);
+  const pack = readdirSync(join(dataDir, "segments"))
+    .filter((name) => name.endsWith(".pak"))
+    .sort()
+    .at(-1) as string;
+  const path = join(dataDir, "segments", pack);
+  const bytes = readFileSync(path);
+  const at = Math.floor(bytes.length * 0.9);
+  bytes[at] ^= 0x20;
+  writeFileSync(path, bytes);
+  const run = await runAria(["serve", "--port", "0", "--admin-port", "0", "--data-dir", dataDir]);
+  expect(run.exitCode).toBe(5);
+  expect(run.stderr).toContain("Cannot read the newest messages");
+  expect(run.stderr).toMatch(/at offset \d+/);
+  expect(run.stderr).not.toMatch(/^\s+at /m); // no stack trace
+  expect(existsSync(join(dataDir, "LOCK"))).toBe(false);
+});

@@ -91,7 +91,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const topics = new TopicTable();
   const tip = new Tip(topics, { capacityBytes: options.tipBytes });
   // Refill the tip so tip recovery works right after a restart.
-  const newest = await store.readNewest(options.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
+  let newest: Awaited<ReturnType<Store["readNewest"]>>;
+  try {
+    newest = await store.readNewest(options.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
+  } catch (error) {
+    // Damage in the newest records (reported with file and offset), or the disk failing: a clear
+    // start-up error, the store closed and the lock released (not a stack trace holding both).
+    await store.close({ sort: false }).catch(() => {});
+    await lock.release();
+    const exit = (error as { code?: string }).code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
+    throw new FatalError(`Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`, exit);
+  }
   for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
   const broker = new Broker({ topics, tip, store, clock: runtime.clock, scheduler: runtime.scheduler, authToken: options.authToken });
   let tcp: TcpListener;
