@@ -63,6 +63,8 @@ test("wrong arguments: a usage message on stderr, nothing on stdout, exit 2", as
     ["serve", "--tip-bytes", "lots"],
     ["serve", "extra"],
     ["serve", "--auth-token", ""],
+    ["serve", "--admin-host", ""],
+    ["serve", "--host", ""],
     ["pub", "--url", url],
     ["pub", "--url", url, "bad topic"],
     ["pub", "--url", url, "a/*/b", "x"],

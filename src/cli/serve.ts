@@ -71,6 +71,9 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
   };
   if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken)) throw new UsageError("--admin-token: must be printable ASCII without spaces");
+  // An empty host could mean every interface to the runtime: the admin app and its split routes open to all.
+  if (options.host === "") throw new UsageError("--host: must not be empty");
+  if (options.adminHost === "") throw new UsageError("--admin-host: must not be empty");
   // An empty token (an unset variable in `--auth-token "$TOKEN"`) would mean no auth at all.
   if (options.authToken === "") throw new UsageError("--auth-token: must not be empty (leave the flag out for a server without auth)");
   let server: Awaited<ReturnType<typeof startServer>>;

@@ -139,7 +139,8 @@ export class FrameParser {
 
   private parsePublish(): Frame | null {
     const requestId = this.id("request id", "request");
-    const count = this.batchCount(PUBLISH_MESSAGE_HEAD_BYTES + 1, this.limits.publishBatchMessagesMax);
+    // At least each message's head: an empty topic is read, and refused as an INVALID_TOPIC.
+    const count = this.batchCount(PUBLISH_MESSAGE_HEAD_BYTES, this.limits.publishBatchMessagesMax);
     const first = this.at;
     for (let index = 0; index < count && this.failure === null; index++) this.message(index, -1);
     if (this.failure !== null) return null;
@@ -176,7 +177,8 @@ export class FrameParser {
     if (this.failure === null && entryCount > this.limits.filterEntriesMax) {
       this.fail("ARIA_ERR_INVALID_FILTER", `filter has ${entryCount} entries, more than the limit of ${this.limits.filterEntriesMax}`);
     }
-    this.overrun("filter entry count", entryCount, FILTER_ENTRY_HEAD_BYTES + 1);
+    // At least each entry's length field: an empty entry is read, and refused as an INVALID_FILTER.
+    this.overrun("filter entry count", entryCount, FILTER_ENTRY_HEAD_BYTES);
     const texts: string[] = [];
     for (let index = 0; index < entryCount && this.failure === null; index++) {
       const entryBytes = this.u16(`filter entry ${index} length`);
