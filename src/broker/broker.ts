@@ -780,26 +780,24 @@ export class Broker {
     }
     subscription.diskBusy = true;
     const committedBefore = this.store.committedSeq;
+    // A stall may drop this reader while its batch is in flight, and a resume give the
+    // subscription another, which the pump skips meanwhile: that batch (or failure) then concerns
+    // nothing, and the subscription is pumped again.
+    const replaced = () => {
+      if (subscription.diskReader === reader) return false;
+      if (subscription.phase === Phase.Disk) this.schedulePump();
+      return true;
+    };
     reader.nextBatch().then(
       (batch) => {
         subscription.diskBusy = false;
-        if (subscription.phase === Phase.Closed) return;
-        if (subscription.diskReader !== reader) {
-          // A stall dropped this reader meanwhile and a resume gave the subscription another,
-          // which the pump skipped while this batch was in flight: pump it now.
-          if (subscription.phase === Phase.Disk) this.schedulePump();
-          return;
-        }
+        if (subscription.phase === Phase.Closed || replaced()) return;
         this.diskBatch(subscription, batch, committedBefore);
         this.settle(subscription.session);
       },
       (error) => {
         subscription.diskBusy = false;
-        // A reader the subscription no longer reads from fails nothing.
-        if (subscription.diskReader !== reader) {
-          if (subscription.phase === Phase.Disk) this.schedulePump();
-          return;
-        }
+        if (replaced()) return;
         this.subscriptionFailed(subscription, error);
       },
     );
