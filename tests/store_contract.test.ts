@@ -1065,6 +1065,54 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
+  test("close() with a read batch in flight lets the batch finish before the files close", async () => {
+    const sim = new SimDisk({ seed: 33 });
+    {
+      const { store } = await Store.open(sim.view(), SMALL_LIMITS);
+      for (let seq = 1; seq <= 400; seq++) store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 30));
+      await store.commit();
+      await store.close();
+    }
+    // Reads of packs wait at a gate, opened once the close has had every chance to close files.
+    const inner = sim.view();
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const disk: Disk = {
+      open: async (path, mode, hints) => {
+        const file = await inner.open(path, mode, hints);
+        if (!path.endsWith(".pak")) return file;
+        return {
+          path: file.path,
+          read: async (position, into) => {
+            await gate;
+            return file.read(position, into);
+          },
+          write: (position, bytes) => file.write(position, bytes),
+          size: () => file.size(),
+          sync: () => file.sync(),
+          truncate: (size) => file.truncate(size),
+          close: () => file.close(),
+        };
+      },
+      list: (dir) => inner.list(dir),
+      mkdir: (dir) => inner.mkdir(dir),
+      remove: (path) => inner.remove(path),
+      rename: (from, to) => inner.rename(from, to),
+      syncDir: (dir) => inner.syncDir(dir),
+    };
+    const { store } = await Store.open(disk, SMALL_LIMITS);
+    const reader = store.read(Filter.of("**"), { seq: 1 });
+    const batch = reader.nextBatch(); // waiting at the gate
+    const closing = store.close({ sort: false });
+    for (let i = 0; i < 50; i++) await new Promise((resolve) => setImmediate(resolve));
+    open();
+    const messages = await batch;
+    expect(messages.length).toBeGreaterThan(0);
+    expect(messages.map((m) => m.seq)).toEqual(Array.from({ length: messages.length }, (_, i) => i + 1));
+    await closing;
+    await expect(reader.nextBatch()).rejects.toThrow(/closed/);
+  });
+
   test("a removal deferred behind a read that fails leaves its files to the next open: neither the read nor the retention fails", async () => {
     const sim = new SimDisk({ seed: 12 });
     const inner = sim.view();

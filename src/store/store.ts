@@ -470,6 +470,9 @@ export class Store {
     context.closed = true;
     this.wakeCaughtUp();
     await Promise.all(context.prefetches);
+    // Read batches in flight finish before their files close (no new one starts: the store is
+    // closed); closing under them failed them with EBADF.
+    await new Promise<void>((resolve) => void context.whenNoReads(async () => resolve()));
     await context.locked(async () => {
       await context.manifest.file?.close();
       context.manifest.file = null;

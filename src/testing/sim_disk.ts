@@ -311,6 +311,9 @@ export class SimDisk implements Disk {
 }
 
 class SimFile implements DiskFile {
+  /** Closed by its owner: any call after it fails, as one on a closed descriptor does. */
+  private closed = false;
+
   constructor(
     private readonly disk: SimDisk,
     readonly path: string,
@@ -320,6 +323,7 @@ class SimFile implements DiskFile {
 
   async read(position: number, into: Uint8Array): Promise<number> {
     await tick();
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     const buffer = this.inode.current;
     const count = Math.max(0, Math.min(into.length, buffer.length - position));
@@ -334,6 +338,7 @@ class SimFile implements DiskFile {
    */
   async map(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null> {
     await tick();
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     const buffer = this.inode.current;
     if (position + length > buffer.length) return null;
@@ -347,6 +352,7 @@ class SimFile implements DiskFile {
   }
 
   writeNow(position: number, bytes: Uint8Array): void {
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     this.disk.reserve(this.inode, position + bytes.length, this.path);
     const copy = bytes.slice();
@@ -358,12 +364,14 @@ class SimFile implements DiskFile {
 
   async size(): Promise<number> {
     await tick();
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     return this.inode.current.length;
   }
 
   async sync(): Promise<void> {
     await tick();
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     this.disk.failSyncMaybe(`fsync "${this.path}"`);
     this.disk.stats.syncs++;
@@ -373,6 +381,7 @@ class SimFile implements DiskFile {
 
   async truncate(size: number): Promise<void> {
     await tick();
+    this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
     this.inode.current.truncate(size);
     this.inode.pending.push({ kind: "truncate", size });
@@ -380,6 +389,11 @@ class SimFile implements DiskFile {
 
   async close(): Promise<void> {
     await tick();
+    this.closed = true;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new DiskError("EBADF", `"${this.path}": used after it was closed`);
   }
 }
 
