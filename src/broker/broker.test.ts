@@ -274,6 +274,29 @@ describe("session rules", () => {
     expect(store.messages.map((m) => m.timeUs >= 8_000_000)).toEqual([false, true, true]);
   });
 
+  test("a storage failure after the store committed part of what waited: that part is acknowledged and delivered, the rest refused", async () => {
+    /** Commits the first two seqs of what is waiting, then fails. */
+    class HalfFailingStore extends MemoryStore {
+      override commit(): Promise<void> {
+        return Promise.resolve().then(() => {
+          this.committedSeq = Math.min(this.nextSeq - 1, 2);
+          throw new Error("fsync failed");
+        });
+      }
+    }
+    const world = new World(2048, { store: new HalfFailingStore() });
+    const subscriber = world.handshaken();
+    world.send(subscriber, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
+    await world.settle();
+    const publisher = world.handshaken();
+    world.send(publisher, { kind: "publish", requestId: 1, messages: [{ topic: "a/b", payload: ENCODER.encode("1") }, { topic: "a/b", payload: ENCODER.encode("2") }] });
+    world.send(publisher, { kind: "publish", requestId: 2, messages: [{ topic: "a/b", payload: ENCODER.encode("3") }] });
+    await world.settle();
+    expect(publisher.frames("publish_ack").map((a) => a.requestId)).toEqual([1]);
+    expect(publisher.frames("error").map((e) => `${e.code} ${e.relatedId}`)).toEqual(["ARIA_ERR_STORAGE_FAILED 2"]);
+    expect(subscriber.data(1).map((m) => m.payload)).toEqual(["1", "2"]);
+  });
+
   test("handshake, publish, ack after commit; duplicate and unknown subscription ids", async () => {
     const world = new World();
     const client = world.handshaken();

@@ -529,6 +529,9 @@ export class Broker {
   }
 
   private storageFailed(error: unknown): void {
+    // What is durable still counts: acknowledged and delivered (a failure may come after the
+    // store committed part of what was waiting), the rest refused.
+    if (this.failure === null) this.committed();
     this.failure = `storage failed: ${error instanceof Error ? error.message : String(error)}`;
     for (; this.pendingAckHead < this.pendingAcks.length; this.pendingAckHead++) {
       const ack = this.pendingAcks[this.pendingAckHead];
