@@ -5,37 +5,27 @@
 import { expect, test } from "bun:test";
 import { sourcesOf } from "../src/split/executor.ts";
 import { runSplitTask } from "../src/split/rewrite_files.ts";
-import { crc32, type Disk, Store } from "../src/store/mod.ts";
+import { crc32, Store } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
+import { wrapDisk, wrapFile } from "./fixtures/disk_wrappers.ts";
 
 test("a split task of 2,000 single-topic stores holds at most a few files open at once, and closes them all", async () => {
   const sim = new SimDisk({ seed: 4 });
   const inner = sim.view();
   let open = 0;
   let most = 0;
-  const disk: Disk = {
+  const disk = wrapDisk(inner, {
     open: async (path, mode, hints) => {
       const file = await inner.open(path, mode, hints);
       most = Math.max(most, ++open);
-      return {
-        path: file.path,
-        read: (position, into) => file.read(position, into),
-        write: (position, bytes) => file.write(position, bytes),
-        size: () => file.size(),
-        sync: () => file.sync(),
-        truncate: (size) => file.truncate(size),
+      return wrapFile(file, {
         close: () => {
           open--;
           return file.close();
         },
-      };
+      });
     },
-    list: (dir) => inner.list(dir),
-    mkdir: (dir) => inner.mkdir(dir),
-    remove: (path) => inner.remove(path),
-    rename: (from, to) => inner.rename(from, to),
-    syncDir: (dir) => inner.syncDir(dir),
-  };
+  });
   const count = 2000;
   const { store } = await Store.open(inner, { crc32 });
   for (let i = 0; i < count * 2; i++) store.append(store.nextSeq, 1000 + store.nextSeq, `p/q/t${i % count}`, new Uint8Array(50));

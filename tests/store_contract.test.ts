@@ -17,6 +17,7 @@ import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
 import { ModelStore, type Plain, SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
+import { wrapDisk, wrapFile } from "./fixtures/disk_wrappers.ts";
 import { packedImages, packIds } from "./fixtures/packs.ts";
 import { packPath } from "../src/store/layout.ts";
 
@@ -926,14 +927,7 @@ describe("store on the simulated disk: limits and retention", () => {
       switchLayout: (swap: LayoutSwap) => second!.switchLayout(swap),
     };
     // The split's own disk access outlives the crash (it is another process): each call through the machine's current life.
-    const view: Disk = {
-      open: (path, mode, hints) => disk.view().open(path, mode, hints),
-      list: (dir) => disk.view().list(dir),
-      mkdir: (dir) => disk.view().mkdir(dir),
-      remove: (path) => disk.view().remove(path),
-      rename: (from, to) => disk.view().rename(from, to),
-      syncDir: (dir) => disk.view().syncDir(dir),
-    };
+    const view = wrapDisk(() => disk.view());
     const outcome = await executeSplit(host, inProcessRunner(view, { crc32: nativeCrc32 }), view, { plan: { algorithm: "heuristic" }, workers: 1, intervalBytes: 128 }).then(
       () => "switched",
       (error: Error) => error.message,
@@ -989,31 +983,19 @@ describe("store on the simulated disk: limits and retention", () => {
       const inner = new SimDisk({ seed: 1 }).view();
       let failed = false;
       // Fails the fsync of the first staged journal (`.next`: the seal of the one before runs beside the writes).
-      const disk: Disk = {
+      const disk = wrapDisk(inner, {
         open: async (path, mode, hints) => {
           const file = await inner.open(path, mode, hints);
           if (!path.endsWith(".next")) return file;
-          return {
-            path: file.path,
-            read: (position, into) => file.read(position, into),
-            write: (position, bytes) => file.write(position, bytes),
-            writeNow: (position, bytes) => file.writeNow!(position, bytes),
-            size: () => file.size(),
-            truncate: (size) => file.truncate(size),
-            close: () => file.close(),
+          return wrapFile(file, {
             sync: async () => {
               if (failed) return file.sync();
               failed = true;
               throw new DiskError("EIO", "injected");
             },
-          };
+          });
         },
-        list: (dir) => inner.list(dir),
-        mkdir: (dir) => inner.mkdir(dir),
-        remove: (path) => inner.remove(path),
-        rename: (from, to) => inner.rename(from, to),
-        syncDir: (dir) => inner.syncDir(dir),
-      };
+      });
       const { store } = await Store.open(disk, { ...SMALL_LIMITS, fsync });
       let next = 1;
       let acked = 0;
@@ -1077,29 +1059,18 @@ describe("store on the simulated disk: limits and retention", () => {
     const inner = sim.view();
     let open: () => void = () => {};
     const gate = new Promise<void>((resolve) => (open = resolve));
-    const disk: Disk = {
+    const disk = wrapDisk(inner, {
       open: async (path, mode, hints) => {
         const file = await inner.open(path, mode, hints);
         if (!path.endsWith(".pak")) return file;
-        return {
-          path: file.path,
+        return wrapFile(file, {
           read: async (position, into) => {
             await gate;
             return file.read(position, into);
           },
-          write: (position, bytes) => file.write(position, bytes),
-          size: () => file.size(),
-          sync: () => file.sync(),
-          truncate: (size) => file.truncate(size),
-          close: () => file.close(),
-        };
+        });
       },
-      list: (dir) => inner.list(dir),
-      mkdir: (dir) => inner.mkdir(dir),
-      remove: (path) => inner.remove(path),
-      rename: (from, to) => inner.rename(from, to),
-      syncDir: (dir) => inner.syncDir(dir),
-    };
+    });
     const { store } = await Store.open(disk, SMALL_LIMITS);
     const reader = store.read(Filter.of("**"), { seq: 1 });
     const batch = reader.nextBatch(); // waiting at the gate
@@ -1117,17 +1088,12 @@ describe("store on the simulated disk: limits and retention", () => {
     const sim = new SimDisk({ seed: 12 });
     const inner = sim.view();
     let failRemoves = false;
-    const disk: Disk = {
-      open: (path, mode, hints) => inner.open(path, mode, hints),
-      list: (dir) => inner.list(dir),
-      mkdir: (dir) => inner.mkdir(dir),
+    const disk = wrapDisk(inner, {
       remove: async (path) => {
         if (failRemoves) throw new DiskError("EIO", `remove "${path}": injected`);
         return inner.remove(path);
       },
-      rename: (from, to) => inner.rename(from, to),
-      syncDir: (dir) => inner.syncDir(dir),
-    };
+    });
     const { store } = await Store.open(disk, SMALL_LIMITS);
     for (let seq = 1; seq <= 400; seq++) {
       store.append(seq, seq <= 200 ? seq : 1_000_000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
