@@ -120,11 +120,7 @@ export class AriaClient {
       await client.open();
     } catch (error) {
       // A failed first connect leaves nothing behind: no background reconnect, no socket.
-      client.closedByUser = true;
-      client.link = null;
-      const socket = client.socket;
-      client.socket = null;
-      socket?.end();
+      client.endConnection(error as Error);
       throw error;
     }
     return client;
@@ -197,14 +193,8 @@ export class AriaClient {
   async close(): Promise<void> {
     this.closedByUser = true;
     this.flushPublishes();
-    const socket = this.socket;
-    this.socket = null;
-    this.link = null;
-    socket?.end();
     const closed = new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
-    // A reconnect's handshake under way ends too (its connection's events are ignored from now on).
-    this.welcomed?.reject(closed);
-    this.welcomed = null;
+    this.endConnection(closed);
     this.failAll(closed, true);
   }
 
@@ -292,12 +282,22 @@ export class AriaClient {
     } finally {
       this.reconnecting = false;
     }
+    this.endConnection(reason);
+    this.failAll(reason, false);
+  }
+
+  /**
+   * Ends the client's connection for good: no reconnect, its connection's events ignored from
+   * now on, a handshake under way (a reconnect's) failed with `reason`.
+   */
+  private endConnection(reason: Error): void {
     this.closedByUser = true;
     this.link = null;
     const socket = this.socket;
     this.socket = null;
     socket?.end();
-    this.failAll(reason, false);
+    this.welcomed?.reject(reason);
+    this.welcomed = null;
   }
 
   private failAll(reason: Error, endQuietly: boolean): void {
@@ -420,13 +420,8 @@ export class AriaClient {
   }
 
   private protocolError(error: AriaError): void {
-    this.closedByUser = true;
-    this.welcomed?.reject(error);
-    this.welcomed = null;
+    this.endConnection(error);
     this.failAll(error, false);
-    this.link = null;
-    this.socket?.end();
-    this.socket = null;
   }
 
   // ---- Publishing and subscribing ------------------------------------------------------------
