@@ -24,6 +24,8 @@ import { join } from "node:path";
 export type LockInfo = { pid: number; command: string; adminUrl: string | null; adminToken?: string; taker?: string };
 
 const LOCK_NAME = "LOCK";
+/** The holder reported for a LOCK that exists but cannot be read. */
+const UNREADABLE: LockInfo = { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null };
 
 /** Takers (`pid.n`) of this process that hold a lock or are taking one. */
 const liveTakers = new Set<string>();
@@ -49,7 +51,7 @@ export async function readLock(dataDir: string): Promise<LockInfo | null> {
   const path = join(dataDir, LOCK_NAME);
   const found = await lockFile(path);
   if (found === "missing") return null;
-  if (found === "unreadable") return { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null };
+  if (found === "unreadable") return UNREADABLE;
   return found.info !== null && alive(found.info) ? found.info : null;
 }
 
@@ -110,7 +112,7 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
     }
     const found = await lockFile(path);
     if (found === "missing") continue;
-    if (found === "unreadable") return { ok: false, holder: { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null } };
+    if (found === "unreadable") return { ok: false, holder: UNREADABLE };
     if (found.info !== null && alive(found.info)) return { ok: false, holder: found.info };
     // Stale: its owner died. Moved aside (atomic: of two takers one gets it), then removed if it
     // is the file judged stale (the same bytes: every fresh lock names its own taker; an inode

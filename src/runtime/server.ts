@@ -62,6 +62,11 @@ export class FatalError extends Error {
 /** Exit codes of fatal start-up conditions. */
 export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5 } as const;
 
+/** The exit code of a store error at start-up: damage found, or anything else about the directory. */
+function storeExit(error: unknown): number {
+  return (error as { code?: string }).code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
+}
+
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   try {
@@ -81,11 +86,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   try {
     opened = await Store.open(runtime.openDisk(options.dataDir), { ...options.storeLimits, fsync: options.fsync, schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
   } catch (error) {
-    const message = (error as Error).message;
-    const code = (error as { code?: string }).code;
-    const exit = code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
     await lock.release();
-    throw new FatalError(`Cannot open data directory "${options.dataDir}": ${message}`, exit);
+    throw new FatalError(`Cannot open data directory "${options.dataDir}": ${(error as Error).message}`, storeExit(error));
   }
   const { store, recovery } = opened;
   const topics = new TopicTable();
@@ -99,8 +101,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // start-up error, the store closed and the lock released (not a stack trace holding both).
     await store.close({ sort: false }).catch(() => {});
     await lock.release();
-    const exit = (error as { code?: string }).code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
-    throw new FatalError(`Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`, exit);
+    throw new FatalError(`Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`, storeExit(error));
   }
   for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
   const broker = new Broker({ topics, tip, store, clock: runtime.clock, scheduler: runtime.scheduler, authToken: options.authToken });
