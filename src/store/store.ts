@@ -342,7 +342,7 @@ export class Store {
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
       for (const id of removed) context.indexes.delete(id);
       // A reservation serves one switch.
-      this.reserved = this.reserved.filter((range) => !swap.added.some((store) => store.id >= range.first && store.id < range.end));
+      this.reserved = this.reserved.filter((range) => !swap.added.some((store) => inRange(range, store.id)));
     });
     // The switch is in force: a replaced file that cannot be removed now is never a reason to
     // report it as failed (the split would then remove the new files in force).
@@ -386,7 +386,7 @@ export class Store {
     for (const store of swap.added) {
       // Reserved from this store, in this process: ids reserved from a server since restarted
       // are the new one's to give to its own segments and packs.
-      if (!this.reserved.some((range) => store.id >= range.first && store.id < range.end)) return `store id ${store.id} was never reserved (by this server since it started)`;
+      if (!this.reserved.some((range) => inRange(range, store.id))) return `store id ${store.id} was never reserved (by this server since it started)`;
       if (ids.has(store.id)) return `store id ${store.id} is added twice`;
       ids.add(store.id);
       const head = await context.files.with(storePath(store.id), (file) => readStoreHead(file, context.crc32)).catch((error: Error) => error.message);
@@ -498,4 +498,9 @@ function removeReleased(context: StoreContext, paths: readonly string[]): Promis
       // left to the next open
     }
   });
+}
+
+/** Whether `id` is one of the range's. */
+function inRange(range: { first: number; end: number }, id: number): boolean {
+  return id >= range.first && id < range.end;
 }
