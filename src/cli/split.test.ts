@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { SplitReport } from "../split/executor.ts";
+import type { PlanMetrics, VolumeTable } from "../split/mod.ts";
 import { runCli, type CliIo } from "./mod.ts";
+import { reportText } from "./split_run.ts";
 
 const DATASETS = ["orders-desk", "services-zipf", "iot-fleet", "even"].map((name) => ({ name, path: join(import.meta.dir, `../../../shared/datasets/${name}.csv`) }));
 
@@ -71,16 +74,16 @@ test("the summary of the worked example", async () => {
   expect(result.code).toBe(0);
   expect(result.stdout).toMatchInlineSnapshot(`
     "algorithm      adaptive, budget 4 stores (the heuristic's store count)
-    table          6 topics in 2 partitions, 10.5 kB
+    table          6 topics in 2 partitions, 10.2 KiB
     stores         4
     topic reads    wasted 900 B in total; most 400 B reading app/orders/cancel; worst ratio 9.00x reading app/orders/cancel
     subtree reads  wasted 950 B over 11 subtrees; most 400 B reading app/orders/cancel/**; worst ratio 9.00x reading app/orders/cancel/**
 
-    store              partition    topics                bytes  first topic
-    app+audit          app/audit         1                   20  app/audit/log
-    app+orders         app/orders        3                  450  app/orders/cancel
-    app+orders+new     app/orders        1                1,000  app/orders/new/us
-    app+orders+new+eu  app/orders        1                9,000  app/orders/new/eu
+    store              partition    topics      bytes  first topic
+    app+audit          app/audit         1       20 B  app/audit/log
+    app+orders         app/orders        3      450 B  app/orders/cancel
+    app+orders+new     app/orders        1     1000 B  app/orders/new/us
+    app+orders+new+eu  app/orders        1    8.8 KiB  app/orders/new/eu
     "
   `);
 });
@@ -169,4 +172,36 @@ test("--help: split lists plan, stats and the rewrite; plan shows its options", 
   expect(plan.code).toBe(0);
   expect(plan.stdout).toContain("--max-stores N");
   expect((await run("--help")).stdout).toContain("  split ");
+});
+
+test("the split's closing report prints every byte figure in one format (formatBytes)", () => {
+  const metrics = (stores: number, wasted: number, topic: string, waste: number, ratio: number): PlanMetrics => ({
+    stores,
+    wastedBytesTotal: wasted,
+    worstWaste: { topic, wastedBytes: waste },
+    worstRatio: { topic, ratio },
+    subtrees: { count: 0, wastedBytesTotal: 0, worstWaste: { subtree: topic, wastedBytes: 0 }, worstRatio: { subtree: topic, ratio: 1 } },
+  });
+  const report: SplitReport = {
+    table: { topics: [], bytes: new Float64Array(0), messages: new Float64Array(0), bytesTotal: 0 } as unknown as VolumeTable,
+    before: metrics(5, 2_566_725, "app/orders/paid/eu", 835_387, 5.41),
+    after: metrics(8, 236_168, "ops/metrics/mem", 123_073, 2.09),
+    partitionsRewritten: 5,
+    storesWritten: 8,
+    filesReplaced: 9,
+    bytesRead: 3_400_000,
+    bytesWritten: 1_700_000,
+    switched: true,
+  };
+  expect(reportText(report, { seconds: 0.16, dryRun: false, via: "local", workers: 2 })).toMatchInlineSnapshot(`
+    "rewrote 5 partition(s) into 8 store(s), replacing 9 file(s); switched by the split itself
+    read 3.2 MiB, wrote 1.6 MiB in 0.16 s with 2 worker(s) (20.3 MiB/s read)
+
+                      before                                      after
+    stores            5                                           8
+    wasted bytes      2.4 MiB                                     231 KiB
+    worst waste       app/orders/paid/eu (816 KiB)                ops/metrics/mem (120 KiB)
+    worst ratio       app/orders/paid/eu (5.41x)                  ops/metrics/mem (2.09x)
+    "
+  `);
 });

@@ -6,6 +6,7 @@
  * Planning is pure (src/split); this file reads the file, formats and prints.
  */
 import { SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
+import { formatBytes } from "../bench/table.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { parseVolumeTable, planJson, planSplit, SPLIT_ALGORITHMS, type PlanReport, type SplitAlgorithm, type VolumeTable } from "../split/mod.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
@@ -127,32 +128,20 @@ export function planSummary(table: VolumeTable, report: PlanReport, maxStores?: 
   const subtrees = metrics.subtrees;
   const lines = [
     `algorithm      ${plan.algorithm}${budget}`,
-    `table          ${table.topics.length} topics in ${report.partitions} partitions, ${humanBytes(table.bytesTotal)}`,
+    `table          ${table.topics.length} topics in ${report.partitions} partitions, ${formatBytes(table.bytesTotal)}`,
     `stores         ${metrics.stores}`,
-    `topic reads    wasted ${humanBytes(metrics.wastedBytesTotal)} in total; most ${humanBytes(metrics.worstWaste.wastedBytes)} `
+    `topic reads    wasted ${formatBytes(metrics.wastedBytesTotal)} in total; most ${formatBytes(metrics.worstWaste.wastedBytes)} `
       + `reading ${metrics.worstWaste.topic}; worst ratio ${metrics.worstRatio.ratio.toFixed(2)}x reading ${metrics.worstRatio.topic}`,
-    `subtree reads  wasted ${humanBytes(subtrees.wastedBytesTotal)} over ${subtrees.count} subtrees; most ${humanBytes(subtrees.worstWaste.wastedBytes)} `
+    `subtree reads  wasted ${formatBytes(subtrees.wastedBytesTotal)} over ${subtrees.count} subtrees; most ${formatBytes(subtrees.worstWaste.wastedBytes)} `
       + `reading ${subtrees.worstWaste.subtree}; worst ratio ${subtrees.worstRatio.ratio.toFixed(2)}x reading ${subtrees.worstRatio.subtree}`,
     "",
   ];
   const idWidth = Math.max(5, ...plan.stores.map((store) => store.id.length));
   const partitionWidth = Math.max(9, ...plan.stores.map((store) => store.partition.length));
-  lines.push(`${"store".padEnd(idWidth)}  ${"partition".padEnd(partitionWidth)}  ${"topics".padStart(7)}  ${"bytes".padStart(19)}  first topic`);
+  lines.push(`${"store".padEnd(idWidth)}  ${"partition".padEnd(partitionWidth)}  ${"topics".padStart(7)}  ${"bytes".padStart(9)}  first topic`);
   for (const store of plan.stores) {
     lines.push(`${store.id.padEnd(idWidth)}  ${store.partition.padEnd(partitionWidth)}  ${String(store.topics.length).padStart(7)}  `
-      + `${store.bytes.toLocaleString("en-US").padStart(19)}  ${table.topics[store.topics[0]]}`);
+      + `${formatBytes(store.bytes).padStart(9)}  ${table.topics[store.topics[0]]}`);
   }
   return `${lines.join("\n")}\n`;
-}
-
-const UNITS = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
-
-function humanBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < UNITS.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)} ${UNITS[unit]}`;
 }

@@ -3,6 +3,7 @@
  * directory (a running server or this process: src/runtime/split_owner.ts), the worker pool, the
  * progress line and the before/after table. The work itself is src/split/executor.ts.
  */
+import { formatBytes } from "../bench/table.ts";
 import { SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
 import { inProcessRunner } from "../split/in_process.ts";
 import { executeSplit, measureVolumes, type SplitProgress, type SplitReport } from "../split/executor.ts";
@@ -109,22 +110,21 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
 }
 
 function progressLine(progress: SplitProgress, elapsedMs: number): string {
-  const mb = progress.bytesDone / 1e6;
-  const rate = elapsedMs > 0 ? mb / (elapsedMs / 1000) : 0;
+  const rate = elapsedMs > 0 ? progress.bytesDone / (elapsedMs / 1000) : 0;
   const percent = progress.bytesTotal > 0 ? Math.floor((100 * progress.bytesDone) / progress.bytesTotal) : 100;
-  return `${progress.phase} ${progress.done}/${progress.total} partitions, ${percent}% (${mb.toFixed(1)} MB, ${rate.toFixed(1)} MB/s) ${progress.partition}`;
+  return `${progress.phase} ${progress.done}/${progress.total} partitions, ${percent}% (${formatBytes(progress.bytesDone)}, ${formatBytes(rate)}/s) ${progress.partition}`;
 }
 
-/** The closing report: what was done, then the four metrics before and after. */
+/** The closing report: what was done, then the four metrics before and after (bytes as formatBytes prints them). */
 export function reportText(report: SplitReport, how: { seconds: number; dryRun: boolean; via: string; workers: number }): string {
   if (report.table === null) return "nothing to split: no closed segments yet\n";
   const lines: string[] = [];
-  const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
   if (how.dryRun) lines.push(`dry run: would rewrite ${report.partitionsRewritten} partition(s); nothing changed`);
   else if (!report.switched) lines.push("nothing to do: every partition already has its planned stores");
   else {
     lines.push(`rewrote ${report.partitionsRewritten} partition(s) into ${report.storesWritten} store(s), replacing ${report.filesReplaced} file(s); switched by the ${how.via === "server" ? "running server" : "split itself"}`);
-    lines.push(`read ${mb(report.bytesRead)}, wrote ${mb(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${(report.bytesRead / 1e6 / Math.max(how.seconds, 1e-9)).toFixed(1)} MB/s read)`);
+    const rate = report.bytesRead / Math.max(how.seconds, 1e-9);
+    lines.push(`read ${formatBytes(report.bytesRead)}, wrote ${formatBytes(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${formatBytes(rate)}/s read)`);
   }
   lines.push("");
   const row = (name: string, before: string, after: string) => `${name.padEnd(18)}${before.padEnd(44)}${after}`;
@@ -132,8 +132,8 @@ export function reportText(report: SplitReport, how: { seconds: number; dryRun: 
   const a = report.after as PlanMetrics;
   lines.push(row("", "before", "after"));
   lines.push(row("stores", String(b.stores), String(a.stores)));
-  lines.push(row("wasted bytes", String(b.wastedBytesTotal), String(a.wastedBytesTotal)));
-  lines.push(row("worst waste", `${b.worstWaste.topic} (${b.worstWaste.wastedBytes} B)`, `${a.worstWaste.topic} (${a.worstWaste.wastedBytes} B)`));
+  lines.push(row("wasted bytes", formatBytes(b.wastedBytesTotal), formatBytes(a.wastedBytesTotal)));
+  lines.push(row("worst waste", `${b.worstWaste.topic} (${formatBytes(b.worstWaste.wastedBytes)})`, `${a.worstWaste.topic} (${formatBytes(a.worstWaste.wastedBytes)})`));
   lines.push(row("worst ratio", `${b.worstRatio.topic} (${b.worstRatio.ratio.toFixed(2)}x)`, `${a.worstRatio.topic} (${a.worstRatio.ratio.toFixed(2)}x)`));
   return `${lines.join("\n")}\n`;
 }
