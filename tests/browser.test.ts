@@ -4,19 +4,18 @@
  * published with the client library; the topic browser lists them; the split view, given
  * orders-desk.csv from the shared datasets, draws both plans with the figures the planner computes,
  * highlights the worst topics and explains a cell on hover. The page must load nothing but its
- * own origin and log no errors. Saves the split view as docs/split-view.png for the README.
+ * own origin and log no errors. The split view's screenshot goes to a temporary directory (tests
+ * never write the tracked tree; `npm run docs:screenshot` refreshes docs/split-view.png).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { connect } from "../src/client/mod.ts";
 import { parseVolumeTable, planSplit } from "../src/split/mod.ts";
 import { launchChromium } from "./fixtures/browser_chromium.ts";
-import { type AriaServer, cleanupAll, ROOT, startAria } from "./fixtures/e2e_server.ts";
-
-const DATASET = fileURLToPath(new URL("../../shared/datasets/orders-desk.csv", import.meta.url));
-const SCREENSHOT = `${ROOT}/docs/split-view.png`;
+import { type AriaServer, cleanupAll, makeTempDir, startAria } from "./fixtures/e2e_server.ts";
+import { ORDERS_DESK_CSV as DATASET, showUploadedSplit } from "./fixtures/split_view.ts";
 
 let server: AriaServer;
 let browser: Browser;
@@ -95,11 +94,7 @@ test("the split view draws both plans of an uploaded volume table", async () => 
   if (!table.ok) throw new Error(table.reason);
   const expected = { heuristic: planSplit(table.table, { algorithm: "heuristic" }).metrics, adaptive: planSplit(table.table, { algorithm: "adaptive" }).metrics };
 
-  await page.goto(`${server.adminUrl}/#split`);
-  // Opening the view plans the live volumes; the upload made meanwhile must win.
-  await page.locator("#split-file").setInputFiles(DATASET);
-  await page.waitForFunction(() => document.querySelector("#split-summary")?.textContent?.startsWith("orders-desk.csv"), undefined, { timeout: 10_000 });
-  await page.locator('[data-plan="adaptive"] svg.icicle rect.cell').first().waitFor();
+  await showUploadedSplit(page, server.adminUrl, DATASET);
   await Bun.sleep(300); // a late answer for the live volumes would land here
   expect(await page.locator("#split-summary").innerText()).toBe("orders-desk.csv: 49 topics in 2 partitions, 3.35 GB.");
   for (const algorithm of ["heuristic", "adaptive"] as const) {
@@ -137,7 +132,9 @@ test("the split view draws both plans of an uploaded volume table", async () => 
   await page.locator("#split-crumbs button", { hasText: "all topics" }).click();
   await page.waitForFunction((count) => document.querySelectorAll('[data-plan="adaptive"] svg.icicle rect.cell').length === count, cellsBefore);
 
-  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  const screenshot = join(makeTempDir("aria-browser-"), "split-view.png");
+  await page.screenshot({ path: screenshot, fullPage: true });
+  expect([...readFileSync(screenshot).subarray(1, 4)]).toEqual([0x50, 0x4e, 0x47]); // "PNG"
 }, 30_000);
 
 test("the page loaded nothing from other origins and logged no errors", () => {

@@ -21,5 +21,8 @@ test("--help prints usage on stdout, exit 0; version", async () => {
   expect(help.stdout).toContain("Commands:");
   const version = capture();
   expect(await runCli(["version"], version)).toBe(0);
-  expect(version.stdout).toMatch(/^aria \d+\.\d+\.\d+\n$/);
+  expect(version.stdout).toMatch(/^aria \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(-dirty)?|unknown), (bun|deno) \d+\.\d+\.\d+\S*\)\n$/);
+  const flag = capture();
+  expect(await runCli(["--version"], flag)).toBe(0);
+  expect(flag.stdout).toBe(version.stdout);
 });

@@ -3,6 +3,8 @@
  * parses its own flags (node:util parseArgs), prints usage on --help, and answers wrong arguments
  * with a usage message on stderr and exit code 2.
  */
+import { buildCommit } from "../runtime/build_info.ts";
+import { runtime } from "../runtime/current_runtime.ts";
 import { UsageError } from "./args.ts";
 import { BENCH_USAGE, benchCommand } from "./bench.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
@@ -14,8 +16,13 @@ import { SUB_USAGE, subCommand } from "./sub.ts";
 
 export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
 
-/** Aria's version, printed by `aria version`. */
+/** Aria's version, printed by `aria version` (package.json's "version"; a test keeps them equal). */
 export const ARIA_VERSION = "0.1.0";
+
+/** The line `aria version` and `aria --version` print: the version, the commit and the runtime. */
+export function versionLine(): string {
+  return `aria ${ARIA_VERSION} (commit ${buildCommit()}, ${runtime.name} ${runtime.version})\n`;
+}
 
 interface Command {
   summary: string;
@@ -31,9 +38,9 @@ const COMMANDS: Record<string, Command> = {
   bench: { summary: "run scenario benchmarks against a server", usage: BENCH_USAGE, run: benchCommand },
   split: { summary: "split persisted partitions into subtree stores (plan, stats, rewrite)", usage: SPLIT_USAGE, run: splitCommand },
   version: {
-    summary: "print the version",
+    summary: "print the version, the commit it was built from and the runtime",
     run: async (_args, io) => {
-      io.out(`aria ${ARIA_VERSION}\n`);
+      io.out(versionLine());
       return EXIT_OK;
     },
   },
@@ -42,7 +49,7 @@ const COMMANDS: Record<string, Command> = {
 /** The top-level usage text. */
 export function usage(): string {
   const lines = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(10)} ${command.summary}`);
-  return `Usage: aria <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nRun 'aria <command> --help' for a command's options.\n`;
+  return `Usage: aria <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nRun 'aria <command> --help' for a command's options; 'aria --version' prints the version.\n`;
 }
 
 /** Runs the command line `args` (without the program name); resolves to the exit code. */
@@ -52,6 +59,7 @@ export async function runCli(args: string[], io: CliIo = processIo): Promise<num
     (name === undefined ? io.err : io.out)(usage());
     return name === undefined ? EXIT_USAGE : EXIT_OK;
   }
+  if (name === "--version" || name === "-V") return await COMMANDS.version!.run(rest, io);
   const command = COMMANDS[name];
   if (command === undefined) {
     io.err(`aria: unknown command '${name}'\n\n${usage()}`);
