@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { ARIA_VERSION } from "../src/cli/mod.ts";
 import { SYSTEM_REQUIREMENTS } from "../scripts/test_setup.ts";
 import { CHROMIUM_PATH } from "./fixtures/browser_chromium.ts";
-import { cleanupAll, ensureBinary, makeTempDir, ROOT, runAria, waitFor } from "./fixtures/e2e_server.ts";
+import { cleanupAll, ensureBinary, makeTempDir, ROOT, runAria, StreamText, waitFor } from "./fixtures/e2e_server.ts";
 
 afterAll(cleanupAll);
 
@@ -41,18 +41,14 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
   test(`npm start: ${signal} to npm stops the server cleanly (port and data-directory lock released)`, async () => {
     const dataDir = makeTempDir("aria-npm-start-");
     const npm = Bun.spawn(["npm", "start", "--silent", "--", "--port", "0", "--admin-port", "0", "--data-dir", dataDir], { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-    let stdout = "";
-    const reading = (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of npm.stdout) stdout += decoder.decode(chunk, { stream: true });
-    })();
+    const output = new StreamText(npm.stdout);
     let serverPid: number | null = null;
     try {
-      await waitFor(() => /^tcp:\/\/\S+\nhttp:\/\/\S+\n/.test(stdout), "npm start printing the server's URLs", 30_000);
+      await waitFor(() => /^tcp:\/\/\S+\nhttp:\/\/\S+\n/.test(output.text), "npm start printing the server's URLs", 30_000);
       serverPid = lockHolder(dataDir);
       expect(serverPid).not.toBeNull();
       expect(serverPid).not.toBe(npm.pid);
-      const adminUrl = stdout.split("\n")[1]!;
+      const adminUrl = output.text.split("\n")[1]!;
       expect((await fetch(`${adminUrl}/healthz`)).status).toBe(200);
 
       process.kill(npm.pid, signal);
@@ -63,7 +59,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     } finally {
       if (serverPid !== null && alive(serverPid)) process.kill(serverPid, "SIGKILL");
       if (npm.exitCode === null) npm.kill("SIGKILL");
-      await reading.catch(() => {});
+      await output.done;
     }
   }, 60_000);
 }
