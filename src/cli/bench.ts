@@ -22,7 +22,8 @@ import {
 import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../runtime/bench_env.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError, checkUrl } from "./args.ts";
-import { EXIT_FAILURE, EXIT_OK, processIo, type CliIo } from "./cli_io.ts";
+import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+import { progressLine } from "./progress.ts";
 
 /** Usage of `aria bench`. */
 export const BENCH_USAGE = `Usage: aria bench [options]
@@ -97,7 +98,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
   if (typeof values.payload === "string") overrides.payloadBytes = parseCountList(values.payload, "--payload");
   const url = typeof values.url === "string" ? checkUrl(values.url) : null;
   const options = benchOptions(overrides);
-  const progress = progressLine(io);
+  const progress = benchProgress(io);
   const env = benchEnv({ url, parentDir: stringFlag(values, "data-dir", defaultParentDir()), progress: progress.update });
   const results: ScenarioResult[] = [];
   const machine = machineInfo(url);
@@ -165,20 +166,13 @@ function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string
   return parts.join("\n");
 }
 
-/** The progress line: rewritten in place on a terminal; otherwise only `done` lines are printed. */
-function progressLine(io: CliIo): { update(text: string): void; done(text: string): void } {
-  const tty = io === processIo && process.stderr.isTTY === true;
-  const width = tty ? Math.max(40, (process.stderr.columns ?? 100) - 1) : 0;
-  let shown = false;
+/** The progress line (rewritten in place on a terminal), and `done` lines printed everywhere. */
+function benchProgress(io: CliIo): { update(text: string): void; done(text: string): void } {
+  const line = progressLine(io, "aria bench: ");
   return {
-    update(text) {
-      if (!tty) return;
-      io.err(`\r\x1b[K${`aria bench: ${text}`.slice(0, width)}`);
-      shown = true;
-    },
+    update: (text) => line.update(text),
     done(text) {
-      if (tty && shown) io.err("\r\x1b[K");
-      shown = false;
+      line.clear();
       if (text !== "") io.err(`aria bench: ${text}\n`);
     },
   };

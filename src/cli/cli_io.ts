@@ -8,10 +8,16 @@ import { runtime } from "../runtime/current_runtime.ts";
 export interface CliIo {
   out(text: string): void;
   err(text: string): void;
+  /** True when `err` goes to a terminal, where a progress line may be rewritten in place (absent: not a terminal). */
+  errIsTerminal?(): boolean;
 }
 
 /** The process's own stdout and stderr. */
-export const processIo: CliIo = { out: (text) => runtime.writeStdout(text), err: (text) => runtime.writeStderr(text) };
+export const processIo: CliIo = {
+  out: (text) => runtime.writeStdout(text),
+  err: (text) => runtime.writeStderr(text),
+  errIsTerminal: () => runtime.stderrIsTerminal(),
+};
 
 /** Exit codes every subcommand shares. */
 export const EXIT_OK = 0;

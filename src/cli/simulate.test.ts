@@ -37,3 +37,23 @@ test("aria simulate: bad arguments are usage errors (exit 2)", async () => {
   expect(io.stderr.split("\n")[0]).toBe(`aria simulate: --inject-bug: "nope" is not one of drop-one, reorder, lose-acked`);
   expect(await runCli(["simulate", "--steps", "x"], capture())).toBe(2);
 });
+
+test("aria simulate on a terminal: a progress line on stderr, rewritten in place and cleared before the summary", async () => {
+  const out = Object.assign(capture(), { errIsTerminal: () => true });
+  expect(await runCli(["simulate", "--seed", "3", "--seeds", "2", "--steps", "60"], out)).toBe(0);
+  const updates = out.stderr.split("\r\x1b[K").filter((part) => part !== "").map((update) => update.replace(/, \d+\.\d s$/, ", T s"));
+  expect(updates).toEqual([
+    "aria simulate: seed 3 (1/2), step 25/60, T s",
+    "aria simulate: seed 3 (1/2), step 50/60, T s",
+    "aria simulate: seed 3 (1/2), step 60/60, T s",
+    "aria simulate: seed 4 (2/2), step 25/60, T s",
+    "aria simulate: seed 4 (2/2), step 50/60, T s",
+    "aria simulate: seed 4 (2/2), step 60/60, T s",
+  ]);
+  expect(out.stderr.endsWith("\r\x1b[K")).toBe(true);
+  expect(out.stdout).toMatch(/^simulate: 2 seeds \(3\.\.4\) × 60 steps/);
+  // Not a terminal: nothing on stderr.
+  const plain = capture();
+  expect(await runCli(["simulate", "--seed", "3", "--steps", "60"], plain)).toBe(0);
+  expect(plain.stderr).toBe("");
+});

@@ -9,6 +9,7 @@ import { runtime } from "../runtime/current_runtime.ts";
 import { INJECT_BUGS, type InjectBug, replayCommand, simulate } from "../testing/simulator.ts";
 import { parseCommand, parseCount, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+import { progressLine } from "./progress.ts";
 
 /** Usage of `aria simulate`. */
 export const SIMULATE_USAGE = `Usage: aria simulate [--seed N] [--steps M] [--seeds K] [--inject-bug NAME] [--verbose]
@@ -16,7 +17,8 @@ export const SIMULATE_USAGE = `Usage: aria simulate [--seed N] [--steps M] [--se
 Runs the real broker, tip and store under a simulated clock, network and disk with injected
 faults (crashes, torn writes, failing fsyncs, full disk, slow and vanishing clients), checking
 every invariant after every step. Exits 0 when all held; 1 with the seed, step and invariant
-that broke, and the command that replays it.
+that broke, and the command that replays it. On a terminal, a progress line on stderr shows the
+seed and step it is at.
 
 Options:
   --seed N           first seed (default 1; alone, runs just that seed)
@@ -28,6 +30,8 @@ Options:
 `;
 
 const STEPS_DEFAULT = 300;
+/** Steps between progress updates: a few a second at the simulator's speed, not one per step. */
+const PROGRESS_STEPS = 25;
 const SEEDS_DEFAULT = 20;
 
 /** Runs `aria simulate`. */
@@ -57,9 +61,17 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
   }
   const verbose = values.verbose === true;
   const started = runtime.clock.nowUs();
+  const progress = progressLine(io, "aria simulate: ");
   let messages = 0;
   for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
-    const result = await simulate({ seed, steps, injectBug });
+    const seedIndex = seed - firstSeed + 1;
+    const showStep = (step: number) => {
+      if (step % PROGRESS_STEPS === 0 || step === steps) {
+        progress.update(`seed ${seed} (${seedIndex}/${seeds}), step ${step}/${steps}, ${((runtime.clock.nowUs() - started) / 1e6).toFixed(1)} s`);
+      }
+    };
+    const result = await simulate({ seed, steps, injectBug, onStep: showStep });
+    progress.clear();
     messages += result.summary.messages;
     if (verbose) {
       const s = result.summary;

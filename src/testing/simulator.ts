@@ -70,6 +70,8 @@ export interface SimulationOptions {
   seed: number;
   steps: number;
   injectBug?: InjectBug | null;
+  /** Called after each step with its number (a progress display; it must not touch the simulation). */
+  onStep?: (step: number) => void;
 }
 
 /** The first broken invariant of a run. */
@@ -324,7 +326,10 @@ class Simulation {
     let failure: SimulationFailure | null = null;
     try {
       await this.startLife(0);
-      for (this.step = 1; this.step <= this.options.steps; this.step++) await this.oneStep();
+      for (this.step = 1; this.step <= this.options.steps; this.step++) {
+        await this.oneStep();
+        this.options.onStep?.(this.step);
+      }
       this.step = this.options.steps;
       await this.settle();
     } catch (error) {
