@@ -6,6 +6,10 @@
  *   POST /internal/split/reserve   {"count": n} → {"first": id}: ids for the split's new files
  *   POST /internal/split/commit    {"removed": [ids], "added": [stores]} → {"ok": true}, or 409
  *                                  with the reason when the swap no longer fits (nothing changed)
+ *   GET  /internal/split/open      {"open": {partitions, records, bytes, oldestTimeUs, segmentAgeUs,
+ *                                  segmentBytesMax}}: journal records in no closed segment yet
+ *   POST /internal/split/seal      {"sealed": {segmentsClosed, records, bytes}} once every record
+ *                                  published before it is in a closed segment (500: the store failed)
  *
  * Registered on the admin app through its `routes` hook, behind its token check.
  */
@@ -32,5 +36,17 @@ export function addSplitRoutes(app: Hono, host: SplitHost, onSwitched?: (swap: L
     }
     onSwitched?.(swap);
     return c.json({ ok: true });
+  });
+  app.get("/internal/split/open", async (c) => {
+    if (host.openData === undefined) return c.json({ error: "this server does not report open segments" }, 501);
+    return c.json({ open: await host.openData() });
+  });
+  app.post("/internal/split/seal", async (c) => {
+    if (host.seal === undefined) return c.json({ error: "this server does not seal on request" }, 501);
+    try {
+      return c.json({ sealed: await host.seal() });
+    } catch (error) {
+      return c.json({ error: `sealing failed: ${(error as Error).message}` }, 500);
+    }
   });
 }

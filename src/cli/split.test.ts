@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SplitReport } from "../split/executor.ts";
 import type { PlanMetrics, VolumeTable } from "../split/mod.ts";
+import type { OpenData } from "../store/mod.ts";
 import { runCli, type CliIo } from "./mod.ts";
 import { reportText } from "./split_run.ts";
 
@@ -192,8 +193,10 @@ test("the split's closing report prints every byte figure in one format (formatB
     bytesRead: 3_400_000,
     bytesWritten: 1_700_000,
     switched: true,
+    sealed: null,
+    open: null,
   };
-  expect(reportText(report, { seconds: 0.16, dryRun: false, via: "local", workers: 2 })).toMatchInlineSnapshot(`
+  expect(reportText(report, { seconds: 0.16, dryRun: false, via: "local", workers: 2, nowUs: 0, dataDir: "./aria-data" })).toMatchInlineSnapshot(`
     "rewrote 5 partition(s) into 8 store(s), replacing 9 file(s); switched by the split itself
     read 3.2 MiB, wrote 1.6 MiB in 0.16 s with 2 worker(s) (20.3 MiB/s read)
 
@@ -204,4 +207,37 @@ test("the split's closing report prints every byte figure in one format (formatB
     worst ratio       app/orders/paid/eu (5.41x)                  ops/metrics/mem (2.09x)
     "
   `);
+});
+
+describe("what the split says about open segments (the journal's records, in no closed file yet)", () => {
+  const open: OpenData = { partitions: 3, records: 4, bytes: 172, oldestTimeUs: 1_000_000_000, segmentAgeUs: 600_000_000, segmentBytesMax: 64 * 1024 * 1024 };
+  const empty: SplitReport = { table: null, before: null, after: null, partitionsRewritten: 0, storesWritten: 0, filesReplaced: 0, bytesRead: 0, bytesWritten: 0, switched: false, sealed: null, open };
+  const how = { seconds: 0.01, dryRun: false, workers: 2, nowUs: 1_020_000_000, dataDir: "./aria-data" };
+
+  test("nothing closed yet, a server running: what is open, when the oldest closes, how to close it now", () => {
+    expect(reportText(empty, { ...how, via: "server" })).toMatchInlineSnapshot(`
+      "nothing to split yet: no closed segments
+      4 messages (172 B) in 3 partition(s) are in open segments, in the journal
+      a partition's open segment closes at 64.0 MiB, when its oldest message is 10 min old (the oldest: in about 9 min 40 s), or when the server stops cleanly
+      close them now: aria split --data-dir ./aria-data --seal (with --dry-run: seal, then only plan)
+      "
+    `);
+  });
+
+  test("nothing closed yet, no server: segments close only while one runs, or at its clean stop", () => {
+    expect(reportText(empty, { ...how, via: "local" })).toMatchInlineSnapshot(`
+      "nothing to split yet: no closed segments
+      4 messages (172 B) in 3 partition(s) are in open segments, in the journal
+      a partition's open segment closes at 64.0 MiB, when its oldest message is 10 min old while 'aria serve' runs on the directory, or when it stops cleanly
+      close them now: aria split --data-dir ./aria-data --seal (with --dry-run: seal, then only plan)
+      "
+    `);
+  });
+
+  test("an empty directory", () => {
+    expect(reportText({ ...empty, open: { ...open, partitions: 0, records: 0, bytes: 0, oldestTimeUs: null } }, { ...how, via: "local" })).toMatchInlineSnapshot(`
+      "nothing to split: the data directory holds no messages
+      "
+    `);
+  });
 });

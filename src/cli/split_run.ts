@@ -4,9 +4,10 @@
  * progress line and the before/after table. The work itself is src/split/executor.ts.
  */
 import { formatBytes } from "../bench/table.ts";
-import { SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
+import { SEGMENT_AGE_US_MAX, SEGMENT_BYTES_MAX, SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
 import { inProcessRunner } from "../split/in_process.ts";
 import { executeSplit, measureVolumes, type SplitProgress, type SplitReport } from "../split/executor.ts";
+import type { OpenData, SealResult } from "../store/mod.ts";
 import { SPLIT_ALGORITHMS, volumeTableOf, VOLUME_TABLE_HEADER, type PlanMetrics, type SplitAlgorithm } from "../split/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { workerRunner } from "../runtime/split_pool.ts";
@@ -15,7 +16,7 @@ import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 
 /** Usage of `aria split` (the rewrite). */
-export const SPLIT_RUN_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--dry-run]
+export const SPLIT_RUN_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--seal] [--dry-run]
 
 Measures the per-topic volumes of the closed segments and stores of a data directory, plans, and
 rewrites each partition into its subtree stores on worker threads (one partition per task), then
@@ -23,12 +24,18 @@ switches to the new layout in one durable step and removes the files it replaced
 'aria serve' uses the directory: the server performs the switch. Ends with the plan metrics of
 the layout before and after.
 
+Only closed segments are split. New messages sit in the journal, in a partition's open segment,
+until it reaches ${formatBytes(SEGMENT_BYTES_MAX)}, its oldest message is ${SEGMENT_AGE_US_MAX / 60e6} minutes old (while a server runs), or the server
+stops cleanly; --seal closes every open segment first, so the split takes all messages so far.
+
 Options:
   --data-dir DIR      the data directory (default ./aria-data)
   --algorithm NAME    adaptive (default) or heuristic
   --max-stores N      adaptive's budget of stores (default: the heuristic's store count)
   --workers N         worker threads (default: the number of cores)
-  --dry-run           measure and plan, print the metrics, change nothing
+  --seal              close the open segments first, then split (with --dry-run: close them,
+                      then only plan)
+  --dry-run           measure and plan, print the metrics, change nothing (but what --seal closes)
   --json              print the report as one JSON document
   -h, --help          show this help
 `;
@@ -38,11 +45,14 @@ export const SPLIT_STATS_USAGE = `Usage: aria split stats [--data-dir DIR] [--js
 
 Prints the per-topic volumes (record bytes, messages) of the closed segments and subtree stores
 of a data directory: the volume table 'aria split plan --volumes' reads (CSV, the default).
+Messages still in open segments (the journal) are not counted: stderr says how many, and
+'aria split --seal --dry-run' closes them.
 
 Options:
   --data-dir DIR      the data directory (default ./aria-data)
   --csv               CSV with the header topic,bytes,messages (default)
-  --json              {"topics": [{"topic", "bytes", "messages"}]}
+  --json              {"topics": [{"topic", "bytes", "messages"}], "open": {"partitions", "records",
+                      "bytes", "oldestTimeUs", "segmentAgeUs", "segmentBytesMax"}}
   -h, --help          show this help
 `;
 
@@ -54,6 +64,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
     "max-stores": { type: "string" },
     workers: { type: "string" },
     "dry-run": { type: "boolean" },
+    seal: { type: "boolean" },
     json: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   });
@@ -87,6 +98,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
       plan: { algorithm: algorithm as SplitAlgorithm, maxStores },
       workers,
       dryRun: values["dry-run"] === true,
+      seal: values.seal === true,
       intervalBytes: SEGMENT_INDEX_INTERVAL_BYTES,
       onProgress: terminal ? (progress) => io.err(`\r\x1b[K${progressLine(progress, nowMs() - started)}`) : undefined,
     });
@@ -104,7 +116,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
     const { table: _table, ...rest } = report;
     io.out(`${JSON.stringify({ ...rest, via: owner.via, dryRun: values["dry-run"] === true, seconds })}\n`);
   } else {
-    io.out(reportText(report, { seconds, dryRun: values["dry-run"] === true, via: owner.via, workers }));
+    io.out(reportText(report, { seconds, dryRun: values["dry-run"] === true, via: owner.via, workers, nowUs: runtime.clock.nowUs(), dataDir }));
   }
   return EXIT_OK;
 }
@@ -115,10 +127,17 @@ function progressLine(progress: SplitProgress, elapsedMs: number): string {
   return `${progress.phase} ${progress.done}/${progress.total} partitions, ${percent}% (${formatBytes(progress.bytesDone)}, ${formatBytes(rate)}/s) ${progress.partition}`;
 }
 
+/** How a report was made, for its text. */
+export type ReportContext = { seconds: number; dryRun: boolean; via: string; workers: number; nowUs: number; dataDir: string };
+
 /** The closing report: what was done, then the four metrics before and after (bytes as formatBytes prints them). */
-export function reportText(report: SplitReport, how: { seconds: number; dryRun: boolean; via: string; workers: number }): string {
-  if (report.table === null) return "nothing to split: no closed segments yet\n";
+export function reportText(report: SplitReport, how: ReportContext): string {
   const lines: string[] = [];
+  if (report.sealed !== null) lines.push(sealedText(report.sealed));
+  if (report.table === null) {
+    if (report.open !== null && report.open.records > 0) return `${[...lines, "nothing to split yet: no closed segments", ...openText(report.open, how)].join("\n")}\n`;
+    return `${[...lines, "nothing to split: the data directory holds no messages"].join("\n")}\n`;
+  }
   if (how.dryRun) lines.push(`dry run: would rewrite ${report.partitionsRewritten} partition(s); nothing changed`);
   else if (!report.switched) lines.push("nothing to do: every partition already has its planned stores");
   else {
@@ -126,6 +145,7 @@ export function reportText(report: SplitReport, how: { seconds: number; dryRun: 
     const rate = report.bytesRead / Math.max(how.seconds, 1e-9);
     lines.push(`read ${formatBytes(report.bytesRead)}, wrote ${formatBytes(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${formatBytes(rate)}/s read)`);
   }
+  if (report.open !== null && report.open.records > 0) lines.push(...openText(report.open, how).map((line, i) => (i === 0 ? `not split: ${line}` : line)));
   lines.push("");
   const row = (name: string, before: string, after: string) => `${name.padEnd(18)}${before.padEnd(44)}${after}`;
   const b = report.before as PlanMetrics;
@@ -136,6 +156,41 @@ export function reportText(report: SplitReport, how: { seconds: number; dryRun: 
   lines.push(row("worst waste", `${b.worstWaste.topic} (${formatBytes(b.worstWaste.wastedBytes)})`, `${a.worstWaste.topic} (${formatBytes(a.worstWaste.wastedBytes)})`));
   lines.push(row("worst ratio", `${b.worstRatio.topic} (${b.worstRatio.ratio.toFixed(2)}x)`, `${a.worstRatio.topic} (${a.worstRatio.ratio.toFixed(2)}x)`));
   return `${lines.join("\n")}\n`;
+}
+
+function sealedText(sealed: SealResult): string {
+  if (sealed.records === 0) return "sealed: no open segment";
+  return `sealed: ${messagesText(sealed.records, sealed.bytes)} closed into ${sealed.segmentsClosed} segment(s)`;
+}
+
+function messagesText(records: number, bytes: number): string {
+  return `${records} message${records === 1 ? "" : "s"} (${formatBytes(bytes)})`;
+}
+
+/**
+ * What is still open and when it closes: the rules of src/store (a partition's open segment
+ * closes at the segment size, at the segment age while a server runs, at a clean stop), when the
+ * oldest one would close by age, and how to close them now.
+ */
+export function openText(open: OpenData, how: { via: string; nowUs: number; dataDir: string }): string[] {
+  const ageMinutes = Math.round(open.segmentAgeUs / 60e6);
+  const lines = [`${messagesText(open.records, open.bytes)} in ${open.partitions} partition(s) are in open segments, in the journal`];
+  if (how.via === "server") {
+    const byAge = open.oldestTimeUs === null ? null : open.oldestTimeUs + open.segmentAgeUs - how.nowUs;
+    const when = byAge === null ? "" : byAge <= 0 ? " (the oldest: any moment now)" : ` (the oldest: in about ${durationText(byAge)})`;
+    lines.push(`a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old${when}, or when the server stops cleanly`);
+  } else {
+    lines.push(`a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old while 'aria serve' runs on the directory, or when it stops cleanly`);
+  }
+  lines.push(`close them now: aria split --data-dir ${how.dataDir} --seal (with --dry-run: seal, then only plan)`);
+  return lines;
+}
+
+/** A positive duration in µs, roughly: "9 min 40 s", "40 s". */
+function durationText(us: number): string {
+  const seconds = Math.max(1, Math.round(us / 1e6));
+  const minutes = Math.floor(seconds / 60);
+  return minutes === 0 ? `${seconds} s` : `${minutes} min ${seconds % 60} s`;
 }
 
 /** Runs `aria split stats`. */
@@ -159,8 +214,10 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
     return EXIT_FAILURE;
   }
   let rows;
+  let open: OpenData | null;
   try {
     const layouts = await owner.host.layout();
+    open = (await owner.host.openData?.()) ?? null;
     rows = (await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: runtime.crc32 }), { workers: 4 })).rows;
   } catch (error) {
     io.err(`aria split stats: ${(error as Error).message}\n`);
@@ -170,8 +227,13 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
   }
   const built = rows.length === 0 ? null : volumeTableOf(rows);
   const topics = built === null || !built.ok ? [] : built.table.topics.map((topic, i) => ({ topic, bytes: built.table.bytes[i], messages: built.table.messages[i] }));
-  if (values.json === true) io.out(`${JSON.stringify({ topics })}\n`);
+  if (values.json === true) io.out(`${JSON.stringify({ topics, open })}\n`);
   else io.out(`${[VOLUME_TABLE_HEADER, ...topics.map((t) => `${csvField(t.topic)},${t.bytes},${t.messages}`)].join("\n")}\n`);
+  // The table counts closed files only: say on stderr (the CSV stays a clean table) what it leaves out.
+  if (open !== null && open.records > 0) {
+    const lines = openText(open, { via: owner.via, nowUs: runtime.clock.nowUs(), dataDir });
+    io.err(`aria split stats: not counted: ${lines.join("\n")}\n`);
+  }
   return EXIT_OK;
 }
 

@@ -2,10 +2,11 @@
  * split_host: the SplitHost of `aria split` when `aria serve` owns the data directory — the
  * server's admin app, over HTTP (routes in src/admin/split_routes.ts). The server answers with
  * its layout, reserves file ids from its own counter (so the split's new files never collide with
- * segments its sorter closes meanwhile) and performs the switch itself.
+ * segments its sorter closes meanwhile) and performs the switch itself; it also says what is still
+ * open in its journal, and closes it on request (`aria split --seal`).
  */
 import type { SplitHost } from "../split/executor.ts";
-import type { LayoutSwap, PartitionLayout } from "../store/mod.ts";
+import type { LayoutSwap, OpenData, PartitionLayout, SealResult } from "../store/mod.ts";
 
 /** A SplitHost that talks to the server at `adminUrl`. */
 export function remoteHost(adminUrl: string, token?: string): SplitHost {
@@ -23,5 +24,7 @@ export function remoteHost(adminUrl: string, token?: string): SplitHost {
     switchLayout: async (swap: LayoutSwap) => {
       await call("POST", "/internal/split/commit", swap);
     },
+    openData: async () => (await call<{ open: OpenData }>("GET", "/internal/split/open")).open,
+    seal: async () => (await call<{ sealed: SealResult }>("POST", "/internal/split/seal")).sealed,
   };
 }

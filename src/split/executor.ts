@@ -14,7 +14,7 @@
  * partition whose layout already is its plan (same stores, no segment) is left alone, so a
  * second run with the same data does nothing.
  */
-import type { Disk, LayoutSwap, PartitionLayout, SegmentMeta, SubtreeStoreMeta } from "../store/mod.ts";
+import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SubtreeStoreMeta } from "../store/mod.ts";
 import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
 import { recordSpanOf } from "../store/store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
@@ -30,6 +30,10 @@ export interface SplitHost {
   layout(): Promise<PartitionLayout[]>;
   reserveIds(count: number): Promise<number>;
   switchLayout(swap: LayoutSwap): Promise<void>;
+  /** The journal's records no closed file holds yet (a host without it: not reported). */
+  openData?(): Promise<OpenData>;
+  /** Closes the open segments now, so the split sees every record appended so far. */
+  seal?(): Promise<SealResult>;
 }
 
 /** Per-topic volume of one partition. */
@@ -51,6 +55,8 @@ export type SplitOptions = {
   plan: { algorithm: SplitAlgorithm; maxStores?: number } | ((table: VolumeTable) => SplitPlan);
   workers: number;
   dryRun?: boolean;
+  /** Close the open segments first (the host's `seal`), so the journal's records are split too. */
+  seal?: boolean;
   intervalBytes: number;
   onProgress?: (progress: SplitProgress) => void;
 };
@@ -66,6 +72,10 @@ export type SplitReport = {
   bytesRead: number;
   bytesWritten: number;
   switched: boolean;
+  /** What `seal` closed first (null: not asked). */
+  sealed: SealResult | null;
+  /** What is still open after the layout was taken: not split (null: the host does not say). */
+  open: OpenData | null;
 };
 
 /** The closed files of a partition as sources: each store alone, the segments in one chain. */
@@ -128,8 +138,26 @@ export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayou
 
 /** Runs a split against `host`, with tasks run by `runner`; `disk` is the data directory. */
 export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Disk, options: SplitOptions): Promise<SplitReport> {
+  let sealed: SealResult | null = null;
+  if (options.seal === true) {
+    if (host.seal === undefined) throw new Error("Cannot seal: this data directory's owner does not close open segments on request");
+    sealed = await host.seal();
+  }
   const layouts = await host.layout();
-  const report: SplitReport = { table: null, before: null, after: null, partitionsRewritten: 0, storesWritten: 0, filesReplaced: 0, bytesRead: 0, bytesWritten: 0, switched: false };
+  const open = (await host.openData?.()) ?? null;
+  const report: SplitReport = {
+    table: null,
+    before: null,
+    after: null,
+    partitionsRewritten: 0,
+    storesWritten: 0,
+    filesReplaced: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+    switched: false,
+    sealed,
+    open,
+  };
   if (layouts.length === 0) return report;
   const measured = await measureVolumes(layouts, runner, options);
   report.bytesRead += measured.bytesRead;

@@ -13,6 +13,8 @@ export function storeHost(store: Store): SplitHost {
     layout: async () => store.layout(),
     reserveIds: async (count) => store.reserveIds(count),
     switchLayout: (swap) => store.switchLayout(swap),
+    openData: async () => store.openData(),
+    seal: () => store.seal(),
   };
 }
 

@@ -13,10 +13,11 @@
  *   await store.readNewest(ringBytes);           // refill the tip after a restart
  *   await store.retain({ ageUs, bytes }, nowUs); store.maintain(nowUs); store.stats();
  *   store.layout(); store.reserveIds(n); await store.switchLayout({ removed, added });  // split
+ *   store.openData(); await store.seal();        // what is still open; close it now (split --seal)
  *   await store.close();
  * All file access goes through `Disk` (disk.ts): BunDisk in src/runtime, SimDisk in src/testing.
  */
-export { Store, type LayoutSwap, type PartitionLayout, type RetainResult, type StoreStats } from "./store.ts";
+export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type StoreStats } from "./store.ts";
 export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
 export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";

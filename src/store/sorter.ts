@@ -106,11 +106,25 @@ export class Sorter {
    * stop with 1.1 GB of journals over 10,000 partitions took 17 s that way.
    */
   async sortAll(): Promise<void> {
+    await this.sortThrough(Infinity);
+  }
+
+  /**
+   * Sorts, as sortAll does, every partition whose oldest pending record has a seq at or below
+   * `throughSeq` (`aria split --seal`: the records appended before it asked), waiting for it;
+   * the records must be written (the caller waits for their commit). Publishes meanwhile go on
+   * and are not waited for: a partition whose pending records all came later is left alone, so
+   * the sort ends however fast they come.
+   */
+  async sortThrough(throughSeq: number): Promise<void> {
     // The background loop stays out while this runs (a poke meanwhile only asks for a pass after
     // it): two runs at once closed the same pending records twice (overlapping segments).
     while (this.running !== null) await this.running.catch(() => {});
-    const sorting = this.sortEverything();
-    this.running = sorting.finally(() => {
+    const sorting = this.sortEverything(throughSeq);
+    this.running = sorting.then(
+      () => {},
+      () => {},
+    ).finally(() => {
       this.running = null;
       this.onProgress();
       if (this.again) {
@@ -118,16 +132,16 @@ export class Sorter {
         this.poke();
       }
     });
-    this.running.catch(() => {});
-    await sorting;
+    return sorting;
   }
 
-  private async sortEverything(): Promise<void> {
+  private async sortEverything(throughSeq: number): Promise<void> {
     await this.writer.sync();
     const context = this.context;
-    // Passes until nothing is pending: a close stops at the segment size, so a partition with
+    const due = (log: PartitionLog) => log.pendingCount > 0 && log.pendingSeq(log.pendingHead) <= throughSeq;
+    // Passes until nothing due is pending: a close stops at the segment size, so a partition with
     // more than that in one group of journals needs more than one.
-    for (let closed = 1; closed > 0 && context.partitionList.some((log) => log.pendingCount > 0); ) {
+    for (let closed = 1; closed > 0 && context.partitionList.some(due); ) {
       closed = 0;
       for (let first = 0; first < context.journals.length; ) {
         if (context.journals[first].pendingRecords === 0) {
@@ -137,11 +151,11 @@ export class Sorter {
         // Every partition with records in this group of journals closes them.
         const gens = imagesFrom(context, first, context.journals.length);
         const group = new Set(gens);
-        closed += await this.run(context.partitionList.filter((log) => log.pendingCount > 0 && group.has(log.pendingGen(log.pendingHead))), gens);
+        closed += await this.run(context.partitionList.filter((log) => due(log) && group.has(log.pendingGen(log.pendingHead))), gens);
         first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
         if (first < 0) break;
       }
-      closed += await this.run(context.partitionList.filter((log) => log.pendingCount > 0), null);
+      closed += await this.run(context.partitionList.filter(due), null);
     }
   }
 

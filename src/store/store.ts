@@ -54,6 +54,25 @@ export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stor
 /** A split's switch: the segments and stores it replaces and the stores replacing them. */
 export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[] };
 
+/**
+ * What the journal holds that no closed file does yet (open segments): a split cannot see it
+ * until it closes, by the segment size or age, at a clean close, or by `seal`.
+ */
+export type OpenData = {
+  /** Partitions with records in the journal only, those records, and their record bytes. */
+  partitions: number;
+  records: number;
+  bytes: number;
+  /** Publish time of the oldest of them (null when there is none): the age limit runs from it. */
+  oldestTimeUs: number | null;
+  /** The limits that close them: a partition's open segment closes at this age or size. */
+  segmentAgeUs: number;
+  segmentBytesMax: number;
+};
+
+/** What `seal` closed: segments, and the records and bytes that were open when it was asked. */
+export type SealResult = { segmentsClosed: number; records: number; bytes: number };
+
 /** What a `retain` removed: closed segments, a split's subtree stores, and their bytes. */
 export type RetainResult = { segmentsRemoved: number; storesRemoved: number; bytesRemoved: number };
 
@@ -228,6 +247,45 @@ export class Store {
   async sortAll(): Promise<void> {
     await this.writer.drain();
     await this.sorter.sortAll();
+  }
+
+  /** The records of the journal that no closed segment holds yet (what `seal` would close). */
+  openData(): OpenData {
+    const context = this.context;
+    const open: OpenData = { partitions: 0, records: 0, bytes: 0, oldestTimeUs: null, segmentAgeUs: context.options.segmentAgeUsMax, segmentBytesMax: context.options.segmentBytesMax };
+    for (const log of context.partitionList) {
+      if (log.pendingCount === 0) continue;
+      open.partitions++;
+      open.records += log.pendingCount;
+      open.bytes += log.pendingBytes;
+      const oldest = log.pendingTime(log.pendingHead);
+      if (open.oldestTimeUs === null || oldest < open.oldestTimeUs) open.oldestTimeUs = oldest;
+    }
+    return open;
+  }
+
+  /**
+   * Closes the open segments now (`aria split --seal`): every record appended before the call is
+   * committed, then sorted into segments as a clean close sorts them, and the call resolves once
+   * they are in force. Appends go on meanwhile; those made after the call may stay open. A
+   * failed sort fails the store, as the background sorter's does.
+   */
+  async seal(): Promise<SealResult> {
+    const context = this.context;
+    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "seal on a closed or failed store");
+    const open = this.openData();
+    if (open.records === 0) return { segmentsClosed: 0, records: 0, bytes: 0 };
+    const through = context.nextSeq - 1;
+    // Counted from here: the background sorter may close some of them (a size trigger) first.
+    const written = this.sorter.segmentsWritten;
+    await this.writer.commit();
+    try {
+      await this.sorter.sortThrough(through);
+    } catch (error) {
+      this.writer.fail(error);
+      throw error;
+    }
+    return { segmentsClosed: this.sorter.segmentsWritten - written, records: open.records, bytes: open.bytes };
   }
 
   /** Waits until background segment closing is done (tests, benchmarks). */
