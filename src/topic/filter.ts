@@ -5,6 +5,7 @@
  * Pure: no interning here (see filter_matcher.ts for matching by topic id).
  */
 import { FILTER_ENTRIES_MAX } from "../constants.ts";
+import { foreignFilterAdvice } from "./foreign_syntax.ts";
 import { isUnder, partitionOf, validateTopic } from "./topic.ts";
 
 const SUBTREE_SUFFIX = "/**";
@@ -47,7 +48,11 @@ export class Filter {
     const entries: FilterEntry[] = [];
     for (const text of texts) {
       const entry = parseEntry(text);
-      if (typeof entry === "string") return { ok: false, reason: `filter entry "${text}": ${entry}` };
+      if (typeof entry === "string") {
+        // Another system's wildcard (`app/#`, `app/+/x`, `orders.*`) also gets what Aria writes.
+        const advice = foreignFilterAdvice(text);
+        return { ok: false, reason: `filter entry "${text}": ${entry}${advice === null ? "" : `; ${advice}`}` };
+      }
       entries.push(entry);
     }
     return { ok: true, filter: new Filter(normalise(entries)) };

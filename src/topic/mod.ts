@@ -1,5 +1,6 @@
 /** topic: names, validation, partitions, filters and interning. */
 export { isUnder, partitionOf, validateTopic } from "./topic.ts";
 export { Filter, type FilterEntry, type FilterParse } from "./filter.ts";
+export { dottedTopicAdvice, foreignFilterAdvice } from "./foreign_syntax.ts";
 export { TopicTable, type InternResult } from "./topic_table.ts";
 export { FilterMatcher } from "./filter_matcher.ts";

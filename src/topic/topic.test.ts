@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { Filter, FilterMatcher, TopicTable, partitionOf, validateTopic } from "./mod.ts";
+import { dottedTopicAdvice, Filter, FilterMatcher, foreignFilterAdvice, TopicTable, partitionOf, validateTopic } from "./mod.ts";
 import { fcParams } from "../testing/fc_params.ts";
 
 describe("validateTopic", () => {
@@ -77,6 +77,46 @@ describe("Filter", () => {
         "filter entry "/**": topic is empty",
         "filter entry "a/b/": topic ends with '/'",
         "filter has 257 entries, more than the limit of 256",
+      ]
+    `);
+  });
+
+  test("another system's wildcards get what Aria writes instead; validation is unchanged", () => {
+    const cases = [["app/#"], ["#"], ["app/+/x"], ["orders.*"], ["app/orders.*.created"]];
+    expect(cases.map((texts) => {
+      const parsed = Filter.parse(texts);
+      return parsed.ok ? "ok" : parsed.reason;
+    })).toMatchInlineSnapshot(`
+      [
+        "filter entry "app/#": topic has wildcard character '#' at byte 4; '#' is MQTT's multi-level wildcard: Aria writes app/** (app and every topic below it)",
+        "filter entry "#": topic has wildcard character '#' at byte 0; '#' is MQTT's multi-level wildcard: Aria writes ** (every topic)",
+        "filter entry "app/+/x": topic has wildcard character '+' at byte 4; Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics",
+        "filter entry "orders.*": topic has wildcard character '*' at byte 7; Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (orders/**) or list the topics",
+        "filter entry "app/orders.*.created": topic has wildcard character '*' at byte 11; Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (app/orders/**) or list the topics",
+      ]
+    `);
+    // Valid Aria filters stay valid, and get no advice (a NATS `>` is refused by the CLI only).
+    expect(["orders.>", ">", "orders.created"].map((text) => Filter.parse([text]).ok)).toEqual([true, true, true]);
+    expect(["app/**", "**", "a/b", "orders.created", "app/v1.2", "a/*", "a/**/b"].map(foreignFilterAdvice)).toEqual([null, null, null, null, null, null, null]);
+    expect(["orders.>", ">", "app/orders.>"].map(foreignFilterAdvice)).toMatchInlineSnapshot(`
+      [
+        "Aria's separator is '/', not '.' (NATS's): the subtree is orders/**",
+        "'>' is NATS's wildcard for everything: Aria writes **",
+        "Aria's separator is '/', not '.' (NATS's): the subtree is app/orders/**",
+      ]
+    `);
+  });
+
+  test("a dotted name without '/' gets a warning; one with '/' or a wildcard does not", () => {
+    expect(["orders.created", "a.b.c", "app/v1.2", "orders", "orders.>", "orders.", ".x"].map((text) => `${text}: ${dottedTopicAdvice(text)}`)).toMatchInlineSnapshot(`
+      [
+        "orders.created: Aria's separator is '/', not '.': this is one segment (orders/created has 2)",
+        "a.b.c: Aria's separator is '/', not '.': this is one segment (a/b/c has 3)",
+        "app/v1.2: null",
+        "orders: null",
+        "orders.>: null",
+        "orders.: null",
+        ".x: null",
       ]
     `);
   });
