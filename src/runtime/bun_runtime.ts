@@ -8,9 +8,10 @@
 import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { nativeCrc32 } from "./crc32.ts";
-import { readTextFile } from "./files.ts";
-import { onShutdownSignal, processArgs, processExit, stdinLines, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
-import type { Runtime } from "./runtime.ts";
+import { promises as fs } from "node:fs";
+import { readTextFile, unreadable } from "./files.ts";
+import { onShutdownSignal, processArgs, processExit, stdinChunks, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
+import type { ReadBytesResult, Runtime } from "./runtime.ts";
 import { dialTcp } from "./tcp_dialer.ts";
 import { listenTcp } from "./tcp_listener.ts";
 
@@ -42,12 +43,28 @@ export const bunRuntime = (): Runtime => ({
   writeStdout,
   writeStderr,
   writeStdoutAsync,
-  stdinLines,
+  stdinChunks,
   onShutdownSignal,
   stderrIsTerminal: () => process.stderr.isTTY === true,
   readTextFile,
+  readBytesFile,
   runQuiet: async (argv) => {
     const child = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
     return await child.exited;
   },
 });
+
+/** Reads `path`'s bytes, refusing files larger than `bytesMax` before reading any. */
+async function readBytesFile(path: string, options: { bytesMax: number }): Promise<ReadBytesResult> {
+  const where = `cannot read ${JSON.stringify(path)}`;
+  try {
+    const stat = await fs.stat(path);
+    if (stat.isDirectory()) return { ok: false, reason: `${where}: is a directory` };
+    if (stat.size > options.bytesMax) return { ok: false, reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+    const bytes = await fs.readFile(path);
+    return { ok: true, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
+  } catch (error) {
+    const failed = unreadable(path, error);
+    return { ok: false, reason: failed.ok ? where : failed.reason };
+  }
+}

@@ -12,7 +12,6 @@ import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./cl
 import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
 import { unreadable } from "./files.ts";
-import { linesOf } from "./process.ts";
 import { type HttpServer, OutputClosedError, type Runtime } from "./runtime.ts";
 
 const encoder = new TextEncoder();
@@ -41,7 +40,9 @@ export const denoRuntime = (): Runtime => ({
   collectGarbage: () => {},
   spawnWorker: (url) => new Worker(url, { type: "module" }),
   args: () => [...Deno.args],
-  exit: (code) => Deno.exit(code),
+  // Every write below is whole when it returns (writeSync in a loop; writeStdoutAsync is awaited),
+  // so nothing is buffered to drain before the exit.
+  exit: async (code) => Deno.exit(code),
   writeStdout: (text) => writeAllSync(Deno.stdout, encoder.encode(text)),
   writeStderr: (text) => writeAllSync(Deno.stderr, encoder.encode(text)),
   writeStdoutAsync: async (data) => {
@@ -54,7 +55,7 @@ export const denoRuntime = (): Runtime => ({
       throw error;
     }
   },
-  stdinLines: () => linesOf(Deno.stdin.readable),
+  stdinChunks: () => Deno.stdin.readable,
   onShutdownSignal: (handler) => {
     let called = false;
     for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -74,6 +75,17 @@ export const denoRuntime = (): Runtime => ({
       return { ok: true, text: await Deno.readTextFile(path) };
     } catch (error) {
       return unreadable(path, error);
+    }
+  },
+  readBytesFile: async (path, options) => {
+    try {
+      const stat = await Deno.stat(path);
+      if (stat.isDirectory) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
+      if (stat.size > options.bytesMax) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+      return { ok: true, bytes: await Deno.readFile(path) };
+    } catch (error) {
+      const failed = unreadable(path, error);
+      return { ok: false, reason: failed.ok ? `cannot read ${JSON.stringify(path)}` : failed.reason };
     }
   },
   runQuiet: async (argv) => {

@@ -71,6 +71,7 @@ declare namespace Deno {
   function rename(from: string, to: string): Promise<void>;
   function stat(path: string): Promise<FileInfo>;
   function readTextFile(path: string): Promise<string>;
+  function readFile(path: string): Promise<Uint8Array>;
 
   namespace errors {
     class NotFound extends Error {}

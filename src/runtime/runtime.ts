@@ -20,6 +20,9 @@ import type { Dialer } from "./tcp_dialer.ts";
 export type { ClientSocket, DialHandlers, Dialer } from "./tcp_dialer.ts";
 export type { ReadTextResult } from "./files.ts";
 
+/** A file's bytes, or why it could not be read (a one-line reason). */
+export type ReadBytesResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: string };
+
 /** The events of accepted TCP connections, as the broker takes them (Broker fits). */
 export interface ConnectionEvents {
   /** A connection was accepted; returns the id its later events carry. */
@@ -49,7 +52,6 @@ export interface HttpServer {
   stop(): Promise<void>;
 }
 
-/** The runtime under Aria. */
 /** Standard output's reader went away (EPIPE: `aria sub … | head` after head exits): nothing more can be written. */
 export class OutputClosedError extends Error {
   constructor(cause: unknown) {
@@ -57,6 +59,7 @@ export class OutputClosedError extends Error {
   }
 }
 
+/** The runtime under Aria. */
 export interface Runtime {
   /** "bun" or "deno". */
   readonly name: "bun" | "deno";
@@ -91,20 +94,25 @@ export interface Runtime {
 
   /** Command-line arguments after the program (and script) name. */
   args(): string[];
-  /** Ends the process with `code`. */
-  exit(code: number): never;
+  /**
+   * Ends the process with `code` once everything written to stdout and stderr has reached them
+   * (a pipe, a file, a terminal), or once they failed (a pipe whose reader exited).
+   */
+  exit(code: number): Promise<never>;
   writeStdout(text: string): void;
   writeStderr(text: string): void;
   /** Writes to standard output, waiting while the pipe is full; rejects with OutputClosedError once its reader is gone. */
   writeStdoutAsync(data: string | Uint8Array): Promise<void>;
-  /** The lines of standard input, without their line endings. */
-  stdinLines(): AsyncGenerator<string>;
+  /** Standard input as byte chunks as they arrive, never decoded (binary-safe). */
+  stdinChunks(): AsyncIterable<Uint8Array>;
   /** Calls `handler` once, on the first SIGINT or SIGTERM. */
   onShutdownSignal(handler: (signal: string) => void): void;
   /** True when standard error is a terminal. */
   stderrIsTerminal(): boolean;
   /** Reads `path` as UTF-8, refusing files over `bytesMax`; the reason when it cannot. */
   readTextFile(path: string, options: { bytesMax: number }): Promise<ReadTextResult>;
+  /** Reads `path`'s bytes exactly, refusing files over `bytesMax`; the reason when it cannot. */
+  readBytesFile(path: string, options: { bytesMax: number }): Promise<ReadBytesResult>;
   /** Runs a program with its output discarded; resolves to its exit code. */
   runQuiet(argv: string[]): Promise<number>;
 }
