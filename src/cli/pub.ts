@@ -1,25 +1,34 @@
 /**
- * `aria pub`: publishes one message, each line of stdin, or JSON lines, and exits 0 once every
- * message is acknowledged, printing the acknowledged seq range on stderr.
+ * `aria pub`: publishes one message, a file's bytes, each line of stdin, or JSON lines, and exits 0
+ * once every message is acknowledged, printing the acknowledged seq range on stderr. Binary-safe:
+ * stdin is read as bytes and split on "\n" bytes, never decoded; a JSON line may carry its payload
+ * as payloadBase64 (as `aria sub --format json` prints a payload that is not UTF-8), so
+ * `aria sub --format json … | aria pub --json-lines` copies any stream exactly.
  */
 import { connect } from "../client/mod.ts";
+import { PAYLOAD_BYTES_MAX } from "../constants.ts";
 import { AriaError } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { validateTopic } from "../topic/topic.ts";
 import { parseCommand, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+import { byteLinesOf, checkForeignSyntax } from "./input.ts";
 
 /** Usage of `aria pub`. */
 export const PUB_USAGE = `Usage: aria pub [--url tcp://127.0.0.1:7400] TOPIC [MESSAGE]
+       aria pub [--url tcp://127.0.0.1:7400] TOPIC --file PATH
        aria pub [--url tcp://127.0.0.1:7400] --json-lines
 
-Publishes MESSAGE on TOPIC; without MESSAGE, each line of stdin is one message on TOPIC.
-With --json-lines, each stdin line is {"topic": "...", "payload": "..."}.
+Publishes MESSAGE on TOPIC; with --file, the file's bytes as one message; without either, each
+line of stdin is one message on TOPIC (its bytes exactly, without the line's end, LF or CRLF).
+With --json-lines, each stdin line is {"topic": "...", "payload": "..."} or, for bytes that are
+not text, {"topic": "...", "payloadBase64": "..."} (as 'aria sub --format json' prints them).
 Exits 0 once every message is acknowledged; prints the seq range on stderr.
 
 Options:
   --url URL        the server (default tcp://127.0.0.1:7400)
-  --json-lines     read {"topic", "payload"} lines from stdin
+  --file PATH      publish the bytes of PATH as one message on TOPIC
+  --json-lines     read {"topic", "payload" or "payloadBase64"} lines from stdin
   -h, --help       show this help
 `;
 
@@ -31,6 +40,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCommand(args, {
     url: { type: "string" },
     "json-lines": { type: "boolean" },
+    file: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -38,16 +48,31 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     return EXIT_OK;
   }
   const jsonLines = values["json-lines"] === true;
+  const file = typeof values.file === "string" ? values.file : null;
   const [topic, message, ...extra] = positionals;
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}" (quote a MESSAGE with spaces)`);
+  if (file !== null && jsonLines) throw new UsageError("--file and --json-lines exclude each other");
+  if (file !== null && message !== undefined) throw new UsageError("--file PATH is the message: give no MESSAGE with it");
+  if (file === "") throw new UsageError("--file needs a path");
   if (!jsonLines) {
     if (topic === undefined) throw new UsageError("missing TOPIC");
     const reason = validateTopic(topic);
     if (reason !== null) throw new UsageError(`TOPIC "${topic}": ${reason}`);
+    checkForeignSyntax([topic], (line) => io.err(`aria pub: ${line}\n`));
   } else if (topic !== undefined) {
     throw new UsageError("--json-lines takes topics from the input, not as an argument");
   }
   const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
+  let fileBytes: Uint8Array | null = null;
+  if (file !== null) {
+    // Read before connecting: a missing file fails alone, whether a server runs or not.
+    const read = await runtime.readBytesFile(file, { bytesMax: PAYLOAD_BYTES_MAX });
+    if (!read.ok) {
+      io.err(`aria pub: --file: ${read.reason}\n`);
+      return EXIT_FAILURE;
+    }
+    fileBytes = read.bytes;
+  }
   let client: Awaited<ReturnType<typeof connect>>;
   try {
     client = await connect(url, { clientName: "aria-pub", reconnect: false });
@@ -70,7 +95,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     inFlight = [];
   };
   try {
-    const send = async (t: string, payload: string) => {
+    const send = async (t: string, payload: Uint8Array | string) => {
       if (failure !== null) throw failure;
       const published = client.publish(t, payload);
       // Handled at once: while stdin waits for the next line, a rejection awaited only at the
@@ -81,19 +106,20 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
       inFlight.push(published);
       if (inFlight.length >= IN_FLIGHT_MAX) await settle();
     };
-    if (message !== undefined && !jsonLines) {
+    if (fileBytes !== null) {
+      await send(topic, fileBytes);
+    } else if (message !== undefined && !jsonLines) {
       await send(topic, message);
     } else {
       let lineNumber = 0;
-      for await (const line of runtime.stdinLines()) {
+      for await (const line of byteLinesOf(runtime.stdinChunks())) {
         lineNumber++;
         if (!jsonLines) {
           await send(topic, line);
           continue;
         }
-        if (line.trim() === "") continue;
         const parsed = parseJsonLine(line, lineNumber);
-        await send(parsed.topic, parsed.payload);
+        if (parsed !== null) await send(parsed.topic, parsed.payload);
       }
     }
     await settle();
@@ -107,16 +133,29 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   return EXIT_OK;
 }
 
-function parseJsonLine(line: string, lineNumber: number): { topic: string; payload: string } {
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * One --json-lines line: {"topic", "payload"} (text, sent as UTF-8) or {"topic", "payloadBase64"}
+ * (bytes); other fields (seq, time, as `aria sub` prints them) are ignored. Null for a blank line.
+ */
+export function parseJsonLine(line: Uint8Array, lineNumber: number): { topic: string; payload: Uint8Array | string } | null {
   let value: unknown;
   try {
-    value = JSON.parse(line);
+    const text = UTF8.decode(line);
+    if (text.trim() === "") return null;
+    value = JSON.parse(text);
   } catch {
     throw new Error(`line ${lineNumber} is not JSON`);
   }
-  const record = value as { topic?: unknown; payload?: unknown };
-  if (typeof record !== "object" || record === null || typeof record.topic !== "string" || typeof record.payload !== "string") {
-    throw new Error(`line ${lineNumber}: expected {"topic": "...", "payload": "..."}`);
-  }
-  return { topic: record.topic, payload: record.payload };
+  const shape = `line ${lineNumber}: expected {"topic": "...", "payload": "..."} or {"topic": "...", "payloadBase64": "..."}`;
+  if (typeof value !== "object" || value === null) throw new Error(shape);
+  const record = value as { topic?: unknown; payload?: unknown; payloadBase64?: unknown };
+  if (typeof record.topic !== "string") throw new Error(shape);
+  if (record.payload !== undefined && record.payloadBase64 !== undefined) throw new Error(`line ${lineNumber}: payload and payloadBase64 exclude each other`);
+  if (typeof record.payload === "string") return { topic: record.topic, payload: record.payload };
+  if (typeof record.payloadBase64 !== "string") throw new Error(shape);
+  if (!BASE64.test(record.payloadBase64)) throw new Error(`line ${lineNumber}: payloadBase64 is not base64`);
+  return { topic: record.topic, payload: new Uint8Array(Buffer.from(record.payloadBase64, "base64")) };
 }
