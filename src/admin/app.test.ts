@@ -260,7 +260,7 @@ describe("/metrics", () => {
       # HELP aria_store_subtree_stores Subtree stores in force.
       # TYPE aria_store_subtree_stores gauge
       aria_store_subtree_stores 0
-      # aria_split_last_*: absent, no split has run
+      # aria_split_last_*: absent, no split has switched on this data directory
       "
     `);
   });
@@ -292,13 +292,10 @@ describe("/metrics", () => {
           finishedUs: 1_700_000_000_500_000,
           durationSeconds: 2.5,
           algorithm: "adaptive",
-          metrics: {
-            stores: 8,
-            wastedBytesTotal: 1234,
-            worstWaste: { topic: "a/b", wastedBytes: 1000 },
-            worstRatio: { topic: "a/c", ratio: 3.5 },
-            subtrees: { count: 3, wastedBytesTotal: 2000, worstWaste: { subtree: "a/**", wastedBytes: 1000 }, worstRatio: { subtree: "a/**", ratio: 2 } },
-          },
+          generation: 40,
+          storesWritten: 6,
+          storeBytes: 4500,
+          plan: { stores: 8, wastedBytesTotal: 1234, worstRatio: 3.5 },
         },
       }),
       clock: { nowUs: () => 0 },
@@ -311,6 +308,8 @@ describe("/metrics", () => {
     expect(text.split("\n").filter((line) => line.startsWith("aria_split_last"))).toEqual([
       "aria_split_last_time_seconds 1700000000.5",
       "aria_split_last_duration_seconds 2.5",
+      "aria_split_last_written_stores 6",
+      "aria_split_last_written_bytes 4500",
       "aria_split_last_stores 8",
       "aria_split_last_wasted_bytes 1234",
       "aria_split_last_worst_ratio 3.5",

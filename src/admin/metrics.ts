@@ -78,13 +78,19 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
 
   const last = snapshot.split.last;
   if (last === null) {
-    out.comment("aria_split_last_*: absent, no split has run");
+    out.comment("aria_split_last_*: absent, no split has switched on this data directory");
   } else {
-    out.single("aria_split_last_time_seconds", "gauge", "When the last split finished, seconds since the epoch.", last.finishedUs / 1e6);
-    out.single("aria_split_last_duration_seconds", "gauge", "How long the last split ran.", last.durationSeconds);
-    out.single("aria_split_last_stores", "gauge", "Stores of the last split's plan.", last.metrics.stores);
-    out.single("aria_split_last_wasted_bytes", "gauge", "Bytes read and thrown away reading each topic once, under the last split's plan.", last.metrics.wastedBytesTotal);
-    out.single("aria_split_last_worst_ratio", "gauge", "Worst bytes read per byte wanted of one topic, under the last split's plan.", last.metrics.worstRatio.ratio);
+    // From the data directory (the manifest's SPLIT record): a split before this build recorded
+    // only its stores, so its time, duration and plan are absent.
+    if (last.finishedUs !== null) out.single("aria_split_last_time_seconds", "gauge", "When the last split switched, seconds since the epoch.", last.finishedUs / 1e6);
+    if (last.durationSeconds !== null) out.single("aria_split_last_duration_seconds", "gauge", "How long the last split ran.", last.durationSeconds);
+    out.single("aria_split_last_written_stores", "gauge", "Stores the last split wrote.", last.storesWritten);
+    out.single("aria_split_last_written_bytes", "gauge", "Bytes of the stores the last split wrote.", last.storeBytes);
+    if (last.plan !== null) {
+      out.single("aria_split_last_stores", "gauge", "Stores of the last split's plan.", last.plan.stores);
+      out.single("aria_split_last_wasted_bytes", "gauge", "Bytes read and thrown away reading each topic once, under the last split's plan.", last.plan.wastedBytesTotal);
+      out.single("aria_split_last_worst_ratio", "gauge", "Worst bytes read per byte wanted of one topic, under the last split's plan.", last.plan.worstRatio);
+    }
   }
   return out.text();
 }

@@ -4,7 +4,7 @@
  * The app never reaches past these: no sockets, files or clocks of its own.
  */
 import type { BrokerStats } from "../broker/broker.ts";
-import type { PlanMetrics, SplitAlgorithm, VolumeRow } from "../split/mod.ts";
+import type { SplitAlgorithm, VolumeRow } from "../split/mod.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
 import type { TipStats } from "../tip/tip.ts";
@@ -26,20 +26,30 @@ export type VolumeSource = "live" | "persisted";
 /** Every VolumeSource, in the order the API lists them. */
 export const VOLUME_SOURCES: readonly VolumeSource[] = ["live", "persisted"];
 
-/** The last split run, as the split executor will report it. */
+/**
+ * The last split, as the data directory records it (the manifest's SPLIT record after its SWAP):
+ * the same after a restart, and after an offline split. Fields a split by an earlier build did not
+ * record are null; its stores still say how many it wrote and their bytes.
+ */
 export interface LastSplit {
-  /** When it finished, µs since the epoch. */
-  finishedUs: number;
-  durationSeconds: number;
-  algorithm: SplitAlgorithm;
-  metrics: PlanMetrics;
+  /** When it switched, µs since the epoch. */
+  finishedUs: number | null;
+  durationSeconds: number | null;
+  algorithm: SplitAlgorithm | null;
+  /** Its generation (the first file id it reserved: its stores carry it). */
+  generation: number;
+  /** Stores it wrote and their bytes. */
+  storesWritten: number;
+  storeBytes: number;
+  /** Its plan's store count (all partitions), wasted bytes and worst ratio (topic reads). */
+  plan: { stores: number; wastedBytesTotal: number; worstRatio: number } | null;
 }
 
 /** What the split subsystem has put on disk. */
 export interface SplitStatus {
   /** Bytes of the subtree stores on disk (0 until split runs). */
   storeBytes: number;
-  /** The last split, or null when none has run (the split executor will report it). */
+  /** The last split, or null when none has switched on this data directory. */
   last: LastSplit | null;
 }
 

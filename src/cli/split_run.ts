@@ -99,6 +99,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
       workers,
       dryRun: values["dry-run"] === true,
       seal: values.seal === true,
+      nowUs: () => runtime.clock.nowUs(),
       intervalBytes: SEGMENT_INDEX_INTERVAL_BYTES,
       onProgress: terminal ? (progress) => io.err(`\r\x1b[K${progressLine(progress, nowMs() - started)}`) : undefined,
     });

@@ -7,10 +7,10 @@
  * clock come from the Runtime (current_runtime.ts), so the same assembly runs under Bun and Deno.
  */
 import { mkdir } from "node:fs/promises";
-import { createAdminApp } from "../admin/mod.ts";
+import { createAdminApp, type LastSplit } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
-import { Store, StoreError, type FsyncPolicy, type RecoveryReport, type StoreOptions } from "../store/mod.ts";
+import { Store, StoreError, type FsyncPolicy, type RecoveryReport, type SplitSummary, type StoreOptions } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { runtime } from "./current_runtime.ts";
@@ -119,7 +119,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // Persisted volumes come from the store once split stats measure them.
     volumes: (source) => (source === "live" ? broker.topicVolumes() : null),
     recoverySeconds: () => broker.recoverySeconds,
-    split: () => ({ storeBytes: store.stats().storeBytes, last: null }),
+    // From the data directory: the same after a restart or an offline split.
+    split: () => ({ storeBytes: store.stats().storeBytes, last: lastSplitOf(store.lastSplit()) }),
     // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
     routes: (app) => addSplitRoutes(app, storeHost(store)),
     clock: runtime.clock,
@@ -174,6 +175,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await lock.release();
       })()),
   };
+}
+
+/** The store's record of the last split, as the admin app reports it. */
+function lastSplitOf(split: SplitSummary | null): LastSplit | null {
+  if (split === null) return null;
+  const { durationUs, ...rest } = split;
+  return { ...rest, durationSeconds: durationUs === null ? null : durationUs / 1e6 };
 }
 
 function hostForUrl(host: string): string {

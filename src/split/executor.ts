@@ -14,7 +14,7 @@
  * partition whose layout already is its plan (same stores, no segment) is left alone, so a
  * second run with the same data does nothing.
  */
-import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SubtreeStoreMeta } from "../store/mod.ts";
+import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SplitDetails, SubtreeStoreMeta } from "../store/mod.ts";
 import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
 import { recordSpanOf } from "../store/store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
@@ -57,6 +57,8 @@ export type SplitOptions = {
   dryRun?: boolean;
   /** Close the open segments first (the host's `seal`), so the journal's records are split too. */
   seal?: boolean;
+  /** Wall-clock µs since the epoch: when the split started and switched, kept as the last split's (none: not recorded). */
+  nowUs?: () => number;
   intervalBytes: number;
   onProgress?: (progress: SplitProgress) => void;
 };
@@ -138,6 +140,7 @@ export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayou
 
 /** Runs a split against `host`, with tasks run by `runner`; `disk` is the data directory. */
 export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Disk, options: SplitOptions): Promise<SplitReport> {
+  const startedUs = options.nowUs?.() ?? null;
   let sealed: SealResult | null = null;
   if (options.seal === true) {
     if (host.seal === undefined) throw new Error("Cannot seal: this data directory's owner does not close open segments on request");
@@ -204,7 +207,7 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     await disk.syncDir(SEGMENT_DIR);
     const removed = work.flatMap((layout) => [...layout.stores.map((store) => store.id), ...layout.segments.map((segment) => segment.id)]);
     switchAsked = true;
-    await host.switchLayout({ removed, added });
+    await host.switchLayout({ removed, added, split: splitDetails(options, startedUs, report.after) });
     report.switched = true;
     report.storesWritten = added.length;
     report.filesReplaced = removed.length;
@@ -223,6 +226,17 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     throw error;
   }
   return report;
+}
+
+/** What the host records of this split at its switch: when, how long, which algorithm, the plan's metrics. */
+function splitDetails(options: SplitOptions, startedUs: number | null, after: PlanMetrics | null): SplitDetails {
+  const finishedUs = options.nowUs?.() ?? null;
+  return {
+    finishedUs,
+    durationUs: finishedUs === null || startedUs === null ? null : Math.max(0, finishedUs - startedUs),
+    algorithm: typeof options.plan === "function" ? null : options.plan.algorithm,
+    plan: after === null ? null : { stores: after.stores, wastedBytesTotal: after.wastedBytesTotal, worstRatio: after.worstRatio.ratio },
+  };
 }
 
 function alreadyPlanned(layout: PartitionLayout, groups: readonly { topics: string[] }[]): boolean {

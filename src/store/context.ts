@@ -28,6 +28,7 @@ import { crc32 as pureCrc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { FileCache } from "./file_cache.ts";
 import { type StoreError, indexPath, packPath } from "./layout.ts";
+import type { SplitSummary } from "./manifest_codec.ts";
 import { PartitionLog } from "./partition_log.ts";
 import type { SegmentIndex, SegmentMeta } from "./segment_index.ts";
 import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
@@ -144,6 +145,8 @@ export class StoreContext {
   closed = false;
   /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
   readonly indexes = new Map<number, SegmentIndex | null>();
+  /** What the last split did, as the manifest says (null: no split has switched). */
+  lastSplit: SplitSummary | null = null;
   /** Segments in force per pack id: a pack's file is deleted when its count reaches 0. */
   readonly packSegments = new Map<number, number>();
   private lockTail: Promise<unknown> = Promise.resolve();

@@ -16,9 +16,11 @@ import { MANIFEST_PATH, MANIFEST_TMP_PATH, StoreError } from "./layout.ts";
 import {
   MANIFEST_ADD,
   MANIFEST_REMOVE,
+  MANIFEST_SPLIT,
   MANIFEST_SWAP,
   MANIFEST_WATERMARK,
   type ManifestRecord,
+  type SplitSummary,
   decodeManifestRecords,
   encodeManifestRecords,
 } from "./manifest_codec.ts";
@@ -33,6 +35,8 @@ export type ManifestState = {
   sortedThrough: Map<string, number>;
   maxSegmentId: number;
   records: number;
+  /** What the last split did (null: no split has switched). */
+  lastSplit: SplitSummary | null;
 };
 
 /** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
@@ -78,7 +82,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
       }
     }
   }
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length, lastSplit: null };
   for (const record of decoded.records) applyRecord(state, record);
   return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
 }
@@ -103,7 +107,36 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
       state.maxSegmentId = Math.max(state.maxSegmentId, store.id);
       raise(state.sortedThrough, store.partition, store.lastSeq);
     }
+    // A split's SWAP (a retention's adds nothing); the SPLIT record after it, when there is one,
+    // says the rest.
+    if (record.added.length > 0) state.lastSplit = splitOfStores(record.added);
+  } else if (record.kind === MANIFEST_SPLIT) {
+    state.lastSplit = record.split;
   }
+}
+
+/**
+ * The last split as its stores alone tell it (no SPLIT record: a build before it, a SPLIT lost
+ * with a torn tail, a manifest rebuilt from files): the newest generation among `stores`, its
+ * stores and bytes; null without stores.
+ */
+export function splitOfStores(stores: Iterable<SubtreeStoreMeta>): SplitSummary | null {
+  let generation = -1;
+  let storesWritten = 0;
+  let storeBytes = 0;
+  for (const store of stores) {
+    if (store.generation > generation) {
+      generation = store.generation;
+      storesWritten = 0;
+      storeBytes = 0;
+    }
+    if (store.generation === generation) {
+      storesWritten++;
+      storeBytes += store.bytes;
+    }
+  }
+  if (generation < 0) return null;
+  return { generation, storesWritten, storeBytes, finishedUs: null, durationUs: null, algorithm: null, plan: null };
 }
 
 function raise(map: Map<string, number>, key: string, value: number): void {
@@ -150,6 +183,8 @@ async function rewriteNow(context: StoreContext): Promise<void> {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
     if (log.sortedThrough > 0) records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
   }
+  // Last: its SWAP above would otherwise stand for the last split (replay reads them in order).
+  if (context.lastSplit !== null) records.push({ kind: MANIFEST_SPLIT, split: context.lastSplit });
   const header = encodeFileHeader({ kind: "manifest", id: 0, firstSeq: 0, name: "" }, context.crc32);
   const body = encodeManifestRecords(records, context.crc32);
   const tmp: DiskFile = await context.disk.open(MANIFEST_TMP_PATH, "create");

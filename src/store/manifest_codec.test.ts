@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { crc32 } from "./crc32.ts";
-import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_SWAP, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
+import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 
 const segment = (id: number, pack?: SegmentMeta["pack"]): SegmentMeta => ({
@@ -64,11 +64,29 @@ describe("manifest codec", () => {
     const future = new Uint8Array(24);
     const view = new DataView(future.buffer);
     view.setUint32(0, future.length, true);
-    future[8] = 7;
+    future[8] = 200;
     view.setUint32(4, crc32(future.subarray(8)), true);
     const bytes = new Uint8Array([...valid, ...future]);
-    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 7", unknownKind: 7 });
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 200", unknownKind: 200 });
     bytes[valid.length + 20] ^= 1;
-    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 7" });
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records: [{ kind: MANIFEST_REMOVE, id: 3 }], validBytes: valid.length, problem: "unknown record kind 200" });
+  });
+
+  test("SPLIT records (kind 7) decode as written, recorded or not; cut short, a torn tail", () => {
+    const records: ManifestRecord[] = [
+      {
+        kind: MANIFEST_SPLIT,
+        split: { generation: 41, storesWritten: 6, storeBytes: 3_000_000_000, finishedUs: 1_700_000_000_123_456, durationUs: 2_500_000, algorithm: "adaptive", plan: { stores: 8, wastedBytesTotal: 1.05e9, worstRatio: 304.25 } },
+      },
+      { kind: MANIFEST_SPLIT, split: { generation: 9, storesWritten: 1, storeBytes: 10, finishedUs: null, durationUs: null, algorithm: null, plan: null } },
+      { kind: MANIFEST_SPLIT, split: { generation: 9, storesWritten: 1, storeBytes: 10, finishedUs: 5, durationUs: 0, algorithm: "heuristic", plan: null } },
+    ];
+    const bytes = encodeManifestRecords(records, crc32);
+    expect(bytes.length).toBe(3 * 76);
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records, validBytes: bytes.length, problem: null });
+    expect(decodeManifestRecords(bytes.subarray(0, bytes.length - 1), crc32)).toEqual({ records: records.slice(0, 2), validBytes: 152, problem: "record cut short" });
+    const damaged = bytes.slice();
+    damaged[76 + 70] ^= 1;
+    expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: records.slice(0, 1), validBytes: 76, problem: "checksum mismatch" });
   });
 });

@@ -30,6 +30,15 @@
  * Kind 6 ADD PACKED with the records' CRC (what the sorter writes since it keeps that CRC): kind
  * 5's layout up to byte 88, then  88 u32 CRC-32 of the image's records (from its first record to
  * its end),  92 name. Record bytes = 92 + name bytes. Kind 5 still decodes (no records CRC).
+ *
+ * Kind 7 SPLIT (what the last split did; written after its SWAP, in the same append, and again
+ * after a rewrite's records; 76 bytes):
+ *   8 u8 kind 7   9 u8 algorithm (0 not recorded, 1 heuristic, 2 adaptive)   10 u16 0
+ *  12 u64 generation (the split's first reserved id: its stores carry it)
+ *  20 u64 finished µs since the epoch (0: not recorded)   28 u64 duration µs
+ *  36 u64 stores written   44 u64 their bytes   52 u64 stores of the plan (0: no plan recorded)
+ *  60 f64 the plan's wasted bytes   68 f64 its worst ratio
+ * Directories written before it hold none: their last split is read from the SWAP alone.
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
@@ -43,6 +52,7 @@ const PACKED_FIXED_BYTES = 88;
 const PACKED_CRC_FIXED_BYTES = 92;
 const SWAP_FIXED_BYTES = 20;
 const SWAP_STORE_FIXED_BYTES = 76;
+const SPLIT_BYTES = 76;
 export const MANIFEST_ADD = 1;
 export const MANIFEST_REMOVE = 2;
 export const MANIFEST_WATERMARK = 3;
@@ -51,21 +61,47 @@ export const MANIFEST_SWAP = 4;
 const MANIFEST_ADD_PACKED = 5;
 /** On disk only: as MANIFEST_ADD_PACKED, with `segment.pack.recordsCrc`. */
 const MANIFEST_ADD_PACKED_CRC = 6;
+export const MANIFEST_SPLIT = 7;
+/** The record kinds this build knows; any other intact one was written by a newer build. */
+const KIND_LAST = MANIFEST_SPLIT;
+
+/** The algorithms a SPLIT record names, by their code (0: not recorded). */
+const SPLIT_ALGORITHM_CODES = ["", "heuristic", "adaptive"] as const;
+
+/**
+ * What the last split did, as the manifest keeps it: its generation, the stores it wrote and
+ * their bytes; when it switched, how long it ran, the algorithm and the plan's metrics, each
+ * null when not recorded (a split by a build before the SPLIT record: its SWAP alone says the rest).
+ */
+export type SplitSummary = {
+  generation: number;
+  storesWritten: number;
+  storeBytes: number;
+  finishedUs: number | null;
+  durationUs: number | null;
+  algorithm: "heuristic" | "adaptive" | null;
+  plan: { stores: number; wastedBytesTotal: number; worstRatio: number } | null;
+};
 
 /** One manifest record. */
 export type ManifestRecord =
   | { kind: typeof MANIFEST_ADD; segment: SegmentMeta }
   | { kind: typeof MANIFEST_REMOVE; id: number }
   | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number }
-  | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] };
+  | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] }
+  | { kind: typeof MANIFEST_SPLIT; split: SplitSummary };
 
-/** Bytes before the name of a non-SWAP record. */
-function fixedBytesOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>): number {
+/** Records of a fixed part and a name (every kind but SWAP and SPLIT). */
+type NamedRecord = Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT }>;
+
+/** Bytes before the name of a named record. */
+function fixedBytesOf(record: NamedRecord): number {
   if (record.kind !== MANIFEST_ADD || record.segment.pack === undefined) return FIXED_BYTES;
   return record.segment.pack.recordsCrc === undefined ? PACKED_FIXED_BYTES : PACKED_CRC_FIXED_BYTES;
 }
 
 function recordLength(record: ManifestRecord): number {
+  if (record.kind === MANIFEST_SPLIT) return SPLIT_BYTES;
   if (record.kind !== MANIFEST_SWAP) return fixedBytesOf(record) + nameOf(record).length;
   let total = SWAP_FIXED_BYTES + 8 * record.removed.length;
   for (const store of record.added) {
@@ -98,6 +134,36 @@ function encodeSwap(bytes: Uint8Array, view: DataView, at: number, record: { rem
       p = putAscii(bytes, p + 2, topic);
     }
   }
+}
+
+function encodeSplit(view: DataView, at: number, split: SplitSummary): void {
+  view.setUint8(at + 8, MANIFEST_SPLIT);
+  view.setUint8(at + 9, split.algorithm === null ? 0 : SPLIT_ALGORITHM_CODES.indexOf(split.algorithm));
+  setU64(view, at + 12, split.generation);
+  setU64(view, at + 20, split.finishedUs ?? 0);
+  setU64(view, at + 28, split.durationUs ?? 0);
+  setU64(view, at + 36, split.storesWritten);
+  setU64(view, at + 44, split.storeBytes);
+  setU64(view, at + 52, split.plan?.stores ?? 0);
+  view.setFloat64(at + 60, split.plan?.wastedBytesTotal ?? 0, true);
+  view.setFloat64(at + 68, split.plan?.worstRatio ?? 0, true);
+}
+
+function decodeSplit(view: DataView, at: number): ManifestRecord | string {
+  const algorithm = SPLIT_ALGORITHM_CODES[view.getUint8(at + 9)];
+  if (algorithm === undefined) return "split record names an unknown algorithm";
+  const finishedUs = getU64(view, at + 20);
+  const planStores = getU64(view, at + 52);
+  const split: SplitSummary = {
+    generation: getU64(view, at + 12),
+    storesWritten: getU64(view, at + 36),
+    storeBytes: getU64(view, at + 44),
+    finishedUs: finishedUs === 0 ? null : finishedUs,
+    durationUs: finishedUs === 0 ? null : getU64(view, at + 28),
+    algorithm: algorithm === "" ? null : algorithm,
+    plan: planStores === 0 ? null : { stores: planStores, wastedBytesTotal: view.getFloat64(at + 60, true), worstRatio: view.getFloat64(at + 68, true) },
+  };
+  return { kind: MANIFEST_SPLIT, split };
 }
 
 function putAscii(bytes: Uint8Array, at: number, text: string): number {
@@ -153,10 +219,11 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
   const view = new DataView(bytes.buffer);
   let at = 0;
   for (const record of records) {
-    if (record.kind === MANIFEST_SWAP) {
+    if (record.kind === MANIFEST_SWAP || record.kind === MANIFEST_SPLIT) {
       const length = recordLength(record);
       view.setUint32(at, length, true);
-      encodeSwap(bytes, view, at, record);
+      if (record.kind === MANIFEST_SWAP) encodeSwap(bytes, view, at, record);
+      else encodeSplit(view, at, record.split);
       view.setUint32(at + 4, crc32(bytes.subarray(at + 8, at + length)), true);
       at += length;
       continue;
@@ -194,7 +261,7 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
   return bytes;
 }
 
-function nameOf(record: Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP }>): string {
+function nameOf(record: NamedRecord): string {
   return record.kind === MANIFEST_ADD ? record.segment.partition : record.kind === MANIFEST_WATERMARK ? record.partition : "";
 }
 
@@ -214,7 +281,7 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
     if (bytes.length - at < COMMON_BYTES) return { records, validBytes: at, problem: "record cut short" };
     const length = view.getUint32(at, true);
     const kind = view.getUint8(at + 8);
-    if (kind < MANIFEST_ADD || kind > MANIFEST_ADD_PACKED_CRC) {
+    if (kind < MANIFEST_ADD || kind > KIND_LAST) {
       // Intact (its length and CRC hold) but of a kind this code does not know: a newer build's.
       const intact = length >= COMMON_BYTES && bytes.length - at >= length && view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
       return { records, validBytes: at, problem: `unknown record kind ${kind}`, ...(intact ? { unknownKind: kind } : {}) };
@@ -228,6 +295,16 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       const swap = decodeSwap(bytes, view, at, at + length);
       if (typeof swap === "string") return { records, validBytes: at, problem: swap };
       records.push(swap);
+      at += length;
+      continue;
+    }
+    if (kind === MANIFEST_SPLIT) {
+      if (bytes.length - at < COMMON_BYTES || length !== SPLIT_BYTES) return { records, validBytes: at, problem: "impossible record length" };
+      if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
+      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
+      const split = decodeSplit(view, at);
+      if (typeof split === "string") return { records, validBytes: at, problem: split };
+      records.push(split);
       at += length;
       continue;
     }

@@ -14,10 +14,12 @@
  *   await store.retain({ ageUs, bytes }, nowUs); store.maintain(nowUs); store.stats();
  *   store.layout(); store.reserveIds(n); await store.switchLayout({ removed, added });  // split
  *   store.openData(); await store.seal();        // what is still open; close it now (split --seal)
+ *   store.lastSplit();                           // what the last split did, from the manifest
  *   await store.close();
  * All file access goes through `Disk` (disk.ts): BunDisk in src/runtime, SimDisk in src/testing.
  */
-export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type StoreStats } from "./store.ts";
+export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type SplitDetails, type StoreStats } from "./store.ts";
+export type { SplitSummary } from "./manifest_codec.ts";
 export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
 export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";

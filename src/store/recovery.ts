@@ -40,7 +40,7 @@ import {
   stagedPath,
   storePath,
 } from "./layout.ts";
-import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest } from "./manifest.ts";
+import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest, splitOfStores } from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
 import { countRecordsAfter, scanRecords } from "./scan.ts";
 import { scanPack } from "./pack_file.ts";
@@ -194,6 +194,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     log.sortedThrough = Math.max(log.sortedThrough, store.lastSeq);
   }
   report.segments += state.stores.size;
+  // A manifest rebuilt from files has no SPLIT record: the stores in force say what they can.
+  context.lastSplit = state.lastSplit ?? splitOfStores(state.stores.values());
   for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
   for (const segment of live) {
     const log = context.partition(segment.partition);
@@ -397,7 +399,7 @@ async function rebuildFromSegments(
   problem: (file: string, offset: number, what: string, action: string) => void,
 ): Promise<ManifestState> {
   const { segmentIds, storeIds, packIds } = ids;
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0 };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0, lastSplit: null };
   const found: SegmentMeta[] = [];
   for (const id of [...packIds].sort((a, b) => a - b)) {
     const scan = await scanPack(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });

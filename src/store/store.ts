@@ -13,8 +13,8 @@ import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
-import { MANIFEST_REMOVE, MANIFEST_SWAP, type ManifestRecord } from "./manifest_codec.ts";
-import { appendManifestLocked } from "./manifest.ts";
+import { MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, type ManifestRecord, type SplitSummary } from "./manifest_codec.ts";
+import { appendManifestLocked, splitOfStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import type { StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
@@ -51,8 +51,14 @@ export type StoreStats = {
 /** One partition's closed data: what a split plans from. */
 export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stores: SubtreeStoreMeta[] };
 
-/** A split's switch: the segments and stores it replaces and the stores replacing them. */
-export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[] };
+/** What a split says of itself at its switch; the store adds its generation, stores and bytes. */
+export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "algorithm" | "plan">;
+
+/**
+ * A split's switch: the segments and stores it replaces and the stores replacing them, and what
+ * the split was (kept in the manifest as the last split; without it, the stores alone tell).
+ */
+export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[]; split?: SplitDetails };
 
 /**
  * What the journal holds that no closed file does yet (open segments): a split cannot see it
@@ -379,10 +385,16 @@ export class Store {
     if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
     const replaced: string[] = [];
     await context.locked(async () => {
-      const problem = await this.swapProblem(swap);
+      const problem = (await this.swapProblem(swap)) ?? detailsProblem(swap.split);
       if (problem !== null) throw new StoreError("ARIA_ERR_STORE_FAILED", `Cannot switch to the split layout: ${problem}`);
+      const stored = splitOfStores(swap.added);
+      const split = stored === null ? null : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
+      // The SPLIT record after the SWAP, in one append: torn off by a crash, the SWAP still says
+      // which stores the split wrote (manifest.ts).
+      const records: ManifestRecord[] = [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }];
+      if (split !== null) records.push({ kind: MANIFEST_SPLIT, split });
       try {
-        await appendManifestLocked(context, [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }]);
+        await appendManifestLocked(context, records);
       } catch (error) {
         // The SWAP record may still reach the disk (a failed fsync, like the sorter's): only the
         // next open can tell which layout is in force, so the store stops here.
@@ -399,6 +411,7 @@ export class Store {
       }
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
       for (const id of removed) context.indexes.delete(id);
+      if (split !== null) context.lastSplit = split;
       // A reservation serves one switch.
       this.reserved = this.reserved.filter((range) => !swap.added.some((store) => inRange(range, store.id)));
     });
@@ -455,6 +468,11 @@ export class Store {
       if (!(await context.disk.list(SEGMENT_DIR)).includes(indexPath(store.id).slice(SEGMENT_DIR.length + 1))) return `index of store ${store.id} is missing`;
     }
     return null;
+  }
+
+  /** What the last split did, as the data directory records it (null: no split has switched). */
+  lastSplit(): SplitSummary | null {
+    return this.context.lastSplit;
   }
 
   /** Counts and sizes. */
@@ -556,6 +574,26 @@ function removeReleased(context: StoreContext, paths: readonly string[]): Promis
       // left to the next open
     }
   });
+}
+
+/** Null when `details` (which may come over HTTP) can be recorded: integers where the codec writes u64s. */
+function detailsProblem(details: SplitDetails | undefined): string | null {
+  if (details === undefined) return null;
+  const count = (value: unknown) => typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+  if (details.finishedUs !== null && !count(details.finishedUs)) return "split.finishedUs is not a time";
+  if (details.durationUs !== null && !count(details.durationUs)) return "split.durationUs is not a duration";
+  if (details.algorithm !== null && details.algorithm !== "heuristic" && details.algorithm !== "adaptive") return "split.algorithm is not heuristic or adaptive";
+  const plan = details.plan;
+  if (plan !== null && (typeof plan !== "object" || !count(plan.stores) || plan.stores === 0 || typeof plan.wastedBytesTotal !== "number" || typeof plan.worstRatio !== "number")) {
+    return "split.plan is not {stores, wastedBytesTotal, worstRatio}";
+  }
+  return null;
+}
+
+/** The fields of `details` (a body over HTTP may carry more). */
+function pickDetails(details: SplitDetails): SplitDetails {
+  const plan = details.plan === null ? null : { stores: details.plan.stores, wastedBytesTotal: details.plan.wastedBytesTotal, worstRatio: details.plan.worstRatio };
+  return { finishedUs: details.finishedUs, durationUs: details.durationUs, algorithm: details.algorithm, plan };
 }
 
 /** Whether `id` is one of the range's. */

@@ -74,7 +74,8 @@ function render(root, stats, history) {
   setField(root, "recoveries", formatCount(broker.recoveries.tip + broker.recoveries.disk));
   setField(root, "recoveries-tip", formatCount(broker.recoveries.tip));
   setField(root, "recoveries-disk", formatCount(broker.recoveries.disk));
-  setField(root, "last-split", split.last === null ? "none yet" : new Date(split.last.finishedUs / 1000).toLocaleString());
+  const last = split.last;
+  setField(root, "last-split", last === null ? "none yet" : last.finishedUs === null ? `${formatCount(last.storesWritten)} stores (time not recorded)` : new Date(last.finishedUs / 1000).toLocaleString());
 }
 
 function renderSubscriptions(root, byPhase, total) {
