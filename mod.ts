@@ -9,6 +9,7 @@ export {
   ClientSubscription,
   connect,
   type ClientOptions,
+  type ConnectionEvent,
   type Message,
   type MessageBatch,
   type PublishResult,

@@ -9,7 +9,8 @@
  * handshake, and resubscribes every subscription from the seq after the last one it delivered,
  * so the application sees no gap and no duplicate. Publishes not yet acknowledged when the
  * connection dropped are rejected with ARIA_ERR_CONNECTION_LOST: they may or may not have been
- * sequenced, and only the application knows whether sending again is safe.
+ * sequenced, and only the application knows whether sending again is safe. The application may
+ * watch this happen through `onConnectionEvent` (disconnected, reconnected, reconnect_failed).
  *
  * The socket comes from a Dialer (src/runtime/tcp_dialer.ts); this file does no I/O itself.
  */
@@ -41,7 +42,22 @@ export interface ClientOptions {
   reconnectDelayMs?: number;
   /** Reconnect attempts before giving up (default 20). */
   reconnectAttemptsMax?: number;
+  /**
+   * Called when the connection drops, comes back, or is given up (never for the first connect,
+   * whose failure rejects `connect`, nor after `close()`). After "reconnected", each
+   * subscription's `resumeSeq` is the seq it was resubscribed from. A throw here is ignored.
+   */
+  onConnectionEvent?: (event: ConnectionEvent) => void;
 }
+
+/** A change of an established connection, as `onConnectionEvent` reports it. */
+export type ConnectionEvent =
+  /** The connection dropped (`reason` says why); `reconnecting`: the client dials again, else it ended. */
+  | { kind: "disconnected"; reason: string; reconnecting: boolean }
+  /** A new connection completed its handshake and every subscription was sent again. */
+  | { kind: "reconnected"; attempts: number }
+  /** Every reconnect attempt failed: subscriptions fail and publishes reject with `reason`. */
+  | { kind: "reconnect_failed"; reason: string; attempts: number };
 
 /** The seqs a publish was given. */
 export interface PublishResult {
@@ -96,6 +112,8 @@ export class AriaClient {
   /** A handshake completed once: only then does a lost connection lead to reconnects. */
   private welcomedOnce = false;
   private closedByUser = false;
+  /** Why the server said it would close (SHUTTING_DOWN): the reason of the loss that follows. */
+  private closingReason: string | null = null;
   private pausedBy = new Set<number>();
   /** The server's limits, from WELCOME. */
   limits: ServerLimits | null = null;
@@ -204,6 +222,7 @@ export class AriaClient {
     const link = { closed: false };
     this.link = link;
     this.opening = true;
+    this.closingReason = null;
     try {
       this.decoder = new FrameDecoder();
       this.outQueue.length = 0;
@@ -247,33 +266,51 @@ export class AriaClient {
     this.socket = null;
     this.link = null;
     this.outQueue.length = 0;
-    const reason = new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost${error ? `: ${error.message}` : ""}`);
+    const why = error?.message ?? this.closingReason;
+    this.closingReason = null;
+    const reason = new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost${why ? `: ${why}` : ""}`);
     this.welcomed?.reject(reason);
     this.welcomed = null;
     for (const pending of this.pending.values()) pending.reject(reason);
     this.pending.clear();
+    /** An established connection dropped (not a handshake under way, not the user's close). */
+    const wasUp = this.welcomedOnce && !this.opening && !this.closedByUser;
     if (this.closedByUser || this.options.reconnect === false) {
+      if (wasUp) this.report({ kind: "disconnected", reason: reason.message, reconnecting: false });
       this.failAll(reason, false);
       return;
     }
     // A handshake under way (the first connect, or an attempt of the reconnect loop) fails
     // with this and is retried by its own caller: no second loop beside it.
-    if (this.opening || !this.welcomedOnce) return;
+    if (!wasUp) return;
+    this.report({ kind: "disconnected", reason: reason.message, reconnecting: true });
     void this.reconnect(reason);
+  }
+
+  /** Hands `event` to the application's onConnectionEvent; its throw must not break the client. */
+  private report(event: ConnectionEvent): void {
+    try {
+      this.options.onConnectionEvent?.(event);
+    } catch {
+      // the application's callback failed: the connection goes on regardless
+    }
   }
 
   private async reconnect(reason: Error): Promise<void> {
     if (this.reconnecting) return;
     this.reconnecting = true;
+    let attempts = 0;
     try {
       let delay = this.options.reconnectDelayMs ?? 50;
-      const attempts = this.options.reconnectAttemptsMax ?? 20;
-      for (let attempt = 0; attempt < attempts && !this.closedByUser; attempt++) {
+      const attemptsMax = this.options.reconnectAttemptsMax ?? 20;
+      while (attempts < attemptsMax && !this.closedByUser) {
         await new Promise((resolve) => setTimeout(resolve, delay));
         delay = Math.min(delay * 2, 2000);
         if (this.closedByUser) break;
+        attempts++;
         try {
           await this.open();
+          this.report({ kind: "reconnected", attempts });
           return;
         } catch {
           // try again
@@ -282,8 +319,10 @@ export class AriaClient {
     } finally {
       this.reconnecting = false;
     }
+    const closed = this.closedByUser;
     this.endConnection(reason);
     this.failAll(reason, false);
+    if (!closed) this.report({ kind: "reconnect_failed", reason: reason.message, attempts });
   }
 
   /**
@@ -409,6 +448,7 @@ export class AriaClient {
     if (frame.fatal && frame.code === "ARIA_ERR_SHUTTING_DOWN") {
       // The server closes and may come back (a restart): its close leads to the reconnects,
       // and a handshake under way fails with this (its caller retries or reports it).
+      this.closingReason = error.message;
       this.welcomed?.reject(error);
       this.welcomed = null;
     } else if (frame.fatal) {
@@ -490,6 +530,7 @@ export class AriaClient {
 
   private sendSubscribe(subscription: ClientSubscription): void {
     const start: StartPosition = subscription.resumeStart();
+    subscription.startSent = start;
     encodeSubscribe(this.writer, { subscriptionId: subscription.id, start, filter: subscription.filter });
     this.send();
   }

@@ -80,6 +80,12 @@ export class ClientSubscription implements AsyncIterable<Message> {
   position = 0;
   /** Seq the server started this subscription at (from SUBSCRIBED). */
   firstSeq = 0;
+  /**
+   * Where the latest SUBSCRIBE of this subscription started: its `from` at first; after a
+   * reconnect, `{ kind: "seq", seq }` with the seq after the last message received (what an
+   * `onConnectionEvent` "reconnected" callback reads to say where it resumed). Null before any.
+   */
+  startSent: StartPosition | null = null;
   /** Received entries not yet handed out; `queued` counts their messages. */
   private readonly queue: Entry[] = [];
   private queueHead = 0;
@@ -101,6 +107,14 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.caughtUpAt = new Promise((resolve) => {
       this.caughtUpResolve = resolve;
     });
+  }
+
+  /**
+   * The seq a resubscribe would start from now (the one after the last message received, or the
+   * server's start or caught-up point), or null before SUBSCRIBED (it would start at `from`).
+   */
+  get resumeSeq(): number | null {
+    return this.position > 0 ? this.position : null;
   }
 
   /** Where a (re)subscribe starts: after what was received, else the requested start. */

@@ -7,7 +7,7 @@
 import { runtime } from "../runtime/current_runtime.ts";
 import { AriaClient, type ClientOptions } from "./client.ts";
 
-export { AriaClient, parseTcpUrl, type ClientOptions, type PublishResult } from "./client.ts";
+export { AriaClient, parseTcpUrl, type ClientOptions, type ConnectionEvent, type PublishResult } from "./client.ts";
 export { ClientSubscription, startPositionOf, type Message, type StartFrom, type SubscribeOptions } from "./client_subscription.ts";
 export type { MessageBatch } from "../protocol/message_batch.ts";
 
