@@ -2,8 +2,9 @@
  * End to end: the command-line contract of `aria serve`, `aria pub` and `aria sub`, run as the
  * compiled binary against a server on a loopback port 0. Exit codes (0 ok, 1 failure such as an
  * unreachable server, 2 wrong arguments), --help, stdin lines, --json-lines, the JSON and raw
- * output formats (payloadBase64 for bytes that are not UTF-8), --from, --limit, --until-caught-up; live output printed as it arrives; a closed
- * standard output (`aria sub … | head`) ends sub quietly.
+ * output formats (payloadBase64 for bytes that are not UTF-8), --from (a time ago too), --limit, --until-caught-up; live output printed as it arrives; a closed
+ * standard output (`aria sub … | head`) ends sub quietly; other systems' wildcards (MQTT's #
+ * and +, NATS's .> and .*) are usage errors that say what Aria writes, a dotted topic a warning.
  */
 import { beforeAll, expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
@@ -76,6 +77,16 @@ test("wrong arguments: a usage message on stderr, nothing on stdout, exit 2", as
     ["sub", "--url", url, "a", "--format", "xml"],
     ["sub", "--url", url, "a", "--from", "yesterday"],
     ["sub", "--url", url, "a", "--from", "0"],
+    ["sub", "--url", url, "a", "--from", "15x"],
+    ["sub", "--url", url, "a", "--from", "-5m"],
+    ["sub", "--url", url, "a", "--from", "0m"],
+    ["sub", "--url", url, "app/#"],
+    ["sub", "--url", url, "app/+/x"],
+    ["sub", "--url", url, "orders.>"],
+    ["sub", "--url", url, "orders.*"],
+    ["pub", "--url", url, "orders.>", "x"],
+    ["pub", "--url", url, "a/b", "x", "--file", "/dev/null"],
+    ["pub", "--url", url, "--json-lines", "--file", "/dev/null"],
     ["sub", "--url", url, "a", "--limit", "many"],
     ["sub", "--url", url, "a", "--until-caught-up=yes"],
     ["sub", "--url"],
@@ -281,4 +292,44 @@ test("sub | head: once its standard output closes, sub exits 0 with nothing on s
   // Before, the sub waited for ever for a "drain" that a closed pipe never sends (killed here at 15 s).
   expect(printed[2]).toBe("sub exit 0");
   expect(await Bun.file(errors).text()).toBe("");
+});
+
+test("sub --from 1s, --from 1m: a time ago, from the clock of the machine", async () => {
+  const older = await runAria(["pub", "--url", url, "cli/ago/x", "older"]);
+  expect(older.exitCode).toBe(0);
+  await Bun.sleep(1500);
+  const newer = await runAria(["pub", "--url", url, "cli/ago/x", "newer"]);
+  expect(newer.exitCode).toBe(0);
+  const second = await runAria(["sub", "--url", url, "cli/ago/x", "--from", "1s", "--until-caught-up"]);
+  expect(second.exitCode).toBe(0);
+  expect(parseSubLines(second.stdout).map((l) => l.payload)).toEqual(["newer"]);
+  const minute = await runAria(["sub", "--url", url, "cli/ago/x", "--from", "1m", "--until-caught-up"]);
+  expect(minute.exitCode).toBe(0);
+  expect(parseSubLines(minute.stdout).map((l) => l.payload)).toEqual(["older", "newer"]);
+
+  const signed = await runAria(["sub", "--url", url, "cli/ago/x", "--from", "-5m"]);
+  expect(signed.exitCode).toBe(2);
+  expect(signed.stderr.split("\n")[0]).toContain("a time ago (30s, 15m, 2h, 7d, 1w)");
+});
+
+test("foreign wildcards: sub 'app/#', 'app/+/x', 'orders.>' say what Aria writes (exit 2); a dotted topic warns and goes on", async () => {
+  const firstLine = async (args: string[]) => {
+    const run = await runAria(args);
+    expect(run.exitCode).toBe(2);
+    expect(run.stdout).toBe("");
+    return run.stderr.split("\n")[0];
+  };
+  expect(await firstLine(["sub", "--url", url, "app/#"])).toContain("Aria writes app/**");
+  expect(await firstLine(["sub", "--url", url, "app/+/x"])).toContain("Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics");
+  expect(await firstLine(["sub", "--url", url, "orders.>"])).toBe(`aria sub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**`);
+  expect(await firstLine(["sub", "--url", url, "orders.*"])).toContain("subscribe to a subtree (orders/**)");
+
+  const warning = `warning: "orders.created": Aria's separator is '/', not '.': this is one segment (orders/created has 2)\n`;
+  const pub = await runAria(["pub", "--url", url, "orders.created", "dotted"]);
+  expect(pub.exitCode).toBe(0);
+  expect(pub.stderr).toStartWith(`aria pub: ${warning}acknowledged seq `);
+  const sub = await runAria(["sub", "--url", url, "orders.created", "--from", "earliest", "--until-caught-up"]);
+  expect(sub.exitCode).toBe(0);
+  expect(sub.stderr).toBe(`aria sub: ${warning}`);
+  expect(parseSubLines(sub.stdout).map((l) => [l.topic, l.payload])).toEqual([["orders.created", "dotted"]]);
 });

@@ -1,15 +1,17 @@
 /**
  * `aria sub`: subscribes and prints messages, one JSON line each (or raw payloads), from the live
- * end, the oldest message, a seq or a time; stops after --limit messages or, with
- * --until-caught-up, when the subscription reaches the live end.
+ * end, the oldest message, a seq, a time or a time ago (`15m`); stops after --limit messages or,
+ * with --until-caught-up, when the subscription reaches the live end. A dropped connection and
+ * its resumption are one line each on stderr (the client resumes with no gap or duplicate).
  */
-import { connect, type Message, type StartFrom } from "../client/mod.ts";
-import { AriaError } from "../protocol/mod.ts";
+import { type ClientSubscription, type ConnectionEvent, connect, type Message, type StartFrom } from "../client/mod.ts";
+import { AriaError, type StartPosition } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { OutputClosedError } from "../runtime/runtime.ts";
 import { Filter } from "../topic/filter.ts";
 import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+import { checkForeignSyntax } from "./input.ts";
 
 /** Usage of `aria sub`. */
 export const SUB_USAGE = `Usage: aria sub [--url tcp://127.0.0.1:7400] FILTER... [options]
@@ -18,30 +20,67 @@ Subscribes to FILTERs (a topic, a subtree like app/orders/**, or **) and prints 
 
 Options:
   --url URL                  the server (default tcp://127.0.0.1:7400)
-  --from live|earliest|SEQ|TIME
-                             where to start; TIME is ISO-8601 (default live)
+  --from live|earliest|SEQ|AGO|TIME
+                             where to start (default live): the live end, the oldest
+                             message, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w)
+                             or an ISO-8601 time (2026-01-31T12:00:00Z)
   --limit N                  exit after N messages
   --until-caught-up          exit when the subscription reaches the live end
   --format json|raw          json: one {"seq","time","topic","payload"} line per message
                              (payloadBase64 when the payload is not UTF-8); raw: payload + newline
   -h, --help                 show this help
 
+Filters use '/' between segments and ** for a subtree: MQTT's app/# is app/**, NATS's orders.>
+is orders/**; Aria has no single-level wildcard (MQTT's +, NATS's *) yet.
+When the connection drops, sub says so on stderr, reconnects and resumes where it was.
 When standard output closes (its reader exits, as in \`aria sub ... | head\`), sub stops and exits 0.
 `;
 
 const OUTPUT_CHUNK_BYTES = 64 * 1024;
 
-/** Parses --from. */
-export function parseFrom(text: string): StartFrom {
+/** What --from takes, for its errors. */
+const FROM_FORMS = "live, earliest, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w) or an ISO-8601 time (2026-01-31T12:00:00Z)";
+
+/** A time ago's units, in µs. */
+const AGO_UNIT_US: Record<string, number> = { s: 1e6, m: 60e6, h: 3600e6, d: 86_400e6, w: 604_800e6 };
+
+/**
+ * Parses --from: `live`, `earliest`, a seq, a time ago (`30s`, `15m`, `2h`, `7d`, `1w`: that long
+ * before `nowUs`, as `nats sub --since` reads it) or an ISO-8601 time.
+ */
+export function parseFrom(text: string, nowUs: number): StartFrom {
   if (text === "live" || text === "earliest") return text;
   if (/^\d+$/.test(text)) {
     const seq = Number(text);
     if (seq < 1 || !Number.isSafeInteger(seq)) throw new UsageError(`--from: seq ${text} is out of range`);
     return seq;
   }
+  const ago = /^(\d+)([smhdw])$/.exec(text);
+  if (ago !== null) {
+    const count = Number(ago[1]);
+    if (count === 0) throw new UsageError(`--from: "${text}" is now: use live, or a time ago of at least 1s`);
+    // Further back than 1970 is from the oldest message.
+    return { timeUs: Math.max(0, nowUs - count * AGO_UNIT_US[ago[2]]) };
+  }
+  if (/^-\d/.test(text)) throw new UsageError(`--from: "${text}": a time ago has no sign (5m is 5 minutes ago); --from takes ${FROM_FORMS}`);
   const time = Date.parse(text);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(time)) throw new UsageError(`--from: "${text}" is not live, earliest, a seq or an ISO-8601 time`);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(time)) throw new UsageError(`--from: "${text}" is not ${FROM_FORMS}`);
   return new Date(time);
+}
+
+/** A start as sub's stderr names it. */
+export function describeStart(start: StartPosition | null): string {
+  if (start === null) return "its start";
+  if (start.kind === "seq") return `seq ${start.seq}`;
+  if (start.kind === "time") return new Date(Math.floor(start.timeUs / 1000)).toISOString();
+  return start.kind === "live" ? "the live end" : "the oldest message";
+}
+
+/** The stderr line of a connection event. */
+export function connectionEventLine(event: ConnectionEvent, subscription: ClientSubscription | null): string {
+  if (event.kind === "disconnected") return `aria sub: ${event.reason}${event.reconnecting ? "; reconnecting" : ""}\n`;
+  if (event.kind === "reconnected") return `aria sub: reconnected; resumed from ${describeStart(subscription?.startSent ?? null)}\n`;
+  return `aria sub: gave up reconnecting after ${event.attempts} attempt${event.attempts === 1 ? "" : "s"}\n`;
 }
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
@@ -59,9 +98,24 @@ export function messageJson(message: Message): string {
   return JSON.stringify({ seq: message.seq, time, topic: message.topic, ...body });
 }
 
+/**
+ * `--from -5m` as `--from=-5m`: parseArgs refuses a value that starts with "-" as "ambiguous",
+ * and the answer to a time ago written with a sign should say what --from takes. A "-" and a digit
+ * is never one of sub's flags.
+ */
+function joinDashValues(args: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let index = 0; index < args.length; index++) {
+    if (args[index] === "--") return [...joined, ...args.slice(index)];
+    if (args[index] === "--from" && /^-\d/.test(args[index + 1] ?? "")) joined.push(`--from=${args[++index]}`);
+    else joined.push(args[index]);
+  }
+  return joined;
+}
+
 /** Runs `aria sub`. */
 export async function subCommand(args: string[], io: CliIo, write: (text: string | Uint8Array) => Promise<void> = (text) => runtime.writeStdoutAsync(text)): Promise<number> {
-  const { values, positionals } = parseCommand(args, {
+  const { values, positionals } = parseCommand(joinDashValues(args), {
     url: { type: "string" },
     from: { type: "string" },
     limit: { type: "string" },
@@ -76,19 +130,21 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
   if (positionals.length === 0) throw new UsageError("missing FILTER");
   const parsed = Filter.parse(positionals);
   if (!parsed.ok) throw new UsageError(parsed.reason);
+  checkForeignSyntax(positionals, (line) => io.err(`aria sub: ${line}\n`));
   const format = stringFlag(values, "format", "json");
   if (format !== "json" && format !== "raw") throw new UsageError(`--format: "${format}" is not json or raw`);
-  const from = parseFrom(stringFlag(values, "from", "live"));
+  const from = parseFrom(stringFlag(values, "from", "live"), runtime.clock.nowUs());
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
   const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
   let client: Awaited<ReturnType<typeof connect>>;
+  let subscription: ClientSubscription | null = null;
   try {
-    client = await connect(url, { clientName: "aria-sub" });
+    client = await connect(url, { clientName: "aria-sub", onConnectionEvent: (event) => io.err(connectionEventLine(event, subscription)) });
   } catch (error) {
     io.err(`aria sub: cannot connect to ${url}: ${(error as Error).message}\n`);
     return EXIT_FAILURE;
   }
-  const subscription = client.subscribe(positionals, { from, untilCaughtUp: values["until-caught-up"] === true });
+  subscription = client.subscribe(positionals, { from, untilCaughtUp: values["until-caught-up"] === true });
   let printed = 0;
   let pending = "";
   const parts: Uint8Array[] = [];
