@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { formatBytes } from "../src/bench/table.ts";
 import { connect } from "../src/client/mod.ts";
 import { parseVolumeTable, planSplit } from "../src/split/mod.ts";
 import { launchChromium } from "./fixtures/browser_chromium.ts";
@@ -60,7 +61,7 @@ test("the overview follows the server live", async () => {
 
   await page.waitForFunction((count) => document.querySelector('[data-field="published-messages"]')?.textContent === count.toLocaleString("en-US"), published, { timeout: 10_000 });
   await page.waitForFunction(() => Number(document.querySelector('[data-field="rate-messages"]')?.textContent?.replace(/,/g, "")) > 0, undefined, { timeout: 10_000 });
-  expect(await field("published-bytes")).toBe("30.0 kB");
+  expect(await field("published-bytes")).toBe(formatBytes(30_000));
   expect(await field("tip-records")).toBe(String(published));
   expect(await field("tip-oldest")).toBe("1");
   expect(await field("next-seq")).toBe(String(published + 1));
@@ -70,7 +71,7 @@ test("the overview follows the server live", async () => {
   const tipBytes = (await server.stats()).tip as unknown as { bytesUsed: number };
   expect(tipBytes.bytesUsed).toBeGreaterThan(10_000);
   expect(tipBytes.bytesUsed).toBeLessThan(100_000);
-  expect(await field("tip-used")).toBe(`${(tipBytes.bytesUsed / 1000).toFixed(1)} kB`);
+  expect(await field("tip-used")).toBe(formatBytes(tipBytes.bytesUsed));
   expect(await field("tip-fill")).toBe("<0.1%");
   expect(await page.locator("#conn").getAttribute("class")).toContain("ok");
 
@@ -86,7 +87,7 @@ test("the topic browser lists the published tree with volumes", async () => {
   expect(await desk.locator("td").nth(2).innerText()).toBe("240");
   await desk.click();
   await page.locator('#topics-body tr[data-path="desk/fx"]').waitFor();
-  expect(await page.locator('#topics-body tr[data-path="desk/rates"] td').nth(3).innerText()).toBe("12.0 kB");
+  expect(await page.locator('#topics-body tr[data-path="desk/rates"] td').nth(3).innerText()).toBe(formatBytes(12_000));
 });
 
 test("the split view draws both plans of an uploaded volume table", async () => {
@@ -96,14 +97,14 @@ test("the split view draws both plans of an uploaded volume table", async () => 
 
   await showUploadedSplit(page, server.adminUrl, DATASET);
   await Bun.sleep(300); // a late answer for the live volumes would land here
-  expect(await page.locator("#split-summary").innerText()).toBe("orders-desk.csv: 49 topics in 2 partitions, 3.35 GB.");
+  expect(await page.locator("#split-summary").innerText()).toBe(`orders-desk.csv: 49 topics in 2 partitions, ${formatBytes(table.table.bytesTotal)}.`);
   for (const algorithm of ["heuristic", "adaptive"] as const) {
     const panel = page.locator(`[data-plan="${algorithm}"]`);
     const metric = (name: string, part: "value" | "topic") => panel.locator(`[data-metric="${name}"] .${part}`).innerText();
     expect(await metric("stores", "value")).toBe(String(expected[algorithm].stores));
     expect(await metric("worst-waste", "topic")).toBe(expected[algorithm].worstWaste.topic);
     expect(await metric("worst-ratio", "topic")).toBe(expected[algorithm].worstRatio.topic);
-    for (const name of ["wasted", "worst-waste", "worst-ratio", "subtree-wasted"]) expect(await metric(name, "value")).toMatch(/^[\d.]+ ?(B|kB|MB|GB|TB|×)$/);
+    for (const name of ["wasted", "worst-waste", "worst-ratio", "subtree-wasted"]) expect(await metric(name, "value")).toMatch(/^[\d.]+ ?(B|KiB|MiB|GiB|TiB|×)$/);
     // Every topic has a cell (log scale keeps the smallest visible), plus its prefixes.
     expect(await panel.locator("svg.icicle rect.cell").count()).toBeGreaterThan(49);
     expect(await panel.locator('svg.icicle rect.hl[data-mark="waste"]').count()).toBe(1);
@@ -112,7 +113,7 @@ test("the split view draws both plans of an uploaded volume table", async () => 
     const fills = await panel.locator("svg.icicle rect.cell").evaluateAll((cells) => new Set(cells.map((cell) => cell.getAttribute("fill"))).size);
     expect(fills).toBeGreaterThan(expected[algorithm].stores);
   }
-  expect(await page.locator('[data-plan="heuristic"] [data-metric="wasted"] .value').innerText()).toBe("8.11 GB");
+  expect(await page.locator('[data-plan="heuristic"] [data-metric="wasted"] .value').innerText()).toBe(formatBytes(expected.heuristic.wastedBytesTotal));
   expect(await page.locator('[data-plan="adaptive"] .delta').innerText()).toMatch(/^−\d+% waste$/);
 
   // Hovering a topic shows its bytes and waste.

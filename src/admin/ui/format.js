@@ -1,18 +1,19 @@
-// Formatting and DOM helpers shared by the views. Byte sizes use decimal units, as
-// `aria split plan` prints them.
+// Formatting and DOM helpers shared by the views. Byte sizes use binary units exactly as the
+// command line prints them (formatBytes of src/bench/table.ts; a test keeps the two equal), so a
+// figure in the UI and in `aria split plan` reads the same.
 
-const BYTE_UNITS = ["B", "kB", "MB", "GB", "TB", "PB"];
+const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
 
-/** 1234567 -> "1.23 MB". */
+/** 1234567 -> "1.2 MiB". */
 export function formatBytes(bytes) {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return "—";
   let value = bytes;
   let unit = 0;
-  while (Math.abs(value) >= 1000 && unit < BYTE_UNITS.length - 1) {
-    value /= 1000;
+  while (Math.abs(value) >= 1024 && unit < BYTE_UNITS.length - 1) {
+    value /= 1024;
     unit++;
   }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)} ${BYTE_UNITS[unit]}`;
+  return unit === 0 ? `${value.toFixed(0)} B` : `${value.toFixed(value >= 100 ? 0 : 1)} ${BYTE_UNITS[unit]}`;
 }
 
 /** 1234567 -> "1,234,567". */
