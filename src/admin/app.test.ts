@@ -17,8 +17,12 @@ import { UI_ASSETS } from "./ui_assets.ts";
 
 const DATASETS = join(import.meta.dir, "../../../shared/datasets");
 
-/** A fake server: counters the test moves by hand, a clock it advances. */
-function fakeServer(options: { token?: string; rows?: VolumeRow[] } = {}) {
+/**
+ * A fake server: counters the test moves by hand, a clock it advances. Its persisted volumes are
+ * its live ones (a server that has not restarted) unless `persisted` says otherwise (null: a
+ * server that cannot measure them).
+ */
+function fakeServer(options: { token?: string; rows?: VolumeRow[]; persisted?: VolumeRow[] | null } = {}) {
   const state = {
     nowUs: 1_700_000_000_000_000,
     messages: 0,
@@ -84,7 +88,7 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[] } = {}) {
   });
   const dependencies: AdminDependencies = {
     stats,
-    volumes: (source) => (source === "live" ? state.rows : null),
+    volumes: (source) => (source === "live" ? state.rows : options.persisted === undefined ? state.rows : options.persisted),
     recoverySeconds: () => recovery,
     split: () => ({ storeBytes: 0, last: null }),
     clock: { nowUs: () => state.nowUs },
@@ -435,7 +439,7 @@ describe("/api/topics", () => {
           "topics": 4,
         },
         "prefix": "app",
-        "source": "live",
+        "source": "persisted",
       }
     `);
   });
@@ -456,8 +460,16 @@ describe("/api/topics", () => {
     expect(wide.children[0].path).toBe(`wide/t${ADMIN_TREE_CHILDREN_MAX + 2}`);
   });
 
-  test("bad parameters are 400 with the reason; an unknown prefix 404; persisted volumes 501", async () => {
-    const { app } = fakeServer();
+  test("by default what the data directory holds (persisted); source=live what was published since start", async () => {
+    const { app } = fakeServer({ rows: [{ topic: "a/b", bytes: 10, messages: 1 }], persisted: [{ topic: "a/b", bytes: 30, messages: 3 }, { topic: "c", bytes: 5, messages: 1 }] });
+    const held = (await json(app.request("/api/topics"))).body;
+    expect([held.source, held.node.messages, held.node.bytes, held.node.topics]).toEqual(["persisted", 4, 35, 2]);
+    const live = (await json(app.request("/api/topics?source=live"))).body;
+    expect([live.source, live.node.messages, live.node.bytes, live.node.topics]).toEqual(["live", 1, 10, 1]);
+  });
+
+  test("bad parameters are 400 with the reason; an unknown prefix 404; persisted volumes 501 where not measured", async () => {
+    const { app } = fakeServer({ persisted: null });
     const cases: [string, number, string][] = [
       ["/api/topics?prefix=a//b", 400, 'prefix "a//b": topic has an empty segment at byte 2'],
       ["/api/topics?prefix=a/*", 400, "prefix \"a/*\": "],
@@ -465,9 +477,10 @@ describe("/api/topics", () => {
       [`/api/topics?depth=${ADMIN_TREE_DEPTH_MAX + 1}`, 400, `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`],
       ["/api/topics?source=disk", 400, 'source "disk" is not live or persisted'],
       ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth)'],
-      ["/api/topics?prefix=nope", 404, 'no topic under "nope" in the live volumes'],
-      ["/api/topics?prefix=app/ord", 404, 'no topic under "app/ord" in the live volumes'],
+      ["/api/topics?source=live&prefix=nope", 404, 'no topic under "nope" in the live volumes'],
+      ["/api/topics?source=live&prefix=app/ord", 404, 'no topic under "app/ord" in the live volumes'],
       ["/api/topics?source=persisted", 501, "the persisted volume source is not available on this server yet"],
+      ["/api/topics", 501, "the persisted volume source is not available on this server yet"],
     ];
     for (const [path, status, reason] of cases) {
       const answer = await json(app.request(path));
@@ -552,8 +565,8 @@ describe("/api/split/plan", () => {
     expect(many.body.error).toBe(`the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`);
   });
 
-  test("nothing published yet is 409; persisted volumes 501", async () => {
-    const { app } = fakeServer({ rows: [] });
+  test("nothing published yet is 409; persisted volumes 501 where not measured", async () => {
+    const { app } = fakeServer({ rows: [], persisted: null });
     const empty = await json(app.request("/api/split/plan?algorithm=heuristic"));
     expect(empty).toEqual({ status: 409, body: { error: "no topic volumes in the live source yet: publish messages, or upload a volume table" } });
     expect((await app.request("/api/split/compare?source=persisted")).status).toBe(501);

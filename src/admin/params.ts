@@ -38,7 +38,8 @@ export interface CompareParams {
 export function topicsParams(query: Query): Parsed<TopicsParams> {
   const unknown = unknownParameter(query, ["source", "prefix", "depth"]);
   if (unknown !== null) return bad(unknown);
-  const source = sourceOf(query);
+  // The topic browser shows what the data directory holds (the same after a restart).
+  const source = sourceOf(query, "persisted");
   if (!source.ok) return source;
   const prefix = query.prefix ?? "";
   if (prefix !== "") {
@@ -87,8 +88,8 @@ function unknownParameter(query: Query, known: readonly string[]): string | null
   return null;
 }
 
-function sourceOf(query: Query): Parsed<VolumeSource> {
-  const source = query.source ?? "live";
+function sourceOf(query: Query, fallback: VolumeSource = "live"): Parsed<VolumeSource> {
+  const source = query.source ?? fallback;
   if (!VOLUME_SOURCES.includes(source as VolumeSource)) return bad(`source ${JSON.stringify(source.slice(0, 40))} is not ${VOLUME_SOURCES.join(" or ")}`);
   return { ok: true, value: source as VolumeSource };
 }

@@ -17,9 +17,10 @@ export interface ServerStats {
 }
 
 /**
- * Where topic volumes are measured. `live`: messages and payload bytes published since the server
- * started (the broker's counters). `persisted`: what the data directory holds (closed segments and
- * stores, measured by split stats; not wired yet, so servers answer null).
+ * Where topic volumes are measured (messages and payload bytes per topic). `live`: published
+ * since the server started (the broker's counters, gone at a restart). `persisted`: held in the
+ * data directory — its journal, segments and split stores, kept per file in the manifest, so the
+ * same after a restart, and less what retention removed (`/api/topics` shows it by default).
  */
 export type VolumeSource = "live" | "persisted";
 

@@ -116,8 +116,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const app = createAdminApp({
     stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }),
-    // Persisted volumes come from the store once split stats measure them.
-    volumes: (source) => (source === "live" ? broker.topicVolumes() : null),
+    // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
+    volumes: (source) => (source === "live" ? broker.topicVolumes() : store.topicVolumes().map((row) => ({ topic: row.topic, bytes: row.payloadBytes, messages: row.messages }))),
     recoverySeconds: () => broker.recoverySeconds,
     // From the data directory: the same after a restart or an offline split.
     split: () => ({ storeBytes: store.stats().storeBytes, last: lastSplitOf(store.lastSplit()) }),
@@ -134,6 +134,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await store.close({ sort: false });
     await lock.release();
     throw new FatalError(`Cannot listen on ${adminHost}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port or --admin-host`, FATAL_EXIT.port);
+  }
+  // Closed files of an earlier build have no per-topic counts: measured once, in the background.
+  if (store.uncountedFiles > 0) {
+    void store.countFiles().catch((error: unknown) => {
+      if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
+      runtime.writeStderr(`aria: counting the topics of closed files failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    });
   }
   await lock.update({ adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}` });
   let maintaining = false;

@@ -14,7 +14,7 @@
  * partition whose layout already is its plan (same stores, no segment) is left alone, so a
  * second run with the same data does nothing.
  */
-import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SplitDetails, SubtreeStoreMeta } from "../store/mod.ts";
+import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SplitDetails, SubtreeStoreMeta, TopicCount } from "../store/mod.ts";
 import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
 import { recordSpanOf } from "../store/store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
@@ -191,6 +191,7 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     return { partition: layout.partition, generation, sources: sourcesOf(layout), stores, intervalBytes: options.intervalBytes };
   });
   const added: SubtreeStoreMeta[] = [];
+  const topics: { id: number; topics: TopicCount[] }[] = [];
   const bytesTotal = work.reduce((sum, layout) => sum + layoutBytes(layout), 0);
   let bytesDone = 0;
   let done = 0;
@@ -199,6 +200,7 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     await runPool(tasks, options.workers, async (task, index) => {
       const result = await runner.split(task);
       added.push(...result.metas);
+      topics.push(...(result.topics ?? []));
       report.bytesRead += result.bytesRead;
       report.bytesWritten += result.bytesWritten;
       bytesDone += layoutBytes(work[index]);
@@ -207,7 +209,7 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
     await disk.syncDir(SEGMENT_DIR);
     const removed = work.flatMap((layout) => [...layout.stores.map((store) => store.id), ...layout.segments.map((segment) => segment.id)]);
     switchAsked = true;
-    await host.switchLayout({ removed, added, split: splitDetails(options, startedUs, report.after) });
+    await host.switchLayout({ removed, added, split: splitDetails(options, startedUs, report.after), topics });
     report.switched = true;
     report.storesWritten = added.length;
     report.filesReplaced = removed.length;

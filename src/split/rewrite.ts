@@ -12,7 +12,7 @@
  * Invariants: output records are exactly the input records, each once, in seq order per store;
  * a record whose topic no store holds, or a seq that does not increase, is an error.
  */
-import { type Crc32, StoreFileBuilder, type SubtreeStoreMeta } from "../store/mod.ts";
+import { type Crc32, StoreFileBuilder, type SubtreeStoreMeta, type TopicCount } from "../store/mod.ts";
 import { checkRecord, recordProblem, recordSeq, recordTopic, recordTopicEquals, RECORD_INCOMPLETE } from "../store/record.ts";
 
 /** One new store of a partition: its file id, plan id and topics (sorted). */
@@ -36,9 +36,12 @@ export interface RecordSource {
 /** Routes records to the builders of a partition's new stores. */
 export class PartitionRewriter {
   readonly builders: StoreFileBuilder[];
+  /** Messages and record bytes per topic of each new store: its TOPICS record in the manifest. */
+  readonly counts: Map<string, TopicCount>[];
   private readonly storeOfTopic = new Map<string, number>();
   private lastTopic = "";
   private lastStore = -1;
+  private lastCount: TopicCount = { topic: "", messages: 0, bytes: 0 };
   private lastSeq = 0;
   records = 0;
 
@@ -50,6 +53,7 @@ export class PartitionRewriter {
     this.builders = stores.map(
       (store) => new StoreFileBuilder({ id: store.id, partition, label: store.label, generation: options.generation, topics: store.topics }, options),
     );
+    this.counts = stores.map(() => new Map());
     stores.forEach((store, index) => {
       for (const topic of store.topics) this.storeOfTopic.set(topic, index);
     });
@@ -66,7 +70,12 @@ export class PartitionRewriter {
       if (store === undefined) throw new Error(`partition "${this.partition}": topic "${topic}" (seq ${seq}) is in no store of the plan`);
       this.lastTopic = topic;
       this.lastStore = store;
+      const counts = this.counts[store];
+      this.lastCount = counts.get(topic) ?? { topic, messages: 0, bytes: 0 };
+      counts.set(topic, this.lastCount);
     }
+    this.lastCount.messages++;
+    this.lastCount.bytes += length;
     this.builders[this.lastStore].add(bytes, view, at, length);
     this.records++;
     return this.lastStore;

@@ -8,7 +8,7 @@
  * Output files are created on the first chunk, so a store that received no record leaves no file.
  */
 import { READ_CHUNK_BYTES_MAX } from "../constants.ts";
-import type { Crc32, Disk, DiskFile, SubtreeStoreMeta } from "../store/mod.ts";
+import type { Crc32, Disk, DiskFile, SubtreeStoreMeta, TopicCount } from "../store/mod.ts";
 import { checkRecord, recordProblem, recordSeq, recordTopic, recordTopicEquals, RECORD_INCOMPLETE } from "../store/record.ts";
 import { scanRecords } from "../store/scan.ts";
 import type { VolumeRow } from "./volume_table.ts";
@@ -28,8 +28,8 @@ export type SplitTask = {
   intervalBytes: number;
 };
 
-/** What a task wrote. */
-export type SplitTaskResult = { partition: string; metas: SubtreeStoreMeta[]; bytesRead: number; bytesWritten: number };
+/** What a task wrote: each store's summary and its per-topic counts (messages, record bytes). */
+export type SplitTaskResult = { partition: string; metas: SubtreeStoreMeta[]; topics: { id: number; topics: TopicCount[] }[]; bytesRead: number; bytesWritten: number };
 
 /** Reads a chain of record files front to back in chunks. */
 class FileChainSource implements RecordSource {
@@ -152,6 +152,7 @@ export async function runSplitTask(disk: Disk, task: SplitTask, options: { crc32
     }
   };
   const results: SubtreeStoreMeta[] = [];
+  const topics: { id: number; topics: TopicCount[] }[] = [];
   try {
     await mergeSources(sources, rewriter, (store) => {
       const chunks = rewriter.builders[store].drain();
@@ -177,13 +178,14 @@ export async function runSplitTask(disk: Disk, task: SplitTask, options: { crc32
       }
       bytesWritten += index.length;
       results.push(meta);
+      topics.push({ id: meta.id, topics: [...rewriter.counts[store].values()] });
     }
   } finally {
     for (const source of sources) await source.close();
     for (const file of outputs) await file?.close().catch(() => {});
   }
   const bytesRead = sources.reduce((sum, source) => sum + source.bytesRead, 0);
-  return { partition: task.partition, metas: results, bytesRead, bytesWritten };
+  return { partition: task.partition, metas: results, topics, bytesRead, bytesWritten };
 }
 
 /** Per-topic record bytes and counts of a partition's files (every record checked). */

@@ -28,7 +28,7 @@ import { crc32 as pureCrc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { FileCache } from "./file_cache.ts";
 import { type StoreError, indexPath, packPath } from "./layout.ts";
-import type { SplitSummary } from "./manifest_codec.ts";
+import type { SplitSummary, TopicCount } from "./manifest_codec.ts";
 import { PartitionLog } from "./partition_log.ts";
 import type { SegmentIndex, SegmentMeta } from "./segment_index.ts";
 import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
@@ -110,12 +110,26 @@ export type JournalInfo = {
   created: boolean;
 };
 
+/**
+ * One topic: its partition's log, and the messages and record bytes the data directory holds of
+ * it — in the journal (counted at append and at replay) and in the closed files whose counts are
+ * known (StoreContext.fileCounts). Retention and a split's switch subtract what they remove.
+ */
+export type TopicHeld = { readonly log: PartitionLog; messages: number; bytes: number };
+
 /** Shared state of one open store. */
 export class StoreContext {
   readonly files: FileCache;
   readonly partitions = new Map<string, PartitionLog>();
-  /** Partition log by topic name (partitions are never removed, so entries never go stale). */
-  private readonly logsByTopic = new Map<string, PartitionLog>();
+  /**
+   * Every topic seen, by name (never removed: entries never go stale). One lookup per append
+   * finds the partition and counts the message.
+   */
+  readonly topics = new Map<string, TopicHeld>();
+  /** Per-topic counts of the closed files in force that have them (manifest TOPICS records). */
+  readonly fileCounts = new Map<number, readonly TopicCount[]>();
+  /** Closed files in force without counts (closed by a build before TOPICS records): `countFiles` measures them. */
+  readonly uncounted = new Set<number>();
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly partitionList: PartitionLog[] = [];
   /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
@@ -173,15 +187,45 @@ export class StoreContext {
     return log;
   }
 
+  /** `topic`'s entry: its partition's log and what the directory holds of it (created when new). */
+  topicHeld(topic: string): TopicHeld {
+    // Cached by topic: every append would otherwise cut a new partition string and hash it.
+    let held = this.topics.get(topic);
+    if (held === undefined) {
+      held = { log: this.partition(partitionOf(topic)), messages: 0, bytes: 0 };
+      this.topics.set(topic, held);
+    }
+    return held;
+  }
+
   /** The log of `topic`'s partition. */
   partitionOfTopic(topic: string): PartitionLog {
-    // Cached by topic: every append would otherwise cut a new partition string and hash it.
-    let log = this.logsByTopic.get(topic);
-    if (log === undefined) {
-      log = this.partition(partitionOf(topic));
-      this.logsByTopic.set(topic, log);
+    return this.topicHeld(topic).log;
+  }
+
+  /** Closed file `id` came into force holding `counts`: kept, and added to its topics (journal records it replaces are subtracted by the caller, if any). */
+  countFile(id: number, counts: readonly TopicCount[], add: boolean): void {
+    this.fileCounts.set(id, counts);
+    this.uncounted.delete(id);
+    if (!add) return;
+    for (const count of counts) {
+      const held = this.topicHeld(count.topic);
+      held.messages += count.messages;
+      held.bytes += count.bytes;
     }
-    return log;
+  }
+
+  /** Closed file `id` left force (retention, a split's switch): its counts, if known, leave its topics. */
+  uncountFile(id: number): void {
+    this.uncounted.delete(id);
+    const counts = this.fileCounts.get(id);
+    if (counts === undefined) return;
+    this.fileCounts.delete(id);
+    for (const count of counts) {
+      const held = this.topicHeld(count.topic);
+      held.messages -= count.messages;
+      held.bytes -= count.bytes;
+    }
   }
 
   /**

@@ -89,7 +89,10 @@ export class JournalWriter {
     chunk.lastSeq = seq;
     this.plannedBytes += length;
     this.bufferedBytes += length;
-    const log = context.partitionOfTopic(topic);
+    const held = context.topicHeld(topic);
+    held.messages++;
+    held.bytes += length;
+    const log = held.log;
     log.addPending(seq, timeUs, journal.gen, position, length);
     if (log.pendingBytes >= context.options.segmentBytesMax) context.oversized.add(log);
     journal.pendingRecords++;

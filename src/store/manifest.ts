@@ -18,9 +18,11 @@ import {
   MANIFEST_REMOVE,
   MANIFEST_SPLIT,
   MANIFEST_SWAP,
+  MANIFEST_TOPICS,
   MANIFEST_WATERMARK,
   type ManifestRecord,
   type SplitSummary,
+  type TopicCount,
   decodeManifestRecords,
   encodeManifestRecords,
 } from "./manifest_codec.ts";
@@ -37,6 +39,8 @@ export type ManifestState = {
   records: number;
   /** What the last split did (null: no split has switched). */
   lastSplit: SplitSummary | null;
+  /** Per-topic messages and record bytes of closed files by id (files closed before TOPICS records have none). */
+  counts: Map<number, readonly TopicCount[]>;
 };
 
 /** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
@@ -82,7 +86,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
       }
     }
   }
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length, lastSplit: null };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length, lastSplit: null, counts: new Map() };
   for (const record of decoded.records) applyRecord(state, record);
   return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
 }
@@ -95,12 +99,16 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
     raise(state.sortedThrough, segment.partition, segment.lastSeq);
   } else if (record.kind === MANIFEST_REMOVE) {
     state.live.delete(record.id);
+    state.counts.delete(record.id);
+  } else if (record.kind === MANIFEST_TOPICS) {
+    state.counts.set(record.id, record.topics);
   } else if (record.kind === MANIFEST_WATERMARK) {
     raise(state.sortedThrough, record.partition, record.seq);
   } else if (record.kind === MANIFEST_SWAP) {
     for (const id of record.removed) {
       state.live.delete(id);
       state.stores.delete(id);
+      state.counts.delete(id);
     }
     for (const store of record.added) {
       state.stores.set(store.id, store);
@@ -176,6 +184,8 @@ export function rewriteManifest(context: StoreContext): Promise<void> {
 
 async function rewriteNow(context: StoreContext): Promise<void> {
   const records: ManifestRecord[] = [];
+  // Each file's counts before the record that puts it in force, as the sorter and a switch write them.
+  for (const [id, topics] of context.fileCounts) records.push({ kind: MANIFEST_TOPICS, id, topics });
   const stores: SubtreeStoreMeta[] = [];
   for (const log of context.partitionList) stores.push(...log.stores);
   if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
@@ -206,5 +216,6 @@ async function rewriteNow(context: StoreContext): Promise<void> {
 export async function compactManifestMaybe(context: StoreContext): Promise<void> {
   let live = 0;
   for (const log of context.partitionList) live += log.segments.length + log.stores.length + 1;
+  live += context.fileCounts.size;
   if (context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN && context.manifest.records > 2 * live) await rewriteManifest(context);
 }

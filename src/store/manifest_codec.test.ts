@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { crc32 } from "./crc32.ts";
-import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
+import { decodeManifestRecords, encodeManifestRecords, MANIFEST_ADD, MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, MANIFEST_TOPICS, MANIFEST_WATERMARK, type ManifestRecord } from "./manifest_codec.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 
 const segment = (id: number, pack?: SegmentMeta["pack"]): SegmentMeta => ({
@@ -88,5 +88,21 @@ describe("manifest codec", () => {
     const damaged = bytes.slice();
     damaged[76 + 70] ^= 1;
     expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: records.slice(0, 1), validBytes: 76, problem: "checksum mismatch" });
+  });
+
+  test("TOPICS records (kind 8) decode as written, before the ADD they count for; cut short, a torn tail", () => {
+    const records: ManifestRecord[] = [
+      { kind: MANIFEST_TOPICS, id: 5, topics: [{ topic: "app/p5/a", messages: 7, bytes: 3_000_000_000_000 }, { topic: "app/p5", messages: 2, bytes: 80 }] },
+      { kind: MANIFEST_ADD, segment: segment(5, { pack: 4, offset: 48, indexBytes: 64, recordsCrc: 1 }) },
+      { kind: MANIFEST_TOPICS, id: 6, topics: [] },
+    ];
+    const bytes = encodeManifestRecords(records, crc32);
+    expect(new DataView(bytes.buffer).getUint32(0, true)).toBe(24 + 18 + 8 + 18 + 6);
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({ records, validBytes: bytes.length, problem: null });
+    const third = bytes.length - 24;
+    expect(decodeManifestRecords(bytes.subarray(0, bytes.length - 1), crc32)).toEqual({ records: records.slice(0, 2), validBytes: third, problem: "record cut short" });
+    const damaged = bytes.slice();
+    damaged[30] ^= 1;
+    expect(decodeManifestRecords(damaged, crc32)).toEqual({ records: [], validBytes: 0, problem: "checksum mismatch" });
   });
 });

@@ -39,6 +39,12 @@
  *  36 u64 stores written   44 u64 their bytes   52 u64 stores of the plan (0: no plan recorded)
  *  60 f64 the plan's wasted bytes   68 f64 its worst ratio
  * Directories written before it hold none: their last split is read from the SWAP alone.
+ *
+ * Kind 8 TOPICS (the messages and record bytes of each topic in one closed file, segment or
+ * store; written before the file's ADD or SWAP, in the same append):
+ *   8 u8 kind 8   9 u8 0   10 u16 0   12 u64 file id   20 u32 topic count N
+ *  24  N × (u64 messages, u64 record bytes, u16 topic bytes, topic)
+ * Files closed by a build before it have none: the store counts them once (store.ts).
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
@@ -53,6 +59,8 @@ const PACKED_CRC_FIXED_BYTES = 92;
 const SWAP_FIXED_BYTES = 20;
 const SWAP_STORE_FIXED_BYTES = 76;
 const SPLIT_BYTES = 76;
+const TOPICS_FIXED_BYTES = 24;
+const TOPIC_ENTRY_FIXED_BYTES = 18;
 export const MANIFEST_ADD = 1;
 export const MANIFEST_REMOVE = 2;
 export const MANIFEST_WATERMARK = 3;
@@ -62,8 +70,12 @@ const MANIFEST_ADD_PACKED = 5;
 /** On disk only: as MANIFEST_ADD_PACKED, with `segment.pack.recordsCrc`. */
 const MANIFEST_ADD_PACKED_CRC = 6;
 export const MANIFEST_SPLIT = 7;
+export const MANIFEST_TOPICS = 8;
 /** The record kinds this build knows; any other intact one was written by a newer build. */
-const KIND_LAST = MANIFEST_SPLIT;
+const KIND_LAST = MANIFEST_TOPICS;
+
+/** The messages and record bytes (header, topic, payload) of one topic in one file. */
+export type TopicCount = { topic: string; messages: number; bytes: number };
 
 /** The algorithms a SPLIT record names, by their code (0: not recorded). */
 const SPLIT_ALGORITHM_CODES = ["", "heuristic", "adaptive"] as const;
@@ -89,10 +101,11 @@ export type ManifestRecord =
   | { kind: typeof MANIFEST_REMOVE; id: number }
   | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number }
   | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] }
-  | { kind: typeof MANIFEST_SPLIT; split: SplitSummary };
+  | { kind: typeof MANIFEST_SPLIT; split: SplitSummary }
+  | { kind: typeof MANIFEST_TOPICS; id: number; topics: readonly TopicCount[] };
 
-/** Records of a fixed part and a name (every kind but SWAP and SPLIT). */
-type NamedRecord = Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT }>;
+/** Records of a fixed part and a name (every kind but SWAP, SPLIT and TOPICS). */
+type NamedRecord = Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT | typeof MANIFEST_TOPICS }>;
 
 /** Bytes before the name of a named record. */
 function fixedBytesOf(record: NamedRecord): number {
@@ -102,6 +115,11 @@ function fixedBytesOf(record: NamedRecord): number {
 
 function recordLength(record: ManifestRecord): number {
   if (record.kind === MANIFEST_SPLIT) return SPLIT_BYTES;
+  if (record.kind === MANIFEST_TOPICS) {
+    let total = TOPICS_FIXED_BYTES;
+    for (const count of record.topics) total += TOPIC_ENTRY_FIXED_BYTES + count.topic.length;
+    return total;
+  }
   if (record.kind !== MANIFEST_SWAP) return fixedBytesOf(record) + nameOf(record).length;
   let total = SWAP_FIXED_BYTES + 8 * record.removed.length;
   for (const store of record.added) {
@@ -166,6 +184,35 @@ function decodeSplit(view: DataView, at: number): ManifestRecord | string {
   return { kind: MANIFEST_SPLIT, split };
 }
 
+function encodeTopics(bytes: Uint8Array, view: DataView, at: number, record: { id: number; topics: readonly TopicCount[] }): void {
+  view.setUint8(at + 8, MANIFEST_TOPICS);
+  setU64(view, at + 12, record.id);
+  view.setUint32(at + 20, record.topics.length, true);
+  let p = at + TOPICS_FIXED_BYTES;
+  for (const count of record.topics) {
+    setU64(view, p, count.messages);
+    setU64(view, p + 8, count.bytes);
+    view.setUint16(p + 16, count.topic.length, true);
+    p = putAscii(bytes, p + TOPIC_ENTRY_FIXED_BYTES, count.topic);
+  }
+}
+
+/** Decodes the body of a TOPICS record bytes[at, end) (length and CRC already checked), or why not. */
+function decodeTopics(bytes: Uint8Array, view: DataView, at: number, end: number): ManifestRecord | string {
+  const count = view.getUint32(at + 20, true);
+  const topics: TopicCount[] = [];
+  let p = at + TOPICS_FIXED_BYTES;
+  for (let i = 0; i < count; i++) {
+    if (p + TOPIC_ENTRY_FIXED_BYTES > end) return "topics record cut short";
+    const length = view.getUint16(p + 16, true);
+    if (p + TOPIC_ENTRY_FIXED_BYTES + length > end) return "topics record cut short";
+    topics.push({ topic: ascii(bytes, p + TOPIC_ENTRY_FIXED_BYTES, p + TOPIC_ENTRY_FIXED_BYTES + length), messages: getU64(view, p), bytes: getU64(view, p + 8) });
+    p += TOPIC_ENTRY_FIXED_BYTES + length;
+  }
+  if (p !== end) return "topics record length mismatch";
+  return { kind: MANIFEST_TOPICS, id: getU64(view, at + 12), topics };
+}
+
 function putAscii(bytes: Uint8Array, at: number, text: string): number {
   for (let i = 0; i < text.length; i++) bytes[at + i] = text.charCodeAt(i);
   return at + text.length;
@@ -219,10 +266,11 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
   const view = new DataView(bytes.buffer);
   let at = 0;
   for (const record of records) {
-    if (record.kind === MANIFEST_SWAP || record.kind === MANIFEST_SPLIT) {
+    if (record.kind === MANIFEST_SWAP || record.kind === MANIFEST_SPLIT || record.kind === MANIFEST_TOPICS) {
       const length = recordLength(record);
       view.setUint32(at, length, true);
       if (record.kind === MANIFEST_SWAP) encodeSwap(bytes, view, at, record);
+      else if (record.kind === MANIFEST_TOPICS) encodeTopics(bytes, view, at, record);
       else encodeSplit(view, at, record.split);
       view.setUint32(at + 4, crc32(bytes.subarray(at + 8, at + length)), true);
       at += length;
@@ -286,15 +334,17 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
       const intact = length >= COMMON_BYTES && bytes.length - at >= length && view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
       return { records, validBytes: at, problem: `unknown record kind ${kind}`, ...(intact ? { unknownKind: kind } : {}) };
     }
-    if (kind === MANIFEST_SWAP) {
-      // A SWAP may be shorter than the other kinds' fixed part (a retention's, of a few stores).
-      if (bytes.length - at < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
-      if (length < SWAP_FIXED_BYTES) return { records, validBytes: at, problem: "impossible record length" };
+    if (kind === MANIFEST_SWAP || kind === MANIFEST_TOPICS) {
+      // Variable length, and may be shorter than the other kinds' fixed part (a retention's SWAP
+      // of a few stores, a file's TOPICS of one short topic).
+      const fixed = kind === MANIFEST_SWAP ? SWAP_FIXED_BYTES : TOPICS_FIXED_BYTES;
+      if (bytes.length - at < fixed) return { records, validBytes: at, problem: "record cut short" };
+      if (length < fixed) return { records, validBytes: at, problem: "impossible record length" };
       if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
       if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
-      const swap = decodeSwap(bytes, view, at, at + length);
-      if (typeof swap === "string") return { records, validBytes: at, problem: swap };
-      records.push(swap);
+      const decoded = kind === MANIFEST_SWAP ? decodeSwap(bytes, view, at, at + length) : decodeTopics(bytes, view, at, at + length);
+      if (typeof decoded === "string") return { records, validBytes: at, problem: decoded };
+      records.push(decoded);
       at += length;
       continue;
     }

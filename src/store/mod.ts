@@ -15,11 +15,12 @@
  *   store.layout(); store.reserveIds(n); await store.switchLayout({ removed, added });  // split
  *   store.openData(); await store.seal();        // what is still open; close it now (split --seal)
  *   store.lastSplit();                           // what the last split did, from the manifest
+ *   store.topicVolumes(); await store.countFiles(); // per-topic counts held; measure old files once
  *   await store.close();
  * All file access goes through `Disk` (disk.ts): BunDisk in src/runtime, SimDisk in src/testing.
  */
-export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type SplitDetails, type StoreStats } from "./store.ts";
-export type { SplitSummary } from "./manifest_codec.ts";
+export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type SplitDetails, type StoreStats, type TopicVolume } from "./store.ts";
+export type { SplitSummary, TopicCount } from "./manifest_codec.ts";
 export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
 export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";

@@ -196,6 +196,14 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   report.segments += state.stores.size;
   // A manifest rebuilt from files has no SPLIT record: the stores in force say what they can.
   context.lastSplit = state.lastSplit ?? splitOfStores(state.stores.values());
+  // What the closed files hold per topic, from their TOPICS records (no file is read); files
+  // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
+  for (const file of [...live, ...state.stores.values()]) {
+    const counts = state.counts.get(file.id);
+    // Counts that do not add up to the file's records are not trusted: measured again.
+    if (counts === undefined || counts.reduce((sum, count) => sum + count.messages, 0) !== file.records) context.uncounted.add(file.id);
+    else context.countFile(file.id, counts, true);
+  }
   for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
   for (const segment of live) {
     const log = context.partition(segment.partition);
@@ -268,8 +276,11 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
         const seq = recordSeq(view, at);
         if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
         const timeUs = recordTime(view, at);
-        const log = context.partitionOfTopic(recordTopic(bytes, view, at));
+        const held = context.topicHeld(recordTopic(bytes, view, at));
+        const log = held.log;
         if (seq > log.sortedThrough) {
+          held.messages++;
+          held.bytes += length;
           log.addPending(seq, timeUs, gen, position, length);
           info.pendingRecords++;
           report.recordsReplayed++;
@@ -399,7 +410,7 @@ async function rebuildFromSegments(
   problem: (file: string, offset: number, what: string, action: string) => void,
 ): Promise<ManifestState> {
   const { segmentIds, storeIds, packIds } = ids;
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0, lastSplit: null };
+  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0, lastSplit: null, counts: new Map() };
   const found: SegmentMeta[] = [];
   for (const id of [...packIds].sort((a, b) => a - b)) {
     const scan = await scanPack(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });

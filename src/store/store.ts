@@ -13,16 +13,17 @@ import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
-import { MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, type ManifestRecord, type SplitSummary } from "./manifest_codec.ts";
+import { MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, MANIFEST_TOPICS, type ManifestRecord, type SplitSummary, type TopicCount } from "./manifest_codec.ts";
 import { appendManifestLocked, splitOfStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
-import type { StoredMessage } from "./record.ts";
+import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import { sealJournalFile } from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
-import { type SubtreeStoreMeta, isStore, readStoreHead } from "./store_file.ts";
+import { type SubtreeStoreMeta, isStore, readStoreHead, recordSpanOf } from "./store_file.ts";
+import { scanRecords } from "./scan.ts";
 
 /** Sizes and counts of what the store holds. */
 export type StoreStats = {
@@ -55,10 +56,14 @@ export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stor
 export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "algorithm" | "plan">;
 
 /**
- * A split's switch: the segments and stores it replaces and the stores replacing them, and what
- * the split was (kept in the manifest as the last split; without it, the stores alone tell).
+ * A split's switch: the segments and stores it replaces and the stores replacing them, what the
+ * split was (kept in the manifest as the last split; without it, the stores alone tell), and the
+ * per-topic messages and record bytes of each new store (without them, `countFiles` measures it).
  */
-export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[]; split?: SplitDetails };
+export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[]; split?: SplitDetails; topics?: { id: number; topics: TopicCount[] }[] };
+
+/** What the data directory holds of one topic: messages, their record bytes and payload bytes. */
+export type TopicVolume = { topic: string; messages: number; recordBytes: number; payloadBytes: number };
 
 /**
  * What the journal holds that no closed file does yet (open segments): a split cannot see it
@@ -352,6 +357,8 @@ export class Store {
       const log = context.partition(file.partition);
       if (isStore(file)) log.swap(new Set([file.id]), []);
       else log.removeSegment(file.id);
+      // What the directory holds of each topic loses what the file held.
+      context.uncountFile(file.id);
       context.indexes.delete(file.id);
       paths.push(...context.releaseFiles(file));
       bytesRemoved += file.bytes;
@@ -385,13 +392,17 @@ export class Store {
     if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
     const replaced: string[] = [];
     await context.locked(async () => {
-      const problem = (await this.swapProblem(swap)) ?? detailsProblem(swap.split);
+      const problem = (await this.swapProblem(swap)) ?? detailsProblem(swap.split) ?? topicsProblem(swap);
       if (problem !== null) throw new StoreError("ARIA_ERR_STORE_FAILED", `Cannot switch to the split layout: ${problem}`);
       const stored = splitOfStores(swap.added);
       const split = stored === null ? null : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
       // The SPLIT record after the SWAP, in one append: torn off by a crash, the SWAP still says
       // which stores the split wrote (manifest.ts).
-      const records: ManifestRecord[] = [{ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added }];
+      // The new stores' counts before the SWAP that puts them in force (counts of files not in
+      // force are never used, so a tail torn after them changes nothing).
+      const counted = new Map((swap.topics ?? []).map((entry) => [entry.id, entry.topics.map((count) => ({ topic: count.topic, messages: count.messages, bytes: count.bytes }))]));
+      const records: ManifestRecord[] = [...counted].map(([id, topics]) => ({ kind: MANIFEST_TOPICS, id, topics }));
+      records.push({ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added });
       if (split !== null) records.push({ kind: MANIFEST_SPLIT, split });
       try {
         await appendManifestLocked(context, records);
@@ -410,7 +421,15 @@ export class Store {
         }
       }
       for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
-      for (const id of removed) context.indexes.delete(id);
+      for (const id of removed) {
+        context.indexes.delete(id);
+        context.uncountFile(id);
+      }
+      for (const store of swap.added) {
+        const topics = counted.get(store.id);
+        if (topics === undefined) context.uncounted.add(store.id);
+        else context.countFile(store.id, topics, true);
+      }
       if (split !== null) context.lastSplit = split;
       // A reservation serves one switch.
       this.reserved = this.reserved.filter((range) => !swap.added.some((store) => inRange(range, store.id)));
@@ -468,6 +487,97 @@ export class Store {
       if (!(await context.disk.list(SEGMENT_DIR)).includes(indexPath(store.id).slice(SEGMENT_DIR.length + 1))) return `index of store ${store.id} is missing`;
     }
     return null;
+  }
+
+  /**
+   * What the data directory holds of each topic: the journal's records and the closed files', as
+   * TOPICS records in the manifest keep them (no file is read); retention and a split's switch
+   * subtract what they remove. Files without counts (closed by an earlier build) are left out
+   * until `countFiles` has measured them. Topics with nothing left are not listed.
+   */
+  topicVolumes(): TopicVolume[] {
+    const rows: TopicVolume[] = [];
+    for (const [topic, held] of this.context.topics) {
+      if (held.messages > 0) rows.push({ topic, messages: held.messages, recordBytes: held.bytes, payloadBytes: held.bytes - held.messages * (STORE_RECORD_HEADER_BYTES + topic.length) });
+    }
+    return rows;
+  }
+
+  /** Closed files whose per-topic counts are not known yet (closed by an earlier build): `countFiles` measures them. */
+  get uncountedFiles(): number {
+    return this.context.uncounted.size;
+  }
+
+  /**
+   * Measures the closed files without per-topic counts (once per directory of an earlier build,
+   * or after a manifest rebuilt from files), a file at a time, every record checked, and records
+   * each file's counts in the manifest, so that no later open reads them. Meant to run in the
+   * background after open; removals wait for the file being read, as for any read. Resolves
+   * with the number of files counted; stops early when the store closes.
+   */
+  async countFiles(): Promise<number> {
+    const context = this.context;
+    let counted = 0;
+    for (const id of [...context.uncounted]) {
+      if (context.closed || context.failure !== null) break;
+      const file = this.fileInForce(id);
+      if (file === undefined) continue;
+      const topics = await this.measureFile(file);
+      if (topics === null) continue;
+      const recorded = await context.locked(async () => {
+        // Retention or a switch may have removed it meanwhile: then its counts mean nothing.
+        if (!context.uncounted.has(id) || context.closed || context.failure !== null) return false;
+        try {
+          await appendManifestLocked(context, [{ kind: MANIFEST_TOPICS, id, topics }]);
+        } catch (error) {
+          // As after any failed append: only the next open can tell where the manifest ends.
+          this.writer.fail(error);
+          throw error;
+        }
+        context.countFile(id, topics, true);
+        return true;
+      });
+      if (recorded) counted++;
+    }
+    return counted;
+  }
+
+  private fileInForce(id: number): SegmentMeta | SubtreeStoreMeta | undefined {
+    for (const log of this.context.partitionList) {
+      const file = log.segments.find((segment) => segment.id === id) ?? log.stores.find((store) => store.id === id);
+      if (file !== undefined) return file;
+    }
+    return undefined;
+  }
+
+  /** The per-topic counts of `file`'s records, read as a read batch is (removals wait); null when it went meanwhile. */
+  private async measureFile(file: SegmentMeta | SubtreeStoreMeta): Promise<TopicCount[] | null> {
+    const context = this.context;
+    context.readsInFlight++;
+    try {
+      if (!context.uncounted.has(file.id)) return null;
+      const span = recordSpanOf(file);
+      const topics = new Map<string, TopicCount>();
+      let lastTopic = "";
+      let last: TopicCount = { topic: "", messages: 0, bytes: 0 };
+      const scan = await context.files.with(span.path, (handle) =>
+        scanRecords(handle, span.dataStart, context.crc32, (bytes, view, at, length) => {
+          if (!recordTopicEquals(bytes, view, at, lastTopic)) {
+            lastTopic = recordTopic(bytes, view, at);
+            last = topics.get(lastTopic) ?? { topic: lastTopic, messages: 0, bytes: 0 };
+            topics.set(lastTopic, last);
+          }
+          last.messages++;
+          last.bytes += length;
+          return undefined;
+        }, { end: span.end }),
+      );
+      if (scan.problem !== null || scan.end !== span.end) throw new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot count the topics of "${span.path}": ${scan.problem ?? "the file ends early"} at offset ${scan.end}`);
+      context.bytesRead += span.end - span.dataStart;
+      return [...topics.values()];
+    } finally {
+      await context.readDone();
+    }
   }
 
   /** What the last split did, as the data directory records it (null: no split has switched). */
@@ -586,6 +696,34 @@ function detailsProblem(details: SplitDetails | undefined): string | null {
   const plan = details.plan;
   if (plan !== null && (typeof plan !== "object" || !count(plan.stores) || plan.stores === 0 || typeof plan.wastedBytesTotal !== "number" || typeof plan.worstRatio !== "number")) {
     return "split.plan is not {stores, wastedBytesTotal, worstRatio}";
+  }
+  return null;
+}
+
+/**
+ * Null when the per-topic counts of `swap` (which may come over HTTP) add up: one entry per new
+ * store at most, its topics among the store's, messages summing to its records and record bytes
+ * to its records' bytes.
+ */
+function topicsProblem(swap: LayoutSwap): string | null {
+  if (swap.topics === undefined) return null;
+  if (!Array.isArray(swap.topics)) return "topics is not a list";
+  const stores = new Map(swap.added.map((store) => [store.id, store]));
+  const seen = new Set<number>();
+  const count = (value: unknown) => typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+  for (const entry of swap.topics) {
+    const store = stores.get(entry?.id);
+    if (store === undefined || seen.has(store.id) || !Array.isArray(entry.topics)) return `topics: entry for id ${entry?.id} is not one per new store`;
+    seen.add(store.id);
+    const held = new Set(store.topics);
+    let messages = 0;
+    let bytes = 0;
+    for (const topic of entry.topics) {
+      if (typeof topic?.topic !== "string" || !held.has(topic.topic) || !count(topic.messages) || !count(topic.bytes)) return `topics of store ${store.id}: not its topics with counts`;
+      messages += topic.messages;
+      bytes += topic.bytes;
+    }
+    if (messages !== store.records || bytes !== store.bytes - store.dataStart) return `topics of store ${store.id}: ${messages} messages of ${bytes} bytes, the store holds ${store.records} of ${store.bytes - store.dataStart}`;
   }
   return null;
 }
