@@ -6,8 +6,11 @@
  *   /, /ui/*                        the web UI (static, bundled into the binary: ui_assets.ts)
  *   /metrics                        Prometheus text (metrics.ts)
  *   /api/stats                      counters of broker, tip, store + publish rates + split status
- *   /api/topics?prefix&depth        the topic tree with messages and bytes per node
- *   GET  /api/split/plan            plan the live volumes: the JSON of `aria split plan --json`
+ *                                   (the last split as the data directory records it)
+ *   /api/topics?prefix&depth&source the topic tree with messages and bytes per node: by default
+ *                                   what the data directory holds (persisted), or source=live
+ *   GET  /api/split/plan            plan the live volumes (or source=persisted): the JSON of
+ *                                   `aria split plan --json`
  *   POST /api/split/plan            plan an uploaded volume table (CSV body, size-limited)
  *   GET|POST /api/split/compare     both planners on one table, plus the table (the UI's split view)
  *
