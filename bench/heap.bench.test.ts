@@ -26,6 +26,7 @@ describe("heap.bench mergeAll", () => {
     const all = sources.flatMap((keys) => Array.from(keys));
     expect(all.length).toBe(1_000);
     expect(new Set(all).size).toBe(1_000);
-    for (const keys of sources) for (let i = 1; i < keys.length; i++) expect(keys[i]).toBeGreaterThan(keys[i - 1]);
+    for (const keys of sources)
+      for (let i = 1; i < keys.length; i++) expect(keys[i]).toBeGreaterThan(keys[i - 1]);
   });
 });

@@ -30,7 +30,10 @@ export function generateSources(
     owner[index] = source;
     lengths[source]++;
   }
-  const sources = Array.from({ length: sourceCount }, (_, source) => new Float64Array(lengths[source]));
+  const sources = Array.from(
+    { length: sourceCount },
+    (_, source) => new Float64Array(lengths[source]),
+  );
   const filled = new Int32Array(sourceCount);
   for (let index = 0; index < keyCount; index++) {
     const source = owner[index];
@@ -93,7 +96,9 @@ export function referenceChecksum(sources: readonly Float64Array[]): number {
 }
 
 /** The k values to run; HEAP_BENCH_K="4,16" overrides them (e.g. to locate the linear_min cut-off). */
-const SOURCE_COUNTS: readonly number[] = process.env.HEAP_BENCH_K?.split(",").map(Number) ?? [2, 8, 64, 512];
+const SOURCE_COUNTS: readonly number[] = process.env.HEAP_BENCH_K?.split(",").map(Number) ?? [
+  2, 8, 64, 512,
+];
 const KEY_COUNT = 1_000_000;
 const SEED = 0x5eed;
 
@@ -106,7 +111,8 @@ async function main(): Promise<void> {
       for (const { name, create } of MERGE_HEAPS) {
         const heap = create(sourceCount);
         const merge = specialize(mergeAll, `${name} k=${sourceCount}`);
-        if (merge(heap, sources) !== expected) throw new Error(`${name} k=${sourceCount}: checksum mismatch`);
+        if (merge(heap, sources) !== expected)
+          throw new Error(`${name} k=${sourceCount}: checksum mismatch`);
         const body = bench(`${name} k=${sourceCount}`, () => {
           const checksum = merge(heap, sources);
           sink = (sink + checksum) | 0;
@@ -135,7 +141,9 @@ function printTable(benchmarks: readonly Trial[]): void {
     const [name, k] = trial.alias.split(" ");
     const boxed = p50ByName.get(`boxed_heap ${k}`) ?? NaN;
     const ms = (ns: number) => (ns / 1e6).toFixed(2);
-    console.log(`| ${k.slice(2)} | ${name} | ${ms(stats.avg)} | ${ms(stats.p50)} | ${(boxed / stats.p50).toFixed(2)}x |`);
+    console.log(
+      `| ${k.slice(2)} | ${name} | ${ms(stats.avg)} | ${ms(stats.p50)} | ${(boxed / stats.p50).toFixed(2)}x |`,
+    );
   }
 }
 

@@ -10,7 +10,12 @@ import { FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
 
 const MESSAGES = 100_000;
 const PAYLOAD_BYTES = 64;
-const TOPICS = ["app/orders/created", "app/orders/filled", "app/quotes/eurusd", "sys/heartbeat"].map((t) => new TextEncoder().encode(t));
+const TOPICS = [
+  "app/orders/created",
+  "app/orders/filled",
+  "app/quotes/eurusd",
+  "sys/heartbeat",
+].map((t) => new TextEncoder().encode(t));
 const ring = new Uint8Array(MESSAGES * PAYLOAD_BYTES).map((_, index) => index & 0xff);
 
 /** Encodes MESSAGES messages into DATA frames; returns the frame count. */
@@ -23,7 +28,14 @@ export function encodeMessages(writer: FrameWriter, messages: number): number {
     while (index < messages) {
       const topic = TOPICS[index & 3];
       if (!writer.dataMessageFits(topic.length, PAYLOAD_BYTES)) break;
-      writer.addDataMessage(index + 1, 1_700_000_000_000_000 + index, topic, ring, index * PAYLOAD_BYTES, PAYLOAD_BYTES);
+      writer.addDataMessage(
+        index + 1,
+        1_700_000_000_000_000 + index,
+        topic,
+        ring,
+        index * PAYLOAD_BYTES,
+        PAYLOAD_BYTES,
+      );
       index++;
     }
     writer.endData();
@@ -40,7 +52,9 @@ export function decodeMessages(decoder: FrameDecoder, bytes: Uint8Array): number
     for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
       assert(frame.kind === "data", "bench decodes DATA");
       const batch = frame.messages;
-      while (batch.next()) checksum = (checksum + batch.seq + batch.topic.length + batch.frame[batch.payloadStart]) | 0;
+      while (batch.next())
+        checksum =
+          (checksum + batch.seq + batch.topic.length + batch.frame[batch.payloadStart]) | 0;
     }
   }
   return checksum;
@@ -54,7 +68,9 @@ if (import.meta.main) {
   const expected = decodeMessages(decoder, encoded);
   let sink = 0;
   summary(() => {
-    bench(`encode DATA, ${MESSAGES} × ${PAYLOAD_BYTES} B`, () => do_not_optimize(encodeMessages(writer, MESSAGES)));
+    bench(`encode DATA, ${MESSAGES} × ${PAYLOAD_BYTES} B`, () =>
+      do_not_optimize(encodeMessages(writer, MESSAGES)),
+    );
     bench(`decode DATA, ${MESSAGES} × ${PAYLOAD_BYTES} B`, () => {
       const checksum = decodeMessages(decoder, encoded);
       assert(checksum === expected, "decode checksum stable");
@@ -65,6 +81,9 @@ if (import.meta.main) {
   console.log(`checksum ${sink}`);
   for (const trial of results.benchmarks) {
     const stats = trial.runs[0]?.stats;
-    if (stats) console.log(`${trial.alias}: median ${(stats.p50 / 1e6).toFixed(2)} ms → ${((MESSAGES / stats.p50) * 1e9 / 1e6).toFixed(1)} M messages/s`);
+    if (stats)
+      console.log(
+        `${trial.alias}: median ${(stats.p50 / 1e6).toFixed(2)} ms → ${(((MESSAGES / stats.p50) * 1e9) / 1e6).toFixed(1)} M messages/s`,
+      );
   }
 }

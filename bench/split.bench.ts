@@ -41,13 +41,21 @@ async function fill(dir: string, megabytes: number): Promise<void> {
   await store.close({ sort: true });
 }
 
-async function split(dir: string, algorithm: SplitAlgorithm, workers: number): Promise<{ seconds: number; megabytes: number }> {
+async function split(
+  dir: string,
+  algorithm: SplitAlgorithm,
+  workers: number,
+): Promise<{ seconds: number; megabytes: number }> {
   const { store } = await Store.open(new BunDisk(dir), { crc32: nativeCrc32 });
   const bytes = store.stats().segmentBytes + store.stats().storeBytes;
   const runner = workerRunner(dir, workers);
   const started = performance.now();
   try {
-    await executeSplit(storeHost(store), runner, new BunDisk(dir), { plan: algorithm === "adaptive" ? { algorithm, maxStores: 2 * PARTITIONS } : { algorithm }, workers, intervalBytes: 4096 });
+    await executeSplit(storeHost(store), runner, new BunDisk(dir), {
+      plan: algorithm === "adaptive" ? { algorithm, maxStores: 2 * PARTITIONS } : { algorithm },
+      workers,
+      intervalBytes: 4096,
+    });
   } finally {
     runner.close();
   }
@@ -56,7 +64,10 @@ async function split(dir: string, algorithm: SplitAlgorithm, workers: number): P
   return { seconds, megabytes: bytes / 1e6 };
 }
 
-async function recover(dir: string, runs: number): Promise<{ readPerDelivered: number; ms: number; checksum: number }> {
+async function recover(
+  dir: string,
+  runs: number,
+): Promise<{ readPerDelivered: number; ms: number; checksum: number }> {
   const times: number[] = [];
   let readPerDelivered = 0;
   let checksum = 0;
@@ -78,7 +89,10 @@ async function recover(dir: string, runs: number): Promise<{ readPerDelivered: n
 }
 
 /** The whole benchmark; returns the figures (printed by the script). */
-export async function runSplitBench(options: { megabytes: number; runs?: number }): Promise<Record<string, number | string>[]> {
+export async function runSplitBench(options: {
+  megabytes: number;
+  runs?: number;
+}): Promise<Record<string, number | string>[]> {
   const root = mkdtempSync(join(tmpdir(), "aria-split-bench-"));
   const rows: Record<string, number | string>[] = [];
   try {
@@ -91,13 +105,22 @@ export async function runSplitBench(options: { megabytes: number; runs?: number 
       if (layout !== "unsplit") await split(dir, layout, 2);
       const figures = await recover(dir, options.runs ?? 5);
       checksum ^= figures.checksum;
-      rows.push({ case: `recover small topic, ${layout}`, readPerDelivered: Number(figures.readPerDelivered.toFixed(2)), medianMs: Number(figures.ms.toFixed(1)) });
+      rows.push({
+        case: `recover small topic, ${layout}`,
+        readPerDelivered: Number(figures.readPerDelivered.toFixed(2)),
+        medianMs: Number(figures.ms.toFixed(1)),
+      });
     }
     for (const workers of [1, 2]) {
       const dir = join(root, `throughput-${workers}`);
       cpSync(base, dir, { recursive: true });
       const result = await split(dir, "adaptive", workers);
-      rows.push({ case: `split adaptive, ${workers} worker(s)`, megabytes: Number(result.megabytes.toFixed(1)), seconds: Number(result.seconds.toFixed(2)), megabytesPerSecond: Number((result.megabytes / result.seconds).toFixed(1)) });
+      rows.push({
+        case: `split adaptive, ${workers} worker(s)`,
+        megabytes: Number(result.megabytes.toFixed(1)),
+        seconds: Number(result.seconds.toFixed(2)),
+        megabytesPerSecond: Number((result.megabytes / result.seconds).toFixed(1)),
+      });
     }
     rows.push({ case: "checksum", value: checksum });
   } finally {

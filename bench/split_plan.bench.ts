@@ -16,7 +16,15 @@
  * Each run's total waste is folded into a checksum printed at the end, so no work can be dropped.
  */
 import { Prng } from "../src/stdx/prng.ts";
-import { parseVolumeTable, planAdaptive, planHeuristic, planMetrics, buildTopicTree, VOLUME_TABLE_HEADER, type SplitAlgorithm } from "../src/split/mod.ts";
+import {
+  parseVolumeTable,
+  planAdaptive,
+  planHeuristic,
+  planMetrics,
+  buildTopicTree,
+  VOLUME_TABLE_HEADER,
+  type SplitAlgorithm,
+} from "../src/split/mod.ts";
 
 /** A deterministic Zipf-shaped topic tree as CSV text (header `topic,bytes,messages`). */
 export function zipfTable(topicCount: number, seed: number): string {
@@ -31,7 +39,7 @@ export function zipfTable(topicCount: number, seed: number): string {
   const seen = new Set<string>();
   for (let p = 0; p < partitions; p++) {
     const branching = Math.max(4, Math.ceil(Math.cbrt(sizes[p]) * 2));
-    for (let made = 0; made < sizes[p];) {
+    for (let made = 0; made < sizes[p]; ) {
       let name = `team${p % 50}/svc${p}`;
       const depth = prng.nextRange(1, 3);
       for (let d = 0; d < depth; d++) name += `/x${prng.nextInt(branching)}`;
@@ -47,7 +55,11 @@ export function zipfTable(topicCount: number, seed: number): string {
 /** One partition of `topicCount` sibling leaf topics with Zipf bytes, as CSV text. */
 export function flatTable(topicCount: number, seed: number): string {
   const prng = new Prng(seed);
-  return csvOf(Array.from({ length: topicCount }, (_, i) => `flat/p/t${i}`), prng, 1.1);
+  return csvOf(
+    Array.from({ length: topicCount }, (_, i) => `flat/p/t${i}`),
+    prng,
+    1.1,
+  );
 }
 
 function pick(cumulative: Float64Array, target: number): number {
@@ -98,7 +110,8 @@ export function planOnce(csv: string, algorithm: SplitAlgorithm, maxStores?: num
   const table = parsed.table;
   const parsedAt = performance.now();
   const tree = buildTopicTree(table);
-  const plan = algorithm === "heuristic" ? planHeuristic(table) : planAdaptive(table, { tree, maxStores });
+  const plan =
+    algorithm === "heuristic" ? planHeuristic(table) : planAdaptive(table, { tree, maxStores });
   const plannedAt = performance.now();
   const metrics = planMetrics(table, plan, { tree });
   const doneAt = performance.now();
@@ -142,14 +155,21 @@ async function main(): Promise<void> {
       samples.push(result);
     }
     const first = samples[0];
-    const budget = algorithm === "heuristic" ? "-" : maxStores === undefined ? "heuristic's" : String(maxStores);
-    rows.push(`| ${shape} | ${first.topics} | ${first.partitions} | ${algorithm} | ${budget} | ${first.stores} | ${first.wastedBytes.toExponential(3)} `
-      + `| ${median(samples.map((s) => s.parseMs)).toFixed(0)} | ${median(samples.map((s) => s.planMs)).toFixed(0)} `
-      + `| ${median(samples.map((s) => s.metricsMs)).toFixed(0)} | ${median(samples.map((s) => s.parseMs + s.planMs + s.metricsMs)).toFixed(0)} `
-      + `| ${median(samples.map((s) => s.cpuMs)).toFixed(0)} |`);
+    const budget =
+      algorithm === "heuristic" ? "-" : maxStores === undefined ? "heuristic's" : String(maxStores);
+    rows.push(
+      `| ${shape} | ${first.topics} | ${first.partitions} | ${algorithm} | ${budget} | ${first.stores} | ${first.wastedBytes.toExponential(3)} ` +
+        `| ${median(samples.map((s) => s.parseMs)).toFixed(0)} | ${median(samples.map((s) => s.planMs)).toFixed(0)} ` +
+        `| ${median(samples.map((s) => s.metricsMs)).toFixed(0)} | ${median(samples.map((s) => s.parseMs + s.planMs + s.metricsMs)).toFixed(0)} ` +
+        `| ${median(samples.map((s) => s.cpuMs)).toFixed(0)} |`,
+    );
   }
-  console.log(`split plan, ${topics} topics, median of ${runs} runs (ms); plan includes building the topic tree\n`);
-  console.log("| table | topics | partitions | planner | budget | stores | wasted bytes | parse | plan | metrics | total | cpu |");
+  console.log(
+    `split plan, ${topics} topics, median of ${runs} runs (ms); plan includes building the topic tree\n`,
+  );
+  console.log(
+    "| table | topics | partitions | planner | budget | stores | wasted bytes | parse | plan | metrics | total | cpu |",
+  );
   console.log("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const row of rows) console.log(row);
   console.log(`\nchecksum ${checksum.toFixed(0)}`);

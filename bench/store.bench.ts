@@ -35,7 +35,7 @@ function topicOf(seq: number, partitions: number): string {
     topics = Array.from({ length: partitions }, (_, p) => `g${p % 100}/p${p}/events`);
     topicLists.set(partitions, topics);
   }
-  return topics[(seq * 2654435761) % partitions >>> 0];
+  return topics[((seq * 2654435761) % partitions) >>> 0];
 }
 
 async function dd(args: string[]): Promise<number> {
@@ -74,7 +74,9 @@ function medianRow(runs: Row[]): Row {
 }
 
 async function dropCaches(): Promise<boolean> {
-  const child = Bun.spawn(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], { stderr: "ignore" });
+  const child = Bun.spawn(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"], {
+    stderr: "ignore",
+  });
   return (await child.exited) === 0;
 }
 
@@ -95,7 +97,14 @@ function residentShare(dir: string): number {
   return total === 0 ? 0 : (total - missing) / total;
 }
 
-type Row = { case: string; messages: number; seconds: number; msgPerS: number; mbPerS: number; note: string };
+type Row = {
+  case: string;
+  messages: number;
+  seconds: number;
+  msgPerS: number;
+  mbPerS: number;
+  note: string;
+};
 
 /**
  * One write case. `always`: 64 publishers, each appending `inFlight` messages and awaiting
@@ -104,7 +113,12 @@ type Row = { case: string; messages: number; seconds: number; msgPerS: number; m
  * of 4096, yielding to the event loop between runs as a server's socket reads do, waiting when
  * 32 MiB are buffered.
  */
-async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, options: { bytes: number; seconds: number; inFlight?: number; files: FilesPolicy }): Promise<Row> {
+async function writeCase(
+  dir: string,
+  policy: FsyncPolicy,
+  partitions: number,
+  options: { bytes: number; seconds: number; inFlight?: number; files: FilesPolicy },
+): Promise<Row> {
   const path = mkdtempSync(join(dir, `w-${policy}-`));
   const { store } = await Store.open(new BunDisk(path), {
     fsync: policy,
@@ -164,7 +178,12 @@ async function writeCase(dir: string, policy: FsyncPolicy, partitions: number, o
  * ~0.9 and ~2.5 GB/s within a minute (dd iflag=direct of the same file), so a ratio to a dd
  * read at the start of the run said more about the moment than about the reader.
  */
-async function readCases(dir: string, partitions: number, bytes: number, rawFile: string | null): Promise<{ rows: Row[]; storedBytes: number }> {
+async function readCases(
+  dir: string,
+  partitions: number,
+  bytes: number,
+  rawFile: string | null,
+): Promise<{ rows: Row[]; storedBytes: number }> {
   const path = mkdtempSync(join(dir, "r-"));
   const payload = new Uint8Array(MESSAGE_BYTES).fill(7);
   const opened = await Store.open(new BunDisk(path), { fsync: "never", crc32: nativeCrc32 });
@@ -178,7 +197,11 @@ async function readCases(dir: string, partitions: number, bytes: number, rawFile
   const rows: Row[] = [];
   let storedBytes = 0;
   for (const [name, filter, cold] of [
-    [`read filter g0/** (${partitions >= 100 ? "1%" : `${Math.round(100 / partitions)}%`} of partitions)`, Filter.of("g0/**"), true],
+    [
+      `read filter g0/** (${partitions >= 100 ? "1%" : `${Math.round(100 / partitions)}%`} of partitions)`,
+      Filter.of("g0/**"),
+      true,
+    ],
     ["read whole stream (**)", Filter.of("**"), true],
     ["read whole stream (**) again", Filter.of("**"), false],
     // The process's first whole-stream read also pays for compiling the reader's code (its
@@ -194,9 +217,16 @@ async function readCases(dir: string, partitions: number, bytes: number, rawFile
     const resident = residentShare(path);
     const { row, stored } = await readCase(path, filter);
     const rawAfter = cold && rawFile !== null ? await rawRead(rawFile) : 0;
-    const raw = rawBefore > 0 ? `; dd iflag=direct ${rawBefore.toFixed(0)} MB/s before, ${rawAfter.toFixed(0)} after: ${((200 * row.mbPerS) / (rawBefore + rawAfter)).toFixed(0)}% of their mean` : "";
+    const raw =
+      rawBefore > 0
+        ? `; dd iflag=direct ${rawBefore.toFixed(0)} MB/s before, ${rawAfter.toFixed(0)} after: ${((200 * row.mbPerS) / (rawBefore + rawAfter)).toFixed(0)}% of their mean`
+        : "";
     storedBytes = stored;
-    rows.push({ ...row, case: `${name}, ${partitions} partitions`, note: `${row.note}${dropped ? ", cold cache" : ", warm cache"} (${(100 * resident).toFixed(1)}% resident at the start)${raw}` });
+    rows.push({
+      ...row,
+      case: `${name}, ${partitions} partitions`,
+      note: `${row.note}${dropped ? ", cold cache" : ", warm cache"} (${(100 * resident).toFixed(1)}% resident at the start)${raw}`,
+    });
   }
   return { rows, storedBytes };
 }
@@ -210,7 +240,9 @@ function rawRead(file: string): Promise<number> {
 export function distinctBytes(ranges: Map<string, number[]>): number {
   let total = 0;
   for (const list of ranges.values()) {
-    const order = Array.from({ length: list.length / 2 }, (_, i) => i).sort((a, b) => list[2 * a] - list[2 * b]);
+    const order = Array.from({ length: list.length / 2 }, (_, i) => i).sort(
+      (a, b) => list[2 * a] - list[2 * b],
+    );
     let end = -1;
     for (const i of order) {
       const start = list[2 * i];
@@ -255,13 +287,28 @@ async function readCase(path: string, filter: Filter): Promise<{ row: Row; store
   const seconds = (performance.now() - start) / 1000;
   const cpu = process.cpuUsage(cpuStart);
   await store.close({ sort: false });
-  const row = { case: "", messages: count, seconds, msgPerS: count / seconds, mbPerS: useful / seconds / 1e6, note: `read ${((100 * bytesRead) / stored).toFixed(2)}% of ${(stored / 1e6).toFixed(0)} MB stored (${((100 * distinctBytes(ranges)) / stored).toFixed(2)}% distinct), CPU user ${(cpu.user / 1e3).toFixed(0)} ms, system ${(cpu.system / 1e3).toFixed(0)} ms` };
+  const row = {
+    case: "",
+    messages: count,
+    seconds,
+    msgPerS: count / seconds,
+    mbPerS: useful / seconds / 1e6,
+    note: `read ${((100 * bytesRead) / stored).toFixed(2)}% of ${(stored / 1e6).toFixed(0)} MB stored (${((100 * distinctBytes(ranges)) / stored).toFixed(2)}% distinct), CPU user ${(cpu.user / 1e3).toFixed(0)} ms, system ${(cpu.system / 1e3).toFixed(0)} ms`,
+  };
   return { row, stored };
 }
 
 /** Runs the benchmark; `smoke` uses tiny sizes and skips dd. Returns the rows printed. */
 export async function runStoreBench(
-  options: { smoke?: boolean; mib?: number; seconds?: number; dir?: string; repeat?: number; files?: FilesPolicy; cases?: "all" | "write" | "read" } = {},
+  options: {
+    smoke?: boolean;
+    mib?: number;
+    seconds?: number;
+    dir?: string;
+    repeat?: number;
+    files?: FilesPolicy;
+    cases?: "all" | "write" | "read";
+  } = {},
 ): Promise<Row[]> {
   const smoke = options.smoke ?? false;
   const files = options.files ?? "remove";
@@ -275,19 +322,58 @@ export async function runStoreBench(
       const file = join(base, "dd.bin");
       const write = await dd(["if=/dev/zero", `of=${file}`, "bs=1M", "count=1024", "oflag=direct"]);
       const read = await dd([`if=${file}`, "of=/dev/null", "bs=1M", "iflag=direct"]);
-      rows.push({ case: "raw sequential write (dd oflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: write, note: "1 GiB, bs=1M" });
-      rows.push({ case: "raw sequential read (dd iflag=direct)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: read, note: "1 GiB, bs=1M" });
+      rows.push({
+        case: "raw sequential write (dd oflag=direct)",
+        messages: 0,
+        seconds: 0,
+        msgPerS: 0,
+        mbPerS: write,
+        note: "1 GiB, bs=1M",
+      });
+      rows.push({
+        case: "raw sequential read (dd iflag=direct)",
+        messages: 0,
+        seconds: 0,
+        msgPerS: 0,
+        mbPerS: read,
+        note: "1 GiB, bs=1M",
+      });
       // Through the page cache, as the store writes: in the state the cases meet (see FilesPolicy).
       const buffered = join(base, "dd-buffered.bin");
-      if (files === "keep") await dd(["if=/dev/zero", `of=${join(base, "dd-kept.bin")}`, "bs=1M", "count=1024", "conv=fdatasync"]);
-      const bufferedWrite = await dd(["if=/dev/zero", `of=${buffered}`, "bs=1M", "count=1024", "conv=fdatasync"]);
+      if (files === "keep")
+        await dd([
+          "if=/dev/zero",
+          `of=${join(base, "dd-kept.bin")}`,
+          "bs=1M",
+          "count=1024",
+          "conv=fdatasync",
+        ]);
+      const bufferedWrite = await dd([
+        "if=/dev/zero",
+        `of=${buffered}`,
+        "bs=1M",
+        "count=1024",
+        "conv=fdatasync",
+      ]);
       if (files === "remove") rmSync(buffered);
-      rows.push({ case: "raw buffered write (dd conv=fdatasync)", messages: 0, seconds: 0, msgPerS: 0, mbPerS: bufferedWrite, note: `1 GiB, bs=1M, files ${files === "keep" ? "kept (fresh memory)" : "removed (reused memory)"}` });
+      rows.push({
+        case: "raw buffered write (dd conv=fdatasync)",
+        messages: 0,
+        seconds: 0,
+        msgPerS: 0,
+        mbPerS: bufferedWrite,
+        note: `1 GiB, bs=1M, files ${files === "keep" ? "kept (fresh memory)" : "removed (reused memory)"}`,
+      });
     }
     const which = options.cases ?? "all";
     for (const partitions of which === "read" ? [] : [10, 10_000]) {
       const count = smoke ? Math.min(partitions, 50) : partitions;
-      const cases: [FsyncPolicy, number | undefined][] = [["always", undefined], ["always", 16], ["interval", undefined], ["never", undefined]];
+      const cases: [FsyncPolicy, number | undefined][] = [
+        ["always", undefined],
+        ["always", 16],
+        ["interval", undefined],
+        ["never", undefined],
+      ];
       const runs: Row[][] = cases.map(() => []);
       // Rounds alternate the cases, so a slow stretch of the shared disk hits all of them alike.
       for (let round = 0; round < repeat; round++) {
@@ -314,16 +400,27 @@ function printTable(rows: Row[]): void {
   console.log("| case | messages | s | msg/s | MB/s | note |");
   console.log("| --- | ---: | ---: | ---: | ---: | --- |");
   for (const r of rows) {
-    console.log(`| ${r.case} | ${r.messages || ""} | ${r.seconds ? r.seconds.toFixed(2) : ""} | ${r.msgPerS ? Math.round(r.msgPerS).toLocaleString("en") : ""} | ${r.mbPerS.toFixed(0)} | ${r.note} |`);
+    console.log(
+      `| ${r.case} | ${r.messages || ""} | ${r.seconds ? r.seconds.toFixed(2) : ""} | ${r.msgPerS ? Math.round(r.msgPerS).toLocaleString("en") : ""} | ${r.mbPerS.toFixed(0)} | ${r.note} |`,
+    );
   }
 }
 
 if (import.meta.main) {
   const { values } = parseArgs({
-    options: { mib: { type: "string" }, seconds: { type: "string" }, dir: { type: "string" }, repeat: { type: "string" }, files: { type: "string" }, cases: { type: "string" } },
+    options: {
+      mib: { type: "string" },
+      seconds: { type: "string" },
+      dir: { type: "string" },
+      repeat: { type: "string" },
+      files: { type: "string" },
+      cases: { type: "string" },
+    },
   });
-  if (values.files !== undefined && values.files !== "keep" && values.files !== "remove") throw new Error("--files is keep or remove");
-  if (values.cases !== undefined && !["all", "write", "read"].includes(values.cases)) throw new Error("--cases is all, write or read");
+  if (values.files !== undefined && values.files !== "keep" && values.files !== "remove")
+    throw new Error("--files is keep or remove");
+  if (values.cases !== undefined && !["all", "write", "read"].includes(values.cases))
+    throw new Error("--cases is all, write or read");
   printTable(
     await runStoreBench({
       mib: values.mib ? Number(values.mib) : undefined,

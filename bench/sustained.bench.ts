@@ -12,8 +12,16 @@
 import { parseArgs } from "node:util";
 import { connect } from "../mod.ts";
 
-const { values } = parseArgs({ options: { url: { type: "string" }, admin: { type: "string" }, topics: { type: "string" }, seconds: { type: "string" } } });
-if (values.url === undefined || values.admin === undefined) throw new Error("--url tcp://HOST:PORT and --admin http://HOST:PORT are required");
+const { values } = parseArgs({
+  options: {
+    url: { type: "string" },
+    admin: { type: "string" },
+    topics: { type: "string" },
+    seconds: { type: "string" },
+  },
+});
+if (values.url === undefined || values.admin === undefined)
+  throw new Error("--url tcp://HOST:PORT and --admin http://HOST:PORT are required");
 const topicCount = Number(values.topics ?? 10_000);
 const seconds = Number(values.seconds ?? 20);
 const BATCH = 1024;
@@ -23,11 +31,17 @@ const client = await connect(values.url);
 const payload = new Uint8Array(1024);
 const topics = Array.from({ length: topicCount }, (_, p) => `g${p % 100}/p${p}/events`);
 let sent = 0;
-const batch = () => Array.from({ length: BATCH }, () => ({ topic: topics[((sent++ * 2654435761) % topicCount) >>> 0], payload }));
+const batch = () =>
+  Array.from({ length: BATCH }, () => ({
+    topic: topics[((sent++ * 2654435761) % topicCount) >>> 0],
+    payload,
+  }));
 const start = performance.now();
 const inFlight: Promise<unknown>[] = [];
 let lastReport = start;
-console.log("| s | published MB | journals | journal MB | unsorted records | segments | publisher pauses |");
+console.log(
+  "| s | published MB | journals | journal MB | unsorted records | segments | publisher pauses |",
+);
 console.log("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 while (performance.now() - start < seconds * 1000) {
   inFlight.push(client.publishBatch(batch()));

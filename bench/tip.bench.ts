@@ -11,7 +11,9 @@ import { buildStream, readInterleaved, SELECTIVITIES, type BuiltStream } from ".
 import type { ReadChoice } from "../src/tip/mod.ts";
 import { FilterMatcher } from "../src/topic/mod.ts";
 
-const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, reps: { type: "string", default: "5" } } });
+const { values } = parseArgs({
+  options: { quick: { type: "boolean", default: false }, reps: { type: "string", default: "5" } },
+});
 const RING_BYTES = values.quick ? 16 * 1024 * 1024 : 256 * 1024 * 1024;
 const REPS = Number(values.reps);
 const STRATEGIES: ReadChoice[] = ["linear", "indexed", "planned"];
@@ -37,7 +39,12 @@ function time(fn: () => void): number {
 }
 
 /** Median ms per strategy; strategies alternate inside each rep so drift hits all alike. */
-function measure(built: BuiltStream, selectivity: number, readers: number, reps: number): { ms: Map<ReadChoice, number>; messages: number } {
+function measure(
+  built: BuiltStream,
+  selectivity: number,
+  readers: number,
+  reps: number,
+): { ms: Map<ReadChoice, number>; messages: number } {
   const samples = new Map<ReadChoice, number[]>(STRATEGIES.map((s) => [s, []]));
   const filter = built.filters.get(selectivity)!;
   let messages = -1;
@@ -46,53 +53,82 @@ function measure(built: BuiltStream, selectivity: number, readers: number, reps:
   for (let rep = 0; rep <= reps; rep++) {
     for (const strategy of STRATEGIES) {
       let outcome = { messages: 0, checksum: 0 };
-      const ms = time(() => { outcome = readInterleaved(built, filter, strategy, readers); });
+      const ms = time(() => {
+        outcome = readInterleaved(built, filter, strategy, readers);
+      });
       if (rep > 0) samples.get(strategy)!.push(ms);
       if (messages === -1) ({ messages, checksum } = outcome);
-      if (outcome.messages !== messages || outcome.checksum !== checksum) throw new Error(`bench: ${strategy} read different messages`);
+      if (outcome.messages !== messages || outcome.checksum !== checksum)
+        throw new Error(`bench: ${strategy} read different messages`);
     }
   }
   return { ms: new Map(STRATEGIES.map((s) => [s, median(samples.get(s)!)])), messages };
 }
 
 const fmt = (ms: number) => (ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFixed(0));
-const cpu = (await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "unknown";
-console.log(`# tip bench: ring ${RING_BYTES / 2 ** 20} MiB, 64-byte payloads, median of ${REPS}; bun ${Bun.version}; ${cpu}; ${new Date().toISOString()}\n`);
-console.log("| partitions | interleave | records in ring | appends/s, filling | appends/s, full ring | index bytes/live msg | pool blocks used |");
+const cpu =
+  (await Bun.file("/proc/cpuinfo").text()).match(/model name\s*:\s*(.*)/)?.[1] ?? "unknown";
+console.log(
+  `# tip bench: ring ${RING_BYTES / 2 ** 20} MiB, 64-byte payloads, median of ${REPS}; bun ${Bun.version}; ${cpu}; ${new Date().toISOString()}\n`,
+);
+console.log(
+  "| partitions | interleave | records in ring | appends/s, filling | appends/s, full ring | index bytes/live msg | pool blocks used |",
+);
 console.log("|---:|---|---:|---:|---:|---:|---:|");
 const readRows: string[] = [];
 for (const partitions of [10, 1000, 100_000]) {
   for (const interleave of ["runs", "spread"] as const) {
     // 100,000 partitions each need a block of their own: give the pool room for them.
     const poolBlocks = partitions >= 100_000 ? 1 << 17 : undefined;
-    const built = buildStream({ partitions, interleave, ringBytes: RING_BYTES, payloadBytes: 64, poolBlocks }, () => performance.now());
+    const built = buildStream(
+      { partitions, interleave, ringBytes: RING_BYTES, payloadBytes: 64, poolBlocks },
+      () => performance.now(),
+    );
     const stats = built.tip.stats();
-    console.log(`| ${partitions} | ${interleave} | ${stats.records} | ${(built.fillAppendsPerSecond / 1e6).toFixed(1)} M | ${(built.appendsPerSecond / 1e6).toFixed(1)} M | ${(stats.indexBytesUsed / stats.records).toFixed(1)} | ${stats.poolBlocksUsed} |`);
+    console.log(
+      `| ${partitions} | ${interleave} | ${stats.records} | ${(built.fillAppendsPerSecond / 1e6).toFixed(1)} M | ${(built.appendsPerSecond / 1e6).toFixed(1)} M | ${(stats.indexBytesUsed / stats.records).toFixed(1)} | ${stats.poolBlocksUsed} |`,
+    );
     for (const selectivity of SELECTIVITIES) {
       const { ms, messages } = measure(built, selectivity, 1, REPS);
       const linear = ms.get("linear")!;
       const indexed = ms.get("indexed")!;
       const planned = ms.get("planned")!;
-      const read = built.tip.read(new FilterMatcher(built.topics, built.filters.get(selectivity)!), built.tip.ring.firstSeq);
+      const read = built.tip.read(
+        new FilterMatcher(built.topics, built.filters.get(selectivity)!),
+        built.tip.ring.firstSeq,
+      );
       const choice = read.ok ? read.cursor.strategy : "-";
-      readRows.push(`| ${partitions} | ${interleave} | ${selectivity * 100}% | ${messages} | ${fmt(linear)} | ${fmt(indexed)} | ${fmt(planned)} (${choice}) | ${(linear / indexed).toFixed(1)}x | ${(planned / linear).toFixed(2)} |`);
+      readRows.push(
+        `| ${partitions} | ${interleave} | ${selectivity * 100}% | ${messages} | ${fmt(linear)} | ${fmt(indexed)} | ${fmt(planned)} (${choice}) | ${(linear / indexed).toFixed(1)}x | ${(planned / linear).toFixed(2)} |`,
+      );
     }
     Bun.gc(true);
   }
 }
-console.log("\n| partitions | interleave | selectivity | messages read | linear ms | indexed ms | planned ms (choice) | linear / indexed | planned / linear |");
+console.log(
+  "\n| partitions | interleave | selectivity | messages read | linear ms | indexed ms | planned ms (choice) | linear / indexed | planned / linear |",
+);
 console.log("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
 for (const row of readRows) console.log(row);
 
-console.log("\nConcurrent readers (1,000 partitions, spread; round-robin batches of 64; total ms for all readers):\n");
-console.log("| readers | selectivity | linear ms | indexed ms | planned ms | linear / indexed | planned / linear |");
+console.log(
+  "\nConcurrent readers (1,000 partitions, spread; round-robin batches of 64; total ms for all readers):\n",
+);
+console.log(
+  "| readers | selectivity | linear ms | indexed ms | planned ms | linear / indexed | planned / linear |",
+);
 console.log("|---:|---:|---:|---:|---:|---:|---:|");
-const shared = buildStream({ partitions: 1000, interleave: "spread", ringBytes: RING_BYTES, payloadBytes: 64 }, () => performance.now());
+const shared = buildStream(
+  { partitions: 1000, interleave: "spread", ringBytes: RING_BYTES, payloadBytes: 64 },
+  () => performance.now(),
+);
 for (const readers of [1, 16, 256]) {
   for (const selectivity of [0.01, 1]) {
     const { ms } = measure(shared, selectivity, readers, readers >= 256 ? 1 : 3);
     const linear = ms.get("linear")!;
-    console.log(`| ${readers} | ${selectivity * 100}% | ${fmt(linear)} | ${fmt(ms.get("indexed")!)} | ${fmt(ms.get("planned")!)} | ${(linear / ms.get("indexed")!).toFixed(1)}x | ${(ms.get("planned")! / linear).toFixed(2)} |`);
+    console.log(
+      `| ${readers} | ${selectivity * 100}% | ${fmt(linear)} | ${fmt(ms.get("indexed")!)} | ${fmt(ms.get("planned")!)} | ${(linear / ms.get("indexed")!).toFixed(1)}x | ${(ms.get("planned")! / linear).toFixed(2)} |`,
+    );
   }
 }
 

@@ -43,7 +43,11 @@ export interface BuiltStream {
 /** Selectivities the scenarios read, as fractions of the stream. */
 export const SELECTIVITIES = [0.001, 0.01, 0.1, 1] as const;
 
-function groupLayout(partitions: number): { groupOf: Int32Array; weights: Float64Array; groups: number } {
+function groupLayout(partitions: number): {
+  groupOf: Int32Array;
+  weights: Float64Array;
+  groups: number;
+} {
   const groupOf = new Int32Array(partitions);
   if (partitions >= 1000) {
     const perGroup = partitions / 1000;
@@ -66,7 +70,8 @@ export function buildStream(spec: StreamSpec, now: () => number): BuiltStream {
   const { groupOf, weights, groups } = groupLayout(spec.partitions);
   const topicIds = new Int32Array(spec.partitions * 2);
   for (let p = 0; p < spec.partitions; p++) {
-    for (let t = 0; t < 2; t++) topicIds[p * 2 + t] = topics.internValid(`g${groupOf[p]}/p${p}/t${t}`);
+    for (let t = 0; t < 2; t++)
+      topicIds[p * 2 + t] = topics.internValid(`g${groupOf[p]}/p${p}/t${t}`);
   }
   const cumulative = new Float64Array(spec.partitions);
   let sum = 0;
@@ -90,7 +95,8 @@ export function buildStream(spec: StreamSpec, now: () => number): BuiltStream {
   for (let i = 0; i < messages; ) {
     const p = pick();
     const run = spec.interleave === "runs" ? RUN_LENGTH : 1;
-    for (let r = 0; r < run && i < messages; r++, i++) order[i] = topicIds[p * 2 + (prng.nextU32() & 1)];
+    for (let r = 0; r < run && i < messages; r++, i++)
+      order[i] = topicIds[p * 2 + (prng.nextU32() & 1)];
   }
   const tip = new Tip(topics, { capacityBytes: spec.ringBytes, poolBlocks: spec.poolBlocks });
   const payload = new Uint8Array(spec.payloadBytes);
@@ -111,7 +117,8 @@ export function buildStream(spec: StreamSpec, now: () => number): BuiltStream {
       filters.set(selectivity, Filter.of("**"));
       continue;
     }
-    const count = groups === 1000 ? Math.round(selectivity * 1000) : SELECTIVITIES.indexOf(selectivity) + 1;
+    const count =
+      groups === 1000 ? Math.round(selectivity * 1000) : SELECTIVITIES.indexOf(selectivity) + 1;
     filters.set(selectivity, Filter.of(...Array.from({ length: count }, (_, g) => `g${g}/**`)));
   }
   return { tip, topics, filters, fillAppendsPerSecond, appendsPerSecond };
@@ -138,7 +145,13 @@ function consume(tip: Tip, cursor: TipCursor, limit: number, outcome: ReadOutcom
  * Reads `filter` from the oldest seq with `readers` cursors served round-robin in batches of
  * `batch` messages, as a server interleaves subscribers. Returns the combined outcome.
  */
-export function readInterleaved(built: BuiltStream, filter: Filter, strategy: ReadChoice, readers: number, batch = 64): ReadOutcome {
+export function readInterleaved(
+  built: BuiltStream,
+  filter: Filter,
+  strategy: ReadChoice,
+  readers: number,
+  batch = 64,
+): ReadOutcome {
   const { tip, topics } = built;
   const outcome = { messages: 0, checksum: 0 };
   const cursors: TipCursor[] = [];

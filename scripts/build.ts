@@ -9,7 +9,9 @@ import { $ } from "bun";
 import { existsSync } from "node:fs";
 
 /** Worker entry points compiled into the binary beside main.ts. */
-export const WORKER_ENTRIES: string[] = ["src/split/split_worker.ts"].filter((path) => existsSync(path));
+export const WORKER_ENTRIES: string[] = ["src/split/split_worker.ts"].filter((path) =>
+  existsSync(path),
+);
 
 const root = new URL("..", import.meta.url).pathname;
 
@@ -22,5 +24,9 @@ async function checkoutCommit(): Promise<string> {
 }
 
 const define = `ARIA_BUILD_COMMIT=${JSON.stringify(await checkoutCommit())}`;
-await $`bun build --compile --minify-syntax --sourcemap=inline --define ${define} main.ts ${WORKER_ENTRIES} --outfile dist/aria`.cwd(root);
-console.log(`built ${root}dist/aria (workers: ${WORKER_ENTRIES.length === 0 ? "none" : WORKER_ENTRIES.join(", ")})`);
+await $`bun build --compile --minify-syntax --sourcemap=inline --define ${define} main.ts ${WORKER_ENTRIES} --outfile dist/aria`.cwd(
+  root,
+);
+console.log(
+  `built ${root}dist/aria (workers: ${WORKER_ENTRIES.length === 0 ? "none" : WORKER_ENTRIES.join(", ")})`,
+);

@@ -25,13 +25,19 @@ const ROOT = join(new URL(".", import.meta.url).pathname, "..");
 const ARIA_BIN = process.env.ARIA_BIN ?? join(ROOT, "dist", "aria");
 /** The Deno-run CLI: this very runtime, running main.ts from source. */
 const DENO_ARIA = [process.execPath, "run", "--allow-all", "--no-check", join(ROOT, "main.ts")];
-const TOPICS = ["app/orders/created", "app/orders/cancelled", "app/codestore/commits", "ops/alerts"];
+const TOPICS = [
+  "app/orders/created",
+  "app/orders/cancelled",
+  "app/codestore/commits",
+  "ops/alerts",
+];
 const MESSAGES_PER_TOPIC = 2500;
 const BIG_PAYLOAD_BYTES = 600_000;
 const STEP_TIMEOUT_MS = 30_000;
 
 const started = performance.now();
-const log = (text: string) => console.log(`deno smoke: ${text} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+const log = (text: string) =>
+  console.log(`deno smoke: ${text} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
 
 type Run = { code: number | null; stdout: string; stderr: string };
 
@@ -58,15 +64,38 @@ function run(argv: string[], input = ""): Promise<Run> {
 
 async function ok(argv: string[], input = ""): Promise<string> {
   const result = await run(argv, input);
-  if (result.code !== 0) throw new Error(`${argv.join(" ")} exited ${result.code}\nstdout: ${result.stdout.slice(-2000)}\nstderr: ${result.stderr}`);
+  if (result.code !== 0)
+    throw new Error(
+      `${argv.join(" ")} exited ${result.code}\nstdout: ${result.stdout.slice(-2000)}\nstderr: ${result.stderr}`,
+    );
   return result.stdout;
 }
 
-type Server = { url: string; child: ChildProcess; stderr(): string; stop(): Promise<number | null> };
+type Server = {
+  url: string;
+  child: ChildProcess;
+  stderr(): string;
+  stop(): Promise<number | null>;
+};
 
 /** `aria serve` under Deno on the data directory; resolves once it printed its two URLs. */
 function startServer(dataDir: string): Promise<Server> {
-  const child = spawn(DENO_ARIA[0], [...DENO_ARIA.slice(1), "serve", "--port", "0", "--admin-port", "0", "--data-dir", dataDir, "--tip-bytes", "64KiB"], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(
+    DENO_ARIA[0],
+    [
+      ...DENO_ARIA.slice(1),
+      "serve",
+      "--port",
+      "0",
+      "--admin-port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--tip-bytes",
+      "64KiB",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   let stdout = "";
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (stderr += text));
@@ -76,13 +105,19 @@ function startServer(dataDir: string): Promise<Server> {
       child.kill("SIGKILL");
       reject(new Error(`aria serve under Deno printed no URLs in 15 s\n${stderr}`));
     }, 15_000);
-    void exited.then((code) => reject(new Error(`aria serve under Deno exited ${code} at start\n${stderr}`)));
+    void exited.then((code) =>
+      reject(new Error(`aria serve under Deno exited ${code} at start\n${stderr}`)),
+    );
     child.stdout!.setEncoding("utf8").on("data", (text: string) => {
       stdout += text;
       const lines = stdout.split("\n");
       if (lines.length < 3) return;
       clearTimeout(timer);
-      if (!/^tcp:\/\/127\.0\.0\.1:\d+$/.test(lines[0]) || !/^http:\/\/127\.0\.0\.1:\d+$/.test(lines[1])) reject(new Error(`unexpected URLs: ${JSON.stringify(stdout)}`));
+      if (
+        !/^tcp:\/\/127\.0\.0\.1:\d+$/.test(lines[0]) ||
+        !/^http:\/\/127\.0\.0\.1:\d+$/.test(lines[1])
+      )
+        reject(new Error(`unexpected URLs: ${JSON.stringify(stdout)}`));
       resolve({
         url: lines[0],
         child,
@@ -103,7 +138,10 @@ function startServer(dataDir: string): Promise<Server> {
 
 async function stopCleanly(server: Server, what: string): Promise<void> {
   const code = await server.stop();
-  if (code !== 0) throw new Error(`${what}: aria serve under Deno exited ${code} after SIGTERM\n${server.stderr()}`);
+  if (code !== 0)
+    throw new Error(
+      `${what}: aria serve under Deno exited ${code} after SIGTERM\n${server.stderr()}`,
+    );
 }
 
 /** Every message from the oldest, through dist/aria (or `cli`), until caught up. */
@@ -116,11 +154,14 @@ function same(what: string, expected: string, actual: string): void {
   const left = expected.split("\n");
   const right = actual.split("\n");
   const index = left.findIndex((line, i) => line !== right[i]);
-  throw new Error(`${what}: output differs from the first read at line ${index + 1} (${left.length - 1} vs ${right.length - 1} lines)\nexpected: ${left[index]?.slice(0, 200)}\nactual:   ${right[index]?.slice(0, 200)}`);
+  throw new Error(
+    `${what}: output differs from the first read at line ${index + 1} (${left.length - 1} vs ${right.length - 1} lines)\nexpected: ${left[index]?.slice(0, 200)}\nactual:   ${right[index]?.slice(0, 200)}`,
+  );
 }
 
 async function main(): Promise<void> {
-  if (!existsSync(ARIA_BIN)) throw new Error(`${ARIA_BIN} is missing: build it with 'npm run build' (or set ARIA_BIN)`);
+  if (!existsSync(ARIA_BIN))
+    throw new Error(`${ARIA_BIN} is missing: build it with 'npm run build' (or set ARIA_BIN)`);
   const dataDir = mkdtempSync(join(tmpdir(), "aria-deno-smoke-"));
   let server: Server | null = null;
   try {
@@ -130,15 +171,25 @@ async function main(): Promise<void> {
     const live = ok([ARIA_BIN, "sub", "--url", server.url, "**", "--limit", String(total)]);
     await new Promise((resolve) => setTimeout(resolve, 300)); // let the live subscription start
     for (const topic of TOPICS) {
-      const lines = Array.from({ length: MESSAGES_PER_TOPIC }, (_, i) => `${topic} #${i} ${"x".repeat(i % 97)}`);
+      const lines = Array.from(
+        { length: MESSAGES_PER_TOPIC },
+        (_, i) => `${topic} #${i} ${"x".repeat(i % 97)}`,
+      );
       await ok([ARIA_BIN, "pub", "--url", server.url, topic], `${lines.join("\n")}\n`);
     }
-    await ok([ARIA_BIN, "pub", "--url", server.url, "ops/big"], `${"b".repeat(BIG_PAYLOAD_BYTES)}\n`);
+    await ok(
+      [ARIA_BIN, "pub", "--url", server.url, "ops/big"],
+      `${"b".repeat(BIG_PAYLOAD_BYTES)}\n`,
+    );
     log(`dist/aria published ${total} messages`);
 
     const first = await readAll(server.url);
-    const seqs = first.trimEnd().split("\n").map((line) => (JSON.parse(line) as { seq: number }).seq);
-    if (seqs.length !== total || seqs.some((seq, i) => seq !== i + 1)) throw new Error(`the first read has ${seqs.length} messages, not seqs 1..${total}`);
+    const seqs = first
+      .trimEnd()
+      .split("\n")
+      .map((line) => (JSON.parse(line) as { seq: number }).seq);
+    if (seqs.length !== total || seqs.some((seq, i) => seq !== i + 1))
+      throw new Error(`the first read has ${seqs.length} messages, not seqs 1..${total}`);
     same("the live subscriber (dist/aria)", first, await live);
     same("sub with the Deno CLI", first, await readAll(server.url, "**", DENO_ARIA));
     log("live, replayed (dist/aria) and replayed (Deno CLI) streams are identical");
@@ -149,24 +200,37 @@ async function main(): Promise<void> {
     log("identical after SIGTERM and a restart");
 
     const online = await ok([...DENO_ARIA, "split", "--data-dir", dataDir, "--workers", "2"]);
-    if (!online.includes("running server") && !online.startsWith("nothing")) throw new Error(`split with the server running:\n${online}`);
+    if (!online.includes("running server") && !online.startsWith("nothing"))
+      throw new Error(`split with the server running:\n${online}`);
     same("after a split the running server switched", first, await readAll(server.url));
     log(`split under Deno with the server running: ${online.split("\n")[0]}`);
 
     // More messages, through the Deno CLI (stdin and the Deno dialer), so the offline split below
     // has new segments to rewrite.
     const more = Array.from({ length: 1000 }, (_, i) => `late #${i}`);
-    await ok([...DENO_ARIA, "pub", "--url", server.url, "app/orders/created"], `${more.join("\n")}\n`);
+    await ok(
+      [...DENO_ARIA, "pub", "--url", server.url, "app/orders/created"],
+      `${more.join("\n")}\n`,
+    );
     const second = await readAll(server.url);
-    if (!second.startsWith(first) || second.split("\n").length !== first.split("\n").length + more.length) throw new Error("the second read is not the first plus the late messages");
+    if (
+      !second.startsWith(first) ||
+      second.split("\n").length !== first.split("\n").length + more.length
+    )
+      throw new Error("the second read is not the first plus the late messages");
     await stopCleanly(server, "second stop");
     const offline = await ok([...DENO_ARIA, "split", "--data-dir", dataDir, "--workers", "2"]);
     if (!offline.includes("split itself")) throw new Error(`offline split:\n${offline}`);
     server = await startServer(dataDir);
     same("after an offline split and a restart", second, await readAll(server.url));
-    const subtree = second.split("\n").filter((line) => line.includes('"topic":"app/orders/')).join("\n");
+    const subtree = second
+      .split("\n")
+      .filter((line) => line.includes('"topic":"app/orders/'))
+      .join("\n");
     same("subtree app/orders/**", `${subtree}\n`, await readAll(server.url, "app/orders/**"));
-    log(`offline split under Deno: ${offline.split("\n")[0]}; identical after a restart, subtree too`);
+    log(
+      `offline split under Deno: ${offline.split("\n")[0]}; identical after a restart, subtree too`,
+    );
     await stopCleanly(server, "last stop");
     server = null;
     log("ok");

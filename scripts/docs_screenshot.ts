@@ -13,7 +13,10 @@ const OUTPUT = join(ROOT, "docs", "split-view.png");
 
 const [server, browser] = await Promise.all([startAria({ tipBytes: "64MiB" }), launchChromium()]);
 try {
-  const page = await browser.newPage({ viewport: { width: 1480, height: 900 }, deviceScaleFactor: 1 });
+  const page = await browser.newPage({
+    viewport: { width: 1480, height: 900 },
+    deviceScaleFactor: 1,
+  });
   await showUploadedSplit(page, server.adminUrl, ORDERS_DESK_CSV);
   await page.mouse.move(0, 0);
   await page.screenshot({ path: OUTPUT, fullPage: true });

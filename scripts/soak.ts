@@ -34,7 +34,15 @@ const { values } = parseArgs({
 const DURATION_MS = Number(values.minutes) * 60_000;
 const RATE = Number(values.rate);
 const PUBLISHERS = Number(values.publishers);
-const TOPICS = ["soak/orders/created", "soak/orders/filled", "soak/prices/eur", "soak/prices/usd", "soak/audit", "ops/health/a", "ops/health/b"];
+const TOPICS = [
+  "soak/orders/created",
+  "soak/orders/filled",
+  "soak/prices/eur",
+  "soak/prices/usd",
+  "soak/audit",
+  "ops/health/a",
+  "ops/health/b",
+];
 const TOPIC_INDEX = new Map(TOPICS.map((t, i) => [t, i]));
 const SEQS_MAX = Math.ceil((DURATION_MS / 1000) * RATE * 1.5) + 100_000;
 /** Per seq: topic index + 1 (0 = not known yet), publisher, counter. */
@@ -46,7 +54,23 @@ let lastAckedSeq = 0;
 // ---- server ---------------------------------------------------------------------------------
 
 const dataDir = mkdtempSync(join(tmpdir(), "aria-soak-"));
-const server = Bun.spawn([values.binary, "serve", "--port", "0", "--admin-port", "0", "--data-dir", dataDir, "--tip-bytes", values["tip-bytes"], "--fsync", "interval"], { stdout: "pipe", stderr: "inherit" });
+const server = Bun.spawn(
+  [
+    values.binary,
+    "serve",
+    "--port",
+    "0",
+    "--admin-port",
+    "0",
+    "--data-dir",
+    dataDir,
+    "--tip-bytes",
+    values["tip-bytes"],
+    "--fsync",
+    "interval",
+  ],
+  { stdout: "pipe", stderr: "inherit" },
+);
 const reader = server.stdout.getReader();
 let banner = "";
 while (banner.split("\n").length < 3) {
@@ -55,7 +79,9 @@ while (banner.split("\n").length < 3) {
   banner += new TextDecoder().decode(value);
 }
 const [tcpUrl, adminUrl] = banner.trim().split("\n");
-console.error(`soak: server pid ${server.pid} at ${tcpUrl} / ${adminUrl}, data ${dataDir}; ${values.minutes} min at ${RATE} msg/s`);
+console.error(
+  `soak: server pid ${server.pid} at ${tcpUrl} / ${adminUrl}, data ${dataDir}; ${values.minutes} min at ${RATE} msg/s`,
+);
 
 // ---- publishers -----------------------------------------------------------------------------
 
@@ -97,20 +123,27 @@ class Verifier {
   last = 0;
   received = 0;
   errors: string[] = [];
-  constructor(readonly name: string, readonly filter: Filter) {}
+  constructor(
+    readonly name: string,
+    readonly filter: Filter,
+  ) {}
 
   check(message: Message): void {
     if (message.seq <= this.last) this.errors.push(`seq ${message.seq} after ${this.last}`);
     if (this.first === 0) this.first = message.seq;
     this.last = message.seq;
     this.received++;
-    if (!this.filter.matches(message.topic)) this.errors.push(`seq ${message.seq}: topic ${message.topic} does not match`);
+    if (!this.filter.matches(message.topic))
+      this.errors.push(`seq ${message.seq}: topic ${message.topic} does not match`);
     const text = new TextDecoder().decode(message.payload);
     const expectedTopic = seqTopic[message.seq];
     // The ack may not have reached the publisher yet; check the payload's own claim then.
     if (expectedTopic !== 0) {
       const expected = `${seqPublisher[message.seq]}:${seqCounter[message.seq]}`;
-      if (TOPICS[expectedTopic - 1] !== message.topic || text !== expected) this.errors.push(`seq ${message.seq}: got ${message.topic} ${text}, published ${TOPICS[expectedTopic - 1]} ${expected}`);
+      if (TOPICS[expectedTopic - 1] !== message.topic || text !== expected)
+        this.errors.push(
+          `seq ${message.seq}: got ${message.topic} ${text}, published ${TOPICS[expectedTopic - 1]} ${expected}`,
+        );
     }
     if (this.errors.length > 20) this.errors.length = 20;
   }
@@ -125,21 +158,30 @@ class Verifier {
       }
       if (this.filter.matches(TOPICS[seqTopic[seq] - 1])) matching++;
     }
-    if (matching !== this.received) this.errors.push(`${this.received} messages received, ${matching} matching seqs in ${this.first}..${this.last}`);
+    if (matching !== this.received)
+      this.errors.push(
+        `${this.received} messages received, ${matching} matching seqs in ${this.first}..${this.last}`,
+      );
     return this.errors;
   }
 }
 
 const verifiers: Verifier[] = [];
 
-async function subscriber(name: string, filterTexts: string[], behaviour: Behaviour): Promise<void> {
+async function subscriber(
+  name: string,
+  filterTexts: string[],
+  behaviour: Behaviour,
+): Promise<void> {
   const verifier = new Verifier(name, Filter.of(...filterTexts));
   verifiers.push(verifier);
   let client: AriaClient = await connect(tcpUrl, { clientName: name });
   const from = "earliest";
   let rounds = 0;
   while (!stopping) {
-    const subscription = client.subscribe(filterTexts, { from: verifier.last > 0 ? verifier.last + 1 : from });
+    const subscription = client.subscribe(filterTexts, {
+      from: verifier.last > 0 ? verifier.last + 1 : from,
+    });
     open.add(subscription);
     // Each round lasts a few seconds; a quiet stream must not keep it open past that.
     const timer = setTimeout(() => subscription.close(), 5_000 + (rounds++ % 5) * 3_000);
@@ -159,14 +201,26 @@ async function subscriber(name: string, filterTexts: string[], behaviour: Behavi
     }
   }
   // Drain to the live end so the verifier covers everything acknowledged.
-  for await (const message of client.subscribe(filterTexts, { from: verifier.last > 0 ? verifier.last + 1 : "earliest", untilCaughtUp: true })) verifier.check(message);
+  for await (const message of client.subscribe(filterTexts, {
+    from: verifier.last > 0 ? verifier.last + 1 : "earliest",
+    untilCaughtUp: true,
+  }))
+    verifier.check(message);
   await client.close();
 }
 
-async function subscriberReplay(client: AriaClient, filterTexts: string[], name: string): Promise<void> {
+async function subscriberReplay(
+  client: AriaClient,
+  filterTexts: string[],
+  name: string,
+): Promise<void> {
   const verifier = new Verifier(name, Filter.of(...filterTexts));
   verifiers.push(verifier);
-  for await (const message of client.subscribe(filterTexts, { from: "earliest", untilCaughtUp: true })) verifier.check(message);
+  for await (const message of client.subscribe(filterTexts, {
+    from: "earliest",
+    untilCaughtUp: true,
+  }))
+    verifier.check(message);
 }
 
 const subscriberLoops = [
@@ -196,12 +250,29 @@ const sampler = setInterval(async () => {
     const status = readFileSync(`/proc/${server.pid}/status`, "utf8");
     const rssKiB = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
     const fds = readdirSync(`/proc/${server.pid}/fd`).length;
-    const stats = (await (await fetch(`${adminUrl}/api/stats`)).json()) as Record<string, Record<string, unknown>>;
+    const stats = (await (await fetch(`${adminUrl}/api/stats`)).json()) as Record<
+      string,
+      Record<string, unknown>
+    >;
     const tip = stats.tip as { poolBlocksUsed: number; records: number };
-    const broker = stats.broker as { messagesPublished: number; subscriptionsByPhase: Record<string, number> };
-    samples.push({ second: Math.round((performance.now() - started) / 1000), rssMiB: rssKiB / 1024, fds, poolBlocksUsed: tip.poolBlocksUsed, tipRecords: tip.records, published: broker.messagesPublished, subscriptions: broker.subscriptionsByPhase });
+    const broker = stats.broker as {
+      messagesPublished: number;
+      subscriptionsByPhase: Record<string, number>;
+    };
+    samples.push({
+      second: Math.round((performance.now() - started) / 1000),
+      rssMiB: rssKiB / 1024,
+      fds,
+      poolBlocksUsed: tip.poolBlocksUsed,
+      tipRecords: tip.records,
+      published: broker.messagesPublished,
+      subscriptions: broker.subscriptionsByPhase,
+    });
     const s = samples[samples.length - 1];
-    if (s.second % 30 === 0) console.error(`soak: t=${s.second}s rss=${s.rssMiB.toFixed(0)}MiB fds=${s.fds} pool=${s.poolBlocksUsed} published=${s.published} subs=${JSON.stringify(s.subscriptions)}`);
+    if (s.second % 30 === 0)
+      console.error(
+        `soak: t=${s.second}s rss=${s.rssMiB.toFixed(0)}MiB fds=${s.fds} pool=${s.poolBlocksUsed} published=${s.published} subs=${JSON.stringify(s.subscriptions)}`,
+      );
   } catch (error) {
     console.error(`soak: sample failed: ${(error as Error).message}`);
   }
@@ -220,24 +291,38 @@ rmSync(dataDir, { recursive: true, force: true });
 // ---- report ---------------------------------------------------------------------------------
 
 const steady = samples.filter((s) => s.second >= samples[samples.length - 1].second / 4);
-const range = (f: (s: Sample) => number) => ({ min: Math.min(...steady.map(f)), max: Math.max(...steady.map(f)) });
+const range = (f: (s: Sample) => number) => ({
+  min: Math.min(...steady.map(f)),
+  max: Math.max(...steady.map(f)),
+});
 const rss = range((s) => s.rssMiB);
 const fds = range((s) => s.fds);
 const pool = range((s) => s.poolBlocksUsed);
 const failures: string[] = [];
-if (rss.max > rss.min * 1.25 + 64) failures.push(`RSS grew from ${rss.min.toFixed(0)} to ${rss.max.toFixed(0)} MiB after warm-up`);
+if (rss.max > rss.min * 1.25 + 64)
+  failures.push(`RSS grew from ${rss.min.toFixed(0)} to ${rss.max.toFixed(0)} MiB after warm-up`);
 if (fds.max - fds.min > 32) failures.push(`open files ranged ${fds.min}..${fds.max} after warm-up`);
-for (const verifier of verifiers) for (const error of verifier.verify()) failures.push(`${verifier.name}: ${error}`);
+for (const verifier of verifiers)
+  for (const error of verifier.verify()) failures.push(`${verifier.name}: ${error}`);
 
 console.log(`| t (s) | RSS MiB | open files | pool blocks used | tip records | published |`);
 console.log(`|---:|---:|---:|---:|---:|---:|`);
 for (const s of samples.filter((s, i) => s.second % 60 === 0 || i === samples.length - 1)) {
-  console.log(`| ${s.second} | ${s.rssMiB.toFixed(0)} | ${s.fds} | ${s.poolBlocksUsed} | ${s.tipRecords} | ${s.published} |`);
+  console.log(
+    `| ${s.second} | ${s.rssMiB.toFixed(0)} | ${s.fds} | ${s.poolBlocksUsed} | ${s.tipRecords} | ${s.published} |`,
+  );
 }
-if (values.samples !== undefined) writeFileSync(values.samples, samples.map((sample) => JSON.stringify(sample)).join("\n") + "\n");
+if (values.samples !== undefined)
+  writeFileSync(values.samples, samples.map((sample) => JSON.stringify(sample)).join("\n") + "\n");
 const peaks = [...steady].sort((a, b) => b.rssMiB - a.rssMiB).slice(0, 5);
-console.log(`\nRSS peaks after warm-up: ${peaks.map((p) => `${p.rssMiB.toFixed(0)} MiB at ${p.second} s (${JSON.stringify(p.subscriptions)})`).join("; ")}`);
-console.log(`after warm-up (last 3/4): RSS ${rss.min.toFixed(0)}..${rss.max.toFixed(0)} MiB, open files ${fds.min}..${fds.max}, pool blocks ${pool.min}..${pool.max}`);
-console.log(`acknowledged seqs: ${lastAckedSeq}; subscribers verified: ${verifiers.map((v) => `${v.name} ${v.received}`).join(", ")}`);
+console.log(
+  `\nRSS peaks after warm-up: ${peaks.map((p) => `${p.rssMiB.toFixed(0)} MiB at ${p.second} s (${JSON.stringify(p.subscriptions)})`).join("; ")}`,
+);
+console.log(
+  `after warm-up (last 3/4): RSS ${rss.min.toFixed(0)}..${rss.max.toFixed(0)} MiB, open files ${fds.min}..${fds.max}, pool blocks ${pool.min}..${pool.max}`,
+);
+console.log(
+  `acknowledged seqs: ${lastAckedSeq}; subscribers verified: ${verifiers.map((v) => `${v.name} ${v.received}`).join(", ")}`,
+);
 console.log(failures.length === 0 ? "soak: PASS" : `soak: FAIL\n${failures.join("\n")}`);
 process.exit(failures.length === 0 ? 0 : 1);

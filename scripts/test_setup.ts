@@ -22,11 +22,18 @@ export interface SystemRequirement {
 
 /** Every program the tests drive that npm cannot bring. */
 export const SYSTEM_REQUIREMENTS: readonly SystemRequirement[] = [
-  { path: "/usr/bin/chromium", debianPackage: "chromium", neededBy: "tests/browser.test.ts (the web UI in a real browser, driven by playwright-core)" },
+  {
+    path: "/usr/bin/chromium",
+    debianPackage: "chromium",
+    neededBy: "tests/browser.test.ts (the web UI in a real browser, driven by playwright-core)",
+  },
 ];
 
 /** The requirements missing on this machine, given how to tell whether a path exists. */
-export function missingRequirements(requirements: readonly SystemRequirement[], exists: (path: string) => boolean): SystemRequirement[] {
+export function missingRequirements(
+  requirements: readonly SystemRequirement[],
+  exists: (path: string) => boolean,
+): SystemRequirement[] {
   return requirements.filter((requirement) => !exists(requirement.path));
 }
 
@@ -42,32 +49,52 @@ export function installCommands(missing: readonly SystemRequirement[]): string[]
 
 /** Runs `argv` with its output kept back (apt's progress is thousands of lines); the output's tail when it fails. */
 async function run(argv: string[]): Promise<{ exitCode: number; tail: string }> {
-  const child = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
-  const [exitCode, out, err] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  const child = Bun.spawn(argv, {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+  });
+  const [exitCode, out, err] = await Promise.all([
+    child.exited,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
   return { exitCode, tail: `${out}${err}`.split("\n").slice(-30).join("\n") };
 }
 
 async function main(): Promise<number> {
   const missing = missingRequirements(SYSTEM_REQUIREMENTS, existsSync);
   if (missing.length === 0) return 0;
-  const list = missing.map((requirement) => `  ${requirement.debianPackage} (${requirement.path}) for ${requirement.neededBy}`).join("\n");
+  const list = missing
+    .map(
+      (requirement) =>
+        `  ${requirement.debianPackage} (${requirement.path}) for ${requirement.neededBy}`,
+    )
+    .join("\n");
   const commands = installCommands(missing);
   const canInstall = process.getuid?.() === 0 && Bun.which("apt-get") !== null;
   if (!canInstall) {
-    process.stderr.write(`test setup: missing programs the tests need:\n${list}\nInstall them as root: ${commands.map((command) => command.join(" ")).join(" && ")}\n`);
+    process.stderr.write(
+      `test setup: missing programs the tests need:\n${list}\nInstall them as root: ${commands.map((command) => command.join(" ")).join(" && ")}\n`,
+    );
     return 1;
   }
   process.stderr.write(`test setup: installing Debian packages the tests need:\n${list}\n`);
   for (const command of commands) {
     const { exitCode, tail } = await run(command);
     if (exitCode !== 0) {
-      process.stderr.write(`test setup: '${command.join(" ")}' failed with exit ${exitCode}:\n${tail}\n`);
+      process.stderr.write(
+        `test setup: '${command.join(" ")}' failed with exit ${exitCode}:\n${tail}\n`,
+      );
       return 1;
     }
   }
   const still = missingRequirements(missing, existsSync);
   if (still.length > 0) {
-    process.stderr.write(`test setup: still missing after the install: ${still.map((requirement) => requirement.path).join(", ")}\n`);
+    process.stderr.write(
+      `test setup: still missing after the install: ${still.map((requirement) => requirement.path).join(", ")}\n`,
+    );
     return 1;
   }
   return 0;

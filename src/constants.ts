@@ -57,12 +57,21 @@ export const PARTITIONS_MAX = 1 << 20;
 
 // ---- Relations -----------------------------------------------------------------------------
 
-assert(RECORD_BYTES_MIN % RECORD_ALIGN_BYTES === 0, "the smallest record keeps the next one aligned");
+assert(
+  RECORD_BYTES_MIN % RECORD_ALIGN_BYTES === 0,
+  "the smallest record keeps the next one aligned",
+);
 assert(RECORD_HEADER_BYTES % RECORD_ALIGN_BYTES === 0, "payload starts aligned");
 assert(TIP_BYTES_MIN >= 4 * RECORD_BYTES_MIN, "smallest ring holds several records");
 assert(TIP_BYTES_MAX / RECORD_ALIGN_BYTES < 2 ** 32, "ring offsets in 8-byte units fit a u32");
-assert(TIP_BYTES_DEFAULT >= 4 * (RECORD_HEADER_BYTES + PAYLOAD_BYTES_MAX), "default ring holds several largest records");
-assert(POOL_BLOCKS_DEFAULT * INDEX_BLOCK_ENTRIES >= TIP_BYTES_DEFAULT / RECORD_BYTES_MIN, "default pool indexes a full default ring");
+assert(
+  TIP_BYTES_DEFAULT >= 4 * (RECORD_HEADER_BYTES + PAYLOAD_BYTES_MAX),
+  "default ring holds several largest records",
+);
+assert(
+  POOL_BLOCKS_DEFAULT * INDEX_BLOCK_ENTRIES >= TIP_BYTES_DEFAULT / RECORD_BYTES_MIN,
+  "default pool indexes a full default ring",
+);
 assert(PARTITIONS_MAX <= TOPICS_MAX, "every partition has at least one topic");
 
 // ---- Storage -------------------------------------------------------------------------------
@@ -72,7 +81,8 @@ export const STORE_DIR_DEFAULT = "./aria-data";
 /** Store record header: length, crc, seq, time, topic bytes, flags, payload bytes (see store/record.ts). */
 export const STORE_RECORD_HEADER_BYTES = 32;
 /** Largest persisted record: the largest topic and payload a publisher may send, plus the header. */
-export const STORE_RECORD_BYTES_MAX = STORE_RECORD_HEADER_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX;
+export const STORE_RECORD_BYTES_MAX =
+  STORE_RECORD_HEADER_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX;
 /**
  * A journal file rolls at this size: big enough that rolling (one fsync, one create, one directory
  * fsync) is rare, small enough that recovery replays a bounded file.
@@ -156,7 +166,10 @@ assert(JOURNAL_FLUSH_BYTES_MAX <= JOURNAL_BYTES_MAX, "a flush fits a journal");
 assert(JOURNAL_BYTES_MAX <= JOURNAL_RETAINED_BYTES_MAX, "at least one full journal is retained");
 assert(SEGMENT_INDEX_INTERVAL_BYTES < SEGMENT_BYTES_MAX, "a segment has several index entries");
 assert(STORE_OPEN_FILES_MAX >= 8, "a reader and the writer need a few files at once");
-assert(READ_CONCURRENCY_MAX * 4 <= STORE_OPEN_FILES_MAX, "a reader's concurrent reads leave most of the open-file LRU to others");
+assert(
+  READ_CONCURRENCY_MAX * 4 <= STORE_OPEN_FILES_MAX,
+  "a reader's concurrent reads leave most of the open-file LRU to others",
+);
 
 // ---- Protocol ------------------------------------------------------------------------------
 
@@ -190,11 +203,20 @@ export const CLIENT_NAME_BYTES_MAX = 64;
 /** Bytes of the reason text of an ERROR frame: longer reasons are cut at a character boundary. */
 export const ERROR_REASON_BYTES_MAX = 1024;
 
-assert(FRAME_BYTES_MAX >= PAYLOAD_BYTES_MAX + TOPIC_BYTES_MAX + 64, "a frame holds one largest message with its headers");
+assert(
+  FRAME_BYTES_MAX >= PAYLOAD_BYTES_MAX + TOPIC_BYTES_MAX + 64,
+  "a frame holds one largest message with its headers",
+);
 assert(FRAME_BYTES_MAX < 2 ** 32, "frame length fits the u32 header field");
 assert(TOPIC_BYTES_MAX <= 255, "topic length fits the u8 field of a message");
-assert(CONNECTION_BUFFERED_BYTES_MAX >= 2 * FRAME_BYTES_MAX, "a send buffer holds two largest frames");
-assert(AUTH_TOKEN_BYTES_MAX <= 0xffff && ERROR_REASON_BYTES_MAX <= 0xffff, "lengths fit u16 fields");
+assert(
+  CONNECTION_BUFFERED_BYTES_MAX >= 2 * FRAME_BYTES_MAX,
+  "a send buffer holds two largest frames",
+);
+assert(
+  AUTH_TOKEN_BYTES_MAX <= 0xffff && ERROR_REASON_BYTES_MAX <= 0xffff,
+  "lengths fit u16 fields",
+);
 assert(CLIENT_NAME_BYTES_MAX <= 255, "client name length fits a u8 field");
 assert(SUBSCRIPTIONS_PER_CONNECTION_MAX <= 2 ** 32 - 1, "limits fit WELCOME's u32 fields");
 assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 field");
@@ -219,7 +241,10 @@ export const SPLIT_HEURISTIC_SEGMENTS = 3;
 export const SPLIT_STORE_ID_BYTES_MAX = 200;
 
 assert(SPLIT_TOPICS_MAX <= TOPICS_MAX, "a planned table fits the topics a server interns");
-assert(SPLIT_HEURISTIC_SEGMENTS > PARTITION_SEGMENTS, "a heuristic store lies inside one partition");
+assert(
+  SPLIT_HEURISTIC_SEGMENTS > PARTITION_SEGMENTS,
+  "a heuristic store lies inside one partition",
+);
 assert(SPLIT_STORE_ID_BYTES_MAX >= 64, "store ids keep a readable prefix");
 
 // ---- Admin ----------------------------------------------------------------------------------
@@ -244,7 +269,10 @@ export const ADMIN_RATE_WINDOW_MS = 5000;
 /** Samples kept for rates: one per window / samples at most, so polling faster costs no memory. */
 export const ADMIN_RATE_SAMPLES_MAX = 20;
 
-assert(ADMIN_VOLUMES_BODY_BYTES_MAX <= SPLIT_VOLUMES_FILE_BYTES_MAX, "an upload is a valid volume table file");
+assert(
+  ADMIN_VOLUMES_BODY_BYTES_MAX <= SPLIT_VOLUMES_FILE_BYTES_MAX,
+  "an upload is a valid volume table file",
+);
 assert(ADMIN_SPLIT_TOPICS_MAX <= SPLIT_TOPICS_MAX, "the admin app plans only valid tables");
 assert(ADMIN_TREE_DEPTH_MAX <= TOPIC_SEGMENTS_MAX, "a tree is no deeper than a topic");
 assert(ADMIN_RATE_SAMPLES_MAX >= 2, "a rate needs two samples");

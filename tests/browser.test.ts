@@ -28,7 +28,8 @@ beforeAll(async () => {
   [server, browser] = await Promise.all([startAria({ tipBytes: "64MiB" }), launchChromium()]);
   page = await browser.newPage({ viewport: { width: 1480, height: 900 }, deviceScaleFactor: 1 });
   page.on("request", (request) => {
-    if (!request.url().startsWith(`${server.adminUrl}/`) && !request.url().startsWith("data:")) offOrigin.push(request.url());
+    if (!request.url().startsWith(`${server.adminUrl}/`) && !request.url().startsWith("data:"))
+      offOrigin.push(request.url());
   });
   page.on("pageerror", (error) => pageErrors.push(error.message));
   page.on("console", (message) => {
@@ -49,18 +50,40 @@ function field(name: string): Promise<string> {
 
 test("the overview follows the server live", async () => {
   await page.goto(`${server.adminUrl}/`);
-  await page.waitForFunction(() => document.querySelector('[data-field="published-messages"]')?.textContent === "0");
+  await page.waitForFunction(
+    () => document.querySelector('[data-field="published-messages"]')?.textContent === "0",
+  );
   expect(await field("tip-oldest")).toBe("— (empty)");
 
   const client = await connect(server.tcpUrl);
   const subscription = client.subscribe("desk/**", { from: "earliest" });
-  const topics = ["desk/fx/orders/new", "desk/fx/orders/fill", "desk/rates/usd/c01", "desk/rates/eur/c02", "ops/audit"];
+  const topics = [
+    "desk/fx/orders/new",
+    "desk/fx/orders/fill",
+    "desk/rates/usd/c01",
+    "desk/rates/eur/c02",
+    "ops/audit",
+  ];
   const payload = "x".repeat(100);
-  for (let round = 0; round < 60; round++) await Promise.all(topics.map((topic) => client.publish(topic, payload)));
+  for (let round = 0; round < 60; round++)
+    await Promise.all(topics.map((topic) => client.publish(topic, payload)));
   const published = 60 * topics.length;
 
-  await page.waitForFunction((count) => document.querySelector('[data-field="published-messages"]')?.textContent === count.toLocaleString("en-US"), published, { timeout: 10_000 });
-  await page.waitForFunction(() => Number(document.querySelector('[data-field="rate-messages"]')?.textContent?.replace(/,/g, "")) > 0, undefined, { timeout: 10_000 });
+  await page.waitForFunction(
+    (count) =>
+      document.querySelector('[data-field="published-messages"]')?.textContent ===
+      count.toLocaleString("en-US"),
+    published,
+    { timeout: 10_000 },
+  );
+  await page.waitForFunction(
+    () =>
+      Number(
+        document.querySelector('[data-field="rate-messages"]')?.textContent?.replace(/,/g, ""),
+      ) > 0,
+    undefined,
+    { timeout: 10_000 },
+  );
   expect(await field("published-bytes")).toBe(formatBytes(30_000));
   expect(await field("tip-records")).toBe(String(published));
   expect(await field("tip-oldest")).toBe("1");
@@ -77,7 +100,11 @@ test("the overview follows the server live", async () => {
 
   subscription.close();
   await client.close();
-  await page.waitForFunction(() => document.querySelector('[data-field="connections"]')?.textContent === "0", undefined, { timeout: 10_000 });
+  await page.waitForFunction(
+    () => document.querySelector('[data-field="connections"]')?.textContent === "0",
+    undefined,
+    { timeout: 10_000 },
+  );
 }, 30_000);
 
 test("the topic browser lists the published tree with volumes", async () => {
@@ -87,33 +114,46 @@ test("the topic browser lists the published tree with volumes", async () => {
   expect(await desk.locator("td").nth(2).innerText()).toBe("240");
   await desk.click();
   await page.locator('#topics-body tr[data-path="desk/fx"]').waitFor();
-  expect(await page.locator('#topics-body tr[data-path="desk/rates"] td').nth(3).innerText()).toBe(formatBytes(12_000));
+  expect(await page.locator('#topics-body tr[data-path="desk/rates"] td').nth(3).innerText()).toBe(
+    formatBytes(12_000),
+  );
 });
 
 test("the split view draws both plans of an uploaded volume table", async () => {
   const table = parseVolumeTable(readFileSync(DATASET, "utf8"));
   if (!table.ok) throw new Error(table.reason);
-  const expected = { heuristic: planSplit(table.table, { algorithm: "heuristic" }).metrics, adaptive: planSplit(table.table, { algorithm: "adaptive" }).metrics };
+  const expected = {
+    heuristic: planSplit(table.table, { algorithm: "heuristic" }).metrics,
+    adaptive: planSplit(table.table, { algorithm: "adaptive" }).metrics,
+  };
 
   await showUploadedSplit(page, server.adminUrl, DATASET);
   await Bun.sleep(300); // a late answer for the live volumes would land here
-  expect(await page.locator("#split-summary").innerText()).toBe(`orders-desk.csv: 49 topics in 2 partitions, ${formatBytes(table.table.bytesTotal)}.`);
+  expect(await page.locator("#split-summary").innerText()).toBe(
+    `orders-desk.csv: 49 topics in 2 partitions, ${formatBytes(table.table.bytesTotal)}.`,
+  );
   for (const algorithm of ["heuristic", "adaptive"] as const) {
     const panel = page.locator(`[data-plan="${algorithm}"]`);
-    const metric = (name: string, part: "value" | "topic") => panel.locator(`[data-metric="${name}"] .${part}`).innerText();
+    const metric = (name: string, part: "value" | "topic") =>
+      panel.locator(`[data-metric="${name}"] .${part}`).innerText();
     expect(await metric("stores", "value")).toBe(String(expected[algorithm].stores));
     expect(await metric("worst-waste", "topic")).toBe(expected[algorithm].worstWaste.topic);
     expect(await metric("worst-ratio", "topic")).toBe(expected[algorithm].worstRatio.topic);
-    for (const name of ["wasted", "worst-waste", "worst-ratio", "subtree-wasted"]) expect(await metric(name, "value")).toMatch(/^[\d.]+ ?(B|KiB|MiB|GiB|TiB|×)$/);
+    for (const name of ["wasted", "worst-waste", "worst-ratio", "subtree-wasted"])
+      expect(await metric(name, "value")).toMatch(/^[\d.]+ ?(B|KiB|MiB|GiB|TiB|×)$/);
     // Every topic has a cell (log scale keeps the smallest visible), plus its prefixes.
     expect(await panel.locator("svg.icicle rect.cell").count()).toBeGreaterThan(49);
     expect(await panel.locator('svg.icicle rect.hl[data-mark="waste"]').count()).toBe(1);
     expect(await panel.locator('svg.icicle rect.hl[data-mark="ratio"]').count()).toBe(1);
     // Cells take their store's colour: at least one per store.
-    const fills = await panel.locator("svg.icicle rect.cell").evaluateAll((cells) => new Set(cells.map((cell) => cell.getAttribute("fill"))).size);
+    const fills = await panel
+      .locator("svg.icicle rect.cell")
+      .evaluateAll((cells) => new Set(cells.map((cell) => cell.getAttribute("fill"))).size);
     expect(fills).toBeGreaterThan(expected[algorithm].stores);
   }
-  expect(await page.locator('[data-plan="heuristic"] [data-metric="wasted"] .value').innerText()).toBe(formatBytes(expected.heuristic.wastedBytesTotal));
+  expect(
+    await page.locator('[data-plan="heuristic"] [data-metric="wasted"] .value').innerText(),
+  ).toBe(formatBytes(expected.heuristic.wastedBytesTotal));
   expect(await page.locator('[data-plan="adaptive"] .delta').innerText()).toMatch(/^−\d+% waste$/);
 
   // Hovering a topic shows its bytes and waste.
@@ -128,10 +168,18 @@ test("the split view draws both plans of an uploaded volume table", async () => 
   const fx = page.locator('[data-plan="heuristic"] svg.icicle rect.cell.zoom').first();
   const cellsBefore = await page.locator('[data-plan="adaptive"] svg.icicle rect.cell').count();
   await fx.click();
-  await page.waitForFunction(() => document.querySelector("#split-crumbs")?.textContent?.includes("desk/fx"));
-  expect(await page.locator('[data-plan="adaptive"] svg.icicle rect.cell').count()).toBeLessThan(cellsBefore);
+  await page.waitForFunction(() =>
+    document.querySelector("#split-crumbs")?.textContent?.includes("desk/fx"),
+  );
+  expect(await page.locator('[data-plan="adaptive"] svg.icicle rect.cell').count()).toBeLessThan(
+    cellsBefore,
+  );
   await page.locator("#split-crumbs button", { hasText: "all topics" }).click();
-  await page.waitForFunction((count) => document.querySelectorAll('[data-plan="adaptive"] svg.icicle rect.cell').length === count, cellsBefore);
+  await page.waitForFunction(
+    (count) =>
+      document.querySelectorAll('[data-plan="adaptive"] svg.icicle rect.cell').length === count,
+    cellsBefore,
+  );
 
   const screenshot = join(makeTempDir("aria-browser-"), "split-view.png");
   await page.screenshot({ path: screenshot, fullPage: true });

@@ -22,7 +22,12 @@ function bytesOf(length: number, salt: number): Uint8Array {
 /** Evicts the clean pages of `path` from the page cache (posix_fadvise DONTNEED through libc). */
 function evict(path: string): void {
   const { dlopen, FFIType } = require("bun:ffi") as typeof import("bun:ffi");
-  const libc = dlopen("libc.so.6", { posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 } });
+  const libc = dlopen("libc.so.6", {
+    posix_fadvise: {
+      args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32],
+      returns: FFIType.i32,
+    },
+  });
   const fd = openSync(path, "r");
   try {
     expect(libc.symbols.posix_fadvise(fd, 0, 0, 4 /* POSIX_FADV_DONTNEED */)).toBe(0);
@@ -37,7 +42,13 @@ test("map gives the bytes a read gives, of a grown file too, and is null past th
   const file = await disk.open("a.bin", "create");
   const first = bytesOf(300_000, 1);
   await file.write(0, first);
-  for (const [position, length] of [[0, 1], [4095, 2], [12_345, 100_000], [299_999, 1], [0, 300_000]]) {
+  for (const [position, length] of [
+    [0, 1],
+    [4095, 2],
+    [12_345, 100_000],
+    [299_999, 1],
+    [0, 300_000],
+  ]) {
     const mapped = await file.map?.(position, length);
     const read = new Uint8Array(length);
     expect(await file.read(position, read)).toBe(length);
@@ -46,7 +57,9 @@ test("map gives the bytes a read gives, of a grown file too, and is null past th
   expect(await file.map?.(299_000, 1001)).toBeNull();
   const more = bytesOf(50_000, 2);
   await file.write(300_000, more);
-  expect(await file.map?.(299_990, 20)).toEqual(new Uint8Array([...first.subarray(299_990), ...more.subarray(0, 10)]));
+  expect(await file.map?.(299_990, 20)).toEqual(
+    new Uint8Array([...first.subarray(299_990), ...more.subarray(0, 10)]),
+  );
   await file.close();
 });
 
@@ -106,7 +119,9 @@ test("map with cachedOnly is null while any page of the region is missing, readi
   expect(missingRuns(whole).length).toBe(4);
   expect(await file.map?.(position, length, { cachedOnly: true })).toBeNull();
   expect(await file.map?.(position, length)).toEqual(content.subarray(position, position + length));
-  expect(await file.map?.(position, length, { cachedOnly: true })).toEqual(content.subarray(position, position + length));
+  expect(await file.map?.(position, length, { cachedOnly: true })).toEqual(
+    content.subarray(position, position + length),
+  );
   await file.close();
 });
 

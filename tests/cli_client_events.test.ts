@@ -11,7 +11,11 @@ import { AriaClient, type ConnectionEvent } from "../src/client/client.ts";
 import { Net, sleep } from "./fixtures/client_net.ts";
 
 /** Events as short strings, with each "reconnected" saying where the subscription resumed. */
-function recorder(): { events: string[]; options: { onConnectionEvent(event: ConnectionEvent): void }; watch(read: () => string): void } {
+function recorder(): {
+  events: string[];
+  options: { onConnectionEvent(event: ConnectionEvent): void };
+  watch(read: () => string): void;
+} {
   const events: string[] = [];
   let describe = () => "";
   return {
@@ -21,8 +25,10 @@ function recorder(): { events: string[]; options: { onConnectionEvent(event: Con
     },
     options: {
       onConnectionEvent: (event) => {
-        if (event.kind === "disconnected") events.push(`disconnected reconnecting=${event.reconnecting}: ${event.reason}`);
-        else if (event.kind === "reconnected") events.push(`reconnected after ${event.attempts}: ${describe()}`);
+        if (event.kind === "disconnected")
+          events.push(`disconnected reconnecting=${event.reconnecting}: ${event.reason}`);
+        else if (event.kind === "reconnected")
+          events.push(`reconnected after ${event.attempts}: ${describe()}`);
         else events.push(`reconnect_failed after ${event.attempts}: ${event.reason}`);
       },
     },
@@ -32,7 +38,11 @@ function recorder(): { events: string[]; options: { onConnectionEvent(event: Con
 test("a drop is one 'disconnected'; the reconnect one 'reconnected', the subscription resuming from the seq after the last received", async () => {
   const net = new Net();
   const record = recorder();
-  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 8, ...record.options });
+  const client = await AriaClient.connect("tcp://x:1", net.dial, {
+    reconnectDelayMs: 5,
+    reconnectAttemptsMax: 8,
+    ...record.options,
+  });
   const publisher = await AriaClient.connect("tcp://x:1", net.dial);
   for (let i = 0; i < 3; i++) await publisher.publish("a/b", `m${i}`);
   const subscription = client.subscribe("a/b", { from: "earliest" });
@@ -40,7 +50,8 @@ test("a drop is one 'disconnected'; the reconnect one 'reconnected', the subscri
   expect(subscription.startSent).toEqual({ kind: "earliest" });
   const got: string[] = [];
   const iterator = subscription[Symbol.asyncIterator]();
-  for (let i = 0; i < 3; i++) got.push(new TextDecoder().decode((await iterator.next()).value?.payload));
+  for (let i = 0; i < 3; i++)
+    got.push(new TextDecoder().decode((await iterator.next()).value?.payload));
   await subscription.caughtUpAt;
   expect(subscription.resumeSeq).toBe(4);
   // The client's reconnects 2 and 3 are accepted and closed before their WELCOME: no event each.
@@ -64,17 +75,28 @@ test("a drop is one 'disconnected'; the reconnect one 'reconnected', the subscri
 test("reconnects that all fail end with one 'reconnect_failed'; a first connect that fails reports nothing", async () => {
   const net = new Net();
   const record = recorder();
-  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 2, reconnectAttemptsMax: 3, ...record.options });
+  const client = await AriaClient.connect("tcp://x:1", net.dial, {
+    reconnectDelayMs: 2,
+    reconnectAttemptsMax: 3,
+    ...record.options,
+  });
   const subscription = client.subscribe("a/b");
   await subscription.caughtUpAt;
   net.onLink = (link) => setImmediate(() => link.drop());
   net.links[0].drop();
   await sleep(200);
-  expect(record.events).toEqual(["disconnected reconnecting=true: connection to x:1 lost", "reconnect_failed after 3: connection to x:1 lost"]);
-  await expect(subscription[Symbol.asyncIterator]().next()).rejects.toThrow("connection to x:1 lost");
+  expect(record.events).toEqual([
+    "disconnected reconnecting=true: connection to x:1 lost",
+    "reconnect_failed after 3: connection to x:1 lost",
+  ]);
+  await expect(subscription[Symbol.asyncIterator]().next()).rejects.toThrow(
+    "connection to x:1 lost",
+  );
 
   const never = recorder();
-  await expect(AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 2, ...never.options })).rejects.toThrow();
+  await expect(
+    AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 2, ...never.options }),
+  ).rejects.toThrow();
   await sleep(50);
   expect(never.events).toEqual([]);
 });
@@ -82,7 +104,10 @@ test("reconnects that all fail end with one 'reconnect_failed'; a first connect 
 test("with reconnect: false a drop is one 'disconnected' that says no reconnect follows; a throwing callback harms nothing", async () => {
   const net = new Net();
   const record = recorder();
-  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnect: false, ...record.options });
+  const client = await AriaClient.connect("tcp://x:1", net.dial, {
+    reconnect: false,
+    ...record.options,
+  });
   net.links[0].drop();
   await sleep(20);
   expect(record.events).toEqual(["disconnected reconnecting=false: connection to x:1 lost"]);
@@ -100,7 +125,9 @@ test("with reconnect: false a drop is one 'disconnected' that says no reconnect 
   await sleep(100);
   const publisher = await AriaClient.connect("tcp://x:1", net.dial);
   await publisher.publish("a/c", "after");
-  expect(new TextDecoder().decode((await subscription[Symbol.asyncIterator]().next()).value?.payload)).toBe("after");
+  expect(
+    new TextDecoder().decode((await subscription[Symbol.asyncIterator]().next()).value?.payload),
+  ).toBe("after");
   await throwing.close();
   await publisher.close();
 });

@@ -28,8 +28,16 @@ function writeVolumeTable(path: string): void {
 
 /** Runs a shell line; resolves to its stdout, trimmed. */
 async function sh(script: string, args: string[]): Promise<string> {
-  const child = Bun.spawn(["bash", "-c", script, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const child = Bun.spawn(["bash", "-c", script, ...args], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, exitCode] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   if (exitCode !== 0) throw new Error(`bash -c ${script} exited ${exitCode}: ${stderr}`);
   return stdout.trim();
 }
@@ -57,7 +65,10 @@ test(`split plan --json of ${TOPICS} topics through a pipe, ${RUNS} times: every
 
 test("under Deno too: the plan through a pipe is whole", async () => {
   const deno = join(ROOT, "node_modules", ".bin", "deno");
-  if (!existsSync(deno)) throw new Error(`${deno} is missing: Deno comes from the npm package "deno" (a devDependency); run 'npm ci'`);
+  if (!existsSync(deno))
+    throw new Error(
+      `${deno} is missing: Deno comes from the npm package "deno" (a devDependency); run 'npm ci'`,
+    );
   const dir = makeTempDir("aria-e2e-drain-deno-");
   const csv = join(dir, "volumes.csv");
   writeVolumeTable(csv);
@@ -65,9 +76,15 @@ test("under Deno too: the plan through a pipe is whole", async () => {
   const main = join(ROOT, "main.ts");
   const config = join(ROOT, "deno.json");
   const file = join(dir, "plan.json");
-  await sh(`"$0" run --allow-all --no-check --config "${config}" "${main}" "$@" > "${file}"`, [deno, ...plan]);
+  await sh(`"$0" run --allow-all --no-check --config "${config}" "${main}" "$@" > "${file}"`, [
+    deno,
+    ...plan,
+  ]);
   const wholeBytes = statSync(file).size;
   expect(wholeBytes).toBeGreaterThan(1024 * 1024);
-  const piped = await sh(`"$0" run --allow-all --no-check --config "${config}" "${main}" "$@" | (sleep 0.2; wc -c)`, [deno, ...plan]);
+  const piped = await sh(
+    `"$0" run --allow-all --no-check --config "${config}" "${main}" "$@" | (sleep 0.2; wc -c)`,
+    [deno, ...plan],
+  );
   expect(Number(piped)).toBe(wholeBytes);
 }, 120_000);

@@ -10,7 +10,16 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "../src/client/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
-import { type AriaServer, cleanupAll, ensureBinary, makeTempDir, parseSubLines, payloadOfLine, runAria, startAria } from "./fixtures/e2e_server.ts";
+import {
+  type AriaServer,
+  cleanupAll,
+  ensureBinary,
+  makeTempDir,
+  parseSubLines,
+  payloadOfLine,
+  runAria,
+  startAria,
+} from "./fixtures/e2e_server.ts";
 
 const SEED = Number(process.env.FC_SEED ?? 0x70756221);
 let source: AriaServer;
@@ -31,10 +40,27 @@ function randomBytes(prng: Prng, length: number): Uint8Array {
 }
 
 /** Every message of `filter` on `url` (from the oldest), through `aria sub --format json`. */
-async function readBack(url: string, filter: string): Promise<{ seq: number; topic: string; payload: Uint8Array }[]> {
-  const run = await runAria(["sub", "--url", url, filter, "--from", "earliest", "--until-caught-up", "--format", "json"]);
+async function readBack(
+  url: string,
+  filter: string,
+): Promise<{ seq: number; topic: string; payload: Uint8Array }[]> {
+  const run = await runAria([
+    "sub",
+    "--url",
+    url,
+    filter,
+    "--from",
+    "earliest",
+    "--until-caught-up",
+    "--format",
+    "json",
+  ]);
   expect(run.exitCode).toBe(0);
-  return parseSubLines(run.stdout).map((line) => ({ seq: line.seq, topic: line.topic, payload: payloadOfLine(line) }));
+  return parseSubLines(run.stdout).map((line) => ({
+    seq: line.seq,
+    topic: line.topic,
+    payload: payloadOfLine(line),
+  }));
 }
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
@@ -43,7 +69,13 @@ test("pub --file: the file's bytes exactly, as one message (every byte value, ne
   const prng = new Prng(SEED);
   const dir = makeTempDir("aria-e2e-pubfile-");
   const every = Uint8Array.from({ length: 256 }, (_, i) => i);
-  const files = [every, randomBytes(prng, 100_000), new Uint8Array([0x00, 0x01, 0xff]), new Uint8Array(0), new TextEncoder().encode("line\r\n")];
+  const files = [
+    every,
+    randomBytes(prng, 100_000),
+    new Uint8Array([0x00, 0x01, 0xff]),
+    new Uint8Array(0),
+    new TextEncoder().encode("line\r\n"),
+  ];
   for (const [index, bytes] of files.entries()) {
     const path = join(dir, `payload${index}.bin`);
     writeFileSync(path, bytes);
@@ -52,12 +84,18 @@ test("pub --file: the file's bytes exactly, as one message (every byte value, ne
     expect(run.stderr).toMatch(/^acknowledged seq \d+\.\.\d+ \(1 message\)\n$/);
   }
   const got = await readBack(source.tcpUrl, "bin/file/**");
-  expect(got.map((message) => [message.topic, hex(message.payload)])).toEqual(files.map((bytes, index) => [`bin/file/${index}`, hex(bytes)]));
+  expect(got.map((message) => [message.topic, hex(message.payload)])).toEqual(
+    files.map((bytes, index) => [`bin/file/${index}`, hex(bytes)]),
+  );
 });
 
 test("pub from stdin: each line's bytes exactly (no decoding), split on \\n, a \\r before it dropped", async () => {
   const prng = new Prng(SEED + 1);
-  const lines: Uint8Array[] = [new Uint8Array([0x00, 0x01, 0xff]), new Uint8Array(0), new Uint8Array([0xc3, 0x28, 0xa0, 0xa1])];
+  const lines: Uint8Array[] = [
+    new Uint8Array([0x00, 0x01, 0xff]),
+    new Uint8Array(0),
+    new Uint8Array([0xc3, 0x28, 0xa0, 0xa1]),
+  ];
   for (let i = 0; i < 200; i++) {
     // Any byte but "\n", and no "\r" last (it would end a CRLF line).
     const line = randomBytes(prng, prng.nextInt(300)).map((byte) => (byte === 0x0a ? 0x0b : byte));
@@ -66,7 +104,12 @@ test("pub from stdin: each line's bytes exactly (no decoding), split on \\n, a \
   }
   const crlf = new Uint8Array([0x80, 0x0d]); // sent as "\x80\r\n": the message is 80
   const last = new Uint8Array([0xfe, 0x00, 0x41]); // no "\n" after it
-  const input = Buffer.concat([...lines.flatMap((line) => [line, new Uint8Array([0x0a])]), crlf, new Uint8Array([0x0a]), last]);
+  const input = Buffer.concat([
+    ...lines.flatMap((line) => [line, new Uint8Array([0x0a])]),
+    crlf,
+    new Uint8Array([0x0a]),
+    last,
+  ]);
   const run = await runAria(["pub", "--url", source.tcpUrl, "bin/lines"], { stdin: input });
   expect(run.exitCode).toBe(0);
   const want = [...lines, new Uint8Array([0x80]), last];
@@ -79,11 +122,15 @@ test("aria sub --format json … | aria pub --json-lines copies random binary pa
   const prng = new Prng(SEED + 2);
   const topics = ["copy/a", "copy/b/c", "copy/d/e/f"];
   const sent: { topic: string; payload: Uint8Array }[] = [
-    { topic: "copy/a", payload: new TextEncoder().encode("text ✓ with \"quotes\"\nand a newline") },
+    { topic: "copy/a", payload: new TextEncoder().encode('text ✓ with "quotes"\nand a newline') },
     { topic: "copy/a", payload: new Uint8Array(0) },
     { topic: "copy/b/c", payload: new Uint8Array([0x00, 0x01, 0xff]) },
   ];
-  for (let i = 0; i < 500; i++) sent.push({ topic: topics[prng.nextInt(topics.length)], payload: randomBytes(prng, prng.nextInt(2000)) });
+  for (let i = 0; i < 500; i++)
+    sent.push({
+      topic: topics[prng.nextInt(topics.length)],
+      payload: randomBytes(prng, prng.nextInt(2000)),
+    });
   const client = await connect(source.tcpUrl);
   try {
     await client.publishBatch(sent);
@@ -91,16 +138,25 @@ test("aria sub --format json … | aria pub --json-lines copies random binary pa
     await client.close();
   }
   const pipeline = `"$0" sub --url "$1" 'copy/**' --from earliest --until-caught-up --format json | "$0" pub --url "$2" --json-lines`;
-  const child = Bun.spawn(["bash", "-o", "pipefail", "-c", pipeline, await ensureBinary(), source.tcpUrl, copy.tcpUrl], { stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(
+    ["bash", "-o", "pipefail", "-c", pipeline, await ensureBinary(), source.tcpUrl, copy.tcpUrl],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   const [stderr, exitCode] = await Promise.all([new Response(child.stderr).text(), child.exited]);
   expect(stderr).toBe(`acknowledged seq 1..${sent.length} (${sent.length} messages)\n`);
   expect(exitCode).toBe(0);
   const got = await readBack(copy.tcpUrl, "**");
-  expect(got.map((message) => [message.topic, hex(message.payload)])).toEqual(sent.map((message) => [message.topic, hex(message.payload)]));
+  expect(got.map((message) => [message.topic, hex(message.payload)])).toEqual(
+    sent.map((message) => [message.topic, hex(message.payload)]),
+  );
 });
 
 test("pub --json-lines: a payloadBase64 that is not base64, or beside a payload, is a one-line error and exit 1", async () => {
-  const cases = ['{"topic":"bin/bad","payloadBase64":"not base64!"}\n', '{"topic":"bin/bad","payloadBase64":"AAE","x":1}\n', '{"topic":"bin/bad","payload":"x","payloadBase64":"AA=="}\n'];
+  const cases = [
+    '{"topic":"bin/bad","payloadBase64":"not base64!"}\n',
+    '{"topic":"bin/bad","payloadBase64":"AAE","x":1}\n',
+    '{"topic":"bin/bad","payload":"x","payloadBase64":"AA=="}\n',
+  ];
   for (const stdin of cases) {
     const run = await runAria(["pub", "--url", source.tcpUrl, "--json-lines"], { stdin });
     expect(run.exitCode).toBe(1);
@@ -115,14 +171,30 @@ test("pub --file of a missing file: a one-line error and exit 1; with a MESSAGE 
   const run = await runAria(["pub", "--url", source.tcpUrl, "bin/missing", "--file", missing]);
   expect(run.exitCode).toBe(1);
   expect(run.stdout).toBe("");
-  expect(run.stderr).toBe(`aria pub: --file: cannot read ${JSON.stringify(missing)}: no such file\n`);
-  const directory = await runAria(["pub", "--url", source.tcpUrl, "bin/missing", "--file", makeTempDir("aria-e2e-pubfile-")]);
+  expect(run.stderr).toBe(
+    `aria pub: --file: cannot read ${JSON.stringify(missing)}: no such file\n`,
+  );
+  const directory = await runAria([
+    "pub",
+    "--url",
+    source.tcpUrl,
+    "bin/missing",
+    "--file",
+    makeTempDir("aria-e2e-pubfile-"),
+  ]);
   expect(directory.exitCode).toBe(1);
   expect(directory.stderr).toContain("is a directory");
 
-  for (const args of [["bin/x", "message", "--file", missing], ["--json-lines", "--file", missing], ["bin/x", "--file", ""]]) {
+  for (const args of [
+    ["bin/x", "message", "--file", missing],
+    ["--json-lines", "--file", missing],
+    ["bin/x", "--file", ""],
+  ]) {
     const usage = await runAria(["pub", "--url", source.tcpUrl, ...args]);
-    if (usage.exitCode !== 2) throw new Error(`aria pub ${args.join(" ")}: exit ${usage.exitCode}, expected 2\n${usage.stderr}`);
+    if (usage.exitCode !== 2)
+      throw new Error(
+        `aria pub ${args.join(" ")}: exit ${usage.exitCode}, expected 2\n${usage.stderr}`,
+      );
     expect(usage.stderr).toContain("Usage: aria pub");
   }
 });

@@ -5,7 +5,14 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
-import { cleanupAll, ensureBinary, makeTempDir, parseSubLines, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import {
+  cleanupAll,
+  ensureBinary,
+  makeTempDir,
+  parseSubLines,
+  startAria,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
 
 afterAll(cleanupAll);
 
@@ -14,7 +21,8 @@ function collect(stream: ReadableStream<Uint8Array>): { text: () => string; done
   let text = "";
   const decoder = new TextDecoder();
   const done = (async () => {
-    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+    for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>)
+      text += decoder.decode(chunk, { stream: true });
   })().catch(() => undefined);
   return { text: () => text, done };
 }
@@ -22,7 +30,11 @@ function collect(stream: ReadableStream<Uint8Array>): { text: () => string; done
 async function publish(url: string, from: number, to: number): Promise<number[]> {
   const client = await connect(url, { reconnect: false });
   try {
-    return await Promise.all(Array.from({ length: to - from }, (_, i) => client.publish(`re/t${(from + i) % 3}`, `msg-${from + i}`)));
+    return await Promise.all(
+      Array.from({ length: to - from }, (_, i) =>
+        client.publish(`re/t${(from + i) % 3}`, `msg-${from + i}`),
+      ),
+    );
   } finally {
     await client.close();
   }
@@ -34,11 +46,17 @@ test("sub across a restart: a line when the connection drops, one when it resume
   const port = Number(first.tcpUrl.split(":")[2]);
   expect(await publish(first.tcpUrl, 0, 100)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
 
-  const child = Bun.spawn([await ensureBinary(), "sub", "--url", first.tcpUrl, "re/**", "--from", "earliest"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(
+    [await ensureBinary(), "sub", "--url", first.tcpUrl, "re/**", "--from", "earliest"],
+    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+  );
   const stdout = collect(child.stdout);
   const stderr = collect(child.stderr);
   try {
-    await waitFor(() => parseSubLines(stdout.text()).length === 100, "sub to print the first 100 messages");
+    await waitFor(
+      () => parseSubLines(stdout.text()).length === 100,
+      "sub to print the first 100 messages",
+    );
     expect(stderr.text()).toBe("");
 
     expect(await first.stop()).toBe(0);
@@ -46,8 +64,13 @@ test("sub across a restart: a line when the connection drops, one when it resume
     const second = await startAria({ dataDir, fsync: "always", port });
     expect(second.tcpUrl).toBe(first.tcpUrl);
     await waitFor(() => stderr.text().split("\n").length >= 3, "sub to say it resumed", 15_000);
-    expect(await publish(second.tcpUrl, 100, 200)).toEqual(Array.from({ length: 100 }, (_, i) => i + 101));
-    await waitFor(() => parseSubLines(stdout.text()).length >= 200, "sub to print all 200 messages");
+    expect(await publish(second.tcpUrl, 100, 200)).toEqual(
+      Array.from({ length: 100 }, (_, i) => i + 101),
+    );
+    await waitFor(
+      () => parseSubLines(stdout.text()).length >= 200,
+      "sub to print all 200 messages",
+    );
 
     expect(stderr.text().split("\n")).toEqual([
       `aria sub: connection to 127.0.0.1:${port} lost: server is shutting down; reconnecting`,
@@ -56,7 +79,9 @@ test("sub across a restart: a line when the connection drops, one when it resume
     ]);
     const lines = parseSubLines(stdout.text());
     expect(lines.map((line) => line.seq)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
-    expect(lines.map((line) => line.payload)).toEqual(Array.from({ length: 200 }, (_, i) => `msg-${i}`));
+    expect(lines.map((line) => line.payload)).toEqual(
+      Array.from({ length: 200 }, (_, i) => `msg-${i}`),
+    );
     await second.stop();
   } finally {
     child.kill("SIGKILL");
@@ -69,7 +94,10 @@ test("sub after a kill -9 of the server: the dropped line, then the resumed line
   const first = await startAria({ dataDir, fsync: "always" });
   const port = Number(first.tcpUrl.split(":")[2]);
   await publish(first.tcpUrl, 0, 10);
-  const child = Bun.spawn([await ensureBinary(), "sub", "--url", first.tcpUrl, "re/**", "--from", "3"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(
+    [await ensureBinary(), "sub", "--url", first.tcpUrl, "re/**", "--from", "3"],
+    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+  );
   const stdout = collect(child.stdout);
   const stderr = collect(child.stderr);
   try {
@@ -85,7 +113,9 @@ test("sub after a kill -9 of the server: the dropped line, then the resumed line
     expect(dropped).toEndWith("; reconnecting");
     expect(resumed).toBe("aria sub: reconnected; resumed from seq 11");
     expect(rest).toBe("");
-    expect(parseSubLines(stdout.text()).map((line) => line.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i + 3));
+    expect(parseSubLines(stdout.text()).map((line) => line.seq)).toEqual(
+      Array.from({ length: 10 }, (_, i) => i + 3),
+    );
     await second.stop();
   } finally {
     child.kill("SIGKILL");

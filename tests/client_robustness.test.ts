@@ -12,7 +12,10 @@ import type { DialHandlers, Dialer } from "../src/runtime/tcp_dialer.ts";
 import { Net, sleep } from "./fixtures/client_net.ts";
 
 /** A fake server: `onConnect` gets each connection's handlers to push bytes or close. */
-function fakeServer(onConnect: (handlers: DialHandlers, index: number) => void): { dial: Dialer; dials: () => number } {
+function fakeServer(onConnect: (handlers: DialHandlers, index: number) => void): {
+  dial: Dialer;
+  dials: () => number;
+} {
   let dials = 0;
   const dial: Dialer = async (_host, _port, handlers) => {
     const index = dials++;
@@ -29,7 +32,13 @@ function welcome(limits = serverLimits()): Uint8Array {
 }
 
 const outcomeOf = (promise: Promise<unknown>, ms: number) =>
-  Promise.race([promise.then(() => "resolved", (error: { code?: string }) => `rejected ${error.code}`), sleep(ms).then(() => "pending")]);
+  Promise.race([
+    promise.then(
+      () => "resolved",
+      (error: { code?: string }) => `rejected ${error.code}`,
+    ),
+    sleep(ms).then(() => "pending"),
+  ]);
 
 test("a connect to a server whose first bytes are not a WELCOME (a banner, another version, a zero limit) rejects, and dials nothing more", async () => {
   const banner = new TextEncoder().encode("SSH-2.0-OpenSSH_9.6\r\n");
@@ -42,7 +51,10 @@ test("a connect to a server whose first bytes are not a WELCOME (a banner, anoth
   ];
   for (const [what, bytes] of cases) {
     const fake = fakeServer((handlers) => handlers.data(bytes));
-    const outcome = await outcomeOf(AriaClient.connect("tcp://x:1", fake.dial, { reconnectDelayMs: 5 }), 500);
+    const outcome = await outcomeOf(
+      AriaClient.connect("tcp://x:1", fake.dial, { reconnectDelayMs: 5 }),
+      500,
+    );
     expect(`${what}: ${outcome}`).toMatch(/rejected ARIA_ERR_/);
     await sleep(100);
     expect(`${what}: ${fake.dials()} dials`).toBe(`${what}: 1 dials`);
@@ -51,7 +63,12 @@ test("a connect to a server whose first bytes are not a WELCOME (a banner, anoth
 
 test("a connection closed before WELCOME fails the connect and starts no reconnect", async () => {
   const fake = fakeServer((handlers) => handlers.close());
-  expect(await outcomeOf(AriaClient.connect("tcp://x:1", fake.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 5 }), 500)).toBe("rejected ARIA_ERR_CONNECTION_LOST");
+  expect(
+    await outcomeOf(
+      AriaClient.connect("tcp://x:1", fake.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 5 }),
+      500,
+    ),
+  ).toBe("rejected ARIA_ERR_CONNECTION_LOST");
   await sleep(300);
   expect(fake.dials()).toBe(1);
 });
@@ -59,7 +76,12 @@ test("a connection closed before WELCOME fails the connect and starts no reconne
 test("a server at its connection limit refuses with a fatal TOO_MANY_CONNECTIONS: the connect rejects with it, no reconnect storm", async () => {
   const net = new Net({ connectionsMax: 1 });
   const first = await AriaClient.connect("tcp://x:1", net.dial);
-  expect(await outcomeOf(AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 4 }), 500)).toBe("rejected ARIA_ERR_TOO_MANY_CONNECTIONS");
+  expect(
+    await outcomeOf(
+      AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 4 }),
+      500,
+    ),
+  ).toBe("rejected ARIA_ERR_TOO_MANY_CONNECTIONS");
   await sleep(300);
   expect(net.links.length).toBe(2);
   await first.close();
@@ -67,7 +89,10 @@ test("a server at its connection limit refuses with a fatal TOO_MANY_CONNECTIONS
 
 test("reconnects whose handshakes fail are one loop: it ends on one open connection, one server subscription, and the subscription resumes", async () => {
   const net = new Net();
-  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 8 });
+  const client = await AriaClient.connect("tcp://x:1", net.dial, {
+    reconnectDelayMs: 5,
+    reconnectAttemptsMax: 8,
+  });
   const publisher = await AriaClient.connect("tcp://x:1", net.dial);
   // The client's reconnects 2–4 are accepted and closed before their WELCOME.
   net.onLink = (link, index) => {
@@ -120,7 +145,8 @@ test("back-pressure holds across a reconnect, and a subscription that fails whil
   const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5 });
   const slow = client.subscribe("t/x", { from: "live" });
   await slow.caughtUpAt;
-  const batch = (n: number) => Array.from({ length: n }, (_, i) => ({ topic: "t/x", payload: `m${i}` }));
+  const batch = (n: number) =>
+    Array.from({ length: n }, (_, i) => ({ topic: "t/x", payload: `m${i}` }));
   await publisher.publishBatch(batch(9000));
   await sleep(100);
   expect(net.links[1].clientPaused).toBe(true);
@@ -155,10 +181,14 @@ test("back-pressure holds across a reconnect, and a subscription that fails whil
 
 test("a bad start or an over-long name throws before anything is encoded: the client goes on working", async () => {
   const net = new Net();
-  await expect(AriaClient.connect("tcp://x:1", net.dial, { clientName: "n".repeat(65) })).rejects.toMatchObject({ code: "ARIA_ERR_INVALID_ARGUMENT" });
+  await expect(
+    AriaClient.connect("tcp://x:1", net.dial, { clientName: "n".repeat(65) }),
+  ).rejects.toMatchObject({ code: "ARIA_ERR_INVALID_ARGUMENT" });
   const client = await AriaClient.connect("tcp://x:1", net.dial);
   for (const from of [1.5, 0, -3, Number.NaN, new Date(-1000), { seq: 2 ** 60 }, { timeUs: -1 }]) {
-    expect(() => client.subscribe("a/b", { from })).toThrow(expect.objectContaining({ code: "ARIA_ERR_INVALID_START" }));
+    expect(() => client.subscribe("a/b", { from })).toThrow(
+      expect.objectContaining({ code: "ARIA_ERR_INVALID_START" }),
+    );
   }
   const subscription = client.subscribe("a/c", { from: "live" });
   expect(await outcomeOf(subscription.caughtUpAt, 500)).toBe("resolved");
@@ -171,7 +201,10 @@ test("close() while a reconnect waits for its WELCOME ends the handshake and the
   net.onLink = (link, index) => {
     if (index >= 1) link.hold = true; // every reconnect's WELCOME held back
   };
-  const client = await AriaClient.connect("tcp://x:1", net.dial, { reconnectDelayMs: 5, reconnectAttemptsMax: 50 });
+  const client = await AriaClient.connect("tcp://x:1", net.dial, {
+    reconnectDelayMs: 5,
+    reconnectAttemptsMax: 50,
+  });
   net.links[0].drop();
   await sleep(50);
   expect(net.links.length).toBe(2);

@@ -15,12 +15,27 @@ const DENO = join(ROOT, "node_modules", ".bin", "deno");
  * core runs under Deno; the full runs belong to `bun test` and to `deno task test-core` by hand. */
 const CORE_FC_RUNS = "25";
 
-async function deno(args: string[], env: Record<string, string> = {}): Promise<{ exitCode: number; output: string }> {
+async function deno(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ exitCode: number; output: string }> {
   if (!existsSync(DENO)) {
-    throw new Error(`${DENO} is missing: Deno comes from the npm package "deno" (a devDependency in package.json); run 'npm ci'`);
+    throw new Error(
+      `${DENO} is missing: Deno comes from the npm package "deno" (a devDependency in package.json); run 'npm ci'`,
+    );
   }
-  const child = Bun.spawn([DENO, ...args], { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1", ...env } });
-  const [exitCode, stdout, stderr] = await Promise.all([child.exited, new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  const child = Bun.spawn([DENO, ...args], {
+    cwd: ROOT,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, NO_COLOR: "1", ...env },
+  });
+  const [exitCode, stdout, stderr] = await Promise.all([
+    child.exited,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
   return { exitCode, output: `${stdout}\n${stderr}` };
 }
 

@@ -36,7 +36,11 @@ test("a store whose sorter falls behind pauses its publishers; every message is 
     dataDir: dir,
     tipBytes: 1024 * 1024,
     fsync: "never",
-    storeLimits: { pendingRecordsMax: PENDING_RECORDS_MAX, journalBytesMax: 128 * 1024, journalRetainedBytesMax: 512 * 1024 },
+    storeLimits: {
+      pendingRecordsMax: PENDING_RECORDS_MAX,
+      journalBytesMax: 128 * 1024,
+      journalRetainedBytesMax: 512 * 1024,
+    },
   });
   try {
     const publisher = await connect(server.tcpUrl);
@@ -47,7 +51,10 @@ test("a store whose sorter falls behind pauses its publishers; every message is 
     const inFlight: Promise<unknown>[] = [];
     let acked = 0;
     for (let b = 0; b < BATCHES; b++) {
-      const batch = Array.from({ length: BATCH }, (_, i) => ({ topic: `bp/${(b * BATCH + i) % 200}`, payload: `m${b * BATCH + i}` }));
+      const batch = Array.from({ length: BATCH }, (_, i) => ({
+        topic: `bp/${(b * BATCH + i) % 200}`,
+        payload: `m${b * BATCH + i}`,
+      }));
       inFlight.push(publisher.publishBatch(batch).then(() => acked++));
       if (inFlight.length >= IN_FLIGHT) await inFlight.shift();
     }

@@ -9,7 +9,14 @@
 import { beforeAll, expect, test } from "bun:test";
 import { connect } from "../src/client/mod.ts";
 import { join } from "node:path";
-import { ensureBinary, makeTempDir, parseSubLines, runAria, serverForFile, waitFor } from "./fixtures/e2e_server.ts";
+import {
+  ensureBinary,
+  makeTempDir,
+  parseSubLines,
+  runAria,
+  serverForFile,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
 
 const server = serverForFile();
 let url: string;
@@ -96,7 +103,8 @@ test("wrong arguments: a usage message on stderr, nothing on stdout, exit 2", as
   ];
   for (const args of cases) {
     const run = await runAria(args);
-    if (run.exitCode !== 2) throw new Error(`aria ${args.join(" ")}: exit ${run.exitCode}, expected 2\n${run.stderr}`);
+    if (run.exitCode !== 2)
+      throw new Error(`aria ${args.join(" ")}: exit ${run.exitCode}, expected 2\n${run.stderr}`);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain("Usage: aria");
   }
@@ -107,7 +115,9 @@ test("server unreachable: a one-line error and exit 1", async () => {
   const runs = [
     await runAria(["pub", "--url", deadUrl, "a/b", "hello"]),
     await runAria(["pub", "--url", deadUrl, "a/b"], { stdin: "x\ny\n" }),
-    await runAria(["pub", "--url", deadUrl, "--json-lines"], { stdin: '{"topic":"a","payload":"x"}\n' }),
+    await runAria(["pub", "--url", deadUrl, "--json-lines"], {
+      stdin: '{"topic":"a","payload":"x"}\n',
+    }),
     await runAria(["sub", "--url", deadUrl, "a/**"]),
     await runAria(["sub", "--url", deadUrl, "**", "--from", "earliest", "--until-caught-up"]),
   ];
@@ -120,7 +130,11 @@ test("server unreachable: a one-line error and exit 1", async () => {
 });
 
 test("pub --json-lines: a line the server refuses while stdin waits for the next is a one-line error and exit 1 (no stack trace)", async () => {
-  const child = Bun.spawn([await ensureBinary(), "pub", "--url", url, "--json-lines"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn([await ensureBinary(), "pub", "--url", url, "--json-lines"], {
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   child.stdin.write('{"topic":"cli/pub/ok","payload":"x"}\n{"topic":"bad topic","payload":"y"}\n');
   await child.stdin.flush();
   await Bun.sleep(500); // the refusal comes while pub waits for input
@@ -139,14 +153,24 @@ test("pub MESSAGE, pub from stdin lines, pub --json-lines: exit 0 and the acknow
   expect(first.count).toBe(1);
   expect(first.last).toBe(first.first);
 
-  const lines = ["alpha", "", "ünïcødé ✓", "with \"quotes\" and \\ backslash", "last line without newline"];
+  const lines = [
+    "alpha",
+    "",
+    "ünïcødé ✓",
+    'with "quotes" and \\ backslash',
+    "last line without newline",
+  ];
   const many = await runAria(["pub", "--url", url, "cli/pub/lines"], { stdin: lines.join("\n") });
   expect(many.exitCode).toBe(0);
   const range = ackedRange(many.stderr);
-  expect(range).toEqual({ first: first.last + 1, last: first.last + lines.length, count: lines.length });
+  expect(range).toEqual({
+    first: first.last + 1,
+    last: first.last + lines.length,
+    count: lines.length,
+  });
 
   const records = [
-    { topic: "cli/pub/json/a", payload: "{\"nested\": true}" },
+    { topic: "cli/pub/json/a", payload: '{"nested": true}' },
     { topic: "cli/pub/json/b", payload: "" },
     { topic: "cli/pub/json", payload: "tab\there" },
   ];
@@ -156,7 +180,15 @@ test("pub MESSAGE, pub from stdin lines, pub --json-lines: exit 0 and the acknow
   const jsonRange = ackedRange(json.stderr);
   expect(jsonRange.count).toBe(records.length);
 
-  const sub = await runAria(["sub", "--url", url, "cli/pub/**", "--from", String(first.first), "--until-caught-up"]);
+  const sub = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/pub/**",
+    "--from",
+    String(first.first),
+    "--until-caught-up",
+  ]);
   expect(sub.exitCode).toBe(0);
   const got = parseSubLines(sub.stdout).map(({ seq, topic, payload }) => ({ seq, topic, payload }));
   const want = [
@@ -168,13 +200,19 @@ test("pub MESSAGE, pub from stdin lines, pub --json-lines: exit 0 and the acknow
 });
 
 test("pub: bad input lines and rejected topics fail with exit 1", async () => {
-  const notJson = await runAria(["pub", "--url", url, "--json-lines"], { stdin: '{"topic":"cli/bad","payload":"ok"}\nnot json\n' });
+  const notJson = await runAria(["pub", "--url", url, "--json-lines"], {
+    stdin: '{"topic":"cli/bad","payload":"ok"}\nnot json\n',
+  });
   expect(notJson.exitCode).toBe(1);
   expect(notJson.stderr).toContain("line 2");
-  const badTopic = await runAria(["pub", "--url", url, "--json-lines"], { stdin: '{"topic":"cli/bad topic","payload":"x"}\n' });
+  const badTopic = await runAria(["pub", "--url", url, "--json-lines"], {
+    stdin: '{"topic":"cli/bad topic","payload":"x"}\n',
+  });
   expect(badTopic.exitCode).toBe(1);
   expect(badTopic.stderr).toContain("ARIA_ERR_INVALID_TOPIC");
-  const wrongShape = await runAria(["pub", "--url", url, "--json-lines"], { stdin: '{"topic":"cli/bad","payload":7}\n' });
+  const wrongShape = await runAria(["pub", "--url", url, "--json-lines"], {
+    stdin: '{"topic":"cli/bad","payload":7}\n',
+  });
   expect(wrongShape.exitCode).toBe(1);
 });
 
@@ -188,9 +226,20 @@ test("sub --format json: seq, ISO-8601 time, topic, payload or payloadBase64", a
   const after = Date.now();
   await client.close();
 
-  const run = await runAria(["sub", "--url", url, "cli/json/**", "--from", "earliest", "--until-caught-up"]);
+  const run = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/json/**",
+    "--from",
+    "earliest",
+    "--until-caught-up",
+  ]);
   expect(run.exitCode).toBe(0);
-  const lines = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+  const lines = run.stdout
+    .trimEnd()
+    .split("\n")
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
   expect(lines.map((line) => Object.keys(line).sort())).toEqual([
     ["payload", "seq", "time", "topic"],
     ["payloadBase64", "seq", "time", "topic"],
@@ -198,7 +247,10 @@ test("sub --format json: seq, ISO-8601 time, topic, payload or payloadBase64", a
   ]);
   expect(lines.map((line) => line.seq)).toEqual([seqText, seqBinary, seqEmpty]);
   expect(lines[0]).toMatchObject({ topic: "cli/json/text", payload: "plain ✓" });
-  expect(lines[1]).toMatchObject({ topic: "cli/json/bin", payloadBase64: Buffer.from(binary).toString("base64") });
+  expect(lines[1]).toMatchObject({
+    topic: "cli/json/bin",
+    payloadBase64: Buffer.from(binary).toString("base64"),
+  });
   expect(lines[2]).toMatchObject({ topic: "cli/json/text", payload: "" });
   for (const line of lines) {
     const time = line.time as string;
@@ -210,10 +262,25 @@ test("sub --format json: seq, ISO-8601 time, topic, payload or payloadBase64", a
 
 test("sub --format raw: each payload's bytes and a newline", async () => {
   const client = await connect(url);
-  const payloads = [new TextEncoder().encode("first"), new Uint8Array([0xc3, 0x28, 0xff]), new Uint8Array(0), new TextEncoder().encode("ünï")];
+  const payloads = [
+    new TextEncoder().encode("first"),
+    new Uint8Array([0xc3, 0x28, 0xff]),
+    new Uint8Array(0),
+    new TextEncoder().encode("ünï"),
+  ];
   for (const payload of payloads) await client.publish("cli/raw/x", payload);
   await client.close();
-  const run = await runAria(["sub", "--url", url, "cli/raw/x", "--from", "earliest", "--until-caught-up", "--format", "raw"]);
+  const run = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/raw/x",
+    "--from",
+    "earliest",
+    "--until-caught-up",
+    "--format",
+    "raw",
+  ]);
   expect(run.exitCode).toBe(0);
   const expected = Buffer.concat(payloads.flatMap((payload) => [payload, new Uint8Array([10])]));
   expect(Buffer.from(run.stdoutBytes).equals(expected)).toBe(true);
@@ -222,26 +289,69 @@ test("sub --format raw: each payload's bytes and a newline", async () => {
 test("sub --from SEQ, --from TIME, --limit N; --until-caught-up with no match exits 0 at once", async () => {
   const client = await connect(url);
   const seqs: number[] = [];
-  for (let i = 0; i < 6; i++) seqs.push(await client.publish(`cli/from/${i % 2 === 0 ? "even" : "odd"}`, `m${i}`));
+  for (let i = 0; i < 6; i++)
+    seqs.push(await client.publish(`cli/from/${i % 2 === 0 ? "even" : "odd"}`, `m${i}`));
   await Bun.sleep(20);
   const middle = new Date();
   await Bun.sleep(20);
-  for (let i = 6; i < 10; i++) seqs.push(await client.publish(`cli/from/${i % 2 === 0 ? "even" : "odd"}`, `m${i}`));
+  for (let i = 6; i < 10; i++)
+    seqs.push(await client.publish(`cli/from/${i % 2 === 0 ? "even" : "odd"}`, `m${i}`));
   await client.close();
 
-  const fromSeq = await runAria(["sub", "--url", url, "cli/from/**", "--from", String(seqs[3]), "--until-caught-up"]);
+  const fromSeq = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/from/**",
+    "--from",
+    String(seqs[3]),
+    "--until-caught-up",
+  ]);
   expect(fromSeq.exitCode).toBe(0);
-  expect(parseSubLines(fromSeq.stdout).map((l) => l.payload)).toEqual(["m3", "m4", "m5", "m6", "m7", "m8", "m9"]);
+  expect(parseSubLines(fromSeq.stdout).map((l) => l.payload)).toEqual([
+    "m3",
+    "m4",
+    "m5",
+    "m6",
+    "m7",
+    "m8",
+    "m9",
+  ]);
 
-  const fromTime = await runAria(["sub", "--url", url, "cli/from/even", "--from", middle.toISOString(), "--until-caught-up"]);
+  const fromTime = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/from/even",
+    "--from",
+    middle.toISOString(),
+    "--until-caught-up",
+  ]);
   expect(fromTime.exitCode).toBe(0);
   expect(parseSubLines(fromTime.stdout).map((l) => l.seq)).toEqual([seqs[6], seqs[8]]);
 
-  const limited = await runAria(["sub", "--url", url, "cli/from/odd", "--from", "earliest", "--limit", "3"]);
+  const limited = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/from/odd",
+    "--from",
+    "earliest",
+    "--limit",
+    "3",
+  ]);
   expect(limited.exitCode).toBe(0);
   expect(parseSubLines(limited.stdout).map((l) => l.payload)).toEqual(["m1", "m3", "m5"]);
 
-  const nothing = await runAria(["sub", "--url", url, "cli/nobody/**", "--from", "earliest", "--until-caught-up"]);
+  const nothing = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/nobody/**",
+    "--from",
+    "earliest",
+    "--until-caught-up",
+  ]);
   expect(nothing.exitCode).toBe(0);
   expect(nothing.stdout).toBe("");
 });
@@ -249,7 +359,10 @@ test("sub --from SEQ, --from TIME, --limit N; --until-caught-up with no match ex
 test("sub --from live --limit N gets the next N messages published after it subscribed", async () => {
   const liveBefore = (await server().stats()).broker.subscriptionsByPhase.live;
   const running = runAria(["sub", "--url", url, "cli/live/**", "--limit", "2"]);
-  await waitFor(async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore, "the CLI subscriber to go live");
+  await waitFor(
+    async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore,
+    "the CLI subscriber to go live",
+  );
   const pub = await runAria(["pub", "--url", url, "cli/live/a"], { stdin: "one\ntwo\nthree\n" });
   expect(pub.exitCode).toBe(0);
   const { first } = ackedRange(pub.stderr);
@@ -263,14 +376,23 @@ test("sub --from live --limit N gets the next N messages published after it subs
 
 test("sub prints a live message as soon as it arrives, not once enough have gathered", async () => {
   const liveBefore = (await server().stats()).broker.subscriptionsByPhase.live;
-  const child = Bun.spawn([await ensureBinary(), "sub", "--url", url, "cli/tail/**"], { stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn([await ensureBinary(), "sub", "--url", url, "cli/tail/**"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   try {
-    await waitFor(async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore, "the CLI subscriber to go live");
+    await waitFor(
+      async () => (await server().stats()).broker.subscriptionsByPhase.live > liveBefore,
+      "the CLI subscriber to go live",
+    );
     expect((await runAria(["pub", "--url", url, "cli/tail/a", "hello"])).exitCode).toBe(0);
     const reader = child.stdout.getReader();
     const chunk = await Promise.race([reader.read(), Bun.sleep(5000).then(() => null)]);
-    if (chunk === null || chunk.value === undefined) throw new Error("aria sub printed nothing within 5 s of a live message");
-    expect(parseSubLines(new TextDecoder().decode(chunk.value)).map((l) => l.payload)).toEqual(["hello"]);
+    if (chunk === null || chunk.value === undefined)
+      throw new Error("aria sub printed nothing within 5 s of a live message");
+    expect(parseSubLines(new TextDecoder().decode(chunk.value)).map((l) => l.payload)).toEqual([
+      "hello",
+    ]);
   } finally {
     child.kill("SIGKILL");
     await child.exited;
@@ -282,13 +404,19 @@ test("sub | head: once its standard output closes, sub exits 0 with nothing on s
   expect((await runAria(["pub", "--url", url, "cli/head/a"], { stdin: lines })).exitCode).toBe(0);
   const errors = join(makeTempDir("aria-e2e-head-"), "sub.err");
   const script = `"$0" sub --url "$1" 'cli/head/**' --from earliest 2>"$2" | head -n 2; echo "sub exit \${PIPESTATUS[0]}"`;
-  const child = Bun.spawn(["bash", "-c", script, await ensureBinary(), url, errors], { stdout: "pipe", stderr: "pipe" });
+  const child = Bun.spawn(["bash", "-c", script, await ensureBinary(), url, errors], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
   const [stdout, exitCode] = await Promise.all([new Response(child.stdout).text(), child.exited]);
   clearTimeout(timer);
   expect(exitCode).toBe(0);
   const printed = stdout.trimEnd().split("\n");
-  expect(printed.slice(0, 2).map((line) => parseSubLines(line)[0].payload)).toEqual(["line 0", "line 1"]);
+  expect(printed.slice(0, 2).map((line) => parseSubLines(line)[0].payload)).toEqual([
+    "line 0",
+    "line 1",
+  ]);
   // Before, the sub waited for ever for a "drain" that a closed pipe never sends (killed here at 15 s).
   expect(printed[2]).toBe("sub exit 0");
   expect(await Bun.file(errors).text()).toBe("");
@@ -300,10 +428,26 @@ test("sub --from 1s, --from 1m: a time ago, from the clock of the machine", asyn
   await Bun.sleep(1500);
   const newer = await runAria(["pub", "--url", url, "cli/ago/x", "newer"]);
   expect(newer.exitCode).toBe(0);
-  const second = await runAria(["sub", "--url", url, "cli/ago/x", "--from", "1s", "--until-caught-up"]);
+  const second = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/ago/x",
+    "--from",
+    "1s",
+    "--until-caught-up",
+  ]);
   expect(second.exitCode).toBe(0);
   expect(parseSubLines(second.stdout).map((l) => l.payload)).toEqual(["newer"]);
-  const minute = await runAria(["sub", "--url", url, "cli/ago/x", "--from", "1m", "--until-caught-up"]);
+  const minute = await runAria([
+    "sub",
+    "--url",
+    url,
+    "cli/ago/x",
+    "--from",
+    "1m",
+    "--until-caught-up",
+  ]);
   expect(minute.exitCode).toBe(0);
   expect(parseSubLines(minute.stdout).map((l) => l.payload)).toEqual(["older", "newer"]);
 
@@ -320,16 +464,32 @@ test("foreign wildcards: sub 'app/#', 'app/+/x', 'orders.>' say what Aria writes
     return run.stderr.split("\n")[0];
   };
   expect(await firstLine(["sub", "--url", url, "app/#"])).toContain("Aria writes app/**");
-  expect(await firstLine(["sub", "--url", url, "app/+/x"])).toContain("Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics");
-  expect(await firstLine(["sub", "--url", url, "orders.>"])).toBe(`aria sub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**`);
-  expect(await firstLine(["sub", "--url", url, "orders.*"])).toContain("subscribe to a subtree (orders/**)");
+  expect(await firstLine(["sub", "--url", url, "app/+/x"])).toContain(
+    "Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics",
+  );
+  expect(await firstLine(["sub", "--url", url, "orders.>"])).toBe(
+    `aria sub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**`,
+  );
+  expect(await firstLine(["sub", "--url", url, "orders.*"])).toContain(
+    "subscribe to a subtree (orders/**)",
+  );
 
   const warning = `warning: "orders.created": Aria's separator is '/', not '.': this is one segment (orders/created has 2)\n`;
   const pub = await runAria(["pub", "--url", url, "orders.created", "dotted"]);
   expect(pub.exitCode).toBe(0);
   expect(pub.stderr).toStartWith(`aria pub: ${warning}acknowledged seq `);
-  const sub = await runAria(["sub", "--url", url, "orders.created", "--from", "earliest", "--until-caught-up"]);
+  const sub = await runAria([
+    "sub",
+    "--url",
+    url,
+    "orders.created",
+    "--from",
+    "earliest",
+    "--until-caught-up",
+  ]);
   expect(sub.exitCode).toBe(0);
   expect(sub.stderr).toBe(`aria sub: ${warning}`);
-  expect(parseSubLines(sub.stdout).map((l) => [l.topic, l.payload])).toEqual([["orders.created", "dotted"]]);
+  expect(parseSubLines(sub.stdout).map((l) => [l.topic, l.payload])).toEqual([
+    ["orders.created", "dotted"],
+  ]);
 });

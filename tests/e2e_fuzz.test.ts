@@ -25,7 +25,11 @@ const RSS_GROWTH_BYTES_MAX = 160 * 1024 * 1024;
 /** How long a connection waits for its closing PING's PONG (or the server's close). */
 const SETTLE_MS = 60;
 
-const server = serverForFile({ tipBytes: "1MiB", fsync: "never", env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) } });
+const server = serverForFile({
+  tipBytes: "1MiB",
+  fsync: "never",
+  env: { BUN_JSC_gcMaxHeapSize: String(64 * 1024 * 1024) },
+});
 
 type Mutation =
   | { kind: "flip"; at: number; xor: number }
@@ -37,12 +41,24 @@ type Mutation =
 
 const position = fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true });
 const mutationArbitrary: fc.Arbitrary<Mutation> = fc.oneof(
-  fc.record({ kind: fc.constant("flip" as const), at: position, xor: fc.integer({ min: 1, max: 255 }) }),
+  fc.record({
+    kind: fc.constant("flip" as const),
+    at: position,
+    xor: fc.integer({ min: 1, max: 255 }),
+  }),
   fc.record({ kind: fc.constant("truncate" as const), at: position }),
-  fc.record({ kind: fc.constant("insert" as const), at: position, bytes: fc.uint8Array({ minLength: 1, maxLength: 16 }) }),
+  fc.record({
+    kind: fc.constant("insert" as const),
+    at: position,
+    bytes: fc.uint8Array({ minLength: 1, maxLength: 16 }),
+  }),
   fc.record({
     kind: fc.constant("length" as const),
-    value: fc.oneof(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 8, max: 4096 }), fc.integer({ min: 0x11_0001, max: 0xffff_ffff })),
+    value: fc.oneof(
+      fc.integer({ min: 0, max: 7 }),
+      fc.integer({ min: 8, max: 4096 }),
+      fc.integer({ min: 0x11_0001, max: 0xffff_ffff }),
+    ),
   }),
   fc.record({ kind: fc.constant("type" as const), value: fc.integer({ min: 0, max: 255 }) }),
   fc.record({ kind: fc.constant("flags" as const), value: fc.integer({ min: 1, max: 255 }) }),
@@ -54,7 +70,8 @@ function mutate(bytes: Uint8Array, mutations: readonly Mutation[]): Uint8Array {
     const at = "at" in mutation ? Math.floor(mutation.at * out.length) : 0;
     if (mutation.kind === "flip") out[at] ^= mutation.xor;
     else if (mutation.kind === "truncate") out = out.slice(0, at);
-    else if (mutation.kind === "insert") out = new Uint8Array([...out.subarray(0, at), ...mutation.bytes, ...out.subarray(at)]);
+    else if (mutation.kind === "insert")
+      out = new Uint8Array([...out.subarray(0, at), ...mutation.bytes, ...out.subarray(at)]);
     else if (out.length >= 8) {
       const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
       if (mutation.kind === "length") view.setUint32(0, mutation.value, true);
@@ -68,7 +85,12 @@ function mutate(bytes: Uint8Array, mutations: readonly Mutation[]): Uint8Array {
 /** One piece of a connection's script, already as bytes. */
 const pieceArbitrary: fc.Arbitrary<Uint8Array> = fc.oneof(
   { weight: 4, arbitrary: frameArbitrary.map((frame) => framesBytes([frame])) },
-  { weight: 4, arbitrary: fc.tuple(frameArbitrary, fc.array(mutationArbitrary, { minLength: 1, maxLength: 3 })).map(([frame, mutations]) => mutate(framesBytes([frame]), mutations)) },
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(frameArbitrary, fc.array(mutationArbitrary, { minLength: 1, maxLength: 3 }))
+      .map(([frame, mutations]) => mutate(framesBytes([frame]), mutations)),
+  },
   { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 300 }) },
 );
 
@@ -79,7 +101,10 @@ interface Script {
 }
 
 const scriptArbitrary: fc.Arbitrary<Script> = fc.record({
-  hello: fc.oneof({ weight: 4, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+  hello: fc.oneof(
+    { weight: 4, arbitrary: fc.constant(true) },
+    { weight: 1, arbitrary: fc.constant(false) },
+  ),
   pieces: fc.array(pieceArbitrary, { minLength: 1, maxLength: 12 }),
   chunkBytes: fc.integer({ min: 1, max: 512 }),
 });
@@ -98,11 +123,21 @@ async function runScript(url: string, script: Script): Promise<Outcome> {
   const token = pingToken++;
   let ponged = false;
   const connection = await RawConnection.open(url, (frame) => {
-    lastFrame = frame.kind === "error" ? { kind: "error", fatal: frame.fatal } : { kind: frame.kind };
+    lastFrame =
+      frame.kind === "error" ? { kind: "error", fatal: frame.fatal } : { kind: frame.kind };
     if (frame.kind === "pong" && frame.token === token) ponged = true;
   });
-  const hello: OutgoingFrame = { kind: "hello", version: PROTOCOL_VERSION, clientName: "fuzz", authToken: null };
-  const parts = [...(script.hello ? [framesBytes([hello])] : []), ...script.pieces, framesBytes([{ kind: "ping", token }])];
+  const hello: OutgoingFrame = {
+    kind: "hello",
+    version: PROTOCOL_VERSION,
+    clientName: "fuzz",
+    authToken: null,
+  };
+  const parts = [
+    ...(script.hello ? [framesBytes([hello])] : []),
+    ...script.pieces,
+    framesBytes([{ kind: "ping", token }]),
+  ];
   const bytes = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
   let offset = 0;
   for (const part of parts) {
@@ -121,71 +156,97 @@ async function runScript(url: string, script: Script): Promise<Outcome> {
   return { closedByServer, lastFrame, serverDecodeErrors: connection.serverDecodeErrors.length };
 }
 
-test(
-  "fuzz: random and mutated frames from many connections; the server stays up, memory bounded, well-behaved clients unaffected",
-  async () => {
-    const url = server().tcpUrl;
+test("fuzz: random and mutated frames from many connections; the server stays up, memory bounded, well-behaved clients unaffected", async () => {
+  const url = server().tcpUrl;
 
-    // The well-behaved pair: a publisher on its own topic and a live subscriber to it.
-    const subscriberClient = await connect(url, { clientName: "well-behaved-sub" });
-    const subscription = subscriberClient.subscribe("wellbehaved/zq9/**", { from: "live" });
-    await subscription.caughtUpAt;
-    const received: { seq: number; payload: string }[] = [];
-    const reading = (async () => {
-      for await (const message of subscription) received.push({ seq: message.seq, payload: new TextDecoder().decode(message.payload) });
-    })();
-    const publisherClient = await connect(url, { clientName: "well-behaved-pub" });
-    const acked: { seq: number; payload: string }[] = [];
-    let publishing = true;
-    const publishLoop = (async () => {
-      for (let n = 0; publishing; n++) {
-        const payload = `good-${n}`;
-        acked.push({ seq: await publisherClient.publish(`wellbehaved/zq9/${n % 3}`, payload), payload });
-        await Bun.sleep(3);
-      }
-    })();
+  // The well-behaved pair: a publisher on its own topic and a live subscriber to it.
+  const subscriberClient = await connect(url, { clientName: "well-behaved-sub" });
+  const subscription = subscriberClient.subscribe("wellbehaved/zq9/**", { from: "live" });
+  await subscription.caughtUpAt;
+  const received: { seq: number; payload: string }[] = [];
+  const reading = (async () => {
+    for await (const message of subscription)
+      received.push({ seq: message.seq, payload: new TextDecoder().decode(message.payload) });
+  })();
+  const publisherClient = await connect(url, { clientName: "well-behaved-pub" });
+  const acked: { seq: number; payload: string }[] = [];
+  let publishing = true;
+  const publishLoop = (async () => {
+    for (let n = 0; publishing; n++) {
+      const payload = `good-${n}`;
+      acked.push({
+        seq: await publisherClient.publish(`wellbehaved/zq9/${n % 3}`, payload),
+        payload,
+      });
+      await Bun.sleep(3);
+    }
+  })();
 
-    const rssBaseline = server().rssBytes();
-    let rssMax = rssBaseline;
-    let runs = 0;
-    await fc.assert(
-      fc.asyncProperty(fc.array(scriptArbitrary, { minLength: 1, maxLength: 8 }), async (scripts) => {
-        runs++;
-        const outcomes = await Promise.all(scripts.map((script) => runScript(url, script)));
-        rssMax = Math.max(rssMax, server().rssBytes());
-        if (!server().alive()) throw new Error(`the server exited (code ${server().process.exitCode}):\n${server().stderr()}`);
-        for (const outcome of outcomes) {
-          if (outcome.serverDecodeErrors > 0) throw new Error("the server sent bytes that do not decode");
-          if (outcome.closedByServer && (outcome.lastFrame?.kind !== "error" || outcome.lastFrame.fatal !== true)) {
-            throw new Error(`the server closed a connection without a fatal ERROR (last frame: ${JSON.stringify(outcome.lastFrame)})`);
-          }
+  const rssBaseline = server().rssBytes();
+  let rssMax = rssBaseline;
+  let runs = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.array(scriptArbitrary, { minLength: 1, maxLength: 8 }), async (scripts) => {
+      runs++;
+      const outcomes = await Promise.all(scripts.map((script) => runScript(url, script)));
+      rssMax = Math.max(rssMax, server().rssBytes());
+      if (!server().alive())
+        throw new Error(
+          `the server exited (code ${server().process.exitCode}):\n${server().stderr()}`,
+        );
+      for (const outcome of outcomes) {
+        if (outcome.serverDecodeErrors > 0)
+          throw new Error("the server sent bytes that do not decode");
+        if (
+          outcome.closedByServer &&
+          (outcome.lastFrame?.kind !== "error" || outcome.lastFrame.fatal !== true)
+        ) {
+          throw new Error(
+            `the server closed a connection without a fatal ERROR (last frame: ${JSON.stringify(outcome.lastFrame)})`,
+          );
         }
-      }),
-      fcParams({ runs: 40 }),
+      }
+    }),
+    fcParams({ runs: 40 }),
+  );
+  expect(runs).toBeGreaterThan(0);
+
+  publishing = false;
+  await publishLoop;
+  expect(acked.length).toBeGreaterThan(20);
+  const lastSeq = acked[acked.length - 1].seq;
+  await waitFor(
+    () => received.length > 0 && received[received.length - 1].seq >= lastSeq,
+    "the well-behaved subscriber to get every message",
+  );
+  expect(received).toEqual(acked);
+
+  // Every fuzz session is gone; memory stayed bounded; the server still serves the CLI.
+  await waitFor(
+    async () => (await server().stats()).broker.connections === 2,
+    "fuzz sessions to close",
+  );
+  rssMax = Math.max(rssMax, server().rssBytes());
+  if (rssMax - rssBaseline > RSS_GROWTH_BYTES_MAX)
+    throw new Error(
+      `server RSS grew by ${((rssMax - rssBaseline) / 2 ** 20).toFixed(1)} MiB during the fuzz`,
     );
-    expect(runs).toBeGreaterThan(0);
+  const pub = await runAria(["pub", "--url", url, "wellbehaved/zq9/cli", "after the fuzz"]);
+  expect(pub.exitCode).toBe(0);
+  const sub = await runAria([
+    "sub",
+    "--url",
+    url,
+    "wellbehaved/zq9/cli",
+    "--from",
+    "earliest",
+    "--until-caught-up",
+  ]);
+  expect(sub.exitCode).toBe(0);
+  expect(parseSubLines(sub.stdout).map((line) => line.payload)).toEqual(["after the fuzz"]);
+  expect(server().alive()).toBe(true);
 
-    publishing = false;
-    await publishLoop;
-    expect(acked.length).toBeGreaterThan(20);
-    const lastSeq = acked[acked.length - 1].seq;
-    await waitFor(() => received.length > 0 && received[received.length - 1].seq >= lastSeq, "the well-behaved subscriber to get every message");
-    expect(received).toEqual(acked);
-
-    // Every fuzz session is gone; memory stayed bounded; the server still serves the CLI.
-    await waitFor(async () => (await server().stats()).broker.connections === 2, "fuzz sessions to close");
-    rssMax = Math.max(rssMax, server().rssBytes());
-    if (rssMax - rssBaseline > RSS_GROWTH_BYTES_MAX) throw new Error(`server RSS grew by ${((rssMax - rssBaseline) / 2 ** 20).toFixed(1)} MiB during the fuzz`);
-    const pub = await runAria(["pub", "--url", url, "wellbehaved/zq9/cli", "after the fuzz"]);
-    expect(pub.exitCode).toBe(0);
-    const sub = await runAria(["sub", "--url", url, "wellbehaved/zq9/cli", "--from", "earliest", "--until-caught-up"]);
-    expect(sub.exitCode).toBe(0);
-    expect(parseSubLines(sub.stdout).map((line) => line.payload)).toEqual(["after the fuzz"]);
-    expect(server().alive()).toBe(true);
-
-    await publisherClient.close();
-    await subscriberClient.close();
-    await reading;
-  },
-  60_000,
-);
+  await publisherClient.close();
+  await subscriberClient.close();
+  await reading;
+}, 60_000);

@@ -10,7 +10,14 @@ import type { Disk } from "../src/store/disk.ts";
 import { journalPath, sparePath } from "../src/store/layout.ts";
 import { Store } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
-import { SMALL_LIMITS, TOPICS, payloadOf, readSeqs, seqRange, withSync } from "./fixtures/store_helpers.ts";
+import {
+  SMALL_LIMITS,
+  TOPICS,
+  payloadOf,
+  readSeqs,
+  seqRange,
+  withSync,
+} from "./fixtures/store_helpers.ts";
 
 /** A view of `disk` that notes each journal file created and each rename. */
 function watched(disk: SimDisk): { disk: Disk; created: string[]; renames: [string, string][] } {
@@ -42,19 +49,24 @@ async function appendCommitted(store: Store, from: number, count: number): Promi
   await store.commit();
 }
 
-
 /**
  * The journal paths whose generation was a spare taken over: a spare is renamed to the
  * generation's staged name (`.next`), which is renamed to its journal name once the journal
  * before it is sealed.
  */
 function takenOver(renames: [string, string][]): string[] {
-  return renames.filter(([from, to]) => from.endsWith(".spare") && to.endsWith(".next")).map(([, to]) => to.replace(/\.next$/, ".wal"));
+  return renames
+    .filter(([from, to]) => from.endsWith(".spare") && to.endsWith(".next"))
+    .map(([, to]) => to.replace(/\.next$/, ".wal"));
 }
 
 /** The newest journal generation's path among `disk`'s files. */
 function newestJournal(disk: SimDisk): string {
-  return disk.paths().filter((p) => p.endsWith(".wal")).sort().at(-1) as string;
+  return disk
+    .paths()
+    .filter((p) => p.endsWith(".wal"))
+    .sort()
+    .at(-1) as string;
 }
 
 describe("journal recycling", () => {
@@ -69,16 +81,21 @@ describe("journal recycling", () => {
     expect(retired.length).toBeGreaterThan(0);
     expect(taken.length).toBeGreaterThan(0);
     // Each staged generation got its journal name.
-    for (const path of taken.slice(0, -1)) expect(renames).toContainEqual([path.replace(/\.wal$/, ".next"), path]);
+    for (const path of taken.slice(0, -1))
+      expect(renames).toContainEqual([path.replace(/\.wal$/, ".next"), path]);
     // Every generation after the first spare appeared was a spare renamed, not a new file (the
     // files created beside them are spares the filler zero-fills: spare_filler.ts).
     const firstTaken = Number.parseInt(taken[0].slice("journal/".length), 16);
     const generations = created.filter((path) => !path.endsWith(".spare"));
-    expect(generations.filter((path) => Number.parseInt(path.slice("journal/".length), 16) > firstTaken)).toEqual([]);
+    expect(
+      generations.filter((path) => Number.parseInt(path.slice("journal/".length), 16) > firstTaken),
+    ).toEqual([]);
     const spares = sim.paths().filter((p) => p.endsWith(".spare"));
     expect(spares.length).toBeLessThanOrEqual(JOURNAL_SPARES_MAX);
     // Their bytes count in the store's stats (aria_disk_bytes{kind="journal_spare"}).
-    expect(store.stats().spareJournalBytes).toBe(spares.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0));
+    expect(store.stats().spareJournalBytes).toBe(
+      spares.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0),
+    );
     // Appends after the recycling read back whole, through the journals and the segments.
     await appendCommitted(store, 301, 100);
     expect(await readSeqs(store)).toEqual(seqRange(400));
@@ -86,7 +103,9 @@ describe("journal recycling", () => {
     const sparesBefore = sim.paths().filter((p) => p.endsWith(".spare")).length;
     await store.close();
     expect(created.at(-1)).toBe(newestJournal(sim));
-    expect(sim.paths().filter((p) => p.endsWith(".spare")).length).toBeGreaterThanOrEqual(sparesBefore);
+    expect(sim.paths().filter((p) => p.endsWith(".spare")).length).toBeGreaterThanOrEqual(
+      sparesBefore,
+    );
   });
 
   test("under interval and never, drained journals are deleted and spares found at open removed", async () => {
@@ -105,7 +124,9 @@ describe("journal recycling", () => {
       await reopened.idle();
       expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual([]);
       // The only journal renames: staged generations given their names, no spare involved.
-      const journalRenames = renames.filter(([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"));
+      const journalRenames = renames.filter(
+        ([from, to]) => from.startsWith("journal/") || to.startsWith("journal/"),
+      );
       expect(journalRenames.length).toBeGreaterThan(0);
       for (const [from, to] of journalRenames) expect(from.replace(/\.next$/, ".wal")).toBe(to);
       expect(await readSeqs(reopened)).toEqual(seqRange(600));
@@ -176,7 +197,10 @@ describe("journal recycling", () => {
       for (let seq = 1; seq < 2000 && !crashed; seq++) {
         store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
         if (seq % 10 === 0) {
-          const ok = await store.commit().then(() => true, () => false);
+          const ok = await store.commit().then(
+            () => true,
+            () => false,
+          );
           if (ok) acknowledged = seq;
         }
       }
@@ -228,7 +252,9 @@ describe("journal recycling", () => {
     expect(recovery.filesRemoved).toEqual(spares.slice(JOURNAL_SPARES_MAX));
     const left = spares.slice(0, JOURNAL_SPARES_MAX - 1);
     expect(sim.paths().filter((p) => p.endsWith(".spare"))).toEqual(left);
-    expect(reopened.stats().spareJournalBytes).toBe(left.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0));
+    expect(reopened.stats().spareJournalBytes).toBe(
+      left.reduce((sum, p) => sum + (sim.snapshot(p) as Uint8Array).length, 0),
+    );
     await appendCommitted(reopened, 41, 20);
     expect(await readSeqs(reopened)).toEqual(seqRange(60));
     await reopened.close();

@@ -19,13 +19,26 @@ import { SimDisk } from "../src/testing/sim_disk.ts";
 import { renameSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
-import { SMALL_LIMITS, TOPICS, payloadOf, readSeqs, seqRange, tempDir, withSync } from "./fixtures/store_helpers.ts";
+import {
+  SMALL_LIMITS,
+  TOPICS,
+  payloadOf,
+  readSeqs,
+  seqRange,
+  tempDir,
+  withSync,
+} from "./fixtures/store_helpers.ts";
 
 /**
  * A view of `sim` whose fsyncs of journals (`.wal`) wait while `hold` is on and a staged file
  * exists: the seal of the journal before a staged one is held until `release`.
  */
-function gated(sim: SimDisk): { disk: Disk; hold: () => void; release: () => void; held: () => number } {
+function gated(sim: SimDisk): {
+  disk: Disk;
+  hold: () => void;
+  release: () => void;
+  held: () => number;
+} {
   const view = sim.view();
   let gate: Promise<void> | null = null;
   let open: () => void = () => {};
@@ -57,7 +70,13 @@ function gated(sim: SimDisk): { disk: Disk; hold: () => void; release: () => voi
 const stagedFiles = (sim: SimDisk) => sim.paths().filter((path) => path.endsWith(".next"));
 
 /** Appends from `store.nextSeq` until a staged journal exists and its seal is held, then `more` messages, committing each; the seqs acknowledged. */
-async function rollHeld(sim: SimDisk, store: Store, gate: ReturnType<typeof gated>, more: number, policy: FsyncPolicy): Promise<number> {
+async function rollHeld(
+  sim: SimDisk,
+  store: Store,
+  gate: ReturnType<typeof gated>,
+  more: number,
+  policy: FsyncPolicy,
+): Promise<number> {
   gate.hold();
   let acknowledged = store.nextSeq - 1;
   const commits: Promise<void>[] = [];
@@ -90,7 +109,9 @@ describe("journal rolls", () => {
       const staged = stagedFiles(sim)[0];
       // The records after the roll are in the staged file already: under interval all ten and
       // more, under always the first write's (the flush loop then waits for the seal).
-      expect((sim.snapshot(staged) as Uint8Array).length).toBeGreaterThan(fsync === "interval" ? 300 : FILE_HEADER_FIXED_BYTES);
+      expect((sim.snapshot(staged) as Uint8Array).length).toBeGreaterThan(
+        fsync === "interval" ? 300 : FILE_HEADER_FIXED_BYTES,
+      );
       // Under interval a commit resolves once written; under always it waits for the seal.
       if (fsync === "interval") expect(acknowledged).toBe(store.nextSeq - 1);
       else expect(acknowledged).toBeLessThan(store.nextSeq - 10);
@@ -108,12 +129,21 @@ describe("journal rolls", () => {
       const sim = new SimDisk({ seed: 22 });
       const gate = gated(sim);
       const { store } = await Store.open(gate.disk, { ...SMALL_LIMITS, fsync });
-      const acknowledged = await rollHeld(sim, store, gate, 10, fsync === "always" ? "always" : "interval");
+      const acknowledged = await rollHeld(
+        sim,
+        store,
+        gate,
+        10,
+        fsync === "always" ? "always" : "interval",
+      );
       // Under interval and never every append was written (its commit resolved); under always
       // the flush loop waits for the seal with later appends still in memory.
       const written = fsync === "always" ? acknowledged : store.nextSeq - 1;
       sim.kill();
-      const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
+      const { store: reopened, recovery } = await Store.open(sim.view(), {
+        ...SMALL_LIMITS,
+        fsync,
+      });
       expect(recovery.problems).toEqual([]);
       expect(recovery.journalsAdopted).toBe(1);
       expect(stagedFiles(sim)).toEqual([]);
@@ -136,7 +166,10 @@ describe("journal rolls", () => {
         sim.crash({ mode: seed % 2 === 0 ? "subset" : "prefix" });
         // The staged file's name may not have reached the disk (its creation is not synced).
         const present = sim.paths().includes(staged);
-        const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
+        const { store: reopened, recovery } = await Store.open(sim.view(), {
+          ...SMALL_LIMITS,
+          fsync,
+        });
         expect(recovery.problems).toEqual([]);
         expect(stagedFiles(sim)).toEqual([]);
         if (recovery.journalsAdopted === 1) outcomes.adopted++;
@@ -149,7 +182,8 @@ describe("journal rolls", () => {
         if (fsync === "always") expect(seqs.length).toBeGreaterThanOrEqual(acknowledged);
         // The store goes on after either outcome: new appends roll and read back.
         const next = reopened.nextSeq;
-        for (let seq = next; seq < next + 60; seq++) reopened.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+        for (let seq = next; seq < next + 60; seq++)
+          reopened.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
         await reopened.commit();
         expect(await readSeqs(reopened)).toEqual(seqRange(next + 59));
         await reopened.close();
@@ -164,10 +198,17 @@ describe("journal rolls", () => {
   test("staged files that do not follow the newest journal, or whose header is not theirs, are removed at open", async () => {
     const sim = new SimDisk({ seed: 23 });
     const { store } = await Store.open(sim.view(), SMALL_LIMITS);
-    for (let seq = 1; seq <= 40; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+    for (let seq = 1; seq <= 40; seq++)
+      store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
     await store.commit();
     await store.close({ sort: false });
-    const newestGen = () => Math.max(...sim.paths().filter((p) => p.endsWith(".wal")).map((p) => Number.parseInt(p.slice("journal/".length), 16)));
+    const newestGen = () =>
+      Math.max(
+        ...sim
+          .paths()
+          .filter((p) => p.endsWith(".wal"))
+          .map((p) => Number.parseInt(p.slice("journal/".length), 16)),
+      );
     let newest = newestGen();
     const disk = sim.view();
     const put = async (path: string, bytes: Uint8Array) => {
@@ -177,20 +218,31 @@ describe("journal rolls", () => {
       await file.close();
     };
     // Not the generation after the newest journal.
-    await put(stagedPath(newest + 5), encodeFileHeader({ kind: "journal", id: newest + 5, firstSeq: 41, name: "" }, nativeCrc32));
+    await put(
+      stagedPath(newest + 5),
+      encodeFileHeader({ kind: "journal", id: newest + 5, firstSeq: 41, name: "" }, nativeCrc32),
+    );
     // The next generation, but its header names another one.
-    await put(stagedPath(newest + 1), encodeFileHeader({ kind: "journal", id: newest + 7, firstSeq: 41, name: "" }, nativeCrc32));
+    await put(
+      stagedPath(newest + 1),
+      encodeFileHeader({ kind: "journal", id: newest + 7, firstSeq: 41, name: "" }, nativeCrc32),
+    );
     await disk.syncDir("journal");
     const { store: reopened, recovery } = await Store.open(sim.view(), SMALL_LIMITS);
     expect(recovery.problems).toEqual([]);
     expect(recovery.journalsAdopted).toBe(0);
-    expect(recovery.filesRemoved).toEqual(expect.arrayContaining([stagedPath(newest + 5), stagedPath(newest + 1)]));
+    expect(recovery.filesRemoved).toEqual(
+      expect.arrayContaining([stagedPath(newest + 5), stagedPath(newest + 1)]),
+    );
     expect(stagedFiles(sim)).toEqual([]);
     expect(await readSeqs(reopened)).toEqual(seqRange(40));
     await reopened.close({ sort: false });
     newest = newestGen();
     // A staged next generation whose first seq is not the one after the newest journal's last record.
-    await put(stagedPath(newest + 1), encodeFileHeader({ kind: "journal", id: newest + 1, firstSeq: 45, name: "" }, nativeCrc32));
+    await put(
+      stagedPath(newest + 1),
+      encodeFileHeader({ kind: "journal", id: newest + 1, firstSeq: 45, name: "" }, nativeCrc32),
+    );
     await disk.syncDir("journal");
     const third = await Store.open(sim.view(), SMALL_LIMITS);
     expect(third.recovery.problems).toEqual([]);
@@ -203,16 +255,28 @@ describe("journal rolls", () => {
   test("on the real disk, a staged newest generation whose records continue the journal before it is adopted and read back", async () => {
     const dir = tempDir();
     try {
-      const { store } = await Store.open(new BunDisk(dir.path), { ...SMALL_LIMITS, fsync: "interval" });
-      for (let seq = 1; seq <= 200; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      const { store } = await Store.open(new BunDisk(dir.path), {
+        ...SMALL_LIMITS,
+        fsync: "interval",
+      });
+      for (let seq = 1; seq <= 200; seq++)
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
       await store.commit();
       await store.close({ sort: false });
       // The state a process kill leaves during a promotion: the newest generation still under its staged name.
-      const journals = readdirSync(join(dir.path, "journal")).filter((name) => name.endsWith(".wal")).sort();
+      const journals = readdirSync(join(dir.path, "journal"))
+        .filter((name) => name.endsWith(".wal"))
+        .sort();
       expect(journals.length).toBeGreaterThanOrEqual(2);
       const newest = journals[journals.length - 1];
-      renameSync(join(dir.path, "journal", newest), join(dir.path, "journal", newest.replace(/\.wal$/, ".next")));
-      const { store: reopened, recovery } = await Store.open(new BunDisk(dir.path), { ...SMALL_LIMITS, fsync: "interval" });
+      renameSync(
+        join(dir.path, "journal", newest),
+        join(dir.path, "journal", newest.replace(/\.wal$/, ".next")),
+      );
+      const { store: reopened, recovery } = await Store.open(new BunDisk(dir.path), {
+        ...SMALL_LIMITS,
+        fsync: "interval",
+      });
       expect(recovery.problems).toEqual([]);
       expect(recovery.journalsAdopted).toBe(1);
       expect(readdirSync(join(dir.path, "journal"))).toContain(newest);
@@ -231,12 +295,22 @@ describe("journal rolls", () => {
       const file = await sim.open(gen === 3 ? stagedPath(gen) : journalPath(gen), "create");
       await file.close();
     }
-    const info = (gen: number, created: boolean) => ({ gen, path: created ? journalPath(gen) : stagedPath(gen), firstSeq: gen * 10, bytes: 64, pendingRecords: 0, created });
+    const info = (gen: number, created: boolean) => ({
+      gen,
+      path: created ? journalPath(gen) : stagedPath(gen),
+      firstSeq: gen * 10,
+      bytes: 64,
+      pendingRecords: 0,
+      created,
+    });
     context.journals.push(info(1, true), info(2, true), info(3, false));
     await dropDrainedJournals(context);
     // Journal 1 goes (journal 2 has its name); journal 2 stays while journal 3 is staged.
     expect(context.journals.map((journal) => journal.gen)).toEqual([2, 3]);
-    expect(sim.paths().filter((path) => path.startsWith("journal/"))).toEqual([journalPath(2), stagedPath(3)]);
+    expect(sim.paths().filter((path) => path.startsWith("journal/"))).toEqual([
+      journalPath(2),
+      stagedPath(3),
+    ]);
     context.journals[1].created = true;
     await dropDrainedJournals(context);
     expect(context.journals.map((journal) => journal.gen)).toEqual([3]);
@@ -244,7 +318,12 @@ describe("journal rolls", () => {
 
   test("under always a spare is zero-filled a piece per small group commit, and the next generation takes it", async () => {
     const sim = new SimDisk({ seed: 25 });
-    const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 64 * 1024, journalRetainedBytesMax: 1 << 30, fsync: "always" });
+    const { store } = await Store.open(sim.view(), {
+      ...SMALL_LIMITS,
+      journalBytesMax: 64 * 1024,
+      journalRetainedBytesMax: 1 << 30,
+      fsync: "always",
+    });
     const append = async (seq: number) => {
       store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
       await store.commit();
@@ -270,14 +349,18 @@ describe("journal rolls", () => {
     for (const fsync of ["interval", "never"] as const) {
       const sim = new SimDisk({ seed: 26 });
       const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, fsync });
-      for (let seq = 1; seq <= 50; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      for (let seq = 1; seq <= 50; seq++)
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
       await store.commit();
       await store.close({ sort: false });
       expect(sim.paths().filter((path) => path.endsWith(".spare"))).toEqual([]);
     }
     const sim = new SimDisk({ seed: 27 });
     await sim.mkdir("journal");
-    const context = new StoreContext(sim.view(), resolveOptions({ fsync: "always", journalBytesMax: 1 << 20 }));
+    const context = new StoreContext(
+      sim.view(),
+      resolveOptions({ fsync: "always", journalBytesMax: 1 << 20 }),
+    );
     const filler = new SpareFiller(context);
     const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
     filler.step(300 * 1024); // a large commit: nothing
@@ -305,8 +388,13 @@ describe("journal rolls", () => {
   test("a journal write ends on a page boundary (zeros after the records): a kill leaves them to be cut as a torn tail, a seal or a clean close cuts them", async () => {
     for (const ending of ["kill", "close"] as const) {
       const sim = new SimDisk({ seed: 28 });
-      const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 1 << 20, fsync: "interval" });
-      for (let seq = 1; seq <= 30; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+      const { store } = await Store.open(sim.view(), {
+        ...SMALL_LIMITS,
+        journalBytesMax: 1 << 20,
+        fsync: "interval",
+      });
+      for (let seq = 1; seq <= 30; seq++)
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
       await store.commit();
       const journal = sim.paths().find((path) => path.endsWith(".wal")) as string;
       const bytes = sim.snapshot(journal) as Uint8Array;
@@ -316,10 +404,20 @@ describe("journal rolls", () => {
       expect(bytes.subarray(recordsEnd).every((byte) => byte === 0)).toBe(true);
       if (ending === "kill") sim.kill();
       else await store.close({ sort: false });
-      const { store: reopened, recovery } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 1 << 20, fsync: "interval" });
+      const { store: reopened, recovery } = await Store.open(sim.view(), {
+        ...SMALL_LIMITS,
+        journalBytesMax: 1 << 20,
+        fsync: "interval",
+      });
       expect(recovery.problems).toEqual([]);
       const cut = recovery.cuts.find((c) => c.file === journal);
-      if (ending === "kill") expect(cut).toEqual({ file: journal, offset: recordsEnd, bytesCut: bytes.length - recordsEnd, recordsAfterCut: 0 });
+      if (ending === "kill")
+        expect(cut).toEqual({
+          file: journal,
+          offset: recordsEnd,
+          bytesCut: bytes.length - recordsEnd,
+          recordsAfterCut: 0,
+        });
       else expect(cut).toBeUndefined();
       expect(await readSeqs(reopened)).toEqual(seqRange(30));
       await reopened.close();

@@ -12,12 +12,24 @@ import { join } from "node:path";
 import { ARIA_VERSION } from "../src/cli/mod.ts";
 import { SYSTEM_REQUIREMENTS } from "../scripts/test_setup.ts";
 import { CHROMIUM_PATH } from "./fixtures/browser_chromium.ts";
-import { cleanupAll, ensureBinary, makeTempDir, ROOT, runAria, StreamText, waitFor } from "./fixtures/e2e_server.ts";
+import {
+  cleanupAll,
+  ensureBinary,
+  makeTempDir,
+  ROOT,
+  runAria,
+  StreamText,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
 
 afterAll(cleanupAll);
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; bin: Record<string, string>; scripts: Record<string, string> };
+const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
+  version: string;
+  bin: Record<string, string>;
+  scripts: Record<string, string>;
+};
 
 /** The pid the data directory's LOCK names, or null when there is no LOCK. */
 function lockHolder(dataDir: string): number | null {
@@ -40,11 +52,18 @@ function alive(pid: number): boolean {
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   test(`npm start: ${signal} to npm stops the server cleanly (port and data-directory lock released)`, async () => {
     const dataDir = makeTempDir("aria-npm-start-");
-    const npm = Bun.spawn(["npm", "start", "--silent", "--", "--port", "0", "--admin-port", "0", "--data-dir", dataDir], { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const npm = Bun.spawn(
+      ["npm", "start", "--silent", "--", "--port", "0", "--admin-port", "0", "--data-dir", dataDir],
+      { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+    );
     const output = new StreamText(npm.stdout);
     let serverPid: number | null = null;
     try {
-      await waitFor(() => /^tcp:\/\/\S+\nhttp:\/\/\S+\n/.test(output.text), "npm start printing the server's URLs", 30_000);
+      await waitFor(
+        () => /^tcp:\/\/\S+\nhttp:\/\/\S+\n/.test(output.text),
+        "npm start printing the server's URLs",
+        30_000,
+      );
       serverPid = lockHolder(dataDir);
       expect(serverPid).not.toBeNull();
       expect(serverPid).not.toBe(npm.pid);
@@ -55,7 +74,12 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
       await waitFor(() => npm.exitCode !== null, "npm to exit", 10_000);
       await waitFor(() => !alive(serverPid!), "the server process to exit after npm did", 10_000);
       expect(existsSync(join(dataDir, "LOCK"))).toBe(false);
-      expect(await fetch(`${adminUrl}/healthz`).then(() => "answered", () => "refused")).toBe("refused");
+      expect(
+        await fetch(`${adminUrl}/healthz`).then(
+          () => "answered",
+          () => "refused",
+        ),
+      ).toBe("refused");
     } finally {
       if (serverPid !== null && alive(serverPid)) process.kill(serverPid, "SIGKILL");
       if (npm.exitCode === null) npm.kill("SIGKILL");
@@ -68,12 +92,18 @@ test("aria --version and aria version: the version, the commit the binary was bu
   const binary = await ensureBinary();
   expect(PACKAGE.bin.aria).toBe("dist/aria");
   expect(ARIA_VERSION).toBe(PACKAGE.version);
-  const head = Bun.spawnSync(["git", "rev-parse", "--short=12", "HEAD"], { cwd: ROOT }).stdout.toString().trim();
+  const head = Bun.spawnSync(["git", "rev-parse", "--short=12", "HEAD"], { cwd: ROOT })
+    .stdout.toString()
+    .trim();
   const flag = await runAria(["--version"]);
   const word = await runAria(["version"]);
   expect(flag.exitCode).toBe(0);
   expect(word.stdout).toBe(flag.stdout);
-  expect(flag.stdout).toMatch(new RegExp(`^aria ${PACKAGE.version.replaceAll(".", "\\.")} \\(commit ${head}(-dirty)?, bun ${Bun.version.replaceAll(".", "\\.")}\\)\\n$`));
+  expect(flag.stdout).toMatch(
+    new RegExp(
+      `^aria ${PACKAGE.version.replaceAll(".", "\\.")} \\(commit ${head}(-dirty)?, bun ${Bun.version.replaceAll(".", "\\.")}\\)\\n$`,
+    ),
+  );
   expect(binary).toBeTruthy();
 });
 
@@ -83,7 +113,8 @@ function readmeCommands(): string[] {
   for (const block of README.matchAll(/```sh\n([\s\S]*?)```/g)) {
     const lines = block[1]!.split("\n").filter((line) => line.trim() !== "");
     const prompted = lines.filter((line) => line.startsWith("$ "));
-    for (const line of prompted.length > 0 ? prompted.map((line) => line.slice(2)) : lines) commands.push(line.replace(/\s+#.*$/, ""));
+    for (const line of prompted.length > 0 ? prompted.map((line) => line.slice(2)) : lines)
+      commands.push(line.replace(/\s+#.*$/, ""));
   }
   return commands;
 }
@@ -95,8 +126,11 @@ test("the README's tour runs verbatim after the two commands: every aria command
   const bare = commands.filter((command) => /(^|[|;&]\s*)aria\s/.test(command));
   expect(bare).toEqual([]);
   const subcommands = new Set<string>();
-  for (const command of commands) for (const match of command.matchAll(/npx aria (\w+)/g)) subcommands.add(match[1]!);
-  expect([...subcommands].sort()).toEqual(expect.arrayContaining(["pub", "serve", "simulate", "split", "sub"]));
+  for (const command of commands)
+    for (const match of command.matchAll(/npx aria (\w+)/g)) subcommands.add(match[1]!);
+  expect([...subcommands].sort()).toEqual(
+    expect.arrayContaining(["pub", "serve", "simulate", "split", "sub"]),
+  );
   for (const subcommand of subcommands) {
     const npx = Bun.spawnSync(["npx", "--no-install", "aria", subcommand, "--help"], { cwd: ROOT });
     expect({ subcommand, exitCode: npx.exitCode }).toEqual({ subcommand, exitCode: 0 });
@@ -108,8 +142,13 @@ test("the README's tour runs verbatim after the two commands: every aria command
 test("the README's test command sets up what its tests need, and .ci/run is only the README's two steps", () => {
   expect(README).toContain("npm ci && npm start");
   expect(PACKAGE.scripts.test).toStartWith("bun scripts/test_setup.ts && ");
-  const ciSteps = readFileSync(join(ROOT, ".ci", "run"), "utf8").split("\n").filter((line) => line.trim() !== "" && !line.startsWith("#"));
-  expect(ciSteps.filter((line) => !/^(set |cd |export CI=)/.test(line))).toEqual(["npm ci --no-audit --no-fund", "npm test"]);
+  const ciSteps = readFileSync(join(ROOT, ".ci", "run"), "utf8")
+    .split("\n")
+    .filter((line) => line.trim() !== "" && !line.startsWith("#"));
+  expect(ciSteps.filter((line) => !/^(set |cd |export CI=)/.test(line))).toEqual([
+    "npm ci --no-audit --no-fund",
+    "npm test",
+  ]);
   // The browser the browser tests launch is one the set-up installs.
   expect(SYSTEM_REQUIREMENTS.map((requirement) => requirement.path)).toContain(CHROMIUM_PATH);
   // A supervisor's signal to npm must reach the server: the start script replaces npm's shell.
@@ -122,7 +161,11 @@ test("tests write only to temporary directories: no test file names a tracked fi
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (entry.name.endsWith(".ts") && /\$\{ROOT\}\/docs\/|join\(ROOT, "docs"/.test(readFileSync(path, "utf8"))) offenders.push(path);
+      else if (
+        entry.name.endsWith(".ts") &&
+        /\$\{ROOT\}\/docs\/|join\(ROOT, "docs"/.test(readFileSync(path, "utf8"))
+      )
+        offenders.push(path);
     }
   };
   walk(join(ROOT, "tests"));
@@ -137,7 +180,9 @@ test("the test set-up plans apt-get for exactly what is missing, once each packa
     { path: "/usr/bin/b2", debianPackage: "pkg-b", neededBy: "z" },
   ];
   expect(installCommands(missingRequirements(requirements, () => true))).toEqual([]);
-  expect(installCommands(missingRequirements(requirements, (path) => path === "/usr/bin/a"))).toEqual([
+  expect(
+    installCommands(missingRequirements(requirements, (path) => path === "/usr/bin/a")),
+  ).toEqual([
     ["apt-get", "update", "-qq"],
     ["apt-get", "install", "-y", "-qq", "pkg-b"],
   ]);

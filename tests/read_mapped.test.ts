@@ -24,7 +24,10 @@ const timeOf = (seq: number) => 1_000_000 + seq * 10;
 const OPTIONS = { readBufferBytes: 16 * 1024, readBatchBytesMax: 8192 };
 
 /** A disk over `inner` that counts the bytes read from packs and the mappings given; `mapping` false: its files do not map. */
-function watched(inner: Disk, mapping: boolean): { disk: Disk; packBytesRead: () => number; maps: () => number } {
+function watched(
+  inner: Disk,
+  mapping: boolean,
+): { disk: Disk; packBytesRead: () => number; maps: () => number } {
   let packBytesRead = 0;
   let maps = 0;
   const disk = new WatchedDisk(inner, {
@@ -51,7 +54,12 @@ async function fill(disk: Disk): Promise<void> {
 }
 
 /** The seqs of a read of `filter` from `from` over `disk`, each message checked against what was appended; the store's bytes read. */
-async function readAll(disk: Disk, filter: Filter, from: ReadFrom, borrow: boolean): Promise<{ seqs: number[]; bytesRead: number }> {
+async function readAll(
+  disk: Disk,
+  filter: Filter,
+  from: ReadFrom,
+  borrow: boolean,
+): Promise<{ seqs: number[]; bytesRead: number }> {
   const { store } = await Store.open(disk, OPTIONS);
   const reader = store.read(filter, from, { borrow });
   const seqs: number[] = [];
@@ -61,7 +69,10 @@ async function readAll(disk: Disk, filter: Filter, from: ReadFrom, borrow: boole
     for (const message of batch) {
       expect(message.timeUs).toBe(timeOf(message.seq));
       expect(message.topic).toBe(topicOf(message.seq));
-      const bytes = message.length === undefined ? message.payload : message.source!.subarray(message.start, message.start! + message.length);
+      const bytes =
+        message.length === undefined
+          ? message.payload
+          : message.source!.subarray(message.start, message.start! + message.length);
       expect([...bytes]).toEqual([...payload(message.seq)]);
       seqs.push(message.seq);
     }
@@ -71,7 +82,8 @@ async function readAll(disk: Disk, filter: Filter, from: ReadFrom, borrow: boole
   return { seqs, bytesRead };
 }
 
-const upTo = (first: number, last: number) => Array.from({ length: last - first + 1 }, (_, i) => first + i);
+const upTo = (first: number, last: number) =>
+  Array.from({ length: last - first + 1 }, (_, i) => first + i);
 
 const dir = tempDir("aria-read-mapped-");
 afterAll(dir.remove);
@@ -107,7 +119,12 @@ describe("mapped lane reads", () => {
   test("from a seq, from a time, and of one partition, a mapping disk yields what a copying one does", async () => {
     const sim = new SimDisk({ seed: 71 });
     await fill(sim.view());
-    const starts: ReadFrom[] = [{ seq: 1 }, { seq: 1777 }, { afterSeq: 4200 }, { timeUs: timeOf(3001) - 5 }];
+    const starts: ReadFrom[] = [
+      { seq: 1 },
+      { seq: 1777 },
+      { afterSeq: 4200 },
+      { timeUs: timeOf(3001) - 5 },
+    ];
     for (const from of starts) {
       for (const filter of [Filter.of("**"), Filter.of("m1/**"), Filter.of("m2/x", "m3/**")]) {
         for (const borrow of [false, true]) {
@@ -135,7 +152,9 @@ describe("mapped lane reads", () => {
       await store.close();
     }
     const pieces: number[] = [];
-    const disk = new WatchedDisk(new BunDisk(path), { map: (_path, _position, bytes) => pieces.push(bytes) });
+    const disk = new WatchedDisk(new BunDisk(path), {
+      map: (_path, _position, bytes) => pieces.push(bytes),
+    });
     const { store } = await Store.open(disk, options);
     const stored = store.stats().segmentBytes;
     expect(stored).toBeGreaterThan(6e6);
@@ -164,7 +183,12 @@ describe("mapped lane reads", () => {
     const bytes = sim.snapshot(`segments/${pack}`) as Uint8Array;
     const at = Math.floor(bytes.length / 3);
     sim.corrupt(`segments/${pack}`, at, new Uint8Array([bytes[at] ^ 0xff]));
-    const error = await readAll(watched(sim.view(), true).disk, Filter.of("**"), { seq: 1 }, true).then(
+    const error = await readAll(
+      watched(sim.view(), true).disk,
+      Filter.of("**"),
+      { seq: 1 },
+      true,
+    ).then(
       () => null,
       (e: Error) => e,
     );

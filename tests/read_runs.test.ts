@@ -22,7 +22,13 @@ const payload = (seq: number) => payloadOf(seq, 1 + (seq % 57));
 const timeOf = (seq: number) => 1_000_000 + seq * 10;
 
 /** A store of `count` messages, sorted every `sortEvery` of them (an image per partition each time) and at the end; on the simulated disk of `seed`, or on `disk`. */
-async function filled(seed: number, count: number, topicOf: (seq: number) => string, sortEvery = count, disk: Disk = new SimDisk({ seed }).view()): Promise<Store> {
+async function filled(
+  seed: number,
+  count: number,
+  topicOf: (seq: number) => string,
+  sortEvery = count,
+  disk: Disk = new SimDisk({ seed }).view(),
+): Promise<Store> {
   const { store } = await Store.open(disk, {});
   for (let seq = 1; seq <= count; seq++) {
     store.append(seq, timeOf(seq), topicOf(seq), payload(seq));
@@ -34,7 +40,11 @@ async function filled(seed: number, count: number, topicOf: (seq: number) => str
 }
 
 /** Reads `batches` batches (all when omitted), checking each message against what was appended; returns the seqs. */
-async function take(reader: StoreReader, topicOf: (seq: number) => string, batches = Infinity): Promise<number[]> {
+async function take(
+  reader: StoreReader,
+  topicOf: (seq: number) => string,
+  batches = Infinity,
+): Promise<number[]> {
   const seqs: number[] = [];
   for (let b = 0; b < batches; b++) {
     const batch = await reader.nextBatch();
@@ -49,10 +59,15 @@ async function take(reader: StoreReader, topicOf: (seq: number) => string, batch
   return seqs;
 }
 
-const upTo = (first: number, last: number) => Array.from({ length: last - first + 1 }, (_, i) => first + i);
+const upTo = (first: number, last: number) =>
+  Array.from({ length: last - first + 1 }, (_, i) => first + i);
 
 /** Reads the whole stream of `store` (seqs 1..count) copied and borrowed: exact, and more than `share` of it from runs. Closes the store. */
-async function expectWholeStreamThroughRuns(store: Store, count: number, share: number): Promise<void> {
+async function expectWholeStreamThroughRuns(
+  store: Store,
+  count: number,
+  share: number,
+): Promise<void> {
   for (const borrow of [false, true]) {
     const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow, batchBytesMax: 8192 });
     expect(await take(reader, single)).toEqual(upTo(1, count));
@@ -68,7 +83,11 @@ afterAll(dir.remove);
 describe("runs of record tables", () => {
   test("on the real disk (spans mapped, their missing pages read in), a whole-stream read over many partitions through runs is exact", async () => {
     // Three images per partition: a smaller share comes from runs (each image's first record does not).
-    await expectWholeStreamThroughRuns(await filled(0, 9000, single, 3000, new BunDisk(dir.path)), 9000, 0.5);
+    await expectWholeStreamThroughRuns(
+      await filled(0, 9000, single, 3000, new BunDisk(dir.path)),
+      9000,
+      0.5,
+    );
   });
 
   test("a whole-stream read over many single-topic partitions takes most messages from runs, exact when copied and when borrowed", async () => {
@@ -120,7 +139,11 @@ describe("runs of record tables", () => {
     await store.commit();
     await store.sortAll();
     const from = 3217;
-    const reader = store.read(Filter.of("**"), { timeUs: timeOf(from) - 5 }, { borrow: true, batchBytesMax: 4096 });
+    const reader = store.read(
+      Filter.of("**"),
+      { timeUs: timeOf(from) - 5 },
+      { borrow: true, batchBytesMax: 4096 },
+    );
     expect(await take(reader, single)).toEqual(upTo(from, 9000));
     expect(reader.runsTaken).toBeGreaterThan(0);
     await store.close({ sort: false });
@@ -138,13 +161,23 @@ describe("runs of record tables", () => {
     const at = Math.floor(bytes.length / 2);
     sim.corrupt(`segments/${pack}`, at, new Uint8Array([bytes[at] ^ 0xff]));
     const reopened = (await Store.open(sim.view(), {})).store;
-    const error = await take(reopened.read(Filter.of("**"), { seq: 1 }, { borrow: true }), single).catch((e) => e);
-    expect(error.message).toMatch(new RegExp(`^Cannot read "segments/${pack}": (checksum mismatch|impossible record length) at offset \\d+$`));
+    const error = await take(
+      reopened.read(Filter.of("**"), { seq: 1 }, { borrow: true }),
+      single,
+    ).catch((e) => e);
+    expect(error.message).toMatch(
+      new RegExp(
+        `^Cannot read "segments/${pack}": (checksum mismatch|impossible record length) at offset \\d+$`,
+      ),
+    );
     await reopened.close({ sort: false });
   });
 
   test("random publishes, sorts and batches of a long read over many partitions, from a seq or a time: the read yields every message once, in order, exact", async () => {
-    type Op = { kind: "publish"; count: number } | { kind: "sort" } | { kind: "read"; batches: number };
+    type Op =
+      | { kind: "publish"; count: number }
+      | { kind: "sort" }
+      | { kind: "read"; batches: number };
     const op: fc.Arbitrary<Op> = fc.oneof(
       fc.record({ kind: fc.constant("publish" as const), count: fc.integer({ min: 1, max: 700 }) }),
       fc.record({ kind: fc.constant("sort" as const) }),
@@ -159,7 +192,8 @@ describe("runs of record tables", () => {
         fc.array(op, { minLength: 1, maxLength: 14 }),
         fc.boolean(),
         async (salt, borrow, batchBytesMax, from, ops, byTime) => {
-          const topicOf = (seq: number) => `r${((Math.imul(seq, 2654435761) ^ salt) >>> 0) % PARTITIONS}/x`;
+          const topicOf = (seq: number) =>
+            `r${((Math.imul(seq, 2654435761) ^ salt) >>> 0) % PARTITIONS}/x`;
           const { store } = await Store.open(new SimDisk({ seed: salt }).view(), {});
           let last = 0;
           const publish = async (count: number) => {
@@ -172,7 +206,11 @@ describe("runs of record tables", () => {
           // Every partition present from the start: the reader's cursors are many (runs in use).
           await publish(3000);
           await store.sortAll();
-          const reader = store.read(Filter.of("**"), byTime ? { timeUs: timeOf(from) - 3 } : { seq: from }, { borrow, batchBytesMax });
+          const reader = store.read(
+            Filter.of("**"),
+            byTime ? { timeUs: timeOf(from) - 3 } : { seq: from },
+            { borrow, batchBytesMax },
+          );
           const seen: number[] = [];
           for (const step of ops) {
             if (step.kind === "publish") await publish(step.count);
@@ -190,7 +228,22 @@ describe("runs of record tables", () => {
         ...fcParams({ runs: 20 }),
         // Found with FC_SEED=1111 FC_RUNS=300: a copying reader refilled a lane's buffer in place
         // with the next image while the lane still held the table of the one before.
-        examples: [[1, false, 12146, 2, [{ kind: "publish", count: 160 }, { kind: "sort" }, { kind: "publish", count: 356 }, { kind: "sort" }, { kind: "read", batches: 1 }], false]],
+        examples: [
+          [
+            1,
+            false,
+            12146,
+            2,
+            [
+              { kind: "publish", count: 160 },
+              { kind: "sort" },
+              { kind: "publish", count: 356 },
+              { kind: "sort" },
+              { kind: "read", batches: 1 },
+            ],
+            false,
+          ],
+        ],
       },
     );
   });
@@ -200,7 +253,23 @@ describe("runs of record tables", () => {
     // r1, r10–r19, r100–r199: 111 of the 300 partitions; runs need at least 256 cursors, so this
     // read goes record by record, and the whole-stream read after it through runs: both exact.
     const wanted = upTo(1, 9000).filter((seq) => single(seq).startsWith("r1"));
-    const subtree = store.read(Filter.of("r1/**", "r10/**", "r11/**", "r12/**", "r13/**", "r14/**", "r15/**", "r16/**", "r17/**", "r18/**", "r19/**", ...upTo(100, 199).map((p) => `r${p}/**`)), { seq: 1 });
+    const subtree = store.read(
+      Filter.of(
+        "r1/**",
+        "r10/**",
+        "r11/**",
+        "r12/**",
+        "r13/**",
+        "r14/**",
+        "r15/**",
+        "r16/**",
+        "r17/**",
+        "r18/**",
+        "r19/**",
+        ...upTo(100, 199).map((p) => `r${p}/**`),
+      ),
+      { seq: 1 },
+    );
     expect(await take(subtree, single)).toEqual(wanted);
     expect(subtree.runsTaken).toBe(0);
     const all = store.read(Filter.of("**", "r1/**"), { seq: 1 });
@@ -216,7 +285,8 @@ describe("runs of record tables", () => {
     expect(first.length).toBeGreaterThan(10);
     const kept = [...first];
     // Caught up: the next batches are the few messages appended since.
-    for (let seq = 3001; seq <= 3003; seq++) store.append(seq, timeOf(seq), single(seq), payload(seq));
+    for (let seq = 3001; seq <= 3003; seq++)
+      store.append(seq, timeOf(seq), single(seq), payload(seq));
     await store.commit();
     let rest = await reader.nextBatch();
     while (rest.length > 0 && rest[rest.length - 1].seq < 3003) rest = await reader.nextBatch();

@@ -28,12 +28,27 @@ test("a split task of 2,000 single-topic stores holds at most a few files open a
   });
   const count = 2000;
   const { store } = await Store.open(inner, { crc32 });
-  for (let i = 0; i < count * 2; i++) store.append(store.nextSeq, 1000 + store.nextSeq, `p/q/t${i % count}`, new Uint8Array(50));
+  for (let i = 0; i < count * 2; i++)
+    store.append(store.nextSeq, 1000 + store.nextSeq, `p/q/t${i % count}`, new Uint8Array(50));
   await store.commit();
   await store.sortAll();
   const layout = store.layout()[0];
-  const stores = Array.from({ length: count }, (_, i) => ({ id: 1_000_000 + i, label: `t${i}`, topics: [`p/q/t${i}`] }));
-  const result = await runSplitTask(disk, { partition: "p/q", generation: 1_000_000, sources: sourcesOf(layout), stores, intervalBytes: 4096 }, { crc32 });
+  const stores = Array.from({ length: count }, (_, i) => ({
+    id: 1_000_000 + i,
+    label: `t${i}`,
+    topics: [`p/q/t${i}`],
+  }));
+  const result = await runSplitTask(
+    disk,
+    {
+      partition: "p/q",
+      generation: 1_000_000,
+      sources: sourcesOf(layout),
+      stores,
+      intervalBytes: 4096,
+    },
+    { crc32 },
+  );
   expect(result.metas.length).toBe(count);
   expect(open).toBe(0);
   expect(most).toBeLessThan(16);

@@ -10,7 +10,8 @@ import { workerRunner } from "../src/runtime/split_pool.ts";
 /** A runner whose workers run `fixture` (tests/fixtures/…) instead of the split worker. */
 function runnerOf(fixture: string, count: number) {
   const original = runtime.spawnWorker;
-  (runtime as { spawnWorker: (url: string) => Worker }).spawnWorker = () => new Worker(new URL(`./fixtures/${fixture}`, import.meta.url).href);
+  (runtime as { spawnWorker: (url: string) => Worker }).spawnWorker = () =>
+    new Worker(new URL(`./fixtures/${fixture}`, import.meta.url).href);
   try {
     return workerRunner("/nonexistent", count);
   } finally {
@@ -20,7 +21,13 @@ function runnerOf(fixture: string, count: number) {
 
 const task = { partition: "a/b", files: [] } as unknown as MeasureTask;
 const outcome = (promise: Promise<unknown>) =>
-  Promise.race([promise.then(() => "resolved", (error: Error) => `rejected: ${error.message}`), Bun.sleep(5000).then(() => "pending after 5 s")]);
+  Promise.race([
+    promise.then(
+      () => "resolved",
+      (error: Error) => `rejected: ${error.message}`,
+    ),
+    Bun.sleep(5000).then(() => "pending after 5 s"),
+  ]);
 
 for (const [fixture, what] of [
   ["dying_worker.ts", "ends on its task without an error event"],
@@ -30,7 +37,9 @@ for (const [fixture, what] of [
     const runner = runnerOf(fixture, 1);
     try {
       expect(await outcome(runner.measure(task))).toMatch(/^rejected: split worker failed/);
-      expect(await outcome(runner.measure(task))).toMatch(/^rejected: split: no worker thread is left/);
+      expect(await outcome(runner.measure(task))).toMatch(
+        /^rejected: split: no worker thread is left/,
+      );
     } finally {
       runner.close();
     }

@@ -18,7 +18,12 @@ const TOPICS = ["app/orders/a", "app/orders/b"];
 function storePerTopic(table: VolumeTable): SplitPlan {
   return {
     algorithm: "adaptive",
-    stores: table.topics.map((topic, index) => ({ id: topic.replaceAll("/", "+"), partition: partitionOf(topic), topics: Int32Array.from([index]), bytes: table.bytes[index] })),
+    stores: table.topics.map((topic, index) => ({
+      id: topic.replaceAll("/", "+"),
+      partition: partitionOf(topic),
+      topics: Int32Array.from([index]),
+      bytes: table.bytes[index],
+    })),
     budget: null,
     budgetRaisedTo: null,
   };
@@ -33,17 +38,27 @@ for (const [what, pick] of [
     const options = { ...SMALL_LIMITS, crc32 };
     let store = (await Store.open(disk, options)).store;
     const publish = async (count: number, topicOf: (seq: number) => string) => {
-      for (let i = 0; i < count; i++) store.append(store.nextSeq, 1000 + store.nextSeq, topicOf(store.nextSeq), new Uint8Array(20));
+      for (let i = 0; i < count; i++)
+        store.append(
+          store.nextSeq,
+          1000 + store.nextSeq,
+          topicOf(store.nextSeq),
+          new Uint8Array(20),
+        );
       await store.commit();
       await store.sortAll();
     };
     const runner = inProcessRunner(disk, { crc32, chunkBytes: 256 });
-    const split = (host: SplitHost) => executeSplit(host, runner, disk, { plan: storePerTopic, workers: 1, intervalBytes: 128 });
+    const split = (host: SplitHost) =>
+      executeSplit(host, runner, disk, { plan: storePerTopic, workers: 1, intervalBytes: 128 });
     await publish(100, (seq) => TOPICS[seq % 2]);
     expect((await split(storeHost(store))).switched).toBe(true); // G1: seqs 1–100
     await publish(100, (seq) => (seq % 4 === 0 ? TOPICS[1] : TOPICS[0])); // segments 101–200
     // G2, a re-split of everything, whose switch never comes (a crash after its files).
-    await split({ ...storeHost(store), switchLayout: async () => Promise.reject(new Error("crash before the SWAP")) }).catch(() => {});
+    await split({
+      ...storeHost(store),
+      switchLayout: async () => Promise.reject(new Error("crash before the SWAP")),
+    }).catch(() => {});
     await store.close({ sort: false });
     const g2 = disk
       .paths()

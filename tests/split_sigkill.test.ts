@@ -30,8 +30,14 @@ async function checkAll(): Promise<{ stores: number; segments: number }> {
   try {
     let expected = 1;
     for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
-      if (message.seq !== expected || message.topic !== splitTopic(message.seq) || Buffer.compare(message.payload, splitPayload(message.seq)) !== 0) {
-        throw new Error(`read seq ${message.seq} (${message.topic}), expected seq ${expected} (${splitTopic(expected)}) intact`);
+      if (
+        message.seq !== expected ||
+        message.topic !== splitTopic(message.seq) ||
+        Buffer.compare(message.payload, splitPayload(message.seq)) !== 0
+      ) {
+        throw new Error(
+          `read seq ${message.seq} (${message.topic}), expected seq ${expected} (${splitTopic(expected)}) intact`,
+        );
       }
       expected++;
     }
@@ -50,16 +56,24 @@ async function checkAll(): Promise<{ stores: number; segments: number }> {
 }
 
 function planArgs(round: number): string[] {
-  const plans = [["--algorithm", "heuristic"], ["--algorithm", "adaptive"], ["--algorithm", "adaptive", "--max-stores", "6"], ["--algorithm", "adaptive", "--max-stores", "12"]];
+  const plans = [
+    ["--algorithm", "heuristic"],
+    ["--algorithm", "adaptive"],
+    ["--algorithm", "adaptive", "--max-stores", "6"],
+    ["--algorithm", "adaptive", "--max-stores", "12"],
+  ];
   return plans[round % plans.length];
 }
 
 test("SIGKILL at random moments: every message once, in order; a rerun completes", async () => {
   let seed = 12345;
-  const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
   const layouts = new Set<string>();
   for (let round = 0; round < ROUNDS; round++) {
-    const child = Bun.spawn([binary, "split", "--data-dir", dir, "--workers", "2", ...planArgs(round)], { stdout: "pipe", stderr: "pipe" });
+    const child = Bun.spawn(
+      [binary, "split", "--data-dir", dir, "--workers", "2", ...planArgs(round)],
+      { stdout: "pipe", stderr: "pipe" },
+    );
     const killAfterMs = Math.floor(random() * 900);
     const timer = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
     await child.exited;
@@ -67,12 +81,21 @@ test("SIGKILL at random moments: every message once, in order; a rerun completes
     const layout = await checkAll();
     layouts.add(`${layout.stores}/${layout.segments}`);
   }
-  const done = Bun.spawn([binary, "split", "--data-dir", dir, "--workers", "2", "--algorithm", "adaptive"], { stdout: "pipe", stderr: "pipe" });
-  const [exit, out, err] = await Promise.all([done.exited, new Response(done.stdout).text(), new Response(done.stderr).text()]);
+  const done = Bun.spawn(
+    [binary, "split", "--data-dir", dir, "--workers", "2", "--algorithm", "adaptive"],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const [exit, out, err] = await Promise.all([
+    done.exited,
+    new Response(done.stdout).text(),
+    new Response(done.stderr).text(),
+  ]);
   expect({ exit, err }).toEqual({ exit: 0, err: "" });
   expect(out).toMatch(/rewrote|nothing to do/);
   const final = await checkAll();
   expect(final.segments).toBe(0);
   expect(final.stores).toBeGreaterThan(0);
-  console.log(`split_sigkill: ${ROUNDS} rounds, layouts seen (stores/segments): ${[...layouts].join(" ")}`);
+  console.log(
+    `split_sigkill: ${ROUNDS} rounds, layouts seen (stores/segments): ${[...layouts].join(" ")}`,
+  );
 }, 90_000);

@@ -14,7 +14,8 @@ import { packPath } from "../src/store/layout.ts";
 async function filled(count = 300, sort = false, options = SMALL_LIMITS): Promise<SimDisk> {
   const disk = new SimDisk({ seed: 9 });
   const { store } = await Store.open(disk, options);
-  for (let seq = 1; seq <= count; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+  for (let seq = 1; seq <= count; seq++)
+    store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
   await store.commit();
   await store.idle();
   await store.close({ sort });
@@ -38,10 +39,12 @@ describe("store bad files", () => {
       if (layout === "files") await unpack(disk, SMALL_LIMITS.indexIntervalBytes as number);
       return disk;
     };
-    const dataFile = (disk: SimDisk) => disk.paths().find((p) => p.endsWith(layout === "packs" ? ".pak" : ".seg")) as string;
+    const dataFile = (disk: SimDisk) =>
+      disk.paths().find((p) => p.endsWith(layout === "packs" ? ".pak" : ".seg")) as string;
     /** Offset and length of the first segment's index: inside its pack, or its own file. */
     const firstIndex = async (disk: SimDisk): Promise<{ path: string; offset: number }> => {
-      if (layout === "files") return { path: disk.paths().find((p) => p.endsWith(".idx")) as string, offset: 0 };
+      if (layout === "files")
+        return { path: disk.paths().find((p) => p.endsWith(".idx")) as string, offset: 0 };
       const [first] = await packedImages(disk, SMALL_LIMITS.indexIntervalBytes as number);
       const place = first.meta.pack as NonNullable<(typeof first.meta)["pack"]>;
       return { path: first.path, offset: place.offset + first.meta.bytes };
@@ -72,7 +75,8 @@ describe("store bad files", () => {
       expect(error.message).toMatch(/segment file missing \(seqs \d+\.\.\d+ of "[^"]+"\)/);
       const { store, recovery } = await Store.open(disk, { ...SMALL_LIMITS, repair: true });
       expect(recovery.problems.length).toBeGreaterThan(0);
-      for (const p of recovery.problems) expect([p.file, p.action]).toEqual([segment, "dropped from the manifest"]);
+      for (const p of recovery.problems)
+        expect([p.file, p.action]).toEqual([segment, "dropped from the manifest"]);
       expect(await readAll(store)).toBeLessThan(300);
       await store.close();
       // What repair dropped stays dropped: the next open finds nothing wrong.
@@ -89,7 +93,8 @@ describe("store bad files", () => {
       expect(await readAll(store)).toBe(300);
       // A read from a seq inside the segment needs its index: it scans instead, and is exact.
       let count = 0;
-      for await (const message of store.read(Filter.of("**"), { seq: 150 })) expect(message.seq).toBe(150 + count++);
+      for await (const message of store.read(Filter.of("**"), { seq: 150 }))
+        expect(message.seq).toBe(150 + count++);
       expect(count).toBe(151);
       await store.close();
     });
@@ -185,7 +190,12 @@ describe("store bad files", () => {
   });
 
   test("garbage in a sealed journal refuses to open with file and offset; --repair opens and reports", async () => {
-    const disk = await filled(300, false, { ...SMALL_LIMITS, segmentBytesMax: 1e9, journalRetainedBytesMax: 1e9, segmentAgeUsMax: 1e15 });
+    const disk = await filled(300, false, {
+      ...SMALL_LIMITS,
+      segmentBytesMax: 1e9,
+      journalRetainedBytesMax: 1e9,
+      segmentAgeUsMax: 1e15,
+    });
     const journals = disk.paths().filter((p) => p.endsWith(".wal"));
     expect(journals.length).toBeGreaterThan(1);
     const sealed = journals[0];
@@ -215,7 +225,12 @@ describe("store bad files", () => {
     disk.corrupt(newest, size, garbage);
     const { store, recovery } = await Store.open(disk, SMALL_LIMITS);
     expect(recovery.problems).toEqual([]);
-    expect(recovery.cuts).toContainEqual({ file: newest, offset: size, bytesCut: 40, recordsAfterCut: 0 });
+    expect(recovery.cuts).toContainEqual({
+      file: newest,
+      offset: size,
+      bytesCut: 40,
+      recordsAfterCut: 0,
+    });
     expect(await readAll(store)).toBe(100);
     await store.close();
   });

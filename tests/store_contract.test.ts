@@ -9,14 +9,32 @@ import { BunDisk } from "../src/runtime/bun_disk.ts";
 import { executeSplit } from "../src/split/executor.ts";
 import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
-import { crc32, type Disk, DiskError, type DiskFile, type LayoutSwap, type RetainResult, Store, StoreError, type StoreOptions } from "../src/store/mod.ts";
+import {
+  crc32,
+  type Disk,
+  DiskError,
+  type DiskFile,
+  type LayoutSwap,
+  type RetainResult,
+  Store,
+  StoreError,
+  type StoreOptions,
+} from "../src/store/mod.ts";
 import { decodeFileHeader } from "../src/store/file_header.ts";
 import { recordSeq, recordTime } from "../src/store/record.ts";
 import { decodeSegmentIndex } from "../src/store/segment_index.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
-import { ModelStore, type Plain, SMALL_LIMITS, TOPICS, payloadOf, plain, tempDir } from "./fixtures/store_helpers.ts";
+import {
+  ModelStore,
+  type Plain,
+  SMALL_LIMITS,
+  TOPICS,
+  payloadOf,
+  plain,
+  tempDir,
+} from "./fixtures/store_helpers.ts";
 import { wrapDisk, wrapFile } from "./fixtures/disk_wrappers.ts";
 import { packedImages, packIds } from "./fixtures/packs.ts";
 import { packPath } from "../src/store/layout.ts";
@@ -66,7 +84,9 @@ class StoreSubject implements Subject {
     for (;;) {
       const batch = await reader.nextBatch();
       if (!borrow && previous !== null) {
-        previous.batch.forEach((message, i) => expect([...message.payload]).toEqual(previous?.copy[i].payload as number[]));
+        previous.batch.forEach((message, i) =>
+          expect([...message.payload]).toEqual(previous?.copy[i].payload as number[]),
+        );
       }
       if (batch.length === 0) return out;
       const copy = batch.map(plain);
@@ -131,13 +151,29 @@ const implementations: [string, (options: StoreOptions) => Promise<Subject>][] =
       return StoreSubject.open(new BunDisk(dir.path), { ...options, crc32: nativeCrc32 });
     },
   ],
-  ["store on the simulated disk", (options) => StoreSubject.open(new SimDisk({ seed: 11 }), options)],
+  [
+    "store on the simulated disk",
+    (options) => StoreSubject.open(new SimDisk({ seed: 11 }), options),
+  ],
   ["reference model", async () => new ModelSubject()],
 ];
 
-const FILTERS = [["**"], ["app/orders/**"], ["app/users"], ["solo", "ops/**"], ["nothing/here"], ["app/**"], ["app/users/eu/1", "ops/x/y/z"]];
+const FILTERS = [
+  ["**"],
+  ["app/orders/**"],
+  ["app/users"],
+  ["solo", "ops/**"],
+  ["nothing/here"],
+  ["app/**"],
+  ["app/users/eu/1", "ops/x/y/z"],
+];
 
-async function publish(subject: Subject, model: ModelStore, count: number, options: { commitEvery?: number; timeStepUs?: number } = {}): Promise<void> {
+async function publish(
+  subject: Subject,
+  model: ModelStore,
+  count: number,
+  options: { commitEvery?: number; timeStepUs?: number } = {},
+): Promise<void> {
   for (let i = 0; i < count; i++) {
     const seq = model.nextSeq;
     const timeUs = 1_000_000 + seq * (options.timeStepUs ?? 1000);
@@ -166,8 +202,12 @@ for (const [name, make] of implementations) {
         const filter = Filter.of(...texts);
         expect(await subject.read(filter, { seq: 1 })).toEqual(model.read(filter, { seq: 1 }));
         expect(await subject.read(filter, { seq: 173 })).toEqual(model.read(filter, { seq: 173 }));
-        expect(await subject.read(filter, { afterSeq: 399 })).toEqual(model.read(filter, { afterSeq: 399 }));
-        expect(await subject.read(filter, { timeUs: 1_250_500 })).toEqual(model.read(filter, { timeUs: 1_250_500 }));
+        expect(await subject.read(filter, { afterSeq: 399 })).toEqual(
+          model.read(filter, { afterSeq: 399 }),
+        );
+        expect(await subject.read(filter, { timeUs: 1_250_500 })).toEqual(
+          model.read(filter, { timeUs: 1_250_500 }),
+        );
       }
       await subject.close();
     });
@@ -192,7 +232,9 @@ for (const [name, make] of implementations) {
       expect(subject.nextSeq()).toBe(251);
       await publish(subject, model, 120);
       await subject.restart();
-      expect(await subject.read(Filter.of("**"), { seq: 1 })).toEqual(model.read(Filter.of("**"), { seq: 1 }));
+      expect(await subject.read(Filter.of("**"), { seq: 1 })).toEqual(
+        model.read(Filter.of("**"), { seq: 1 }),
+      );
       await subject.close();
     });
 
@@ -208,7 +250,9 @@ for (const [name, make] of implementations) {
       expect(newest).toEqual(expected);
       const bytes = newest.reduce((sum, m) => sum + m.payload.length, 0);
       expect(bytes).toBeLessThanOrEqual(500);
-      expect(bytes + model.messages[model.messages.length - newest.length - 1].payload.length).toBeGreaterThan(500);
+      expect(
+        bytes + model.messages[model.messages.length - newest.length - 1].payload.length,
+      ).toBeGreaterThan(500);
       await subject.close();
     });
 
@@ -217,9 +261,18 @@ for (const [name, make] of implementations) {
         fc.asyncProperty(
           fc.array(
             fc.oneof(
-              fc.record({ kind: fc.constant("publish" as const), count: fc.integer({ min: 1, max: 60 }), commitEvery: fc.integer({ min: 1, max: 20 }) }),
+              fc.record({
+                kind: fc.constant("publish" as const),
+                count: fc.integer({ min: 1, max: 60 }),
+                commitEvery: fc.integer({ min: 1, max: 20 }),
+              }),
               fc.record({ kind: fc.constant("restart" as const) }),
-              fc.record({ kind: fc.constant("read" as const), filter: fc.constantFrom(...FILTERS), fromSeq: fc.integer({ min: 1, max: 400 }), batch: fc.integer({ min: 40, max: 400 }) }),
+              fc.record({
+                kind: fc.constant("read" as const),
+                filter: fc.constantFrom(...FILTERS),
+                fromSeq: fc.integer({ min: 1, max: 400 }),
+                batch: fc.integer({ min: 40, max: 400 }),
+              }),
             ),
             { minLength: 1, maxLength: 10 },
           ),
@@ -227,11 +280,14 @@ for (const [name, make] of implementations) {
             const subject = await make(SMALL_LIMITS);
             const model = new ModelStore();
             for (const op of ops) {
-              if (op.kind === "publish") await publish(subject, model, op.count, { commitEvery: op.commitEvery });
+              if (op.kind === "publish")
+                await publish(subject, model, op.count, { commitEvery: op.commitEvery });
               else if (op.kind === "restart") await subject.restart();
               else {
                 const filter = Filter.of(...op.filter);
-                expect(await subject.read(filter, { seq: op.fromSeq }, op.batch)).toEqual(model.read(filter, { seq: op.fromSeq }));
+                expect(await subject.read(filter, { seq: op.fromSeq }, op.batch)).toEqual(
+                  model.read(filter, { seq: op.fromSeq }),
+                );
               }
             }
             expect(subject.nextSeq()).toBe(model.nextSeq);
@@ -278,12 +334,14 @@ describe("store on the simulated disk: limits and retention", () => {
     expect((await second)[0].seq).toBe(first[first.length - 1].seq + 1);
     open();
     const seen = [...first, ...(await second)].map((m) => m.seq);
-    for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+    for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch())
+      for (const m of batch) seen.push(m.seq);
     expect(seen).toEqual(Array.from({ length: 4000 }, (_, i) => i + 1));
     // A read with no reads ahead (one partition, one image per pack read by its lane) asks none.
     const counted = asked;
     const single = store.read(Filter.of("p7/x"), { seq: 1 });
-    for (let batch = await single.nextBatch(); batch.length > 0; batch = await single.nextBatch()) expect(batch[0].topic).toBe("p7/x");
+    for (let batch = await single.nextBatch(); batch.length > 0; batch = await single.nextBatch())
+      expect(batch[0].topic).toBe("p7/x");
     expect(asked).toBe(counted);
     await store.close();
   });
@@ -334,7 +392,8 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(reader.batchesResumed).toBe(6);
     await take(1);
     expect(reader.batchesResumed).toBe(7);
-    for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+    for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch())
+      for (const m of batch) seen.push(m.seq);
     expect(seen).toEqual(Array.from({ length: last }, (_, i) => i + 1));
     await store.close({ sort: false });
   });
@@ -365,7 +424,8 @@ describe("store on the simulated disk: limits and retention", () => {
     const readAll = async () => {
       const got: Uint8Array[] = [];
       const reader = store.read(Filter.of("**"), { seq: 1 });
-      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) got.push(m.payload.slice());
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch())
+        for (const m of batch) got.push(m.payload.slice());
       return got;
     };
     expect(await readAll()).toEqual(expected);
@@ -378,7 +438,8 @@ describe("store on the simulated disk: limits and retention", () => {
   test("a filter opens only the partitions it needs; open files stay within the LRU limit", async () => {
     const disk = new SimDisk({ seed: 5 });
     const { store } = await Store.open(disk, { ...SMALL_LIMITS, openFilesMax: 4 });
-    for (let seq = 1; seq <= 2000; seq++) store.append(seq, seq, `p/${seq % 200}`, payloadOf(seq, 8));
+    for (let seq = 1; seq <= 2000; seq++)
+      store.append(seq, seq, `p/${seq % 200}`, payloadOf(seq, 8));
     await store.commit();
     await store.idle();
     const reader = store.read(Filter.of("p/7"), { seq: 1 });
@@ -395,16 +456,24 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("whole-stream reads over segments larger than a read chunk (cursors topped up at batch start) are exact", async () => {
     const disk = new SimDisk({ seed: 8 });
-    const { store } = await Store.open(disk, { segmentBytesMax: 96 * 1024, readBufferBytes: 16 * 1024, readBatchBytesMax: 4096 });
+    const { store } = await Store.open(disk, {
+      segmentBytesMax: 96 * 1024,
+      readBufferBytes: 16 * 1024,
+      readBatchBytesMax: 4096,
+    });
     const topicOf = (seq: number) => TOPICS[(seq * 7) % 5];
-    for (let seq = 1; seq <= 6000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 97)));
+    for (let seq = 1; seq <= 6000; seq++)
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 97)));
     await store.commit();
     await store.sortAll();
     // Several segments several read chunks (16 KiB) long; none past the segment size; nothing left unsorted.
     expect(store.stats().pendingRecords).toBe(0);
     const segments = store.layout().flatMap((partition) => partition.segments);
-    expect(segments.filter((segment) => segment.bytes > 4 * 16 * 1024).length).toBeGreaterThanOrEqual(4);
-    for (const segment of segments) expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(96 * 1024);
+    expect(
+      segments.filter((segment) => segment.bytes > 4 * 16 * 1024).length,
+    ).toBeGreaterThanOrEqual(4);
+    for (const segment of segments)
+      expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(96 * 1024);
     await expectWholeStream(store, 6000, topicOf, (seq) => payloadOf(seq, 1 + (seq % 97)));
     await store.close();
   });
@@ -412,14 +481,21 @@ describe("store on the simulated disk: limits and retention", () => {
   test("sortAll leaves nothing unsorted when a partition holds many segments' worth (each close stops at the segment size)", async () => {
     const disk = new SimDisk({ seed: 15 });
     const { store } = await Store.open(disk, { segmentBytesMax: 2048 });
-    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq, seq % 10 === 0 ? "other/x" : "hot/x", payloadOf(seq, 60));
+    for (let seq = 1; seq <= 600; seq++)
+      store.append(seq, seq, seq % 10 === 0 ? "other/x" : "hot/x", payloadOf(seq, 60));
     await store.commit();
     await store.sortAll();
     expect(store.stats().pendingRecords).toBe(0);
     const segments = store.layout().flatMap((partition) => partition.segments);
     expect(segments.length).toBeGreaterThan(10);
-    for (const segment of segments) expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(2048);
-    await expectWholeStream(store, 600, (seq) => (seq % 10 === 0 ? "other/x" : "hot/x"), (seq) => payloadOf(seq, 60));
+    for (const segment of segments)
+      expect(segment.bytes - (36 + segment.partition.length)).toBeLessThanOrEqual(2048);
+    await expectWholeStream(
+      store,
+      600,
+      (seq) => (seq % 10 === 0 ? "other/x" : "hot/x"),
+      (seq) => payloadOf(seq, 60),
+    );
     await store.close();
   });
 
@@ -436,7 +512,11 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("whole-stream reads over many partitions of small segments (each next file read ahead at batch start) are exact", async () => {
     const disk = new SimDisk({ seed: 9 });
-    const { store } = await Store.open(disk, { segmentBytesMax: 2048, readBufferBytes: 16 * 1024, readBatchBytesMax: 4096 });
+    const { store } = await Store.open(disk, {
+      segmentBytesMax: 2048,
+      readBufferBytes: 16 * 1024,
+      readBatchBytesMax: 4096,
+    });
     const topicOf = (seq: number) => `t${(seq * 13) % 150}/x/${seq % 3}`;
     for (let seq = 1; seq <= 12_000; seq++) {
       store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 61)));
@@ -466,7 +546,8 @@ describe("store on the simulated disk: limits and retention", () => {
       truncate: (size) => file.truncate(size),
       close: () => file.close(),
       sync: async () => {
-        if (failSegmentSyncs && file.path.startsWith("segments/")) throw new DiskError("EIO", `fsync "${file.path}": injected`);
+        if (failSegmentSyncs && file.path.startsWith("segments/"))
+          throw new DiskError("EIO", `fsync "${file.path}": injected`);
         await file.sync();
       },
       write: async (position, bytes) => {
@@ -494,11 +575,15 @@ describe("store on the simulated disk: limits and retention", () => {
     duringWrite = async () => {
       failSegmentSyncs = true;
       store.maintain(1e15); // every partition is old enough to close
-      for (let i = 0; i < 1000 && store.failure === null; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+      for (let i = 0; i < 1000 && store.failure === null; i++)
+        await new Promise((resolve) => setTimeout(resolve, 1));
     };
     store.append(2, 2, "a/b", payloadOf(2, 8));
     const outcome = await Promise.race([
-      store.commit().then(() => "committed", () => "rejected"),
+      store.commit().then(
+        () => "committed",
+        () => "rejected",
+      ),
       new Promise((resolve) => setTimeout(() => resolve("no answer in 2 s"), 2000)),
     ]);
     expect(store.failure).not.toBeNull();
@@ -512,7 +597,13 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("unsorted journal records stay under pendingRecordsMax: the partitions holding most are sorted first", async () => {
     const disk = new SimDisk({ seed: 7 });
-    const limits = { journalBytesMax: 1 << 20, journalRetainedBytesMax: 4 << 20, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 300 };
+    const limits = {
+      journalBytesMax: 1 << 20,
+      journalRetainedBytesMax: 4 << 20,
+      segmentBytesMax: 1 << 20,
+      segmentAgeUsMax: 1e12,
+      pendingRecordsMax: 300,
+    };
     const { store } = await Store.open(disk, limits);
     // "big" gets 3 of every 4 records: it is the one to sort when the limit is passed.
     const topicOf = (seq: number) => (seq % 4 === 0 ? `small/${seq % 3}` : "big");
@@ -539,7 +630,13 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("a sorter far behind makes the store backlogged; whenCaughtUp resolves once it is back within bounds", async () => {
     const disk = new SimDisk({ seed: 11 });
-    const limits = { journalBytesMax: 16 << 10, journalRetainedBytesMax: 32 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 200 };
+    const limits = {
+      journalBytesMax: 16 << 10,
+      journalRetainedBytesMax: 32 << 10,
+      segmentBytesMax: 1 << 20,
+      segmentAgeUsMax: 1e12,
+      pendingRecordsMax: 200,
+    };
     const { store } = await Store.open(disk, limits);
     expect(store.backlogged).toBe(false);
     await store.whenCaughtUp(); // at once
@@ -559,7 +656,8 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(stats.pendingRecords).toBeLessThanOrEqual(2 * 200);
     expect(stats.journalBytes).toBeLessThanOrEqual(2 * (32 << 10));
     // Backlogged again, then closed: a waiter is not left hanging.
-    for (let seq = 3001; seq <= 6000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    for (let seq = 3001; seq <= 6000; seq++)
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
     expect(store.backlogged).toBe(true);
     const pending = store.whenCaughtUp();
     await store.close();
@@ -569,8 +667,15 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("the active journal alone never makes the store backlogged (the sorter does not drain it by size)", async () => {
     const disk = new SimDisk({ seed: 13 });
-    const { store } = await Store.open(disk, { journalBytesMax: 1 << 20, journalRetainedBytesMax: 8 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 });
-    for (let seq = 1; seq <= 1000; seq++) store.append(seq, seq, `p/${seq % 3}`, payloadOf(seq, 60));
+    const { store } = await Store.open(disk, {
+      journalBytesMax: 1 << 20,
+      journalRetainedBytesMax: 8 << 10,
+      segmentBytesMax: 1 << 20,
+      segmentAgeUsMax: 1e12,
+      pendingRecordsMax: 1 << 20,
+    });
+    for (let seq = 1; seq <= 1000; seq++)
+      store.append(seq, seq, `p/${seq % 3}`, payloadOf(seq, 60));
     await store.commit();
     await store.idle();
     expect(store.stats().journals).toBe(1);
@@ -588,7 +693,8 @@ describe("store on the simulated disk: limits and retention", () => {
     });
     const { store } = await Store.open(disk, {});
     const topicOf = (seq: number) => `p${(seq * 7) % 400}/x/${seq % 2}`;
-    for (let seq = 1; seq <= 8000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 53)));
+    for (let seq = 1; seq <= 8000; seq++)
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 1 + (seq % 53)));
     await store.commit();
     await store.sortAll();
     const segments = store.stats().segments;
@@ -660,14 +766,19 @@ describe("store on the simulated disk: limits and retention", () => {
     await sortInTwoPacks(store);
     expect(store.stats().segments).toBe(80);
     secondPack = packPath(packIds(sim)[1]);
-    const timeout = () => new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 2000));
+    const timeout = () =>
+      new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), 2000));
     const all = Array.from({ length: 4000 }, (_, i) => i + 1);
     const readRest = async (reader: ReturnType<Store["read"]>, seen: number[]) => {
-      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch())
+        for (const m of batch) seen.push(m.seq);
       expect(seen).toEqual(all);
     };
     /** Two batches with the second pack held: both come from the first images while its reads wait. */
-    const twoBatchesHeld = async (): Promise<{ reader: ReturnType<Store["read"]>; seen: number[] }> => {
+    const twoBatchesHeld = async (): Promise<{
+      reader: ReturnType<Store["read"]>;
+      seen: number[];
+    }> => {
       gate = new Promise((resolve) => (open = resolve));
       const before = secondReads;
       const reader = store.read(Filter.of("**"), { seq: 1 }, { batchBytesMax: 4096 });
@@ -693,7 +804,12 @@ describe("store on the simulated disk: limits and retention", () => {
     ({ reader, seen } = await twoBatchesHeld());
     let closed = false;
     const closing = store.close().then(() => (closed = true));
-    expect(await Promise.race([closing, new Promise((resolve) => setTimeout(() => resolve("waiting"), 100))])).toBe("waiting");
+    expect(
+      await Promise.race([
+        closing,
+        new Promise((resolve) => setTimeout(() => resolve("waiting"), 100)),
+      ]),
+    ).toBe("waiting");
     expect(closed).toBe(false);
     open();
     await closing;
@@ -711,12 +827,19 @@ describe("store on the simulated disk: limits and retention", () => {
       return held;
     });
     const disk = packs.disk;
-    const limits = { journalBytesMax: 64 << 10, journalRetainedBytesMax: 256 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
+    const limits = {
+      journalBytesMax: 64 << 10,
+      journalRetainedBytesMax: 256 << 10,
+      segmentBytesMax: 1 << 20,
+      segmentAgeUsMax: 1e12,
+      pendingRecordsMax: 1 << 20,
+    };
     const { store } = await Store.open(disk, limits);
     const topicOf = (seq: number) => `p${seq % 40}/x`;
     let seq = 0;
     const appendSorted = async (count: number) => {
-      for (const end = seq + count; seq < end; ) store.append(++seq, seq, topicOf(seq), payloadOf(seq, 30));
+      for (const end = seq + count; seq < end; )
+        store.append(++seq, seq, topicOf(seq), payloadOf(seq, 30));
       await store.commit();
       await store.sortAll();
     };
@@ -724,7 +847,8 @@ describe("store on the simulated disk: limits and retention", () => {
     await appendSorted(2000);
     packs.packsWritten();
     const readAll = async (reader: ReturnType<Store["read"]>, seen: number[]) => {
-      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) for (const m of batch) seen.push(m.seq);
+      for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch())
+        for (const m of batch) seen.push(m.seq);
       expect(seen).toEqual(Array.from({ length: seq }, (_, i) => i + 1));
     };
     hold = new Promise((resolve) => (release = resolve));
@@ -758,14 +882,21 @@ describe("store on the simulated disk: limits and retention", () => {
     const sim = new SimDisk({ seed: 14 });
     const inner = sim.view();
     const hinted: boolean[] = [];
-    const disk: Disk = { ...inner, open: (path, mode, hints) => (path.endsWith(".pak") && mode !== "create" && hinted.push(hints?.random === true), inner.open(path, mode)) };
+    const disk: Disk = {
+      ...inner,
+      open: (path, mode, hints) => (
+        path.endsWith(".pak") && mode !== "create" && hinted.push(hints?.random === true),
+        inner.open(path, mode)
+      ),
+    };
     const { store } = await Store.open(disk, {});
     const topicOf = (seq: number) => `p${seq % 40}/x`;
     for (let seq = 1; seq <= 4000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 30));
     await store.commit();
     await store.sortAll();
     let read = 0;
-    for await (const message of store.read(Filter.of("p7/**"), { seq: 1 })) read += message.seq % 40 === 7 ? 1 : 1000;
+    for await (const message of store.read(Filter.of("p7/**"), { seq: 1 }))
+      read += message.seq % 40 === 7 ? 1 : 1000;
     expect(read).toBe(100);
     expect(hinted).toEqual([true]);
     hinted.length = 0;
@@ -783,7 +914,13 @@ describe("store on the simulated disk: limits and retention", () => {
       if (gate !== null) await gate;
       return read();
     });
-    const limits = { journalBytesMax: 8 << 10, journalRetainedBytesMax: 16 << 10, segmentBytesMax: 1 << 20, segmentAgeUsMax: 1e12, pendingRecordsMax: 1 << 20 };
+    const limits = {
+      journalBytesMax: 8 << 10,
+      journalRetainedBytesMax: 16 << 10,
+      segmentBytesMax: 1 << 20,
+      segmentAgeUsMax: 1e12,
+      pendingRecordsMax: 1 << 20,
+    };
     const { store } = await Store.open(disk, limits);
     const topicOf = (seq: number) => `p/${seq % 5}`;
     for (let seq = 1; seq <= 200; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
@@ -793,7 +930,8 @@ describe("store on the simulated disk: limits and retention", () => {
     const reading = store.read(Filter.of("**"), { seq: 1 }).nextBatch();
     // Past twice the retained-journal budget; the sorter drains the old journals, but their
     // deletion waits for the read in flight.
-    for (let seq = 201; seq <= 2000; seq++) store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
+    for (let seq = 201; seq <= 2000; seq++)
+      store.append(seq, seq, topicOf(seq), payloadOf(seq, 40));
     await store.commit();
     expect(store.backlogged).toBe(true);
     let caughtUp = false;
@@ -813,7 +951,8 @@ describe("store on the simulated disk: limits and retention", () => {
   test("retention removes whole old segments by age and by bytes; reads skip to what remains", async () => {
     const disk = new SimDisk({ seed: 6 });
     const { store } = await Store.open(disk, SMALL_LIMITS);
-    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq * 1000, TOPICS[seq % 3], payloadOf(seq, 20));
+    for (let seq = 1; seq <= 600; seq++)
+      store.append(seq, seq * 1000, TOPICS[seq % 3], payloadOf(seq, 20));
     await store.commit();
     await store.sortAll();
     const before = store.stats();
@@ -824,9 +963,15 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(first.timeUs).toBeLessThan(300_000 + 20_000);
     const byBytes = await store.retain({ bytes: 2000 }, 600_000);
     expect(store.stats().segmentBytes).toBeLessThanOrEqual(2000);
-    expect(byAge.bytesRemoved + byBytes.bytesRemoved + store.stats().segmentBytes).toBe(before.segmentBytes);
+    expect(byAge.bytesRemoved + byBytes.bytesRemoved + store.stats().segmentBytes).toBe(
+      before.segmentBytes,
+    );
     // Packs whose segments all went are deleted; the others stay whole.
-    const inForce = new Set(store.layout().flatMap((partition) => partition.segments.map((segment) => segment.pack?.pack ?? -1)));
+    const inForce = new Set(
+      store
+        .layout()
+        .flatMap((partition) => partition.segments.map((segment) => segment.pack?.pack ?? -1)),
+    );
     expect(packIds(disk)).toEqual([...inForce].sort((a, b) => a - b));
     await store.close();
     const reopened = await Store.open(disk, SMALL_LIMITS);
@@ -840,7 +985,12 @@ describe("store on the simulated disk: limits and retention", () => {
     const { store } = await Store.open(disk, SMALL_LIMITS);
     // A stretch of one partition alone (back-to-back journal records), then partitions interleaved.
     for (let seq = 1; seq <= 800; seq++) {
-      store.append(seq, seq * 1000, seq <= 400 ? "app/orders/created" : TOPICS[seq % TOPICS.length], payloadOf(seq, 30 + (seq % 7)));
+      store.append(
+        seq,
+        seq * 1000,
+        seq <= 400 ? "app/orders/created" : TOPICS[seq % TOPICS.length],
+        payloadOf(seq, 30 + (seq % 7)),
+      );
     }
     await store.commit();
     await store.sortAll();
@@ -867,12 +1017,19 @@ describe("store on the simulated disk: limits and retention", () => {
     const disk = new SimDisk({ seed: 7 });
     const { store } = await Store.open(disk, SMALL_LIMITS);
     // Old data split into stores (one per topic), then newer data in segments after them.
-    for (let seq = 1; seq <= 600; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+    for (let seq = 1; seq <= 600; seq++)
+      store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
     await store.commit();
     await store.sortAll();
-    const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32: nativeCrc32 }), disk, { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 });
+    const report = await executeSplit(
+      storeHost(store),
+      inProcessRunner(disk, { crc32: nativeCrc32 }),
+      disk,
+      { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 },
+    );
     expect(report.switched).toBe(true);
-    for (let seq = 601; seq <= 900; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+    for (let seq = 601; seq <= 900; seq++)
+      store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
     await store.commit();
     await store.sortAll();
     const storesBefore = store.layout().flatMap((partition) => partition.stores);
@@ -908,7 +1065,13 @@ describe("store on the simulated disk: limits and retention", () => {
     const disk = new SimDisk({ seed: 9 });
     const first = (await Store.open(disk.view(), SMALL_LIMITS)).store;
     const publish = async (store: Store, count: number) => {
-      for (let i = 0; i < count; i++) store.append(store.nextSeq, 1000 + store.nextSeq, ["app/o/a", "app/o/b", "ops/m/x"][store.nextSeq % 3], payloadOf(store.nextSeq, 20));
+      for (let i = 0; i < count; i++)
+        store.append(
+          store.nextSeq,
+          1000 + store.nextSeq,
+          ["app/o/a", "app/o/b", "ops/m/x"][store.nextSeq % 3],
+          payloadOf(store.nextSeq, 20),
+        );
       await store.commit();
       await store.sortAll();
     };
@@ -928,13 +1091,22 @@ describe("store on the simulated disk: limits and retention", () => {
     };
     // The split's own disk access outlives the crash (it is another process): each call through the machine's current life.
     const view = wrapDisk(() => disk.view());
-    const outcome = await executeSplit(host, inProcessRunner(view, { crc32: nativeCrc32 }), view, { plan: { algorithm: "heuristic" }, workers: 1, intervalBytes: 128 }).then(
+    const outcome = await executeSplit(host, inProcessRunner(view, { crc32: nativeCrc32 }), view, {
+      plan: { algorithm: "heuristic" },
+      workers: 1,
+      intervalBytes: 128,
+    }).then(
       () => "switched",
       (error: Error) => error.message,
     );
     expect(outcome).toMatch(/never reserved/);
     const store = second! as Store;
-    const ids = store.layout().flatMap((partition) => [...partition.stores.map((s) => s.id), ...partition.segments.map((s) => s.id)]);
+    const ids = store
+      .layout()
+      .flatMap((partition) => [
+        ...partition.stores.map((s) => s.id),
+        ...partition.segments.map((s) => s.id),
+      ]);
     expect(new Set(ids).size).toBe(ids.length);
     const seqs: number[] = [];
     for await (const message of store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
@@ -945,13 +1117,15 @@ describe("store on the simulated disk: limits and retention", () => {
   test("a time read after the clock stepped back (times falling between segments) starts at the first record at or after the time", async () => {
     const { store } = await Store.open(new SimDisk({ seed: 1 }), SMALL_LIMITS);
     // Seqs 1–100 at 1001–1100, then 101–300 at 601–800: several segments each.
-    for (let seq = 1; seq <= 300; seq++) store.append(seq, seq <= 100 ? 1000 + seq : 500 + seq, "app/o/a", payloadOf(seq, 10));
+    for (let seq = 1; seq <= 300; seq++)
+      store.append(seq, seq <= 100 ? 1000 + seq : 500 + seq, "app/o/a", payloadOf(seq, 10));
     await store.commit();
     await store.sortAll();
     expect(store.layout()[0].segments.length).toBeGreaterThan(4);
     const from = async (timeUs: number) => {
       const seqs: number[] = [];
-      for await (const message of store.read(Filter.of("app/o/a"), { timeUs })) seqs.push(message.seq);
+      for await (const message of store.read(Filter.of("app/o/a"), { timeUs }))
+        seqs.push(message.seq);
       return seqs;
     };
     expect(await from(1050)).toEqual(Array.from({ length: 251 }, (_, i) => 50 + i));
@@ -965,7 +1139,8 @@ describe("store on the simulated disk: limits and retention", () => {
     const disk = new SimDisk({ seed: 21 });
     const { store } = await Store.open(disk, SMALL_LIMITS);
     expect(store.newestTimeUs).toBe(0);
-    for (let seq = 1; seq <= 50; seq++) store.append(seq, 1000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 10));
+    for (let seq = 1; seq <= 50; seq++)
+      store.append(seq, 1000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 10));
     expect(store.newestTimeUs).toBe(1050);
     await store.close(); // sorts everything
     const sorted = await Store.open(disk, SMALL_LIMITS);
@@ -1006,7 +1181,12 @@ describe("store on the simulated disk: limits and retention", () => {
             try {
               for (let k = 0; k < 1 + (next % 3) && next <= 250; k++) {
                 last = next++;
-                store.append(last, last * 1000, TOPICS[(last * 5 + p) % TOPICS.length], payloadOf(last));
+                store.append(
+                  last,
+                  last * 1000,
+                  TOPICS[(last * 5 + p) % TOPICS.length],
+                  payloadOf(last),
+                );
               }
               await store.commit();
               acked = Math.max(acked, last);
@@ -1030,10 +1210,17 @@ describe("store on the simulated disk: limits and retention", () => {
 
   test("a journal record damaged on the disk before its sort fails the sort with file and offset (the segment's image CRC would vouch for it)", async () => {
     const sim = new SimDisk({ seed: 14 });
-    const { store } = await Store.open(sim.view(), { ...SMALL_LIMITS, journalBytesMax: 64 * 1024, journalRetainedBytesMax: 1_000_000 });
-    for (let seq = 1; seq <= 200; seq++) store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 40));
+    const { store } = await Store.open(sim.view(), {
+      ...SMALL_LIMITS,
+      journalBytesMax: 64 * 1024,
+      journalRetainedBytesMax: 1_000_000,
+    });
+    for (let seq = 1; seq <= 200; seq++)
+      store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 40));
     await store.commit();
-    const journal = sim.paths().find((path) => path.startsWith("journal/") && path.endsWith(".wal")) as string;
+    const journal = sim
+      .paths()
+      .find((path) => path.startsWith("journal/") && path.endsWith(".wal")) as string;
     const bytes = sim.snapshot(journal) as Uint8Array;
     const at = Math.floor(bytes.length / 2);
     sim.corrupt(journal, at, new Uint8Array([bytes[at] ^ 0x10]));
@@ -1051,7 +1238,8 @@ describe("store on the simulated disk: limits and retention", () => {
     const sim = new SimDisk({ seed: 33 });
     {
       const { store } = await Store.open(sim.view(), SMALL_LIMITS);
-      for (let seq = 1; seq <= 400; seq++) store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 30));
+      for (let seq = 1; seq <= 400; seq++)
+        store.append(seq, seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 30));
       await store.commit();
       await store.close();
     }
@@ -1079,7 +1267,9 @@ describe("store on the simulated disk: limits and retention", () => {
     open();
     const messages = await batch;
     expect(messages.length).toBeGreaterThan(0);
-    expect(messages.map((m) => m.seq)).toEqual(Array.from({ length: messages.length }, (_, i) => i + 1));
+    expect(messages.map((m) => m.seq)).toEqual(
+      Array.from({ length: messages.length }, (_, i) => i + 1),
+    );
     await closing;
     await expect(reader.nextBatch()).rejects.toThrow(/closed/);
   });
@@ -1096,7 +1286,12 @@ describe("store on the simulated disk: limits and retention", () => {
     });
     const { store } = await Store.open(disk, SMALL_LIMITS);
     for (let seq = 1; seq <= 400; seq++) {
-      store.append(seq, seq <= 200 ? seq : 1_000_000 + seq, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+      store.append(
+        seq,
+        seq <= 200 ? seq : 1_000_000 + seq,
+        TOPICS[seq % TOPICS.length],
+        payloadOf(seq, 20),
+      );
       if (seq % 200 === 0) await store.commit().then(() => store.sortAll());
     }
     const packs = () => sim.paths().filter((path) => path.endsWith(".pak")).length;
@@ -1115,20 +1310,28 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(reopened.recovery.problems).toEqual([]);
     expect(packs()).toBeLessThan(before);
     const seqs: number[] = [];
-    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 }))
+      seqs.push(message.seq);
     expect(seqs[seqs.length - 1]).toBe(400);
     expect(seqs[0]).toBeGreaterThan(1);
     await reopened.store.close();
   });
 
   test("appends and their flush during sortAll do not start a second sort beside it: no store failure, no overlapping segments", async () => {
-    const limits = { ...SMALL_LIMITS, journalRetainedBytesMax: 1_000_000, segmentBytesMax: 600, segmentAgeUsMax: 1e15, readBatchBytesMax: 256 };
+    const limits = {
+      ...SMALL_LIMITS,
+      journalRetainedBytesMax: 1_000_000,
+      segmentBytesMax: 600,
+      segmentAgeUsMax: 1e15,
+      readBatchBytesMax: 256,
+    };
     for (const seed of [1, 2, 3]) {
       const disk = new SimDisk({ seed });
       const { store } = await Store.open(disk, limits);
       let seq = 1;
       // Below every trigger: nothing closes in the background.
-      for (; seq <= 60; seq++) store.append(seq, seq, TOPICS[(seq * 7 + seed) % 5], payloadOf(seq, 30));
+      for (; seq <= 60; seq++)
+        store.append(seq, seq, TOPICS[(seq * 7 + seed) % 5], payloadOf(seq, 30));
       await store.commit();
       await store.idle();
       const sorting = store.sortAll();
@@ -1143,10 +1346,12 @@ describe("store on the simulated disk: limits and retention", () => {
       const reopened = await Store.open(disk, limits);
       expect(reopened.recovery.problems).toEqual([]);
       for (const partition of reopened.store.layout()) {
-        for (let i = 1; i < partition.segments.length; i++) expect(partition.segments[i].firstSeq).toBeGreaterThan(partition.segments[i - 1].lastSeq);
+        for (let i = 1; i < partition.segments.length; i++)
+          expect(partition.segments[i].firstSeq).toBeGreaterThan(partition.segments[i - 1].lastSeq);
       }
       const seqs: number[] = [];
-      for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+      for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 }))
+        seqs.push(message.seq);
       expect(seqs).toEqual(Array.from({ length: seq - 1 }, (_, i) => i + 1));
       await reopened.store.close();
     }
@@ -1156,17 +1361,26 @@ describe("store on the simulated disk: limits and retention", () => {
     const disk = new SimDisk({ seed: 3 });
     const { store } = await Store.open(disk, {});
     // One sort batch, one pack: app/orders' segment (older), then ops/metrics'.
-    for (let seq = 1; seq <= 100; seq++) store.append(seq, seq * 1000, seq > 50 ? "ops/metrics" : seq % 2 ? "app/orders/created" : "app/orders/paid", payloadOf(seq, 40));
+    for (let seq = 1; seq <= 100; seq++)
+      store.append(
+        seq,
+        seq * 1000,
+        seq > 50 ? "ops/metrics" : seq % 2 ? "app/orders/created" : "app/orders/paid",
+        payloadOf(seq, 40),
+      );
     await store.commit();
     await store.sortAll();
     const layout = store.layout();
     const orders = layout.find((partition) => partition.partition === "app/orders")!;
-    const total = layout.flatMap((partition) => partition.segments).reduce((sum, segment) => sum + segment.bytes, 0);
+    const total = layout
+      .flatMap((partition) => partition.segments)
+      .reduce((sum, segment) => sum + segment.bytes, 0);
     let retained: Promise<RetainResult> | null = null;
     // The split of app/orders, with the maintenance timer's retention (by bytes: app/orders'
     // segment, the oldest, is its victim) starting while the switch is under way.
     const host = {
-      layout: async () => store.layout().filter((partition) => partition.partition === "app/orders"),
+      layout: async () =>
+        store.layout().filter((partition) => partition.partition === "app/orders"),
       reserveIds: async (count: number) => store.reserveIds(count),
       switchLayout: (swap: LayoutSwap) => {
         const switching = store.switchLayout(swap);
@@ -1174,7 +1388,11 @@ describe("store on the simulated disk: limits and retention", () => {
         return switching;
       },
     };
-    const report = await executeSplit(host, inProcessRunner(disk, { crc32: nativeCrc32 }), disk, { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 });
+    const report = await executeSplit(host, inProcessRunner(disk, { crc32: nativeCrc32 }), disk, {
+      plan: { algorithm: "adaptive", maxStores: 64 },
+      workers: 1,
+      intervalBytes: 256,
+    });
     expect(report.switched).toBe(true);
     // Retention chose after the switch: the segment it had replaced is not among what it removed
     // (before, it was, and its pack was released a second time and deleted under ops/metrics).
@@ -1214,7 +1432,8 @@ describe("store on the simulated disk: limits and retention", () => {
     expect(reopened.recovery.problems).toEqual([]);
     expect(reopened.recovery.manifestRebuilt).toBeFalsy();
     const seqs: number[] = [];
-    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 }))
+      seqs.push(message.seq);
     expect([1, 91]).toContain(seqs[0]);
     expect(seqs).toEqual(Array.from({ length: 181 - seqs[0] }, (_, i) => seqs[0] + i));
     await reopened.store.close();
@@ -1223,12 +1442,24 @@ describe("store on the simulated disk: limits and retention", () => {
   test("retention of a few subtree stores, its SWAP the manifest's last record (shorter than an ADD), then a clean restart: the store opens", async () => {
     const disk = new SimDisk({ seed: 5 });
     const { store } = await Store.open(disk, SMALL_LIMITS);
-    for (let seq = 1; seq <= 200; seq++) store.append(seq, seq * 1000, seq % 2 ? "app/orders/created" : "app/orders/paid", payloadOf(seq, 20));
+    for (let seq = 1; seq <= 200; seq++)
+      store.append(
+        seq,
+        seq * 1000,
+        seq % 2 ? "app/orders/created" : "app/orders/paid",
+        payloadOf(seq, 20),
+      );
     await store.commit();
     await store.sortAll();
-    const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32: nativeCrc32 }), disk, { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 });
+    const report = await executeSplit(
+      storeHost(store),
+      inProcessRunner(disk, { crc32: nativeCrc32 }),
+      disk,
+      { plan: { algorithm: "adaptive", maxStores: 64 }, workers: 1, intervalBytes: 256 },
+    );
     expect(report.switched).toBe(true);
-    for (let seq = 201; seq <= 260; seq++) store.append(seq, 10_000_000 + seq * 1000, "ops/metrics", payloadOf(seq, 20));
+    for (let seq = 201; seq <= 260; seq++)
+      store.append(seq, 10_000_000 + seq * 1000, "ops/metrics", payloadOf(seq, 20));
     await store.commit();
     await store.sortAll();
     const stores = store.layout().flatMap((partition) => partition.stores).length;
@@ -1239,7 +1470,8 @@ describe("store on the simulated disk: limits and retention", () => {
     const reopened = await Store.open(disk, SMALL_LIMITS);
     expect(reopened.recovery.problems).toEqual([]);
     const seqs: number[] = [];
-    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 })) seqs.push(message.seq);
+    for await (const message of reopened.store.read(Filter.of("**"), { seq: 1 }))
+      seqs.push(message.seq);
     expect(seqs).toEqual(Array.from({ length: 60 }, (_, i) => 201 + i));
     await reopened.store.close();
   });
@@ -1253,7 +1485,12 @@ describe("store on the simulated disk: limits and retention", () => {
  * neighbouring segments of a pack reads the index images between them too: those count as
  * stored bytes.)
  */
-async function expectWholeStream(store: Store, count: number, topicOf: (seq: number) => string, payload: (seq: number) => Uint8Array): Promise<void> {
+async function expectWholeStream(
+  store: Store,
+  count: number,
+  topicOf: (seq: number) => string,
+  payload: (seq: number) => Uint8Array,
+): Promise<void> {
   for (const borrow of [false, true]) {
     const bytesBefore = store.stats().bytesRead;
     const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow });
@@ -1270,8 +1507,11 @@ async function expectWholeStream(store: Store, count: number, topicOf: (seq: num
     }
     expect(expected).toBe(count + 1);
     let indexImageBytes = 0;
-    for (const partition of store.layout()) for (const segment of partition.segments) indexImageBytes += segment.pack?.indexBytes ?? 0;
-    expect(store.stats().bytesRead - bytesBefore).toBeLessThanOrEqual(store.stats().segmentBytes + indexImageBytes);
+    for (const partition of store.layout())
+      for (const segment of partition.segments) indexImageBytes += segment.pack?.indexBytes ?? 0;
+    expect(store.stats().bytesRead - bytesBefore).toBeLessThanOrEqual(
+      store.stats().segmentBytes + indexImageBytes,
+    );
   }
 }
 
@@ -1287,7 +1527,10 @@ function imageHeaderBytes(image: Uint8Array): number {
  * `sim`'s disk whose reads of the second pack first await what `hold()` returns, if anything; the
  * second pack is the second one on disk when `packsWritten()` is called.
  */
-function secondPackReads(sim: SimDisk, hold: () => Promise<void> | null): { disk: Disk; packsWritten: () => void } {
+function secondPackReads(
+  sim: SimDisk,
+  hold: () => Promise<void> | null,
+): { disk: Disk; packsWritten: () => void } {
   let secondPack = "";
   const disk = withPackReads(sim.view(), async (read, path) => {
     if (path === secondPack) await hold();
@@ -1298,14 +1541,21 @@ function secondPackReads(sim: SimDisk, hold: () => Promise<void> | null): { disk
 
 /** Seqs 1–4,000 over 40 partitions (`p<seq % 40>/x`, 30-byte payloads), sorted twice: each partition has an image in each of two packs. */
 async function sortInTwoPacks(store: Store): Promise<void> {
-  for (const [from, to] of [[1, 2000], [2001, 4000]]) {
-    for (let seq = from; seq <= to; seq++) store.append(seq, seq, `p${seq % 40}/x`, payloadOf(seq, 30));
+  for (const [from, to] of [
+    [1, 2000],
+    [2001, 4000],
+  ]) {
+    for (let seq = from; seq <= to; seq++)
+      store.append(seq, seq, `p${seq % 40}/x`, payloadOf(seq, 30));
     await store.commit();
     await store.sortAll();
   }
 }
 
-function withPackReads(inner: Disk, through: (read: () => Promise<number>, path: string) => Promise<number>): Disk {
+function withPackReads(
+  inner: Disk,
+  through: (read: () => Promise<number>, path: string) => Promise<number>,
+): Disk {
   return {
     list: (dir) => inner.list(dir),
     mkdir: (dir) => inner.mkdir(dir),

@@ -43,7 +43,12 @@ async function runScenario(seed: number, policy: FsyncPolicy, rounds: Round[]): 
     const publisher = (async () => {
       for (let i = 0; i < round.messages && !crashed; i++) {
         const seq = store.nextSeq;
-        const message = { seq, timeUs: seq * 1000, topic: TOPICS[(seq * 5 + i) % TOPICS.length], payload: payloadOf(seq) };
+        const message = {
+          seq,
+          timeUs: seq * 1000,
+          topic: TOPICS[(seq * 5 + i) % TOPICS.length],
+          payload: payloadOf(seq),
+        };
         try {
           store.append(seq, message.timeUs, message.topic, message.payload);
         } catch {
@@ -92,9 +97,13 @@ const roundArb = fc.record({
 describe("store crash recovery on the simulated disk", () => {
   test("fsync always: acknowledged messages survive any crash point; no hole, no duplicate", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 - 1 }), fc.array(roundArb, { minLength: 1, maxLength: 4 }), async (seed, rounds) => {
-        await runScenario(seed, "always", rounds);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+        fc.array(roundArb, { minLength: 1, maxLength: 4 }),
+        async (seed, rounds) => {
+          await runScenario(seed, "always", rounds);
+        },
+      ),
       fcParams({ runs: 60 }),
     );
   });
@@ -121,7 +130,8 @@ describe("store crash recovery on the simulated disk", () => {
     const count = 100;
     const fill = async (disk: Disk) => {
       const { store } = await Store.open(disk, SMALL_LIMITS);
-      for (let seq = 1; seq <= count; seq++) store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
+      for (let seq = 1; seq <= count; seq++)
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq, 20));
       await store.commit();
       await store.idle();
       return store;

@@ -19,7 +19,10 @@ const dir = tempDir("aria-kill-");
 afterAll(() => dir.remove());
 
 async function runChild(killAfterMs: number): Promise<{ acked: number; started: number }> {
-  const child = Bun.spawn([process.execPath, join(import.meta.dir, "fixtures/store_publisher.ts"), dir.path], { stdout: "pipe", stderr: "inherit" });
+  const child = Bun.spawn(
+    [process.execPath, join(import.meta.dir, "fixtures/store_publisher.ts"), dir.path],
+    { stdout: "pipe", stderr: "inherit" },
+  );
   let acked = 0;
   let started = 0;
   let text = "";
@@ -48,31 +51,34 @@ async function runChild(killAfterMs: number): Promise<{ acked: number; started: 
   return { acked, started };
 }
 
-test(
-  `SIGKILL at random moments (${ROUNDS} rounds): acknowledged messages survive intact, no hole`,
-  async () => {
-    const prng = new Prng(Number(process.env.FC_SEED ?? 0x41524941));
-    let totalAcked = 0;
-    for (let round = 0; round < ROUNDS; round++) {
-      const { acked, started } = await runChild(prng.nextRange(20, 400));
-      const { store, recovery } = await Store.open(new BunDisk(dir.path), { ...KILL_TEST_LIMITS, crc32: nativeCrc32 });
-      expect(recovery.problems).toEqual([]);
-      expect(store.nextSeq).toBeGreaterThanOrEqual(started);
-      expect(store.nextSeq - 1).toBeGreaterThanOrEqual(acked);
-      let expected = 1;
-      for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
-        expect(message.seq).toBe(expected);
-        const want = messageOf(expected);
-        if (message.topic !== want.topic || message.timeUs !== want.timeUs || Buffer.compare(message.payload, want.payload) !== 0) {
-          throw new Error(`round ${round}: message ${expected} differs from what was published`);
-        }
-        expected++;
+test(`SIGKILL at random moments (${ROUNDS} rounds): acknowledged messages survive intact, no hole`, async () => {
+  const prng = new Prng(Number(process.env.FC_SEED ?? 0x41524941));
+  let totalAcked = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    const { acked, started } = await runChild(prng.nextRange(20, 400));
+    const { store, recovery } = await Store.open(new BunDisk(dir.path), {
+      ...KILL_TEST_LIMITS,
+      crc32: nativeCrc32,
+    });
+    expect(recovery.problems).toEqual([]);
+    expect(store.nextSeq).toBeGreaterThanOrEqual(started);
+    expect(store.nextSeq - 1).toBeGreaterThanOrEqual(acked);
+    let expected = 1;
+    for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
+      expect(message.seq).toBe(expected);
+      const want = messageOf(expected);
+      if (
+        message.topic !== want.topic ||
+        message.timeUs !== want.timeUs ||
+        Buffer.compare(message.payload, want.payload) !== 0
+      ) {
+        throw new Error(`round ${round}: message ${expected} differs from what was published`);
       }
-      expect(expected).toBe(store.nextSeq);
-      totalAcked = Math.max(totalAcked, acked);
-      await store.close({ sort: round % 3 === 0 });
+      expected++;
     }
-    expect(totalAcked).toBeGreaterThan(0);
-  },
-  120_000,
-);
+    expect(expected).toBe(store.nextSeq);
+    totalAcked = Math.max(totalAcked, acked);
+    await store.close({ sort: round % 3 === 0 });
+  }
+  expect(totalAcked).toBeGreaterThan(0);
+}, 120_000);

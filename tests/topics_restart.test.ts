@@ -5,7 +5,13 @@
  * and empty after any restart.
  */
 import { afterAll, expect, test } from "bun:test";
-import { type AriaServer, cleanupAll, makeTempDir, runAria, startAria } from "./fixtures/e2e_server.ts";
+import {
+  type AriaServer,
+  cleanupAll,
+  makeTempDir,
+  runAria,
+  startAria,
+} from "./fixtures/e2e_server.ts";
 
 afterAll(() => cleanupAll());
 
@@ -31,11 +37,20 @@ test("/api/topics after a clean restart and after kill -9 equals what it was bef
   await publish(first.tcpUrl, "ops/logs/web/eu", 50, 20);
   await publish(first.tcpUrl, "solo", 2, 7);
   const published = await topics(first);
-  const root = (published[1] as { source: string; node: { messages: number; bytes: number; topics: number } });
+  const root = published[1] as {
+    source: string;
+    node: { messages: number; bytes: number; topics: number };
+  };
   expect(root.source).toBe("persisted");
-  expect(root.node).toMatchObject({ messages: 95, topics: 5, bytes: 30 * 40 + 10 * 100 + 3 * 5 + 50 * 20 + 2 * 7 });
+  expect(root.node).toMatchObject({
+    messages: 95,
+    topics: 5,
+    bytes: 30 * 40 + 10 * 100 + 3 * 5 + 50 * 20 + 2 * 7,
+  });
   // Published since start, the same on a fresh server.
-  const live = (await (await fetch(`${first.adminUrl}/api/topics?depth=8&source=live`)).json()) as { node: unknown };
+  const live = (await (await fetch(`${first.adminUrl}/api/topics?depth=8&source=live`)).json()) as {
+    node: unknown;
+  };
   expect(live.node).toEqual((published[0] as { node: unknown }).node);
 
   expect(await first.stop()).toBe(0); // sorts the journal into segments

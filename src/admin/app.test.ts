@@ -8,7 +8,13 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { RECOVERY_SECONDS_BOUNDS } from "../broker/broker.ts";
 import { runCli } from "../cli/mod.ts";
-import { ADMIN_METRICS_PARTITIONS_MAX, ADMIN_SPLIT_TOPICS_MAX, ADMIN_TREE_CHILDREN_MAX, ADMIN_TREE_DEPTH_MAX, ADMIN_VOLUMES_BODY_BYTES_MAX } from "../constants.ts";
+import {
+  ADMIN_METRICS_PARTITIONS_MAX,
+  ADMIN_SPLIT_TOPICS_MAX,
+  ADMIN_TREE_CHILDREN_MAX,
+  ADMIN_TREE_DEPTH_MAX,
+  ADMIN_VOLUMES_BODY_BYTES_MAX,
+} from "../constants.ts";
 import type { VolumeRow } from "../split/mod.ts";
 import { Histogram } from "../stdx/histogram.ts";
 import { createAdminApp } from "./app.ts";
@@ -22,7 +28,9 @@ const DATASETS = join(import.meta.dir, "../../../shared/datasets");
  * its live ones (a server that has not restarted) unless `persisted` says otherwise (null: a
  * server that cannot measure them).
  */
-function fakeServer(options: { token?: string; rows?: VolumeRow[]; persisted?: VolumeRow[] | null } = {}) {
+function fakeServer(
+  options: { token?: string; rows?: VolumeRow[]; persisted?: VolumeRow[] | null } = {},
+) {
   const state = {
     nowUs: 1_700_000_000_000_000,
     messages: 0,
@@ -35,7 +43,10 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[]; persisted?: V
       { topic: "ops", bytes: 50, messages: 5 },
     ],
   };
-  const recovery = { tip: new Histogram(RECOVERY_SECONDS_BOUNDS), disk: new Histogram(RECOVERY_SECONDS_BOUNDS) };
+  const recovery = {
+    tip: new Histogram(RECOVERY_SECONDS_BOUNDS),
+    disk: new Histogram(RECOVERY_SECONDS_BOUNDS),
+  };
   recovery.tip.observe(0.002);
   recovery.tip.observe(0.3);
   recovery.disk.observe(7);
@@ -88,7 +99,12 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[]; persisted?: V
   });
   const dependencies: AdminDependencies = {
     stats,
-    volumes: (source) => (source === "live" ? state.rows : options.persisted === undefined ? state.rows : options.persisted),
+    volumes: (source) =>
+      source === "live"
+        ? state.rows
+        : options.persisted === undefined
+          ? state.rows
+          : options.persisted,
     recoverySeconds: () => recovery,
     split: () => ({ storeBytes: 0, last: null }),
     clock: { nowUs: () => state.nowUs },
@@ -97,7 +113,9 @@ function fakeServer(options: { token?: string; rows?: VolumeRow[]; persisted?: V
   return { app: createAdminApp(dependencies), state };
 }
 
-async function json(response: Response | Promise<Response>): Promise<{ status: number; body: any }> {
+async function json(
+  response: Response | Promise<Response>,
+): Promise<{ status: number; body: any }> {
   const awaited = await response;
   return { status: awaited.status, body: await awaited.json() };
 }
@@ -117,11 +135,19 @@ describe("health, stats and rates", () => {
     const first = await json(app.request("/api/stats"));
     expect(first.status).toBe(200);
     expect(Object.keys(first.body)).toEqual(["broker", "tip", "store", "rates", "split", "timeUs"]);
-    expect(first.body.rates).toEqual({ messagesPerSecond: null, bytesPerSecond: null, windowSeconds: 0 });
+    expect(first.body.rates).toEqual({
+      messagesPerSecond: null,
+      bytesPerSecond: null,
+      windowSeconds: 0,
+    });
     state.nowUs += 1_000_000;
     state.messages += 250;
     state.bytes += 25_000;
-    expect((await json(app.request("/api/stats"))).body.rates).toEqual({ messagesPerSecond: 250, bytesPerSecond: 25_000, windowSeconds: 1 });
+    expect((await json(app.request("/api/stats"))).body.rates).toEqual({
+      messagesPerSecond: 250,
+      bytesPerSecond: 25_000,
+      windowSeconds: 1,
+    });
     // Ten more seconds at 100 msg/s: the 5 s window forgets the first burst.
     for (let second = 0; second < 10; second++) {
       state.nowUs += 1_000_000;
@@ -138,8 +164,14 @@ describe("health, stats and rates", () => {
 
   test("unknown routes and methods are 404 with a JSON reason", async () => {
     const { app } = fakeServer();
-    expect(await json(app.request("/api/nothing"))).toEqual({ status: 404, body: { error: "no route GET /api/nothing" } });
-    expect(await json(app.request("/api/stats", { method: "DELETE" }))).toEqual({ status: 404, body: { error: "no route DELETE /api/stats" } });
+    expect(await json(app.request("/api/nothing"))).toEqual({
+      status: 404,
+      body: { error: "no route GET /api/nothing" },
+    });
+    expect(await json(app.request("/api/stats", { method: "DELETE" }))).toEqual({
+      status: 404,
+      body: { error: "no route DELETE /api/stats" },
+    });
     expect((await app.request("/ui/missing.js")).status).toBe(404);
   });
 });
@@ -271,16 +303,25 @@ describe("/metrics", () => {
 
   test("partition labels are bounded: the largest by bytes, the rest summed as *other*", async () => {
     const rows: VolumeRow[] = [];
-    for (let index = 0; index < ADMIN_METRICS_PARTITIONS_MAX + 5; index++) rows.push({ topic: `p${String(index).padStart(2, "0")}/x/y`, bytes: 1000 + index, messages: 1 });
+    for (let index = 0; index < ADMIN_METRICS_PARTITIONS_MAX + 5; index++)
+      rows.push({
+        topic: `p${String(index).padStart(2, "0")}/x/y`,
+        bytes: 1000 + index,
+        messages: 1,
+      });
     rows.push({ topic: "other", bytes: 1, messages: 7 }); // a real partition named "other" stays distinct
     const { app } = fakeServer({ rows });
     const text = await (await app.request("/metrics")).text();
     checkExposition(text);
-    const bytesLines = text.split("\n").filter((line) => line.startsWith("aria_partition_published_bytes_total{"));
+    const bytesLines = text
+      .split("\n")
+      .filter((line) => line.startsWith("aria_partition_published_bytes_total{"));
     expect(bytesLines.length).toBe(ADMIN_METRICS_PARTITIONS_MAX + 1);
     expect(bytesLines[0]).toBe(`aria_partition_published_bytes_total{partition="p24/x"} 1024`);
     // Below the top 20 (p05..p24): p00..p04 and "other".
-    expect(bytesLines.at(-1)).toBe(`aria_partition_published_bytes_total{partition="*other*"} ${1000 + 1001 + 1002 + 1003 + 1004 + 1}`);
+    expect(bytesLines.at(-1)).toBe(
+      `aria_partition_published_bytes_total{partition="*other*"} ${1000 + 1001 + 1002 + 1003 + 1004 + 1}`,
+    );
     expect(text).toContain(`aria_partition_published_messages_total{partition="*other*"} 12\n`);
     expect(text).toContain("aria_partitions_published 26\n");
   });
@@ -323,9 +364,51 @@ describe("/metrics", () => {
 
 /** A server that has seen nothing. */
 const EMPTY_STATS: ServerStats = {
-  broker: { connections: 0, subscriptions: 0, subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 }, messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, publishersPaused: 0, nextSeq: 1, visibleSeq: 1, recoveries: { disk: 0, tip: 0 } },
-  tip: { capacityBytes: 1024, bytesUsed: 0, records: 0, firstSeq: 1, nextSeq: 1, poolBlocksUsed: 0, poolBlocksFree: 2, poolBlocksMax: 2, indexEntriesLive: 0, indexBytesUsed: 0, evictionsForPool: 0 },
-  store: { nextSeq: 1, committedSeq: 0, partitions: 0, journals: 1, journalBytes: 0, spareJournalBytes: 0, segments: 0, segmentBytes: 0, pendingRecords: 0, pendingBytes: 0, segmentsWritten: 0, manifestBytes: 0, openFiles: 0, fileOpens: 0, stores: 0, storeBytes: 0, bytesRead: 0 },
+  broker: {
+    connections: 0,
+    subscriptions: 0,
+    subscriptionsByPhase: { resolving: 0, disk: 0, tip: 0, live: 0, stalled: 0 },
+    messagesPublished: 0,
+    bytesPublished: 0,
+    messagesDelivered: 0,
+    messagesDeliveredShared: 0,
+    publishersPaused: 0,
+    nextSeq: 1,
+    visibleSeq: 1,
+    recoveries: { disk: 0, tip: 0 },
+  },
+  tip: {
+    capacityBytes: 1024,
+    bytesUsed: 0,
+    records: 0,
+    firstSeq: 1,
+    nextSeq: 1,
+    poolBlocksUsed: 0,
+    poolBlocksFree: 2,
+    poolBlocksMax: 2,
+    indexEntriesLive: 0,
+    indexBytesUsed: 0,
+    evictionsForPool: 0,
+  },
+  store: {
+    nextSeq: 1,
+    committedSeq: 0,
+    partitions: 0,
+    journals: 1,
+    journalBytes: 0,
+    spareJournalBytes: 0,
+    segments: 0,
+    segmentBytes: 0,
+    pendingRecords: 0,
+    pendingBytes: 0,
+    segmentsWritten: 0,
+    manifestBytes: 0,
+    openFiles: 0,
+    fileOpens: 0,
+    stores: 0,
+    storeBytes: 0,
+    bytesRead: 0,
+  },
 };
 
 /**
@@ -351,10 +434,17 @@ function checkExposition(text: string): void {
       continue;
     }
     if (line.startsWith("# ")) continue;
-    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? (-?[0-9.e+]+|NaN|[+-]Inf)$/.exec(line);
+    const sample =
+      /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? (-?[0-9.e+]+|NaN|[+-]Inf)$/.exec(
+        line,
+      );
     if (sample === null) throw new Error(`not a sample line: ${JSON.stringify(line)}`);
-    const family = declared.get(current) === "histogram" ? sample[1].replace(/_(bucket|sum|count)$/, "") : sample[1];
-    if (family !== current) throw new Error(`sample ${sample[1]} outside its family (current ${current})`);
+    const family =
+      declared.get(current) === "histogram"
+        ? sample[1].replace(/_(bucket|sum|count)$/, "")
+        : sample[1];
+    if (family !== current)
+      throw new Error(`sample ${sample[1]} outside its family (current ${current})`);
   }
 }
 
@@ -446,7 +536,8 @@ describe("/api/topics", () => {
 
   test("the root, one level deep by default; children beyond the cap are counted", async () => {
     const rows: VolumeRow[] = [];
-    for (let index = 0; index < ADMIN_TREE_CHILDREN_MAX + 3; index++) rows.push({ topic: `wide/t${index}`, bytes: index, messages: 1 });
+    for (let index = 0; index < ADMIN_TREE_CHILDREN_MAX + 3; index++)
+      rows.push({ topic: `wide/t${index}`, bytes: index, messages: 1 });
     rows.push({ topic: "narrow/x", bytes: 1, messages: 1 });
     const { app } = fakeServer({ rows });
     const root = (await json(app.request("/api/topics"))).body.node;
@@ -461,25 +552,53 @@ describe("/api/topics", () => {
   });
 
   test("by default what the data directory holds (persisted); source=live what was published since start", async () => {
-    const { app } = fakeServer({ rows: [{ topic: "a/b", bytes: 10, messages: 1 }], persisted: [{ topic: "a/b", bytes: 30, messages: 3 }, { topic: "c", bytes: 5, messages: 1 }] });
+    const { app } = fakeServer({
+      rows: [{ topic: "a/b", bytes: 10, messages: 1 }],
+      persisted: [
+        { topic: "a/b", bytes: 30, messages: 3 },
+        { topic: "c", bytes: 5, messages: 1 },
+      ],
+    });
     const held = (await json(app.request("/api/topics"))).body;
-    expect([held.source, held.node.messages, held.node.bytes, held.node.topics]).toEqual(["persisted", 4, 35, 2]);
+    expect([held.source, held.node.messages, held.node.bytes, held.node.topics]).toEqual([
+      "persisted",
+      4,
+      35,
+      2,
+    ]);
     const live = (await json(app.request("/api/topics?source=live"))).body;
-    expect([live.source, live.node.messages, live.node.bytes, live.node.topics]).toEqual(["live", 1, 10, 1]);
+    expect([live.source, live.node.messages, live.node.bytes, live.node.topics]).toEqual([
+      "live",
+      1,
+      10,
+      1,
+    ]);
   });
 
   test("bad parameters are 400 with the reason; an unknown prefix 404; persisted volumes 501 where not measured", async () => {
     const { app } = fakeServer({ persisted: null });
     const cases: [string, number, string][] = [
       ["/api/topics?prefix=a//b", 400, 'prefix "a//b": topic has an empty segment at byte 2'],
-      ["/api/topics?prefix=a/*", 400, "prefix \"a/*\": "],
+      ["/api/topics?prefix=a/*", 400, 'prefix "a/*": '],
       ["/api/topics?depth=x", 400, 'depth "x" is not a whole number'],
-      [`/api/topics?depth=${ADMIN_TREE_DEPTH_MAX + 1}`, 400, `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`],
+      [
+        `/api/topics?depth=${ADMIN_TREE_DEPTH_MAX + 1}`,
+        400,
+        `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`,
+      ],
       ["/api/topics?source=disk", 400, 'source "disk" is not live or persisted'],
       ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth)'],
       ["/api/topics?source=live&prefix=nope", 404, 'no topic under "nope" in the live volumes'],
-      ["/api/topics?source=live&prefix=app/ord", 404, 'no topic under "app/ord" in the live volumes'],
-      ["/api/topics?source=persisted", 501, "the persisted volume source is not available on this server yet"],
+      [
+        "/api/topics?source=live&prefix=app/ord",
+        404,
+        'no topic under "app/ord" in the live volumes',
+      ],
+      [
+        "/api/topics?source=persisted",
+        501,
+        "the persisted volume source is not available on this server yet",
+      ],
       ["/api/topics", 501, "the persisted volume source is not available on this server yet"],
     ];
     for (const [path, status, reason] of cases) {
@@ -505,9 +624,15 @@ describe("/api/split/plan", () => {
       const { app } = fakeServer();
       const csv = readFileSync(join(DATASETS, `${dataset}.csv`), "utf8");
       for (const algorithm of ["heuristic", "adaptive"]) {
-        const response = await app.request(`/api/split/plan?algorithm=${algorithm}`, { method: "POST", body: csv, headers: { "Content-Type": "text/csv" } });
+        const response = await app.request(`/api/split/plan?algorithm=${algorithm}`, {
+          method: "POST",
+          body: csv,
+          headers: { "Content-Type": "text/csv" },
+        });
         expect(response.status).toBe(200);
-        expect(await response.text()).toBe(JSON.stringify(await cliPlan(csv, ["--algorithm", algorithm])));
+        expect(await response.text()).toBe(
+          JSON.stringify(await cliPlan(csv, ["--algorithm", algorithm])),
+        );
       }
     });
   }
@@ -518,26 +643,48 @@ describe("/api/split/plan", () => {
     const cases: [string, string, string][] = [
       ["GET", "/api/split/plan", "algorithm is required (heuristic or adaptive)"],
       ["GET", "/api/split/plan?algorithm=best", 'algorithm "best" is not heuristic or adaptive'],
-      ["GET", "/api/split/plan?algorithm=heuristic&maxStores=4", "maxStores applies to algorithm adaptive only"],
-      ["GET", "/api/split/plan?algorithm=adaptive&maxStores=-1", 'maxStores "-1" is not a whole number'],
+      [
+        "GET",
+        "/api/split/plan?algorithm=heuristic&maxStores=4",
+        "maxStores applies to algorithm adaptive only",
+      ],
+      [
+        "GET",
+        "/api/split/plan?algorithm=adaptive&maxStores=-1",
+        'maxStores "-1" is not a whole number',
+      ],
       ["GET", "/api/split/plan?algorithm=adaptive&maxStores=0", "maxStores 0 is not between 1 and"],
       ["GET", "/api/split/plan?algorithm=adaptive&max_stores=4", 'unknown parameter "max_stores"'],
-      ["POST", "/api/split/plan?algorithm=adaptive&source=live", 'unknown parameter "source" (expected algorithm, maxStores)'],
+      [
+        "POST",
+        "/api/split/plan?algorithm=adaptive&source=live",
+        'unknown parameter "source" (expected algorithm, maxStores)',
+      ],
       ["GET", "/api/split/compare?maxStores=two", 'maxStores "two" is not a whole number'],
     ];
     for (const [method, path, reason] of cases) {
-      const answer = await json(app.request(path, method === "POST" ? { method, body: table } : { method }));
+      const answer = await json(
+        app.request(path, method === "POST" ? { method, body: table } : { method }),
+      );
       expect({ path, status: answer.status }).toEqual({ path, status: 400 });
       expect(answer.body.error).toStartWith(reason);
     }
     const bodies: [string, string][] = [
       ["", 'volume table: line 1: header is "", expected "topic,bytes,messages"'],
       ["topic,bytes,messages\na/b,1,1\na//c,2,2\n", 'volume table: line 3: invalid topic "a//c"'],
-      ["topic,bytes,messages\na/b,1,1\na/b,2,2\n", 'volume table: line 3: duplicate topic "a/b" (first on line 2)'],
-      ["topic,bytes,messages\na/b,lots,1\n", 'volume table: line 2: bytes "lots" is not a whole number'],
+      [
+        "topic,bytes,messages\na/b,1,1\na/b,2,2\n",
+        'volume table: line 3: duplicate topic "a/b" (first on line 2)',
+      ],
+      [
+        "topic,bytes,messages\na/b,lots,1\n",
+        'volume table: line 2: bytes "lots" is not a whole number',
+      ],
     ];
     for (const [body, reason] of bodies) {
-      const answer = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body }));
+      const answer = await json(
+        app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body }),
+      );
       expect(answer.status).toBe(400);
       expect(answer.body.error).toStartWith(reason);
     }
@@ -546,55 +693,93 @@ describe("/api/split/plan", () => {
   test("oversize bodies are 413, declared or streamed; so is a table over the topic limit", async () => {
     const { app } = fakeServer();
     const big = `topic,bytes,messages\n${"a/b,1,1\n".repeat(Math.ceil(ADMIN_VOLUMES_BODY_BYTES_MAX / 8))}`;
-    const declared = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: big, headers: { "Content-Length": String(big.length) } }));
+    const declared = await json(
+      app.request("/api/split/plan?algorithm=heuristic", {
+        method: "POST",
+        body: big,
+        headers: { "Content-Length": String(big.length) },
+      }),
+    );
     expect(declared.status).toBe(413);
-    expect(declared.body.error).toStartWith(`the body is larger than the limit of ${ADMIN_VOLUMES_BODY_BYTES_MAX} bytes`);
+    expect(declared.body.error).toStartWith(
+      `the body is larger than the limit of ${ADMIN_VOLUMES_BODY_BYTES_MAX} bytes`,
+    );
     const bytes = new TextEncoder().encode(big);
     const stream = new ReadableStream<Uint8Array>({
       start(controller) {
-        for (let at = 0; at < bytes.length; at += 1 << 20) controller.enqueue(bytes.subarray(at, at + (1 << 20)));
+        for (let at = 0; at < bytes.length; at += 1 << 20)
+          controller.enqueue(bytes.subarray(at, at + (1 << 20)));
         controller.close();
       },
     });
-    const streamed = await app.request("/api/split/compare", { method: "POST", body: stream, duplex: "half" } as RequestInit);
+    const streamed = await app.request("/api/split/compare", {
+      method: "POST",
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
     expect(streamed.status).toBe(413);
     const rows: VolumeRow[] = [];
-    for (let index = 0; index <= ADMIN_SPLIT_TOPICS_MAX; index++) rows.push({ topic: `t/${index}`, bytes: 1, messages: 1 });
-    const many = await json(app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: csvOf(rows) }));
+    for (let index = 0; index <= ADMIN_SPLIT_TOPICS_MAX; index++)
+      rows.push({ topic: `t/${index}`, bytes: 1, messages: 1 });
+    const many = await json(
+      app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: csvOf(rows) }),
+    );
     expect(many.status).toBe(413);
-    expect(many.body.error).toBe(`the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`);
+    expect(many.body.error).toBe(
+      `the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`,
+    );
   });
 
   test("nothing published yet is 409; persisted volumes 501 where not measured", async () => {
     const { app } = fakeServer({ rows: [], persisted: null });
     const empty = await json(app.request("/api/split/plan?algorithm=heuristic"));
-    expect(empty).toEqual({ status: 409, body: { error: "no topic volumes in the live source yet: publish messages, or upload a volume table" } });
+    expect(empty).toEqual({
+      status: 409,
+      body: {
+        error:
+          "no topic volumes in the live source yet: publish messages, or upload a volume table",
+      },
+    });
     expect((await app.request("/api/split/compare?source=persisted")).status).toBe(501);
   });
 
   test("compare: the table and both plans, for the UI", async () => {
     const { app } = fakeServer();
     const csv = readFileSync(join(DATASETS, "orders-desk.csv"), "utf8");
-    const { status, body } = await json(app.request("/api/split/compare?maxStores=6", { method: "POST", body: csv }));
+    const { status, body } = await json(
+      app.request("/api/split/compare?maxStores=6", { method: "POST", body: csv }),
+    );
     expect(status).toBe(200);
     expect(body.source).toBe("upload");
     expect(body.table.topics.length).toBe(49);
     expect(body.table.bytes.length).toBe(49);
-    expect(body.table.bytesTotal).toBe(body.table.bytes.reduce((sum: number, value: number) => sum + value, 0));
+    expect(body.table.bytesTotal).toBe(
+      body.table.bytes.reduce((sum: number, value: number) => sum + value, 0),
+    );
     expect(body.plans.heuristic).toEqual(await cliPlan(csv, ["--algorithm", "heuristic"]));
-    expect(body.plans.adaptive).toEqual(await cliPlan(csv, ["--algorithm", "adaptive", "--max-stores", "6"]));
-    expect(body.plans.adaptive.metrics.wastedBytesTotal).toBeLessThan(body.plans.heuristic.metrics.wastedBytesTotal);
+    expect(body.plans.adaptive).toEqual(
+      await cliPlan(csv, ["--algorithm", "adaptive", "--max-stores", "6"]),
+    );
+    expect(body.plans.adaptive.metrics.wastedBytesTotal).toBeLessThan(
+      body.plans.heuristic.metrics.wastedBytesTotal,
+    );
   });
 });
 
 /** Runs `aria split plan --json` in-process on `csv` (written to a temp file) and parses its output. */
 async function cliPlan(csv: string, args: string[]): Promise<unknown> {
-  const path = join(Bun.env.TMPDIR ?? "/tmp", `aria-admin-test-${process.pid}-${Math.random().toString(36).slice(2)}.csv`);
+  const path = join(
+    Bun.env.TMPDIR ?? "/tmp",
+    `aria-admin-test-${process.pid}-${Math.random().toString(36).slice(2)}.csv`,
+  );
   await Bun.write(path, csv);
   let stdout = "";
   let stderr = "";
   try {
-    const code = await runCli(["split", "plan", "--volumes", path, "--json", ...args], { out: (text) => void (stdout += text), err: (text) => void (stderr += text) });
+    const code = await runCli(["split", "plan", "--volumes", path, "--json", ...args], {
+      out: (text) => void (stdout += text),
+      err: (text) => void (stderr += text),
+    });
     if (code !== 0) throw new Error(`aria split plan failed (${code}): ${stderr}`);
   } finally {
     await Bun.file(path).delete();
@@ -610,19 +795,41 @@ describe("--admin-token", () => {
     expect((await app.request("/healthz")).status).toBe(200);
     expect((await app.request("/")).status).toBe(200);
     expect((await app.request("/ui/app.js")).status).toBe(200);
-    for (const path of ["/metrics", "/api/stats", "/api/topics", "/api/split/plan?algorithm=heuristic", "/api/split/compare", "/api/nothing"]) {
+    for (const path of [
+      "/metrics",
+      "/api/stats",
+      "/api/topics",
+      "/api/split/plan?algorithm=heuristic",
+      "/api/split/compare",
+      "/api/nothing",
+    ]) {
       const missing = await app.request(path);
       expect({ path, status: missing.status }).toEqual({ path, status: 401 });
       expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="aria-admin"');
-      expect((await missing.json()).error).toBe("this server requires Authorization: Bearer <admin token>");
-      for (const header of [`Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, `Basic ${token}`, token, "Bearer", `Bearer  `]) {
+      expect((await missing.json()).error).toBe(
+        "this server requires Authorization: Bearer <admin token>",
+      );
+      for (const header of [
+        `Bearer ${token}x`,
+        `Bearer ${token.slice(0, -1)}`,
+        `Basic ${token}`,
+        token,
+        "Bearer",
+        `Bearer  `,
+      ]) {
         const wrong = await app.request(path, { headers: { Authorization: header } });
         expect({ path, header, status: wrong.status }).toEqual({ path, header, status: 401 });
       }
       const right = await app.request(path, { headers: { Authorization: `bearer ${token}` } });
-      expect({ path, status: right.status }).toEqual({ path, status: path === "/api/nothing" ? 404 : 200 });
+      expect({ path, status: right.status }).toEqual({
+        path,
+        status: path === "/api/nothing" ? 404 : 200,
+      });
     }
-    const post = await app.request("/api/split/plan?algorithm=heuristic", { method: "POST", body: "topic,bytes,messages\na/b,1,1\n" });
+    const post = await app.request("/api/split/plan?algorithm=heuristic", {
+      method: "POST",
+      body: "topic,bytes,messages\na/b,1,1\n",
+    });
     expect(post.status).toBe(401);
   });
 
@@ -645,7 +852,9 @@ describe("web UI", () => {
     for (const name of referenced) {
       const response = await app.request(`/ui/${name}`);
       expect(response.status).toBe(200);
-      expect(response.headers.get("content-type")).toBe(name.endsWith(".css") ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8");
+      expect(response.headers.get("content-type")).toBe(
+        name.endsWith(".css") ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8",
+      );
     }
   });
 
@@ -662,15 +871,22 @@ describe("web UI", () => {
       }
     }
     // No file is bundled for nothing.
-    expect([...UI_ASSETS.keys()].filter((name) => name.endsWith(".js") && !reached.has(name))).toEqual([]);
+    expect(
+      [...UI_ASSETS.keys()].filter((name) => name.endsWith(".js") && !reached.has(name)),
+    ).toEqual([]);
   });
 
   test("nothing loads from the network: no absolute URLs, no web fonts", async () => {
     const { app } = fakeServer();
-    const files = [await (await app.request("/")).text(), ...[...UI_ASSETS.values()].map((asset) => asset.body)];
+    const files = [
+      await (await app.request("/")).text(),
+      ...[...UI_ASSETS.values()].map((asset) => asset.body),
+    ];
     for (const text of files) {
       // The SVG namespace is a name, not a fetch.
-      const urls = [...text.matchAll(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}[^\s"'`)]*/gi)].map((match) => match[0]).filter((url) => !url.includes("www.w3.org/2000/svg"));
+      const urls = [...text.matchAll(/(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}[^\s"'`)]*/gi)]
+        .map((match) => match[0])
+        .filter((url) => !url.includes("www.w3.org/2000/svg"));
       expect(urls).toEqual([]);
       expect(text).not.toMatch(/@import|@font-face|url\(\s*['"]?http/);
     }

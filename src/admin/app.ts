@@ -28,7 +28,14 @@ import {
   ADMIN_TREE_CHILDREN_MAX,
   ADMIN_VOLUMES_BODY_BYTES_MAX,
 } from "../constants.ts";
-import { parseVolumeTable, planJson, planSplit, volumeTableOf, type VolumeTable, type VolumeTableResult } from "../split/mod.ts";
+import {
+  parseVolumeTable,
+  planJson,
+  planSplit,
+  volumeTableOf,
+  type VolumeTable,
+  type VolumeTableResult,
+} from "../split/mod.ts";
 import { bearerTokenMatches } from "./auth.ts";
 import { renderMetrics } from "./metrics.ts";
 import { compareParams, planParams, topicsParams, type Query } from "./params.ts";
@@ -58,7 +65,11 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   // it is served openly and sends the token on every API call it makes.
   const serveAsset = (c: Context, asset: { body: string; contentType: string } | undefined) => {
     if (asset === undefined) return fail(c, 404, `no route GET ${c.req.path}`);
-    return c.body(asset.body, 200, { "Content-Type": asset.contentType, "Cache-Control": "no-cache", "Content-Security-Policy": UI_CONTENT_SECURITY_POLICY });
+    return c.body(asset.body, 200, {
+      "Content-Type": asset.contentType,
+      "Cache-Control": "no-cache",
+      "Content-Security-Policy": UI_CONTENT_SECURITY_POLICY,
+    });
   };
   app.get("/", (c) => serveAsset(c, UI_INDEX));
   app.get("/ui/:name", (c) => serveAsset(c, UI_ASSETS.get(c.req.param("name"))));
@@ -68,7 +79,13 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     app.use("*", async (c, next) => {
       if (bearerTokenMatches(c.req.header("Authorization"), token)) return next();
       c.header("WWW-Authenticate", 'Bearer realm="aria-admin"');
-      return fail(c, 401, c.req.header("Authorization") === undefined ? "this server requires Authorization: Bearer <admin token>" : "wrong admin token");
+      return fail(
+        c,
+        401,
+        c.req.header("Authorization") === undefined
+          ? "this server requires Authorization: Bearer <admin token>"
+          : "wrong admin token",
+      );
     });
   }
 
@@ -103,13 +120,19 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     const rows = dependencies.volumes(source);
     if (rows === null) return fail(c, 501, unavailable(source));
     const node = topicTreeOf(rows, prefix, { depth, childrenMax: ADMIN_TREE_CHILDREN_MAX });
-    if (node === null) return fail(c, 404, `no topic under ${JSON.stringify(prefix)} in the ${source} volumes`);
+    if (node === null)
+      return fail(c, 404, `no topic under ${JSON.stringify(prefix)} in the ${source} volumes`);
     return c.json({ source, prefix, depth, node });
   });
 
   const limitBody = bodyLimit({
     maxSize: ADMIN_VOLUMES_BODY_BYTES_MAX,
-    onError: (c) => fail(c, 413, `the body is larger than the limit of ${ADMIN_VOLUMES_BODY_BYTES_MAX} bytes; plan bigger tables with 'aria split plan'`),
+    onError: (c) =>
+      fail(
+        c,
+        413,
+        `the body is larger than the limit of ${ADMIN_VOLUMES_BODY_BYTES_MAX} bytes; plan bigger tables with 'aria split plan'`,
+      ),
   });
 
   app.get("/api/split/plan", (c) => {
@@ -146,7 +169,12 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   function liveTable(c: Context, source: VolumeSource): VolumeTable | Response {
     const rows = dependencies.volumes(source);
     if (rows === null) return fail(c, 501, unavailable(source));
-    if (rows.length === 0) return fail(c, 409, `no topic volumes in the ${source} source yet: publish messages, or upload a volume table`);
+    if (rows.length === 0)
+      return fail(
+        c,
+        409,
+        `no topic volumes in the ${source} source yet: publish messages, or upload a volume table`,
+      );
     if (rows.length > ADMIN_SPLIT_TOPICS_MAX) return fail(c, 409, tooManyTopics(rows.length));
     return tableOrFail(c, volumeTableOf(rows), 500);
   }
@@ -154,11 +182,16 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   /** The table of an uploaded CSV body, or the error response. */
   function uploadedTable(c: Context, text: string): VolumeTable | Response {
     const table = tableOrFail(c, parseVolumeTable(text), 400);
-    if (!(table instanceof Response) && table.topics.length > ADMIN_SPLIT_TOPICS_MAX) return fail(c, 413, tooManyTopics(table.topics.length));
+    if (!(table instanceof Response) && table.topics.length > ADMIN_SPLIT_TOPICS_MAX)
+      return fail(c, 413, tooManyTopics(table.topics.length));
     return table;
   }
 
-  function tableOrFail(c: Context, result: VolumeTableResult, status: 400 | 500): VolumeTable | Response {
+  function tableOrFail(
+    c: Context,
+    result: VolumeTableResult,
+    status: 400 | 500,
+  ): VolumeTable | Response {
     return result.ok ? result.table : fail(c, status, `volume table: ${result.reason}`);
   }
 
@@ -169,10 +202,19 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
 }
 
 /** Both planners on one table, and the table itself (the UI draws it). */
-function compare(table: VolumeTable, source: VolumeSource | "upload", maxStores: number | undefined): unknown {
+function compare(
+  table: VolumeTable,
+  source: VolumeSource | "upload",
+  maxStores: number | undefined,
+): unknown {
   return {
     source,
-    table: { topics: table.topics, bytes: Array.from(table.bytes), messages: Array.from(table.messages), bytesTotal: table.bytesTotal },
+    table: {
+      topics: table.topics,
+      bytes: Array.from(table.bytes),
+      messages: Array.from(table.messages),
+      bytesTotal: table.bytesTotal,
+    },
     plans: {
       heuristic: planJson(table, planSplit(table, { algorithm: "heuristic" })),
       adaptive: planJson(table, planSplit(table, { algorithm: "adaptive", maxStores })),

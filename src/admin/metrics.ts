@@ -39,31 +39,100 @@ const SUBSCRIPTION_STATES = [
 export function renderMetrics(snapshot: MetricsSnapshot): string {
   const { broker, tip, store } = snapshot.stats;
   const out = new PrometheusText();
-  out.single("aria_published_messages_total", "counter", "Messages published (sequenced) since start.", broker.messagesPublished);
-  out.single("aria_published_bytes_total", "counter", "Payload bytes published since start.", broker.bytesPublished);
-  out.single("aria_delivered_messages_total", "counter", "Messages delivered to subscribers since start.", broker.messagesDelivered);
-  out.single("aria_delivered_shared_messages_total", "counter", "Of those, delivered live through DATA frames encoded once for subscriptions with equal filters.", broker.messagesDeliveredShared);
-  out.single("aria_publisher_pauses_total", "counter", "Times a publishing connection stopped being read because the store's sorter was behind (back-pressure).", broker.publishersPaused);
+  out.single(
+    "aria_published_messages_total",
+    "counter",
+    "Messages published (sequenced) since start.",
+    broker.messagesPublished,
+  );
+  out.single(
+    "aria_published_bytes_total",
+    "counter",
+    "Payload bytes published since start.",
+    broker.bytesPublished,
+  );
+  out.single(
+    "aria_delivered_messages_total",
+    "counter",
+    "Messages delivered to subscribers since start.",
+    broker.messagesDelivered,
+  );
+  out.single(
+    "aria_delivered_shared_messages_total",
+    "counter",
+    "Of those, delivered live through DATA frames encoded once for subscriptions with equal filters.",
+    broker.messagesDeliveredShared,
+  );
+  out.single(
+    "aria_publisher_pauses_total",
+    "counter",
+    "Times a publishing connection stopped being read because the store's sorter was behind (back-pressure).",
+    broker.publishersPaused,
+  );
   out.single("aria_next_seq", "gauge", "The seq the next published message gets.", broker.nextSeq);
-  out.single("aria_visible_seq", "gauge", "Seqs below this are durable and visible to subscribers.", broker.visibleSeq);
+  out.single(
+    "aria_visible_seq",
+    "gauge",
+    "Seqs below this are durable and visible to subscribers.",
+    broker.visibleSeq,
+  );
   writePartitions(out, snapshot.volumes, snapshot.partitionsMax);
 
   out.single("aria_connections", "gauge", "Open protocol connections.", broker.connections);
-  out.family("aria_subscriptions", "gauge", "Subscriptions by state: live, catching up from the tip or disk, stalled by a full send queue, resolving.");
-  for (const [state, phase] of SUBSCRIPTION_STATES) out.sample("aria_subscriptions", broker.subscriptionsByPhase[phase], { state });
+  out.family(
+    "aria_subscriptions",
+    "gauge",
+    "Subscriptions by state: live, catching up from the tip or disk, stalled by a full send queue, resolving.",
+  );
+  for (const [state, phase] of SUBSCRIPTION_STATES)
+    out.sample("aria_subscriptions", broker.subscriptionsByPhase[phase], { state });
 
   out.single("aria_tip_used_bytes", "gauge", "Bytes of the tip ring in use.", tip.bytesUsed);
-  out.single("aria_tip_capacity_bytes", "gauge", "Capacity of the tip ring in bytes.", tip.capacityBytes);
+  out.single(
+    "aria_tip_capacity_bytes",
+    "gauge",
+    "Capacity of the tip ring in bytes.",
+    tip.capacityBytes,
+  );
   out.single("aria_tip_records", "gauge", "Messages held in the tip.", tip.records);
-  if (tip.records > 0) out.single("aria_tip_oldest_seq", "gauge", "Seq of the oldest message in the tip (absent while the tip is empty).", tip.firstSeq);
-  out.single("aria_tip_pool_blocks_used", "gauge", "Index blocks of the tip's block pool in use.", tip.poolBlocksUsed);
-  out.single("aria_tip_pool_blocks_free", "gauge", "Index blocks of the tip's block pool free.", tip.poolBlocksFree);
-  out.single("aria_tip_pool_evictions_total", "counter", "Tip records evicted early to free index blocks.", tip.evictionsForPool);
+  if (tip.records > 0)
+    out.single(
+      "aria_tip_oldest_seq",
+      "gauge",
+      "Seq of the oldest message in the tip (absent while the tip is empty).",
+      tip.firstSeq,
+    );
+  out.single(
+    "aria_tip_pool_blocks_used",
+    "gauge",
+    "Index blocks of the tip's block pool in use.",
+    tip.poolBlocksUsed,
+  );
+  out.single(
+    "aria_tip_pool_blocks_free",
+    "gauge",
+    "Index blocks of the tip's block pool free.",
+    tip.poolBlocksFree,
+  );
+  out.single(
+    "aria_tip_pool_evictions_total",
+    "counter",
+    "Tip records evicted early to free index blocks.",
+    tip.evictionsForPool,
+  );
 
-  out.family("aria_recoveries_total", "counter", "Subscriptions that caught up by recovering from the tip or disk.");
+  out.family(
+    "aria_recoveries_total",
+    "counter",
+    "Subscriptions that caught up by recovering from the tip or disk.",
+  );
   out.sample("aria_recoveries_total", broker.recoveries.tip, { kind: "tip" });
   out.sample("aria_recoveries_total", broker.recoveries.disk, { kind: "disk" });
-  out.family("aria_recovery_duration_seconds", "histogram", "Time from SUBSCRIBED to CAUGHT_UP, by where recovery started.");
+  out.family(
+    "aria_recovery_duration_seconds",
+    "histogram",
+    "Time from SUBSCRIBED to CAUGHT_UP, by where recovery started.",
+  );
   writeHistogram(out, "aria_recovery_duration_seconds", snapshot.recoverySeconds.tip, "tip");
   writeHistogram(out, "aria_recovery_duration_seconds", snapshot.recoverySeconds.disk, "disk");
 
@@ -82,26 +151,68 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   } else {
     // From the data directory (the manifest's SPLIT record): a split before this build recorded
     // only its stores, so its time, duration and plan are absent.
-    if (last.finishedUs !== null) out.single("aria_split_last_time_seconds", "gauge", "When the last split switched, seconds since the epoch.", last.finishedUs / 1e6);
-    if (last.durationSeconds !== null) out.single("aria_split_last_duration_seconds", "gauge", "How long the last split ran.", last.durationSeconds);
-    out.single("aria_split_last_written_stores", "gauge", "Stores the last split wrote.", last.storesWritten);
-    out.single("aria_split_last_written_bytes", "gauge", "Bytes of the stores the last split wrote.", last.storeBytes);
+    if (last.finishedUs !== null)
+      out.single(
+        "aria_split_last_time_seconds",
+        "gauge",
+        "When the last split switched, seconds since the epoch.",
+        last.finishedUs / 1e6,
+      );
+    if (last.durationSeconds !== null)
+      out.single(
+        "aria_split_last_duration_seconds",
+        "gauge",
+        "How long the last split ran.",
+        last.durationSeconds,
+      );
+    out.single(
+      "aria_split_last_written_stores",
+      "gauge",
+      "Stores the last split wrote.",
+      last.storesWritten,
+    );
+    out.single(
+      "aria_split_last_written_bytes",
+      "gauge",
+      "Bytes of the stores the last split wrote.",
+      last.storeBytes,
+    );
     if (last.plan !== null) {
-      out.single("aria_split_last_stores", "gauge", "Stores of the last split's plan.", last.plan.stores);
-      out.single("aria_split_last_wasted_bytes", "gauge", "Bytes read and thrown away reading each topic once, under the last split's plan.", last.plan.wastedBytesTotal);
-      out.single("aria_split_last_worst_ratio", "gauge", "Worst bytes read per byte wanted of one topic, under the last split's plan.", last.plan.worstRatio);
+      out.single(
+        "aria_split_last_stores",
+        "gauge",
+        "Stores of the last split's plan.",
+        last.plan.stores,
+      );
+      out.single(
+        "aria_split_last_wasted_bytes",
+        "gauge",
+        "Bytes read and thrown away reading each topic once, under the last split's plan.",
+        last.plan.wastedBytesTotal,
+      );
+      out.single(
+        "aria_split_last_worst_ratio",
+        "gauge",
+        "Worst bytes read per byte wanted of one topic, under the last split's plan.",
+        last.plan.worstRatio,
+      );
     }
   }
   return out.text();
 }
 
 /** Per-partition counters: the top `partitionsMax` by bytes, the rest summed as OTHER_PARTITION_LABEL. */
-function writePartitions(out: PrometheusText, volumes: readonly VolumeRow[], partitionsMax: number): void {
+function writePartitions(
+  out: PrometheusText,
+  volumes: readonly VolumeRow[],
+  partitionsMax: number,
+): void {
   const byPartition = new Map<string, { messages: number; bytes: number }>();
   for (const row of volumes) {
     const partition = partitionOf(row.topic);
     const sums = byPartition.get(partition);
-    if (sums === undefined) byPartition.set(partition, { messages: row.messages, bytes: row.bytes });
+    if (sums === undefined)
+      byPartition.set(partition, { messages: row.messages, bytes: row.bytes });
     else {
       sums.messages += row.messages;
       sums.bytes += row.bytes;
@@ -114,21 +225,43 @@ function writePartitions(out: PrometheusText, volumes: readonly VolumeRow[], par
     other.messages += sums.messages;
     other.bytes += sums.bytes;
   }
-  out.single("aria_partitions_published", "gauge", "Partitions with messages published since start.", byPartition.size);
+  out.single(
+    "aria_partitions_published",
+    "gauge",
+    "Partitions with messages published since start.",
+    byPartition.size,
+  );
   for (const [name, key, help] of [
-    ["aria_partition_published_messages_total", "messages", "Messages published since start, by partition (the largest by bytes; the rest as partition=\"*other*\")."],
-    ["aria_partition_published_bytes_total", "bytes", "Payload bytes published since start, by partition (the largest by bytes; the rest as partition=\"*other*\")."],
+    [
+      "aria_partition_published_messages_total",
+      "messages",
+      'Messages published since start, by partition (the largest by bytes; the rest as partition="*other*").',
+    ],
+    [
+      "aria_partition_published_bytes_total",
+      "bytes",
+      'Payload bytes published since start, by partition (the largest by bytes; the rest as partition="*other*").',
+    ],
   ] as const) {
     out.family(name, "counter", help);
     for (const [partition, sums] of top) out.sample(name, sums[key], { partition });
-    if (ranked.length > partitionsMax) out.sample(name, other[key], { partition: OTHER_PARTITION_LABEL });
+    if (ranked.length > partitionsMax)
+      out.sample(name, other[key], { partition: OTHER_PARTITION_LABEL });
   }
 }
 
-function writeHistogram(out: PrometheusText, name: string, histogram: HistogramView, kind: string): void {
+function writeHistogram(
+  out: PrometheusText,
+  name: string,
+  histogram: HistogramView,
+  kind: string,
+): void {
   const cumulative = histogram.cumulative();
   for (let i = 0; i < cumulative.length; i++) {
-    out.sample(`${name}_bucket`, cumulative[i], { kind, le: i < histogram.bounds.length ? String(histogram.bounds[i]) : "+Inf" });
+    out.sample(`${name}_bucket`, cumulative[i], {
+      kind,
+      le: i < histogram.bounds.length ? String(histogram.bounds[i]) : "+Inf",
+    });
   }
   out.sample(`${name}_sum`, histogram.sum, { kind });
   out.sample(`${name}_count`, histogram.count, { kind });

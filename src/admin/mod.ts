@@ -1,4 +1,13 @@
 /** admin: the admin HTTP app (Hono) and its web UI, built from injected dependencies. */
 export { createAdminApp } from "./app.ts";
-export { VOLUME_SOURCES, type AdminClock, type AdminDependencies, type HistogramView, type LastSplit, type ServerStats, type SplitStatus, type VolumeSource } from "./ports.ts";
+export {
+  VOLUME_SOURCES,
+  type AdminClock,
+  type AdminDependencies,
+  type HistogramView,
+  type LastSplit,
+  type ServerStats,
+  type SplitStatus,
+  type VolumeSource,
+} from "./ports.ts";
 export { OTHER_PARTITION_LABEL } from "./metrics.ts";

@@ -53,17 +53,32 @@ export function topicsParams(query: Query): Parsed<TopicsParams> {
 
 /** Checks the parameters of the split plan routes; `withSource` is false for an uploaded table. */
 export function planParams(query: Query, withSource: boolean): Parsed<PlanParams> {
-  const unknown = unknownParameter(query, withSource ? ["source", "algorithm", "maxStores"] : ["algorithm", "maxStores"]);
+  const unknown = unknownParameter(
+    query,
+    withSource ? ["source", "algorithm", "maxStores"] : ["algorithm", "maxStores"],
+  );
   if (unknown !== null) return bad(unknown);
   const source = sourceOf(query);
   if (!source.ok) return source;
   const algorithm = query.algorithm;
-  if (algorithm === undefined || algorithm === "") return bad(`algorithm is required (${SPLIT_ALGORITHMS.join(" or ")})`);
-  if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm)) return bad(`algorithm ${JSON.stringify(algorithm.slice(0, 40))} is not ${SPLIT_ALGORITHMS.join(" or ")}`);
-  if (query.maxStores !== undefined && algorithm !== "adaptive") return bad("maxStores applies to algorithm adaptive only");
+  if (algorithm === undefined || algorithm === "")
+    return bad(`algorithm is required (${SPLIT_ALGORITHMS.join(" or ")})`);
+  if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm))
+    return bad(
+      `algorithm ${JSON.stringify(algorithm.slice(0, 40))} is not ${SPLIT_ALGORITHMS.join(" or ")}`,
+    );
+  if (query.maxStores !== undefined && algorithm !== "adaptive")
+    return bad("maxStores applies to algorithm adaptive only");
   const maxStores = maxStoresOf(query);
   if (!maxStores.ok) return maxStores;
-  return { ok: true, value: { source: source.value, algorithm: algorithm as SplitAlgorithm, maxStores: maxStores.value } };
+  return {
+    ok: true,
+    value: {
+      source: source.value,
+      algorithm: algorithm as SplitAlgorithm,
+      maxStores: maxStores.value,
+    },
+  };
 }
 
 /** Checks the parameters of the split compare routes. */
@@ -83,26 +98,41 @@ function bad<T>(reason: string): Parsed<T> {
 
 function unknownParameter(query: Query, known: readonly string[]): string | null {
   for (const name of Object.keys(query)) {
-    if (!known.includes(name)) return `unknown parameter ${JSON.stringify(name.slice(0, 40))} (expected ${known.join(", ")})`;
+    if (!known.includes(name))
+      return `unknown parameter ${JSON.stringify(name.slice(0, 40))} (expected ${known.join(", ")})`;
   }
   return null;
 }
 
 function sourceOf(query: Query, fallback: VolumeSource = "live"): Parsed<VolumeSource> {
   const source = query.source ?? fallback;
-  if (!VOLUME_SOURCES.includes(source as VolumeSource)) return bad(`source ${JSON.stringify(source.slice(0, 40))} is not ${VOLUME_SOURCES.join(" or ")}`);
+  if (!VOLUME_SOURCES.includes(source as VolumeSource))
+    return bad(
+      `source ${JSON.stringify(source.slice(0, 40))} is not ${VOLUME_SOURCES.join(" or ")}`,
+    );
   return { ok: true, value: source as VolumeSource };
 }
 
 function maxStoresOf(query: Query): Parsed<number | undefined> {
-  if (query.maxStores === undefined || query.maxStores === "") return { ok: true, value: undefined };
-  return wholeOf(query.maxStores, "maxStores", { min: 1, max: Number.MAX_SAFE_INTEGER, missing: 1 });
+  if (query.maxStores === undefined || query.maxStores === "")
+    return { ok: true, value: undefined };
+  return wholeOf(query.maxStores, "maxStores", {
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+    missing: 1,
+  });
 }
 
-function wholeOf(text: string | undefined, name: string, limits: { min: number; max: number; missing: number }): Parsed<number> {
+function wholeOf(
+  text: string | undefined,
+  name: string,
+  limits: { min: number; max: number; missing: number },
+): Parsed<number> {
   if (text === undefined) return { ok: true, value: limits.missing };
-  if (!/^\d{1,16}$/.test(text)) return bad(`${name} ${JSON.stringify(text.slice(0, 40))} is not a whole number`);
+  if (!/^\d{1,16}$/.test(text))
+    return bad(`${name} ${JSON.stringify(text.slice(0, 40))} is not a whole number`);
   const value = Number(text);
-  if (value < limits.min || value > limits.max) return bad(`${name} ${value} is not between ${limits.min} and ${limits.max}`);
+  if (value < limits.min || value > limits.max)
+    return bad(`${name} ${value} is not between ${limits.min} and ${limits.max}`);
   return { ok: true, value };
 }

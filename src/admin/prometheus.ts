@@ -19,7 +19,10 @@ export class PrometheusText {
 
   /** Starts a family: its HELP and TYPE lines. */
   family(name: string, type: MetricType, help: string): this {
-    this.lines.push(`# HELP ${name} ${help.replaceAll("\\", "\\\\").replaceAll("\n", "\\n")}`, `# TYPE ${name} ${type}`);
+    this.lines.push(
+      `# HELP ${name} ${help.replaceAll("\\", "\\\\").replaceAll("\n", "\\n")}`,
+      `# TYPE ${name} ${type}`,
+    );
     return this;
   }
 

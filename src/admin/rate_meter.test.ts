@@ -4,7 +4,11 @@ import { RateMeter } from "./rate_meter.ts";
 
 test("rates over the samples of the last window, whatever the poll rate", () => {
   const meter = new RateMeter(4_000_000, 8);
-  expect(meter.sample(0, 0, 0)).toEqual({ messagesPerSecond: null, bytesPerSecond: null, windowSeconds: 0 });
+  expect(meter.sample(0, 0, 0)).toEqual({
+    messagesPerSecond: null,
+    bytesPerSecond: null,
+    windowSeconds: 0,
+  });
   // Polled every 100 ms at 10 msg/s: a sample is kept every 600 ms (4 s / 7, rounded up to a poll).
   let messages = 0;
   let rates = meter.sample(0, 0, 0);
@@ -17,9 +21,11 @@ test("rates over the samples of the last window, whatever the poll rate", () => 
   expect(rates.windowSeconds).toBeGreaterThanOrEqual(4);
   expect(rates.windowSeconds).toBeLessThanOrEqual(4.8);
   // The publisher stops while the poller goes on: once a window has passed the rate is 0.
-  for (let step = 101; step <= 130; step++) rates = meter.sample(step * 100_000, messages, messages * 10);
+  for (let step = 101; step <= 130; step++)
+    rates = meter.sample(step * 100_000, messages, messages * 10);
   expect(rates.messagesPerSecond).toBeGreaterThan(0);
-  for (let step = 131; step <= 160; step++) rates = meter.sample(step * 100_000, messages, messages * 10);
+  for (let step = 131; step <= 160; step++)
+    rates = meter.sample(step * 100_000, messages, messages * 10);
   expect(rates.messagesPerSecond).toBe(0);
 });
 

@@ -40,7 +40,11 @@ export class RateMeter {
   /** Records the counters at `nowUs` and returns the rates over the window ending now. */
   sample(nowUs: number, messages: number, bytes: number): Rates {
     // Drop samples that left the window, keeping one at or before its start as the baseline.
-    while (this.count > 1 && this.timesUs[(this.oldest + 1) % this.samplesMax] <= nowUs - this.windowUs) this.drop();
+    while (
+      this.count > 1 &&
+      this.timesUs[(this.oldest + 1) % this.samplesMax] <= nowUs - this.windowUs
+    )
+      this.drop();
     const newest = (this.oldest + this.count - 1) % this.samplesMax;
     // samplesMax samples this far apart span the whole window.
     const spacingUs = this.windowUs / (this.samplesMax - 1);

@@ -18,17 +18,23 @@ import type { SplitHost } from "../split/executor.ts";
 import type { LayoutSwap } from "../store/mod.ts";
 
 /** Adds the split routes to `app`, served by `host`; `onSwitched` hears of each switch. */
-export function addSplitRoutes(app: Hono, host: SplitHost, onSwitched?: (swap: LayoutSwap) => void): void {
+export function addSplitRoutes(
+  app: Hono,
+  host: SplitHost,
+  onSwitched?: (swap: LayoutSwap) => void,
+): void {
   app.get("/internal/split/layout", async (c) => c.json({ layout: await host.layout() }));
   app.post("/internal/split/reserve", async (c) => {
     const body = (await c.req.json().catch(() => null)) as { count?: unknown } | null;
     const count = body?.count;
-    if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 1 || count > 1 << 24) return c.json({ error: "count must be an integer in 1..2^24" }, 400);
+    if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 1 || count > 1 << 24)
+      return c.json({ error: "count must be an integer in 1..2^24" }, 400);
     return c.json({ first: await host.reserveIds(count) });
   });
   app.post("/internal/split/commit", async (c) => {
     const swap = (await c.req.json().catch(() => null)) as LayoutSwap | null;
-    if (swap === null || !Array.isArray(swap.removed) || !Array.isArray(swap.added)) return c.json({ error: "body must be {removed, added}" }, 400);
+    if (swap === null || !Array.isArray(swap.removed) || !Array.isArray(swap.added))
+      return c.json({ error: "body must be {removed, added}" }, 400);
     try {
       await host.switchLayout(swap);
     } catch (error) {
@@ -38,11 +44,13 @@ export function addSplitRoutes(app: Hono, host: SplitHost, onSwitched?: (swap: L
     return c.json({ ok: true });
   });
   app.get("/internal/split/open", async (c) => {
-    if (host.openData === undefined) return c.json({ error: "this server does not report open segments" }, 501);
+    if (host.openData === undefined)
+      return c.json({ error: "this server does not report open segments" }, 501);
     return c.json({ open: await host.openData() });
   });
   app.post("/internal/split/seal", async (c) => {
-    if (host.seal === undefined) return c.json({ error: "this server does not seal on request" }, 501);
+    if (host.seal === undefined)
+      return c.json({ error: "this server does not seal on request" }, 501);
     try {
       return c.json({ sealed: await host.seal() });
     } catch (error) {

@@ -43,14 +43,24 @@ interface Building {
 }
 
 /** The subtree of `rows` under `prefix`, or null when no topic lies under it. */
-export function topicTreeOf(rows: readonly VolumeRow[], prefix: string, options: TopicTreeOptions): TopicNode | null {
-  const root: Building = { node: emptyNode(prefix, prefix.slice(prefix.lastIndexOf("/") + 1)), children: null };
+export function topicTreeOf(
+  rows: readonly VolumeRow[],
+  prefix: string,
+  options: TopicTreeOptions,
+): TopicNode | null {
+  const root: Building = {
+    node: emptyNode(prefix, prefix.slice(prefix.lastIndexOf("/") + 1)),
+    children: null,
+  };
   let found = false;
   for (const row of rows) {
     if (!isUnder(row.topic, prefix)) continue;
     found = true;
     // Segments below the prefix: "" for the prefix's own topic.
-    const rest = row.topic.length === prefix.length ? "" : row.topic.slice(prefix.length === 0 ? 0 : prefix.length + 1);
+    const rest =
+      row.topic.length === prefix.length
+        ? ""
+        : row.topic.slice(prefix.length === 0 ? 0 : prefix.length + 1);
     const segments = rest === "" ? [] : rest.split("/");
     let at = root;
     add(at.node, row, segments.length === 0);
@@ -73,7 +83,17 @@ export function topicTreeOf(rows: readonly VolumeRow[], prefix: string, options:
 }
 
 function emptyNode(path: string, name: string): TopicNode {
-  return { path, name, messages: 0, bytes: 0, topics: 0, isTopic: false, ownMessages: 0, ownBytes: 0, hasChildren: false };
+  return {
+    path,
+    name,
+    messages: 0,
+    bytes: 0,
+    topics: 0,
+    isTopic: false,
+    ownMessages: 0,
+    ownBytes: 0,
+    hasChildren: false,
+  };
 }
 
 function add(node: TopicNode, row: VolumeRow, own: boolean): void {

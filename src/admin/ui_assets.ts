@@ -49,4 +49,5 @@ export const UI_ASSETS: ReadonlyMap<string, UiAsset> = new Map([
 export const UI_CONTENT_SECURITY_POLICY =
   "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-for (const asset of [UI_INDEX, ...UI_ASSETS.values()]) assert(typeof asset.body === "string" && asset.body.length > 0, "UI files are bundled as text");
+for (const asset of [UI_INDEX, ...UI_ASSETS.values()])
+  assert(typeof asset.body === "string" && asset.body.length > 0, "UI files are bundled as text");

@@ -34,7 +34,11 @@ export interface Steadiness {
 let sink = 1;
 
 /** Spins for `durationMs` on this thread (blocking it); the work done in each window. */
-export function spinWindows(nowMs: () => number, durationMs: number, windowMs = WINDOW_MS): Float64Array {
+export function spinWindows(
+  nowMs: () => number,
+  durationMs: number,
+  windowMs = WINDOW_MS,
+): Float64Array {
   const work = new Float64Array(Math.max(1, Math.floor(durationMs / windowMs)));
   const start = nowMs();
   let x = sink;

@@ -15,6 +15,21 @@ export {
   SCENARIOS,
   type TargetCheck,
 } from "./scenarios.ts";
-export { PATH_BATCH, type PathEnv, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
+export {
+  PATH_BATCH,
+  type PathEnv,
+  publishPathBreakdown,
+  type StoreFactory,
+} from "./publish_path.ts";
 export { median, percentile, perSecond, Samples, summarize, type Summary } from "./stats.ts";
-export { type Column, formatBytes, formatMBps, formatMs, formatNumber, formatRatio, formatSi, markdownTable, type Row } from "./table.ts";
+export {
+  type Column,
+  formatBytes,
+  formatMBps,
+  formatMs,
+  formatNumber,
+  formatRatio,
+  formatSi,
+  markdownTable,
+  type Row,
+} from "./table.ts";

@@ -16,7 +16,16 @@
 import { AriaClient } from "../client/client.ts";
 import { Broker } from "../broker/broker.ts";
 import type { BrokerStore } from "../broker/ports.ts";
-import { encodeHello, encodePublishAck, encodeSubscribed, encodeWelcome, FrameDecoder, FrameWriter, serverLimits, TopicCache } from "../protocol/mod.ts";
+import {
+  encodeHello,
+  encodePublishAck,
+  encodeSubscribed,
+  encodeWelcome,
+  FrameDecoder,
+  FrameWriter,
+  serverLimits,
+  TopicCache,
+} from "../protocol/mod.ts";
 import type { ClientSocket, DialHandlers } from "../runtime/tcp_dialer.ts";
 import type { Store } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
@@ -35,7 +44,10 @@ const SOCKET_CHUNK_BYTES = 64 * 1024;
  * Opens a real store on a fresh directory (fsync interval, native CRC) and removes it on close;
  * `sortNever` lifts every budget that closes segments (size, unsorted records, retained journals).
  */
-export type StoreFactory = (options: { segmentBytesMax?: number; sortNever?: boolean }) => Promise<{ store: Store; close(): Promise<void> }>;
+export type StoreFactory = (options: {
+  segmentBytesMax?: number;
+  sortNever?: boolean;
+}) => Promise<{ store: Store; close(): Promise<void> }>;
 
 /** What the breakdown needs from outside. */
 export interface PathEnv {
@@ -53,7 +65,10 @@ interface Stage {
 }
 
 /** Runs every stage `repeat` times for `rounds` rounds each; one row per stage, medians. */
-export async function publishPathBreakdown(env: PathEnv, options: { rounds: number; repeat: number; tipBytes: number }): Promise<Row[]> {
+export async function publishPathBreakdown(
+  env: PathEnv,
+  options: { rounds: number; repeat: number; tipBytes: number },
+): Promise<Row[]> {
   const rows: Row[] = [];
   for (const stage of stages(env, options.tipBytes)) {
     env.progress(`publish-path: ${stage.name}`);
@@ -72,7 +87,13 @@ export async function publishPathBreakdown(env: PathEnv, options: { rounds: numb
         if (cpuStart !== null && cpuEnd !== null) cpu.push(((cpuEnd - cpuStart) * 1e6) / messages);
       }
       const cpuNs = cpu.length > 0 ? median(cpu) : Number.NaN;
-      rows.push({ stage: stage.name, wallNsPerMessage: median(wall), cpuNsPerMessage: cpuNs, messagesPerCpuSecond: 1e9 / cpuNs, runs: wall.length });
+      rows.push({
+        stage: stage.name,
+        wallNsPerMessage: median(wall),
+        cpuNsPerMessage: cpuNs,
+        messagesPerCpuSecond: 1e9 / cpuNs,
+        runs: wall.length,
+      });
     } finally {
       await close();
     }
@@ -84,16 +105,21 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
   const payload = new Uint8Array(PAYLOAD_BYTES).fill(0x61);
   const frame = publishFrame(payload);
   const chunks: Uint8Array[] = [];
-  for (let at = 0; at < frame.length; at += SOCKET_CHUNK_BYTES) chunks.push(frame.slice(at, at + SOCKET_CHUNK_BYTES));
+  for (let at = 0; at < frame.length; at += SOCKET_CHUNK_BYTES)
+    chunks.push(frame.slice(at, at + SOCKET_CHUNK_BYTES));
   const noClose = async () => {};
-  const storeStage = (name: string, options: { segmentBytesMax?: number; sortNever?: boolean }): Stage => ({
+  const storeStage = (
+    name: string,
+    options: { segmentBytesMax?: number; sortNever?: boolean },
+  ): Stage => ({
     name,
     make: async () => {
       const { store, close } = await env.openStore(options);
       let seq = store.nextSeq;
       return {
         round: () => {
-          for (let i = 0; i < PATH_BATCH; i++) store.append(seq++, 1_700_000_000_000_000, TOPIC, payload);
+          for (let i = 0; i < PATH_BATCH; i++)
+            store.append(seq++, 1_700_000_000_000_000, TOPIC, payload);
           return store.commit();
         },
         close,
@@ -104,7 +130,9 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
     {
       name: "client: publishBatch, encode, ack handling",
       make: async () => {
-        const client = await AriaClient.connect("tcp://127.0.0.1:1", ackingDialer, { reconnect: false });
+        const client = await AriaClient.connect("tcp://127.0.0.1:1", ackingDialer, {
+          reconnect: false,
+        });
         const batch = Array.from({ length: PATH_BATCH }, () => ({ topic: TOPIC, payload }));
         return { round: () => client.publishBatch(batch), close: () => client.close() };
       },
@@ -118,7 +146,8 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
             for (const chunk of chunks) {
               decoder.push(chunk);
               for (let decoded = decoder.next(); decoded !== null; decoded = decoder.next()) {
-                if (decoded.kind !== "publish") throw new Error(`publish-path: decoded ${decoded.kind}`);
+                if (decoded.kind !== "publish")
+                  throw new Error(`publish-path: decoded ${decoded.kind}`);
                 const messages = decoded.messages;
                 while (messages.next());
               }
@@ -137,7 +166,8 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
         let seq = 1;
         return {
           round: () => {
-            for (let i = 0; i < PATH_BATCH; i++) tip.append(topicId, seq++, 1_700_000_000_000_000, payload);
+            for (let i = 0; i < PATH_BATCH; i++)
+              tip.append(topicId, seq++, 1_700_000_000_000_000, payload);
           },
           close: noClose,
         };
@@ -167,25 +197,47 @@ function stages(env: PathEnv, tipBytes: number): Stage[] {
         };
       },
     },
-    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await per message", payload, "messages"),
-    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over batches()", payload, "batches"),
-    clientDeliveryStage("client delivery: DATA decode, subscription queue, for await over frames()", payload, "frames"),
+    clientDeliveryStage(
+      "client delivery: DATA decode, subscription queue, for await per message",
+      payload,
+      "messages",
+    ),
+    clientDeliveryStage(
+      "client delivery: DATA decode, subscription queue, for await over batches()",
+      payload,
+      "batches",
+    ),
+    clientDeliveryStage(
+      "client delivery: DATA decode, subscription queue, for await over frames()",
+      payload,
+      "frames",
+    ),
     storeStage("store: append + commit (journal only, no segment closes)", { sortNever: true }),
     // Small segments, so a run closes many and the sorter's cost is spread evenly over it.
-    storeStage("store: append + commit, 8 MiB segments closing (sorter copies each record again)", { segmentBytesMax: 8 * 1024 * 1024 }),
+    storeStage("store: append + commit, 8 MiB segments closing (sorter copies each record again)", {
+      segmentBytesMax: 8 * 1024 * 1024,
+    }),
   ];
 }
 
 /** The client receiving DATA frames of PATH_BATCH messages, read one of the subscription's three ways. */
-function clientDeliveryStage(name: string, payload: Uint8Array, way: "messages" | "batches" | "frames"): Stage {
+function clientDeliveryStage(
+  name: string,
+  payload: Uint8Array,
+  way: "messages" | "batches" | "frames",
+): Stage {
   return {
     name,
     make: async () => {
       let handlers: DialHandlers | null = null;
-      const client = await AriaClient.connect("tcp://127.0.0.1:1", (host, port, given) => {
-        handlers = given;
-        return ackingDialer(host, port, given);
-      }, { reconnect: false });
+      const client = await AriaClient.connect(
+        "tcp://127.0.0.1:1",
+        (host, port, given) => {
+          handlers = given;
+          return ackingDialer(host, port, given);
+        },
+        { reconnect: false },
+      );
       const subscription = client.subscribe("**");
       const control = new FrameWriter();
       encodeSubscribed(control, { subscriptionId: subscription.id, firstSeq: 1 });
@@ -226,7 +278,7 @@ function clientDeliveryStage(name: string, payload: Uint8Array, way: "messages" 
         },
       };
     },
-};
+  };
 }
 
 function publishFrame(payload: Uint8Array): Uint8Array {
@@ -238,11 +290,15 @@ function publishFrame(payload: Uint8Array): Uint8Array {
 }
 
 /** A DATA frame of PATH_BATCH equal messages whose seqs `renumber` rewrites in place. */
-function dataFrame(subscriptionId: number, payload: Uint8Array): { bytes: Uint8Array; renumber(firstSeq: number): number } {
+function dataFrame(
+  subscriptionId: number,
+  payload: Uint8Array,
+): { bytes: Uint8Array; renumber(firstSeq: number): number } {
   const writer = new FrameWriter({ capacityBytes: 1 << 20 });
   const topic = new TextEncoder().encode(TOPIC);
   writer.beginData(subscriptionId);
-  for (let i = 0; i < PATH_BATCH; i++) writer.addDataMessage(i + 1, 1_700_000_000_000_000, topic, payload);
+  for (let i = 0; i < PATH_BATCH; i++)
+    writer.addDataMessage(i + 1, 1_700_000_000_000_000, topic, payload);
   writer.endData();
   const bytes = writer.bytes().slice();
   // DATA: 8-byte frame header, u32 subscription id, u32 count, then messages of equal size that
@@ -288,7 +344,11 @@ class NullStore implements BrokerStore {
  * A Dialer whose "server" answers HELLO with WELCOME and every PUBLISH frame with its ack, reading
  * only the frame headers: the client's cost without a real server.
  */
-async function ackingDialer(_host: string, _port: number, handlers: DialHandlers): Promise<ClientSocket> {
+async function ackingDialer(
+  _host: string,
+  _port: number,
+  handlers: DialHandlers,
+): Promise<ClientSocket> {
   const welcome = new FrameWriter();
   encodeWelcome(welcome, { version: 1, limits: serverLimits(), nextSeq: 1 });
   const welcomeBytes = welcome.bytes().slice();
@@ -307,7 +367,11 @@ async function ackingDialer(_host: string, _port: number, handlers: DialHandlers
       acks.reset();
       for (let at = 0; at < bytes.length; at += view.getUint32(at, true)) {
         const count = view.getUint32(at + 12, true);
-        encodePublishAck(acks, { requestId: view.getUint32(at + 8, true), firstSeq: nextSeq, count });
+        encodePublishAck(acks, {
+          requestId: view.getUint32(at + 8, true),
+          firstSeq: nextSeq,
+          count,
+        });
         nextSeq += count;
       }
       const reply = acks.bytes().slice();

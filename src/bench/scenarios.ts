@@ -17,10 +17,26 @@ import type { FsyncPolicy } from "../store/mod.ts";
 import { SLOW_SHARE, WINDOW_MS, spinWindows, steadiness } from "./cpu_steadiness.ts";
 import { PATH_BATCH, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
 import { median, perSecond, Samples, summarize } from "./stats.ts";
-import { type Column, formatBytes, formatMBps, formatMs, formatRatio, formatSi, type Row } from "./table.ts";
+import {
+  type Column,
+  formatBytes,
+  formatMBps,
+  formatMs,
+  formatRatio,
+  formatSi,
+  type Row,
+} from "./table.ts";
 
 /** Names of the scenarios, in the order `all` runs them. */
-export const SCENARIOS = ["publish", "publish-path", "fanout", "cpu-steadiness", "latency", "tip-recovery", "disk-recovery"] as const;
+export const SCENARIOS = [
+  "publish",
+  "publish-path",
+  "fanout",
+  "cpu-steadiness",
+  "latency",
+  "tip-recovery",
+  "disk-recovery",
+] as const;
 /** One scenario name. */
 export type ScenarioName = (typeof SCENARIOS)[number];
 
@@ -56,7 +72,9 @@ export interface BenchServer {
   /** Bytes the store's readers have read from its data files so far (in-process only). */
   storeBytesRead(): number | null;
   /** Stops the server and starts it again on the same data directory; null when not possible. */
-  readonly restart: (() => Promise<{ server: BenchServer; stopMs: number; startMs: number }>) | null;
+  readonly restart:
+    | (() => Promise<{ server: BenchServer; stopMs: number; startMs: number }>)
+    | null;
   /** Evicts the data directory's files from the OS page cache; false when it cannot. */
   dropCaches(): Promise<boolean>;
   /** Stops the server and removes its data (a no-op for an external server). */
@@ -72,7 +90,11 @@ export interface IoCounters {
 /** Everything the scenarios need from outside: servers, clients, the clock, progress output. */
 export interface BenchEnv {
   /** A fresh server; `retainBytes` bounds its disk use (oldest segments deleted beyond it). */
-  server(options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number }): Promise<BenchServer>;
+  server(options: {
+    fsync: FsyncPolicy;
+    tipBytes: number;
+    retainBytes?: number;
+  }): Promise<BenchServer>;
   connect(url: string): Promise<AriaClient>;
   /** A monotonic clock in milliseconds with sub-millisecond resolution. */
   nowMs(): number;
@@ -189,13 +211,20 @@ export interface ScenarioResult {
 }
 
 /** Runs one scenario. */
-export async function runScenario(name: ScenarioName, env: BenchEnv, options: BenchOptions): Promise<ScenarioResult> {
+export async function runScenario(
+  name: ScenarioName,
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<ScenarioResult> {
   const started = env.nowMs();
   const result = await RUNNERS[name](env, options);
   return { scenario: name, ...result, elapsedMs: env.nowMs() - started };
 }
 
-type Runner = (env: BenchEnv, options: BenchOptions) => Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">>;
+type Runner = (
+  env: BenchEnv,
+  options: BenchOptions,
+) => Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">>;
 
 const RUNNERS: Record<ScenarioName, Runner> = {
   publish: publishScenario,
@@ -209,20 +238,42 @@ const RUNNERS: Record<ScenarioName, Runner> = {
 
 // ---- 1. Publish throughput --------------------------------------------------------------------
 
-async function publishScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function publishScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   const rows: Row[] = [];
   for (const fsync of options.fsync) {
-    const server = await env.server({ fsync, tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+    const server = await env.server({
+      fsync,
+      tipBytes: options.serverTipBytes,
+      retainBytes: options.serverRetainBytes,
+    });
     try {
-      const cells = options.publishers.flatMap((publishers) => options.payloadBytes.map((payloadBytes) => ({ publishers, payloadBytes })));
+      const cells = options.publishers.flatMap((publishers) =>
+        options.payloadBytes.map((payloadBytes) => ({ publishers, payloadBytes })),
+      );
       const rates = cells.map(() => [] as number[]);
       env.progress(`publish: fsync ${server.fsync}: warm-up`);
-      await publishRun(env, server.url, { publishers: 1, payloadBytes: 64, durationMs: options.warmupMs, window: options.window, batch: options.batch });
+      await publishRun(env, server.url, {
+        publishers: 1,
+        payloadBytes: 64,
+        durationMs: options.warmupMs,
+        window: options.window,
+        batch: options.batch,
+      });
       // Cells interleaved inside each repetition, so drift (disk, other load) spreads over all of them.
       for (let rep = 0; rep < options.repeat; rep++) {
         for (const [i, cell] of cells.entries()) {
-          env.progress(`publish: fsync ${server.fsync}, ${cell.publishers} publisher(s), ${cell.payloadBytes} B, run ${rep + 1}/${options.repeat}`);
-          const run = await publishRun(env, server.url, { ...cell, durationMs: options.durationMs, window: options.window, batch: options.batch });
+          env.progress(
+            `publish: fsync ${server.fsync}, ${cell.publishers} publisher(s), ${cell.payloadBytes} B, run ${rep + 1}/${options.repeat}`,
+          );
+          const run = await publishRun(env, server.url, {
+            ...cell,
+            durationMs: options.durationMs,
+            window: options.window,
+            batch: options.batch,
+          });
           rates[i].push(run.messagesPerSecond);
         }
       }
@@ -244,7 +295,9 @@ async function publishScenario(env: BenchEnv, options: BenchOptions): Promise<Om
     }
     if (server.fsync === "external") break;
   }
-  const best = rows.filter((row) => row.payloadBytes === 64 && (row.fsync === "interval" || row.fsync === "external"));
+  const best = rows.filter(
+    (row) => row.payloadBytes === 64 && (row.fsync === "interval" || row.fsync === "external"),
+  );
   const bestRate = Math.max(0, ...best.map((row) => row.messagesPerSecond as number));
   return {
     title: "Publish throughput (acknowledged)",
@@ -263,7 +316,16 @@ async function publishScenario(env: BenchEnv, options: BenchOptions): Promise<Om
       `Each publisher is one connection keeping up to ${options.window} publishes unacknowledged, handed to the client ${options.batch} at a time (publishBatch: one PUBLISH frame per call).`,
       `A run publishes for ${options.durationMs} ms; msg/s counts acknowledged messages over the time to the last acknowledgement.`,
     ],
-    targets: best.length === 0 ? [] : [{ target: "≥ 1 M msg/s published (64 B, fsync interval, batched client)", measured: `${formatSi(bestRate)} msg/s`, met: bestRate >= 1e6 }],
+    targets:
+      best.length === 0
+        ? []
+        : [
+            {
+              target: "≥ 1 M msg/s published (64 B, fsync interval, batched client)",
+              measured: `${formatSi(bestRate)} msg/s`,
+              met: bestRate >= 1e6,
+            },
+          ],
   };
 }
 
@@ -276,13 +338,23 @@ interface PublishRunOptions {
 }
 
 /** `publishers` connections publish as fast as their window allows for `durationMs`. */
-async function publishRun(env: BenchEnv, url: string, options: PublishRunOptions): Promise<{ messagesPerSecond: number }> {
-  const clients = await Promise.all(Array.from({ length: options.publishers }, () => env.connect(url)));
+async function publishRun(
+  env: BenchEnv,
+  url: string,
+  options: PublishRunOptions,
+): Promise<{ messagesPerSecond: number }> {
+  const clients = await Promise.all(
+    Array.from({ length: options.publishers }, () => env.connect(url)),
+  );
   try {
     const payload = new Uint8Array(options.payloadBytes).fill(0x61);
     const started = env.nowMs();
     const until = started + options.durationMs;
-    const results = await Promise.all(clients.map((client, i) => windowedPublisher(env, client, `bench/pub${i}/t`, payload, { ...options, untilMs: until })));
+    const results = await Promise.all(
+      clients.map((client, i) =>
+        windowedPublisher(env, client, `bench/pub${i}/t`, payload, { ...options, untilMs: until }),
+      ),
+    );
     const acked = results.reduce((sum, r) => sum + r.acked, 0);
     const lastAck = Math.max(...results.map((r) => r.lastAckMs));
     return { messagesPerSecond: perSecond(acked, lastAck - started) };
@@ -338,15 +410,29 @@ async function windowedPublisher(
 
 // ---- 1b. Where a published message's time goes ------------------------------------------------
 
-async function publishPathScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function publishPathScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   // A small ring: the warm-up fills it, so the runs measure the steady state (appends evict), not first-touch page faults.
-  const rows = await publishPathBreakdown(env, { rounds: options.pathRounds, repeat: options.pathRepeat, tipBytes: PATH_TIP_BYTES });
-  const cpuOf = (prefix: string) => (rows.find((row) => (row.stage as string).startsWith(prefix))?.cpuNsPerMessage as number | undefined) ?? Number.NaN;
+  const rows = await publishPathBreakdown(env, {
+    rounds: options.pathRounds,
+    repeat: options.pathRepeat,
+    tipBytes: PATH_TIP_BYTES,
+  });
+  const cpuOf = (prefix: string) =>
+    (rows.find((row) => (row.stage as string).startsWith(prefix))?.cpuNsPerMessage as
+      | number
+      | undefined) ?? Number.NaN;
   const client = cpuOf("client");
   const broker = cpuOf("server: broker");
   const store = cpuOf("store: append + commit, 8 MiB");
   const total = client + broker + store;
-  rows.push({ stage: "sum: client + broker + store with segments closing", cpuNsPerMessage: total, messagesPerCpuSecond: 1e9 / total });
+  rows.push({
+    stage: "sum: client + broker + store with segments closing",
+    cpuNsPerMessage: total,
+    messagesPerCpuSecond: 1e9 / total,
+  });
   return {
     title: "Publish path: CPU per message by stage (64 B, no sockets)",
     columns: [
@@ -366,20 +452,31 @@ async function publishPathScenario(env: BenchEnv, options: BenchOptions): Promis
 }
 
 function serverLabel(server: BenchServer): string {
-  return server.fsync === "external" ? "an external server (its own fsync policy)" : `fsync ${server.fsync}, the server in this process, on the same thread as the clients`;
+  return server.fsync === "external"
+    ? "an external server (its own fsync policy)"
+    : `fsync ${server.fsync}, the server in this process, on the same thread as the clients`;
 }
 
 // ---- 2. Fan-out -------------------------------------------------------------------------------
 
-async function fanoutScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
-  const server = await env.server({ fsync: "interval", tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+async function fanoutScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const server = await env.server({
+    fsync: "interval",
+    tipBytes: options.serverTipBytes,
+    retainBytes: options.serverRetainBytes,
+  });
   const rows: Row[] = [];
   try {
     for (const subscriberCount of options.fanoutSubscribers) {
       const totals: number[] = [];
       const offered: number[] = [];
       for (let rep = 0; rep < options.repeat; rep++) {
-        env.progress(`fanout: ${subscriberCount} subscriber(s) at ${formatSi(options.fanoutRate)} msg/s, run ${rep + 1}/${options.repeat}`);
+        env.progress(
+          `fanout: ${subscriberCount} subscriber(s) at ${formatSi(options.fanoutRate)} msg/s, run ${rep + 1}/${options.repeat}`,
+        );
         const run = await fanoutRun(env, server.url, subscriberCount, options);
         totals.push(run.deliveredPerSecond);
         offered.push(run.publishedPerSecond);
@@ -408,7 +505,11 @@ async function fanoutScenario(env: BenchEnv, options: BenchOptions): Promise<Omi
       { key: "publishedPerSecond", header: "published msg/s", format: formatSi },
       { key: "deliveredPerSecond", header: "delivered msg/s (total)", format: formatSi },
       { key: "perSubscriberPerSecond", header: "per subscriber", format: formatSi },
-      { key: "keptUpPercent", header: "delivered / (published × subs) %", format: (v) => v.toFixed(1) },
+      {
+        key: "keptUpPercent",
+        header: "delivered / (published × subs) %",
+        format: (v) => v.toFixed(1),
+      },
       { key: "runs", header: "runs" },
     ],
     rows,
@@ -421,14 +522,25 @@ async function fanoutScenario(env: BenchEnv, options: BenchOptions): Promise<Omi
 }
 
 /** Subscribers of `**` count what they receive while a paced publisher runs. */
-async function fanoutRun(env: BenchEnv, url: string, subscriberCount: number, options: BenchOptions): Promise<{ deliveredPerSecond: number; publishedPerSecond: number }> {
+async function fanoutRun(
+  env: BenchEnv,
+  url: string,
+  subscriberCount: number,
+  options: BenchOptions,
+): Promise<{ deliveredPerSecond: number; publishedPerSecond: number }> {
   const subscribers = await liveSubscribers(env, url, subscriberCount, () => {});
   const publisher = await env.connect(url);
   try {
     const started = env.nowMs();
     // The publisher runs until stopped: a stall of this process during the warm-up (a collection
     // of a large heap) delays the window instead of leaving it empty.
-    const publishing = pacedPublisher(env, publisher, { rate: options.fanoutRate, payloadBytes: 64, startMs: started, untilMs: Infinity, stamp: false });
+    const publishing = pacedPublisher(env, publisher, {
+      rate: options.fanoutRate,
+      payloadBytes: 64,
+      startMs: started,
+      untilMs: Infinity,
+      stamp: false,
+    });
     await env.sleep(options.warmupMs);
     // The window opens once every subscriber is receiving: after such a stall the server stopped
     // their cursors, and they catch up first.
@@ -444,7 +556,10 @@ async function fanoutRun(env: BenchEnv, url: string, subscriberCount: number, op
     const elapsed = env.nowMs() - measuredFrom;
     publishing.stop();
     await publishing.done;
-    return { deliveredPerSecond: perSecond(delivered, elapsed), publishedPerSecond: perSecond(published, elapsed) };
+    return {
+      deliveredPerSecond: perSecond(delivered, elapsed),
+      publishedPerSecond: perSecond(published, elapsed),
+    };
   } finally {
     await publisher.close();
     await subscribers.close();
@@ -460,7 +575,12 @@ interface LiveSubscribers {
 }
 
 /** `count` connections, each subscribed to `**` from the live end; resolves once all are live. */
-async function liveSubscribers(env: BenchEnv, url: string, count: number, onMessage: (frame: MessageBatch, receivedUs: number) => void): Promise<LiveSubscribers> {
+async function liveSubscribers(
+  env: BenchEnv,
+  url: string,
+  count: number,
+  onMessage: (frame: MessageBatch, receivedUs: number) => void,
+): Promise<LiveSubscribers> {
   const clients = await Promise.all(Array.from({ length: count }, () => env.connect(url)));
   const counts = new Float64Array(count);
   const subscriptions = clients.map((client) => client.subscribe("**", { from: "live" }));
@@ -565,10 +685,15 @@ function stampOf(bytes: Uint8Array, start: number): number {
 
 // ---- CPU steadiness (before latency: what a latency figure can be on this machine) -----------
 
-async function cpuSteadinessScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function cpuSteadinessScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   const rows: Row[] = [];
   for (let run = 0; run < options.repeat; run++) {
-    env.progress(`cpu-steadiness: spinning ${formatMs(options.durationMs)} ms, run ${run + 1}/${options.repeat}`);
+    env.progress(
+      `cpu-steadiness: spinning ${formatMs(options.durationMs)} ms, run ${run + 1}/${options.repeat}`,
+    );
     await env.sleep(0); // let the progress line out: the spin blocks this thread
     const found = steadiness(spinWindows(() => env.nowMs(), options.durationMs));
     rows.push({ run: run + 1, ...found });
@@ -583,8 +708,16 @@ async function cpuSteadinessScenario(env: BenchEnv, options: BenchOptions): Prom
       { key: "p1Share", header: "1st percentile window", format: percent },
       { key: "slowShare", header: `windows < ${SLOW_SHARE * 100}%`, format: percent },
       { key: "below80Share", header: "windows < 80%", format: percent },
-      { key: "stallsPerSecond", header: "stalls per s", format: (value: number) => value.toFixed(2) },
-      { key: "longestStallMs", header: "longest stall ms", format: (value: number) => value.toFixed(0) },
+      {
+        key: "stallsPerSecond",
+        header: "stalls per s",
+        format: (value: number) => value.toFixed(2),
+      },
+      {
+        key: "longestStallMs",
+        header: "longest stall ms",
+        format: (value: number) => value.toFixed(0),
+      },
     ],
     rows,
     notes: [
@@ -597,13 +730,22 @@ async function cpuSteadinessScenario(env: BenchEnv, options: BenchOptions): Prom
 
 // ---- 3. Latency -------------------------------------------------------------------------------
 
-async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function latencyScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   const rows: Row[] = [];
   for (const fsync of options.latencyFsync) {
-    const server = await env.server({ fsync, tipBytes: options.serverTipBytes, retainBytes: options.serverRetainBytes });
+    const server = await env.server({
+      fsync,
+      tipBytes: options.serverTipBytes,
+      retainBytes: options.serverRetainBytes,
+    });
     try {
       for (const rate of options.latencyRates) {
-        env.progress(`latency: fsync ${server.fsync}, ${formatSi(rate)} msg/s, ${options.latencySubscribers} subscribers`);
+        env.progress(
+          `latency: fsync ${server.fsync}, ${formatSi(rate)} msg/s, ${options.latencySubscribers} subscribers`,
+        );
         rows.push({ fsync: server.fsync, ...(await latencyRun(env, server.url, rate, options)) });
       }
     } finally {
@@ -611,12 +753,19 @@ async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Om
     }
     if (server.fsync === "external") break;
   }
-  const targetRow = rows.find((row) => row.rate === 100_000 && (row.fsync === "interval" || row.fsync === "external"));
-  const targets: TargetCheck[] = targetRow === undefined ? [] : [{
-    target: `p99 publish→deliver ≤ 2 ms at 100k msg/s with ${options.latencySubscribers} subscribers (${targetRow.fsync === "external" ? "external server" : `fsync ${targetRow.fsync}`})`,
-    measured: `p99 ${formatMs(targetRow.p99Ms as number)} ms`,
-    met: (targetRow.p99Ms as number) <= 2,
-  }];
+  const targetRow = rows.find(
+    (row) => row.rate === 100_000 && (row.fsync === "interval" || row.fsync === "external"),
+  );
+  const targets: TargetCheck[] =
+    targetRow === undefined
+      ? []
+      : [
+          {
+            target: `p99 publish→deliver ≤ 2 ms at 100k msg/s with ${options.latencySubscribers} subscribers (${targetRow.fsync === "external" ? "external server" : `fsync ${targetRow.fsync}`})`,
+            measured: `p99 ${formatMs(targetRow.p99Ms as number)} ms`,
+            met: (targetRow.p99Ms as number) <= 2,
+          },
+        ];
   return {
     title: `Publish→deliver latency, ${options.latencySubscribers} subscribers of \`**\``,
     columns: [
@@ -639,16 +788,28 @@ async function latencyScenario(env: BenchEnv, options: BenchOptions): Promise<Om
   };
 }
 
-async function latencyRun(env: BenchEnv, url: string, rate: number, options: BenchOptions): Promise<Row> {
+async function latencyRun(
+  env: BenchEnv,
+  url: string,
+  rate: number,
+  options: BenchOptions,
+): Promise<Row> {
   // Room for every sample of the measured window, and 10% more (the publisher may run ahead).
-  const samples = new Samples(Math.ceil((1.1 * rate * options.durationMs * options.latencySubscribers) / 1000));
+  const samples = new Samples(
+    Math.ceil((1.1 * rate * options.durationMs * options.latencySubscribers) / 1000),
+  );
   let measureFromUs = Infinity;
   let measureUntilUs = Infinity;
   let expected = 0;
-  const subscribers = await liveSubscribers(env, url, options.latencySubscribers, (frame, receivedUs) => {
-    const sentUs = stampOf(frame.frame, frame.payloadStart);
-    if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(receivedUs - sentUs);
-  });
+  const subscribers = await liveSubscribers(
+    env,
+    url,
+    options.latencySubscribers,
+    (frame, receivedUs) => {
+      const sentUs = stampOf(frame.frame, frame.payloadStart);
+      if (sentUs >= measureFromUs && sentUs < measureUntilUs) samples.add(receivedUs - sentUs);
+    },
+  );
   const publisher = await env.connect(url);
   try {
     const started = env.nowMs();
@@ -656,7 +817,13 @@ async function latencyRun(env: BenchEnv, url: string, rate: number, options: Ben
     const until = measureFrom + options.durationMs;
     measureFromUs = measureFrom * 1000;
     measureUntilUs = until * 1000;
-    const publishing = pacedPublisher(env, publisher, { rate, payloadBytes: 64, startMs: started, untilMs: until, stamp: true });
+    const publishing = pacedPublisher(env, publisher, {
+      rate,
+      payloadBytes: 64,
+      startMs: started,
+      untilMs: until,
+      stamp: true,
+    });
     await publishing.done;
     expected = publishing.published();
     const drainUntil = env.nowMs() + DRAIN_TIMEOUT_MS;
@@ -683,7 +850,10 @@ async function latencyRun(env: BenchEnv, url: string, rate: number, options: Ben
 
 // ---- 4. Tip recovery --------------------------------------------------------------------------
 
-async function tipRecoveryScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function tipRecoveryScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   const server = await env.server({ fsync: "interval", tipBytes: options.tipBytes });
   const rows: Row[] = [];
   const notes: string[] = [];
@@ -691,52 +861,91 @@ async function tipRecoveryScenario(env: BenchEnv, options: BenchOptions): Promis
   try {
     const recordBytes = RING_RECORD_HEADER_BYTES + ((options.tipPayloadBytes + 7) & ~7);
     const messages = Math.floor((0.9 * options.tipBytes) / recordBytes);
-    const fill = await fillStream(env, server.url, messages, options.tipPayloadBytes, "tip-recovery");
+    const fill = await fillStream(
+      env,
+      server.url,
+      messages,
+      options.tipPayloadBytes,
+      "tip-recovery",
+    );
     const tipFirst = server.tipFirstSeq();
-    if (tipFirst !== null && tipFirst > fill.firstSeq) throw new Error(`tip-recovery: the ring dropped seq ${fill.firstSeq} (it starts at ${tipFirst}): the stream must fit the tip`);
+    if (tipFirst !== null && tipFirst > fill.firstSeq)
+      throw new Error(
+        `tip-recovery: the ring dropped seq ${fill.firstSeq} (it starts at ${tipFirst}): the stream must fit the tip`,
+      );
     const recoveriesBefore = server.recoveries();
     const subtreeMs: number[] = [];
     const fullMs: number[] = [];
     let subtree: ReplayResult | null = null;
     let full: ReplayResult | null = null;
     for (let rep = 0; rep < options.repeat; rep++) {
-      env.progress(`tip-recovery: ${SUBTREE} from seq ${fill.firstSeq}, run ${rep + 1}/${options.repeat}`);
+      env.progress(
+        `tip-recovery: ${SUBTREE} from seq ${fill.firstSeq}, run ${rep + 1}/${options.repeat}`,
+      );
       subtree = await replay(env, server.url, SUBTREE, fill.firstSeq);
       subtreeMs.push(subtree.wallMs);
-      env.progress(`tip-recovery: ** from seq ${fill.firstSeq} (full-stream filter), run ${rep + 1}/${options.repeat}`);
+      env.progress(
+        `tip-recovery: ** from seq ${fill.firstSeq} (full-stream filter), run ${rep + 1}/${options.repeat}`,
+      );
       full = await replay(env, server.url, "**", fill.firstSeq);
       fullMs.push(full.wallMs);
     }
     const recoveriesAfter = server.recoveries();
     const subtreeWall = median(subtreeMs);
     const fullWall = median(fullMs);
-    rows.push(replayRow(`${SUBTREE} (server-side, indexed)`, subtree!, subtreeWall, subtreeMs.length));
+    rows.push(
+      replayRow(`${SUBTREE} (server-side, indexed)`, subtree!, subtreeWall, subtreeMs.length),
+    );
     rows.push(replayRow("** filtered by the client", full!, fullWall, fullMs.length));
     const ratio = fullWall / subtreeWall;
-    if (subtree!.matching !== full!.matching) throw new Error(`tip-recovery: the readers disagree: ${subtree!.matching} vs ${full!.matching} matching messages`);
+    if (subtree!.matching !== full!.matching)
+      throw new Error(
+        `tip-recovery: the readers disagree: ${subtree!.matching} vs ${full!.matching} matching messages`,
+      );
     notes.push(
       `Stream: ${messages.toLocaleString("en-US")} messages of ${options.tipPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(messages * recordBytes)} of ring records, 90% of a ${formatBytes(options.tipBytes)} tip); \`${SUBTREE}\` is 1% of it.`,
       `Both readers subscribe from seq ${fill.firstSeq} (the oldest message of the stream, in the ring) with untilCaughtUp; wall time is from subscribe() to the end of the iteration. Median of ${subtreeMs.length} run(s), readers alternating.`,
       `Ratio full-stream / subtree: ${formatRatio(ratio)}.`,
     );
     if (recoveriesBefore !== null && recoveriesAfter !== null) {
-      notes.push(`Broker: ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries, ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries during the replays.`);
+      notes.push(
+        `Broker: ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries, ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries during the replays.`,
+      );
     }
-    targets.push({ target: "1% subtree replay from the tip ≥ 10x faster than a full-stream filter", measured: formatRatio(ratio), met: ratio >= 10 });
+    targets.push({
+      target: "1% subtree replay from the tip ≥ 10x faster than a full-stream filter",
+      measured: formatRatio(ratio),
+      met: ratio >= 10,
+    });
   } finally {
     await server.stop();
   }
-  return { title: "Tip recovery over TCP: 1% subtree vs full-stream filter", columns: replayColumns(), rows, notes, targets };
+  return {
+    title: "Tip recovery over TCP: 1% subtree vs full-stream filter",
+    columns: replayColumns(),
+    rows,
+    notes,
+    targets,
+  };
 }
 
 // ---- 5. Initial recovery from disk ------------------------------------------------------------
 
-async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+async function diskRecoveryScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   let server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
   const rows: Row[] = [];
   const notes: string[] = [];
   try {
-    const fill = await fillStream(env, server.url, options.diskMessages, options.diskPayloadBytes, "disk-recovery");
+    const fill = await fillStream(
+      env,
+      server.url,
+      options.diskMessages,
+      options.diskPayloadBytes,
+      "disk-recovery",
+    );
     if (server.restart !== null) {
       env.progress("disk-recovery: restarting the server on the same data");
       const restarted = await server.restart();
@@ -747,7 +956,10 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
     }
     const bytes = server.storeBytes();
     const recoveriesBefore = server.recoveries();
-    for (const [filter, label] of [[SUBTREE, `${SUBTREE} (1%)`], ["**", "** filtered by the client"]] as const) {
+    for (const [filter, label] of [
+      [SUBTREE, `${SUBTREE} (1%)`],
+      ["**", "** filtered by the client"],
+    ] as const) {
       const cold = await server.dropCaches();
       env.progress(`disk-recovery: ${filter} from seq ${fill.firstSeq}`);
       const ioBefore = env.io();
@@ -758,20 +970,36 @@ async function diskRecoveryScenario(env: BenchEnv, options: BenchOptions): Promi
       rows.push({
         ...replayRow(label, result, result.wallMs, 1),
         pageCache: cold ? "dropped" : "warm",
-        storeReadBytes: storeReadBefore === null || storeReadAfter === null ? null : storeReadAfter - storeReadBefore,
-        storageReadBytes: ioBefore === null || ioAfter === null ? null : ioAfter.storageReadBytes - ioBefore.storageReadBytes,
-        readCallBytes: ioBefore === null || ioAfter === null ? null : ioAfter.readCallBytes - ioBefore.readCallBytes,
+        storeReadBytes:
+          storeReadBefore === null || storeReadAfter === null
+            ? null
+            : storeReadAfter - storeReadBefore,
+        storageReadBytes:
+          ioBefore === null || ioAfter === null
+            ? null
+            : ioAfter.storageReadBytes - ioBefore.storageReadBytes,
+        readCallBytes:
+          ioBefore === null || ioAfter === null
+            ? null
+            : ioAfter.readCallBytes - ioBefore.readCallBytes,
       });
     }
     const recoveriesAfter = server.recoveries();
     notes.push(
       `Stream: ${options.diskMessages.toLocaleString("en-US")} messages of ${options.diskPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(options.diskMessages * options.diskPayloadBytes)} of payload) behind a ${formatBytes(options.diskTipBytes)} tip; both readers start at seq ${fill.firstSeq}, the oldest message.`,
     );
-    if (bytes !== null) notes.push(`On disk before the replays: ${formatBytes(bytes.segments)} in segments, ${formatBytes(bytes.journals)} in journals.`);
+    if (bytes !== null)
+      notes.push(
+        `On disk before the replays: ${formatBytes(bytes.segments)} in segments, ${formatBytes(bytes.journals)} in journals.`,
+      );
     if (recoveriesBefore !== null && recoveriesAfter !== null) {
-      notes.push(`Broker: ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries, ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries during the replays.`);
+      notes.push(
+        `Broker: ${recoveriesAfter.disk - recoveriesBefore.disk} disk recoveries, ${recoveriesAfter.tip - recoveriesBefore.tip} tip recoveries during the replays.`,
+      );
     }
-    notes.push("store read: bytes the store's readers read from segment and journal files (store stats); storage read: bytes this process read from the block device (/proc/self/io read_bytes; 0 when the page cache served them); read(): bytes through read syscalls, files and sockets of server and client alike (rchar).");
+    notes.push(
+      "store read: bytes the store's readers read from segment and journal files (store stats); storage read: bytes this process read from the block device (/proc/self/io read_bytes; 0 when the page cache served them); read(): bytes through read syscalls, files and sockets of server and client alike (rchar).",
+    );
   } finally {
     await server.stop();
   }
@@ -799,11 +1027,19 @@ function streamTopic(i: number): string {
 }
 
 /** Publishes `count` messages of the recovery stream shape; returns the seq of the first. */
-async function fillStream(env: BenchEnv, url: string, count: number, payloadBytes: number, label: string): Promise<{ firstSeq: number; lastSeq: number }> {
+async function fillStream(
+  env: BenchEnv,
+  url: string,
+  count: number,
+  payloadBytes: number,
+  label: string,
+): Promise<{ firstSeq: number; lastSeq: number }> {
   const client = await env.connect(url);
   try {
     const payload = new Uint8Array(payloadBytes).fill(0x62);
-    const topics = Array.from({ length: STREAM_PARTITIONS * STREAM_TOPICS_PER_PARTITION }, (_, i) => streamTopic(i));
+    const topics = Array.from({ length: STREAM_PARTITIONS * STREAM_TOPICS_PER_PARTITION }, (_, i) =>
+      streamTopic(i),
+    );
     const period = topics.length;
     let firstSeq = Infinity;
     let lastSeq = 0;
@@ -812,7 +1048,10 @@ async function fillStream(env: BenchEnv, url: string, count: number, payloadByte
     const started = env.nowMs();
     while (sent < count) {
       const size = Math.min(FILL_BATCH, count - sent);
-      const messages = Array.from({ length: size }, (_, k) => ({ topic: topics[(sent + k) % period], payload }));
+      const messages = Array.from({ length: size }, (_, k) => ({
+        topic: topics[(sent + k) % period],
+        payload,
+      }));
       sent += size;
       const ack = client.publishBatch(messages).then((result) => {
         firstSeq = Math.min(firstSeq, result.firstSeq);
@@ -821,7 +1060,10 @@ async function fillStream(env: BenchEnv, url: string, count: number, payloadByte
       });
       inFlight.add(ack);
       if (inFlight.size >= 8) await Promise.race(inFlight);
-      if ((sent / FILL_BATCH) % 64 === 0) env.progress(`${label}: filling ${formatSi(sent)} / ${formatSi(count)} messages (${formatSi(perSecond(sent, env.nowMs() - started))} msg/s)`);
+      if ((sent / FILL_BATCH) % 64 === 0)
+        env.progress(
+          `${label}: filling ${formatSi(sent)} / ${formatSi(count)} messages (${formatSi(perSecond(sent, env.nowMs() - started))} msg/s)`,
+        );
     }
     await Promise.all(inFlight);
     return { firstSeq, lastSeq };
@@ -838,14 +1080,22 @@ interface ReplayResult {
 }
 
 /** Subscribes to `filter` from `fromSeq` until caught up, on a fresh connection; counts the 1% subtree's messages. */
-async function replay(env: BenchEnv, url: string, filter: string, fromSeq: number): Promise<ReplayResult> {
+async function replay(
+  env: BenchEnv,
+  url: string,
+  filter: string,
+  fromSeq: number,
+): Promise<ReplayResult> {
   const client = await env.connect(url);
   try {
     let delivered = 0;
     let matching = 0;
     let matchingPayloadBytes = 0;
     const started = env.nowMs();
-    const subscription: ClientSubscription = client.subscribe(filter, { from: fromSeq, untilCaughtUp: true });
+    const subscription: ClientSubscription = client.subscribe(filter, {
+      from: fromSeq,
+      untilCaughtUp: true,
+    });
     for await (const message of subscription) {
       delivered++;
       if (message.topic.startsWith(SUBTREE_PREFIX)) {

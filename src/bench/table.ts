@@ -18,8 +18,11 @@ export type Row = Record<string, number | string | boolean | null>;
 export function markdownTable(columns: readonly Column[], rows: readonly Row[]): string {
   const cells = rows.map((row) => columns.map((column) => cell(row[column.key], column)));
   const numeric = columns.map((column) => rows.some((row) => typeof row[column.key] === "number"));
-  const widths = columns.map((column, i) => Math.max(3, column.header.length, ...cells.map((line) => line[i].length)));
-  const pad = (text: string, i: number) => (numeric[i] ? text.padStart(widths[i]) : text.padEnd(widths[i]));
+  const widths = columns.map((column, i) =>
+    Math.max(3, column.header.length, ...cells.map((line) => line[i].length)),
+  );
+  const pad = (text: string, i: number) =>
+    numeric[i] ? text.padStart(widths[i]) : text.padEnd(widths[i]);
   const lines = [
     `| ${columns.map((column, i) => pad(column.header, i)).join(" | ")} |`,
     `| ${widths.map((width, i) => (numeric[i] ? "-".repeat(width - 1) + ":" : "-".repeat(width))).join(" | ")} |`,
@@ -63,7 +66,9 @@ export function formatBytes(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  return unit === 0 ? `${value.toFixed(0)} B` : `${value.toFixed(value >= 100 ? 0 : 1)} ${units[unit]}`;
+  return unit === 0
+    ? `${value.toFixed(0)} B`
+    : `${value.toFixed(value >= 100 ? 0 : 1)} ${units[unit]}`;
 }
 
 /** Milliseconds with precision that fits their size: 0.123, 4.56, 78.9, 1234. */

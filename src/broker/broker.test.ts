@@ -1,7 +1,14 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { CLOSING_LINGER_US, HANDSHAKE_TIMEOUT_US, PROTOCOL_VERSION } from "../constants.ts";
-import { encodeFrame, type Frame, FrameDecoder, FrameWriter, type OutgoingFrame, type StartPosition } from "../protocol/mod.ts";
+import {
+  encodeFrame,
+  type Frame,
+  FrameDecoder,
+  FrameWriter,
+  type OutgoingFrame,
+  type StartPosition,
+} from "../protocol/mod.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
@@ -46,13 +53,21 @@ class TestClient {
 
   private decode(bytes: Uint8Array): void {
     this.decoder.push(bytes);
-    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) this.record(frame);
+    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
+      this.record(frame);
   }
 
   private record(frame: Frame | { kind: "decode_error"; reason: string }): void {
     if (frame.kind === "data") {
       const m = frame.messages;
-      while (m.next()) this.seen.push({ kind: "data", subscriptionId: frame.subscriptionId, seq: m.seq, topic: m.topic, payload: DECODER.decode(m.payload) });
+      while (m.next())
+        this.seen.push({
+          kind: "data",
+          subscriptionId: frame.subscriptionId,
+          seq: m.seq,
+          topic: m.topic,
+          payload: DECODER.decode(m.payload),
+        });
       return;
     }
     const { kind, ...rest } = frame as Record<string, unknown>;
@@ -60,11 +75,16 @@ class TestClient {
   }
 
   data(subscriptionId: number): Extract<Seen, { kind: "data" }>[] {
-    return this.seen.filter((s): s is Extract<Seen, { kind: "data" }> => s.kind === "data" && s.subscriptionId === subscriptionId);
+    return this.seen.filter(
+      (s): s is Extract<Seen, { kind: "data" }> =>
+        s.kind === "data" && s.subscriptionId === subscriptionId,
+    );
   }
 
   frames(kind: string): Record<string, unknown>[] {
-    return this.seen.filter((s): s is Extract<Seen, { kind: "other" }> => s.kind === "other" && s.frame === kind).map((s) => s.detail);
+    return this.seen
+      .filter((s): s is Extract<Seen, { kind: "other" }> => s.kind === "other" && s.frame === kind)
+      .map((s) => s.detail);
   }
 }
 
@@ -104,7 +124,12 @@ class World {
   }
 
   hello(client: TestClient): void {
-    this.send(client, { kind: "hello", version: PROTOCOL_VERSION, clientName: "test", authToken: null });
+    this.send(client, {
+      kind: "hello",
+      version: PROTOCOL_VERSION,
+      clientName: "test",
+      authToken: null,
+    });
   }
 
   /** A client connected and through the handshake. */
@@ -137,9 +162,15 @@ describe("session rules", () => {
   test("frames before HELLO: fatal HANDSHAKE_REQUIRED, connection closed", async () => {
     const world = new World();
     const client = world.connect();
-    world.send(client, { kind: "publish", requestId: 1, messages: [{ topic: "a/b", payload: ENCODER.encode("x") }] });
+    world.send(client, {
+      kind: "publish",
+      requestId: 1,
+      messages: [{ topic: "a/b", payload: ENCODER.encode("x") }],
+    });
     await world.settle();
-    expect(client.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_HANDSHAKE_REQUIRED fatal=true"]);
+    expect(client.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual([
+      "ARIA_ERR_HANDSHAKE_REQUIRED fatal=true",
+    ]);
     expect(client.closed).toBe(true);
     expect(world.store.nextSeq).toBe(1);
   });
@@ -167,7 +198,9 @@ describe("session rules", () => {
     expect(idle.closed).toBe(false);
     world.broker.expire(world.timeUs + HANDSHAKE_TIMEOUT_US + 1_000);
     await world.settle();
-    expect(idle.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_HANDSHAKE_REQUIRED fatal=true"]);
+    expect(idle.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual([
+      "ARIA_ERR_HANDSHAKE_REQUIRED fatal=true",
+    ]);
     expect(idle.closed).toBe(true);
     expect(greeted.closed).toBe(false);
 
@@ -191,7 +224,9 @@ describe("session rules", () => {
     world.handshaken();
     const refused = world.connect();
     await world.settle();
-    expect(refused.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual(["ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true"]);
+    expect(refused.frames("error").map((e) => `${e.code} fatal=${e.fatal}`)).toEqual([
+      "ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true",
+    ]);
     expect(refused.closed).toBe(true);
   });
 
@@ -199,16 +234,30 @@ describe("session rules", () => {
     const world = new World(1024);
     const publisher = world.handshaken();
     // One batch: one publish time for all; 20 × ~90 bytes > 1024, so the ring evicts the first ones.
-    world.send(publisher, { kind: "publish", requestId: 1, messages: Array.from({ length: 20 }, (_, i) => ({ topic: "a/b", payload: ENCODER.encode(String(i).padStart(64, "x")) })) });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: 20 }, (_, i) => ({
+        topic: "a/b",
+        payload: ENCODER.encode(String(i).padStart(64, "x")),
+      })),
+    });
     await world.settle();
     expect(world.tip.ring.firstSeq).toBeGreaterThan(1);
     const time = world.store.messages[0].timeUs;
     expect(world.tip.ring.timeAt(world.tip.ring.tail)).toBe(time);
     const subscriber = world.handshaken();
-    world.send(subscriber, { kind: "subscribe", subscriptionId: 1, start: { kind: "time", timeUs: time }, filter: ["**"] });
+    world.send(subscriber, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "time", timeUs: time },
+      filter: ["**"],
+    });
     await world.settle();
     expect(subscriber.frames("subscribed")[0].firstSeq).toBe(1);
-    expect(subscriber.data(1).map((m) => m.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(subscriber.data(1).map((m) => m.seq)).toEqual(
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
   });
 
   test("a disk cursor whose reader a stall dropped while its batch was in flight, and a resume replaced, is pumped again when that batch lands", async () => {
@@ -235,23 +284,51 @@ describe("session rules", () => {
     const world = new World(1024, { store });
     const publisher = world.handshaken();
     for (let r = 0; r < 3; r++) {
-      world.send(publisher, { kind: "publish", requestId: r + 1, messages: Array.from({ length: 10 }, (_, i) => ({ topic: "a/x", payload: ENCODER.encode(`${r}:${i}:`.padEnd(200, "p")) })) });
+      world.send(publisher, {
+        kind: "publish",
+        requestId: r + 1,
+        messages: Array.from({ length: 10 }, (_, i) => ({
+          topic: "a/x",
+          payload: ENCODER.encode(`${r}:${i}:`.padEnd(200, "p")),
+        })),
+      });
       await world.settle();
     }
     // 64 disk cursors stalled with their readers kept (the most kept): a session that reads nothing.
     const filler = world.handshaken();
     filler.budget = 0;
-    for (let id = 1; id <= 64; id++) world.send(filler, { kind: "subscribe", subscriptionId: id, start: { kind: "earliest" }, filter: ["**"] });
+    for (let id = 1; id <= 64; id++)
+      world.send(filler, {
+        kind: "subscribe",
+        subscriptionId: id,
+        start: { kind: "earliest" },
+        filter: ["**"],
+      });
     await world.settle();
     // The target: a/** (its reader's batch held at the gate) and ** (filling the session meanwhile).
     const target = world.handshaken();
     target.budget = 0;
-    world.send(target, { kind: "subscribe", subscriptionId: 1, start: { kind: "earliest" }, filter: ["a/**"] });
-    world.send(target, { kind: "subscribe", subscriptionId: 2, start: { kind: "earliest" }, filter: ["**"] });
+    world.send(target, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "earliest" },
+      filter: ["a/**"],
+    });
+    world.send(target, {
+      kind: "subscribe",
+      subscriptionId: 2,
+      start: { kind: "earliest" },
+      filter: ["**"],
+    });
     await world.settle();
     // A catch-up round (another subscription's) stalls the target's a/** and drops its reader.
     const other = world.handshaken();
-    world.send(other, { kind: "subscribe", subscriptionId: 1, start: { kind: "seq", seq: world.tip.ring.firstSeq }, filter: ["**"] });
+    world.send(other, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "seq", seq: world.tip.ring.firstSeq },
+      filter: ["**"],
+    });
     await world.settle();
     // The client reads: a/** resumes, the ring has moved past it, a new reader is made.
     target.budget = Infinity;
@@ -269,7 +346,11 @@ describe("session rules", () => {
     await store.commit();
     const world = new World(2048, { store }); // its clock starts at 1 s
     const publisher = world.handshaken();
-    world.send(publisher, { kind: "publish", requestId: 1, messages: [{ topic: "a/b", payload: ENCODER.encode("new") }] });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: [{ topic: "a/b", payload: ENCODER.encode("new") }],
+    });
     await world.settle();
     expect(store.messages.map((m) => m.timeUs >= 8_000_000)).toEqual([false, true, true]);
   });
@@ -286,14 +367,32 @@ describe("session rules", () => {
     }
     const world = new World(2048, { store: new HalfFailingStore() });
     const subscriber = world.handshaken();
-    world.send(subscriber, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
+    world.send(subscriber, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["**"],
+    });
     await world.settle();
     const publisher = world.handshaken();
-    world.send(publisher, { kind: "publish", requestId: 1, messages: [{ topic: "a/b", payload: ENCODER.encode("1") }, { topic: "a/b", payload: ENCODER.encode("2") }] });
-    world.send(publisher, { kind: "publish", requestId: 2, messages: [{ topic: "a/b", payload: ENCODER.encode("3") }] });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: [
+        { topic: "a/b", payload: ENCODER.encode("1") },
+        { topic: "a/b", payload: ENCODER.encode("2") },
+      ],
+    });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 2,
+      messages: [{ topic: "a/b", payload: ENCODER.encode("3") }],
+    });
     await world.settle();
     expect(publisher.frames("publish_ack").map((a) => a.requestId)).toEqual([1]);
-    expect(publisher.frames("error").map((e) => `${e.code} ${e.relatedId}`)).toEqual(["ARIA_ERR_STORAGE_FAILED 2"]);
+    expect(publisher.frames("error").map((e) => `${e.code} ${e.relatedId}`)).toEqual([
+      "ARIA_ERR_STORAGE_FAILED 2",
+    ]);
     expect(subscriber.data(1).map((m) => m.payload)).toEqual(["1", "2"]);
   });
 
@@ -301,18 +400,38 @@ describe("session rules", () => {
     const world = new World();
     const client = world.handshaken();
     world.store.holdCommits = true;
-    world.send(client, { kind: "publish", requestId: 7, messages: [{ topic: "a/b", payload: ENCODER.encode("1") }, { topic: "a/c", payload: ENCODER.encode("2") }] });
+    world.send(client, {
+      kind: "publish",
+      requestId: 7,
+      messages: [
+        { topic: "a/b", payload: ENCODER.encode("1") },
+        { topic: "a/c", payload: ENCODER.encode("2") },
+      ],
+    });
     await world.settle();
     expect(client.frames("publish_ack")).toEqual([]);
     world.store.release();
     await world.settle();
     expect(client.frames("publish_ack")).toEqual([{ requestId: 7, firstSeq: 1, count: 2 }]);
-    world.send(client, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["a/**"] });
-    world.send(client, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["a/**"] });
+    world.send(client, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["a/**"],
+    });
+    world.send(client, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["a/**"],
+    });
     world.send(client, { kind: "unsubscribe", subscriptionId: 9 });
     world.send(client, { kind: "ping", token: 42 });
     await world.settle();
-    expect(client.frames("error").map((e) => e.code)).toEqual(["ARIA_ERR_DUPLICATE_SUBSCRIPTION", "ARIA_ERR_UNKNOWN_SUBSCRIPTION"]);
+    expect(client.frames("error").map((e) => e.code)).toEqual([
+      "ARIA_ERR_DUPLICATE_SUBSCRIPTION",
+      "ARIA_ERR_UNKNOWN_SUBSCRIPTION",
+    ]);
     expect(client.frames("pong")).toEqual([{ token: 42 }]);
     expect(client.closed).toBe(false);
   });
@@ -321,10 +440,19 @@ describe("session rules", () => {
     const world = new World();
     const publisher = world.handshaken();
     const reader = world.handshaken();
-    world.send(reader, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
+    world.send(reader, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["**"],
+    });
     await world.settle();
     world.store.holdCommits = true;
-    world.send(publisher, { kind: "publish", requestId: 1, messages: [{ topic: "t", payload: ENCODER.encode("x") }] });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: [{ topic: "t", payload: ENCODER.encode("x") }],
+    });
     await world.settle();
     expect(reader.data(1)).toEqual([]);
     world.store.release();
@@ -335,13 +463,30 @@ describe("session rules", () => {
   test("a backlogged store pauses the connections that publish, until it has caught up", async () => {
     const world = new World();
     const [first, second, reader] = [world.handshaken(), world.handshaken(), world.handshaken()];
-    world.send(reader, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
-    world.send(first, { kind: "publish", requestId: 1, messages: [{ topic: "t", payload: ENCODER.encode("a") }] });
+    world.send(reader, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["**"],
+    });
+    world.send(first, {
+      kind: "publish",
+      requestId: 1,
+      messages: [{ topic: "t", payload: ENCODER.encode("a") }],
+    });
     await world.settle();
     expect(first.paused).toBe(false);
     world.store.backlogged = true;
-    world.send(first, { kind: "publish", requestId: 2, messages: [{ topic: "t", payload: ENCODER.encode("b") }] });
-    world.send(second, { kind: "publish", requestId: 3, messages: [{ topic: "t", payload: ENCODER.encode("c") }] });
+    world.send(first, {
+      kind: "publish",
+      requestId: 2,
+      messages: [{ topic: "t", payload: ENCODER.encode("b") }],
+    });
+    world.send(second, {
+      kind: "publish",
+      requestId: 3,
+      messages: [{ topic: "t", payload: ENCODER.encode("c") }],
+    });
     await world.settle();
     // Publishers stop being read; what they sent is still sequenced, acknowledged and delivered.
     expect([first.paused, second.paused, reader.paused]).toEqual([true, true, false]);
@@ -359,7 +504,13 @@ describe("session rules", () => {
 const topicArb = fc.constantFrom("a/x/1", "a/x/2", "a/y", "b/z/9", "b/w", "c", "c/d/e/f");
 // Filters repeat often, so several subscriptions share one and live fan-out serves them as a group.
 const filterArb = fc.oneof(
-  { weight: 2, arbitrary: fc.array(fc.constantFrom("a/**", "a/x/1", "b/**", "c", "c/**", "**", "b/w", "a/y"), { minLength: 1, maxLength: 3 }) },
+  {
+    weight: 2,
+    arbitrary: fc.array(fc.constantFrom("a/**", "a/x/1", "b/**", "c", "c/**", "**", "b/w", "a/y"), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  },
   { weight: 1, arbitrary: fc.constantFrom<string[]>(["**"], ["a/**", "c"]) },
 );
 /** A start: live, earliest, a seq, a time, or `back` messages behind the live end (inside a small ring: tip recovery). */
@@ -372,9 +523,31 @@ const startArb: fc.Arbitrary<StartArb> = fc.oneof(
   fc.nat(8).map((back) => ({ kind: "back", back }) as StartArb),
 );
 const actionArb = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant("publish" as const), topics: fc.array(topicArb, { minLength: 1, maxLength: 12, size: "max" }), size: fc.integer({ min: 0, max: 200 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant("subscribe" as const), client: fc.nat(2), filter: filterArb, start: startArb }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("stall" as const), client: fc.nat(2), budget: fc.nat(3000) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant("publish" as const),
+      topics: fc.array(topicArb, { minLength: 1, maxLength: 12, size: "max" }),
+      size: fc.integer({ min: 0, max: 200 }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant("subscribe" as const),
+      client: fc.nat(2),
+      filter: filterArb,
+      start: startArb,
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("stall" as const),
+      client: fc.nat(2),
+      budget: fc.nat(3000),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("drain" as const), client: fc.nat(2) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("settle" as const) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("hold" as const), hold: fc.boolean() }) },
@@ -387,19 +560,35 @@ describe("payloads", () => {
     // multiples of the 8-byte copy step, in one frame whose messages lie at uneven offsets.
     const sizes = [0, 1, 7, 8, 9, 63, 64, 127, 128, 129, 200, 1000];
     // Printable ASCII, so the clients' text of a payload is exactly its bytes.
-    const payloads = sizes.map((size, k) => Uint8Array.from({ length: size }, (_, i) => 33 + ((i * 31 + k * 7) % 94)));
+    const payloads = sizes.map((size, k) =>
+      Uint8Array.from({ length: size }, (_, i) => 33 + ((i * 31 + k * 7) % 94)),
+    );
     const text = (bytes: Uint8Array) => DECODER.decode(bytes);
     const world = new World(64 * 1024);
     const publisher = world.handshaken();
     const live = world.handshaken();
-    world.send(live, { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: ["**"] });
+    world.send(live, {
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: "live" },
+      filter: ["**"],
+    });
     await world.settle();
-    world.send(publisher, { kind: "publish", requestId: 1, messages: payloads.map((payload, k) => ({ topic: `p/t${"x".repeat(k)}`, payload })) });
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: payloads.map((payload, k) => ({ topic: `p/t${"x".repeat(k)}`, payload })),
+    });
     await world.settle();
     expect(live.data(1).map((m) => m.payload)).toEqual(payloads.map(text));
     expect(world.store.messages.map((m) => [...m.payload])).toEqual(payloads.map((p) => [...p]));
     const replay = world.handshaken();
-    world.send(replay, { kind: "subscribe", subscriptionId: 2, start: { kind: "seq", seq: 1 }, filter: ["**"] });
+    world.send(replay, {
+      kind: "subscribe",
+      subscriptionId: 2,
+      start: { kind: "seq", seq: 1 },
+      filter: ["**"],
+    });
     await world.settle();
     expect(replay.data(2).map((m) => m.payload)).toEqual(payloads.map(text));
   });
@@ -412,62 +601,88 @@ describe("property: no gap, duplicate or reordering at any handoff", () => {
   test("random publishes, subscriptions with random starts, stalls and drains", async () => {
     const params = fcParams({ runs: 60 });
     await fc.assert(
-      fc.asyncProperty(fc.array(actionArb, { minLength: 20, maxLength: 80, size: "max" }), fc.constantFrom(1024, 2048, 8192), async (actions, tipBytes) => {
-        const world = new World(tipBytes);
-        const publisher = world.handshaken();
-        const readers = [world.handshaken(), world.handshaken(), world.handshaken()];
-        const subscriptions: { client: number; id: number; filter: Filter }[] = [];
-        let requestId = 0;
-        for (const action of actions) {
-          if (action.kind === "publish") {
-            const messages = action.topics.map((topic, i) => ({ topic, payload: ENCODER.encode(`${requestId}:${i}:${"p".repeat(action.size)}`) }));
-            world.send(publisher, { kind: "publish", requestId: ++requestId, messages });
-          } else if (action.kind === "subscribe") {
-            const id = subscriptions.length + 1;
-            subscriptions.push({ client: action.client, id, filter: Filter.of(...action.filter) });
-            const start: StartPosition = action.start.kind === "back" ? { kind: "seq", seq: Math.max(1, world.broker.stats().nextSeq - action.start.back) } : action.start;
-            world.send(readers[action.client], { kind: "subscribe", subscriptionId: id, start, filter: action.filter });
-          } else if (action.kind === "stall") {
-            readers[action.client].budget = action.budget;
-          } else if (action.kind === "drain") {
-            readers[action.client].budget = Infinity;
-            world.broker.writable(readers[action.client].sessionId);
-          } else if (action.kind === "hold") {
-            world.store.holdCommits = action.hold;
-            if (!action.hold) world.store.release();
-          } else {
-            await world.settle();
+      fc.asyncProperty(
+        fc.array(actionArb, { minLength: 20, maxLength: 80, size: "max" }),
+        fc.constantFrom(1024, 2048, 8192),
+        async (actions, tipBytes) => {
+          const world = new World(tipBytes);
+          const publisher = world.handshaken();
+          const readers = [world.handshaken(), world.handshaken(), world.handshaken()];
+          const subscriptions: { client: number; id: number; filter: Filter }[] = [];
+          let requestId = 0;
+          for (const action of actions) {
+            if (action.kind === "publish") {
+              const messages = action.topics.map((topic, i) => ({
+                topic,
+                payload: ENCODER.encode(`${requestId}:${i}:${"p".repeat(action.size)}`),
+              }));
+              world.send(publisher, { kind: "publish", requestId: ++requestId, messages });
+            } else if (action.kind === "subscribe") {
+              const id = subscriptions.length + 1;
+              subscriptions.push({
+                client: action.client,
+                id,
+                filter: Filter.of(...action.filter),
+              });
+              const start: StartPosition =
+                action.start.kind === "back"
+                  ? {
+                      kind: "seq",
+                      seq: Math.max(1, world.broker.stats().nextSeq - action.start.back),
+                    }
+                  : action.start;
+              world.send(readers[action.client], {
+                kind: "subscribe",
+                subscriptionId: id,
+                start,
+                filter: action.filter,
+              });
+            } else if (action.kind === "stall") {
+              readers[action.client].budget = action.budget;
+            } else if (action.kind === "drain") {
+              readers[action.client].budget = Infinity;
+              world.broker.writable(readers[action.client].sessionId);
+            } else if (action.kind === "hold") {
+              world.store.holdCommits = action.hold;
+              if (!action.hold) world.store.release();
+            } else {
+              await world.settle();
+            }
           }
-        }
-        world.store.holdCommits = false;
-        world.store.release();
-        for (const reader of readers) {
-          reader.budget = Infinity;
-          world.broker.writable(reader.sessionId);
-        }
-        await world.settle();
-        for (const reader of readers) {
-          reader.budget = Infinity;
-          world.broker.writable(reader.sessionId);
-        }
-        await world.settle();
-        const stats = world.broker.stats();
-        coverage.disk += stats.recoveries.disk;
-        coverage.tip += stats.recoveries.tip;
-        coverage.shared += stats.messagesDeliveredShared;
-        // Every publish was acknowledged with the seqs the store holds.
-        expect(publisher.frames("publish_ack").length).toBe(requestId);
-        for (const { client, id, filter } of subscriptions) {
-          const reader = readers[client];
-          const subscribed = reader.frames("subscribed").filter((f) => f.subscriptionId === id);
-          expect(subscribed.length).toBe(1);
-          const firstSeq = subscribed[0].firstSeq as number;
-          const expected = world.store.messages.filter((m) => m.seq >= firstSeq && filter.matches(m.topic)).map((m) => `${m.seq} ${m.topic} ${DECODER.decode(m.payload)}`);
-          const got = reader.data(id).map((m) => `${m.seq} ${m.topic} ${m.payload}`);
-          expect(got).toEqual(expected);
-          expect(reader.frames("caught_up").filter((f) => f.subscriptionId === id).length).toBe(1);
-        }
-      }),
+          world.store.holdCommits = false;
+          world.store.release();
+          for (const reader of readers) {
+            reader.budget = Infinity;
+            world.broker.writable(reader.sessionId);
+          }
+          await world.settle();
+          for (const reader of readers) {
+            reader.budget = Infinity;
+            world.broker.writable(reader.sessionId);
+          }
+          await world.settle();
+          const stats = world.broker.stats();
+          coverage.disk += stats.recoveries.disk;
+          coverage.tip += stats.recoveries.tip;
+          coverage.shared += stats.messagesDeliveredShared;
+          // Every publish was acknowledged with the seqs the store holds.
+          expect(publisher.frames("publish_ack").length).toBe(requestId);
+          for (const { client, id, filter } of subscriptions) {
+            const reader = readers[client];
+            const subscribed = reader.frames("subscribed").filter((f) => f.subscriptionId === id);
+            expect(subscribed.length).toBe(1);
+            const firstSeq = subscribed[0].firstSeq as number;
+            const expected = world.store.messages
+              .filter((m) => m.seq >= firstSeq && filter.matches(m.topic))
+              .map((m) => `${m.seq} ${m.topic} ${DECODER.decode(m.payload)}`);
+            const got = reader.data(id).map((m) => `${m.seq} ${m.topic} ${m.payload}`);
+            expect(got).toEqual(expected);
+            expect(reader.frames("caught_up").filter((f) => f.subscriptionId === id).length).toBe(
+              1,
+            );
+          }
+        },
+      ),
       params,
     );
     // Rates per run, so a shorter run (FC_RUNS, as under Deno) asks the same of each run.

@@ -140,7 +140,15 @@ export class Broker {
   private pumpScheduled = false;
   private failure: string | null = null;
   private shuttingDown = false;
-  private readonly counters = { messagesPublished: 0, bytesPublished: 0, messagesDelivered: 0, messagesDeliveredShared: 0, publishersPaused: 0, diskRecoveries: 0, tipRecoveries: 0 };
+  private readonly counters = {
+    messagesPublished: 0,
+    bytesPublished: 0,
+    messagesDelivered: 0,
+    messagesDeliveredShared: 0,
+    publishersPaused: 0,
+    diskRecoveries: 0,
+    tipRecoveries: 0,
+  };
   /** Publishing sessions not read until the store catches up (see pauseForStore). */
   private readonly pausedForStore = new Set<Session>();
   /** Live fan-out's frames encoded once per filter, and the members of the group being served. */
@@ -151,7 +159,10 @@ export class Broker {
   private topicMessages = new Float64Array(1024);
   private topicBytesPublished = new Float64Array(1024);
   /** How long subscriptions took from SUBSCRIBED to CAUGHT_UP, by where they started. */
-  readonly recoverySeconds = { tip: new Histogram(RECOVERY_SECONDS_BOUNDS), disk: new Histogram(RECOVERY_SECONDS_BOUNDS) };
+  readonly recoverySeconds = {
+    tip: new Histogram(RECOVERY_SECONDS_BOUNDS),
+    disk: new Histogram(RECOVERY_SECONDS_BOUNDS),
+  };
 
   constructor(private readonly options: BrokerOptions) {
     this.topics = options.topics;
@@ -175,11 +186,26 @@ export class Broker {
 
   /** A connection opened; returns its session id (the connection is closed when over the limit). */
   open(connection: Connection): number {
-    const session = new Session(this.nextSessionId++, connection, this.topicCache, this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX, this.queueChunks);
+    const session = new Session(
+      this.nextSessionId++,
+      connection,
+      this.topicCache,
+      this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX,
+      this.queueChunks,
+    );
     session.openedUs = this.clock.nowUs();
-    if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || this.shuttingDown) {
+    if (
+      this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) ||
+      this.shuttingDown
+    ) {
       const code = this.shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
-      this.fail(session, code, this.shuttingDown ? "server is shutting down" : `server holds ${this.sessions.size} connections, the limit`);
+      this.fail(
+        session,
+        code,
+        this.shuttingDown
+          ? "server is shutting down"
+          : `server holds ${this.sessions.size} connections, the limit`,
+      );
       session.flush();
       connection.close();
       return session.id;
@@ -222,8 +248,17 @@ export class Broker {
    */
   expire(nowUs: number): void {
     for (const session of [...this.sessions.values()]) {
-      if (!session.handshaken && !session.closing && nowUs - session.openedUs >= HANDSHAKE_TIMEOUT_US) {
-        this.fail(session, "ARIA_ERR_HANDSHAKE_REQUIRED", `no HELLO within ${HANDSHAKE_TIMEOUT_US / 1e6} s`, { fatal: true });
+      if (
+        !session.handshaken &&
+        !session.closing &&
+        nowUs - session.openedUs >= HANDSHAKE_TIMEOUT_US
+      ) {
+        this.fail(
+          session,
+          "ARIA_ERR_HANDSHAKE_REQUIRED",
+          `no HELLO within ${HANDSHAKE_TIMEOUT_US / 1e6} s`,
+          { fatal: true },
+        );
         this.afterEvent(session);
         continue;
       }
@@ -290,7 +325,12 @@ export class Broker {
     const rows = [];
     const count = Math.min(this.topics.topicCount, this.topicMessages.length);
     for (let id = 0; id < count; id++) {
-      if (this.topicMessages[id] > 0) rows.push({ topic: this.topics.topicName(id), bytes: this.topicBytesPublished[id], messages: this.topicMessages[id] });
+      if (this.topicMessages[id] > 0)
+        rows.push({
+          topic: this.topics.topicName(id),
+          bytes: this.topicBytesPublished[id],
+          messages: this.topicMessages[id],
+        });
     }
     return rows;
   }
@@ -313,8 +353,15 @@ export class Broker {
   // ---- Frames ------------------------------------------------------------------------------
 
   private handle(session: Session, frame: Frame): void {
-    if (frame.kind === "hello") return this.hello(session, frame.version, frame.clientName, frame.authToken);
-    if (!session.handshaken) return this.fail(session, "ARIA_ERR_HANDSHAKE_REQUIRED", `${frame.kind} before the HELLO handshake`, { fatal: true });
+    if (frame.kind === "hello")
+      return this.hello(session, frame.version, frame.clientName, frame.authToken);
+    if (!session.handshaken)
+      return this.fail(
+        session,
+        "ARIA_ERR_HANDSHAKE_REQUIRED",
+        `${frame.kind} before the HELLO handshake`,
+        { fatal: true },
+      );
     switch (frame.kind) {
       case "publish":
         return this.publish(session, frame);
@@ -328,34 +375,65 @@ export class Broker {
       case "pong":
         return;
       default:
-        return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", `${frame.kind} is a server frame; clients may not send it`);
+        return this.fail(
+          session,
+          "ARIA_ERR_UNEXPECTED_FRAME",
+          `${frame.kind} is a server frame; clients may not send it`,
+        );
     }
   }
 
-  private hello(session: Session, version: number, clientName: string, authToken: string | null): void {
-    if (session.handshaken) return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", "a second HELLO on one connection");
+  private hello(
+    session: Session,
+    version: number,
+    clientName: string,
+    authToken: string | null,
+  ): void {
+    if (session.handshaken)
+      return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", "a second HELLO on one connection");
     if (version !== PROTOCOL_VERSION) {
-      return this.fail(session, "ARIA_ERR_UNSUPPORTED_VERSION", `protocol version ${version}; this server speaks ${PROTOCOL_VERSION}`, { fatal: true });
+      return this.fail(
+        session,
+        "ARIA_ERR_UNSUPPORTED_VERSION",
+        `protocol version ${version}; this server speaks ${PROTOCOL_VERSION}`,
+        { fatal: true },
+      );
     }
     const expected = this.options.authToken;
-    if (expected !== undefined && expected !== "" && (authToken === null || !sameSecret(authToken, expected))) {
-      return this.fail(session, "ARIA_ERR_AUTH_FAILED", authToken === null ? "this server requires an auth token" : "wrong auth token", { fatal: true });
+    if (
+      expected !== undefined &&
+      expected !== "" &&
+      (authToken === null || !sameSecret(authToken, expected))
+    ) {
+      return this.fail(
+        session,
+        "ARIA_ERR_AUTH_FAILED",
+        authToken === null ? "this server requires an auth token" : "wrong auth token",
+        { fatal: true },
+      );
     }
     session.handshaken = true;
     session.clientName = clientName;
-    encodeWelcome(session.writer, { version: PROTOCOL_VERSION, limits: serverLimits(), nextSeq: this.visibleSeq });
+    encodeWelcome(session.writer, {
+      version: PROTOCOL_VERSION,
+      limits: serverLimits(),
+      nextSeq: this.visibleSeq,
+    });
   }
 
   private publish(session: Session, frame: PublishFrame): void {
     const requestId = frame.requestId;
-    if (this.failure !== null) return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure, { requestId });
-    if (this.shuttingDown) return this.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", { requestId });
+    if (this.failure !== null)
+      return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure, { requestId });
+    if (this.shuttingDown)
+      return this.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", { requestId });
     const messages = frame.messages;
     // Intern every topic first, so a batch is sequenced whole or not at all.
     const topicIds = new Int32Array(messages.count);
     for (let i = 0; messages.next(); i++) {
       const interned = this.topics.intern(messages.topic);
-      if (!interned.ok) return this.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
+      if (!interned.ok)
+        return this.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
       topicIds[i] = interned.topicId;
     }
     messages.rewind();
@@ -379,7 +457,9 @@ export class Broker {
         // first message and nothing was sequenced.
         assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
         this.storageFailed(error);
-        return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", { requestId });
+        return this.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", {
+          requestId,
+        });
       }
       this.nextSeq++;
       this.tip.append(topicIds[i], seq, timeUs, source, start, payloadBytes);
@@ -412,9 +492,20 @@ export class Broker {
 
   private subscribe(session: Session, frame: SubscribeFrame): void {
     const id = frame.subscriptionId;
-    if (session.subscriptions.has(id)) return this.fail(session, "ARIA_ERR_DUPLICATE_SUBSCRIPTION", `subscription ${id} already exists on this connection`, { subscriptionId: id });
+    if (session.subscriptions.has(id))
+      return this.fail(
+        session,
+        "ARIA_ERR_DUPLICATE_SUBSCRIPTION",
+        `subscription ${id} already exists on this connection`,
+        { subscriptionId: id },
+      );
     if (session.subscriptions.size >= SUBSCRIPTIONS_PER_CONNECTION_MAX) {
-      return this.fail(session, "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS", `a connection may hold ${SUBSCRIPTIONS_PER_CONNECTION_MAX} subscriptions`, { subscriptionId: id });
+      return this.fail(
+        session,
+        "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS",
+        `a connection may hold ${SUBSCRIPTIONS_PER_CONNECTION_MAX} subscriptions`,
+        { subscriptionId: id },
+      );
     }
     const matcher = new FilterMatcher(this.topics, frame.filter);
     const start = frame.start;
@@ -425,7 +516,8 @@ export class Broker {
       this.resolveTime(subscription, start.timeUs);
       return;
     }
-    const from = start.kind === "live" ? this.visibleSeq : start.kind === "earliest" ? 1 : start.seq;
+    const from =
+      start.kind === "live" ? this.visibleSeq : start.kind === "earliest" ? 1 : start.seq;
     this.begin(subscription, from);
   }
 
@@ -434,8 +526,12 @@ export class Broker {
     const session = subscription.session;
     subscription.nextSeq = Math.max(1, fromSeq);
     session.endData();
-    const oldest = this.tip.ring.count > 0 ? Math.min(this.tip.ring.firstSeq, this.visibleSeq) : this.visibleSeq;
-    encodeSubscribed(session.writer, { subscriptionId: subscription.id, firstSeq: subscription.nextSeq });
+    const oldest =
+      this.tip.ring.count > 0 ? Math.min(this.tip.ring.firstSeq, this.visibleSeq) : this.visibleSeq;
+    encodeSubscribed(session.writer, {
+      subscriptionId: subscription.id,
+      firstSeq: subscription.nextSeq,
+    });
     subscription.startedUs = this.clock.nowUs();
     if (subscription.nextSeq >= this.visibleSeq) {
       this.goLive(subscription);
@@ -476,7 +572,13 @@ export class Broker {
 
   private unsubscribe(session: Session, id: number): void {
     const subscription = session.subscriptions.get(id);
-    if (subscription === undefined) return this.fail(session, "ARIA_ERR_UNKNOWN_SUBSCRIPTION", `no subscription ${id} on this connection`, { subscriptionId: id });
+    if (subscription === undefined)
+      return this.fail(
+        session,
+        "ARIA_ERR_UNKNOWN_SUBSCRIPTION",
+        `no subscription ${id} on this connection`,
+        { subscriptionId: id },
+      );
     this.dropSubscription(subscription);
     session.endData();
     encodeUnsubscribed(session.writer, { subscriptionId: id });
@@ -486,7 +588,11 @@ export class Broker {
 
   /** After every event: start a commit for what was appended; flush the session's frames. */
   private afterEvent(session: Session | null): void {
-    if (!this.commitInFlight && this.store.committedSeq < this.nextSeq - 1 && this.failure === null) {
+    if (
+      !this.commitInFlight &&
+      this.store.committedSeq < this.nextSeq - 1 &&
+      this.failure === null
+    ) {
       this.commitInFlight = true;
       this.store.commit().then(
         () => {
@@ -513,7 +619,11 @@ export class Broker {
       this.pendingAckHead++;
       if (ack.session.closed) continue;
       ack.session.endData();
-      encodePublishAck(ack.session.writer, { requestId: ack.requestId, firstSeq: ack.firstSeq, count: ack.count });
+      encodePublishAck(ack.session.writer, {
+        requestId: ack.requestId,
+        firstSeq: ack.firstSeq,
+        count: ack.count,
+      });
       touched.add(ack.session);
     }
     if (this.pendingAckHead === this.pendingAcks.length) {
@@ -559,7 +669,8 @@ export class Broker {
     }
     this.fanOutShared(from, to, touched);
     let loopFrom = to;
-    for (const subscription of this.live) loopFrom = Math.min(loopFrom, Math.max(from, subscription.nextSeq));
+    for (const subscription of this.live)
+      loopFrom = Math.min(loopFrom, Math.max(from, subscription.nextSeq));
     if (loopFrom < to) {
       let at = ring.offsetOfSeq(loopFrom);
       for (let seq = loopFrom; seq < to; seq++) {
@@ -596,13 +707,21 @@ export class Broker {
     for (const group of this.fanout.groups()) {
       members.length = 0;
       for (const subscription of group) {
-        if (subscription.phase === Phase.Live && subscription.nextSeq <= from && !subscription.session.backedUp) members.push(subscription);
+        if (
+          subscription.phase === Phase.Live &&
+          subscription.nextSeq <= from &&
+          !subscription.session.backedUp
+        )
+          members.push(subscription);
       }
       if (members.length < 2) continue;
       const shared = this.sharedData;
       const position = { seq: from, at: ring.offsetOfSeq(from) };
       while (position.seq < to && members.length > 0) {
-        shared.encode(ring, position, to, { matcher: members[0].matcher, topicUtf8: this.topicUtf8Of });
+        shared.encode(ring, position, to, {
+          matcher: members[0].matcher,
+          topicUtf8: this.topicUtf8Of,
+        });
         for (let m = members.length - 1; m >= 0; m--) {
           const subscription = members[m];
           const copied = subscription.session.addSharedFrames(subscription.id, shared);
@@ -630,7 +749,15 @@ export class Broker {
     const ring = this.tip.ring;
     const topicId = ring.topicAt(at);
     const payloadStart = at + 24;
-    subscription.session.addData(subscription.id, ring.seqAt(at), ring.timeAt(at), this.topicUtf8(topicId), ring.bytes, payloadStart, ring.payloadLengthAt(at));
+    subscription.session.addData(
+      subscription.id,
+      ring.seqAt(at),
+      ring.timeAt(at),
+      this.topicUtf8(topicId),
+      ring.bytes,
+      payloadStart,
+      ring.payloadLengthAt(at),
+    );
     subscription.messagesDelivered++;
     this.counters.messagesDelivered++;
   }
@@ -646,9 +773,15 @@ export class Broker {
     this.live.add(subscription);
     if (!subscription.caughtUpSent) {
       subscription.caughtUpSent = true;
-      if (subscription.recovery !== null) this.recoverySeconds[subscription.recovery].observe((this.clock.nowUs() - subscription.startedUs) / 1e6);
+      if (subscription.recovery !== null)
+        this.recoverySeconds[subscription.recovery].observe(
+          (this.clock.nowUs() - subscription.startedUs) / 1e6,
+        );
       subscription.session.endData();
-      encodeCaughtUp(subscription.session.writer, { subscriptionId: subscription.id, nextSeq: subscription.nextSeq });
+      encodeCaughtUp(subscription.session.writer, {
+        subscriptionId: subscription.id,
+        nextSeq: subscription.nextSeq,
+      });
     }
   }
 
@@ -671,7 +804,11 @@ export class Broker {
     this.catchingUp.add(subscription);
     subscription.phase = Phase.Disk;
     // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
-    subscription.diskReader = this.store.read(subscription.filter, { seq: subscription.nextSeq }, { borrow: true });
+    subscription.diskReader = this.store.read(
+      subscription.filter,
+      { seq: subscription.nextSeq },
+      { borrow: true },
+    );
     this.schedulePump();
   }
 
@@ -679,7 +816,8 @@ export class Broker {
     if (subscription.phase === Phase.Stalled || subscription.phase === Phase.Closed) return;
     subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
     if (subscription.diskReader !== null) {
-      if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX) this.stalledReaders.add(subscription);
+      if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX)
+        this.stalledReaders.add(subscription);
       else this.dropDiskReader(subscription);
     }
     this.live.delete(subscription);
@@ -725,7 +863,8 @@ export class Broker {
         continue;
       }
       if (subscription.phase === Phase.Tip) this.tipSlice(subscription);
-      else if (subscription.phase === Phase.Disk && !subscription.diskBusy) this.diskSlice(subscription);
+      else if (subscription.phase === Phase.Disk && !subscription.diskBusy)
+        this.diskSlice(subscription);
       touched.add(session);
     }
     for (const session of touched) this.settle(session);
@@ -743,7 +882,9 @@ export class Broker {
       this.goLive(subscription);
       return;
     }
-    const read = this.tip.read(subscription.matcher, subscription.nextSeq, { endSeq: this.visibleSeq });
+    const read = this.tip.read(subscription.matcher, subscription.nextSeq, {
+      endSeq: this.visibleSeq,
+    });
     if (!read.ok) {
       this.toDisk(subscription);
       return;
@@ -806,7 +947,11 @@ export class Broker {
     );
   }
 
-  private diskBatch(subscription: Subscription, batch: StoredMessageLike[], committedBefore: number): void {
+  private diskBatch(
+    subscription: Subscription,
+    batch: StoredMessageLike[],
+    committedBefore: number,
+  ): void {
     const session = subscription.session;
     for (let i = 0; i < batch.length; i++) {
       const message = batch[i];
@@ -820,14 +965,33 @@ export class Broker {
       const interned = this.topics.intern(message.topic);
       assert(interned.ok, "diskBatch: stored topics are valid");
       const topic = this.topicUtf8(interned.topicId);
-      if (message.source !== undefined) session.addData(subscription.id, message.seq, message.timeUs, topic, message.source, message.start as number, message.length as number);
-      else session.addData(subscription.id, message.seq, message.timeUs, topic, message.payload, 0, message.payload.length);
+      if (message.source !== undefined)
+        session.addData(
+          subscription.id,
+          message.seq,
+          message.timeUs,
+          topic,
+          message.source,
+          message.start as number,
+          message.length as number,
+        );
+      else
+        session.addData(
+          subscription.id,
+          message.seq,
+          message.timeUs,
+          topic,
+          message.payload,
+          0,
+          message.payload.length,
+        );
       subscription.messagesDelivered++;
       this.counters.messagesDelivered++;
       subscription.nextSeq = message.seq + 1;
     }
     // An empty batch: nothing more matches up to what was committed when it was asked for.
-    if (batch.length === 0) subscription.nextSeq = Math.max(subscription.nextSeq, committedBefore + 1);
+    if (batch.length === 0)
+      subscription.nextSeq = Math.max(subscription.nextSeq, committedBefore + 1);
     const ring = this.tip.ring;
     const tipHolds = subscription.nextSeq >= (ring.count > 0 ? ring.firstSeq : this.visibleSeq);
     if (subscription.phase === Phase.Stalled) return;
@@ -850,7 +1014,8 @@ export class Broker {
     }
     if (session.backedUp) {
       for (const subscription of session.subscriptions.values()) {
-        if (subscription.phase === Phase.Live || subscription.phase === Phase.Tip) this.stall(subscription);
+        if (subscription.phase === Phase.Live || subscription.phase === Phase.Tip)
+          this.stall(subscription);
       }
     } else if (session.drained) {
       // The socket took everything: no drain event will come, so stalled cursors go on now.
@@ -859,13 +1024,32 @@ export class Broker {
     if (session.closing && session.queuedBytes === 0) this.closeSession(session);
   }
 
-  private fail(session: Session, code: AriaErrorCode, reason: string, related: { fatal?: boolean; requestId?: number; subscriptionId?: number } = {}): void {
+  private fail(
+    session: Session,
+    code: AriaErrorCode,
+    reason: string,
+    related: { fatal?: boolean; requestId?: number; subscriptionId?: number } = {},
+  ): void {
     session.endData();
-    const relatedKind = related.requestId !== undefined ? "request" : related.subscriptionId !== undefined ? "subscription" : "none";
+    const relatedKind =
+      related.requestId !== undefined
+        ? "request"
+        : related.subscriptionId !== undefined
+          ? "subscription"
+          : "none";
     // These close the session whatever the caller says: the frame says so too (a client that
     // read them as not fatal reconnected into the same refusal at once).
-    const fatal = related.fatal === true || code === "ARIA_ERR_SHUTTING_DOWN" || code === "ARIA_ERR_TOO_MANY_CONNECTIONS";
-    encodeError(session.writer, { code, fatal, reason, relatedKind, relatedId: related.requestId ?? related.subscriptionId ?? 0 });
+    const fatal =
+      related.fatal === true ||
+      code === "ARIA_ERR_SHUTTING_DOWN" ||
+      code === "ARIA_ERR_TOO_MANY_CONNECTIONS";
+    encodeError(session.writer, {
+      code,
+      fatal,
+      reason,
+      relatedKind,
+      relatedId: related.requestId ?? related.subscriptionId ?? 0,
+    });
     if (fatal) session.closing = true;
   }
 
@@ -882,7 +1066,12 @@ export class Broker {
     if (subscription.phase === Phase.Closed) return;
     const session = subscription.session;
     this.dropSubscription(subscription);
-    this.fail(session, "ARIA_ERR_STORAGE_FAILED", `reading subscription ${subscription.id} from disk failed: ${error instanceof Error ? error.message : String(error)}`, { subscriptionId: subscription.id });
+    this.fail(
+      session,
+      "ARIA_ERR_STORAGE_FAILED",
+      `reading subscription ${subscription.id} from disk failed: ${error instanceof Error ? error.message : String(error)}`,
+      { subscriptionId: subscription.id },
+    );
     this.settle(session);
   }
 
@@ -897,7 +1086,8 @@ export class Broker {
 
   private closeSession(session: Session): void {
     if (session.closed) return;
-    for (const subscription of [...session.subscriptions.values()]) this.dropSubscription(subscription);
+    for (const subscription of [...session.subscriptions.values()])
+      this.dropSubscription(subscription);
     session.closed = true;
     session.release();
     this.sessions.delete(session.id);

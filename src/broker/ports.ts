@@ -47,7 +47,14 @@ export interface BrokerStore {
   /** The newest publish time stored (0 when empty): publish times go on from it after a restart. */
   readonly newestTimeUs: number;
   /** Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame). */
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start: number, length: number): void;
+  append(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    payload: Uint8Array,
+    start: number,
+    length: number,
+  ): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;
   /** True while storage is behind on its background work: publishers should wait (see whenCaughtUp). */
@@ -58,5 +65,9 @@ export interface BrokerStore {
    * Reads a filter's committed messages in seq order; an empty batch means caught up. With
    * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call.
    */
-  read(filter: Filter, from: { seq: number } | { timeUs: number }, options?: { borrow?: boolean }): { nextBatch(): Promise<StoredMessageLike[]> };
+  read(
+    filter: Filter,
+    from: { seq: number } | { timeUs: number },
+    options?: { borrow?: boolean },
+  ): { nextBatch(): Promise<StoredMessageLike[]> };
 }

@@ -21,8 +21,15 @@ import type { Subscription } from "./subscription.ts";
 /** A DATA frame is closed once it holds this many bytes, so delivery is not held back by batching. */
 export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
 /** True when a message of these sizes starts a new DATA frame after the open one in `writer`. */
-export function dataFrameFull(writer: FrameWriter, topicBytes: number, payloadBytes: number): boolean {
-  return writer.frameBytes >= DATA_FRAME_BYTES_TARGET || !writer.dataMessageFits(topicBytes, payloadBytes);
+export function dataFrameFull(
+  writer: FrameWriter,
+  topicBytes: number,
+  payloadBytes: number,
+): boolean {
+  return (
+    writer.frameBytes >= DATA_FRAME_BYTES_TARGET ||
+    !writer.dataMessageFits(topicBytes, payloadBytes)
+  );
 }
 
 /** Bytes of one send-queue chunk. */
@@ -100,9 +107,20 @@ export class Session {
    * Appends one message to the DATA frame of `subscriptionId`, opening a new frame when another
    * subscription's is open, the frame reached its target size, or the message would not fit.
    */
-  addData(subscriptionId: number, seq: number, timeUs: number, topic: Uint8Array, source: Uint8Array, start: number, length: number): void {
+  addData(
+    subscriptionId: number,
+    seq: number,
+    timeUs: number,
+    topic: Uint8Array,
+    source: Uint8Array,
+    start: number,
+    length: number,
+  ): void {
     const writer = this.writer;
-    if (this.openDataSubscription !== subscriptionId || dataFrameFull(writer, topic.length, length)) {
+    if (
+      this.openDataSubscription !== subscriptionId ||
+      dataFrameFull(writer, topic.length, length)
+    ) {
       this.endData();
       writer.beginData(subscriptionId);
       this.openDataSubscription = subscriptionId;

@@ -52,13 +52,26 @@ function stream(messages: { topic: number; payloadBytes: number }[]): Stream {
 }
 
 /** What the per-message path writes for subscription 7: every matching message through Session.addData. */
-function perMessage({ ring, topicBytes }: Stream, matcher: FilterMatcher, fromSeq: number): Uint8Array {
+function perMessage(
+  { ring, topicBytes }: Stream,
+  matcher: FilterMatcher,
+  fromSeq: number,
+): Uint8Array {
   const sink = new Sink();
   const session = new Session(1, sink, new TopicCache(), Number.MAX_SAFE_INTEGER);
   let at = ring.offsetOfSeq(fromSeq);
   for (let seq = fromSeq; seq < ring.nextSeq; seq++) {
     const topicId = ring.topicAt(at);
-    if (matcher.matches(topicId)) session.addData(7, seq, ring.timeAt(at), topicBytes[topicId], ring.bytes, at + RECORD_HEADER_BYTES, ring.payloadLengthAt(at));
+    if (matcher.matches(topicId))
+      session.addData(
+        7,
+        seq,
+        ring.timeAt(at),
+        topicBytes[topicId],
+        ring.bytes,
+        at + RECORD_HEADER_BYTES,
+        ring.payloadLengthAt(at),
+      );
     if (seq + 1 < ring.nextSeq) at = ring.after(at);
   }
   session.flush();
@@ -71,7 +84,10 @@ function firstDifference(a: Uint8Array, b: Uint8Array): number {
 }
 
 const messagesArb = fc.array(
-  fc.record({ topic: fc.nat(TOPICS.length - 1), payloadBytes: fc.oneof(fc.nat(200), fc.nat(40_000)) }),
+  fc.record({
+    topic: fc.nat(TOPICS.length - 1),
+    payloadBytes: fc.oneof(fc.nat(200), fc.nat(40_000)),
+  }),
   // Up to ~6 MB of payloads: most runs take several rounds.
   { minLength: 1, maxLength: 300, size: "max" },
 );
@@ -81,39 +97,52 @@ let roundsMax = 0;
 describe("SharedData", () => {
   test("property: its rounds copied to a session are byte for byte the per-message path's frames", () => {
     fc.assert(
-      fc.property(messagesArb, fc.nat(FILTERS.length - 1), fc.nat(400), (messages, filterIndex, fromIndex) => {
-        const s = stream(messages);
-        const matcher = new FilterMatcher(s.topics, Filter.of(...FILTERS[filterIndex]));
-        const fromSeq = 1 + (fromIndex % messages.length);
-        const sink = new Sink();
-        const session = new Session(1, sink, new TopicCache(), Number.MAX_SAFE_INTEGER);
-        const shared = new SharedData();
-        const position = { seq: fromSeq, at: s.ring.offsetOfSeq(fromSeq) };
-        let delivered = 0;
-        let rounds = 0;
-        while (position.seq < s.ring.nextSeq) {
-          shared.encode(s.ring, position, s.ring.nextSeq, { matcher, topicUtf8: (id) => s.topicBytes[id] });
-          expect(shared.endSeq).toBeGreaterThan(position.seq);
-          expect(shared.frame(shared.frameCount - 1).byteOffset + shared.frame(shared.frameCount - 1).length).toBeLessThanOrEqual(SHARED_ROUND_BYTES + FRAME_BYTES_MAX);
-          for (let i = 0; i < shared.frameCount; i++) {
-            expect(shared.firstSeq(i)).toBeGreaterThanOrEqual(position.seq);
-            if (i > 0) expect(shared.firstSeq(i)).toBeGreaterThan(shared.firstSeq(i - 1));
-            delivered += shared.messages(i);
+      fc.property(
+        messagesArb,
+        fc.nat(FILTERS.length - 1),
+        fc.nat(400),
+        (messages, filterIndex, fromIndex) => {
+          const s = stream(messages);
+          const matcher = new FilterMatcher(s.topics, Filter.of(...FILTERS[filterIndex]));
+          const fromSeq = 1 + (fromIndex % messages.length);
+          const sink = new Sink();
+          const session = new Session(1, sink, new TopicCache(), Number.MAX_SAFE_INTEGER);
+          const shared = new SharedData();
+          const position = { seq: fromSeq, at: s.ring.offsetOfSeq(fromSeq) };
+          let delivered = 0;
+          let rounds = 0;
+          while (position.seq < s.ring.nextSeq) {
+            shared.encode(s.ring, position, s.ring.nextSeq, {
+              matcher,
+              topicUtf8: (id) => s.topicBytes[id],
+            });
+            expect(shared.endSeq).toBeGreaterThan(position.seq);
+            expect(
+              shared.frame(shared.frameCount - 1).byteOffset +
+                shared.frame(shared.frameCount - 1).length,
+            ).toBeLessThanOrEqual(SHARED_ROUND_BYTES + FRAME_BYTES_MAX);
+            for (let i = 0; i < shared.frameCount; i++) {
+              expect(shared.firstSeq(i)).toBeGreaterThanOrEqual(position.seq);
+              if (i > 0) expect(shared.firstSeq(i)).toBeGreaterThan(shared.firstSeq(i - 1));
+              delivered += shared.messages(i);
+            }
+            expect(session.addSharedFrames(7, shared)).toBe(shared.frameCount);
+            position.seq = shared.endSeq;
+            position.at = shared.endAt;
+            rounds++;
           }
-          expect(session.addSharedFrames(7, shared)).toBe(shared.frameCount);
-          position.seq = shared.endSeq;
-          position.at = shared.endAt;
-          rounds++;
-        }
-        roundsMax = Math.max(roundsMax, rounds);
-        session.flush();
-        const got = sink.bytes();
-        const want = perMessage(s, matcher, fromSeq);
-        expect(got.length).toBe(want.length);
-        expect(firstDifference(got, want)).toBe(-1);
-        const matching = messages.slice(fromSeq - 1).filter((m) => matcher.matches(m.topic)).length;
-        expect(delivered).toBe(matching);
-      }),
+          roundsMax = Math.max(roundsMax, rounds);
+          session.flush();
+          const got = sink.bytes();
+          const want = perMessage(s, matcher, fromSeq);
+          expect(got.length).toBe(want.length);
+          expect(firstDifference(got, want)).toBe(-1);
+          const matching = messages
+            .slice(fromSeq - 1)
+            .filter((m) => matcher.matches(m.topic)).length;
+          expect(delivered).toBe(matching);
+        },
+      ),
       fcParams({ runs: 100 }),
     );
     expect(roundsMax).toBeGreaterThanOrEqual(2);
@@ -123,9 +152,14 @@ describe("SharedData", () => {
     const s = stream(Array.from({ length: 100 }, () => ({ topic: 0, payloadBytes: 30_000 })));
     const matcher = new FilterMatcher(s.topics, Filter.of("**"));
     const shared = new SharedData();
-    shared.encode(s.ring, { seq: 1, at: s.ring.offsetOfSeq(1) }, s.ring.nextSeq, { matcher, topicUtf8: (id) => s.topicBytes[id] });
+    shared.encode(s.ring, { seq: 1, at: s.ring.offsetOfSeq(1) }, s.ring.nextSeq, {
+      matcher,
+      topicUtf8: (id) => s.topicBytes[id],
+    });
     // A frame closes once it holds 64 KiB: three 30 kB messages each, so 1 MiB takes 12 frames.
-    expect({ frames: shared.frameCount, endSeq: shared.endSeq, first: shared.messages(0) }).toEqual({ frames: 12, endSeq: 37, first: 3 });
+    expect({ frames: shared.frameCount, endSeq: shared.endSeq, first: shared.messages(0) }).toEqual(
+      { frames: 12, endSeq: 37, first: 3 },
+    );
     expect(shared.firstSeq(11)).toBe(34);
     expect(s.ring.seqAt(shared.endAt)).toBe(37);
   });
@@ -134,7 +168,10 @@ describe("SharedData", () => {
     const s = stream(Array.from({ length: 10 }, () => ({ topic: 0, payloadBytes: 40_000 })));
     const matcher = new FilterMatcher(s.topics, Filter.of("**"));
     const shared = new SharedData();
-    shared.encode(s.ring, { seq: 1, at: s.ring.offsetOfSeq(1) }, s.ring.nextSeq, { matcher, topicUtf8: (id) => s.topicBytes[id] });
+    shared.encode(s.ring, { seq: 1, at: s.ring.offsetOfSeq(1) }, s.ring.nextSeq, {
+      matcher,
+      topicUtf8: (id) => s.topicBytes[id],
+    });
     // Two 40 kB messages a frame: 80,068 bytes each; the limit takes two frames and a half.
     expect(shared.frameCount).toBe(5);
     const session = new Session(1, { write: () => 0, close() {} }, new TopicCache(), 200_000);
@@ -143,6 +180,8 @@ describe("SharedData", () => {
     session.flush();
     expect(session.queuedBytes).toBe(2 * shared.frame(0).length);
     // A frame never carries another subscription's id.
-    expect(new DataView(shared.frame(1).buffer, shared.frame(1).byteOffset).getUint32(8, true)).toBe(0);
+    expect(
+      new DataView(shared.frame(1).buffer, shared.frame(1).byteOffset).getUint32(8, true),
+    ).toBe(0);
   });
 });

@@ -61,7 +61,12 @@ export class SharedData {
    * Encodes the messages matching `matcher` among seqs [seq, to) of `ring` (`at` is the ring
    * offset of `seq`), stopping at a frame boundary once SHARED_ROUND_BYTES are written.
    */
-  encode(ring: Ring, from: { seq: number; at: number }, to: number, options: { matcher: FilterMatcher; topicUtf8: (topicId: number) => Uint8Array }): void {
+  encode(
+    ring: Ring,
+    from: { seq: number; at: number },
+    to: number,
+    options: { matcher: FilterMatcher; topicUtf8: (topicId: number) => Uint8Array },
+  ): void {
     const writer = this.writer;
     writer.reset();
     this.frameEnds.length = 0;
@@ -85,7 +90,14 @@ export class SharedData {
           this.firstSeqs.push(seq);
           open = true;
         }
-        writer.addDataMessage(seq, ring.timeAt(at), topic, ring.bytes, at + RECORD_HEADER_BYTES, payloadBytes);
+        writer.addDataMessage(
+          seq,
+          ring.timeAt(at),
+          topic,
+          ring.bytes,
+          at + RECORD_HEADER_BYTES,
+          payloadBytes,
+        );
       }
       if (seq + 1 < to) at = ring.after(at);
     }

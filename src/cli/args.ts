@@ -12,31 +12,66 @@ export class UsageError extends Error {}
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
 /** Parses `args` against `options`; throws UsageError on anything unknown or malformed. */
-export function parseCommand<T extends Options>(args: string[], options: T): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
+export function parseCommand<T extends Options>(
+  args: string[],
+  options: T,
+): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
   try {
-    const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true });
-    return { values: values as Record<string, string | boolean | string[] | undefined>, positionals };
+    const { values, positionals } = parseArgs({
+      args,
+      options,
+      allowPositionals: true,
+      strict: true,
+    });
+    return {
+      values: values as Record<string, string | boolean | string[] | undefined>,
+      positionals,
+    };
   } catch (error) {
     throw new UsageError((error as Error).message.replace(/^TypeError \[[A-Z_]+\]: /, ""));
   }
 }
 
-const SIZE_UNITS: Record<string, number> = { "": 1, b: 1, k: 1e3, kb: 1e3, kib: 1024, m: 1e6, mb: 1e6, mib: 1024 ** 2, g: 1e9, gb: 1e9, gib: 1024 ** 3, t: 1e12, tb: 1e12, tib: 1024 ** 4 };
+const SIZE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  kib: 1024,
+  m: 1e6,
+  mb: 1e6,
+  mib: 1024 ** 2,
+  g: 1e9,
+  gb: 1e9,
+  gib: 1024 ** 3,
+  t: 1e12,
+  tb: 1e12,
+  tib: 1024 ** 4,
+};
 
 /** Parses a byte size such as `256MiB`, `1GB` or `4096`. */
 export function parseSize(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*([a-zA-Z]*)$/.exec(text.trim());
   const unit = match === null ? undefined : SIZE_UNITS[match[2].toLowerCase()];
-  if (match === null || unit === undefined) throw new UsageError(`${flag}: "${text}" is not a size (e.g. 256MiB, 1GB, 4096)`);
+  if (match === null || unit === undefined)
+    throw new UsageError(`${flag}: "${text}" is not a size (e.g. 256MiB, 1GB, 4096)`);
   return Math.floor(Number(match[1]) * unit);
 }
 
-const DURATION_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const DURATION_MS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
 
 /** Parses a duration such as `500ms`, `30s`, `12h`, `7d`; returns milliseconds. */
 export function parseDuration(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/.exec(text.trim());
-  if (match === null) throw new UsageError(`${flag}: "${text}" is not a duration (e.g. 500ms, 30s, 12h, 7d)`);
+  if (match === null)
+    throw new UsageError(`${flag}: "${text}" is not a duration (e.g. 500ms, 30s, 12h, 7d)`);
   return Number(match[1]) * DURATION_MS[match[2]];
 }
 
@@ -54,7 +89,11 @@ export function parsePort(text: string, flag: string): number {
 }
 
 /** The string value of a flag, or its default. */
-export function stringFlag(values: Record<string, unknown>, name: string, fallback: string): string {
+export function stringFlag(
+  values: Record<string, unknown>,
+  name: string,
+  fallback: string,
+): string {
   const value = values[name];
   return typeof value === "string" ? value : fallback;
 }

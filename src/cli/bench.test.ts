@@ -1,9 +1,28 @@
 import { expect, test } from "bun:test";
-import { benchOptions, formatBytes, formatSi, markdownTable, median, percentile, Samples, SCENARIOS, summarize } from "../bench/mod.ts";
+import {
+  benchOptions,
+  formatBytes,
+  formatSi,
+  markdownTable,
+  median,
+  percentile,
+  Samples,
+  SCENARIOS,
+  summarize,
+} from "../bench/mod.ts";
 import { runCli, type CliIo } from "./mod.ts";
 
 function capture(): CliIo & { stdout: string; stderr: string } {
-  const io = { stdout: "", stderr: "", out: (t: string) => { io.stdout += t; }, err: (t: string) => { io.stderr += t; } };
+  const io = {
+    stdout: "",
+    stderr: "",
+    out: (t: string) => {
+      io.stdout += t;
+    },
+    err: (t: string) => {
+      io.stderr += t;
+    },
+  };
   return io;
 }
 
@@ -12,7 +31,9 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   const code = await runCli(["bench", "--quick", "--scenario", "all", "--json"], io);
   if (code !== 0) console.error(io.stderr);
   expect(code).toBe(0);
-  const report = JSON.parse(io.stdout) as { scenarios: { scenario: string; rows: Record<string, unknown>[]; targets: { met: boolean }[] }[] };
+  const report = JSON.parse(io.stdout) as {
+    scenarios: { scenario: string; rows: Record<string, unknown>[]; targets: { met: boolean }[] }[];
+  };
   expect(report.scenarios.map((s) => s.scenario)).toEqual([...SCENARIOS]);
   const rowsOf = (name: string) => report.scenarios.find((s) => s.scenario === name)!.rows;
   const positive = (rows: Record<string, unknown>[], key: string) => {
@@ -51,7 +72,9 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
 test("aria bench: wrong arguments are usage errors", async () => {
   const io = capture();
   expect(await runCli(["bench", "--scenario", "nope"], io)).toBe(2);
-  expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(`"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, all"`);
+  expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(
+    `"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, all"`,
+  );
   const help = capture();
   expect(await runCli(["bench", "--help"], help)).toBe(0);
   expect(help.stdout).toContain("Usage: aria bench");
@@ -73,9 +96,24 @@ test("bench stats and tables", () => {
   expect(percentile(new Float64Array([]), 0.5)).toBeNaN();
   expect(median([3, 1, 2])).toBe(2);
   expect(median([4, 1, 2, 3])).toBe(2.5);
-  expect([formatSi(1_234_567), formatSi(45_600), formatSi(999), formatBytes(256 * 1024 * 1024)]).toEqual(["1.23 M", "46 k", "999", "256 MiB"]);
-  expect(markdownTable([{ key: "name", header: "name" }, { key: "rate", header: "msg/s", format: formatSi }], [{ name: "a", rate: 1e6 }, { name: "bb", rate: null }]))
-    .toMatchInlineSnapshot(`
+  expect([
+    formatSi(1_234_567),
+    formatSi(45_600),
+    formatSi(999),
+    formatBytes(256 * 1024 * 1024),
+  ]).toEqual(["1.23 M", "46 k", "999", "256 MiB"]);
+  expect(
+    markdownTable(
+      [
+        { key: "name", header: "name" },
+        { key: "rate", header: "msg/s", format: formatSi },
+      ],
+      [
+        { name: "a", rate: 1e6 },
+        { name: "bb", rate: null },
+      ],
+    ),
+  ).toMatchInlineSnapshot(`
       "| name |  msg/s |
       | ---- | -----: |
       | a    | 1.00 M |

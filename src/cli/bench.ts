@@ -21,7 +21,15 @@ import {
 } from "../bench/mod.ts";
 import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../runtime/bench_env.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
-import { parseCommand, parseCount, parseDuration, parseSize, stringFlag, UsageError, checkUrl } from "./args.ts";
+import {
+  parseCommand,
+  parseCount,
+  parseDuration,
+  parseSize,
+  stringFlag,
+  UsageError,
+  checkUrl,
+} from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { progressLine } from "./progress.ts";
 
@@ -87,19 +95,31 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const scenarios = parseScenarios(stringFlag(values, "scenario", "all"));
   const overrides: BenchOverrides = { quick: values.quick === true };
-  if (typeof values.duration === "string") overrides.durationMs = positive(parseDuration(values.duration, "--duration"), "--duration");
-  if (typeof values.messages === "string") overrides.messages = positive(parseCount(values.messages, "--messages"), "--messages");
-  if (typeof values.repeat === "string") overrides.repeat = positive(parseCount(values.repeat, "--repeat"), "--repeat");
-  if (typeof values.window === "string") overrides.window = positive(parseCount(values.window, "--window"), "--window");
-  if (typeof values.batch === "string") overrides.batch = positive(parseCount(values.batch, "--batch"), "--batch");
-  if (typeof values["tip-bytes"] === "string") overrides.tipBytes = positive(parseSize(values["tip-bytes"], "--tip-bytes"), "--tip-bytes");
+  if (typeof values.duration === "string")
+    overrides.durationMs = positive(parseDuration(values.duration, "--duration"), "--duration");
+  if (typeof values.messages === "string")
+    overrides.messages = positive(parseCount(values.messages, "--messages"), "--messages");
+  if (typeof values.repeat === "string")
+    overrides.repeat = positive(parseCount(values.repeat, "--repeat"), "--repeat");
+  if (typeof values.window === "string")
+    overrides.window = positive(parseCount(values.window, "--window"), "--window");
+  if (typeof values.batch === "string")
+    overrides.batch = positive(parseCount(values.batch, "--batch"), "--batch");
+  if (typeof values["tip-bytes"] === "string")
+    overrides.tipBytes = positive(parseSize(values["tip-bytes"], "--tip-bytes"), "--tip-bytes");
   if (typeof values.fsync === "string") overrides.fsync = parseFsyncList(values.fsync);
-  if (typeof values.publishers === "string") overrides.publishers = parseCountList(values.publishers, "--publishers");
-  if (typeof values.payload === "string") overrides.payloadBytes = parseCountList(values.payload, "--payload");
+  if (typeof values.publishers === "string")
+    overrides.publishers = parseCountList(values.publishers, "--publishers");
+  if (typeof values.payload === "string")
+    overrides.payloadBytes = parseCountList(values.payload, "--payload");
   const url = typeof values.url === "string" ? checkUrl(values.url) : null;
   const options = benchOptions(overrides);
   const progress = benchProgress(io);
-  const env = benchEnv({ url, parentDir: stringFlag(values, "data-dir", defaultParentDir()), progress: progress.update });
+  const env = benchEnv({
+    url,
+    parentDir: stringFlag(values, "data-dir", defaultParentDir()),
+    progress: progress.update,
+  });
   const results: ScenarioResult[] = [];
   const machine = machineInfo(url);
   try {
@@ -114,7 +134,8 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     return EXIT_FAILURE;
   }
   progress.done("");
-  if (values.json === true) io.out(`${JSON.stringify({ machine, options, scenarios: results }, null, 2)}\n`);
+  if (values.json === true)
+    io.out(`${JSON.stringify({ machine, options, scenarios: results }, null, 2)}\n`);
   else io.out(renderMarkdown(machine, results));
   return EXIT_OK;
 }
@@ -123,7 +144,8 @@ function parseScenarios(text: string): ScenarioName[] {
   if (text === "all") return [...SCENARIOS];
   const names = text.split(",").map((name) => name.trim());
   for (const name of names) {
-    if (!(SCENARIOS as readonly string[]).includes(name)) throw new UsageError(`--scenario: "${name}" is not one of ${SCENARIOS.join(", ")}, all`);
+    if (!(SCENARIOS as readonly string[]).includes(name))
+      throw new UsageError(`--scenario: "${name}" is not one of ${SCENARIOS.join(", ")}, all`);
   }
   return names as ScenarioName[];
 }
@@ -133,7 +155,8 @@ const FSYNC_POLICIES: readonly FsyncPolicy[] = ["always", "interval", "never"];
 function parseFsyncList(text: string): FsyncPolicy[] {
   const policies = text.split(",").map((policy) => policy.trim());
   for (const policy of policies) {
-    if (!(FSYNC_POLICIES as readonly string[]).includes(policy)) throw new UsageError(`--fsync: "${policy}" is not one of ${FSYNC_POLICIES.join(", ")}`);
+    if (!(FSYNC_POLICIES as readonly string[]).includes(policy))
+      throw new UsageError(`--fsync: "${policy}" is not one of ${FSYNC_POLICIES.join(", ")}`);
   }
   return policies as FsyncPolicy[];
 }
@@ -156,12 +179,22 @@ function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string
   ];
   for (const result of results) {
     parts.push(`## ${result.title}\n\n${markdownTable(result.columns, result.rows)}`);
-    if (result.notes.length > 0) parts.push(result.notes.map((note) => `- ${note}`).join("\n") + "\n");
+    if (result.notes.length > 0)
+      parts.push(result.notes.map((note) => `- ${note}`).join("\n") + "\n");
   }
   const targets = results.flatMap((result) => result.targets);
   if (targets.length > 0) {
     const rows = targets.map((t) => ({ target: t.target, measured: t.measured, met: t.met }));
-    parts.push(`## Targets\n\n${markdownTable([{ key: "target", header: "target" }, { key: "measured", header: "measured" }, { key: "met", header: "met" }], rows)}`);
+    parts.push(
+      `## Targets\n\n${markdownTable(
+        [
+          { key: "target", header: "target" },
+          { key: "measured", header: "measured" },
+          { key: "met", header: "met" },
+        ],
+        rows,
+      )}`,
+    );
   }
   return parts.join("\n");
 }

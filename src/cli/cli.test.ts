@@ -8,7 +8,16 @@ import { parseJsonLine } from "./pub.ts";
 import { connectionEventLine, parseFrom } from "./sub.ts";
 
 function capture(): CliIo & { stdout: string; stderr: string } {
-  const io = { stdout: "", stderr: "", out: (t: string) => { io.stdout += t; }, err: (t: string) => { io.stderr += t; } };
+  const io = {
+    stdout: "",
+    stderr: "",
+    out: (t: string) => {
+      io.stdout += t;
+    },
+    err: (t: string) => {
+      io.stderr += t;
+    },
+  };
   return io;
 }
 
@@ -18,7 +27,9 @@ test("no command: usage on stderr, exit 2; unknown command too", async () => {
   expect(none.stderr).toContain("Usage: aria <command>");
   const unknown = capture();
   expect(await runCli(["frobnicate"], unknown)).toBe(2);
-  expect(unknown.stderr.split("\n")[0]).toMatchInlineSnapshot(`"aria: unknown command 'frobnicate'"`);
+  expect(unknown.stderr.split("\n")[0]).toMatchInlineSnapshot(
+    `"aria: unknown command 'frobnicate'"`,
+  );
 });
 
 test("--help prints usage on stdout, exit 0; version", async () => {
@@ -27,7 +38,9 @@ test("--help prints usage on stdout, exit 0; version", async () => {
   expect(help.stdout).toContain("Commands:");
   const version = capture();
   expect(await runCli(["version"], version)).toBe(0);
-  expect(version.stdout).toMatch(/^aria \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(-dirty)?|unknown), (bun|deno) \d+\.\d+\.\d+\S*\)\n$/);
+  expect(version.stdout).toMatch(
+    /^aria \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(-dirty)?|unknown), (bun|deno) \d+\.\d+\.\d+\S*\)\n$/,
+  );
   const flag = capture();
   expect(await runCli(["--version"], flag)).toBe(0);
   expect(flag.stdout).toBe(version.stdout);
@@ -49,7 +62,8 @@ test("byteLinesOf: lines of bytes, never decoded, the same however the stream is
   for (let round = 0; round < 200; round++) {
     const input = new Uint8Array(prng.nextInt(400));
     prng.fill(input);
-    for (let i = 0; i < input.length; i++) if (prng.nextInt(8) === 0) input[i] = prng.nextInt(2) === 0 ? 0x0a : 0x0d;
+    for (let i = 0; i < input.length; i++)
+      if (prng.nextInt(8) === 0) input[i] = prng.nextInt(2) === 0 ? 0x0a : 0x0d;
     // The reference: split on "\n", drop one "\r" before it, keep a last line without "\n" unless empty.
     const text = Buffer.from(input).toString("latin1");
     const parts = text.split("\n");
@@ -64,16 +78,37 @@ test("byteLinesOf: lines of bytes, never decoded, the same however the stream is
     const got = await collect(chunks);
     expect(got).toEqual(want.map((line) => Buffer.from(line, "latin1").toString("hex")));
   }
-  expect(await collect([new Uint8Array([0x00, 0xff, 0x0a, 0x0a, 0xc3]), new Uint8Array([0x28, 0x0d, 0x0a, 0x0d])])).toEqual(["00ff", "", "c328", "0d"]);
+  expect(
+    await collect([
+      new Uint8Array([0x00, 0xff, 0x0a, 0x0a, 0xc3]),
+      new Uint8Array([0x28, 0x0d, 0x0a, 0x0d]),
+    ]),
+  ).toEqual(["00ff", "", "c328", "0d"]);
 });
 
 test("pub's JSON lines: payload as UTF-8 text or payloadBase64 as bytes; blank lines skipped; bad lines say which", () => {
   const line = (text: string) => new TextEncoder().encode(text);
-  expect(parseJsonLine(line('{"topic":"a","payload":"ü"}'), 1)).toEqual({ topic: "a", payload: "ü" });
-  expect(parseJsonLine(line('{"seq":4,"time":"x","topic":"a/b","payloadBase64":"AAH/"}'), 1)).toEqual({ topic: "a/b", payload: new Uint8Array([0x00, 0x01, 0xff]) });
-  expect(parseJsonLine(line('{"topic":"a","payloadBase64":""}'), 1)).toEqual({ topic: "a", payload: new Uint8Array(0) });
+  expect(parseJsonLine(line('{"topic":"a","payload":"ü"}'), 1)).toEqual({
+    topic: "a",
+    payload: "ü",
+  });
+  expect(
+    parseJsonLine(line('{"seq":4,"time":"x","topic":"a/b","payloadBase64":"AAH/"}'), 1),
+  ).toEqual({ topic: "a/b", payload: new Uint8Array([0x00, 0x01, 0xff]) });
+  expect(parseJsonLine(line('{"topic":"a","payloadBase64":""}'), 1)).toEqual({
+    topic: "a",
+    payload: new Uint8Array(0),
+  });
   expect(parseJsonLine(line("  \t"), 1)).toBeNull();
-  const errors = ['{"topic":"a"}', '{"topic":"a","payload":7}', '{"topic":"a","payloadBase64":"AAE"}', '{"topic":"a","payloadBase64":"A A="}', '{"topic":"a","payload":"","payloadBase64":""}', "[1]", "nope"].map((text) => {
+  const errors = [
+    '{"topic":"a"}',
+    '{"topic":"a","payload":7}',
+    '{"topic":"a","payloadBase64":"AAE"}',
+    '{"topic":"a","payloadBase64":"A A="}',
+    '{"topic":"a","payload":"","payloadBase64":""}',
+    "[1]",
+    "nope",
+  ].map((text) => {
     try {
       parseJsonLine(line(text), 3);
       return "accepted";
@@ -101,7 +136,13 @@ test("--from: live, earliest, a seq, a time ago from the clock passed in, an ISO
     const from = parseFrom(text, nowUs) as { timeUs: number };
     return new Date(from.timeUs / 1000).toISOString();
   };
-  expect(["30s", "15m", "2h", "7d", "1w"].map(ago)).toEqual(["2026-06-01T11:59:30.000Z", "2026-06-01T11:45:00.000Z", "2026-06-01T10:00:00.000Z", "2026-05-25T12:00:00.000Z", "2026-05-25T12:00:00.000Z"]);
+  expect(["30s", "15m", "2h", "7d", "1w"].map(ago)).toEqual([
+    "2026-06-01T11:59:30.000Z",
+    "2026-06-01T11:45:00.000Z",
+    "2026-06-01T10:00:00.000Z",
+    "2026-05-25T12:00:00.000Z",
+    "2026-05-25T12:00:00.000Z",
+  ]);
   expect(parseFrom("100000000w", nowUs)).toEqual({ timeUs: 0 });
   expect(parseFrom("live", nowUs)).toBe("live");
   expect(parseFrom("earliest", nowUs)).toBe("earliest");
@@ -130,7 +171,14 @@ test("--from: live, earliest, a seq, a time ago from the clock passed in, an ISO
 });
 
 test("sub and pub: another system's wildcards are usage errors saying what Aria writes; a dotted topic is a warning", async () => {
-  const cases = [["sub", "app/#"], ["sub", "app/+/x"], ["sub", "orders.>"], ["sub", "orders.*"], ["sub", ">"], ["pub", "orders.>", "x"]];
+  const cases = [
+    ["sub", "app/#"],
+    ["sub", "app/+/x"],
+    ["sub", "orders.>"],
+    ["sub", "orders.*"],
+    ["sub", ">"],
+    ["pub", "orders.>", "x"],
+  ];
   const firstLines = [];
   for (const args of cases) {
     const io = capture();
@@ -147,23 +195,37 @@ test("sub and pub: another system's wildcards are usage errors saying what Aria 
       "aria pub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**",
     ]
   `);
-  for (const args of [["sub", "orders.created"], ["pub", "orders.created", "x"]]) {
+  for (const args of [
+    ["sub", "orders.created"],
+    ["pub", "orders.created", "x"],
+  ]) {
     const io = capture();
     // Nothing listens on port 1: the warning, then the connect fails (exit 1), not a usage error.
     expect(await runCli([args[0], "--url", "tcp://127.0.0.1:1", ...args.slice(1)], io)).toBe(1);
-    expect(io.stderr.split("\n")[0]).toBe(`aria ${args[0]}: warning: "orders.created": Aria's separator is '/', not '.': this is one segment (orders/created has 2)`);
+    expect(io.stderr.split("\n")[0]).toBe(
+      `aria ${args[0]}: warning: "orders.created": Aria's separator is '/', not '.': this is one segment (orders/created has 2)`,
+    );
   }
 });
 
 test("sub's stderr lines for a dropped connection, its resumption (from the seq the subscription resumed at) and giving up", () => {
   const subscription = { startSent: { kind: "seq", seq: 201 } } as unknown as ClientSubscription;
   // Each is one line.
-  expect([
-    connectionEventLine({ kind: "disconnected", reason: "connection to 127.0.0.1:7400 lost: server is shutting down", reconnecting: true }, subscription),
-    connectionEventLine({ kind: "reconnected", attempts: 3 }, subscription),
-    connectionEventLine({ kind: "reconnect_failed", reason: "x", attempts: 20 }, subscription),
-    connectionEventLine({ kind: "reconnected", attempts: 1 }, null),
-  ].map((line) => line.trimEnd())).toMatchInlineSnapshot(`
+  expect(
+    [
+      connectionEventLine(
+        {
+          kind: "disconnected",
+          reason: "connection to 127.0.0.1:7400 lost: server is shutting down",
+          reconnecting: true,
+        },
+        subscription,
+      ),
+      connectionEventLine({ kind: "reconnected", attempts: 3 }, subscription),
+      connectionEventLine({ kind: "reconnect_failed", reason: "x", attempts: 20 }, subscription),
+      connectionEventLine({ kind: "reconnected", attempts: 1 }, null),
+    ].map((line) => line.trimEnd()),
+  ).toMatchInlineSnapshot(`
     [
       "aria sub: connection to 127.0.0.1:7400 lost: server is shutting down; reconnecting",
       "aria sub: reconnected; resumed from seq 201",

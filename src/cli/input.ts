@@ -19,12 +19,18 @@ export async function* byteLinesOf(chunks: AsyncIterable<Uint8Array>): AsyncGene
   let pieces: Uint8Array[] = [];
   for await (const chunk of chunks) {
     let start = 0;
-    for (let newline = chunk.indexOf(NEWLINE); newline >= 0; newline = chunk.indexOf(NEWLINE, start)) {
+    for (
+      let newline = chunk.indexOf(NEWLINE);
+      newline >= 0;
+      newline = chunk.indexOf(NEWLINE, start)
+    ) {
       pieces.push(chunk.subarray(start, newline));
       const line = concat(pieces);
       pieces = [];
       start = newline + 1;
-      yield line.length > 0 && line[line.length - 1] === CARRIAGE_RETURN ? line.subarray(0, line.length - 1) : line;
+      yield line.length > 0 && line[line.length - 1] === CARRIAGE_RETURN
+        ? line.subarray(0, line.length - 1)
+        : line;
     }
     if (start < chunk.length) pieces.push(chunk.slice(start));
   }

@@ -31,12 +31,28 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
-  serve: { summary: "run the server (TCP protocol + admin HTTP app)", usage: SERVE_USAGE, run: serveCommand },
+  serve: {
+    summary: "run the server (TCP protocol + admin HTTP app)",
+    usage: SERVE_USAGE,
+    run: serveCommand,
+  },
   pub: { summary: "publish messages", usage: PUB_USAGE, run: pubCommand },
   sub: { summary: "subscribe and print messages", usage: SUB_USAGE, run: subCommand },
-  simulate: { summary: "run the deterministic simulator with fault injection", usage: SIMULATE_USAGE, run: simulateCommand },
-  bench: { summary: "run scenario benchmarks against a server", usage: BENCH_USAGE, run: benchCommand },
-  split: { summary: "split persisted partitions into subtree stores (plan, stats, rewrite)", usage: SPLIT_USAGE, run: splitCommand },
+  simulate: {
+    summary: "run the deterministic simulator with fault injection",
+    usage: SIMULATE_USAGE,
+    run: simulateCommand,
+  },
+  bench: {
+    summary: "run scenario benchmarks against a server",
+    usage: BENCH_USAGE,
+    run: benchCommand,
+  },
+  split: {
+    summary: "split persisted partitions into subtree stores (plan, stats, rewrite)",
+    usage: SPLIT_USAGE,
+    run: splitCommand,
+  },
   version: {
     summary: "print the version, the commit it was built from and the runtime",
     run: async (_args, io) => {
@@ -48,7 +64,9 @@ const COMMANDS: Record<string, Command> = {
 
 /** The top-level usage text. */
 export function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(10)} ${command.summary}`);
+  const lines = Object.entries(COMMANDS).map(
+    ([name, command]) => `  ${name.padEnd(10)} ${command.summary}`,
+  );
   return `Usage: aria <command> [options]\n\nCommands:\n${lines.join("\n")}\n\nRun 'aria <command> --help' for a command's options; 'aria --version' prints the version.\n`;
 }
 

@@ -50,9 +50,12 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   const jsonLines = values["json-lines"] === true;
   const file = typeof values.file === "string" ? values.file : null;
   const [topic, message, ...extra] = positionals;
-  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}" (quote a MESSAGE with spaces)`);
-  if (file !== null && jsonLines) throw new UsageError("--file and --json-lines exclude each other");
-  if (file !== null && message !== undefined) throw new UsageError("--file PATH is the message: give no MESSAGE with it");
+  if (extra.length > 0)
+    throw new UsageError(`unexpected argument "${extra[0]}" (quote a MESSAGE with spaces)`);
+  if (file !== null && jsonLines)
+    throw new UsageError("--file and --json-lines exclude each other");
+  if (file !== null && message !== undefined)
+    throw new UsageError("--file PATH is the message: give no MESSAGE with it");
   if (file === "") throw new UsageError("--file needs a path");
   if (!jsonLines) {
     if (topic === undefined) throw new UsageError("missing TOPIC");
@@ -124,12 +127,18 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     }
     await settle();
   } catch (error) {
-    io.err(`aria pub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`);
+    io.err(
+      `aria pub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`,
+    );
     await client.close();
     return EXIT_FAILURE;
   }
   await client.close();
-  io.err(count === 0 ? "aria pub: no messages\n" : `acknowledged seq ${first}..${last} (${count} message${count === 1 ? "" : "s"})\n`);
+  io.err(
+    count === 0
+      ? "aria pub: no messages\n"
+      : `acknowledged seq ${first}..${last} (${count} message${count === 1 ? "" : "s"})\n`,
+  );
   return EXIT_OK;
 }
 
@@ -140,7 +149,10 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  * One --json-lines line: {"topic", "payload"} (text, sent as UTF-8) or {"topic", "payloadBase64"}
  * (bytes); other fields (seq, time, as `aria sub` prints them) are ignored. Null for a blank line.
  */
-export function parseJsonLine(line: Uint8Array, lineNumber: number): { topic: string; payload: Uint8Array | string } | null {
+export function parseJsonLine(
+  line: Uint8Array,
+  lineNumber: number,
+): { topic: string; payload: Uint8Array | string } | null {
   let value: unknown;
   try {
     const text = UTF8.decode(line);
@@ -153,9 +165,14 @@ export function parseJsonLine(line: Uint8Array, lineNumber: number): { topic: st
   if (typeof value !== "object" || value === null) throw new Error(shape);
   const record = value as { topic?: unknown; payload?: unknown; payloadBase64?: unknown };
   if (typeof record.topic !== "string") throw new Error(shape);
-  if (record.payload !== undefined && record.payloadBase64 !== undefined) throw new Error(`line ${lineNumber}: payload and payloadBase64 exclude each other`);
+  if (record.payload !== undefined && record.payloadBase64 !== undefined)
+    throw new Error(`line ${lineNumber}: payload and payloadBase64 exclude each other`);
   if (typeof record.payload === "string") return { topic: record.topic, payload: record.payload };
   if (typeof record.payloadBase64 !== "string") throw new Error(shape);
-  if (!BASE64.test(record.payloadBase64)) throw new Error(`line ${lineNumber}: payloadBase64 is not base64`);
-  return { topic: record.topic, payload: new Uint8Array(Buffer.from(record.payloadBase64, "base64")) };
+  if (!BASE64.test(record.payloadBase64))
+    throw new Error(`line ${lineNumber}: payloadBase64 is not base64`);
+  return {
+    topic: record.topic,
+    payload: new Uint8Array(Buffer.from(record.payloadBase64, "base64")),
+  };
 }

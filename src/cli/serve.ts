@@ -3,11 +3,23 @@
  * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`), so a
  * script started with --port 0 learns the ports it got.
  */
-import { ADMIN_HOST_DEFAULT, TIP_BYTES_DEFAULT, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
+import {
+  ADMIN_HOST_DEFAULT,
+  TIP_BYTES_DEFAULT,
+  TIP_BYTES_MAX,
+  TIP_BYTES_MIN,
+} from "../constants.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { FatalError, startServer } from "../runtime/server.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
-import { parseCommand, parseDuration, parsePort, parseSize, stringFlag, UsageError } from "./args.ts";
+import {
+  parseCommand,
+  parseDuration,
+  parsePort,
+  parseSize,
+  stringFlag,
+  UsageError,
+} from "./args.ts";
 import { EXIT_OK, type CliIo } from "./cli_io.ts";
 
 /** Usage of `aria serve`. */
@@ -54,9 +66,16 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const fsync = stringFlag(values, "fsync", "always") as FsyncPolicy;
-  if (!FSYNC_POLICIES.includes(fsync)) throw new UsageError(`--fsync: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`);
-  const tipBytes = typeof values["tip-bytes"] === "string" ? parseSize(values["tip-bytes"], "--tip-bytes") : TIP_BYTES_DEFAULT;
-  if (tipBytes < TIP_BYTES_MIN || tipBytes > TIP_BYTES_MAX) throw new UsageError(`--tip-bytes: must be between ${TIP_BYTES_MIN} and ${TIP_BYTES_MAX} bytes`);
+  if (!FSYNC_POLICIES.includes(fsync))
+    throw new UsageError(`--fsync: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`);
+  const tipBytes =
+    typeof values["tip-bytes"] === "string"
+      ? parseSize(values["tip-bytes"], "--tip-bytes")
+      : TIP_BYTES_DEFAULT;
+  if (tipBytes < TIP_BYTES_MIN || tipBytes > TIP_BYTES_MAX)
+    throw new UsageError(
+      `--tip-bytes: must be between ${TIP_BYTES_MIN} and ${TIP_BYTES_MAX} bytes`,
+    );
   const options = {
     host: stringFlag(values, "host", "127.0.0.1"),
     port: parsePort(stringFlag(values, "port", "7400"), "--port"),
@@ -64,18 +83,28 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     dataDir: stringFlag(values, "data-dir", "./aria-data"),
     tipBytes: tipBytes - (tipBytes % 8),
     fsync,
-    retainAgeUs: typeof values["retain-age"] === "string" ? parseDuration(values["retain-age"], "--retain-age") * 1000 : undefined,
-    retainBytes: typeof values["retain-bytes"] === "string" ? parseSize(values["retain-bytes"], "--retain-bytes") : undefined,
+    retainAgeUs:
+      typeof values["retain-age"] === "string"
+        ? parseDuration(values["retain-age"], "--retain-age") * 1000
+        : undefined,
+    retainBytes:
+      typeof values["retain-bytes"] === "string"
+        ? parseSize(values["retain-bytes"], "--retain-bytes")
+        : undefined,
     authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
     adminHost: stringFlag(values, "admin-host", ADMIN_HOST_DEFAULT),
     adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
   };
-  if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken)) throw new UsageError("--admin-token: must be printable ASCII without spaces");
+  if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken))
+    throw new UsageError("--admin-token: must be printable ASCII without spaces");
   // An empty host could mean every interface to the runtime: the admin app and its split routes open to all.
   if (options.host === "") throw new UsageError("--host: must not be empty");
   if (options.adminHost === "") throw new UsageError("--admin-host: must not be empty");
   // An empty token (an unset variable in `--auth-token "$TOKEN"`) would mean no auth at all.
-  if (options.authToken === "") throw new UsageError("--auth-token: must not be empty (leave the flag out for a server without auth)");
+  if (options.authToken === "")
+    throw new UsageError(
+      "--auth-token: must not be empty (leave the flag out for a server without auth)",
+    );
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     server = await startServer(options);
@@ -89,11 +118,20 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   const recovery = server.recovery;
   for (const cut of recovery.cuts) {
     // After a crash a recycled journal's cut includes the older generation's bytes it still held.
-    const after = cut.recordsAfterCut === 0 ? "no valid record after it" : `${cut.recordsAfterCut} valid-looking records after it, unsynced writes the crash kept out of order`;
-    io.err(`aria serve: recovery cut ${cut.file} at offset ${cut.offset} after its last whole record: ${cut.bytesCut} bytes, ${after}\n`);
+    const after =
+      cut.recordsAfterCut === 0
+        ? "no valid record after it"
+        : `${cut.recordsAfterCut} valid-looking records after it, unsynced writes the crash kept out of order`;
+    io.err(
+      `aria serve: recovery cut ${cut.file} at offset ${cut.offset} after its last whole record: ${cut.bytesCut} bytes, ${after}\n`,
+    );
   }
-  if (recovery.journalsAdopted > 0) io.err(`aria serve: recovery adopted the journal staged at the last roll (written while the one before it was sealed; its records continue it)\n`);
-  for (const problem of recovery.problems) io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
+  if (recovery.journalsAdopted > 0)
+    io.err(
+      `aria serve: recovery adopted the journal staged at the last roll (written while the one before it was sealed; its records continue it)\n`,
+    );
+  for (const problem of recovery.problems)
+    io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   io.err(`aria serve: ${signal}: shutting down\n`);

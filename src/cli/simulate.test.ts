@@ -2,17 +2,30 @@ import { expect, test } from "bun:test";
 import { type CliIo, runCli } from "./mod.ts";
 
 function capture(): CliIo & { stdout: string; stderr: string } {
-  const io = { stdout: "", stderr: "", out: (t: string) => { io.stdout += t; }, err: (t: string) => { io.stderr += t; } };
+  const io = {
+    stdout: "",
+    stderr: "",
+    out: (t: string) => {
+      io.stdout += t;
+    },
+    err: (t: string) => {
+      io.stderr += t;
+    },
+  };
   return io;
 }
 
 test("aria simulate: exit 0 when every invariant held, with a summary line", async () => {
   const io = capture();
-  expect(await runCli(["simulate", "--seed", "3", "--seeds", "2", "--steps", "80", "--verbose"], io)).toBe(0);
+  expect(
+    await runCli(["simulate", "--seed", "3", "--seeds", "2", "--steps", "80", "--verbose"], io),
+  ).toBe(0);
   const lines = io.stdout.trim().split("\n");
   expect(lines.length).toBe(3);
   expect(lines[0]).toMatch(/^seed 3: ok fsync=\w+ messages=\d+ .* trace=[0-9a-f]{16}$/);
-  expect(lines[2]).toMatch(/^simulate: 2 seeds \(3\.\.4\) × 80 steps, \d+ messages: every invariant held/);
+  expect(lines[2]).toMatch(
+    /^simulate: 2 seeds \(3\.\.4\) × 80 steps, \d+ messages: every invariant held/,
+  );
   expect(io.stderr).toBe("");
 });
 
@@ -34,14 +47,19 @@ for (const bug of ["drop-one", "reorder", "lose-acked"]) {
 test("aria simulate: bad arguments are usage errors (exit 2)", async () => {
   const io = capture();
   expect(await runCli(["simulate", "--inject-bug", "nope"], io)).toBe(2);
-  expect(io.stderr.split("\n")[0]).toBe(`aria simulate: --inject-bug: "nope" is not one of drop-one, reorder, lose-acked`);
+  expect(io.stderr.split("\n")[0]).toBe(
+    `aria simulate: --inject-bug: "nope" is not one of drop-one, reorder, lose-acked`,
+  );
   expect(await runCli(["simulate", "--steps", "x"], capture())).toBe(2);
 });
 
 test("aria simulate on a terminal: a progress line on stderr, rewritten in place and cleared before the summary", async () => {
   const out = Object.assign(capture(), { errIsTerminal: () => true });
   expect(await runCli(["simulate", "--seed", "3", "--seeds", "2", "--steps", "60"], out)).toBe(0);
-  const updates = out.stderr.split("\r\x1b[K").filter((part) => part !== "").map((update) => update.replace(/, \d+\.\d s$/, ", T s"));
+  const updates = out.stderr
+    .split("\r\x1b[K")
+    .filter((part) => part !== "")
+    .map((update) => update.replace(/, \d+\.\d s$/, ", T s"));
   expect(updates).toEqual([
     "aria simulate: seed 3 (1/2), step 25/60, T s",
     "aria simulate: seed 3 (1/2), step 50/60, T s",

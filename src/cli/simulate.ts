@@ -50,13 +50,20 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const firstSeed = typeof values.seed === "string" ? parseCount(values.seed, "--seed") : 1;
-  const seeds = typeof values.seeds === "string" ? parseCount(values.seeds, "--seeds") : typeof values.seed === "string" ? 1 : SEEDS_DEFAULT;
-  const steps = typeof values.steps === "string" ? parseCount(values.steps, "--steps") : STEPS_DEFAULT;
+  const seeds =
+    typeof values.seeds === "string"
+      ? parseCount(values.seeds, "--seeds")
+      : typeof values.seed === "string"
+        ? 1
+        : SEEDS_DEFAULT;
+  const steps =
+    typeof values.steps === "string" ? parseCount(values.steps, "--steps") : STEPS_DEFAULT;
   if (seeds < 1) throw new UsageError("--seeds: run at least one seed");
   const bugText = values["inject-bug"];
   let injectBug: InjectBug | null = null;
   if (typeof bugText === "string") {
-    if (!(INJECT_BUGS as readonly string[]).includes(bugText)) throw new UsageError(`--inject-bug: "${bugText}" is not one of ${INJECT_BUGS.join(", ")}`);
+    if (!(INJECT_BUGS as readonly string[]).includes(bugText))
+      throw new UsageError(`--inject-bug: "${bugText}" is not one of ${INJECT_BUGS.join(", ")}`);
     injectBug = bugText as InjectBug;
   }
   const verbose = values.verbose === true;
@@ -67,7 +74,9 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
     const seedIndex = seed - firstSeed + 1;
     const showStep = (step: number) => {
       if (step % PROGRESS_STEPS === 0 || step === steps) {
-        progress.update(`seed ${seed} (${seedIndex}/${seeds}), step ${step}/${steps}, ${((runtime.clock.nowUs() - started) / 1e6).toFixed(1)} s`);
+        progress.update(
+          `seed ${seed} (${seedIndex}/${seeds}), step ${step}/${steps}, ${((runtime.clock.nowUs() - started) / 1e6).toFixed(1)} s`,
+        );
       }
     };
     const result = await simulate({ seed, steps, injectBug, onStep: showStep });
@@ -82,12 +91,16 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
     }
     const failure = result.failure;
     if (failure !== null) {
-      io.err(`invariant ${failure.invariant} violated at step ${failure.step} (seed ${seed}): ${failure.details}\n`);
+      io.err(
+        `invariant ${failure.invariant} violated at step ${failure.step} (seed ${seed}): ${failure.details}\n`,
+      );
       io.err(`replay: ${replayCommand(seed, failure.step, injectBug)}\n`);
       return EXIT_FAILURE;
     }
   }
   const seconds = ((runtime.clock.nowUs() - started) / 1e6).toFixed(1);
-  io.out(`simulate: ${seeds} seed${seeds === 1 ? "" : "s"} (${firstSeed}..${firstSeed + seeds - 1}) × ${steps} steps, ${messages} messages: every invariant held (${seconds} s)\n`);
+  io.out(
+    `simulate: ${seeds} seed${seeds === 1 ? "" : "s"} (${firstSeed}..${firstSeed + seeds - 1}) × ${steps} steps, ${messages} messages: every invariant held (${seconds} s)\n`,
+  );
   return EXIT_OK;
 }

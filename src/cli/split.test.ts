@@ -8,10 +8,22 @@ import type { OpenData } from "../store/mod.ts";
 import { runCli, type CliIo } from "./mod.ts";
 import { reportText } from "./split_run.ts";
 
-const DATASETS = ["orders-desk", "services-zipf", "iot-fleet", "even"].map((name) => ({ name, path: join(import.meta.dir, `../../../shared/datasets/${name}.csv`) }));
+const DATASETS = ["orders-desk", "services-zipf", "iot-fleet", "even"].map((name) => ({
+  name,
+  path: join(import.meta.dir, `../../../shared/datasets/${name}.csv`),
+}));
 
 function capture(): CliIo & { stdout: string; stderr: string } {
-  const io = { stdout: "", stderr: "", out: (t: string) => { io.stdout += t; }, err: (t: string) => { io.stderr += t; } };
+  const io = {
+    stdout: "",
+    stderr: "",
+    out: (t: string) => {
+      io.stdout += t;
+    },
+    err: (t: string) => {
+      io.stderr += t;
+    },
+  };
   return io;
 }
 
@@ -26,7 +38,13 @@ interface PlanDocument {
   budget?: number;
   budgetRaisedTo?: number;
   stores: { id: string; partition: string; topics: string[]; bytes: number }[];
-  metrics: { stores: number; wastedBytesTotal: number; worstWaste: { topic: string; wastedBytes: number }; worstRatio: { topic: string; ratio: number }; subtrees: { count: number } };
+  metrics: {
+    stores: number;
+    wastedBytesTotal: number;
+    worstWaste: { topic: string; wastedBytes: number };
+    worstRatio: { topic: string; ratio: number };
+    subtrees: { count: number };
+  };
 }
 
 let dir = "";
@@ -34,7 +52,10 @@ let example = "";
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "aria-split-"));
   example = join(dir, "example.csv");
-  writeFileSync(example, "topic,bytes,messages\napp/orders/new/eu,9000,90\napp/orders/new/us,1000,10\napp/orders/fill/eu,300,3\napp/orders/fill/us,100,1\napp/orders/cancel,50,1\napp/audit/log,20,1\n");
+  writeFileSync(
+    example,
+    "topic,bytes,messages\napp/orders/new/eu,9000,90\napp/orders/new/us,1000,10\napp/orders/fill/eu,300,3\napp/orders/fill/us,100,1\napp/orders/cancel,50,1\napp/audit/log,20,1\n",
+  );
   writeFileSync(join(dir, "bad.csv"), "topic,bytes,messages\na/b,1,1\na/b,2,2\n");
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,11 +63,23 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("aria split plan --json on every dataset", () => {
   for (const { name, path } of DATASETS) {
     test(name, async () => {
-      const topics = (await Bun.file(path).text()).trim().split("\n").slice(1).map((line) => line.split(",")[0]);
+      const topics = (await Bun.file(path).text())
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(",")[0]);
       const waste: Record<string, number> = {};
       let heuristicStores = 0;
       for (const algorithm of ["heuristic", "adaptive"]) {
-        const result = await run("split", "plan", "--volumes", path, "--algorithm", algorithm, "--json");
+        const result = await run(
+          "split",
+          "plan",
+          "--volumes",
+          path,
+          "--algorithm",
+          algorithm,
+          "--json",
+        );
         expect([result.code, result.stderr]).toEqual([0, ""]);
         expect(result.stdout.endsWith("}\n")).toBe(true);
         const document = JSON.parse(result.stdout) as PlanDocument;
@@ -55,12 +88,17 @@ describe("aria split plan --json on every dataset", () => {
         expect(listed.length).toBe(topics.length);
         expect(new Set(listed)).toEqual(new Set(topics));
         for (const store of document.stores) {
-          for (const topic of store.topics) expect(topic.split("/").slice(0, 2).join("/")).toBe(store.partition);
+          for (const topic of store.topics)
+            expect(topic.split("/").slice(0, 2).join("/")).toBe(store.partition);
         }
         expect(document.metrics.stores).toBe(document.stores.length);
         waste[algorithm] = document.metrics.wastedBytesTotal;
         if (algorithm === "heuristic") heuristicStores = document.stores.length;
-        else expect([document.budget, document.stores.length]).toEqual([heuristicStores, heuristicStores]);
+        else
+          expect([document.budget, document.stores.length]).toEqual([
+            heuristicStores,
+            heuristicStores,
+          ]);
       }
       expect(waste.adaptive).toBeLessThanOrEqual(waste.heuristic);
       // Skewed trees: far less waste. Even sizes: no better than the simple rule.
@@ -90,7 +128,17 @@ test("the summary of the worked example", async () => {
 });
 
 test("a budget below the partition count is raised, with a note", async () => {
-  const result = await run("split", "plan", "--volumes", example, "--algorithm", "adaptive", "--max-stores", "1", "--json");
+  const result = await run(
+    "split",
+    "plan",
+    "--volumes",
+    example,
+    "--algorithm",
+    "adaptive",
+    "--max-stores",
+    "1",
+    "--json",
+  );
   expect(result.code).toBe(0);
   expect(result.stderr).toMatchInlineSnapshot(`
     "aria split plan: --max-stores 1 is below the table's 2 partitions (a store never mixes partitions): planned for 2 stores
@@ -122,7 +170,13 @@ test("usage errors exit 2 with the subcommand's usage", async () => {
     const result = await run(...args);
     expect(result.code).toBe(2);
     expect(result.stdout).toBe("");
-    expect(result.stderr).toContain(args[1] === "plan" ? "Usage: aria split plan" : args[1] === "stats" ? "Usage: aria split stats" : "Usage: aria split [--data-dir DIR]");
+    expect(result.stderr).toContain(
+      args[1] === "plan"
+        ? "Usage: aria split plan"
+        : args[1] === "stats"
+          ? "Usage: aria split stats"
+          : "Usage: aria split [--data-dir DIR]",
+    );
     firstLines.push(result.stderr.split("\n")[0].split(". ")[0]); // node:util's own wording after its first sentence
   }
   expect(firstLines).toMatchInlineSnapshot(`
@@ -150,7 +204,9 @@ test("an unreadable or invalid file exits 1 with a one-line message", async () =
   for (const path of [join(dir, "missing.csv"), dir, join(dir, "bad.csv")]) {
     const result = await run("split", "plan", "--volumes", path, "--algorithm", "heuristic");
     expect([result.code, result.stdout]).toEqual([1, ""]);
-    expect(result.stderr.endsWith("\n") && result.stderr.indexOf("\n") === result.stderr.length - 1).toBe(true);
+    expect(
+      result.stderr.endsWith("\n") && result.stderr.indexOf("\n") === result.stderr.length - 1,
+    ).toBe(true);
     messages.push(result.stderr.replaceAll(dir, "DIR").trim());
   }
   expect(messages).toMatchInlineSnapshot(`
@@ -176,15 +232,31 @@ test("--help: split lists plan, stats and the rewrite; plan shows its options", 
 });
 
 test("the split's closing report prints every byte figure in one format (formatBytes)", () => {
-  const metrics = (stores: number, wasted: number, topic: string, waste: number, ratio: number): PlanMetrics => ({
+  const metrics = (
+    stores: number,
+    wasted: number,
+    topic: string,
+    waste: number,
+    ratio: number,
+  ): PlanMetrics => ({
     stores,
     wastedBytesTotal: wasted,
     worstWaste: { topic, wastedBytes: waste },
     worstRatio: { topic, ratio },
-    subtrees: { count: 0, wastedBytesTotal: 0, worstWaste: { subtree: topic, wastedBytes: 0 }, worstRatio: { subtree: topic, ratio: 1 } },
+    subtrees: {
+      count: 0,
+      wastedBytesTotal: 0,
+      worstWaste: { subtree: topic, wastedBytes: 0 },
+      worstRatio: { subtree: topic, ratio: 1 },
+    },
   });
   const report: SplitReport = {
-    table: { topics: [], bytes: new Float64Array(0), messages: new Float64Array(0), bytesTotal: 0 } as unknown as VolumeTable,
+    table: {
+      topics: [],
+      bytes: new Float64Array(0),
+      messages: new Float64Array(0),
+      bytesTotal: 0,
+    } as unknown as VolumeTable,
     before: metrics(5, 2_566_725, "app/orders/paid/eu", 835_387, 5.41),
     after: metrics(8, 236_168, "ops/metrics/mem", 123_073, 2.09),
     partitionsRewritten: 5,
@@ -196,7 +268,16 @@ test("the split's closing report prints every byte figure in one format (formatB
     sealed: null,
     open: null,
   };
-  expect(reportText(report, { seconds: 0.16, dryRun: false, via: "local", workers: 2, nowUs: 0, dataDir: "./aria-data" })).toMatchInlineSnapshot(`
+  expect(
+    reportText(report, {
+      seconds: 0.16,
+      dryRun: false,
+      via: "local",
+      workers: 2,
+      nowUs: 0,
+      dataDir: "./aria-data",
+    }),
+  ).toMatchInlineSnapshot(`
     "rewrote 5 partition(s) into 8 store(s), replacing 9 file(s); switched by the split itself
     read 3.2 MiB, wrote 1.6 MiB in 0.16 s with 2 worker(s) (20.3 MiB/s read)
 
@@ -210,9 +291,34 @@ test("the split's closing report prints every byte figure in one format (formatB
 });
 
 describe("what the split says about open segments (the journal's records, in no closed file yet)", () => {
-  const open: OpenData = { partitions: 3, records: 4, bytes: 172, oldestTimeUs: 1_000_000_000, segmentAgeUs: 600_000_000, segmentBytesMax: 64 * 1024 * 1024 };
-  const empty: SplitReport = { table: null, before: null, after: null, partitionsRewritten: 0, storesWritten: 0, filesReplaced: 0, bytesRead: 0, bytesWritten: 0, switched: false, sealed: null, open };
-  const how = { seconds: 0.01, dryRun: false, workers: 2, nowUs: 1_020_000_000, dataDir: "./aria-data" };
+  const open: OpenData = {
+    partitions: 3,
+    records: 4,
+    bytes: 172,
+    oldestTimeUs: 1_000_000_000,
+    segmentAgeUs: 600_000_000,
+    segmentBytesMax: 64 * 1024 * 1024,
+  };
+  const empty: SplitReport = {
+    table: null,
+    before: null,
+    after: null,
+    partitionsRewritten: 0,
+    storesWritten: 0,
+    filesReplaced: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+    switched: false,
+    sealed: null,
+    open,
+  };
+  const how = {
+    seconds: 0.01,
+    dryRun: false,
+    workers: 2,
+    nowUs: 1_020_000_000,
+    dataDir: "./aria-data",
+  };
 
   test("nothing closed yet, a server running: what is open, when the oldest closes, how to close it now", () => {
     expect(reportText(empty, { ...how, via: "server" })).toMatchInlineSnapshot(`
@@ -235,7 +341,12 @@ describe("what the split says about open segments (the journal's records, in no 
   });
 
   test("an empty directory", () => {
-    expect(reportText({ ...empty, open: { ...open, partitions: 0, records: 0, bytes: 0, oldestTimeUs: null } }, { ...how, via: "local" })).toMatchInlineSnapshot(`
+    expect(
+      reportText(
+        { ...empty, open: { ...open, partitions: 0, records: 0, bytes: 0, oldestTimeUs: null } },
+        { ...how, via: "local" },
+      ),
+    ).toMatchInlineSnapshot(`
       "nothing to split: the data directory holds no messages
       "
     `);

@@ -8,10 +8,23 @@
 import { SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
 import { formatBytes } from "../bench/table.ts";
 import { runtime } from "../runtime/current_runtime.ts";
-import { parseVolumeTable, planJson, planSplit, SPLIT_ALGORITHMS, type PlanReport, type SplitAlgorithm, type VolumeTable } from "../split/mod.ts";
+import {
+  parseVolumeTable,
+  planJson,
+  planSplit,
+  SPLIT_ALGORITHMS,
+  type PlanReport,
+  type SplitAlgorithm,
+  type VolumeTable,
+} from "../split/mod.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
-import { SPLIT_RUN_USAGE, SPLIT_STATS_USAGE, splitRunCommand, splitStatsCommand } from "./split_run.ts";
+import {
+  SPLIT_RUN_USAGE,
+  SPLIT_STATS_USAGE,
+  splitRunCommand,
+  splitStatsCommand,
+} from "./split_run.ts";
 
 /** Usage of `aria split`. */
 export const SPLIT_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--dry-run]
@@ -52,10 +65,18 @@ interface Subcommand {
 
 const SPLIT_SUBCOMMANDS: Record<string, Subcommand> = {
   plan: { summary: "plan which topics share a store", usage: SPLIT_PLAN_USAGE, run: planCommand },
-  stats: { summary: "measure the volume table of a data directory", usage: SPLIT_STATS_USAGE, run: splitStatsCommand },
+  stats: {
+    summary: "measure the volume table of a data directory",
+    usage: SPLIT_STATS_USAGE,
+    run: splitStatsCommand,
+  },
 };
 
-const SPLIT_RUN: Subcommand = { summary: "rewrite closed segments into subtree stores", usage: SPLIT_RUN_USAGE, run: splitRunCommand };
+const SPLIT_RUN: Subcommand = {
+  summary: "rewrite closed segments into subtree stores",
+  usage: SPLIT_RUN_USAGE,
+  run: splitRunCommand,
+};
 
 /** Runs `aria split`. */
 export async function splitCommand(args: string[], io: CliIo): Promise<number> {
@@ -93,12 +114,18 @@ async function planCommand(args: string[], io: CliIo): Promise<number> {
   if (path === "") throw new UsageError("--volumes FILE.csv is required");
   const algorithm = stringFlag(values, "algorithm", "");
   if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm)) {
-    throw new UsageError(algorithm === "" ? "--algorithm is required (heuristic or adaptive)" : `--algorithm: "${algorithm}" is not heuristic or adaptive`);
+    throw new UsageError(
+      algorithm === ""
+        ? "--algorithm is required (heuristic or adaptive)"
+        : `--algorithm: "${algorithm}" is not heuristic or adaptive`,
+    );
   }
   const maxStoresText = stringFlag(values, "max-stores", "");
-  if (maxStoresText !== "" && algorithm !== "adaptive") throw new UsageError("--max-stores applies to --algorithm adaptive only");
+  if (maxStoresText !== "" && algorithm !== "adaptive")
+    throw new UsageError("--max-stores applies to --algorithm adaptive only");
   const maxStores = maxStoresText === "" ? undefined : parseCount(maxStoresText, "--max-stores");
-  if (maxStores !== undefined && !Number.isSafeInteger(maxStores)) throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
+  if (maxStores !== undefined && !Number.isSafeInteger(maxStores))
+    throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
 
   const read = await runtime.readTextFile(path, { bytesMax: SPLIT_VOLUMES_FILE_BYTES_MAX });
   if (!read.ok) {
@@ -112,36 +139,47 @@ async function planCommand(args: string[], io: CliIo): Promise<number> {
   }
   const report = planSplit(parsed.table, { algorithm: algorithm as SplitAlgorithm, maxStores });
   if (report.plan.budgetRaisedTo !== null) {
-    io.err(`aria split plan: --max-stores ${maxStores} is below the table's ${report.partitions} partitions `
-      + `(a store never mixes partitions): planned for ${report.plan.budgetRaisedTo} stores\n`);
+    io.err(
+      `aria split plan: --max-stores ${maxStores} is below the table's ${report.partitions} partitions ` +
+        `(a store never mixes partitions): planned for ${report.plan.budgetRaisedTo} stores\n`,
+    );
   }
-  io.out(values.json === true ? `${JSON.stringify(planJson(parsed.table, report))}\n` : planSummary(parsed.table, report, maxStores));
+  io.out(
+    values.json === true
+      ? `${JSON.stringify(planJson(parsed.table, report))}\n`
+      : planSummary(parsed.table, report, maxStores),
+  );
   return EXIT_OK;
 }
 
 /** The readable summary `aria split plan` prints without --json. */
 export function planSummary(table: VolumeTable, report: PlanReport, maxStores?: number): string {
   const { plan, metrics } = report;
-  const budget = plan.budget === null
-    ? ""
-    : `, budget ${plan.budget} stores${plan.budgetRaisedTo !== null ? ` (raised from ${maxStores})` : maxStores === undefined ? " (the heuristic's store count)" : ""}`;
+  const budget =
+    plan.budget === null
+      ? ""
+      : `, budget ${plan.budget} stores${plan.budgetRaisedTo !== null ? ` (raised from ${maxStores})` : maxStores === undefined ? " (the heuristic's store count)" : ""}`;
   const subtrees = metrics.subtrees;
   const lines = [
     `algorithm      ${plan.algorithm}${budget}`,
     `table          ${table.topics.length} topics in ${report.partitions} partitions, ${formatBytes(table.bytesTotal)}`,
     `stores         ${metrics.stores}`,
-    `topic reads    wasted ${formatBytes(metrics.wastedBytesTotal)} in total; most ${formatBytes(metrics.worstWaste.wastedBytes)} `
-      + `reading ${metrics.worstWaste.topic}; worst ratio ${metrics.worstRatio.ratio.toFixed(2)}x reading ${metrics.worstRatio.topic}`,
-    `subtree reads  wasted ${formatBytes(subtrees.wastedBytesTotal)} over ${subtrees.count} subtrees; most ${formatBytes(subtrees.worstWaste.wastedBytes)} `
-      + `reading ${subtrees.worstWaste.subtree}; worst ratio ${subtrees.worstRatio.ratio.toFixed(2)}x reading ${subtrees.worstRatio.subtree}`,
+    `topic reads    wasted ${formatBytes(metrics.wastedBytesTotal)} in total; most ${formatBytes(metrics.worstWaste.wastedBytes)} ` +
+      `reading ${metrics.worstWaste.topic}; worst ratio ${metrics.worstRatio.ratio.toFixed(2)}x reading ${metrics.worstRatio.topic}`,
+    `subtree reads  wasted ${formatBytes(subtrees.wastedBytesTotal)} over ${subtrees.count} subtrees; most ${formatBytes(subtrees.worstWaste.wastedBytes)} ` +
+      `reading ${subtrees.worstWaste.subtree}; worst ratio ${subtrees.worstRatio.ratio.toFixed(2)}x reading ${subtrees.worstRatio.subtree}`,
     "",
   ];
   const idWidth = Math.max(5, ...plan.stores.map((store) => store.id.length));
   const partitionWidth = Math.max(9, ...plan.stores.map((store) => store.partition.length));
-  lines.push(`${"store".padEnd(idWidth)}  ${"partition".padEnd(partitionWidth)}  ${"topics".padStart(7)}  ${"bytes".padStart(9)}  first topic`);
+  lines.push(
+    `${"store".padEnd(idWidth)}  ${"partition".padEnd(partitionWidth)}  ${"topics".padStart(7)}  ${"bytes".padStart(9)}  first topic`,
+  );
   for (const store of plan.stores) {
-    lines.push(`${store.id.padEnd(idWidth)}  ${store.partition.padEnd(partitionWidth)}  ${String(store.topics.length).padStart(7)}  `
-      + `${formatBytes(store.bytes).padStart(9)}  ${table.topics[store.topics[0]]}`);
+    lines.push(
+      `${store.id.padEnd(idWidth)}  ${store.partition.padEnd(partitionWidth)}  ${String(store.topics.length).padStart(7)}  ` +
+        `${formatBytes(store.bytes).padStart(9)}  ${table.topics[store.topics[0]]}`,
+    );
   }
   return `${lines.join("\n")}\n`;
 }

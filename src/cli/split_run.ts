@@ -4,11 +4,26 @@
  * progress line and the before/after table. The work itself is src/split/executor.ts.
  */
 import { formatBytes } from "../bench/table.ts";
-import { SEGMENT_AGE_US_MAX, SEGMENT_BYTES_MAX, SEGMENT_INDEX_INTERVAL_BYTES } from "../constants.ts";
+import {
+  SEGMENT_AGE_US_MAX,
+  SEGMENT_BYTES_MAX,
+  SEGMENT_INDEX_INTERVAL_BYTES,
+} from "../constants.ts";
 import { inProcessRunner } from "../split/in_process.ts";
-import { executeSplit, measureVolumes, type SplitProgress, type SplitReport } from "../split/executor.ts";
+import {
+  executeSplit,
+  measureVolumes,
+  type SplitProgress,
+  type SplitReport,
+} from "../split/executor.ts";
 import type { OpenData, SealResult } from "../store/mod.ts";
-import { SPLIT_ALGORITHMS, volumeTableOf, VOLUME_TABLE_HEADER, type PlanMetrics, type SplitAlgorithm } from "../split/mod.ts";
+import {
+  SPLIT_ALGORITHMS,
+  volumeTableOf,
+  VOLUME_TABLE_HEADER,
+  type PlanMetrics,
+  type SplitAlgorithm,
+} from "../split/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { workerRunner } from "../runtime/split_pool.ts";
 import { defaultWorkers, nowMs, openSplitOwner, stderrIsTerminal } from "../runtime/split_owner.ts";
@@ -74,11 +89,14 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
   const algorithm = stringFlag(values, "algorithm", "adaptive");
-  if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm)) throw new UsageError(`--algorithm: "${algorithm}" is not heuristic or adaptive`);
+  if (!SPLIT_ALGORITHMS.includes(algorithm as SplitAlgorithm))
+    throw new UsageError(`--algorithm: "${algorithm}" is not heuristic or adaptive`);
   const maxStoresText = stringFlag(values, "max-stores", "");
-  if (maxStoresText !== "" && algorithm !== "adaptive") throw new UsageError("--max-stores applies to --algorithm adaptive only");
+  if (maxStoresText !== "" && algorithm !== "adaptive")
+    throw new UsageError("--max-stores applies to --algorithm adaptive only");
   const maxStores = maxStoresText === "" ? undefined : parseCount(maxStoresText, "--max-stores");
-  if (maxStores !== undefined && !Number.isSafeInteger(maxStores)) throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
+  if (maxStores !== undefined && !Number.isSafeInteger(maxStores))
+    throw new UsageError(`--max-stores: ${maxStoresText} is too large`);
   const workersText = stringFlag(values, "workers", "");
   const workers = workersText === "" ? defaultWorkers() : parseCount(workersText, "--workers");
   if (workers < 1 || workers > 256) throw new UsageError("--workers: must be between 1 and 256");
@@ -101,7 +119,9 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
       seal: values.seal === true,
       nowUs: () => runtime.clock.nowUs(),
       intervalBytes: SEGMENT_INDEX_INTERVAL_BYTES,
-      onProgress: terminal ? (progress) => io.err(`\r\x1b[K${progressLine(progress, nowMs() - started)}`) : undefined,
+      onProgress: terminal
+        ? (progress) => io.err(`\r\x1b[K${progressLine(progress, nowMs() - started)}`)
+        : undefined,
     });
   } catch (error) {
     if (terminal) io.err("\r\x1b[K");
@@ -115,47 +135,91 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
   const seconds = (nowMs() - started) / 1000;
   if (values.json === true) {
     const { table: _table, ...rest } = report;
-    io.out(`${JSON.stringify({ ...rest, via: owner.via, dryRun: values["dry-run"] === true, seconds })}\n`);
+    io.out(
+      `${JSON.stringify({ ...rest, via: owner.via, dryRun: values["dry-run"] === true, seconds })}\n`,
+    );
   } else {
-    io.out(reportText(report, { seconds, dryRun: values["dry-run"] === true, via: owner.via, workers, nowUs: runtime.clock.nowUs(), dataDir }));
+    io.out(
+      reportText(report, {
+        seconds,
+        dryRun: values["dry-run"] === true,
+        via: owner.via,
+        workers,
+        nowUs: runtime.clock.nowUs(),
+        dataDir,
+      }),
+    );
   }
   return EXIT_OK;
 }
 
 function progressLine(progress: SplitProgress, elapsedMs: number): string {
   const rate = elapsedMs > 0 ? progress.bytesDone / (elapsedMs / 1000) : 0;
-  const percent = progress.bytesTotal > 0 ? Math.floor((100 * progress.bytesDone) / progress.bytesTotal) : 100;
+  const percent =
+    progress.bytesTotal > 0 ? Math.floor((100 * progress.bytesDone) / progress.bytesTotal) : 100;
   return `${progress.phase} ${progress.done}/${progress.total} partitions, ${percent}% (${formatBytes(progress.bytesDone)}, ${formatBytes(rate)}/s) ${progress.partition}`;
 }
 
 /** How a report was made, for its text. */
-export type ReportContext = { seconds: number; dryRun: boolean; via: string; workers: number; nowUs: number; dataDir: string };
+export type ReportContext = {
+  seconds: number;
+  dryRun: boolean;
+  via: string;
+  workers: number;
+  nowUs: number;
+  dataDir: string;
+};
 
 /** The closing report: what was done, then the four metrics before and after (bytes as formatBytes prints them). */
 export function reportText(report: SplitReport, how: ReportContext): string {
   const lines: string[] = [];
   if (report.sealed !== null) lines.push(sealedText(report.sealed));
   if (report.table === null) {
-    if (report.open !== null && report.open.records > 0) return `${[...lines, "nothing to split yet: no closed segments", ...openText(report.open, how)].join("\n")}\n`;
+    if (report.open !== null && report.open.records > 0)
+      return `${[...lines, "nothing to split yet: no closed segments", ...openText(report.open, how)].join("\n")}\n`;
     return `${[...lines, "nothing to split: the data directory holds no messages"].join("\n")}\n`;
   }
-  if (how.dryRun) lines.push(`dry run: would rewrite ${report.partitionsRewritten} partition(s); nothing changed`);
-  else if (!report.switched) lines.push("nothing to do: every partition already has its planned stores");
+  if (how.dryRun)
+    lines.push(
+      `dry run: would rewrite ${report.partitionsRewritten} partition(s); nothing changed`,
+    );
+  else if (!report.switched)
+    lines.push("nothing to do: every partition already has its planned stores");
   else {
-    lines.push(`rewrote ${report.partitionsRewritten} partition(s) into ${report.storesWritten} store(s), replacing ${report.filesReplaced} file(s); switched by the ${how.via === "server" ? "running server" : "split itself"}`);
+    lines.push(
+      `rewrote ${report.partitionsRewritten} partition(s) into ${report.storesWritten} store(s), replacing ${report.filesReplaced} file(s); switched by the ${how.via === "server" ? "running server" : "split itself"}`,
+    );
     const rate = report.bytesRead / Math.max(how.seconds, 1e-9);
-    lines.push(`read ${formatBytes(report.bytesRead)}, wrote ${formatBytes(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${formatBytes(rate)}/s read)`);
+    lines.push(
+      `read ${formatBytes(report.bytesRead)}, wrote ${formatBytes(report.bytesWritten)} in ${how.seconds.toFixed(2)} s with ${how.workers} worker(s) (${formatBytes(rate)}/s read)`,
+    );
   }
-  if (report.open !== null && report.open.records > 0) lines.push(...openText(report.open, how).map((line, i) => (i === 0 ? `not split: ${line}` : line)));
+  if (report.open !== null && report.open.records > 0)
+    lines.push(
+      ...openText(report.open, how).map((line, i) => (i === 0 ? `not split: ${line}` : line)),
+    );
   lines.push("");
-  const row = (name: string, before: string, after: string) => `${name.padEnd(18)}${before.padEnd(44)}${after}`;
+  const row = (name: string, before: string, after: string) =>
+    `${name.padEnd(18)}${before.padEnd(44)}${after}`;
   const b = report.before as PlanMetrics;
   const a = report.after as PlanMetrics;
   lines.push(row("", "before", "after"));
   lines.push(row("stores", String(b.stores), String(a.stores)));
   lines.push(row("wasted bytes", formatBytes(b.wastedBytesTotal), formatBytes(a.wastedBytesTotal)));
-  lines.push(row("worst waste", `${b.worstWaste.topic} (${formatBytes(b.worstWaste.wastedBytes)})`, `${a.worstWaste.topic} (${formatBytes(a.worstWaste.wastedBytes)})`));
-  lines.push(row("worst ratio", `${b.worstRatio.topic} (${b.worstRatio.ratio.toFixed(2)}x)`, `${a.worstRatio.topic} (${a.worstRatio.ratio.toFixed(2)}x)`));
+  lines.push(
+    row(
+      "worst waste",
+      `${b.worstWaste.topic} (${formatBytes(b.worstWaste.wastedBytes)})`,
+      `${a.worstWaste.topic} (${formatBytes(a.worstWaste.wastedBytes)})`,
+    ),
+  );
+  lines.push(
+    row(
+      "worst ratio",
+      `${b.worstRatio.topic} (${b.worstRatio.ratio.toFixed(2)}x)`,
+      `${a.worstRatio.topic} (${a.worstRatio.ratio.toFixed(2)}x)`,
+    ),
+  );
   return `${lines.join("\n")}\n`;
 }
 
@@ -173,17 +237,34 @@ function messagesText(records: number, bytes: number): string {
  * closes at the segment size, at the segment age while a server runs, at a clean stop), when the
  * oldest one would close by age, and how to close them now.
  */
-export function openText(open: OpenData, how: { via: string; nowUs: number; dataDir: string }): string[] {
+export function openText(
+  open: OpenData,
+  how: { via: string; nowUs: number; dataDir: string },
+): string[] {
   const ageMinutes = Math.round(open.segmentAgeUs / 60e6);
-  const lines = [`${messagesText(open.records, open.bytes)} in ${open.partitions} partition(s) are in open segments, in the journal`];
+  const lines = [
+    `${messagesText(open.records, open.bytes)} in ${open.partitions} partition(s) are in open segments, in the journal`,
+  ];
   if (how.via === "server") {
-    const byAge = open.oldestTimeUs === null ? null : open.oldestTimeUs + open.segmentAgeUs - how.nowUs;
-    const when = byAge === null ? "" : byAge <= 0 ? " (the oldest: any moment now)" : ` (the oldest: in about ${durationText(byAge)})`;
-    lines.push(`a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old${when}, or when the server stops cleanly`);
+    const byAge =
+      open.oldestTimeUs === null ? null : open.oldestTimeUs + open.segmentAgeUs - how.nowUs;
+    const when =
+      byAge === null
+        ? ""
+        : byAge <= 0
+          ? " (the oldest: any moment now)"
+          : ` (the oldest: in about ${durationText(byAge)})`;
+    lines.push(
+      `a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old${when}, or when the server stops cleanly`,
+    );
   } else {
-    lines.push(`a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old while 'aria serve' runs on the directory, or when it stops cleanly`);
+    lines.push(
+      `a partition's open segment closes at ${formatBytes(open.segmentBytesMax)}, when its oldest message is ${ageMinutes} min old while 'aria serve' runs on the directory, or when it stops cleanly`,
+    );
   }
-  lines.push(`close them now: aria split --data-dir ${how.dataDir} --seal (with --dry-run: seal, then only plan)`);
+  lines.push(
+    `close them now: aria split --data-dir ${how.dataDir} --seal (with --dry-run: seal, then only plan)`,
+  );
   return lines;
 }
 
@@ -207,7 +288,8 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
     return EXIT_OK;
   }
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-  if (values.json === true && values.csv === true) throw new UsageError("--json and --csv exclude each other");
+  if (values.json === true && values.csv === true)
+    throw new UsageError("--json and --csv exclude each other");
   const dataDir = stringFlag(values, "data-dir", "./aria-data");
   const owner = await openSplitOwner(dataDir);
   if (typeof owner === "string") {
@@ -219,7 +301,11 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
   try {
     const layouts = await owner.host.layout();
     open = (await owner.host.openData?.()) ?? null;
-    rows = (await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: runtime.crc32 }), { workers: 4 })).rows;
+    rows = (
+      await measureVolumes(layouts, inProcessRunner(owner.disk, { crc32: runtime.crc32 }), {
+        workers: 4,
+      })
+    ).rows;
   } catch (error) {
     io.err(`aria split stats: ${(error as Error).message}\n`);
     return EXIT_FAILURE;
@@ -227,9 +313,19 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
     await owner.close();
   }
   const built = rows.length === 0 ? null : volumeTableOf(rows);
-  const topics = built === null || !built.ok ? [] : built.table.topics.map((topic, i) => ({ topic, bytes: built.table.bytes[i], messages: built.table.messages[i] }));
+  const topics =
+    built === null || !built.ok
+      ? []
+      : built.table.topics.map((topic, i) => ({
+          topic,
+          bytes: built.table.bytes[i],
+          messages: built.table.messages[i],
+        }));
   if (values.json === true) io.out(`${JSON.stringify({ topics, open })}\n`);
-  else io.out(`${[VOLUME_TABLE_HEADER, ...topics.map((t) => `${csvField(t.topic)},${t.bytes},${t.messages}`)].join("\n")}\n`);
+  else
+    io.out(
+      `${[VOLUME_TABLE_HEADER, ...topics.map((t) => `${csvField(t.topic)},${t.bytes},${t.messages}`)].join("\n")}\n`,
+    );
   // The table counts closed files only: say on stderr (the CSV stays a clean table) what it leaves out.
   if (open !== null && open.records > 0) {
     const lines = openText(open, { via: owner.via, nowUs: runtime.clock.nowUs(), dataDir });

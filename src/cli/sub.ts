@@ -4,7 +4,13 @@
  * with --until-caught-up, when the subscription reaches the live end. A dropped connection and
  * its resumption are one line each on stderr (the client resumes with no gap or duplicate).
  */
-import { type ClientSubscription, type ConnectionEvent, connect, type Message, type StartFrom } from "../client/mod.ts";
+import {
+  type ClientSubscription,
+  type ConnectionEvent,
+  connect,
+  type Message,
+  type StartFrom,
+} from "../client/mod.ts";
 import { AriaError, type StartPosition } from "../protocol/mod.ts";
 import { runtime } from "../runtime/current_runtime.ts";
 import { OutputClosedError } from "../runtime/runtime.ts";
@@ -39,10 +45,17 @@ When standard output closes (its reader exits, as in \`aria sub ... | head\`), s
 const OUTPUT_CHUNK_BYTES = 64 * 1024;
 
 /** What --from takes, for its errors. */
-const FROM_FORMS = "live, earliest, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w) or an ISO-8601 time (2026-01-31T12:00:00Z)";
+const FROM_FORMS =
+  "live, earliest, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w) or an ISO-8601 time (2026-01-31T12:00:00Z)";
 
 /** A time ago's units, in µs. */
-const AGO_UNIT_US: Record<string, number> = { s: 1e6, m: 60e6, h: 3600e6, d: 86_400e6, w: 604_800e6 };
+const AGO_UNIT_US: Record<string, number> = {
+  s: 1e6,
+  m: 60e6,
+  h: 3600e6,
+  d: 86_400e6,
+  w: 604_800e6,
+};
 
 /**
  * Parses --from: `live`, `earliest`, a seq, a time ago (`30s`, `15m`, `2h`, `7d`, `1w`: that long
@@ -52,19 +65,25 @@ export function parseFrom(text: string, nowUs: number): StartFrom {
   if (text === "live" || text === "earliest") return text;
   if (/^\d+$/.test(text)) {
     const seq = Number(text);
-    if (seq < 1 || !Number.isSafeInteger(seq)) throw new UsageError(`--from: seq ${text} is out of range`);
+    if (seq < 1 || !Number.isSafeInteger(seq))
+      throw new UsageError(`--from: seq ${text} is out of range`);
     return seq;
   }
   const ago = /^(\d+)([smhdw])$/.exec(text);
   if (ago !== null) {
     const count = Number(ago[1]);
-    if (count === 0) throw new UsageError(`--from: "${text}" is now: use live, or a time ago of at least 1s`);
+    if (count === 0)
+      throw new UsageError(`--from: "${text}" is now: use live, or a time ago of at least 1s`);
     // Further back than 1970 is from the oldest message.
     return { timeUs: Math.max(0, nowUs - count * AGO_UNIT_US[ago[2]]) };
   }
-  if (/^-\d/.test(text)) throw new UsageError(`--from: "${text}": a time ago has no sign (5m is 5 minutes ago); --from takes ${FROM_FORMS}`);
+  if (/^-\d/.test(text))
+    throw new UsageError(
+      `--from: "${text}": a time ago has no sign (5m is 5 minutes ago); --from takes ${FROM_FORMS}`,
+    );
   const time = Date.parse(text);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(time)) throw new UsageError(`--from: "${text}" is not ${FROM_FORMS}`);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(time))
+    throw new UsageError(`--from: "${text}" is not ${FROM_FORMS}`);
   return new Date(time);
 }
 
@@ -77,9 +96,14 @@ export function describeStart(start: StartPosition | null): string {
 }
 
 /** The stderr line of a connection event. */
-export function connectionEventLine(event: ConnectionEvent, subscription: ClientSubscription | null): string {
-  if (event.kind === "disconnected") return `aria sub: ${event.reason}${event.reconnecting ? "; reconnecting" : ""}\n`;
-  if (event.kind === "reconnected") return `aria sub: reconnected; resumed from ${describeStart(subscription?.startSent ?? null)}\n`;
+export function connectionEventLine(
+  event: ConnectionEvent,
+  subscription: ClientSubscription | null,
+): string {
+  if (event.kind === "disconnected")
+    return `aria sub: ${event.reason}${event.reconnecting ? "; reconnecting" : ""}\n`;
+  if (event.kind === "reconnected")
+    return `aria sub: reconnected; resumed from ${describeStart(subscription?.startSent ?? null)}\n`;
   return `aria sub: gave up reconnecting after ${event.attempts} attempt${event.attempts === 1 ? "" : "s"}\n`;
 }
 
@@ -94,7 +118,10 @@ export function messageJson(message: Message): string {
     payload = null;
   }
   const time = new Date(Math.floor(message.timeUs / 1000)).toISOString();
-  const body = payload === null ? { payloadBase64: Buffer.from(message.payload).toString("base64") } : { payload };
+  const body =
+    payload === null
+      ? { payloadBase64: Buffer.from(message.payload).toString("base64") }
+      : { payload };
   return JSON.stringify({ seq: message.seq, time, topic: message.topic, ...body });
 }
 
@@ -107,14 +134,19 @@ function joinDashValues(args: readonly string[]): string[] {
   const joined: string[] = [];
   for (let index = 0; index < args.length; index++) {
     if (args[index] === "--") return [...joined, ...args.slice(index)];
-    if (args[index] === "--from" && /^-\d/.test(args[index + 1] ?? "")) joined.push(`--from=${args[++index]}`);
+    if (args[index] === "--from" && /^-\d/.test(args[index + 1] ?? ""))
+      joined.push(`--from=${args[++index]}`);
     else joined.push(args[index]);
   }
   return joined;
 }
 
 /** Runs `aria sub`. */
-export async function subCommand(args: string[], io: CliIo, write: (text: string | Uint8Array) => Promise<void> = (text) => runtime.writeStdoutAsync(text)): Promise<number> {
+export async function subCommand(
+  args: string[],
+  io: CliIo,
+  write: (text: string | Uint8Array) => Promise<void> = (text) => runtime.writeStdoutAsync(text),
+): Promise<number> {
   const { values, positionals } = parseCommand(joinDashValues(args), {
     url: { type: "string" },
     from: { type: "string" },
@@ -132,19 +164,26 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
   if (!parsed.ok) throw new UsageError(parsed.reason);
   checkForeignSyntax(positionals, (line) => io.err(`aria sub: ${line}\n`));
   const format = stringFlag(values, "format", "json");
-  if (format !== "json" && format !== "raw") throw new UsageError(`--format: "${format}" is not json or raw`);
+  if (format !== "json" && format !== "raw")
+    throw new UsageError(`--format: "${format}" is not json or raw`);
   const from = parseFrom(stringFlag(values, "from", "live"), runtime.clock.nowUs());
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
   const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
   let client: Awaited<ReturnType<typeof connect>>;
   let subscription: ClientSubscription | null = null;
   try {
-    client = await connect(url, { clientName: "aria-sub", onConnectionEvent: (event) => io.err(connectionEventLine(event, subscription)) });
+    client = await connect(url, {
+      clientName: "aria-sub",
+      onConnectionEvent: (event) => io.err(connectionEventLine(event, subscription)),
+    });
   } catch (error) {
     io.err(`aria sub: cannot connect to ${url}: ${(error as Error).message}\n`);
     return EXIT_FAILURE;
   }
-  subscription = client.subscribe(positionals, { from, untilCaughtUp: values["until-caught-up"] === true });
+  subscription = client.subscribe(positionals, {
+    from,
+    untilCaughtUp: values["until-caught-up"] === true,
+  });
   let printed = 0;
   let pending = "";
   const parts: Uint8Array[] = [];
@@ -174,7 +213,9 @@ export async function subCommand(args: string[], io: CliIo, write: (text: string
     await flushOutput().catch((flushError: unknown) => {
       if (!(flushError instanceof OutputClosedError)) throw flushError;
     });
-    io.err(`aria sub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`);
+    io.err(
+      `aria sub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`,
+    );
     await client.close();
     return EXIT_FAILURE;
   }

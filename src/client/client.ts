@@ -14,7 +14,13 @@
  *
  * The socket comes from a Dialer (src/runtime/tcp_dialer.ts); this file does no I/O itself.
  */
-import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX, PAYLOAD_BYTES_MAX, PROTOCOL_VERSION, PUBLISH_BATCH_MESSAGES_MAX } from "../constants.ts";
+import {
+  AUTH_TOKEN_BYTES_MAX,
+  CLIENT_NAME_BYTES_MAX,
+  PAYLOAD_BYTES_MAX,
+  PROTOCOL_VERSION,
+  PUBLISH_BATCH_MESSAGES_MAX,
+} from "../constants.ts";
 import {
   AriaError,
   encodeHello,
@@ -30,7 +36,11 @@ import {
 import type { ClientSocket, Dialer } from "../runtime/tcp_dialer.ts";
 import { Filter } from "../topic/filter.ts";
 import { validateTopic } from "../topic/topic.ts";
-import { ClientSubscription, type SubscribeOptions, startPositionOf } from "./client_subscription.ts";
+import {
+  ClientSubscription,
+  type SubscribeOptions,
+  startPositionOf,
+} from "./client_subscription.ts";
 
 /** Options of `connect`. */
 export interface ClientOptions {
@@ -82,9 +92,11 @@ const ENCODER = new TextEncoder();
 /** Parses `tcp://host:port`. */
 export function parseTcpUrl(url: string): { host: string; port: number } {
   const match = /^tcp:\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(url);
-  if (match === null) throw new AriaError("ARIA_ERR_INVALID_URL", `"${url}" is not a tcp://HOST:PORT URL`);
+  if (match === null)
+    throw new AriaError("ARIA_ERR_INVALID_URL", `"${url}" is not a tcp://HOST:PORT URL`);
   const port = Number(match[2]);
-  if (port < 1 || port > 65535) throw new AriaError("ARIA_ERR_INVALID_URL", `port ${port} of "${url}" is out of range`);
+  if (port < 1 || port > 65535)
+    throw new AriaError("ARIA_ERR_INVALID_URL", `port ${port} of "${url}" is out of range`);
   return { host: match[1].replace(/^\[|\]$/g, ""), port };
 }
 
@@ -126,12 +138,26 @@ export class AriaClient {
   ) {}
 
   /** Connects and completes the handshake. */
-  static async connect(url: string, dial: Dialer, options: ClientOptions = {}): Promise<AriaClient> {
+  static async connect(
+    url: string,
+    dial: Dialer,
+    options: ClientOptions = {},
+  ): Promise<AriaClient> {
     const { host, port } = parseTcpUrl(url);
     const name = options.clientName ?? "aria-client";
-    if (ENCODER.encode(name).length > CLIENT_NAME_BYTES_MAX) throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", `client name is longer than ${CLIENT_NAME_BYTES_MAX} bytes`);
-    if (options.authToken !== undefined && ENCODER.encode(options.authToken).length > AUTH_TOKEN_BYTES_MAX) {
-      throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", `auth token is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`);
+    if (ENCODER.encode(name).length > CLIENT_NAME_BYTES_MAX)
+      throw new AriaError(
+        "ARIA_ERR_INVALID_ARGUMENT",
+        `client name is longer than ${CLIENT_NAME_BYTES_MAX} bytes`,
+      );
+    if (
+      options.authToken !== undefined &&
+      ENCODER.encode(options.authToken).length > AUTH_TOKEN_BYTES_MAX
+    ) {
+      throw new AriaError(
+        "ARIA_ERR_INVALID_ARGUMENT",
+        `auth token is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`,
+      );
     }
     const client = new AriaClient(host, port, dial, options);
     try {
@@ -164,7 +190,9 @@ export class AriaClient {
    * first message and the count once all are acknowledged. An invalid message rejects the whole
    * batch before anything is sent. One promise per frame, not per message.
    */
-  async publishBatch(messages: readonly { topic: string; payload: Uint8Array | string }[]): Promise<PublishResult> {
+  async publishBatch(
+    messages: readonly { topic: string; payload: Uint8Array | string }[],
+  ): Promise<PublishResult> {
     const payloads: Uint8Array[] = new Array(messages.length);
     for (let i = 0; i < messages.length; i++) {
       const payload = messages[i].payload;
@@ -183,14 +211,20 @@ export class AriaClient {
     this.sendPublishFrames(
       messages,
       (i) => payloads[i],
-      (requestId) => acks.push(new Promise((resolve, reject) => this.pending.set(requestId, { resolve, reject }))),
+      (requestId) =>
+        acks.push(
+          new Promise((resolve, reject) => this.pending.set(requestId, { resolve, reject })),
+        ),
     );
     const results = await Promise.all(acks);
     return { firstSeq: results[0].firstSeq, count: messages.length };
   }
 
   /** Subscribes to `filter` (a topic, `a/b/**`, `**`, or a list of them). */
-  subscribe(filter: string | readonly string[], options: SubscribeOptions = {}): ClientSubscription {
+  subscribe(
+    filter: string | readonly string[],
+    options: SubscribeOptions = {},
+  ): ClientSubscription {
     const parsed = Filter.parse(typeof filter === "string" ? [filter] : filter);
     if (!parsed.ok) throw new AriaError("ARIA_ERR_INVALID_FILTER", parsed.reason);
     // Checked before anything is encoded: a bad start must not leave a frame half written.
@@ -245,13 +279,24 @@ export class AriaClient {
       if (this.link !== link || link.closed) {
         // Closed while dialling (by the client or the peer): not this client's connection.
         socket.end();
-        throw new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} closed while it opened`);
+        throw new AriaError(
+          "ARIA_ERR_CONNECTION_LOST",
+          `connection to ${this.host}:${this.port} closed while it opened`,
+        );
       }
       this.socket = socket;
-      encodeHello(this.writer, { version: PROTOCOL_VERSION, clientName: this.options.clientName ?? "aria-client", authToken: this.options.authToken ?? null });
+      encodeHello(this.writer, {
+        version: PROTOCOL_VERSION,
+        clientName: this.options.clientName ?? "aria-client",
+        authToken: this.options.authToken ?? null,
+      });
       this.send();
       await welcomed;
-      if (this.link !== link) throw new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost`);
+      if (this.link !== link)
+        throw new AriaError(
+          "ARIA_ERR_CONNECTION_LOST",
+          `connection to ${this.host}:${this.port} lost`,
+        );
       this.welcomedOnce = true;
       // Subscriptions whose queues are full keep the new connection from reading too.
       if (this.pausedBy.size > 0) socket.pause();
@@ -268,7 +313,10 @@ export class AriaClient {
     this.outQueue.length = 0;
     const why = error?.message ?? this.closingReason;
     this.closingReason = null;
-    const reason = new AriaError("ARIA_ERR_CONNECTION_LOST", `connection to ${this.host}:${this.port} lost${why ? `: ${why}` : ""}`);
+    const reason = new AriaError(
+      "ARIA_ERR_CONNECTION_LOST",
+      `connection to ${this.host}:${this.port} lost${why ? `: ${why}` : ""}`,
+    );
     this.welcomed?.reject(reason);
     this.welcomed = null;
     for (const pending of this.pending.values()) pending.reject(reason);
@@ -394,7 +442,12 @@ export class AriaClient {
         // Limits below one would leave nothing to send (a publish batch of 0 messages looped for ever).
         const limits = frame.limits;
         if (Object.values(limits).some((limit) => !(limit >= 1))) {
-          this.protocolError(new AriaError("ARIA_ERR_MALFORMED_FRAME", `server announced a limit below 1: ${JSON.stringify(limits)}`));
+          this.protocolError(
+            new AriaError(
+              "ARIA_ERR_MALFORMED_FRAME",
+              `server announced a limit below 1: ${JSON.stringify(limits)}`,
+            ),
+          );
           return;
         }
         this.limits = limits;
@@ -429,13 +482,18 @@ export class AriaClient {
       case "error":
         return this.serverError(frame);
       default:
-        this.protocolError(new AriaError("ARIA_ERR_UNEXPECTED_FRAME", `server sent a ${frame.kind} frame`));
+        this.protocolError(
+          new AriaError("ARIA_ERR_UNEXPECTED_FRAME", `server sent a ${frame.kind} frame`),
+        );
     }
   }
 
   private serverError(frame: ErrorFrame): void {
     // A code newer than this client: reported as INTERNAL, its number kept in the message.
-    const error = frame.code === "ARIA_ERR_UNKNOWN" ? new AriaError("ARIA_ERR_INTERNAL", `server error code ${frame.wireCode}: ${frame.reason}`) : new AriaError(frame.code, frame.reason);
+    const error =
+      frame.code === "ARIA_ERR_UNKNOWN"
+        ? new AriaError("ARIA_ERR_INTERNAL", `server error code ${frame.wireCode}: ${frame.reason}`)
+        : new AriaError(frame.code, frame.reason);
     if (frame.relatedKind === "request") {
       const pending = this.pending.get(frame.relatedId);
       this.pending.delete(frame.relatedId);
@@ -470,7 +528,11 @@ export class AriaClient {
     const reason = validateTopic(topic);
     if (reason !== null) return new AriaError("ARIA_ERR_INVALID_TOPIC", reason);
     const max = this.limits?.payloadBytesMax ?? PAYLOAD_BYTES_MAX;
-    if (payload.length > max) return new AriaError("ARIA_ERR_PAYLOAD_TOO_LARGE", `payload is ${payload.length} bytes, more than the limit of ${max}`);
+    if (payload.length > max)
+      return new AriaError(
+        "ARIA_ERR_PAYLOAD_TOO_LARGE",
+        `payload is ${payload.length} bytes, more than the limit of ${max}`,
+      );
     if (this.closedByUser) return new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
     return null;
   }
@@ -531,7 +593,11 @@ export class AriaClient {
   private sendSubscribe(subscription: ClientSubscription): void {
     const start: StartPosition = subscription.resumeStart();
     subscription.startSent = start;
-    encodeSubscribe(this.writer, { subscriptionId: subscription.id, start, filter: subscription.filter });
+    encodeSubscribe(this.writer, {
+      subscriptionId: subscription.id,
+      start,
+      filter: subscription.filter,
+    });
     this.send();
   }
 

@@ -56,16 +56,25 @@ export function startPositionOf(from: StartFrom | undefined): StartPosition {
   if (from === undefined || from === "live") return { kind: "live" };
   if (from === "earliest") return { kind: "earliest" };
   if (typeof from === "number") return { kind: "seq", seq: checked(from, 1, "seq") };
-  if (from instanceof Date) return { kind: "time", timeUs: checked(from.getTime() * 1000, 0, "time") };
-  if (typeof from === "object" && from !== null && "seq" in from) return { kind: "seq", seq: checked(from.seq, 1, "seq") };
-  if (typeof from === "object" && from !== null && "timeUs" in from) return { kind: "time", timeUs: checked(from.timeUs, 0, "time") };
-  throw new AriaError("ARIA_ERR_INVALID_START", `${String(from)} is not a start ("live", "earliest", a seq, a Date, { seq } or { timeUs })`);
+  if (from instanceof Date)
+    return { kind: "time", timeUs: checked(from.getTime() * 1000, 0, "time") };
+  if (typeof from === "object" && from !== null && "seq" in from)
+    return { kind: "seq", seq: checked(from.seq, 1, "seq") };
+  if (typeof from === "object" && from !== null && "timeUs" in from)
+    return { kind: "time", timeUs: checked(from.timeUs, 0, "time") };
+  throw new AriaError(
+    "ARIA_ERR_INVALID_START",
+    `${String(from)} is not a start ("live", "earliest", a seq, a Date, { seq } or { timeUs })`,
+  );
 }
 
 /** `value` when it is a safe integer of at least `min`, else ARIA_ERR_INVALID_START. */
 function checked(value: number, min: number, what: string): number {
   if (Number.isSafeInteger(value) && value >= min) return value;
-  throw new AriaError("ARIA_ERR_INVALID_START", `a start ${what} must be a whole number of at least ${min}${what === "time" ? " µs (1970 or later)" : ""}, not ${value}`);
+  throw new AriaError(
+    "ARIA_ERR_INVALID_START",
+    `a start ${what} must be a whole number of at least ${min}${what === "time" ? " µs (1970 or later)" : ""}, not ${value}`,
+  );
 }
 
 /**
@@ -119,7 +128,9 @@ export class ClientSubscription implements AsyncIterable<Message> {
 
   /** Where a (re)subscribe starts: after what was received, else the requested start. */
   resumeStart(): StartPosition {
-    return this.position > 0 ? { kind: "seq", seq: this.position } : startPositionOf(this.options.from);
+    return this.position > 0
+      ? { kind: "seq", seq: this.position }
+      : startPositionOf(this.options.from);
   }
 
   /** SUBSCRIBED arrived. */

@@ -7,8 +7,20 @@
 import { runtime } from "../runtime/current_runtime.ts";
 import { AriaClient, type ClientOptions } from "./client.ts";
 
-export { AriaClient, parseTcpUrl, type ClientOptions, type ConnectionEvent, type PublishResult } from "./client.ts";
-export { ClientSubscription, startPositionOf, type Message, type StartFrom, type SubscribeOptions } from "./client_subscription.ts";
+export {
+  AriaClient,
+  parseTcpUrl,
+  type ClientOptions,
+  type ConnectionEvent,
+  type PublishResult,
+} from "./client.ts";
+export {
+  ClientSubscription,
+  startPositionOf,
+  type Message,
+  type StartFrom,
+  type SubscribeOptions,
+} from "./client_subscription.ts";
 export type { MessageBatch } from "../protocol/message_batch.ts";
 
 /** Connects to an Aria server at `url` (tcp://HOST:PORT) and completes the handshake. */

@@ -36,13 +36,17 @@ export type AriaErrorCode = keyof typeof ARIA_ERROR_WIRE_CODES;
 
 /** What each code means, in one line (docs/protocol.md lists the same table; a test keeps them equal). */
 export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
-  ARIA_ERR_MALFORMED_FRAME: "a frame's header or body does not follow the layout (truncated field, count overrun, trailing bytes, non-safe u64, bad UTF-8)",
-  ARIA_ERR_FRAME_TOO_LARGE: "a frame's length field exceeds the frame limit (fatal: the stream cannot be read on)",
+  ARIA_ERR_MALFORMED_FRAME:
+    "a frame's header or body does not follow the layout (truncated field, count overrun, trailing bytes, non-safe u64, bad UTF-8)",
+  ARIA_ERR_FRAME_TOO_LARGE:
+    "a frame's length field exceeds the frame limit (fatal: the stream cannot be read on)",
   ARIA_ERR_UNKNOWN_FRAME_TYPE: "a frame type this version does not know; the frame is skipped",
-  ARIA_ERR_UNSUPPORTED_VERSION: "HELLO or WELCOME carries a protocol version this peer does not speak",
+  ARIA_ERR_UNSUPPORTED_VERSION:
+    "HELLO or WELCOME carries a protocol version this peer does not speak",
   ARIA_ERR_HANDSHAKE_REQUIRED: "a frame other than HELLO arrived before the handshake completed",
   ARIA_ERR_AUTH_FAILED: "the auth token of HELLO was missing or not accepted",
-  ARIA_ERR_UNEXPECTED_FRAME: "a well-formed frame not valid in this direction or state (a second HELLO, DATA from a client)",
+  ARIA_ERR_UNEXPECTED_FRAME:
+    "a well-formed frame not valid in this direction or state (a second HELLO, DATA from a client)",
   ARIA_ERR_INVALID_TOPIC: "a message's topic fails topic validation",
   ARIA_ERR_INVALID_FILTER: "a subscription's filter fails filter validation",
   ARIA_ERR_INVALID_START: "a subscription's start kind is unknown or its value is out of range",
@@ -55,9 +59,11 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
   ARIA_ERR_SHUTTING_DOWN: "the server is shutting down",
   ARIA_ERR_INTERNAL: "a bug in the server; the reason says where",
   ARIA_ERR_STORAGE_FAILED: "the server could not persist or read messages",
-  ARIA_ERR_CONNECTION_LOST: "client side: the connection closed before the answer came (the publish may or may not have been sequenced)",
+  ARIA_ERR_CONNECTION_LOST:
+    "client side: the connection closed before the answer came (the publish may or may not have been sequenced)",
   ARIA_ERR_INVALID_URL: "client side: the server URL is not tcp://HOST:PORT",
-  ARIA_ERR_INVALID_ARGUMENT: "client side: an argument of a client call is out of range (a client name or auth token too long)",
+  ARIA_ERR_INVALID_ARGUMENT:
+    "client side: an argument of a client call is out of range (a client name or auth token too long)",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */
@@ -92,7 +98,8 @@ export class AriaError extends Error {
     options: { fatal?: boolean; wireCode?: number } = {},
   ) {
     super(message);
-    this.wireCode = options.wireCode ?? (code === ARIA_ERR_UNKNOWN ? 0 : ARIA_ERROR_WIRE_CODES[code]);
+    this.wireCode =
+      options.wireCode ?? (code === ARIA_ERR_UNKNOWN ? 0 : ARIA_ERROR_WIRE_CODES[code]);
     this.fatal = options.fatal ?? false;
   }
 }

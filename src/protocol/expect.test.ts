@@ -10,7 +10,11 @@ import { byteCuts, decodeSplit, encodeAll } from "./test_support.ts";
 const ascii = (text: string) => new TextEncoder().encode(text);
 
 /** A frame from raw parts: header with the right length unless `length` overrides it. */
-function raw(type: FrameKind | number, body: number[], options: { length?: number; flags?: number } = {}): Uint8Array {
+function raw(
+  type: FrameKind | number,
+  body: number[],
+  options: { length?: number; flags?: number } = {},
+): Uint8Array {
   const bytes = new Uint8Array(8 + body.length);
   const view = new DataView(bytes.buffer);
   view.setUint32(0, options.length ?? bytes.length, true);
@@ -19,7 +23,12 @@ function raw(type: FrameKind | number, body: number[], options: { length?: numbe
   bytes.set(body, 8);
   return bytes;
 }
-const le32 = (value: number) => [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, value >>> 24];
+const le32 = (value: number) => [
+  value & 0xff,
+  (value >>> 8) & 0xff,
+  (value >>> 16) & 0xff,
+  value >>> 24,
+];
 const le64 = (low: number, high = 0) => [...le32(low), ...le32(high)];
 const str8 = (text: string) => [text.length, ...ascii(text)];
 const str16 = (text: string) => [text.length & 0xff, text.length >> 8, ...ascii(text)];
@@ -36,7 +45,13 @@ describe("hex dumps", () => {
 
   test("PUBLISH", () => {
     const writer = new FrameWriter();
-    encodePublish(writer, { requestId: 7, messages: [{ topic: "a/b", payload: ascii("hi") }, { topic: "a/c", payload: new Uint8Array(0) }] });
+    encodePublish(writer, {
+      requestId: 7,
+      messages: [
+        { topic: "a/b", payload: ascii("hi") },
+        { topic: "a/c", payload: new Uint8Array(0) },
+      ],
+    });
     expect(hexDump(writer.bytes())).toMatchInlineSnapshot(`
       "0000  22 00 00 00 03 00 00 00 07 00 00 00 02 00 00 00
       0010  03 61 2f 62 02 00 00 00 68 69 03 61 2f 63 00 00
@@ -46,7 +61,10 @@ describe("hex dumps", () => {
 
   test("DATA", () => {
     const writer = new FrameWriter();
-    encodeData(writer, { subscriptionId: 3, messages: [{ seq: 258, timeUs: 1_700_000_000_000_000, topic: "a/b", payload: ascii("hi") }] });
+    encodeData(writer, {
+      subscriptionId: 3,
+      messages: [{ seq: 258, timeUs: 1_700_000_000_000_000, topic: "a/b", payload: ascii("hi") }],
+    });
     expect(hexDump(writer.bytes())).toMatchInlineSnapshot(`
       "0000  2a 00 00 00 07 00 00 00 03 00 00 00 01 00 00 00
       0010  02 01 00 00 00 00 00 00 00 40 1e 18 24 0a 06 00
@@ -66,7 +84,10 @@ describe("decode errors", () => {
     ["count zero", raw("publish", [...le32(9), ...le32(0)])],
     ["batch too large", raw("publish", [...le32(9), ...le32(100_000)])],
     ["payload overrun", raw("publish", [...le32(9), ...le32(1), ...str8("a"), ...le32(5), 1, 2])],
-    ["payload too large", raw("publish", [...le32(9), ...le32(1), ...str8("a"), ...le32(PAYLOAD_BYTES_MAX + 1)])],
+    [
+      "payload too large",
+      raw("publish", [...le32(9), ...le32(1), ...str8("a"), ...le32(PAYLOAD_BYTES_MAX + 1)]),
+    ],
     ["bad topic", raw("publish", [...le32(9), ...le32(1), ...str8("a//b"), ...le32(0)])],
     ["bad topic UTF-8", raw("publish", [...le32(9), ...le32(1), 2, 0xff, 0xfe, ...le32(0)])],
     ["empty topic, empty payload", raw("publish", [...le32(9), ...le32(1), 0, ...le32(0)])],
@@ -76,20 +97,45 @@ describe("decode errors", () => {
     ["bad start kind", raw("subscribe", [...le32(4), 9, 0, 1, 0, ...le64(0), ...str16("a")])],
     ["start seq 0", raw("subscribe", [...le32(4), 2, 0, 1, 0, ...le64(0), ...str16("a")])],
     ["non-safe u64", raw("ping", le64(0, 0x0020_0000))],
-    ["DATA seqs not ascending", raw("data", [...le32(4), ...le32(2), ...le64(5), ...le64(0), ...str8("a"), ...le32(0), ...le64(5), ...le64(0), ...str8("a"), ...le32(0)])],
+    [
+      "DATA seqs not ascending",
+      raw("data", [
+        ...le32(4),
+        ...le32(2),
+        ...le64(5),
+        ...le64(0),
+        ...str8("a"),
+        ...le32(0),
+        ...le64(5),
+        ...le64(0),
+        ...str8("a"),
+        ...le32(0),
+      ]),
+    ],
     ["trailing bytes", raw("unsubscribe", [...le32(4), 0, 0])],
     ["unsupported version", raw("hello", [2, 0, ...str8("x"), 0, 0])],
     ["error frame with fatal 2", raw("error", [1, 0, 2, 0, ...le32(0), 0, 0])],
   ];
 
   test("each malformed input gives one structured error, whole or byte by byte", () => {
-    const results = Object.fromEntries(cases.map(([name, bytes]) => {
-      const whole = decodeSplit(bytes);
-      expect(decodeSplit(bytes, byteCuts(bytes))).toEqual(whole);
-      expect(whole).toHaveLength(1);
-      const error = whole[0] as { code: string; fatal: boolean; relatedKind: string; relatedId: number; reason: string };
-      return [name, `${error.code}${error.fatal ? " (fatal)" : ""} [${error.relatedKind} ${error.relatedId}] ${error.reason}`];
-    }));
+    const results = Object.fromEntries(
+      cases.map(([name, bytes]) => {
+        const whole = decodeSplit(bytes);
+        expect(decodeSplit(bytes, byteCuts(bytes))).toEqual(whole);
+        expect(whole).toHaveLength(1);
+        const error = whole[0] as {
+          code: string;
+          fatal: boolean;
+          relatedKind: string;
+          relatedId: number;
+          reason: string;
+        };
+        return [
+          name,
+          `${error.code}${error.fatal ? " (fatal)" : ""} [${error.relatedKind} ${error.relatedId}] ${error.reason}`,
+        ];
+      }),
+    );
     expect(results).toMatchInlineSnapshot(`
       {
         "DATA seqs not ascending": "ARIA_ERR_MALFORMED_FRAME [subscription 4] DATA message 1 has seq 5, not above the previous seq 5",
@@ -127,9 +173,14 @@ describe("decode errors", () => {
       const bytes = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
       let at = 0;
       for (const part of parts) bytes.set(part, (at += part.length) - part.length);
-      return decodeSplit(bytes).map((result) => `${result.kind}${"code" in result ? ` ${result.code}` : ""}`);
+      return decodeSplit(bytes).map(
+        (result) => `${result.kind}${"code" in result ? ` ${result.code}` : ""}`,
+      );
     };
     expect(kinds([badTopic, ping])).toEqual(["decode_error ARIA_ERR_INVALID_TOPIC", "ping"]);
-    expect(kinds([ping, oversize, ping])).toEqual(["ping", "decode_error ARIA_ERR_FRAME_TOO_LARGE"]);
+    expect(kinds([ping, oversize, ping])).toEqual([
+      "ping",
+      "decode_error ARIA_ERR_FRAME_TOO_LARGE",
+    ]);
   });
 });

@@ -17,7 +17,10 @@ const safe = fc.maxSafeNat();
 const segment = fc.string({ unit: fc.constantFrom(..."abcxyz019_.-"), minLength: 1, maxLength: 6 });
 /** A valid topic: 1..4 short segments, now and then a longest (255-byte) one. */
 export const topicArbitrary: fc.Arbitrary<string> = fc.oneof(
-  { weight: 20, arbitrary: fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => parts.join("/")) },
+  {
+    weight: 20,
+    arbitrary: fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => parts.join("/")),
+  },
   { weight: 1, arbitrary: fc.constant(`${"t".repeat(127)}/${"u".repeat(127)}`) },
 );
 const payload = fc.oneof(
@@ -26,36 +29,83 @@ const payload = fc.oneof(
 );
 /** Any text whose UTF-8 fits `bytesMax`. */
 const text = (bytesMax: number, minLength = 0) =>
-  fc.string({ unit: "binary", minLength, maxLength: 24 }).filter((s) => utf8.encode(s).length <= bytesMax);
+  fc
+    .string({ unit: "binary", minLength, maxLength: 24 })
+    .filter((s) => utf8.encode(s).length <= bytesMax);
 
 const start: fc.Arbitrary<StartPosition> = fc.oneof(
   fc.constant({ kind: "live" as const }),
   fc.constant({ kind: "earliest" as const }),
-  fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }).map((seq) => ({ kind: "seq" as const, seq })),
+  fc
+    .integer({ min: 1, max: Number.MAX_SAFE_INTEGER })
+    .map((seq) => ({ kind: "seq" as const, seq })),
   safe.map((timeUs) => ({ kind: "time" as const, timeUs })),
 );
-const filterEntry = fc.oneof(topicArbitrary, topicArbitrary.map((t) => `${t.slice(0, 200)}/**`), fc.constant("**"));
+const filterEntry = fc.oneof(
+  topicArbitrary,
+  topicArbitrary.map((t) => `${t.slice(0, 200)}/**`),
+  fc.constant("**"),
+);
 
 const dataMessages = fc
-  .tuple(fc.integer({ min: 1, max: 2 ** 40 }), fc.array(fc.tuple(fc.integer({ min: 1, max: 1000 }), safe, topicArbitrary, payload), { minLength: 1, maxLength: 12 }))
+  .tuple(
+    fc.integer({ min: 1, max: 2 ** 40 }),
+    fc.array(fc.tuple(fc.integer({ min: 1, max: 1000 }), safe, topicArbitrary, payload), {
+      minLength: 1,
+      maxLength: 12,
+    }),
+  )
   .map(([firstSeq, rows]) => {
     let seq = firstSeq;
-    return rows.map(([gap, timeUs, topic, body]) => ({ seq: (seq += gap), timeUs, topic, payload: body }));
+    return rows.map(([gap, timeUs, topic, body]) => ({
+      seq: (seq += gap),
+      timeUs,
+      topic,
+      payload: body,
+    }));
   });
 
 /** Any valid outgoing frame. */
 export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
-  fc.record({ kind: fc.constant("hello" as const), version: fc.constant(PROTOCOL_VERSION), clientName: text(64), authToken: fc.option(text(1024, 1)) }),
   fc.record({
-    kind: fc.constant("welcome" as const), version: fc.constant(PROTOCOL_VERSION), nextSeq: safe,
+    kind: fc.constant("hello" as const),
+    version: fc.constant(PROTOCOL_VERSION),
+    clientName: text(64),
+    authToken: fc.option(text(1024, 1)),
+  }),
+  fc.record({
+    kind: fc.constant("welcome" as const),
+    version: fc.constant(PROTOCOL_VERSION),
+    nextSeq: safe,
     limits: fc.record({
-      frameBytesMax: u32, payloadBytesMax: u32, publishBatchMessagesMax: u32, subscriptionsPerConnectionMax: u32,
-      filterEntriesMax: u16, topicBytesMax: u16,
+      frameBytesMax: u32,
+      payloadBytesMax: u32,
+      publishBatchMessagesMax: u32,
+      subscriptionsPerConnectionMax: u32,
+      filterEntriesMax: u16,
+      topicBytesMax: u16,
     }),
   }),
-  fc.record({ kind: fc.constant("publish" as const), requestId: u32, messages: fc.array(fc.record({ topic: topicArbitrary, payload }), { minLength: 1, maxLength: 12 }) }),
-  fc.record({ kind: fc.constant("publish_ack" as const), requestId: u32, firstSeq: safe, count: u32 }),
-  fc.record({ kind: fc.constant("subscribe" as const), subscriptionId: u32, start, filter: fc.array(filterEntry, { minLength: 1, maxLength: 6 }) }),
+  fc.record({
+    kind: fc.constant("publish" as const),
+    requestId: u32,
+    messages: fc.array(fc.record({ topic: topicArbitrary, payload }), {
+      minLength: 1,
+      maxLength: 12,
+    }),
+  }),
+  fc.record({
+    kind: fc.constant("publish_ack" as const),
+    requestId: u32,
+    firstSeq: safe,
+    count: u32,
+  }),
+  fc.record({
+    kind: fc.constant("subscribe" as const),
+    subscriptionId: u32,
+    start,
+    filter: fc.array(filterEntry, { minLength: 1, maxLength: 6 }),
+  }),
   fc.record({ kind: fc.constant("subscribed" as const), subscriptionId: u32, firstSeq: safe }),
   fc.record({ kind: fc.constant("data" as const), subscriptionId: u32, messages: dataMessages }),
   fc.record({ kind: fc.constant("caught_up" as const), subscriptionId: u32, nextSeq: safe }),
@@ -66,8 +116,10 @@ export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
   fc.record({
     kind: fc.constant("error" as const),
     code: fc.constantFrom(...(Object.keys(ARIA_ERROR_WIRE_CODES) as AriaErrorCode[])),
-    fatal: fc.boolean(), relatedKind: fc.constantFrom("none" as const, "request" as const, "subscription" as const),
-    relatedId: u32, reason: text(1024),
+    fatal: fc.boolean(),
+    relatedKind: fc.constantFrom("none" as const, "request" as const, "subscription" as const),
+    relatedId: u32,
+    reason: text(1024),
   }),
 );
 
@@ -75,9 +127,18 @@ export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
 export function expectedOf(frame: OutgoingFrame): Record<string, unknown> {
   switch (frame.kind) {
     case "publish":
-      return { ...frame, messages: frame.messages.map(({ topic, payload }) => ({ topic, payload })) };
+      return {
+        ...frame,
+        messages: frame.messages.map(({ topic, payload }) => ({ topic, payload })),
+      };
     case "subscribe":
-      return { ...frame, filter: (frame.filter instanceof Filter ? frame.filter : Filter.of(...frame.filter)).toStrings() };
+      return {
+        ...frame,
+        filter: (frame.filter instanceof Filter
+          ? frame.filter
+          : Filter.of(...frame.filter)
+        ).toStrings(),
+      };
     case "error":
       return { ...frame, wireCode: ARIA_ERROR_WIRE_CODES[frame.code] };
     case "hello":

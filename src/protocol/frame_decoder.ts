@@ -46,7 +46,8 @@ export class FrameDecoder {
     assert(this.frameBytesMax >= FRAME_HEADER_BYTES, "frame limit holds a header");
     const limits: ParseLimits = {
       payloadBytesMax: options.payloadBytesMax ?? PARSE_LIMITS_DEFAULT.payloadBytesMax,
-      publishBatchMessagesMax: options.publishBatchMessagesMax ?? PARSE_LIMITS_DEFAULT.publishBatchMessagesMax,
+      publishBatchMessagesMax:
+        options.publishBatchMessagesMax ?? PARSE_LIMITS_DEFAULT.publishBatchMessagesMax,
       filterEntriesMax: options.filterEntriesMax ?? PARSE_LIMITS_DEFAULT.filterEntriesMax,
     };
     this.parser = new FrameParser(limits, options.topicCache ?? new TopicCache({ slots: 256 }));
@@ -98,7 +99,9 @@ export class FrameDecoder {
 
   private nextFromCarry(): Frame | DecodeError | null {
     if (this.carryBytes < FRAME_HEADER_BYTES) {
-      this.take(Math.min(FRAME_HEADER_BYTES - this.carryBytes, this.chunk.length - this.chunkOffset));
+      this.take(
+        Math.min(FRAME_HEADER_BYTES - this.carryBytes, this.chunk.length - this.chunkOffset),
+      );
       if (this.carryBytes < FRAME_HEADER_BYTES) return null;
     }
     const frameBytes = this.carryView.getUint32(HEADER_LENGTH_OFFSET, true);
@@ -115,25 +118,38 @@ export class FrameDecoder {
     const needed = this.carryBytes + bytes;
     if (needed > this.carry.length) {
       // needed ≤ a checked frame length (or a header), so capacity never passes the frame limit.
-      const capacity = Math.min(Math.max(needed, this.carry.length * 2, CARRY_BYTES_INITIAL), Math.max(this.frameBytesMax, needed));
+      const capacity = Math.min(
+        Math.max(needed, this.carry.length * 2, CARRY_BYTES_INITIAL),
+        Math.max(this.frameBytesMax, needed),
+      );
       const grown = new Uint8Array(capacity);
       grown.set(this.carry.subarray(0, this.carryBytes));
       this.carry = grown;
       this.carryView = new DataView(grown.buffer);
     }
-    this.carry.set(this.chunk.subarray(this.chunkOffset, this.chunkOffset + bytes), this.carryBytes);
+    this.carry.set(
+      this.chunk.subarray(this.chunkOffset, this.chunkOffset + bytes),
+      this.carryBytes,
+    );
     this.carryBytes += bytes;
     this.chunkOffset += bytes;
   }
 
   private checkLength(frameBytes: number): DecodeError | null {
     if (frameBytes >= FRAME_HEADER_BYTES && frameBytes <= this.frameBytesMax) return null;
-    const reason = frameBytes < FRAME_HEADER_BYTES
-      ? `frame length ${frameBytes} is smaller than the ${FRAME_HEADER_BYTES}-byte header`
-      : `frame length ${frameBytes} exceeds the limit of ${this.frameBytesMax} bytes`;
+    const reason =
+      frameBytes < FRAME_HEADER_BYTES
+        ? `frame length ${frameBytes} is smaller than the ${FRAME_HEADER_BYTES}-byte header`
+        : `frame length ${frameBytes} exceeds the limit of ${this.frameBytesMax} bytes`;
     this.fatal = {
-      kind: "decode_error", code: frameBytes < FRAME_HEADER_BYTES ? "ARIA_ERR_MALFORMED_FRAME" : "ARIA_ERR_FRAME_TOO_LARGE",
-      fatal: true, frameKind: null, relatedKind: "none", relatedId: 0, reason,
+      kind: "decode_error",
+      code:
+        frameBytes < FRAME_HEADER_BYTES ? "ARIA_ERR_MALFORMED_FRAME" : "ARIA_ERR_FRAME_TOO_LARGE",
+      fatal: true,
+      frameKind: null,
+      relatedKind: "none",
+      relatedId: 0,
+      reason,
     };
     return this.reportFatal();
   }

@@ -9,7 +9,9 @@ import type { DecodeError, Frame } from "./frames.ts";
 export function hexDump(bytes: Uint8Array): string {
   const lines: string[] = [];
   for (let offset = 0; offset < bytes.length; offset += 16) {
-    const row = Array.from(bytes.subarray(offset, offset + 16), (byte) => byte.toString(16).padStart(2, "0"));
+    const row = Array.from(bytes.subarray(offset, offset + 16), (byte) =>
+      byte.toString(16).padStart(2, "0"),
+    );
     lines.push(`${offset.toString(16).padStart(4, "0")}  ${row.join(" ")}`);
   }
   return lines.join("\n");
@@ -21,9 +23,11 @@ export function describeFrame(frame: Frame | DecodeError): Record<string, unknow
     case "publish":
     case "data": {
       const { messages, ...rest } = frame;
-      const list = messages.toArray().map((message) =>
-        frame.kind === "data" ? message : { topic: message.topic, payload: message.payload }
-      );
+      const list = messages
+        .toArray()
+        .map((message) =>
+          frame.kind === "data" ? message : { topic: message.topic, payload: message.payload },
+        );
       return { ...rest, messages: list };
     }
     case "subscribe":

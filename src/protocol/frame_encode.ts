@@ -5,14 +5,30 @@
  * u64 values are safe integers, strings within their limits except ERROR reasons, which are cut);
  * they do not validate topics or filters: callers validate user input, and tests need bad frames.
  */
-import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX, ERROR_REASON_BYTES_MAX } from "../constants.ts";
+import {
+  AUTH_TOKEN_BYTES_MAX,
+  CLIENT_NAME_BYTES_MAX,
+  ERROR_REASON_BYTES_MAX,
+} from "../constants.ts";
 import { assert, unreachable } from "../stdx/assert.ts";
 import { Filter } from "../topic/mod.ts";
 import { wireCodeOf } from "./error_codes.ts";
 import { FILTER_ENTRY_BYTES_MAX, RELATED_KINDS, START_KINDS } from "./frame_layout.ts";
 import type {
-  CaughtUpFrame, DataMessage, ErrorInput, HelloFrame, OutgoingFrame, PingFrame, PongFrame, PublishAckFrame,
-  PublishMessage, StartPosition, SubscribedFrame, UnsubscribedFrame, UnsubscribeFrame, WelcomeFrame,
+  CaughtUpFrame,
+  DataMessage,
+  ErrorInput,
+  HelloFrame,
+  OutgoingFrame,
+  PingFrame,
+  PongFrame,
+  PublishAckFrame,
+  PublishMessage,
+  StartPosition,
+  SubscribedFrame,
+  UnsubscribedFrame,
+  UnsubscribeFrame,
+  WelcomeFrame,
 } from "./frames.ts";
 import type { FrameWriter } from "./frame_writer.ts";
 
@@ -44,9 +60,13 @@ export function encodeWelcome(writer: FrameWriter, frame: Omit<WelcomeFrame, "ki
 }
 
 /** PUBLISH of `messages` (at least one) under `requestId`. */
-export function encodePublish(writer: FrameWriter, frame: { requestId: number; messages: readonly PublishMessage[] }): void {
+export function encodePublish(
+  writer: FrameWriter,
+  frame: { requestId: number; messages: readonly PublishMessage[] },
+): void {
   writer.beginPublish(frame.requestId);
-  for (const message of frame.messages) writer.addPublishMessageText(message.topic, message.payload);
+  for (const message of frame.messages)
+    writer.addPublishMessageText(message.topic, message.payload);
   assert(writer.endPublish() > 0, "PUBLISH has at least one message");
 }
 
@@ -71,7 +91,8 @@ export function encodeSubscribe(
   writer.u8(0);
   writer.u16(texts.length);
   writer.u64(startValue(frame.start));
-  for (const text of texts) writer.string(text, { lengthBytes: 2, bytesMax: FILTER_ENTRY_BYTES_MAX });
+  for (const text of texts)
+    writer.string(text, { lengthBytes: 2, bytesMax: FILTER_ENTRY_BYTES_MAX });
   writer.end();
 }
 
@@ -85,7 +106,10 @@ export function encodeSubscribed(writer: FrameWriter, frame: Omit<SubscribedFram
 }
 
 /** DATA from message objects (tests, simple servers); the broker streams with writer.beginData(). */
-export function encodeData(writer: FrameWriter, frame: { subscriptionId: number; messages: readonly DataMessage[] }): void {
+export function encodeData(
+  writer: FrameWriter,
+  frame: { subscriptionId: number; messages: readonly DataMessage[] },
+): void {
   writer.beginData(frame.subscriptionId);
   for (const message of frame.messages) {
     writer.addDataMessage(message.seq, message.timeUs, utf8.encode(message.topic), message.payload);
@@ -103,14 +127,20 @@ export function encodeCaughtUp(writer: FrameWriter, frame: Omit<CaughtUpFrame, "
 }
 
 /** UNSUBSCRIBE of `subscriptionId`. */
-export function encodeUnsubscribe(writer: FrameWriter, frame: Omit<UnsubscribeFrame, "kind">): void {
+export function encodeUnsubscribe(
+  writer: FrameWriter,
+  frame: Omit<UnsubscribeFrame, "kind">,
+): void {
   writer.begin("unsubscribe");
   writer.u32(frame.subscriptionId);
   writer.end();
 }
 
 /** UNSUBSCRIBED of `subscriptionId`. */
-export function encodeUnsubscribed(writer: FrameWriter, frame: Omit<UnsubscribedFrame, "kind">): void {
+export function encodeUnsubscribed(
+  writer: FrameWriter,
+  frame: Omit<UnsubscribedFrame, "kind">,
+): void {
   writer.begin("unsubscribed");
   writer.u32(frame.subscriptionId);
   writer.end();
@@ -144,29 +174,47 @@ export function encodeError(writer: FrameWriter, error: ErrorInput): void {
 /** Encodes any frame. */
 export function encodeFrame(writer: FrameWriter, frame: OutgoingFrame): void {
   switch (frame.kind) {
-    case "hello": return encodeHello(writer, frame);
-    case "welcome": return encodeWelcome(writer, frame);
-    case "publish": return encodePublish(writer, frame);
-    case "publish_ack": return encodePublishAck(writer, frame);
-    case "subscribe": return encodeSubscribe(writer, frame);
-    case "subscribed": return encodeSubscribed(writer, frame);
-    case "data": return encodeData(writer, frame);
-    case "caught_up": return encodeCaughtUp(writer, frame);
-    case "unsubscribe": return encodeUnsubscribe(writer, frame);
-    case "unsubscribed": return encodeUnsubscribed(writer, frame);
-    case "ping": return encodePing(writer, frame);
-    case "pong": return encodePong(writer, frame);
-    case "error": return encodeError(writer, frame);
-    default: return unreachable(frame);
+    case "hello":
+      return encodeHello(writer, frame);
+    case "welcome":
+      return encodeWelcome(writer, frame);
+    case "publish":
+      return encodePublish(writer, frame);
+    case "publish_ack":
+      return encodePublishAck(writer, frame);
+    case "subscribe":
+      return encodeSubscribe(writer, frame);
+    case "subscribed":
+      return encodeSubscribed(writer, frame);
+    case "data":
+      return encodeData(writer, frame);
+    case "caught_up":
+      return encodeCaughtUp(writer, frame);
+    case "unsubscribe":
+      return encodeUnsubscribe(writer, frame);
+    case "unsubscribed":
+      return encodeUnsubscribed(writer, frame);
+    case "ping":
+      return encodePing(writer, frame);
+    case "pong":
+      return encodePong(writer, frame);
+    case "error":
+      return encodeError(writer, frame);
+    default:
+      return unreachable(frame);
   }
 }
 
 function startValue(start: StartPosition): number {
   switch (start.kind) {
     case "live":
-    case "earliest": return 0;
-    case "seq": return start.seq;
-    case "time": return start.timeUs;
-    default: return unreachable(start);
+    case "earliest":
+      return 0;
+    case "seq":
+      return start.seq;
+    case "time":
+      return start.timeUs;
+    default:
+      return unreachable(start);
   }
 }

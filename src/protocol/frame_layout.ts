@@ -114,13 +114,29 @@ export const RELATED_KIND_OF_NUMBER: readonly RelatedKind[] = ["none", "request"
 export const U32_MAX = 0xffff_ffff;
 
 assert(
-  FRAME_BYTES_MAX >= FRAME_HEADER_BYTES + DATA_HEAD_BYTES + DATA_MESSAGE_HEAD_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX,
+  FRAME_BYTES_MAX >=
+    FRAME_HEADER_BYTES +
+      DATA_HEAD_BYTES +
+      DATA_MESSAGE_HEAD_BYTES +
+      TOPIC_BYTES_MAX +
+      PAYLOAD_BYTES_MAX,
   "a DATA frame holds one largest message",
 );
 assert(
-  FRAME_BYTES_MAX >= FRAME_HEADER_BYTES + PUBLISH_HEAD_BYTES + PUBLISH_MESSAGE_HEAD_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX,
+  FRAME_BYTES_MAX >=
+    FRAME_HEADER_BYTES +
+      PUBLISH_HEAD_BYTES +
+      PUBLISH_MESSAGE_HEAD_BYTES +
+      TOPIC_BYTES_MAX +
+      PAYLOAD_BYTES_MAX,
   "a PUBLISH frame holds one largest message",
 );
 assert(WELCOME_BODY_BYTES === 2 + 2 + 4 * 4 + 2 * 2 + 8, "WELCOME fields add up");
-assert(START_KIND_OF_NUMBER.every((kind, number) => START_KINDS[kind] === number), "start kinds agree");
-assert(RELATED_KIND_OF_NUMBER.every((kind, number) => RELATED_KINDS[kind] === number), "related kinds agree");
+assert(
+  START_KIND_OF_NUMBER.every((kind, number) => START_KINDS[kind] === number),
+  "start kinds agree",
+);
+assert(
+  RELATED_KIND_OF_NUMBER.every((kind, number) => RELATED_KINDS[kind] === number),
+  "related kinds agree",
+);

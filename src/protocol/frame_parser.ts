@@ -9,15 +9,30 @@
  * on) except an unsupported version, after which nothing can be read.
  */
 import {
-  AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX, ERROR_REASON_BYTES_MAX, FILTER_ENTRIES_MAX, PAYLOAD_BYTES_MAX,
-  PROTOCOL_VERSION, PUBLISH_BATCH_MESSAGES_MAX,
+  AUTH_TOKEN_BYTES_MAX,
+  CLIENT_NAME_BYTES_MAX,
+  ERROR_REASON_BYTES_MAX,
+  FILTER_ENTRIES_MAX,
+  PAYLOAD_BYTES_MAX,
+  PROTOCOL_VERSION,
+  PUBLISH_BATCH_MESSAGES_MAX,
 } from "../constants.ts";
 import { Filter } from "../topic/mod.ts";
 import { type AriaErrorCode, codeOfWire } from "./error_codes.ts";
 import {
-  DATA_MESSAGE_HEAD_BYTES, FILTER_ENTRY_BYTES_MAX, FILTER_ENTRY_HEAD_BYTES, FRAME_HEADER_BYTES, FRAME_KIND_OF_TYPE,
-  type FrameKind, HEADER_FLAGS_OFFSET, HEADER_RESERVED_OFFSET, HEADER_TYPE_OFFSET, PUBLISH_MESSAGE_HEAD_BYTES,
-  RELATED_KIND_OF_NUMBER, type RelatedKind, START_KIND_OF_NUMBER,
+  DATA_MESSAGE_HEAD_BYTES,
+  FILTER_ENTRY_BYTES_MAX,
+  FILTER_ENTRY_HEAD_BYTES,
+  FRAME_HEADER_BYTES,
+  FRAME_KIND_OF_TYPE,
+  type FrameKind,
+  HEADER_FLAGS_OFFSET,
+  HEADER_RESERVED_OFFSET,
+  HEADER_TYPE_OFFSET,
+  PUBLISH_MESSAGE_HEAD_BYTES,
+  RELATED_KIND_OF_NUMBER,
+  type RelatedKind,
+  START_KIND_OF_NUMBER,
 } from "./frame_layout.ts";
 import type { DecodeError, Frame, StartPosition } from "./frames.ts";
 import { MessageBatch } from "./message_batch.ts";
@@ -55,7 +70,10 @@ export class FrameParser {
   /** Topic of each message of the last PUBLISH or DATA, read by its MessageBatch. */
   private readonly topics: string[] = [];
 
-  constructor(private readonly limits: ParseLimits, private readonly topicCache: TopicCache) {}
+  constructor(
+    private readonly limits: ParseLimits,
+    private readonly topicCache: TopicCache,
+  ) {}
 
   /** Parses bytes[start, start + frameBytes) of `view` (which spans `bytes` with equal offsets). */
   parse(bytes: Uint8Array, view: DataView, start: number, frameBytes: number): Frame | DecodeError {
@@ -70,47 +88,67 @@ export class FrameParser {
     const type = bytes[start + HEADER_TYPE_OFFSET];
     this.kind = FRAME_KIND_OF_TYPE[type] ?? null;
     if (this.kind === null) {
-      return this.fail("ARIA_ERR_UNKNOWN_FRAME_TYPE", `unknown frame type 0x${hex2(type)}; the frame is skipped`);
+      return this.fail(
+        "ARIA_ERR_UNKNOWN_FRAME_TYPE",
+        `unknown frame type 0x${hex2(type)}; the frame is skipped`,
+      );
     }
     this.kindName = this.kind.toUpperCase();
-    if (bytes[start + HEADER_FLAGS_OFFSET] !== 0 || view.getUint16(start + HEADER_RESERVED_OFFSET, true) !== 0) {
-      return this.fail("ARIA_ERR_MALFORMED_FRAME", `${this.kindName} header has non-zero flags or reserved bits`);
+    if (
+      bytes[start + HEADER_FLAGS_OFFSET] !== 0 ||
+      view.getUint16(start + HEADER_RESERVED_OFFSET, true) !== 0
+    ) {
+      return this.fail(
+        "ARIA_ERR_MALFORMED_FRAME",
+        `${this.kindName} header has non-zero flags or reserved bits`,
+      );
     }
     const frame = this.parseBody(this.kind);
     if (this.failure !== null) return this.failure;
     if (this.at !== this.end) {
-      return this.fail("ARIA_ERR_MALFORMED_FRAME", `${this.kindName} has ${this.end - this.at} trailing bytes`);
+      return this.fail(
+        "ARIA_ERR_MALFORMED_FRAME",
+        `${this.kindName} has ${this.end - this.at} trailing bytes`,
+      );
     }
     return frame!;
   }
 
   private parseBody(kind: FrameKind): Frame | null {
     switch (kind) {
-      case "hello": return this.parseHello();
-      case "welcome": return this.parseWelcome();
-      case "publish": return this.parsePublish();
+      case "hello":
+        return this.parseHello();
+      case "welcome":
+        return this.parseWelcome();
+      case "publish":
+        return this.parsePublish();
       case "publish_ack": {
         const requestId = this.id("request id", "request");
         const count = this.u32("count");
         return { kind, requestId, count, firstSeq: this.u64("first seq") };
       }
-      case "subscribe": return this.parseSubscribe();
+      case "subscribe":
+        return this.parseSubscribe();
       case "subscribed": {
         const subscriptionId = this.id("subscription id", "subscription");
         this.zero32();
         return { kind, subscriptionId, firstSeq: this.u64("first seq") };
       }
-      case "data": return this.parseData();
+      case "data":
+        return this.parseData();
       case "caught_up": {
         const subscriptionId = this.id("subscription id", "subscription");
         this.zero32();
         return { kind, subscriptionId, nextSeq: this.u64("next seq") };
       }
       case "unsubscribe":
-      case "unsubscribed": return { kind, subscriptionId: this.id("subscription id", "subscription") };
+      case "unsubscribed":
+        return { kind, subscriptionId: this.id("subscription id", "subscription") };
       case "ping":
-      case "pong": return { kind, token: this.u64("token") };
-      case "error": return this.parseError();
+      case "pong":
+        return { kind, token: this.u64("token") };
+      case "error":
+        return this.parseError();
     }
   }
 
@@ -144,7 +182,11 @@ export class FrameParser {
     const first = this.at;
     for (let index = 0; index < count && this.failure === null; index++) this.message(index, -1);
     if (this.failure !== null) return null;
-    return { kind: "publish", requestId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, false, this.topics) };
+    return {
+      kind: "publish",
+      requestId,
+      messages: new MessageBatch(this.bytes, this.view, first, this.at, count, false, this.topics),
+    };
   }
 
   private parseData(): Frame | null {
@@ -164,7 +206,21 @@ export class FrameParser {
       this.message(index, seq);
     }
     if (this.failure !== null) return null;
-    return { kind: "data", subscriptionId, messages: new MessageBatch(this.bytes, this.view, first, this.at, count, true, this.topics, firstSeq, seqBefore) };
+    return {
+      kind: "data",
+      subscriptionId,
+      messages: new MessageBatch(
+        this.bytes,
+        this.view,
+        first,
+        this.at,
+        count,
+        true,
+        this.topics,
+        firstSeq,
+        seqBefore,
+      ),
+    };
   }
 
   private parseSubscribe(): Frame | null {
@@ -175,7 +231,10 @@ export class FrameParser {
     const value = this.u64("start value");
     const start = this.failure === null ? this.start(startNumber, value) : null;
     if (this.failure === null && entryCount > this.limits.filterEntriesMax) {
-      this.fail("ARIA_ERR_INVALID_FILTER", `filter has ${entryCount} entries, more than the limit of ${this.limits.filterEntriesMax}`);
+      this.fail(
+        "ARIA_ERR_INVALID_FILTER",
+        `filter has ${entryCount} entries, more than the limit of ${this.limits.filterEntriesMax}`,
+      );
     }
     // At least each entry's length field: an empty entry is read, and refused as an INVALID_FILTER.
     this.overrun("filter entry count", entryCount, FILTER_ENTRY_HEAD_BYTES);
@@ -183,14 +242,17 @@ export class FrameParser {
     for (let index = 0; index < entryCount && this.failure === null; index++) {
       const entryBytes = this.u16(`filter entry ${index} length`);
       if (entryBytes > FILTER_ENTRY_BYTES_MAX && this.failure === null) {
-        this.fail("ARIA_ERR_INVALID_FILTER", `filter entry ${index} is ${entryBytes} bytes, more than the limit of ${FILTER_ENTRY_BYTES_MAX}`);
+        this.fail(
+          "ARIA_ERR_INVALID_FILTER",
+          `filter entry ${index} is ${entryBytes} bytes, more than the limit of ${FILTER_ENTRY_BYTES_MAX}`,
+        );
       }
       texts.push(this.text(`filter entry ${index}`, entryBytes, "ARIA_ERR_INVALID_FILTER") ?? "");
     }
     if (this.failure !== null || start === null) return null;
     if (this.at !== this.end) return null; // trailing bytes: reported by parse()
     const parsed = Filter.parse(texts);
-    if (!parsed.ok) return this.fail("ARIA_ERR_INVALID_FILTER", parsed.reason), null;
+    if (!parsed.ok) return (this.fail("ARIA_ERR_INVALID_FILTER", parsed.reason), null);
     return { kind: "subscribe", subscriptionId, start, filter: parsed.filter };
   }
 
@@ -203,8 +265,17 @@ export class FrameParser {
     if (this.failure !== null) return null;
     if (fatal > 1) return this.malformed(`fatal flag is ${fatal}, not 0 or 1`);
     const relatedKind = RELATED_KIND_OF_NUMBER[relatedNumber];
-    if (relatedKind === undefined) return this.malformed(`related kind ${relatedNumber} is unknown`);
-    return { kind: "error", code: codeOfWire(wireCode), wireCode, fatal: fatal === 1, relatedKind, relatedId, reason };
+    if (relatedKind === undefined)
+      return this.malformed(`related kind ${relatedNumber} is unknown`);
+    return {
+      kind: "error",
+      code: codeOfWire(wireCode),
+      wireCode,
+      fatal: fatal === 1,
+      relatedKind,
+      relatedId,
+      reason,
+    };
   }
 
   /**
@@ -227,7 +298,10 @@ export class FrameParser {
     const payloadBytes = this.view.getUint32(this.at, true);
     this.at += 4;
     if (payloadBytes > this.limits.payloadBytesMax) {
-      this.fail("ARIA_ERR_PAYLOAD_TOO_LARGE", `message ${index} payload is ${payloadBytes} bytes, more than the limit of ${this.limits.payloadBytesMax}`);
+      this.fail(
+        "ARIA_ERR_PAYLOAD_TOO_LARGE",
+        `message ${index} payload is ${payloadBytes} bytes, more than the limit of ${this.limits.payloadBytesMax}`,
+      );
       return;
     }
     if (this.messageNeed(index, "payload", payloadBytes)) this.at += payloadBytes;
@@ -255,7 +329,10 @@ export class FrameParser {
     const count = this.u32("message count");
     if (this.failure === null && count === 0) this.malformed("message count is 0");
     if (this.failure === null && count > countMax) {
-      this.fail("ARIA_ERR_BATCH_TOO_LARGE", `${this.kindName} has ${count} messages, more than the limit of ${countMax}`);
+      this.fail(
+        "ARIA_ERR_BATCH_TOO_LARGE",
+        `${this.kindName} has ${count} messages, more than the limit of ${countMax}`,
+      );
     }
     this.overrun("message count", count, messageBytesMin);
     return count;
@@ -263,11 +340,15 @@ export class FrameParser {
 
   private start(number: number, value: number): StartPosition | null {
     const kind = START_KIND_OF_NUMBER[number];
-    if (kind === undefined) return this.fail("ARIA_ERR_INVALID_START", `start kind ${number} is unknown`), null;
+    if (kind === undefined)
+      return (this.fail("ARIA_ERR_INVALID_START", `start kind ${number} is unknown`), null);
     if ((kind === "live" || kind === "earliest") && value !== 0) {
-      return this.fail("ARIA_ERR_INVALID_START", `start kind ${kind} has value ${value}, not 0`), null;
+      return (
+        this.fail("ARIA_ERR_INVALID_START", `start kind ${kind} has value ${value}, not 0`), null
+      );
     }
-    if (kind === "seq" && value === 0) return this.fail("ARIA_ERR_INVALID_START", "start seq is 0; seqs start at 1"), null;
+    if (kind === "seq" && value === 0)
+      return (this.fail("ARIA_ERR_INVALID_START", "start seq is 0; seqs start at 1"), null);
     if (kind === "live") return { kind };
     if (kind === "earliest") return { kind };
     return kind === "seq" ? { kind, seq: value } : { kind, timeUs: value };
@@ -276,7 +357,11 @@ export class FrameParser {
   private version(): number {
     const version = this.u16("version");
     if (this.failure === null && version !== PROTOCOL_VERSION) {
-      this.fail("ARIA_ERR_UNSUPPORTED_VERSION", `${this.kindName} has protocol version ${version}; this peer speaks ${PROTOCOL_VERSION}`, true);
+      this.fail(
+        "ARIA_ERR_UNSUPPORTED_VERSION",
+        `${this.kindName} has protocol version ${version}; this peer speaks ${PROTOCOL_VERSION}`,
+        true,
+      );
     }
     return version;
   }
@@ -291,14 +376,17 @@ export class FrameParser {
   }
 
   private zero32(): void {
-    if (this.u32("reserved") !== 0 && this.failure === null) this.malformed("reserved field is not zero");
+    if (this.u32("reserved") !== 0 && this.failure === null)
+      this.malformed("reserved field is not zero");
   }
 
   private overrun(name: string, count: number, entryBytesMin: number): void {
     if (this.failure !== null) return;
     const left = this.end - this.at;
     if (count * entryBytesMin > left) {
-      this.malformed(`${name} ${count} overruns the frame: needs at least ${count * entryBytesMin} bytes, ${left} remain`);
+      this.malformed(
+        `${name} ${count} overruns the frame: needs at least ${count * entryBytesMin} bytes, ${left} remain`,
+      );
     }
   }
 
@@ -311,11 +399,16 @@ export class FrameParser {
   }
 
   private boundedText(name: string, length: number, bytesMax: number): string {
-    if (this.failure === null && length > bytesMax) this.malformed(`${name} is ${length} bytes, more than the limit of ${bytesMax}`);
+    if (this.failure === null && length > bytesMax)
+      this.malformed(`${name} is ${length} bytes, more than the limit of ${bytesMax}`);
     return this.text(name, length) ?? "";
   }
 
-  private text(name: string, length: number, badUtf8Code: AriaErrorCode = "ARIA_ERR_MALFORMED_FRAME"): string | null {
+  private text(
+    name: string,
+    length: number,
+    badUtf8Code: AriaErrorCode = "ARIA_ERR_MALFORMED_FRAME",
+  ): string | null {
     if (this.failure !== null || !this.need(name, length)) return null;
     const start = this.at;
     this.at += length;
@@ -331,7 +424,9 @@ export class FrameParser {
     if (this.failure !== null) return false;
     const left = this.end - this.at;
     if (bytes <= left) return true;
-    this.malformed(`${name} at byte ${this.at - this.frameStart} needs ${bytes} bytes, ${left} remain`);
+    this.malformed(
+      `${name} at byte ${this.at - this.frameStart} needs ${bytes} bytes, ${left} remain`,
+    );
     return false;
   }
 
@@ -363,14 +458,19 @@ export class FrameParser {
   }
 
   private malformed(reason: string): null {
-    return this.fail("ARIA_ERR_MALFORMED_FRAME", `${this.kindName} ${reason}`), null;
+    return (this.fail("ARIA_ERR_MALFORMED_FRAME", `${this.kindName} ${reason}`), null);
   }
 
   private fail(code: AriaErrorCode, reason: string, fatal = false): DecodeError {
     if (this.failure === null) {
       this.failure = {
-        kind: "decode_error", code, fatal, frameKind: this.kind,
-        relatedKind: this.relatedKind, relatedId: this.relatedId, reason,
+        kind: "decode_error",
+        code,
+        fatal,
+        frameKind: this.kind,
+        relatedKind: this.relatedKind,
+        relatedId: this.relatedId,
+        reason,
       };
     }
     return this.failure;

@@ -4,7 +4,12 @@ import { readFileSync } from "node:fs";
 import { ERROR_REASON_BYTES_MAX } from "../constants.ts";
 import { ARIA_ERROR_WIRE_CODES, AriaError, codeOfWire } from "./error_codes.ts";
 import { encodeError, encodePing } from "./frame_encode.ts";
-import { DATA_HEAD_BYTES, DATA_MESSAGE_HEAD_BYTES, FRAME_HEADER_BYTES, FRAME_TYPES } from "./frame_layout.ts";
+import {
+  DATA_HEAD_BYTES,
+  DATA_MESSAGE_HEAD_BYTES,
+  FRAME_HEADER_BYTES,
+  FRAME_TYPES,
+} from "./frame_layout.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { FrameDecoder } from "./frame_decoder.ts";
 import { decodeSplit } from "./test_support.ts";
@@ -13,7 +18,8 @@ const topic = new TextEncoder().encode("app/orders");
 
 describe("FrameWriter", () => {
   test("a broker caps DATA frames with dataMessageFits and streams from a larger buffer", () => {
-    const frameBytesMax = FRAME_HEADER_BYTES + DATA_HEAD_BYTES + 3 * (DATA_MESSAGE_HEAD_BYTES + topic.length + 16);
+    const frameBytesMax =
+      FRAME_HEADER_BYTES + DATA_HEAD_BYTES + 3 * (DATA_MESSAGE_HEAD_BYTES + topic.length + 16);
     const writer = new FrameWriter({ capacityBytes: 8, frameBytesMax });
     const ring = new Uint8Array(1000).map((_, index) => index & 0xff);
     let frames = 0;
@@ -29,7 +35,9 @@ describe("FrameWriter", () => {
     }
     expect(frames).toBe(4); // 3 + 3 + 3 + 1
     const decoded = decodeSplit(writer.bytes(), [], { frameBytesMax });
-    const messages = decoded.flatMap((frame) => frame.messages as { seq: number; payload: Uint8Array }[]);
+    const messages = decoded.flatMap(
+      (frame) => frame.messages as { seq: number; payload: Uint8Array }[],
+    );
     expect(messages.map((message) => message.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(messages[2].payload).toEqual(ring.subarray(48, 64));
   });
@@ -93,7 +101,11 @@ describe("FrameWriter", () => {
 
   test("an ERROR reason is cut at a character boundary", () => {
     const writer = new FrameWriter();
-    encodeError(writer, { code: "ARIA_ERR_INTERNAL", fatal: true, reason: `x${"é".repeat(ERROR_REASON_BYTES_MAX)}` });
+    encodeError(writer, {
+      code: "ARIA_ERR_INTERNAL",
+      fatal: true,
+      reason: `x${"é".repeat(ERROR_REASON_BYTES_MAX)}`,
+    });
     const [frame] = decodeSplit(writer.bytes()) as { reason: string }[];
     expect(new TextEncoder().encode(frame.reason).length).toBe(ERROR_REASON_BYTES_MAX - 1);
     expect(frame.reason.endsWith("é")).toBe(true);
@@ -104,15 +116,22 @@ describe("error codes", () => {
   test("wire codes are unique and map back", () => {
     const wires = Object.values(ARIA_ERROR_WIRE_CODES);
     expect(new Set(wires).size).toBe(wires.length);
-    for (const [code, wire] of Object.entries(ARIA_ERROR_WIRE_CODES)) expect(codeOfWire(wire)).toBe(code as never);
+    for (const [code, wire] of Object.entries(ARIA_ERROR_WIRE_CODES))
+      expect(codeOfWire(wire)).toBe(code as never);
     expect(codeOfWire(999)).toBe("ARIA_ERR_UNKNOWN");
     const error = new AriaError("ARIA_ERR_INVALID_TOPIC", "bad");
-    expect([error.code, error.wireCode, error.fatal, error instanceof Error]).toEqual(["ARIA_ERR_INVALID_TOPIC", 8, false, true]);
+    expect([error.code, error.wireCode, error.fatal, error instanceof Error]).toEqual([
+      "ARIA_ERR_INVALID_TOPIC",
+      8,
+      false,
+      true,
+    ]);
   });
 
   test("docs/protocol.md lists every error code and frame type", () => {
     const doc = readFileSync(new URL("../../docs/protocol.md", import.meta.url), "utf8");
-    for (const [code, wire] of Object.entries(ARIA_ERROR_WIRE_CODES)) expect(doc).toContain(`| ${wire} | \`${code}\``);
+    for (const [code, wire] of Object.entries(ARIA_ERROR_WIRE_CODES))
+      expect(doc).toContain(`| ${wire} | \`${code}\``);
     for (const [kind, type] of Object.entries(FRAME_TYPES)) {
       expect(doc).toContain(`0x${type.toString(16).padStart(2, "0")} ${kind.toUpperCase()}`);
     }

@@ -11,7 +11,12 @@ import { FRAME_BYTES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { copyBytes } from "../stdx/bytes.ts";
 import {
-  DATA_MESSAGE_HEAD_BYTES, FRAME_HEADER_BYTES, FRAME_TYPES, type FrameKind, PUBLISH_MESSAGE_HEAD_BYTES, U32_MAX,
+  DATA_MESSAGE_HEAD_BYTES,
+  FRAME_HEADER_BYTES,
+  FRAME_TYPES,
+  type FrameKind,
+  PUBLISH_MESSAGE_HEAD_BYTES,
+  U32_MAX,
 } from "./frame_layout.ts";
 import { writeU64 } from "./u64.ts";
 
@@ -69,7 +74,11 @@ export class FrameWriter {
    * grew it to for as long as the connection lived; one that keeps writing bursts keeps its buffer.
    */
   reset(): void {
-    if (this.buffer.length > KEPT_CAPACITY_BYTES_MAX && this.buffer.length > this.capacityBytes && this.used <= KEPT_CAPACITY_BYTES_MAX / 4) {
+    if (
+      this.buffer.length > KEPT_CAPACITY_BYTES_MAX &&
+      this.buffer.length > this.capacityBytes &&
+      this.used <= KEPT_CAPACITY_BYTES_MAX / 4
+    ) {
       this.buffer = new Uint8Array(this.capacityBytes);
       this.view = new DataView(this.buffer.buffer);
     }
@@ -141,7 +150,10 @@ export class FrameWriter {
 
   /** Appends `length` bytes of `source` from `start`. */
   raw(source: Uint8Array, start = 0, length = source.length - start): void {
-    assert(start >= 0 && length >= 0 && start + length <= source.length, "raw() range within source");
+    assert(
+      start >= 0 && length >= 0 && start + length <= source.length,
+      "raw() range within source",
+    );
     this.reserve(length);
     copyBytes(this.buffer, this.used, source, start, length);
     this.used += length;
@@ -151,7 +163,10 @@ export class FrameWriter {
    * Appends `text` as UTF-8 behind a length field of `lengthBytes` (1 or 2). Text longer than
    * `bytesMax` asserts, or with `truncate` is cut at a character boundary.
    */
-  string(text: string, options: { lengthBytes: 1 | 2; bytesMax: number; truncate?: boolean }): void {
+  string(
+    text: string,
+    options: { lengthBytes: 1 | 2; bytesMax: number; truncate?: boolean },
+  ): void {
     assert(options.bytesMax < 256 ** options.lengthBytes, "string limit fits its length field");
     const lengthAt = this.used;
     this.reserve(options.lengthBytes + text.length * 3);
@@ -175,7 +190,9 @@ export class FrameWriter {
 
   /** True when a message of these sizes fits in the open DATA frame within the frame limit. */
   dataMessageFits(topicBytes: number, payloadBytes: number): boolean {
-    return this.frameBytes + DATA_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax;
+    return (
+      this.frameBytes + DATA_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax
+    );
   }
 
   /**
@@ -184,8 +201,12 @@ export class FrameWriter {
    * backing array. Positional arguments, not an options object: this runs once per message.
    */
   addDataMessage(
-    seq: number, timeUs: number, topic: Uint8Array, payload: Uint8Array,
-    payloadStart = 0, payloadBytes = payload.length - payloadStart,
+    seq: number,
+    timeUs: number,
+    topic: Uint8Array,
+    payload: Uint8Array,
+    payloadStart = 0,
+    payloadBytes = payload.length - payloadStart,
   ): void {
     assert(this.frameKind === "data", "addDataMessage() with a DATA frame open");
     assert(this.dataMessageFits(topic.length, payloadBytes), "DATA message fits the frame");
@@ -202,8 +223,14 @@ export class FrameWriter {
    */
   copyDataFrame(frame: Uint8Array, subscriptionId: number): void {
     assert(this.frameStart < 0, "copyDataFrame() with no frame open");
-    assert(frame.length > FRAME_HEADER_BYTES + 8 && frame[4] === FRAME_TYPES.data, "copyDataFrame() of a DATA frame");
-    assert((frame[0] | (frame[1] << 8) | (frame[2] << 16) | (frame[3] << 24)) >>> 0 === frame.length, "copyDataFrame() of one whole frame");
+    assert(
+      frame.length > FRAME_HEADER_BYTES + 8 && frame[4] === FRAME_TYPES.data,
+      "copyDataFrame() of a DATA frame",
+    );
+    assert(
+      (frame[0] | (frame[1] << 8) | (frame[2] << 16) | (frame[3] << 24)) >>> 0 === frame.length,
+      "copyDataFrame() of one whole frame",
+    );
     assert(subscriptionId >>> 0 === subscriptionId, "u32 field in range");
     const at = this.used;
     this.raw(frame);
@@ -223,7 +250,9 @@ export class FrameWriter {
 
   /** True when a message of these sizes fits in the open PUBLISH frame within the frame limit. */
   publishMessageFits(topicBytes: number, payloadBytes: number): boolean {
-    return this.frameBytes + PUBLISH_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax;
+    return (
+      this.frameBytes + PUBLISH_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax
+    );
   }
 
   /** Appends one message (topic as UTF-8) to the open PUBLISH frame. */
@@ -271,7 +300,12 @@ export class FrameWriter {
     return count;
   }
 
-  private addTopicAndPayload(topic: Uint8Array, payload: Uint8Array, payloadStart: number, payloadBytes: number): void {
+  private addTopicAndPayload(
+    topic: Uint8Array,
+    payload: Uint8Array,
+    payloadStart: number,
+    payloadBytes: number,
+  ): void {
     assert(topic.length <= 0xff, "topic length fits a u8");
     this.buffer[this.used++] = topic.length;
     this.raw(topic);

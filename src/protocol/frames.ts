@@ -27,29 +27,77 @@ export interface ServerLimits {
 }
 
 /** HELLO: the client opens the handshake. `authToken` null when none is sent (sent as length 0). */
-export interface HelloFrame { kind: "hello"; version: number; clientName: string; authToken: string | null }
+export interface HelloFrame {
+  kind: "hello";
+  version: number;
+  clientName: string;
+  authToken: string | null;
+}
 /** WELCOME: the server accepts the handshake. */
-export interface WelcomeFrame { kind: "welcome"; version: number; limits: ServerLimits; nextSeq: number }
+export interface WelcomeFrame {
+  kind: "welcome";
+  version: number;
+  limits: ServerLimits;
+  nextSeq: number;
+}
 /** PUBLISH: a batch of messages. `messages` is valid until the decoder's next push() or next(). */
-export interface PublishFrame { kind: "publish"; requestId: number; messages: MessageBatch }
+export interface PublishFrame {
+  kind: "publish";
+  requestId: number;
+  messages: MessageBatch;
+}
 /** PUBLISH_ACK: seqs firstSeq .. firstSeq + count - 1 were assigned to the batch, in order. */
-export interface PublishAckFrame { kind: "publish_ack"; requestId: number; firstSeq: number; count: number }
+export interface PublishAckFrame {
+  kind: "publish_ack";
+  requestId: number;
+  firstSeq: number;
+  count: number;
+}
 /** SUBSCRIBE: a subscription with a validated filter. */
-export interface SubscribeFrame { kind: "subscribe"; subscriptionId: number; start: StartPosition; filter: Filter }
+export interface SubscribeFrame {
+  kind: "subscribe";
+  subscriptionId: number;
+  start: StartPosition;
+  filter: Filter;
+}
 /** SUBSCRIBED: the subscription's cursor starts at `firstSeq`. */
-export interface SubscribedFrame { kind: "subscribed"; subscriptionId: number; firstSeq: number }
+export interface SubscribedFrame {
+  kind: "subscribed";
+  subscriptionId: number;
+  firstSeq: number;
+}
 /** DATA: messages of one subscription, seqs ascending. `messages` is valid until the next push() or next(). */
-export interface DataFrame { kind: "data"; subscriptionId: number; messages: MessageBatch }
+export interface DataFrame {
+  kind: "data";
+  subscriptionId: number;
+  messages: MessageBatch;
+}
 /** CAUGHT_UP: the subscription reached the live tip; `nextSeq` is the next seq it will see. */
-export interface CaughtUpFrame { kind: "caught_up"; subscriptionId: number; nextSeq: number }
+export interface CaughtUpFrame {
+  kind: "caught_up";
+  subscriptionId: number;
+  nextSeq: number;
+}
 /** UNSUBSCRIBE: the client ends a subscription. */
-export interface UnsubscribeFrame { kind: "unsubscribe"; subscriptionId: number }
+export interface UnsubscribeFrame {
+  kind: "unsubscribe";
+  subscriptionId: number;
+}
 /** UNSUBSCRIBED: no more DATA follows for the subscription. */
-export interface UnsubscribedFrame { kind: "unsubscribed"; subscriptionId: number }
+export interface UnsubscribedFrame {
+  kind: "unsubscribed";
+  subscriptionId: number;
+}
 /** PING: the peer answers PONG with the same token. */
-export interface PingFrame { kind: "ping"; token: number }
+export interface PingFrame {
+  kind: "ping";
+  token: number;
+}
 /** PONG: the answer to PING. */
-export interface PongFrame { kind: "pong"; token: number }
+export interface PongFrame {
+  kind: "pong";
+  token: number;
+}
 /** ERROR: a failure, with the request or subscription it concerns; fatal ones close the connection. */
 export interface ErrorFrame {
   kind: "error";
@@ -63,8 +111,19 @@ export interface ErrorFrame {
 
 /** A decoded frame. */
 export type Frame =
-  | HelloFrame | WelcomeFrame | PublishFrame | PublishAckFrame | SubscribeFrame | SubscribedFrame
-  | DataFrame | CaughtUpFrame | UnsubscribeFrame | UnsubscribedFrame | PingFrame | PongFrame | ErrorFrame;
+  | HelloFrame
+  | WelcomeFrame
+  | PublishFrame
+  | PublishAckFrame
+  | SubscribeFrame
+  | SubscribedFrame
+  | DataFrame
+  | CaughtUpFrame
+  | UnsubscribeFrame
+  | UnsubscribedFrame
+  | PingFrame
+  | PongFrame
+  | ErrorFrame;
 
 /**
  * Why bytes did not decode to a frame. Fatal: the stream can no longer be split into frames and the
@@ -83,7 +142,10 @@ export interface DecodeError {
 }
 
 /** One message to publish. */
-export interface PublishMessage { readonly topic: string; readonly payload: Uint8Array }
+export interface PublishMessage {
+  readonly topic: string;
+  readonly payload: Uint8Array;
+}
 /** One message to deliver. */
 export interface DataMessage {
   readonly seq: number;
@@ -94,10 +156,22 @@ export interface DataMessage {
 
 /** What `encodeFrame` takes: decoded shapes, with messages as arrays and the filter as texts or a Filter. */
 export type OutgoingFrame =
-  | HelloFrame | WelcomeFrame | PublishAckFrame | SubscribedFrame | CaughtUpFrame
-  | UnsubscribeFrame | UnsubscribedFrame | PingFrame | PongFrame
+  | HelloFrame
+  | WelcomeFrame
+  | PublishAckFrame
+  | SubscribedFrame
+  | CaughtUpFrame
+  | UnsubscribeFrame
+  | UnsubscribedFrame
+  | PingFrame
+  | PongFrame
   | { kind: "publish"; requestId: number; messages: readonly PublishMessage[] }
-  | { kind: "subscribe"; subscriptionId: number; start: StartPosition; filter: Filter | readonly string[] }
+  | {
+      kind: "subscribe";
+      subscriptionId: number;
+      start: StartPosition;
+      filter: Filter | readonly string[];
+    }
   | { kind: "data"; subscriptionId: number; messages: readonly DataMessage[] }
   | ({ kind: "error" } & ErrorInput);
 

@@ -19,7 +19,10 @@ function feed(bytes: Uint8Array, cuts: number[], frameBytesMax = FRAME_BYTES_MAX
   const decoder = new FrameDecoder({ frameBytesMax });
   let fatalSeen = false;
   let from = 0;
-  for (const to of [...cuts.map((cut) => Math.min(cut, bytes.length)).sort((a, b) => a - b), bytes.length]) {
+  for (const to of [
+    ...cuts.map((cut) => Math.min(cut, bytes.length)).sort((a, b) => a - b),
+    bytes.length,
+  ]) {
     if (to < from) continue;
     decoder.push(bytes.subarray(from, to));
     from = to;
@@ -49,12 +52,23 @@ const plausibleFrame = fc
   });
 
 const mutation = fc.oneof(
-  fc.record({ kind: fc.constant("set" as const), at: fc.nat(), value: fc.integer({ min: 0, max: 255 }) }),
+  fc.record({
+    kind: fc.constant("set" as const),
+    at: fc.nat(),
+    value: fc.integer({ min: 0, max: 255 }),
+  }),
   fc.record({ kind: fc.constant("cut" as const), at: fc.nat() }),
-  fc.record({ kind: fc.constant("insert" as const), at: fc.nat(), value: fc.integer({ min: 0, max: 255 }) }),
+  fc.record({
+    kind: fc.constant("insert" as const),
+    at: fc.nat(),
+    value: fc.integer({ min: 0, max: 255 }),
+  }),
 );
 
-function mutate(bytes: Uint8Array, mutations: { kind: "set" | "cut" | "insert"; at: number; value?: number }[]): Uint8Array {
+function mutate(
+  bytes: Uint8Array,
+  mutations: { kind: "set" | "cut" | "insert"; at: number; value?: number }[],
+): Uint8Array {
   let out = Array.from(bytes);
   for (const change of mutations) {
     if (out.length === 0) break;
@@ -69,19 +83,27 @@ function mutate(bytes: Uint8Array, mutations: { kind: "set" | "cut" | "insert"; 
 describe("fuzz", () => {
   test("random bytes", () => {
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 2000 }), fc.array(fc.nat({ max: 2000 }), { maxLength: 8 }), (bytes, cuts) => feed(bytes, cuts)),
+      fc.property(
+        fc.uint8Array({ maxLength: 2000 }),
+        fc.array(fc.nat({ max: 2000 }), { maxLength: 8 }),
+        (bytes, cuts) => feed(bytes, cuts),
+      ),
       fcParams({ runs: 300 }),
     );
   });
 
   test("plausible headers with random bodies", () => {
     fc.assert(
-      fc.property(fc.array(plausibleFrame, { minLength: 1, maxLength: 10 }), fc.array(fc.nat({ max: 1000 }), { maxLength: 8 }), (frames, cuts) => {
-        const bytes = new Uint8Array(frames.reduce((sum, frame) => sum + frame.length, 0));
-        let at = 0;
-        for (const frame of frames) (bytes.set(frame, at), (at += frame.length));
-        feed(bytes, cuts);
-      }),
+      fc.property(
+        fc.array(plausibleFrame, { minLength: 1, maxLength: 10 }),
+        fc.array(fc.nat({ max: 1000 }), { maxLength: 8 }),
+        (frames, cuts) => {
+          const bytes = new Uint8Array(frames.reduce((sum, frame) => sum + frame.length, 0));
+          let at = 0;
+          for (const frame of frames) bytes.set(frame, at), (at += frame.length);
+          feed(bytes, cuts);
+        },
+      ),
       fcParams({ runs: 500 }),
     );
   });

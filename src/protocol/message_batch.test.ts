@@ -9,14 +9,27 @@ const ENCODER = new TextEncoder();
 test("MessageBatch.copy(fromSeq): a batch of its own holding exactly the messages at or after fromSeq", () => {
   fc.assert(
     fc.property(
-      fc.array(fc.record({ gap: fc.integer({ min: 1, max: 3 }), topic: fc.constantFrom<string>("a", "b/c", "d/e/f"), payload: fc.uint8Array({ maxLength: 40 }) }), { minLength: 1, maxLength: 30 }),
+      fc.array(
+        fc.record({
+          gap: fc.integer({ min: 1, max: 3 }),
+          topic: fc.constantFrom<string>("a", "b/c", "d/e/f"),
+          payload: fc.uint8Array({ maxLength: 40 }),
+        }),
+        { minLength: 1, maxLength: 30 },
+      ),
       fc.integer({ min: 0, max: 100 }),
       (drawn, fromSeq) => {
         let seq = 0;
-        const messages = drawn.map((m) => ({ seq: (seq += m.gap), timeUs: seq * 1000, topic: m.topic, payload: m.payload }));
+        const messages = drawn.map((m) => ({
+          seq: (seq += m.gap),
+          timeUs: seq * 1000,
+          topic: m.topic,
+          payload: m.payload,
+        }));
         const writer = new FrameWriter();
         writer.beginData(7);
-        for (const m of messages) writer.addDataMessage(m.seq, m.timeUs, ENCODER.encode(m.topic), m.payload);
+        for (const m of messages)
+          writer.addDataMessage(m.seq, m.timeUs, ENCODER.encode(m.topic), m.payload);
         writer.endData();
         const decoder = new FrameDecoder();
         decoder.push(writer.bytes().slice());
@@ -35,9 +48,18 @@ test("MessageBatch.copy(fromSeq): a batch of its own holding exactly the message
         }
         expect(copy!.count).toBe(expected.length);
         expect(copy!.remaining).toBe(expected.length);
-        expect([copy!.firstSeq, copy!.lastSeq]).toEqual([expected[0].seq, expected[expected.length - 1].seq]);
+        expect([copy!.firstSeq, copy!.lastSeq]).toEqual([
+          expected[0].seq,
+          expected[expected.length - 1].seq,
+        ]);
         const got: typeof messages = [];
-        while (copy!.next()) got.push({ seq: copy!.seq, timeUs: copy!.timeUs, topic: copy!.topic, payload: copy!.payload.slice() });
+        while (copy!.next())
+          got.push({
+            seq: copy!.seq,
+            timeUs: copy!.timeUs,
+            topic: copy!.topic,
+            payload: copy!.payload.slice(),
+          });
         expect(got).toEqual(expected);
         expect(copy!.remaining).toBe(0);
       },

@@ -111,7 +111,17 @@ export class MessageBatch {
     this.rewind();
     const bytes = this.frame.slice(start, this.endOffset);
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-    return new MessageBatch(bytes, view, 0, bytes.length, this.count - skip, this.hasSeq, this.topics.slice(skip, this.count), firstSeq, this.lastSeq);
+    return new MessageBatch(
+      bytes,
+      view,
+      0,
+      bytes.length,
+      this.count - skip,
+      this.hasSeq,
+      this.topics.slice(skip, this.count),
+      firstSeq,
+      this.lastSeq,
+    );
   }
 
   /** All messages as objects with copied payloads (tests, simple clients). Rewinds first. */
@@ -119,7 +129,12 @@ export class MessageBatch {
     this.rewind();
     const messages: DataMessage[] = [];
     while (this.next()) {
-      messages.push({ seq: this.seq, timeUs: this.timeUs, topic: this.topic, payload: this.payload.slice() });
+      messages.push({
+        seq: this.seq,
+        timeUs: this.timeUs,
+        topic: this.topic,
+        payload: this.payload.slice(),
+      });
     }
     this.rewind();
     return messages;

@@ -1,19 +1,61 @@
 /** protocol: Aria's binary wire protocol — frame layout, encoders, the streaming decoder, error codes (pure). */
 export {
-  ARIA_ERR_UNKNOWN, ARIA_ERROR_SUMMARIES, ARIA_ERROR_WIRE_CODES, AriaError, type AriaErrorCode, codeOfWire, wireCodeOf,
+  ARIA_ERR_UNKNOWN,
+  ARIA_ERROR_SUMMARIES,
+  ARIA_ERROR_WIRE_CODES,
+  AriaError,
+  type AriaErrorCode,
+  codeOfWire,
+  wireCodeOf,
 } from "./error_codes.ts";
 export {
-  FRAME_HEADER_BYTES, FRAME_SENDERS, FRAME_TYPES, type FrameKind, type RelatedKind, START_KINDS, type StartKind,
+  FRAME_HEADER_BYTES,
+  FRAME_SENDERS,
+  FRAME_TYPES,
+  type FrameKind,
+  type RelatedKind,
+  START_KINDS,
+  type StartKind,
 } from "./frame_layout.ts";
 export type {
-  CaughtUpFrame, DataFrame, DataMessage, DecodeError, ErrorFrame, ErrorInput, Frame, HelloFrame, OutgoingFrame,
-  PingFrame, PongFrame, PublishAckFrame, PublishFrame, PublishMessage, ServerLimits, StartPosition, SubscribedFrame,
-  SubscribeFrame, UnsubscribedFrame, UnsubscribeFrame, WelcomeFrame,
+  CaughtUpFrame,
+  DataFrame,
+  DataMessage,
+  DecodeError,
+  ErrorFrame,
+  ErrorInput,
+  Frame,
+  HelloFrame,
+  OutgoingFrame,
+  PingFrame,
+  PongFrame,
+  PublishAckFrame,
+  PublishFrame,
+  PublishMessage,
+  ServerLimits,
+  StartPosition,
+  SubscribedFrame,
+  SubscribeFrame,
+  UnsubscribedFrame,
+  UnsubscribeFrame,
+  WelcomeFrame,
 } from "./frames.ts";
 export { FrameWriter } from "./frame_writer.ts";
 export {
-  encodeCaughtUp, encodeData, encodeError, encodeFrame, encodeHello, encodePing, encodePong, encodePublish,
-  encodePublishAck, encodeSubscribe, encodeSubscribed, encodeUnsubscribe, encodeUnsubscribed, encodeWelcome,
+  encodeCaughtUp,
+  encodeData,
+  encodeError,
+  encodeFrame,
+  encodeHello,
+  encodePing,
+  encodePong,
+  encodePublish,
+  encodePublishAck,
+  encodeSubscribe,
+  encodeSubscribed,
+  encodeUnsubscribe,
+  encodeUnsubscribed,
+  encodeWelcome,
 } from "./frame_encode.ts";
 export { FrameDecoder, type FrameDecoderOptions } from "./frame_decoder.ts";
 export { MessageBatch } from "./message_batch.ts";

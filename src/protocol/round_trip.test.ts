@@ -10,7 +10,10 @@ import { byteCuts, decodeSplit, encodeAll } from "./test_support.ts";
 describe("round trip", () => {
   test("every frame kind is drawn by the arbitrary", () => {
     const seen = new Set<FrameKind>();
-    fc.assert(fc.property(frameArbitrary, (frame) => void seen.add(frame.kind)), fcParams({ runs: 400 }));
+    fc.assert(
+      fc.property(frameArbitrary, (frame) => void seen.add(frame.kind)),
+      fcParams({ runs: 400 }),
+    );
     expect([...seen].sort()).toEqual((Object.keys(FRAME_TYPES) as FrameKind[]).sort());
   });
 

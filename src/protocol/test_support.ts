@@ -16,14 +16,19 @@ export function encodeAll(frames: readonly OutgoingFrame[]): Uint8Array {
 }
 
 /** Decodes `bytes` pushed as chunks cut at `cuts` (any numbers; clamped and sorted). */
-export function decodeSplit(bytes: Uint8Array, cuts: readonly number[] = [], options: FrameDecoderOptions = {}): Record<string, unknown>[] {
+export function decodeSplit(
+  bytes: Uint8Array,
+  cuts: readonly number[] = [],
+  options: FrameDecoderOptions = {},
+): Record<string, unknown>[] {
   const decoder = new FrameDecoder(options);
   const points = [...new Set(cuts.map((cut) => Math.min(cut, bytes.length)))].sort((a, b) => a - b);
   const results: Record<string, unknown>[] = [];
   let from = 0;
   for (const to of [...points, bytes.length]) {
     decoder.push(bytes.subarray(from, to));
-    for (let result = decoder.next(); result !== null; result = decoder.next()) results.push(describeFrame(result));
+    for (let result = decoder.next(); result !== null; result = decoder.next())
+      results.push(describeFrame(result));
     from = to;
   }
   return results;

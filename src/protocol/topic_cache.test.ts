@@ -19,13 +19,17 @@ describe("TopicCache", () => {
 
   test("matches a reference decoder for any sequence of topics", () => {
     fc.assert(
-      fc.property(fc.array(topicArbitrary, { maxLength: 40 }), fc.constantFrom(1, 2, 8), (topics, slots) => {
-        const cache = new TopicCache({ slots });
-        for (const topic of topics) {
-          const padded = bytesOf(`xx${topic}yy`);
-          expect(cache.resolve(padded, 2, padded.length - 4)).toBe(topic);
-        }
-      }),
+      fc.property(
+        fc.array(topicArbitrary, { maxLength: 40 }),
+        fc.constantFrom(1, 2, 8),
+        (topics, slots) => {
+          const cache = new TopicCache({ slots });
+          for (const topic of topics) {
+            const padded = bytesOf(`xx${topic}yy`);
+            expect(cache.resolve(padded, 2, padded.length - 4)).toBe(topic);
+          }
+        },
+      ),
       fcParams(),
     );
   });

@@ -35,7 +35,8 @@ export class TopicCache {
   resolve(bytes: Uint8Array, start: number, length: number): string | null {
     // Runs of one topic are common (a batch, a hot topic): the last slot hit is tried before hashing.
     const last = this.slotBytes[this.lastSlot];
-    if (last !== null && last.length === length && equalBytes(last, bytes, start)) return this.slotTopics[this.lastSlot];
+    if (last !== null && last.length === length && equalBytes(last, bytes, start))
+      return this.slotTopics[this.lastSlot];
     let hash = 0x811c9dc5 ^ length;
     for (let i = 0; i < length; i++) hash = Math.imul(hash ^ bytes[start + i], 0x01000193);
     const slot = (hash ^ (hash >>> 15)) & this.mask;
@@ -61,8 +62,13 @@ function equalBytes(cached: Uint8Array, bytes: Uint8Array, start: number): boole
   return true;
 }
 
-function decodeTopic(bytes: Uint8Array, start: number, length: number): string | { reason: string } {
-  if (length > TOPIC_BYTES_MAX) return { reason: `topic is ${length} bytes, more than the limit of ${TOPIC_BYTES_MAX}` };
+function decodeTopic(
+  bytes: Uint8Array,
+  start: number,
+  length: number,
+): string | { reason: string } {
+  if (length > TOPIC_BYTES_MAX)
+    return { reason: `topic is ${length} bytes, more than the limit of ${TOPIC_BYTES_MAX}` };
   let text: string;
   try {
     text = utf8.decode(bytes.subarray(start, start + length));

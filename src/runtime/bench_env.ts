@@ -43,9 +43,16 @@ export function machineInfo(url: string | null): MachineInfo {
 }
 
 /** The environment the scenarios run in: servers, clients, clocks, temp dirs, I/O counters. */
-export function benchEnv(options: { url: string | null; parentDir: string; progress: (text: string) => void }): BenchEnv {
+export function benchEnv(options: {
+  url: string | null;
+  parentDir: string;
+  progress: (text: string) => void;
+}): BenchEnv {
   return {
-    server: (serverOptions) => (options.url !== null ? Promise.resolve(externalServer(options.url)) : inProcessServer(options.parentDir, serverOptions)),
+    server: (serverOptions) =>
+      options.url !== null
+        ? Promise.resolve(externalServer(options.url))
+        : inProcessServer(options.parentDir, serverOptions),
     connect: (url) => connect(url, { clientName: "aria-bench", reconnect: false }),
     nowMs: () => performance.now(),
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
@@ -57,9 +64,17 @@ export function benchEnv(options: { url: string | null; parentDir: string; progr
     },
     openStore: async ({ segmentBytesMax, sortNever = false }) => {
       const dataDir = await mkdtemp(join(options.parentDir, "aria-bench-store-"));
-      const never = sortNever ? { segmentBytesMax: 2 ** 50, pendingRecordsMax: 2 ** 50, journalRetainedBytesMax: 2 ** 50 } : { segmentBytesMax };
+      const never = sortNever
+        ? { segmentBytesMax: 2 ** 50, pendingRecordsMax: 2 ** 50, journalRetainedBytesMax: 2 ** 50 }
+        : { segmentBytesMax };
       try {
-        const { store } = await Store.open(runtime.openDisk(dataDir), { fsync: "interval", schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32, ...never });
+        const { store } = await Store.open(runtime.openDisk(dataDir), {
+          fsync: "interval",
+          schedule: runtime.scheduleAfter,
+          yieldToEvents: runtime.yieldToEvents,
+          crc32: runtime.crc32,
+          ...never,
+        });
         return {
           store,
           close: async () => {
@@ -93,7 +108,10 @@ function externalServer(url: string): BenchServer {
 }
 
 /** A server in this process on a fresh temporary data directory; stop() removes the directory. */
-async function inProcessServer(parentDir: string, options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number }): Promise<BenchServer> {
+async function inProcessServer(
+  parentDir: string,
+  options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number },
+): Promise<BenchServer> {
   const dataDir = await mkdtemp(join(parentDir, "aria-bench-"));
   const start = async (): Promise<BenchServer> => {
     const running = await startServer({
@@ -152,13 +170,24 @@ async function inProcessServer(parentDir: string, options: { fsync: FsyncPolicy;
 async function dropPageCache(dir: string): Promise<boolean> {
   let files: string[];
   try {
-    files = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+    files = (await readdir(dir, { recursive: true, withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => join(entry.parentPath, entry.name));
   } catch {
     return false;
   }
   for (const file of files) {
     try {
-      if ((await runtime.runQuiet(["dd", `if=${file}`, "iflag=nocache", "count=0", "status=none"])) !== 0) return false;
+      if (
+        (await runtime.runQuiet([
+          "dd",
+          `if=${file}`,
+          "iflag=nocache",
+          "count=0",
+          "status=none",
+        ])) !== 0
+      )
+        return false;
     } catch {
       return false;
     }
@@ -174,7 +203,10 @@ function readIoCounters(): IoCounters | null {
   } catch {
     return null;
   }
-  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+  const field = (name: string) =>
+    Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(text)?.[1] ?? Number.NaN);
   const counters = { readCallBytes: field("rchar"), storageReadBytes: field("read_bytes") };
-  return Number.isNaN(counters.readCallBytes) || Number.isNaN(counters.storageReadBytes) ? null : counters;
+  return Number.isNaN(counters.readCallBytes) || Number.isNaN(counters.storageReadBytes)
+    ? null
+    : counters;
 }

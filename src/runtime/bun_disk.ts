@@ -7,7 +7,14 @@
  */
 import { constants, promises as fs, writeSync } from "node:fs";
 import { join } from "node:path";
-import { type Disk, DiskError, type DiskFile, type MapOptions, type OpenHints, type OpenMode } from "../store/disk.ts";
+import {
+  type Disk,
+  DiskError,
+  type DiskFile,
+  type MapOptions,
+  type OpenHints,
+  type OpenMode,
+} from "../store/disk.ts";
 
 /** posix_fadvise's advice that reads are random: the kernel reads only what is asked, no read-ahead. */
 const POSIX_FADV_RANDOM = 1;
@@ -30,7 +37,10 @@ function loadLibc(): Libc | null {
     try {
       const { dlopen, FFIType, ptr } = require("bun:ffi") as typeof import("bun:ffi");
       const { symbols } = dlopen("libc.so.6", {
-        posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
+        posix_fadvise: {
+          args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32],
+          returns: FFIType.i32,
+        },
         mincore: { args: [FFIType.ptr, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
         getpagesize: { args: [], returns: FFIType.i32 },
       });
@@ -88,7 +98,10 @@ export function missingRuns(view: Uint8Array): number[] {
   for (let i = vector.indexOf(0); i >= 0; ) {
     const j = vector.indexOf(1, i + 1);
     const end = j < 0 ? vector.length : j;
-    runs.push(Math.max(0, first + i * page - address), Math.min(view.length, first + end * page - address));
+    runs.push(
+      Math.max(0, first + i * page - address),
+      Math.min(view.length, first + end * page - address),
+    );
     i = j < 0 ? -1 : vector.indexOf(0, j + 1);
   }
   return runs;
@@ -98,7 +111,11 @@ export function missingRuns(view: Uint8Array): number[] {
  * Opens with O_DIRECT when asked and the platform has it; a file system that refuses it (tmpfs:
  * EINVAL) gets a plain handle.
  */
-async function openMaybeDirect(absolute: string, flags: number, direct: boolean): Promise<fs.FileHandle> {
+async function openMaybeDirect(
+  absolute: string,
+  flags: number,
+  direct: boolean,
+): Promise<fs.FileHandle> {
   const directFlag = (constants as { O_DIRECT?: number }).O_DIRECT;
   if (direct && directFlag !== undefined) {
     try {
@@ -115,7 +132,12 @@ export class BunDisk implements Disk {
   constructor(readonly root: string) {}
 
   async open(path: string, mode: OpenMode, hints?: OpenHints): Promise<DiskFile> {
-    const flags = mode === "read" ? constants.O_RDONLY : mode === "write" ? constants.O_RDWR : constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC;
+    const flags =
+      mode === "read"
+        ? constants.O_RDONLY
+        : mode === "write"
+          ? constants.O_RDWR
+          : constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC;
     try {
       const handle = await openMaybeDirect(join(this.root, path), flags, hints?.direct === true);
       if (hints?.random === true) adviseRandom(handle.fd);
@@ -201,7 +223,9 @@ class BunFile implements DiskFile {
     if (runs.length === 0) return mapping;
     if (options?.cachedOnly === true) return null;
     const pieces: number[] = [];
-    for (let i = 0; i < runs.length; i += 2) for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES) pieces.push(at, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at));
+    for (let i = 0; i < runs.length; i += 2)
+      for (let at = runs[i]; at < runs[i + 1]; at += PREFETCH_PIECE_BYTES)
+        pieces.push(at, Math.min(PREFETCH_PIECE_BYTES, runs[i + 1] - at));
     const scratch = (prefetchScratch ??= new Uint8Array(PREFETCH_PIECE_BYTES));
     let next = 0;
     const reader = async () => {
@@ -228,8 +252,14 @@ class BunFile implements DiskFile {
     try {
       let done = 0;
       while (done < bytes.length) {
-        const { bytesWritten } = await this.handle.write(bytes, done, bytes.length - done, position + done);
-        if (bytesWritten <= 0) throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
+        const { bytesWritten } = await this.handle.write(
+          bytes,
+          done,
+          bytes.length - done,
+          position + done,
+        );
+        if (bytesWritten <= 0)
+          throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
         done += bytesWritten;
       }
     } catch (error) {
@@ -241,8 +271,15 @@ class BunFile implements DiskFile {
     try {
       let done = 0;
       while (done < bytes.length) {
-        const written = writeSync(this.handle.fd, bytes, done, bytes.length - done, position + done);
-        if (written <= 0) throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
+        const written = writeSync(
+          this.handle.fd,
+          bytes,
+          done,
+          bytes.length - done,
+          position + done,
+        );
+        if (written <= 0)
+          throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
         done += written;
       }
     } catch (error) {

@@ -10,7 +10,15 @@ import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./cl
 import { nativeCrc32 } from "./crc32.ts";
 import { promises as fs } from "node:fs";
 import { readTextFile, unreadable } from "./files.ts";
-import { onShutdownSignal, processArgs, processExit, stdinChunks, writeStderr, writeStdout, writeStdoutAsync } from "./process.ts";
+import {
+  onShutdownSignal,
+  processArgs,
+  processExit,
+  stdinChunks,
+  writeStderr,
+  writeStdout,
+  writeStdoutAsync,
+} from "./process.ts";
 import type { ReadBytesResult, Runtime } from "./runtime.ts";
 import { dialTcp } from "./tcp_dialer.ts";
 import { listenTcp } from "./tcp_listener.ts";
@@ -55,12 +63,19 @@ export const bunRuntime = (): Runtime => ({
 });
 
 /** Reads `path`'s bytes, refusing files larger than `bytesMax` before reading any. */
-async function readBytesFile(path: string, options: { bytesMax: number }): Promise<ReadBytesResult> {
+async function readBytesFile(
+  path: string,
+  options: { bytesMax: number },
+): Promise<ReadBytesResult> {
   const where = `cannot read ${JSON.stringify(path)}`;
   try {
     const stat = await fs.stat(path);
     if (stat.isDirectory()) return { ok: false, reason: `${where}: is a directory` };
-    if (stat.size > options.bytesMax) return { ok: false, reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+    if (stat.size > options.bytesMax)
+      return {
+        ok: false,
+        reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
+      };
     const bytes = await fs.readFile(path);
     return { ok: true, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
   } catch (error) {

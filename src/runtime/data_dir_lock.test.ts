@@ -25,7 +25,9 @@ test("a dead owner's lock is taken over by one of two takers at once; a LOCK nam
   for (const pid of [2 ** 22 + 12345, process.pid]) {
     for (let round = 0; round < 25; round++) {
       const dir = fresh();
-      writeFileSync(join(dir, "LOCK"), JSON.stringify({ pid, command: "serve", adminUrl: null }), { mode: 0o600 });
+      writeFileSync(join(dir, "LOCK"), JSON.stringify({ pid, command: "serve", adminUrl: null }), {
+        mode: 0o600,
+      });
       expect(await readLock(dir)).toBeNull();
       const results = await Promise.all(Array.from({ length: 2 }, () => acquireLock(dir, serve)));
       expect(results.filter((r) => r.ok).length).toBe(1);

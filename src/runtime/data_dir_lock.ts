@@ -21,18 +21,30 @@ import { promises as fs } from "node:fs";
 import { join } from "node:path";
 
 /** Who holds a data directory. */
-export type LockInfo = { pid: number; command: string; adminUrl: string | null; adminToken?: string; taker?: string };
+export type LockInfo = {
+  pid: number;
+  command: string;
+  adminUrl: string | null;
+  adminToken?: string;
+  taker?: string;
+};
 
 const LOCK_NAME = "LOCK";
 /** The holder reported for a LOCK that exists but cannot be read. */
-const UNREADABLE: LockInfo = { pid: 0, command: "unknown (its LOCK cannot be read)", adminUrl: null };
+const UNREADABLE: LockInfo = {
+  pid: 0,
+  command: "unknown (its LOCK cannot be read)",
+  adminUrl: null,
+};
 
 /** Takers (`pid.n`) of this process that hold a lock or are taking one. */
 const liveTakers = new Set<string>();
 let takers = 0;
 
 /** What LOCK says: its holder (alive or not), "missing", or "unreadable" (an error other than ENOENT). */
-async function lockFile(path: string): Promise<{ info: LockInfo | null; text: string } | "missing" | "unreadable"> {
+async function lockFile(
+  path: string,
+): Promise<{ info: LockInfo | null; text: string } | "missing" | "unreadable"> {
   let text: string;
   try {
     text = await fs.readFile(path, "utf8");
@@ -71,7 +83,10 @@ function alive(info: LockInfo): boolean {
 export type HeldLock = { update(info: Partial<LockInfo>): Promise<void>; release(): Promise<void> };
 
 /** Takes `dataDir`'s lock, or returns its live holder. Rejects only when the directory cannot be written. */
-export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">): Promise<{ ok: true; lock: HeldLock } | { ok: false; holder: LockInfo }> {
+export async function acquireLock(
+  dataDir: string,
+  info: Omit<LockInfo, "pid">,
+): Promise<{ ok: true; lock: HeldLock } | { ok: false; holder: LockInfo }> {
   const path = join(dataDir, LOCK_NAME);
   // This taker's name and own file (a process may try more than once at a time: tests, a split
   // beside a server's start). It counts as live from before its link until its release.
@@ -104,7 +119,8 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
         },
         release: async () => {
           const found = await lockFile(path);
-          if (typeof found === "object" && found.info?.taker === taker) await fs.unlink(path).catch(() => {});
+          if (typeof found === "object" && found.info?.taker === taker)
+            await fs.unlink(path).catch(() => {});
           liveTakers.delete(taker);
         },
       };
@@ -119,7 +135,10 @@ export async function acquireLock(dataDir: string, info: Omit<LockInfo, "pid">):
     // number is no proof, a removed file's is soon reused); a fresh lock another taker linked
     // meanwhile is put back.
     const aside = `${path}.stale.${taker}`;
-    const moved = await fs.rename(path, aside).then(() => true, () => false);
+    const moved = await fs.rename(path, aside).then(
+      () => true,
+      () => false,
+    );
     if (!moved) continue;
     const grabbed = await fs.readFile(aside, "utf8").catch(() => null);
     if (grabbed !== found.text) await fs.link(aside, path).catch(() => {});

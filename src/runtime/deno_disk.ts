@@ -20,7 +20,12 @@ export class DenoDisk implements Disk {
   }
 
   async open(path: string, mode: OpenMode): Promise<DiskFile> {
-    const options = mode === "read" ? { read: true } : mode === "write" ? { read: true, write: true } : { read: true, write: true, create: true, truncate: true, mode: 0o644 };
+    const options =
+      mode === "read"
+        ? { read: true }
+        : mode === "write"
+          ? { read: true, write: true }
+          : { read: true, write: true, create: true, truncate: true, mode: 0o644 };
     try {
       return new DenoFile(path, await Deno.open(this.full(path), options));
     } catch (error) {
@@ -113,7 +118,8 @@ class DenoFile implements DiskFile {
       let done = 0;
       while (done < bytes.length) {
         const count = await this.handle.write(bytes.subarray(done));
-        if (count <= 0) throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
+        if (count <= 0)
+          throw new DiskError("EIO", `write "${this.path}": no progress at ${position + done}`);
         done += count;
       }
     });

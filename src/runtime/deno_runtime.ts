@@ -24,7 +24,10 @@ export const denoRuntime = (): Runtime => ({
   dialTcp: denoDialTcp,
   serveHttp: (fetch, options): HttpServer => {
     // onListen replaces Deno's "Listening on …" line: `aria serve` owns its stdout.
-    const server = Deno.serve({ hostname: options.host, port: options.port, onListen: () => {} }, fetch);
+    const server = Deno.serve(
+      { hostname: options.host, port: options.port, onListen: () => {} },
+      fetch,
+    );
     return {
       port: server.addr.port,
       stop: () => server.shutdown(),
@@ -70,8 +73,13 @@ export const denoRuntime = (): Runtime => ({
   readTextFile: async (path, options) => {
     try {
       const stat = await Deno.stat(path);
-      if (stat.isDirectory) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
-      if (stat.size > options.bytesMax) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+      if (stat.isDirectory)
+        return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
+      if (stat.size > options.bytesMax)
+        return {
+          ok: false,
+          reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
+        };
       return { ok: true, text: await Deno.readTextFile(path) };
     } catch (error) {
       return unreadable(path, error);
@@ -80,17 +88,30 @@ export const denoRuntime = (): Runtime => ({
   readBytesFile: async (path, options) => {
     try {
       const stat = await Deno.stat(path);
-      if (stat.isDirectory) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
-      if (stat.size > options.bytesMax) return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+      if (stat.isDirectory)
+        return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
+      if (stat.size > options.bytesMax)
+        return {
+          ok: false,
+          reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
+        };
       return { ok: true, bytes: await Deno.readFile(path) };
     } catch (error) {
       const failed = unreadable(path, error);
-      return { ok: false, reason: failed.ok ? `cannot read ${JSON.stringify(path)}` : failed.reason };
+      return {
+        ok: false,
+        reason: failed.ok ? `cannot read ${JSON.stringify(path)}` : failed.reason,
+      };
     }
   },
   runQuiet: async (argv) => {
     const [program, ...args] = argv;
-    const { code } = await new Deno.Command(program, { args, stdin: "null", stdout: "null", stderr: "null" }).output();
+    const { code } = await new Deno.Command(program, {
+      args,
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).output();
     return code;
   },
 });

@@ -37,7 +37,10 @@ const ACCEPT_RETRY_MS = 10;
 const END_LINGER_MS = 2000;
 
 /** Listens on host:port with Deno.listen and feeds each accepted connection to `events`. */
-export function denoListenTcp(events: ConnectionEvents, options: { host: string; port: number }): TcpListener {
+export function denoListenTcp(
+  events: ConnectionEvents,
+  options: { host: string; port: number },
+): TcpListener {
   const listener = Deno.listen({ hostname: options.host, port: options.port, transport: "tcp" });
   let stopped = false;
   void (async () => {
@@ -109,11 +112,21 @@ class DenoSocket {
   }
 
   connection(): Connection {
-    return { write: (bytes) => this.write(bytes), close: () => this.end(), pause: () => this.pause(), resume: () => this.resume() };
+    return {
+      write: (bytes) => this.write(bytes),
+      close: () => this.end(),
+      pause: () => this.pause(),
+      resume: () => this.resume(),
+    };
   }
 
   clientSocket(): ClientSocket {
-    return { write: (bytes) => this.write(bytes), end: () => this.end(), pause: () => this.pause(), resume: () => this.resume() };
+    return {
+      write: (bytes) => this.write(bytes),
+      end: () => this.end(),
+      pause: () => this.pause(),
+      resume: () => this.resume(),
+    };
   }
 
   private pause(): void {
@@ -149,14 +162,20 @@ class DenoSocket {
     this.pumping = true;
     try {
       while (this.queue.length > 0 && !this.closed) {
-        const chunk = this.queue.length === 1 ? this.queue[0] : concat(this.queue, this.queuedBytes);
+        const chunk =
+          this.queue.length === 1 ? this.queue[0] : concat(this.queue, this.queuedBytes);
         this.queue = [];
         let offset = 0;
         while (offset < chunk.length) {
           const written = await this.conn.write(chunk.subarray(offset));
           offset += written;
           this.queuedBytes -= written;
-          if (this.drainWanted && this.queuedBytes <= SOCKET_QUEUE_DRAIN_BYTES && !this.closed && !this.ending) {
+          if (
+            this.drainWanted &&
+            this.queuedBytes <= SOCKET_QUEUE_DRAIN_BYTES &&
+            !this.closed &&
+            !this.ending
+          ) {
             this.drainWanted = false;
             this.handlers.drain(); // may write: that only appends to the queue this loop drains
           }
@@ -196,7 +215,8 @@ class DenoSocket {
     let used = 0;
     try {
       for (;;) {
-        if (this.paused && !this.ending) await new Promise<void>((resolve) => (this.resumeReading = resolve));
+        if (this.paused && !this.ending)
+          await new Promise<void>((resolve) => (this.resumeReading = resolve));
         if (this.closed) return;
         if (slab.length - used < READ_ROOM_BYTES_MIN) {
           slab = new Uint8Array(READ_SLAB_BYTES);

@@ -27,14 +27,21 @@ declare namespace Deno {
     close(): void;
   }
   function listen(options: { hostname?: string; port: number; transport?: "tcp" }): TcpListener;
-  function connect(options: { hostname?: string; port: number; transport?: "tcp" }): Promise<TcpConn>;
+  function connect(options: {
+    hostname?: string;
+    port: number;
+    transport?: "tcp";
+  }): Promise<TcpConn>;
 
   interface HttpServer {
     readonly addr: NetAddr;
     readonly finished: Promise<void>;
     shutdown(): Promise<void>;
   }
-  function serve(options: { hostname?: string; port?: number; onListen?: (addr: NetAddr) => void }, handler: (request: Request) => Response | Promise<Response>): HttpServer;
+  function serve(
+    options: { hostname?: string; port?: number; onListen?: (addr: NetAddr) => void },
+    handler: (request: Request) => Response | Promise<Response>,
+  ): HttpServer;
 
   enum SeekMode {
     Start = 0,
@@ -65,7 +72,9 @@ declare namespace Deno {
     mode?: number;
   }
   function open(path: string, options?: OpenOptions): Promise<FsFile>;
-  function readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isDirectory: boolean }>;
+  function readDir(
+    path: string,
+  ): AsyncIterable<{ name: string; isFile: boolean; isDirectory: boolean }>;
   function mkdir(path: string, options?: { recursive?: boolean }): Promise<void>;
   function remove(path: string, options?: { recursive?: boolean }): Promise<void>;
   function rename(from: string, to: string): Promise<void>;
@@ -80,16 +89,38 @@ declare namespace Deno {
   }
 
   const stdin: { readonly readable: ReadableStream<Uint8Array> & AsyncIterable<Uint8Array> };
-  const stdout: { write(bytes: Uint8Array): Promise<number>; writeSync(bytes: Uint8Array): number; isTerminal(): boolean };
-  const stderr: { write(bytes: Uint8Array): Promise<number>; writeSync(bytes: Uint8Array): number; isTerminal(): boolean };
+  const stdout: {
+    write(bytes: Uint8Array): Promise<number>;
+    writeSync(bytes: Uint8Array): number;
+    isTerminal(): boolean;
+  };
+  const stderr: {
+    write(bytes: Uint8Array): Promise<number>;
+    writeSync(bytes: Uint8Array): number;
+    isTerminal(): boolean;
+  };
   function addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
   function unrefTimer(id: ReturnType<typeof setTimeout>): void;
 
   class Command {
-    constructor(program: string, options?: { args?: string[]; stdin?: "null" | "inherit" | "piped"; stdout?: "null" | "inherit" | "piped"; stderr?: "null" | "inherit" | "piped" });
+    constructor(
+      program: string,
+      options?: {
+        args?: string[];
+        stdin?: "null" | "inherit" | "piped";
+        stdout?: "null" | "inherit" | "piped";
+        stderr?: "null" | "inherit" | "piped";
+      },
+    );
     output(): Promise<{ code: number; success: boolean }>;
   }
 
   function test(name: string, fn: () => void | Promise<void>): void;
-  function test(options: { name: string; fn: () => void | Promise<void>; ignore?: boolean; sanitizeOps?: boolean; sanitizeResources?: boolean }): void;
+  function test(options: {
+    name: string;
+    fn: () => void | Promise<void>;
+    ignore?: boolean;
+    sanitizeOps?: boolean;
+    sanitizeResources?: boolean;
+  }): void;
 }

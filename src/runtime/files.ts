@@ -21,13 +21,19 @@ const ERRNO_REASONS: Record<string, string> = {
 };
 
 /** Reads `path` as UTF-8 text, refusing files larger than `bytesMax`. */
-export async function readTextFile(path: string, options: { bytesMax: number }): Promise<ReadTextResult> {
+export async function readTextFile(
+  path: string,
+  options: { bytesMax: number },
+): Promise<ReadTextResult> {
   const where = `cannot read ${JSON.stringify(path)}`;
   try {
     const stat = await fs.stat(path);
     if (stat.isDirectory()) return { ok: false, reason: `${where}: is a directory` };
     if (stat.size > options.bytesMax) {
-      return { ok: false, reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}` };
+      return {
+        ok: false,
+        reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
+      };
     }
     return { ok: true, text: await fs.readFile(path, "utf8") };
   } catch (error) {
@@ -38,5 +44,8 @@ export async function readTextFile(path: string, options: { bytesMax: number }):
 /** The one-line reason a read of `path` failed with `error` (an errno `code`, as Bun's and Deno's errors carry). */
 export function unreadable(path: string, error: unknown): ReadTextResult {
   const code = (error as { code?: string }).code ?? "";
-  return { ok: false, reason: `cannot read ${JSON.stringify(path)}: ${ERRNO_REASONS[code] ?? ((error as Error).message.split("\n")[0] || code)}` };
+  return {
+    ok: false,
+    reason: `cannot read ${JSON.stringify(path)}: ${ERRNO_REASONS[code] ?? ((error as Error).message.split("\n")[0] || code)}`,
+  };
 }

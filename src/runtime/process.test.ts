@@ -13,7 +13,8 @@ test("the first SIGINT calls the shutdown handler once; a second ends the proces
   let out = "";
   while (!out.includes("ready")) out += new TextDecoder().decode((await reader.read()).value);
   child.kill("SIGINT");
-  while (!out.includes("handler SIGINT")) out += new TextDecoder().decode((await reader.read()).value);
+  while (!out.includes("handler SIGINT"))
+    out += new TextDecoder().decode((await reader.read()).value);
   child.kill("SIGINT");
   expect(await child.exited).toBe(130);
   expect(await new Response(child.stderr).text()).toContain("SIGINT again: stopping now");

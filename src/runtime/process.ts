@@ -31,7 +31,8 @@ export async function processExit(code: number): Promise<never> {
  */
 function drained(stream: NodeJS.WriteStream): Promise<void> {
   // A failed stream (EPIPE: `aria sub … | head` after head exited) neither finishes nor fails again.
-  if (stream.destroyed || stream.writableFinished || stream.errored !== null) return Promise.resolve();
+  if (stream.destroyed || stream.writableFinished || stream.errored !== null)
+    return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => resolve();
     stream.once("finish", done);

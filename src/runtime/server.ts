@@ -10,7 +10,14 @@ import { mkdir } from "node:fs/promises";
 import { createAdminApp, type LastSplit } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
-import { Store, StoreError, type FsyncPolicy, type RecoveryReport, type SplitSummary, type StoreOptions } from "../store/mod.ts";
+import {
+  Store,
+  StoreError,
+  type FsyncPolicy,
+  type RecoveryReport,
+  type SplitSummary,
+  type StoreOptions,
+} from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { runtime } from "./current_runtime.ts";
@@ -38,7 +45,10 @@ export interface ServerOptions {
   /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
   adminToken?: string;
   /** The store's budgets, for embedders and tests (the CLI keeps the defaults of src/constants.ts). */
-  storeLimits?: Pick<StoreOptions, "journalBytesMax" | "journalRetainedBytesMax" | "pendingRecordsMax" | "segmentBytesMax">;
+  storeLimits?: Pick<
+    StoreOptions,
+    "journalBytesMax" | "journalRetainedBytesMax" | "pendingRecordsMax" | "segmentBytesMax"
+  >;
 }
 
 /** A running server. */
@@ -54,7 +64,10 @@ export interface RunningServer {
 
 /** A start-up failure the operator can fix with a flag; `exitCode` is the process's. */
 export class FatalError extends Error {
-  constructor(message: string, readonly exitCode: number) {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
     super(message);
   }
 }
@@ -64,7 +77,9 @@ export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5 } as const;
 
 /** The exit code of a store error at start-up: damage found, or anything else about the directory. */
 function storeExit(error: unknown): number {
-  return (error as { code?: string }).code === "ARIA_ERR_STORE_CORRUPT" ? FATAL_EXIT.corrupt : FATAL_EXIT.dataDir;
+  return (error as { code?: string }).code === "ARIA_ERR_STORE_CORRUPT"
+    ? FATAL_EXIT.corrupt
+    : FATAL_EXIT.dataDir;
 }
 
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
@@ -72,22 +87,44 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   try {
     await mkdir(options.dataDir, { recursive: true });
   } catch (error) {
-    throw new FatalError(`Cannot create data directory "${options.dataDir}": ${(error as Error).message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
+    throw new FatalError(
+      `Cannot create data directory "${options.dataDir}": ${(error as Error).message}; choose another with --data-dir`,
+      FATAL_EXIT.dataDir,
+    );
   }
   // One owner per data directory; `aria split` finds this server through the lock's admin URL.
-  const locked = await acquireLock(options.dataDir, { command: "serve", adminUrl: null, adminToken: options.adminToken }).catch((error: Error) => {
-    throw new FatalError(`Cannot lock data directory "${options.dataDir}": ${error.message}; choose another with --data-dir`, FATAL_EXIT.dataDir);
+  const locked = await acquireLock(options.dataDir, {
+    command: "serve",
+    adminUrl: null,
+    adminToken: options.adminToken,
+  }).catch((error: Error) => {
+    throw new FatalError(
+      `Cannot lock data directory "${options.dataDir}": ${error.message}; choose another with --data-dir`,
+      FATAL_EXIT.dataDir,
+    );
   });
   if (!locked.ok) {
-    throw new FatalError(`Cannot open data directory "${options.dataDir}": it is in use by pid ${locked.holder.pid} (aria ${locked.holder.command}); stop it or choose another --data-dir`, FATAL_EXIT.dataDir);
+    throw new FatalError(
+      `Cannot open data directory "${options.dataDir}": it is in use by pid ${locked.holder.pid} (aria ${locked.holder.command}); stop it or choose another --data-dir`,
+      FATAL_EXIT.dataDir,
+    );
   }
   const lock: HeldLock = locked.lock;
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
-    opened = await Store.open(runtime.openDisk(options.dataDir), { ...options.storeLimits, fsync: options.fsync, schedule: runtime.scheduleAfter, yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
+    opened = await Store.open(runtime.openDisk(options.dataDir), {
+      ...options.storeLimits,
+      fsync: options.fsync,
+      schedule: runtime.scheduleAfter,
+      yieldToEvents: runtime.yieldToEvents,
+      crc32: runtime.crc32,
+    });
   } catch (error) {
     await lock.release();
-    throw new FatalError(`Cannot open data directory "${options.dataDir}": ${(error as Error).message}`, storeExit(error));
+    throw new FatalError(
+      `Cannot open data directory "${options.dataDir}": ${(error as Error).message}`,
+      storeExit(error),
+    );
   }
   const { store, recovery } = opened;
   const topics = new TopicTable();
@@ -95,16 +132,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Refill the tip so tip recovery works right after a restart.
   let newest: Awaited<ReturnType<Store["readNewest"]>>;
   try {
-    newest = await store.readNewest(options.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
+    newest = await store.readNewest(options.tipBytes, {
+      bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7),
+    });
   } catch (error) {
     // Damage in the newest records (reported with file and offset), or the disk failing: a clear
     // start-up error, the store closed and the lock released (not a stack trace holding both).
     await store.close({ sort: false }).catch(() => {});
     await lock.release();
-    throw new FatalError(`Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`, storeExit(error));
+    throw new FatalError(
+      `Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`,
+      storeExit(error),
+    );
   }
-  for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
-  const broker = new Broker({ topics, tip, store, clock: runtime.clock, scheduler: runtime.scheduler, authToken: options.authToken });
+  for (const message of newest)
+    tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
+  const broker = new Broker({
+    topics,
+    tip,
+    store,
+    clock: runtime.clock,
+    scheduler: runtime.scheduler,
+    authToken: options.authToken,
+  });
   let tcp: TcpListener;
   let admin: HttpServer;
   try {
@@ -112,12 +162,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   } catch (error) {
     await store.close({ sort: false });
     await lock.release();
-    throw new FatalError(`Cannot listen on ${options.host}:${options.port}: ${(error as Error).message}; choose another with --port`, FATAL_EXIT.port);
+    throw new FatalError(
+      `Cannot listen on ${options.host}:${options.port}: ${(error as Error).message}; choose another with --port`,
+      FATAL_EXIT.port,
+    );
   }
   const app = createAdminApp({
     stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }),
     // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
-    volumes: (source) => (source === "live" ? broker.topicVolumes() : store.topicVolumes().map((row) => ({ topic: row.topic, bytes: row.payloadBytes, messages: row.messages }))),
+    volumes: (source) =>
+      source === "live"
+        ? broker.topicVolumes()
+        : store
+            .topicVolumes()
+            .map((row) => ({ topic: row.topic, bytes: row.payloadBytes, messages: row.messages })),
     recoverySeconds: () => broker.recoverySeconds,
     // From the data directory: the same after a restart or an offline split.
     split: () => ({ storeBytes: store.stats().storeBytes, last: lastSplitOf(store.lastSplit()) }),
@@ -133,23 +191,31 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     tcp.stop();
     await store.close({ sort: false });
     await lock.release();
-    throw new FatalError(`Cannot listen on ${adminHost}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port or --admin-host`, FATAL_EXIT.port);
+    throw new FatalError(
+      `Cannot listen on ${adminHost}:${options.adminPort}: ${(error as Error).message}; choose another with --admin-port or --admin-host`,
+      FATAL_EXIT.port,
+    );
   }
   // Closed files of an earlier build have no per-topic counts: measured once, in the background.
   if (store.uncountedFiles > 0) {
     void store.countFiles().catch((error: unknown) => {
       if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
-      runtime.writeStderr(`aria: counting the topics of closed files failed: ${error instanceof Error ? error.message : String(error)}\n`);
+      runtime.writeStderr(
+        `aria: counting the topics of closed files failed: ${error instanceof Error ? error.message : String(error)}\n`,
+      );
     });
   }
-  await lock.update({ adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}` });
+  await lock.update({
+    adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}`,
+  });
   let maintaining = false;
   const timer = setInterval(() => {
     const nowUs = runtime.clock.nowUs();
     runtime.collectGarbage();
     store.maintain(nowUs);
     broker.expire(nowUs);
-    if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined)) return;
+    if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined))
+      return;
     maintaining = true;
     store
       .retain({ ageUs: options.retainAgeUs, bytes: options.retainBytes }, nowUs)
@@ -158,7 +224,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         // append has stopped the store (publishes fail from then on); a closed or failed store
         // refuses retention, which says nothing new.
         if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
-        runtime.writeStderr(`aria: retention failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        runtime.writeStderr(
+          `aria: retention failed: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
       })
       .finally(() => {
         maintaining = false;

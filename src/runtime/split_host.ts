@@ -13,14 +13,25 @@ export function remoteHost(adminUrl: string, token?: string): SplitHost {
   const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
     const headers: Record<string, string> = { "Content-Type": "application/json" };
     if (token !== undefined) headers.Authorization = `Bearer ${token}`;
-    const response = await fetch(`${adminUrl}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const reply = (await response.json().catch(() => ({ error: `HTTP ${response.status}` }))) as T & { error?: string };
-    if (!response.ok) throw new Error(`the server at ${adminUrl} refused ${path}: ${reply.error ?? response.status}`);
+    const response = await fetch(`${adminUrl}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const reply = (await response
+      .json()
+      .catch(() => ({ error: `HTTP ${response.status}` }))) as T & { error?: string };
+    if (!response.ok)
+      throw new Error(
+        `the server at ${adminUrl} refused ${path}: ${reply.error ?? response.status}`,
+      );
     return reply;
   };
   return {
-    layout: async () => (await call<{ layout: PartitionLayout[] }>("GET", "/internal/split/layout")).layout,
-    reserveIds: async (count) => (await call<{ first: number }>("POST", "/internal/split/reserve", { count })).first,
+    layout: async () =>
+      (await call<{ layout: PartitionLayout[] }>("GET", "/internal/split/layout")).layout,
+    reserveIds: async (count) =>
+      (await call<{ first: number }>("POST", "/internal/split/reserve", { count })).first,
     switchLayout: async (swap: LayoutSwap) => {
       await call("POST", "/internal/split/commit", swap);
     },

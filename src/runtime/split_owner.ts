@@ -16,23 +16,42 @@ import { acquireLock, readLock } from "./data_dir_lock.ts";
 import { remoteHost } from "./split_host.ts";
 
 /** The host of a split, how it was reached, and how to let go of it. */
-export type SplitOwner = { host: SplitHost; via: "server" | "local"; adminUrl: string | null; disk: Disk; close(): Promise<void> };
+export type SplitOwner = {
+  host: SplitHost;
+  via: "server" | "local";
+  adminUrl: string | null;
+  disk: Disk;
+  close(): Promise<void>;
+};
 
 /** Finds or becomes the owner of `dataDir`; a reason string when neither is possible. */
 export async function openSplitOwner(dataDir: string): Promise<SplitOwner | string> {
-  if (!existsSync(join(dataDir, "MANIFEST")) && !existsSync(join(dataDir, "segments"))) return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
+  if (!existsSync(join(dataDir, "MANIFEST")) && !existsSync(join(dataDir, "segments")))
+    return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
   const disk = runtime.openDisk(dataDir);
   for (let attempt = 0; attempt < 2; attempt++) {
     const holder = await readLock(dataDir);
     if (holder !== null) {
-      if (holder.adminUrl === null) return `"${dataDir}" is in use by pid ${holder.pid} (aria ${holder.command}); try again when it is done`;
-      return { host: remoteHost(holder.adminUrl, holder.adminToken), via: "server", adminUrl: holder.adminUrl, disk, close: async () => {} };
+      if (holder.adminUrl === null)
+        return `"${dataDir}" is in use by pid ${holder.pid} (aria ${holder.command}); try again when it is done`;
+      return {
+        host: remoteHost(holder.adminUrl, holder.adminToken),
+        via: "server",
+        adminUrl: holder.adminUrl,
+        disk,
+        close: async () => {},
+      };
     }
-    const locked = await acquireLock(dataDir, { command: "split", adminUrl: null }).catch((error: Error) => `cannot lock "${dataDir}": ${error.message}`);
+    const locked = await acquireLock(dataDir, { command: "split", adminUrl: null }).catch(
+      (error: Error) => `cannot lock "${dataDir}": ${error.message}`,
+    );
     if (typeof locked === "string") return locked;
     if (!locked.ok) continue; // someone took it meanwhile: look again
     try {
-      const { store } = await Store.open(disk, { yieldToEvents: runtime.yieldToEvents, crc32: runtime.crc32 });
+      const { store } = await Store.open(disk, {
+        yieldToEvents: runtime.yieldToEvents,
+        crc32: runtime.crc32,
+      });
       return {
         host: storeHost(store),
         via: "local",

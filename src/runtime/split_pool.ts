@@ -10,7 +10,9 @@ type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => vo
 
 /** The worker's entry: inside the compiled binary, the path scripts/build.ts gave it; else the file. */
 function workerEntry(): string {
-  return import.meta.url.includes("$bunfs") ? "./src/split/split_worker.ts" : new URL("../split/split_worker.ts", import.meta.url).href;
+  return import.meta.url.includes("$bunfs")
+    ? "./src/split/split_worker.ts"
+    : new URL("../split/split_worker.ts", import.meta.url).href;
 }
 
 /**
@@ -47,7 +49,9 @@ export function workerRunner(dataDir: string, count: number): TaskRunner & { clo
   };
   for (let i = 0; i < count; i++) {
     const slot: Slot = { worker: runtime.spawnWorker(workerEntry()), task: null, dead: false };
-    slot.worker.onmessage = (event: MessageEvent<{ ok: boolean; result?: unknown; error?: string }>) => {
+    slot.worker.onmessage = (
+      event: MessageEvent<{ ok: boolean; result?: unknown; error?: string }>,
+    ) => {
       const reply = event.data;
       const task = slot.task;
       slot.task = null;

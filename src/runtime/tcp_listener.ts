@@ -12,7 +12,10 @@ interface SocketData {
 }
 
 /** Listens on host:port (port 0 picks a free one) and feeds connections to `broker`. */
-export function listenTcp(broker: ConnectionEvents, options: { host: string; port: number }): TcpListener {
+export function listenTcp(
+  broker: ConnectionEvents,
+  options: { host: string; port: number },
+): TcpListener {
   const listener: TCPSocketListener<SocketData> = Bun.listen<SocketData>({
     hostname: options.host,
     port: options.port,

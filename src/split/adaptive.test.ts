@@ -45,7 +45,13 @@ describe("planAdaptive on small trees", () => {
   });
 
   test("a large topic gets its own store; its small siblings share one", () => {
-    const table = tableFrom({ "a/b/big": 1_000_000, "a/b/s1": 10, "a/b/s2": 20, "a/b/s3": 30, "a/b/s4": 5 });
+    const table = tableFrom({
+      "a/b/big": 1_000_000,
+      "a/b/s1": 10,
+      "a/b/s2": 20,
+      "a/b/s3": 30,
+      "a/b/s4": 5,
+    });
     expect(planLines(table, planAdaptive(table, { maxStores: 2 }))).toMatchInlineSnapshot(`
       [
         "a+b (a/b): a/b/s1 a/b/s2 a/b/s3 a/b/s4 [65]",
@@ -71,19 +77,37 @@ describe("planAdaptive on small trees", () => {
   test("above the heuristic's budget, the run seeded from the heuristic can win", () => {
     // Found by a property search: from one store per partition, greedy reaches 7 wasted bytes with
     // 5 stores; from the heuristic's 4 stores (12 wasted), one more cut reaches 6.
-    const table = tableFrom({ "p/q/a": 2, "p/q/b": 1, "p/q/b/a": 1, "p/q/b/a/a": 2, "p/q/c": 1, "p/q/c/a": 1, "p/q/d": 1, "p/q/d/a": 1 });
-    const waste = [4, 5].map((maxStores) => planMetrics(table, planAdaptive(table, { maxStores })).wastedBytesTotal);
-    expect([planMetrics(table, planHeuristic(table)).wastedBytesTotal, ...waste]).toEqual([12, 10, 6]);
+    const table = tableFrom({
+      "p/q/a": 2,
+      "p/q/b": 1,
+      "p/q/b/a": 1,
+      "p/q/b/a/a": 2,
+      "p/q/c": 1,
+      "p/q/c/a": 1,
+      "p/q/d": 1,
+      "p/q/d/a": 1,
+    });
+    const waste = [4, 5].map(
+      (maxStores) => planMetrics(table, planAdaptive(table, { maxStores })).wastedBytesTotal,
+    );
+    expect([planMetrics(table, planHeuristic(table)).wastedBytesTotal, ...waste]).toEqual([
+      12, 10, 6,
+    ]);
   });
 
   test("equal topics in equal groups: from the heuristic's groups, twice its budget halves each", () => {
     // The shape of datasets/even.csv: 6 groups of 6 equal topics. From one store per partition,
     // greedy reaches 88,000 wasted bytes with 12 stores; halving each heuristic group reaches 72,000.
     const rows: Record<string, number> = {};
-    for (let group = 0; group < 6; group++) for (let topic = 0; topic < 6; topic++) rows[`even/p0/c${group}/t${topic}`] = 1000;
+    for (let group = 0; group < 6; group++)
+      for (let topic = 0; topic < 6; topic++) rows[`even/p0/c${group}/t${topic}`] = 1000;
     const table = tableFrom(rows);
-    const waste = [6, 12].map((maxStores) => planMetrics(table, planAdaptive(table, { maxStores })).wastedBytesTotal);
-    expect([planMetrics(table, planHeuristic(table)).wastedBytesTotal, ...waste]).toEqual([180_000, 180_000, 72_000]);
+    const waste = [6, 12].map(
+      (maxStores) => planMetrics(table, planAdaptive(table, { maxStores })).wastedBytesTotal,
+    );
+    expect([planMetrics(table, planHeuristic(table)).wastedBytesTotal, ...waste]).toEqual([
+      180_000, 180_000, 72_000,
+    ]);
   });
 
   test("a budget below the partition count is raised to it and reported", () => {
@@ -98,65 +122,122 @@ describe("planAdaptive properties on random trees", () => {
   const budgetArb = fc.integer({ min: 0, max: 45 });
 
   test("valid plans within budget; under budget only when no cut saves anything", () => {
-    fc.assert(fc.property(tableArb(), budgetArb, (table, maxStores) => {
-      const plan = planAdaptive(table, { maxStores });
-      expect(planProblem(table, plan)).toBeNull();
-      const partitions = new Set(table.topics.map(partitionOf)).size;
-      expect(plan.budget).toBe(Math.max(maxStores, partitions));
-      expect(plan.stores.length).toBeLessThanOrEqual(plan.budget!);
-      if (plan.stores.length < plan.budget!) {
-        for (const store of plan.stores) expect(store.topics.length === 1 || store.bytes === 0).toBe(true);
-      }
-    }), fcParams());
+    fc.assert(
+      fc.property(tableArb(), budgetArb, (table, maxStores) => {
+        const plan = planAdaptive(table, { maxStores });
+        expect(planProblem(table, plan)).toBeNull();
+        const partitions = new Set(table.topics.map(partitionOf)).size;
+        expect(plan.budget).toBe(Math.max(maxStores, partitions));
+        expect(plan.stores.length).toBeLessThanOrEqual(plan.budget!);
+        if (plan.stores.length < plan.budget!) {
+          for (const store of plan.stores)
+            expect(store.topics.length === 1 || store.bytes === 0).toBe(true);
+        }
+      }),
+      fcParams(),
+    );
   });
 
   test("never wastes more than the heuristic at any budget >= its store count", () => {
-    fc.assert(fc.property(fc.oneof(tableArb(), deepTableArb()), fc.nat(10), (table, extra) => {
-      const heuristic = planHeuristic(table);
-      const adaptive = planAdaptive(table, { maxStores: heuristic.stores.length + extra });
-      expect(planMetrics(table, adaptive).wastedBytesTotal).toBeLessThanOrEqual(planMetrics(table, heuristic).wastedBytesTotal);
-    }), fcParams({ runs: 300 }));
+    fc.assert(
+      fc.property(fc.oneof(tableArb(), deepTableArb()), fc.nat(10), (table, extra) => {
+        const heuristic = planHeuristic(table);
+        const adaptive = planAdaptive(table, { maxStores: heuristic.stores.length + extra });
+        expect(planMetrics(table, adaptive).wastedBytesTotal).toBeLessThanOrEqual(
+          planMetrics(table, heuristic).wastedBytesTotal,
+        );
+      }),
+      fcParams({ runs: 300 }),
+    );
   });
 
   test("waste never grows with the budget", () => {
-    fc.assert(fc.property(tableArb(), (table) => {
-      let previous = Infinity;
-      for (let budget = 0; budget <= table.topics.length; budget++) {
-        const waste = planMetrics(table, planAdaptive(table, { maxStores: budget })).wastedBytesTotal;
-        expect(waste).toBeLessThanOrEqual(previous);
-        previous = waste;
-      }
-      expect(previous).toBe(0);
-    }), fcParams());
+    fc.assert(
+      fc.property(tableArb(), (table) => {
+        let previous = Infinity;
+        for (let budget = 0; budget <= table.topics.length; budget++) {
+          const waste = planMetrics(
+            table,
+            planAdaptive(table, { maxStores: budget }),
+          ).wastedBytesTotal;
+          expect(waste).toBeLessThanOrEqual(previous);
+          previous = waste;
+        }
+        expect(previous).toBe(0);
+      }),
+      fcParams(),
+    );
   });
 
   test("the pruned search picks the same cuts as the naive reference; waste figures agree", () => {
-    fc.assert(fc.property(fc.oneof(tableArb(60), deepTableArb()), fc.integer({ min: 0, max: 60 }), (table, budget) => {
-      const tree = buildTopicTree(table);
-      for (const cuts of [rootCuts(tree), heuristicCuts(tree)]) {
-        const fast = greedyCuts(tree, cuts, budget);
-        const reference = greedyCuts(tree, cuts, budget, { reference: true });
-        const stores = fast.planStores();
-        expect(stores).toEqual(reference.planStores());
-        expect(fast.wastedBytes).toBe(reference.wastedBytes);
-        const plan = { algorithm: "adaptive" as const, stores, budget: null, budgetRaisedTo: null };
-        expect(planMetrics(table, plan).wastedBytesTotal).toBe(fast.wastedBytes);
-      }
-    }), fcParams({ runs: 400 }));
+    fc.assert(
+      fc.property(
+        fc.oneof(tableArb(60), deepTableArb()),
+        fc.integer({ min: 0, max: 60 }),
+        (table, budget) => {
+          const tree = buildTopicTree(table);
+          for (const cuts of [rootCuts(tree), heuristicCuts(tree)]) {
+            const fast = greedyCuts(tree, cuts, budget);
+            const reference = greedyCuts(tree, cuts, budget, { reference: true });
+            const stores = fast.planStores();
+            expect(stores).toEqual(reference.planStores());
+            expect(fast.wastedBytes).toBe(reference.wastedBytes);
+            const plan = {
+              algorithm: "adaptive" as const,
+              stores,
+              budget: null,
+              budgetRaisedTo: null,
+            };
+            expect(planMetrics(table, plan).wastedBytesTotal).toBe(fast.wastedBytes);
+          }
+        },
+      ),
+      fcParams({ runs: 400 }),
+    );
   });
 
   test("pruning keeps a light many-topic subtree that hides beside a heavier sibling", () => {
     // Found by searching with a weakened bound: each one picks a worse cut than the reference.
     const cases: [Record<string, number>, number][] = [
-      [{ "p/q/m/x": 1, "p/q/m/y/t0": 1, "p/q/m/y/t1": 1, "p/q/m/z/u0": 0, "p/q/m/z/u1": 0, "p/q/m/z/u2": 0, "p/q/o0": 1 }, 3],
-      [{ "p/q/m/x": 2, "p/q/m/y/t0": 1, "p/q/m/y/t1": 1, "p/q/m/z/u0": 0, "p/q/m/z/u1": 0, "p/q/m/z/u2": 0, "p/q/m/z/u3": 0, "p/q/o0": 3 }, 2],
+      [
+        {
+          "p/q/m/x": 1,
+          "p/q/m/y/t0": 1,
+          "p/q/m/y/t1": 1,
+          "p/q/m/z/u0": 0,
+          "p/q/m/z/u1": 0,
+          "p/q/m/z/u2": 0,
+          "p/q/o0": 1,
+        },
+        3,
+      ],
+      [
+        {
+          "p/q/m/x": 2,
+          "p/q/m/y/t0": 1,
+          "p/q/m/y/t1": 1,
+          "p/q/m/z/u0": 0,
+          "p/q/m/z/u1": 0,
+          "p/q/m/z/u2": 0,
+          "p/q/m/z/u3": 0,
+          "p/q/o0": 3,
+        },
+        2,
+      ],
     ];
     const plans = cases.map(([bytes, budget]) => {
       const table = tableFrom(bytes);
       const tree = buildTopicTree(table);
       const fast = greedyCuts(tree, rootCuts(tree), budget).planStores();
-      expect(fast).toEqual(greedyCuts(tree, rootCuts(tree), budget, { reference: true }).planStores());
-      return planLines(table, { algorithm: "adaptive", stores: fast, budget, budgetRaisedTo: null });
+      expect(fast).toEqual(
+        greedyCuts(tree, rootCuts(tree), budget, { reference: true }).planStores(),
+      );
+      return planLines(table, {
+        algorithm: "adaptive",
+        stores: fast,
+        budget,
+        budgetRaisedTo: null,
+      });
     });
     expect(plans).toMatchInlineSnapshot(`
       [

@@ -54,7 +54,12 @@ export interface GreedyOptions {
 }
 
 /** Grows the stores of the cut set `initialCuts` (partition roots included) greedily up to `budget`. */
-export function greedyCuts(tree: TopicTree, initialCuts: Uint8Array, budget: number, options: GreedyOptions = {}): GreedyCuts {
+export function greedyCuts(
+  tree: TopicTree,
+  initialCuts: Uint8Array,
+  budget: number,
+  options: GreedyOptions = {},
+): GreedyCuts {
   const state = new RegionState(tree, initialCuts, options.reference === true);
   let stores = state.nonEmptyRegions();
   if (stores < budget) {
@@ -97,7 +102,8 @@ class RegionState {
 
   constructor(tree: TopicTree, initialCuts: Uint8Array, reference: boolean) {
     assert(initialCuts.length === tree.nodeCount, "one cut flag per node");
-    for (let i = 0; i < tree.partitionRoots.length; i++) assert(initialCuts[tree.partitionRoots[i]] === 1, "partition roots are cut");
+    for (let i = 0; i < tree.partitionRoots.length; i++)
+      assert(initialCuts[tree.partitionRoots[i]] === 1, "partition roots are cut");
     const { nodeCount, children, childStart, childCount, parent, topicOfNode, table } = tree;
     this.tree = tree;
     this.reference = reference;
@@ -123,7 +129,14 @@ class RegionState {
     this.regionN = new Int32Array(regionsMax);
     this.regionB = new Float64Array(regionsMax);
     for (let node = 0; node < nodeCount; node++) {
-      if (this.cut[node] === 1) this.addRegion(node, childStart[node], childStart[node] + childCount[node], this.resN[node], this.resB[node]);
+      if (this.cut[node] === 1)
+        this.addRegion(
+          node,
+          childStart[node],
+          childStart[node] + childCount[node],
+          this.resN[node],
+          this.resB[node],
+        );
     }
     this.skip = new Int32Array(children.length + 1);
     this.slotOfNode = new Int32Array(nodeCount).fill(-1);
@@ -168,7 +181,10 @@ class RegionState {
   cutNode(region: number, node: number): number {
     const topics = this.resN[node];
     const bytes = this.resB[node];
-    assert(this.cut[node] === 0 && topics > 0 && topics < this.regionN[region], "a cut splits its region in two");
+    assert(
+      this.cut[node] === 0 && topics > 0 && topics < this.regionN[region],
+      "a cut splits its region in two",
+    );
     this.cut[node] = 1;
     this.kill(node);
     for (let up = this.tree.parent[node]; up !== this.anchor[region]; up = this.tree.parent[up]) {
@@ -269,7 +285,9 @@ class RegionState {
     const root = new Uint8Array(tree.nodeCount);
     for (let i = 0; i < tree.partitionRoots.length; i++) root[tree.partitionRoots[i]] = 1;
     // Regions of each anchor in slot order, so `~1`, `~2`, ... follow the bytes order.
-    const order = Array.from({ length: this.regionCount }, (_, region) => region).filter((region) => this.regionN[region] > 0);
+    const order = Array.from({ length: this.regionCount }, (_, region) => region).filter(
+      (region) => this.regionN[region] > 0,
+    );
     order.sort((a, b) => this.anchor[a] - this.anchor[b] || this.lo[a] - this.lo[b]);
     const groups: GroupName[] = [];
     const groupOfRegion = new Int32Array(this.regionCount).fill(-1);
@@ -279,11 +297,15 @@ class RegionState {
       const region = order[index];
       const node = this.anchor[region];
       if (index > 0 && this.anchor[order[index - 1]] !== node) runStart = index;
-      const several = index > runStart || (index + 1 < order.length && this.anchor[order[index + 1]] === node);
+      const several =
+        index > runStart || (index + 1 < order.length && this.anchor[order[index + 1]] === node);
       const ordinal = index - runStart + 1;
       const exact = tree.kind[node] === NODE_SELF && root[node] === 0;
       groupOfRegion[region] = groups.length;
-      groups.push({ id: storeIdOf(tree.path[node], exact) + (several ? `~${ordinal}` : ""), partition: partitionOf(tree.path[node]) });
+      groups.push({
+        id: storeIdOf(tree.path[node], exact) + (several ? `~${ordinal}` : ""),
+        partition: partitionOf(tree.path[node]),
+      });
       if (tree.topicOfNode[node] >= 0) owner[node] = groupOfRegion[region];
       for (let slot = this.lo[region]; slot < this.hi[region]; slot++) {
         const child = tree.children[slot];
@@ -322,7 +344,11 @@ class RegionState {
   private find(slot: number): number {
     if (this.reference) {
       const { children } = this.tree;
-      while (slot < children.length && (this.cut[children[slot]] === 1 || this.resN[children[slot]] === 0)) slot++;
+      while (
+        slot < children.length &&
+        (this.cut[children[slot]] === 1 || this.resN[children[slot]] === 0)
+      )
+        slot++;
       return slot;
     }
     const skip = this.skip;

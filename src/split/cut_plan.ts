@@ -30,7 +30,8 @@ export function rootCuts(tree: TopicTree): Uint8Array {
 export function heuristicCuts(tree: TopicTree): Uint8Array {
   const cut = rootCuts(tree);
   for (let node = 0; node < tree.nodeCount; node++) {
-    if (tree.kind[node] === NODE_PREFIX && tree.depth[node] === SPLIT_HEURISTIC_SEGMENTS) cut[node] = 1;
+    if (tree.kind[node] === NODE_PREFIX && tree.depth[node] === SPLIT_HEURISTIC_SEGMENTS)
+      cut[node] = 1;
   }
   return cut;
 }

@@ -14,7 +14,17 @@
  * partition whose layout already is its plan (same stores, no segment) is left alone, so a
  * second run with the same data does nothing.
  */
-import type { Disk, LayoutSwap, OpenData, PartitionLayout, SealResult, SegmentMeta, SplitDetails, SubtreeStoreMeta, TopicCount } from "../store/mod.ts";
+import type {
+  Disk,
+  LayoutSwap,
+  OpenData,
+  PartitionLayout,
+  SealResult,
+  SegmentMeta,
+  SplitDetails,
+  SubtreeStoreMeta,
+  TopicCount,
+} from "../store/mod.ts";
 import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
 import { recordSpanOf } from "../store/store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
@@ -47,7 +57,14 @@ export interface TaskRunner {
 }
 
 /** Progress of the rewrite, after each finished partition. */
-export type SplitProgress = { phase: "measure" | "rewrite"; done: number; total: number; bytesDone: number; bytesTotal: number; partition: string };
+export type SplitProgress = {
+  phase: "measure" | "rewrite";
+  done: number;
+  total: number;
+  bytesDone: number;
+  bytesTotal: number;
+  partition: string;
+};
 
 /** Options of executeSplit. */
 export type SplitOptions = {
@@ -90,18 +107,32 @@ export function sourcesOf(layout: PartitionLayout): SourceFile[][] {
 }
 
 /** Measures the per-topic volumes of the closed data in `layouts`. */
-export async function measureVolumes(layouts: readonly PartitionLayout[], runner: TaskRunner, options: { workers: number; onProgress?: (p: SplitProgress) => void }): Promise<{ rows: VolumeRow[]; bytesRead: number }> {
+export async function measureVolumes(
+  layouts: readonly PartitionLayout[],
+  runner: TaskRunner,
+  options: { workers: number; onProgress?: (p: SplitProgress) => void },
+): Promise<{ rows: VolumeRow[]; bytesRead: number }> {
   const rows: VolumeRow[] = [];
   let bytesRead = 0;
   const bytesTotal = layouts.reduce((sum, layout) => sum + layoutBytes(layout), 0);
   let bytesDone = 0;
   let done = 0;
   await runPool(layouts, options.workers, async (layout) => {
-    const result = await runner.measure({ partition: layout.partition, files: sourcesOf(layout).flat() });
+    const result = await runner.measure({
+      partition: layout.partition,
+      files: sourcesOf(layout).flat(),
+    });
     rows.push(...result.rows);
     bytesRead += result.bytesRead;
     bytesDone += layoutBytes(layout);
-    options.onProgress?.({ phase: "measure", done: ++done, total: layouts.length, bytesDone, bytesTotal, partition: layout.partition });
+    options.onProgress?.({
+      phase: "measure",
+      done: ++done,
+      total: layouts.length,
+      bytesDone,
+      bytesTotal,
+      partition: layout.partition,
+    });
   });
   return { rows, bytesRead };
 }
@@ -117,33 +148,57 @@ export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayou
   const topicIndex = new Map(table.topics.map((topic, index) => [topic, index]));
   const stores: PlannedStore[] = [];
   const store = (id: string, partition: string, topics: Iterable<string>) => {
-    const indexes = [...topics].map((topic) => topicIndex.get(topic)).filter((index): index is number => index !== undefined).sort((a, b) => a - b);
+    const indexes = [...topics]
+      .map((topic) => topicIndex.get(topic))
+      .filter((index): index is number => index !== undefined)
+      .sort((a, b) => a - b);
     if (indexes.length === 0) return;
-    stores.push({ id, partition, topics: Int32Array.from(indexes), bytes: indexes.reduce((sum, index) => sum + table.bytes[index], 0) });
+    stores.push({
+      id,
+      partition,
+      topics: Int32Array.from(indexes),
+      bytes: indexes.reduce((sum, index) => sum + table.bytes[index], 0),
+    });
   };
   const partitionTopics = new Map<string, string[]>();
   for (const topic of table.topics) {
     // By partitionOf, not by prefix: topic "x/a/b" is partition "x/a"'s, never partition "x"'s.
     const partition = partitionOf(topic);
     const layout = layouts.find((l) => l.partition === partition);
-    if (layout !== undefined) partitionTopics.set(layout.partition, [...(partitionTopics.get(layout.partition) ?? []), topic]);
+    if (layout !== undefined)
+      partitionTopics.set(layout.partition, [
+        ...(partitionTopics.get(layout.partition) ?? []),
+        topic,
+      ]);
   }
   for (const layout of layouts) {
     if (layout.segments.length === 0 && layout.stores.length > 0) {
       for (const s of layout.stores) store(s.label, layout.partition, s.topics);
     } else {
-      store(layout.partition.replaceAll("/", "~"), layout.partition, partitionTopics.get(layout.partition) ?? []);
+      store(
+        layout.partition.replaceAll("/", "~"),
+        layout.partition,
+        partitionTopics.get(layout.partition) ?? [],
+      );
     }
   }
   return { algorithm: "heuristic", stores, budget: null, budgetRaisedTo: null };
 }
 
 /** Runs a split against `host`, with tasks run by `runner`; `disk` is the data directory. */
-export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Disk, options: SplitOptions): Promise<SplitReport> {
+export async function executeSplit(
+  host: SplitHost,
+  runner: TaskRunner,
+  disk: Disk,
+  options: SplitOptions,
+): Promise<SplitReport> {
   const startedUs = options.nowUs?.() ?? null;
   let sealed: SealResult | null = null;
   if (options.seal === true) {
-    if (host.seal === undefined) throw new Error("Cannot seal: this data directory's owner does not close open segments on request");
+    if (host.seal === undefined)
+      throw new Error(
+        "Cannot seal: this data directory's owner does not close open segments on request",
+      );
     sealed = await host.seal();
   }
   const layouts = await host.layout();
@@ -168,7 +223,8 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
   if (!built.ok) throw new Error(`Cannot plan the split: ${built.reason}`);
   const table = built.table;
   report.table = table;
-  const plan = typeof options.plan === "function" ? options.plan(table) : planSplit(table, options.plan).plan;
+  const plan =
+    typeof options.plan === "function" ? options.plan(table) : planSplit(table, options.plan).plan;
   report.before = planMetrics(table, currentPlan(table, layouts));
   report.after = planMetrics(table, plan);
 
@@ -176,19 +232,36 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
   const groups = new Map<string, { label: string; topics: string[] }[]>();
   for (const store of plan.stores) {
     const list = groups.get(store.partition) ?? [];
-    list.push({ label: store.id, topics: Array.from(store.topics, (index) => table.topics[index]).sort() });
+    list.push({
+      label: store.id,
+      topics: Array.from(store.topics, (index) => table.topics[index]).sort(),
+    });
     groups.set(store.partition, list);
   }
-  const work = layouts.filter((layout) => !alreadyPlanned(layout, groups.get(layout.partition) ?? []));
+  const work = layouts.filter(
+    (layout) => !alreadyPlanned(layout, groups.get(layout.partition) ?? []),
+  );
   report.partitionsRewritten = work.length;
   if (options.dryRun === true || work.length === 0) return report;
 
-  const storeCount = work.reduce((sum, layout) => sum + (groups.get(layout.partition)?.length ?? 0), 0);
+  const storeCount = work.reduce(
+    (sum, layout) => sum + (groups.get(layout.partition)?.length ?? 0),
+    0,
+  );
   let nextId = await host.reserveIds(storeCount);
   const generation = nextId;
   const tasks: SplitTask[] = work.map((layout) => {
-    const stores: StoreAssignment[] = (groups.get(layout.partition) ?? []).map((group) => ({ id: nextId++, ...group }));
-    return { partition: layout.partition, generation, sources: sourcesOf(layout), stores, intervalBytes: options.intervalBytes };
+    const stores: StoreAssignment[] = (groups.get(layout.partition) ?? []).map((group) => ({
+      id: nextId++,
+      ...group,
+    }));
+    return {
+      partition: layout.partition,
+      generation,
+      sources: sourcesOf(layout),
+      stores,
+      intervalBytes: options.intervalBytes,
+    };
   });
   const added: SubtreeStoreMeta[] = [];
   const topics: { id: number; topics: TopicCount[] }[] = [];
@@ -204,12 +277,27 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
       report.bytesRead += result.bytesRead;
       report.bytesWritten += result.bytesWritten;
       bytesDone += layoutBytes(work[index]);
-      options.onProgress?.({ phase: "rewrite", done: ++done, total: tasks.length, bytesDone, bytesTotal, partition: task.partition });
+      options.onProgress?.({
+        phase: "rewrite",
+        done: ++done,
+        total: tasks.length,
+        bytesDone,
+        bytesTotal,
+        partition: task.partition,
+      });
     });
     await disk.syncDir(SEGMENT_DIR);
-    const removed = work.flatMap((layout) => [...layout.stores.map((store) => store.id), ...layout.segments.map((segment) => segment.id)]);
+    const removed = work.flatMap((layout) => [
+      ...layout.stores.map((store) => store.id),
+      ...layout.segments.map((segment) => segment.id),
+    ]);
     switchAsked = true;
-    await host.switchLayout({ removed, added, split: splitDetails(options, startedUs, report.after), topics });
+    await host.switchLayout({
+      removed,
+      added,
+      split: splitDetails(options, startedUs, report.after),
+      topics,
+    });
     report.switched = true;
     report.storesWritten = added.length;
     report.filesReplaced = removed.length;
@@ -231,13 +319,25 @@ export async function executeSplit(host: SplitHost, runner: TaskRunner, disk: Di
 }
 
 /** What the host records of this split at its switch: when, how long, which algorithm, the plan's metrics. */
-function splitDetails(options: SplitOptions, startedUs: number | null, after: PlanMetrics | null): SplitDetails {
+function splitDetails(
+  options: SplitOptions,
+  startedUs: number | null,
+  after: PlanMetrics | null,
+): SplitDetails {
   const finishedUs = options.nowUs?.() ?? null;
   return {
     finishedUs,
-    durationUs: finishedUs === null || startedUs === null ? null : Math.max(0, finishedUs - startedUs),
+    durationUs:
+      finishedUs === null || startedUs === null ? null : Math.max(0, finishedUs - startedUs),
     algorithm: typeof options.plan === "function" ? null : options.plan.algorithm,
-    plan: after === null ? null : { stores: after.stores, wastedBytesTotal: after.wastedBytesTotal, worstRatio: after.worstRatio.ratio },
+    plan:
+      after === null
+        ? null
+        : {
+            stores: after.stores,
+            wastedBytesTotal: after.wastedBytesTotal,
+            worstRatio: after.worstRatio.ratio,
+          },
   };
 }
 
@@ -249,7 +349,11 @@ function alreadyPlanned(layout: PartitionLayout, groups: readonly { topics: stri
 }
 
 /** Runs `work` over `items` with at most `concurrency` at once; the first failure rejects (after the rest settle). */
-export async function runPool<T>(items: readonly T[], concurrency: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+export async function runPool<T>(
+  items: readonly T[],
+  concurrency: number,
+  work: (item: T, index: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   let failure: unknown = null;
   const lane = async () => {

@@ -60,7 +60,16 @@ export class GainHeap {
     for (;;) {
       let child = 2 * at + 1;
       if (child >= last) break;
-      if (child + 1 < last && before(this.gains[child + 1], this.regions[child + 1], this.gains[child], this.regions[child])) child++;
+      if (
+        child + 1 < last &&
+        before(
+          this.gains[child + 1],
+          this.regions[child + 1],
+          this.gains[child],
+          this.regions[child],
+        )
+      )
+        child++;
       if (!before(this.gains[child], this.regions[child], gain, region)) break;
       this.move(child, at);
       at = child;

@@ -37,7 +37,12 @@ export function planHeuristic(table: VolumeTable): SplitPlan {
     }
     groupOfTopic[topic] = group;
   }
-  const plan: SplitPlan = { algorithm: "heuristic", stores: groupPlan(table, groupOfTopic, groups), budget: null, budgetRaisedTo: null };
+  const plan: SplitPlan = {
+    algorithm: "heuristic",
+    stores: groupPlan(table, groupOfTopic, groups),
+    budget: null,
+    budgetRaisedTo: null,
+  };
   assert(planProblem(table, plan) === null, "the heuristic plan is valid");
   return plan;
 }

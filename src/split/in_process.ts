@@ -19,7 +19,10 @@ export function storeHost(store: Store): SplitHost {
 }
 
 /** A TaskRunner that runs each task here, on `disk`. */
-export function inProcessRunner(disk: Disk, options: { crc32: Crc32; chunkBytes?: number }): TaskRunner {
+export function inProcessRunner(
+  disk: Disk,
+  options: { crc32: Crc32; chunkBytes?: number },
+): TaskRunner {
   return {
     measure: (task) => runMeasureTask(disk, task, options),
     split: (task) => runSplitTask(disk, task, options),

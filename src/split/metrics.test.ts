@@ -88,31 +88,43 @@ test("a topic of 0 bytes counts one wanted byte in its ratio", () => {
 });
 
 test("topic and subtree waste match a naive count on random plans", () => {
-  fc.assert(fc.property(tableArb(), fc.integer({ min: 0, max: 30 }), (table, maxStores) => {
-    const plan = planAdaptive(table, { maxStores });
-    const tree = buildTopicTree(table);
-    const waste = topicWaste(table, plan);
-    const read = subtreeReadBytes(tree, plan);
-    let total = 0;
-    for (const store of plan.stores) {
-      total += (store.topics.length - 1) * store.bytes;
-      for (const topic of store.topics) expect(waste[topic]).toBe(store.bytes - table.bytes[topic]);
-    }
-    const metrics = planMetrics(table, plan, { tree });
-    expect(metrics.wastedBytesTotal).toBe(total);
-    expect(metrics.worstWaste.wastedBytes).toBe(Math.max(...waste));
-    let subtreeTotal = 0;
-    let subtrees = 0;
-    for (let node = 0; node < tree.nodeCount; node++) {
-      if (tree.kind[node] !== NODE_PREFIX) continue;
-      subtrees++;
-      const prefix = tree.path[node];
-      const touching = plan.stores.filter((store) => Array.from(store.topics).some((topic) => isUnder(table.topics[topic], prefix)));
-      const under = table.topics.reduce((sum, topic, index) => sum + (isUnder(topic, prefix) ? table.bytes[index] : 0), 0);
-      const expected = touching.reduce((sum, store) => sum + store.bytes, 0);
-      expect(read[node]).toBe(expected);
-      subtreeTotal += expected - under;
-    }
-    expect([metrics.subtrees.count, metrics.subtrees.wastedBytesTotal]).toEqual([subtrees, subtreeTotal]);
-  }), fcParams());
+  fc.assert(
+    fc.property(tableArb(), fc.integer({ min: 0, max: 30 }), (table, maxStores) => {
+      const plan = planAdaptive(table, { maxStores });
+      const tree = buildTopicTree(table);
+      const waste = topicWaste(table, plan);
+      const read = subtreeReadBytes(tree, plan);
+      let total = 0;
+      for (const store of plan.stores) {
+        total += (store.topics.length - 1) * store.bytes;
+        for (const topic of store.topics)
+          expect(waste[topic]).toBe(store.bytes - table.bytes[topic]);
+      }
+      const metrics = planMetrics(table, plan, { tree });
+      expect(metrics.wastedBytesTotal).toBe(total);
+      expect(metrics.worstWaste.wastedBytes).toBe(Math.max(...waste));
+      let subtreeTotal = 0;
+      let subtrees = 0;
+      for (let node = 0; node < tree.nodeCount; node++) {
+        if (tree.kind[node] !== NODE_PREFIX) continue;
+        subtrees++;
+        const prefix = tree.path[node];
+        const touching = plan.stores.filter((store) =>
+          Array.from(store.topics).some((topic) => isUnder(table.topics[topic], prefix)),
+        );
+        const under = table.topics.reduce(
+          (sum, topic, index) => sum + (isUnder(topic, prefix) ? table.bytes[index] : 0),
+          0,
+        );
+        const expected = touching.reduce((sum, store) => sum + store.bytes, 0);
+        expect(read[node]).toBe(expected);
+        subtreeTotal += expected - under;
+      }
+      expect([metrics.subtrees.count, metrics.subtrees.wastedBytesTotal]).toEqual([
+        subtrees,
+        subtreeTotal,
+      ]);
+    }),
+    fcParams(),
+  );
 });

@@ -41,9 +41,13 @@ export interface MetricsOptions {
 export function topicWaste(table: VolumeTable, plan: SplitPlan): Float64Array {
   const waste = new Float64Array(table.topics.length).fill(-1);
   for (const store of plan.stores) {
-    for (let i = 0; i < store.topics.length; i++) waste[store.topics[i]] = store.bytes - table.bytes[store.topics[i]];
+    for (let i = 0; i < store.topics.length; i++)
+      waste[store.topics[i]] = store.bytes - table.bytes[store.topics[i]];
   }
-  assert(waste.every((value) => value >= 0), "every topic is in a store");
+  assert(
+    waste.every((value) => value >= 0),
+    "every topic is in a store",
+  );
   return waste;
 }
 
@@ -55,7 +59,11 @@ export function subtreeReadBytes(tree: TopicTree, plan: SplitPlan): Float64Array
     const store = plan.stores[index];
     for (let i = 0; i < store.topics.length; i++) {
       // Climb until a prefix this store already counted: its ancestors are counted too.
-      for (let node = tree.nodeOfTopic[store.topics[i]]; node >= 0 && stamp[node] !== index; node = tree.parent[node]) {
+      for (
+        let node = tree.nodeOfTopic[store.topics[i]];
+        node >= 0 && stamp[node] !== index;
+        node = tree.parent[node]
+      ) {
         stamp[node] = index;
         read[node] += store.bytes;
       }
@@ -65,7 +73,11 @@ export function subtreeReadBytes(tree: TopicTree, plan: SplitPlan): Float64Array
 }
 
 /** Computes the topic and subtree metrics of `plan`. */
-export function planMetrics(table: VolumeTable, plan: SplitPlan, options: MetricsOptions = {}): PlanMetrics {
+export function planMetrics(
+  table: VolumeTable,
+  plan: SplitPlan,
+  options: MetricsOptions = {},
+): PlanMetrics {
   const tree = options.tree ?? buildTopicTree(table);
   assert(tree.table === table, "the tree is the table's");
   const waste = topicWaste(table, plan);
@@ -75,7 +87,10 @@ export function planMetrics(table: VolumeTable, plan: SplitPlan, options: Metric
   for (let topic = 0; topic < waste.length; topic++) {
     total += waste[topic];
     if (waste[topic] > waste[worst]) worst = topic;
-    if (ratio(waste[topic] + table.bytes[topic], table.bytes[topic]) > ratio(waste[worstRatio] + table.bytes[worstRatio], table.bytes[worstRatio])) {
+    if (
+      ratio(waste[topic] + table.bytes[topic], table.bytes[topic]) >
+      ratio(waste[worstRatio] + table.bytes[worstRatio], table.bytes[worstRatio])
+    ) {
       worstRatio = topic;
     }
   }
@@ -89,8 +104,13 @@ export function planMetrics(table: VolumeTable, plan: SplitPlan, options: Metric
     count++;
     const wasted = read[node] - tree.bytes[node];
     subtreeTotal += wasted;
-    if (subtreeWorst < 0 || wasted > read[subtreeWorst] - tree.bytes[subtreeWorst]) subtreeWorst = node;
-    if (subtreeWorstRatio < 0 || ratio(read[node], tree.bytes[node]) > ratio(read[subtreeWorstRatio], tree.bytes[subtreeWorstRatio])) {
+    if (subtreeWorst < 0 || wasted > read[subtreeWorst] - tree.bytes[subtreeWorst])
+      subtreeWorst = node;
+    if (
+      subtreeWorstRatio < 0 ||
+      ratio(read[node], tree.bytes[node]) >
+        ratio(read[subtreeWorstRatio], tree.bytes[subtreeWorstRatio])
+    ) {
       subtreeWorstRatio = node;
     }
   }
@@ -98,12 +118,21 @@ export function planMetrics(table: VolumeTable, plan: SplitPlan, options: Metric
     stores: plan.stores.length,
     wastedBytesTotal: total,
     worstWaste: { topic: table.topics[worst], wastedBytes: waste[worst] },
-    worstRatio: { topic: table.topics[worstRatio], ratio: ratio(waste[worstRatio] + table.bytes[worstRatio], table.bytes[worstRatio]) },
+    worstRatio: {
+      topic: table.topics[worstRatio],
+      ratio: ratio(waste[worstRatio] + table.bytes[worstRatio], table.bytes[worstRatio]),
+    },
     subtrees: {
       count,
       wastedBytesTotal: subtreeTotal,
-      worstWaste: { subtree: `${tree.path[subtreeWorst]}/**`, wastedBytes: read[subtreeWorst] - tree.bytes[subtreeWorst] },
-      worstRatio: { subtree: `${tree.path[subtreeWorstRatio]}/**`, ratio: ratio(read[subtreeWorstRatio], tree.bytes[subtreeWorstRatio]) },
+      worstWaste: {
+        subtree: `${tree.path[subtreeWorst]}/**`,
+        wastedBytes: read[subtreeWorst] - tree.bytes[subtreeWorst],
+      },
+      worstRatio: {
+        subtree: `${tree.path[subtreeWorstRatio]}/**`,
+        ratio: ratio(read[subtreeWorstRatio], tree.bytes[subtreeWorstRatio]),
+      },
     },
   };
 }

@@ -44,7 +44,11 @@ export interface GroupName {
 }
 
 /** Builds the stores of a plan from `groupOfTopic` (a group index per topic) and the groups' names. */
-export function groupPlan(table: VolumeTable, groupOfTopic: Int32Array, groups: readonly GroupName[]): PlannedStore[] {
+export function groupPlan(
+  table: VolumeTable,
+  groupOfTopic: Int32Array,
+  groups: readonly GroupName[],
+): PlannedStore[] {
   const groupCount = groups.length;
   const sizes = new Int32Array(groupCount);
   const bytes = new Float64Array(groupCount);
@@ -57,12 +61,18 @@ export function groupPlan(table: VolumeTable, groupOfTopic: Int32Array, groups: 
   for (let group = 0; group < groupCount; group++) starts[group + 1] = starts[group] + sizes[group];
   const members = new Int32Array(groupOfTopic.length);
   const filled = starts.slice(0, groupCount);
-  for (let topic = 0; topic < groupOfTopic.length; topic++) members[filled[groupOfTopic[topic]]++] = topic;
+  for (let topic = 0; topic < groupOfTopic.length; topic++)
+    members[filled[groupOfTopic[topic]]++] = topic;
   const stores: PlannedStore[] = [];
   for (let group = 0; group < groupCount; group++) {
     if (sizes[group] === 0) continue;
     const topics = members.subarray(starts[group], starts[group + 1]);
-    stores.push({ id: groups[group].id, partition: groups[group].partition, topics, bytes: bytes[group] });
+    stores.push({
+      id: groups[group].id,
+      partition: groups[group].partition,
+      topics,
+      bytes: bytes[group],
+    });
   }
   stores.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.topics[0] - b.topics[0]));
   // Ids collide only when two long prefixes share a hash (storeIdOf): number the later ones.
@@ -86,31 +96,43 @@ export function planProblem(table: VolumeTable, plan: SplitPlan): string | null 
   const ids = new Set<string>();
   for (let index = 0; index < plan.stores.length; index++) {
     const store = plan.stores[index];
-    if (!ID_PATTERN.test(store.id) || store.id.startsWith(".") || store.id.length > SPLIT_STORE_ID_BYTES_MAX + 16) {
+    if (
+      !ID_PATTERN.test(store.id) ||
+      store.id.startsWith(".") ||
+      store.id.length > SPLIT_STORE_ID_BYTES_MAX + 16
+    ) {
       return `store "${store.id}": id is not file-name safe`;
     }
     if (ids.has(store.id)) return `store "${store.id}": id used twice`;
     ids.add(store.id);
     if (store.topics.length === 0) return `store "${store.id}": no topics`;
-    if (partitionOf(store.partition) !== store.partition) return `store "${store.id}": "${store.partition}" is not a partition`;
+    if (partitionOf(store.partition) !== store.partition)
+      return `store "${store.id}": "${store.partition}" is not a partition`;
     // partitionOf(topic) === partition, without slicing every topic: a two-segment partition holds
     // the topics under it, a one-segment partition only the topic of its name.
     const exact = store.partition.indexOf("/") < 0;
     let bytes = 0;
     for (let i = 0; i < store.topics.length; i++) {
       const topic = store.topics[i];
-      if (!(topic >= 0 && topic < table.topics.length)) return `store "${store.id}": topic index ${topic} out of range`;
+      if (!(topic >= 0 && topic < table.topics.length))
+        return `store "${store.id}": topic index ${topic} out of range`;
       if (storeOfTopic[topic] >= 0) return `topic "${table.topics[topic]}" is in two stores`;
       storeOfTopic[topic] = index;
-      if (exact ? table.topics[topic] !== store.partition : !isUnder(table.topics[topic], store.partition)) {
+      if (
+        exact
+          ? table.topics[topic] !== store.partition
+          : !isUnder(table.topics[topic], store.partition)
+      ) {
         return `store "${store.id}" of partition "${store.partition}" holds "${table.topics[topic]}"`;
       }
       bytes += table.bytes[topic];
     }
-    if (bytes !== store.bytes) return `store "${store.id}": bytes ${store.bytes}, its topics sum to ${bytes}`;
+    if (bytes !== store.bytes)
+      return `store "${store.id}": bytes ${store.bytes}, its topics sum to ${bytes}`;
   }
   const missing = storeOfTopic.indexOf(-1);
   if (missing >= 0) return `topic "${table.topics[missing]}" is in no store`;
-  if (plan.budget !== null && plan.stores.length > plan.budget) return `${plan.stores.length} stores, over the budget of ${plan.budget}`;
+  if (plan.budget !== null && plan.stores.length > plan.budget)
+    return `${plan.stores.length} stores, over the budget of ${plan.budget}`;
   return null;
 }

@@ -19,10 +19,20 @@ export interface PlanReport {
 }
 
 /** Plans `table` with `algorithm` (adaptive under `maxStores`, default the heuristic's count). */
-export function planSplit(table: VolumeTable, options: { algorithm: SplitAlgorithm; maxStores?: number }): PlanReport {
+export function planSplit(
+  table: VolumeTable,
+  options: { algorithm: SplitAlgorithm; maxStores?: number },
+): PlanReport {
   const tree = buildTopicTree(table);
-  const plan = options.algorithm === "heuristic" ? planHeuristic(table) : planAdaptive(table, { maxStores: options.maxStores, tree });
-  return { plan, metrics: planMetrics(table, plan, { tree }), partitions: tree.partitionRoots.length };
+  const plan =
+    options.algorithm === "heuristic"
+      ? planHeuristic(table)
+      : planAdaptive(table, { maxStores: options.maxStores, tree });
+  return {
+    plan,
+    metrics: planMetrics(table, plan, { tree }),
+    partitions: tree.partitionRoots.length,
+  };
 }
 
 /** The JSON document of a report: every topic of the table listed in exactly one store. */

@@ -12,8 +12,20 @@
  * Invariants: output records are exactly the input records, each once, in seq order per store;
  * a record whose topic no store holds, or a seq that does not increase, is an error.
  */
-import { type Crc32, StoreFileBuilder, type SubtreeStoreMeta, type TopicCount } from "../store/mod.ts";
-import { checkRecord, recordProblem, recordSeq, recordTopic, recordTopicEquals, RECORD_INCOMPLETE } from "../store/record.ts";
+import {
+  type Crc32,
+  StoreFileBuilder,
+  type SubtreeStoreMeta,
+  type TopicCount,
+} from "../store/mod.ts";
+import {
+  checkRecord,
+  recordProblem,
+  recordSeq,
+  recordTopic,
+  recordTopicEquals,
+  RECORD_INCOMPLETE,
+} from "../store/record.ts";
 
 /** One new store of a partition: its file id, plan id and topics (sorted). */
 export type StoreAssignment = { id: number; label: string; topics: string[] };
@@ -51,7 +63,17 @@ export class PartitionRewriter {
     options: { generation: number; intervalBytes: number; crc32: Crc32; chunkBytes?: number },
   ) {
     this.builders = stores.map(
-      (store) => new StoreFileBuilder({ id: store.id, partition, label: store.label, generation: options.generation, topics: store.topics }, options),
+      (store) =>
+        new StoreFileBuilder(
+          {
+            id: store.id,
+            partition,
+            label: store.label,
+            generation: options.generation,
+            topics: store.topics,
+          },
+          options,
+        ),
     );
     this.counts = stores.map(() => new Map());
     stores.forEach((store, index) => {
@@ -62,12 +84,18 @@ export class PartitionRewriter {
   /** Adds the checked record bytes[at, at+length) to its topic's store; the index of that store. */
   add(bytes: Uint8Array, view: DataView, at: number, length: number): number {
     const seq = recordSeq(view, at);
-    if (seq <= this.lastSeq) throw new Error(`partition "${this.partition}": seq ${seq} after ${this.lastSeq}: sources overlap or are out of order`);
+    if (seq <= this.lastSeq)
+      throw new Error(
+        `partition "${this.partition}": seq ${seq} after ${this.lastSeq}: sources overlap or are out of order`,
+      );
     this.lastSeq = seq;
     if (!recordTopicEquals(bytes, view, at, this.lastTopic)) {
       const topic = recordTopic(bytes, view, at);
       const store = this.storeOfTopic.get(topic);
-      if (store === undefined) throw new Error(`partition "${this.partition}": topic "${topic}" (seq ${seq}) is in no store of the plan`);
+      if (store === undefined)
+        throw new Error(
+          `partition "${this.partition}": topic "${topic}" (seq ${seq}) is in no store of the plan`,
+        );
       this.lastTopic = topic;
       this.lastStore = store;
       const counts = this.counts[store];
@@ -83,7 +111,11 @@ export class PartitionRewriter {
 }
 
 /** Merges `sources` by seq into `rewriter`; `afterRecord` runs after each (to drain output). */
-export async function mergeSources(sources: readonly RecordSource[], rewriter: PartitionRewriter, afterRecord?: (store: number) => Promise<void> | undefined): Promise<void> {
+export async function mergeSources(
+  sources: readonly RecordSource[],
+  rewriter: PartitionRewriter,
+  afterRecord?: (store: number) => Promise<void> | undefined,
+): Promise<void> {
   for (;;) {
     let best = -1;
     let bestSeq = Infinity;
@@ -127,7 +159,10 @@ export class MemorySource implements RecordSource {
   private check(): void {
     if (this.at >= this.end) return;
     const length = checkRecord(this.bytes, this.view, this.at, this.end, this.crc32);
-    if (length <= 0) throw new Error(`record at ${this.at}: ${recordProblem(length === RECORD_INCOMPLETE ? RECORD_INCOMPLETE : length)}`);
+    if (length <= 0)
+      throw new Error(
+        `record at ${this.at}: ${recordProblem(length === RECORD_INCOMPLETE ? RECORD_INCOMPLETE : length)}`,
+      );
     this.length = length;
   }
 
@@ -154,14 +189,16 @@ export async function rewriteInMemory(
 ): Promise<{ meta: SubtreeStoreMeta; file: Uint8Array; index: Uint8Array }[]> {
   const rewriter = new PartitionRewriter(partition, stores, { ...options, chunkBytes: 4096 });
   await mergeSources(sources, rewriter);
-  return rewriter.builders.filter((builder) => builder.records > 0).map((builder) => {
-    const { chunks, index, meta } = builder.finish();
-    const file = new Uint8Array(meta.bytes);
-    let at = 0;
-    for (const chunk of chunks) {
-      file.set(chunk, at);
-      at += chunk.length;
-    }
-    return { meta, file, index };
-  });
+  return rewriter.builders
+    .filter((builder) => builder.records > 0)
+    .map((builder) => {
+      const { chunks, index, meta } = builder.finish();
+      const file = new Uint8Array(meta.bytes);
+      let at = 0;
+      for (const chunk of chunks) {
+        file.set(chunk, at);
+        at += chunk.length;
+      }
+      return { meta, file, index };
+    });
 }

@@ -9,11 +9,23 @@
  */
 import { READ_CHUNK_BYTES_MAX } from "../constants.ts";
 import type { Crc32, Disk, DiskFile, SubtreeStoreMeta, TopicCount } from "../store/mod.ts";
-import { checkRecord, recordProblem, recordSeq, recordTopic, recordTopicEquals, RECORD_INCOMPLETE } from "../store/record.ts";
+import {
+  checkRecord,
+  recordProblem,
+  recordSeq,
+  recordTopic,
+  recordTopicEquals,
+  RECORD_INCOMPLETE,
+} from "../store/record.ts";
 import { scanRecords } from "../store/scan.ts";
 import type { VolumeRow } from "./volume_table.ts";
 import { indexPath, storePath } from "../store/layout.ts";
-import { mergeSources, PartitionRewriter, type RecordSource, type StoreAssignment } from "./rewrite.ts";
+import {
+  mergeSources,
+  PartitionRewriter,
+  type RecordSource,
+  type StoreAssignment,
+} from "./rewrite.ts";
 
 /** A run of records in a file: path, offset of the first record, offset of the end of the last (a file of its own, or an image in a pack). */
 export type SourceFile = { path: string; dataStart: number; bytes: number };
@@ -29,7 +41,13 @@ export type SplitTask = {
 };
 
 /** What a task wrote: each store's summary and its per-topic counts (messages, record bytes). */
-export type SplitTaskResult = { partition: string; metas: SubtreeStoreMeta[]; topics: { id: number; topics: TopicCount[] }[]; bytesRead: number; bytesWritten: number };
+export type SplitTaskResult = {
+  partition: string;
+  metas: SubtreeStoreMeta[];
+  topics: { id: number; topics: TopicCount[] }[];
+  bytesRead: number;
+  bytesWritten: number;
+};
 
 /** Reads a chain of record files front to back in chunks. */
 class FileChainSource implements RecordSource {
@@ -53,7 +71,11 @@ class FileChainSource implements RecordSource {
   ) {}
 
   seq(): number {
-    return this.state === "record" ? recordSeq(this.view, this.at) : this.state === "end" ? Infinity : Number.NaN;
+    return this.state === "record"
+      ? recordSeq(this.view, this.at)
+      : this.state === "end"
+        ? Infinity
+        : Number.NaN;
   }
 
   next(): void {
@@ -69,7 +91,10 @@ class FileChainSource implements RecordSource {
       return;
     }
     const current = this.files[this.fileIndex];
-    if (length !== RECORD_INCOMPLETE) throw new Error(`Cannot split "${current.path}": ${recordProblem(length)} at offset ${this.bufferStart + this.at}`);
+    if (length !== RECORD_INCOMPLETE)
+      throw new Error(
+        `Cannot split "${current.path}": ${recordProblem(length)} at offset ${this.bufferStart + this.at}`,
+      );
     this.state = this.bufferStart + this.at >= current.bytes ? "end" : "need";
     if (this.state === "end" && this.fileIndex + 1 < this.files.length) this.state = "need";
   }
@@ -108,8 +133,14 @@ class FileChainSource implements RecordSource {
     const want = Math.min(this.bytes.length - kept, current.bytes - (this.bufferStart + kept));
     let got = 0;
     while (got < want) {
-      const read = await (this.file as DiskFile).read(this.bufferStart + kept + got, this.bytes.subarray(kept + got, kept + want));
-      if (read === 0) throw new Error(`Cannot split "${current.path}": file ends at ${this.bufferStart + kept + got}, expected ${current.bytes} bytes`);
+      const read = await (this.file as DiskFile).read(
+        this.bufferStart + kept + got,
+        this.bytes.subarray(kept + got, kept + want),
+      );
+      if (read === 0)
+        throw new Error(
+          `Cannot split "${current.path}": file ends at ${this.bufferStart + kept + got}, expected ${current.bytes} bytes`,
+        );
       got += read;
     }
     this.filled += got;
@@ -119,8 +150,15 @@ class FileChainSource implements RecordSource {
       return;
     }
     this.locate();
-    if (this.state === "need" && got === 0 && this.bufferStart + this.filled >= current.bytes && kept > 0) {
-      throw new Error(`Cannot split "${current.path}": record cut short at offset ${this.bufferStart}`);
+    if (
+      this.state === "need" &&
+      got === 0 &&
+      this.bufferStart + this.filled >= current.bytes &&
+      kept > 0
+    ) {
+      throw new Error(
+        `Cannot split "${current.path}": record cut short at offset ${this.bufferStart}`,
+      );
     }
   }
 
@@ -131,10 +169,21 @@ class FileChainSource implements RecordSource {
 }
 
 /** Runs one split task on `disk`: new store files and indexes written and fsynced. */
-export async function runSplitTask(disk: Disk, task: SplitTask, options: { crc32: Crc32; chunkBytes?: number }): Promise<SplitTaskResult> {
+export async function runSplitTask(
+  disk: Disk,
+  task: SplitTask,
+  options: { crc32: Crc32; chunkBytes?: number },
+): Promise<SplitTaskResult> {
   const chunkBytes = options.chunkBytes ?? READ_CHUNK_BYTES_MAX;
-  const sources = task.sources.filter((files) => files.length > 0).map((files) => new FileChainSource(disk, files, options.crc32, chunkBytes));
-  const rewriter = new PartitionRewriter(task.partition, task.stores, { generation: task.generation, intervalBytes: task.intervalBytes, crc32: options.crc32, chunkBytes });
+  const sources = task.sources
+    .filter((files) => files.length > 0)
+    .map((files) => new FileChainSource(disk, files, options.crc32, chunkBytes));
+  const rewriter = new PartitionRewriter(task.partition, task.stores, {
+    generation: task.generation,
+    intervalBytes: task.intervalBytes,
+    crc32: options.crc32,
+    chunkBytes,
+  });
   const outputs: (DiskFile | null)[] = task.stores.map(() => null);
   const written = new Float64Array(task.stores.length);
   let bytesWritten = 0;
@@ -189,7 +238,11 @@ export async function runSplitTask(disk: Disk, task: SplitTask, options: { crc32
 }
 
 /** Per-topic record bytes and counts of a partition's files (every record checked). */
-export async function runMeasureTask(disk: Disk, task: { partition: string; files: SourceFile[] }, options: { crc32: Crc32 }): Promise<{ partition: string; rows: VolumeRow[]; bytesRead: number }> {
+export async function runMeasureTask(
+  disk: Disk,
+  task: { partition: string; files: SourceFile[] },
+  options: { crc32: Crc32 },
+): Promise<{ partition: string; rows: VolumeRow[]; bytesRead: number }> {
   const volumes = new Map<string, { bytes: number; messages: number }>();
   let bytesRead = 0;
   let lastTopic = "";
@@ -197,23 +250,36 @@ export async function runMeasureTask(disk: Disk, task: { partition: string; file
   for (const source of task.files) {
     const file = await disk.open(source.path, "read");
     try {
-      const scan = await scanRecords(file, source.dataStart, options.crc32, (bytes, view, at, length) => {
-        if (!recordTopicEquals(bytes, view, at, lastTopic)) {
-          lastTopic = recordTopic(bytes, view, at);
-          let entry = volumes.get(lastTopic);
-          if (entry === undefined) volumes.set(lastTopic, (entry = { bytes: 0, messages: 0 }));
-          last = entry;
-        }
-        last.bytes += length;
-        last.messages++;
-        return undefined;
-      }, { end: source.bytes });
-      if (scan.problem !== null || scan.end !== source.bytes) throw new Error(`Cannot measure "${source.path}": ${scan.problem ?? "file size differs"} at offset ${scan.end}`);
+      const scan = await scanRecords(
+        file,
+        source.dataStart,
+        options.crc32,
+        (bytes, view, at, length) => {
+          if (!recordTopicEquals(bytes, view, at, lastTopic)) {
+            lastTopic = recordTopic(bytes, view, at);
+            let entry = volumes.get(lastTopic);
+            if (entry === undefined) volumes.set(lastTopic, (entry = { bytes: 0, messages: 0 }));
+            last = entry;
+          }
+          last.bytes += length;
+          last.messages++;
+          return undefined;
+        },
+        { end: source.bytes },
+      );
+      if (scan.problem !== null || scan.end !== source.bytes)
+        throw new Error(
+          `Cannot measure "${source.path}": ${scan.problem ?? "file size differs"} at offset ${scan.end}`,
+        );
       bytesRead += scan.end - source.dataStart;
     } finally {
       await file.close();
     }
   }
-  const rows = [...volumes].map(([topic, volume]) => ({ topic, bytes: volume.bytes, messages: volume.messages }));
+  const rows = [...volumes].map(([topic, volume]) => ({
+    topic,
+    bytes: volume.bytes,
+    messages: volume.messages,
+  }));
   return { partition: task.partition, rows, bytesRead };
 }

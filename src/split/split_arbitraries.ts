@@ -13,7 +13,9 @@ import { volumeTableOf, type VolumeRow, type VolumeTable } from "./volume_table.
 const SEGMENTS = ["a", "b", "c", "a-b", "a.b", "z"];
 
 /** A topic of 1 to 5 segments from a small alphabet, so topics share prefixes. */
-export const topicArb: fc.Arbitrary<string> = fc.array(fc.constantFrom(...SEGMENTS), { minLength: 1, maxLength: 5 }).map((segments) => segments.join("/"));
+export const topicArb: fc.Arbitrary<string> = fc
+  .array(fc.constantFrom(...SEGMENTS), { minLength: 1, maxLength: 5 })
+  .map((segments) => segments.join("/"));
 
 /** Skewed topic bytes: mostly light, sometimes heavy, sometimes 0. */
 export const bytesArb: fc.Arbitrary<number> = fc.oneof(
@@ -24,7 +26,12 @@ export const bytesArb: fc.Arbitrary<number> = fc.oneof(
 
 /** 1 to `maxTopics` rows with unique topics. */
 export function rowsArb(maxTopics = 40): fc.Arbitrary<VolumeRow[]> {
-  return fc.uniqueArray(fc.tuple(topicArb, bytesArb, fc.nat(1_000)), { selector: ([topic]) => topic, minLength: 1, maxLength: maxTopics })
+  return fc
+    .uniqueArray(fc.tuple(topicArb, bytesArb, fc.nat(1_000)), {
+      selector: ([topic]) => topic,
+      minLength: 1,
+      maxLength: maxTopics,
+    })
     .map((rows) => rows.map(([topic, bytes, messages]) => ({ topic, bytes, messages })));
 }
 
@@ -41,11 +48,22 @@ export function tableArb(maxTopics = 40): fc.Arbitrary<VolumeTable> {
 export function deepTableArb(maxTopics = 60): fc.Arbitrary<VolumeTable> {
   const segments = fc.array(fc.constantFrom("a", "b", "c", "d"), { minLength: 1, maxLength: 4 });
   const bytes = fc.oneof(
-    fc.tuple(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 30 })).map(([m, k]) => m * 2 ** k),
+    fc
+      .tuple(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 30 }))
+      .map(([m, k]) => m * 2 ** k),
     fc.integer({ min: 1, max: 100 }), // similar sizes: a subtree of many topics can be the best cut
   );
-  return fc.uniqueArray(fc.tuple(segments, bytes), { selector: ([path]) => path.join("/"), minLength: 1, maxLength: maxTopics })
-    .map((rows) => tableOf(rows.map(([path, size]) => ({ topic: `p/q/${path.join("/")}`, bytes: size, messages: 1 }))));
+  return fc
+    .uniqueArray(fc.tuple(segments, bytes), {
+      selector: ([path]) => path.join("/"),
+      minLength: 1,
+      maxLength: maxTopics,
+    })
+    .map((rows) =>
+      tableOf(
+        rows.map(([path, size]) => ({ topic: `p/q/${path.join("/")}`, bytes: size, messages: 1 })),
+      ),
+    );
 }
 
 /** The table of valid rows (a test's own rows: failing to build is a bug in the test). */
@@ -57,10 +75,15 @@ export function tableOf(rows: readonly VolumeRow[]): VolumeTable {
 
 /** A table from `topic: bytes` pairs (messages 1), for hand-written examples. */
 export function tableFrom(bytesOfTopic: Record<string, number>): VolumeTable {
-  return tableOf(Object.entries(bytesOfTopic).map(([topic, bytes]) => ({ topic, bytes, messages: 1 })));
+  return tableOf(
+    Object.entries(bytesOfTopic).map(([topic, bytes]) => ({ topic, bytes, messages: 1 })),
+  );
 }
 
 /** A plan as `id (partition): topics [bytes]` lines. */
 export function planLines(table: VolumeTable, plan: SplitPlan): string[] {
-  return plan.stores.map((store) => `${store.id} (${store.partition}): ${Array.from(store.topics, (topic) => table.topics[topic]).join(" ")} [${store.bytes}]`);
+  return plan.stores.map(
+    (store) =>
+      `${store.id} (${store.partition}): ${Array.from(store.topics, (topic) => table.topics[topic]).join(" ")} [${store.bytes}]`,
+  );
 }

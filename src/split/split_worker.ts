@@ -9,14 +9,23 @@ import { runMeasureTask, runSplitTask, type SplitTask } from "./rewrite_files.ts
 import type { MeasureTask } from "./executor.ts";
 
 /** A request to a split worker. */
-export type SplitWorkerRequest = { id: number; dataDir: string } & ({ kind: "measure"; task: MeasureTask } | { kind: "split"; task: SplitTask });
+export type SplitWorkerRequest = { id: number; dataDir: string } & (
+  | { kind: "measure"; task: MeasureTask }
+  | { kind: "split"; task: SplitTask }
+);
 
-declare const self: { onmessage: ((event: MessageEvent<SplitWorkerRequest>) => void) | null; postMessage(message: unknown): void };
+declare const self: {
+  onmessage: ((event: MessageEvent<SplitWorkerRequest>) => void) | null;
+  postMessage(message: unknown): void;
+};
 
 self.onmessage = (event) => {
   const request = event.data;
   const disk = runtime.openDisk(request.dataDir);
-  const work = request.kind === "measure" ? runMeasureTask(disk, request.task, { crc32: runtime.crc32 }) : runSplitTask(disk, request.task, { crc32: runtime.crc32 });
+  const work =
+    request.kind === "measure"
+      ? runMeasureTask(disk, request.task, { crc32: runtime.crc32 })
+      : runSplitTask(disk, request.task, { crc32: runtime.crc32 });
   work.then(
     (result) => self.postMessage({ id: request.id, ok: true, result }),
     (error: Error) => self.postMessage({ id: request.id, ok: false, error: error.message }),

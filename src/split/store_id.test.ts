@@ -36,15 +36,32 @@ test("long prefixes keep a readable head and a hash; distinct prefixes stay dist
 });
 
 test("ids are file-name safe, bounded and one-to-one on topics", () => {
-  const segment = fc.string({ unit: fc.constantFrom(..."ab.-_~:?%=\\\"'!$&@^`|<>{}[]()".split("")), minLength: 1, maxLength: 90 });
-  const topic = fc.array(segment, { minLength: 1, maxLength: 4 }).map((segments) => segments.join("/")).filter((name) => validateTopic(name) === null);
-  fc.assert(fc.property(fc.uniqueArray(fc.tuple(topic, fc.boolean()), { minLength: 1, maxLength: 20, selector: ([name, exact]) => `${name}${exact}` }), (entries) => {
-    const ids = entries.map(([name, exact]) => storeIdOf(name, exact));
-    for (const id of ids) {
-      expect(id).toMatch(/^[A-Za-z0-9._%+=~-]+$/);
-      expect(id.startsWith(".")).toBe(false);
-      expect(id.length).toBeLessThanOrEqual(SPLIT_STORE_ID_BYTES_MAX);
-    }
-    expect(new Set(ids).size).toBe(ids.length);
-  }), fcParams());
+  const segment = fc.string({
+    unit: fc.constantFrom(..."ab.-_~:?%=\\\"'!$&@^`|<>{}[]()".split("")),
+    minLength: 1,
+    maxLength: 90,
+  });
+  const topic = fc
+    .array(segment, { minLength: 1, maxLength: 4 })
+    .map((segments) => segments.join("/"))
+    .filter((name) => validateTopic(name) === null);
+  fc.assert(
+    fc.property(
+      fc.uniqueArray(fc.tuple(topic, fc.boolean()), {
+        minLength: 1,
+        maxLength: 20,
+        selector: ([name, exact]) => `${name}${exact}`,
+      }),
+      (entries) => {
+        const ids = entries.map(([name, exact]) => storeIdOf(name, exact));
+        for (const id of ids) {
+          expect(id).toMatch(/^[A-Za-z0-9._%+=~-]+$/);
+          expect(id.startsWith(".")).toBe(false);
+          expect(id.length).toBeLessThanOrEqual(SPLIT_STORE_ID_BYTES_MAX);
+        }
+        expect(new Set(ids).size).toBe(ids.length);
+      },
+    ),
+    fcParams(),
+  );
 });

@@ -38,12 +38,19 @@ export function storeIdOf(prefix: string, exact: boolean): string {
 }
 
 function isSafe(code: number): boolean {
-  return (code >= 0x30 && code <= 0x39) || (code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a)
-    || code === 0x2e || code === 0x5f || code === 0x2d;
+  return (
+    (code >= 0x30 && code <= 0x39) ||
+    (code >= 0x41 && code <= 0x5a) ||
+    (code >= 0x61 && code <= 0x7a) ||
+    code === 0x2e ||
+    code === 0x5f ||
+    code === 0x2d
+  );
 }
 
 function fnv1a32(text: string): number {
   let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  for (let i = 0; i < text.length; i++)
+    hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193) >>> 0;
   return hash >>> 0;
 }

@@ -100,7 +100,8 @@ export function buildTopicTree(table: VolumeTable): TopicTree {
   }
   const prefixCount = path.length;
   const hasChildren = new Uint8Array(prefixCount);
-  for (let node = 0; node < prefixCount; node++) if (parent[node] >= 0) hasChildren[parent[node]] = 1;
+  for (let node = 0; node < prefixCount; node++)
+    if (parent[node] >= 0) hasChildren[parent[node]] = 1;
   const leafOfTopic = new Int32Array(topicTotal);
   for (let topic = 0; topic < topicTotal; topic++) {
     const node = nodeOfTopic[topic];
@@ -130,22 +131,40 @@ export function buildTopicTree(table: VolumeTable): TopicTree {
   const roots: number[] = [];
   const names: string[] = [];
   for (let node = 0; node < nodeCount; node++) {
-    const isRoot = kind[node] === NODE_PREFIX
-      ? depth[node] === PARTITION_SEGMENTS || (depth[node] === 1 && topicOfNode[node] >= 0)
-      : depth[node] === 1;
+    const isRoot =
+      kind[node] === NODE_PREFIX
+        ? depth[node] === PARTITION_SEGMENTS || (depth[node] === 1 && topicOfNode[node] >= 0)
+        : depth[node] === 1;
     if (isRoot) {
       roots.push(node);
       names.push(path[node]);
     }
   }
   return {
-    table, nodeCount, parent: parentArray, depth: Uint8Array.from(depth), kind, path, topicOfNode, nodeOfTopic,
-    leafOfTopic, childStart, childCount, children, topicCount, bytes, partitionRoots: Int32Array.from(roots), partitionNames: names,
+    table,
+    nodeCount,
+    parent: parentArray,
+    depth: Uint8Array.from(depth),
+    kind,
+    path,
+    topicOfNode,
+    nodeOfTopic,
+    leafOfTopic,
+    childStart,
+    childCount,
+    children,
+    topicCount,
+    bytes,
+    partitionRoots: Int32Array.from(roots),
+    partitionNames: names,
   };
 }
 
 /** Children lists (CSR), each ordered by subtree bytes descending, ties by node id. */
-function childLists(parent: Int32Array, bytes: Float64Array): { childStart: Int32Array; childCount: Int32Array; children: Int32Array } {
+function childLists(
+  parent: Int32Array,
+  bytes: Float64Array,
+): { childStart: Int32Array; childCount: Int32Array; children: Int32Array } {
   const nodeCount = parent.length;
   const childCount = new Int32Array(nodeCount);
   for (let node = 0; node < nodeCount; node++) if (parent[node] >= 0) childCount[parent[node]]++;

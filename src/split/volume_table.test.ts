@@ -52,7 +52,9 @@ describe("parseVolumeTable", () => {
   });
 
   test("CRLF, a BOM, quoted fields and trailing newlines; sorted segment by segment", () => {
-    const result = parseVolumeTable('\uFEFFtopic,bytes,messages\r\na/b-x,3,1\r\n"a/b,""q""",2,1\r\na/b/c,1,1\r\na/b,4,2\r\n\r\n\n');
+    const result = parseVolumeTable(
+      '\uFEFFtopic,bytes,messages\r\na/b-x,3,1\r\n"a/b,""q""",2,1\r\na/b/c,1,1\r\na/b,4,2\r\n\r\n\n',
+    );
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.table.topics).toEqual(["a/b", "a/b/c", 'a/b,"q"', "a/b-x"]);
@@ -63,22 +65,32 @@ describe("parseVolumeTable", () => {
 
   test("every dataset parses", async () => {
     for (const name of ["orders-desk", "services-zipf", "iot-fleet", "even"]) {
-      const result = parseVolumeTable(await Bun.file(`${import.meta.dir}/../../../shared/datasets/${name}.csv`).text());
+      const result = parseVolumeTable(
+        await Bun.file(`${import.meta.dir}/../../../shared/datasets/${name}.csv`).text(),
+      );
       expect(result.ok ? result.table.topics.length : result.reason).toBeGreaterThan(40);
     }
   });
 
   test("CSV text of any rows, in any order, parses to the table of the rows", () => {
-    const quote = (field: string) => (/[",]/.test(field) ? `"${field.replaceAll('"', '""')}"` : field);
-    fc.assert(fc.property(rowsArb(), fc.boolean(), (rows, crlf) => {
-      const lines = ["topic,bytes,messages", ...rows.map((row) => `${quote(row.topic)},${row.bytes},${row.messages}`)];
-      const parsed = parseVolumeTable(lines.join(crlf ? "\r\n" : "\n"));
-      const built = volumeTableOf([...rows].reverse());
-      expect(parsed).toEqual(built);
-      if (!parsed.ok) return;
-      const keys = parsed.table.topics.map((topic) => topic.split("/"));
-      for (let i = 1; i < keys.length; i++) expect(compareSegments(keys[i - 1], keys[i])).toBeLessThan(0);
-    }), fcParams());
+    const quote = (field: string) =>
+      /[",]/.test(field) ? `"${field.replaceAll('"', '""')}"` : field;
+    fc.assert(
+      fc.property(rowsArb(), fc.boolean(), (rows, crlf) => {
+        const lines = [
+          "topic,bytes,messages",
+          ...rows.map((row) => `${quote(row.topic)},${row.bytes},${row.messages}`),
+        ];
+        const parsed = parseVolumeTable(lines.join(crlf ? "\r\n" : "\n"));
+        const built = volumeTableOf([...rows].reverse());
+        expect(parsed).toEqual(built);
+        if (!parsed.ok) return;
+        const keys = parsed.table.topics.map((topic) => topic.split("/"));
+        for (let i = 1; i < keys.length; i++)
+          expect(compareSegments(keys[i - 1], keys[i])).toBeLessThan(0);
+      }),
+      fcParams(),
+    );
   });
 });
 
@@ -90,6 +102,7 @@ describe("splitCsvLine", () => {
 });
 
 function compareSegments(a: string[], b: string[]): number {
-  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1;
+  for (let i = 0; i < Math.min(a.length, b.length); i++)
+    if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1;
   return a.length - b.length;
 }

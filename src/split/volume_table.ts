@@ -9,7 +9,11 @@
  * order; bytes and messages are safe non-negative integers; bytesTotal <= SPLIT_VOLUME_BYTES_MAX.
  * Bad input is an expected failure: a reason naming the line (or row) and what is wrong.
  */
-import { SPLIT_TOPICS_MAX, SPLIT_VOLUME_BYTES_MAX, SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
+import {
+  SPLIT_TOPICS_MAX,
+  SPLIT_VOLUME_BYTES_MAX,
+  SPLIT_VOLUMES_FILE_BYTES_MAX,
+} from "../constants.ts";
 import { validateTopic } from "../topic/mod.ts";
 
 /** Per-topic volumes, sorted segment by segment (every subtree a contiguous run). */
@@ -36,12 +40,16 @@ export const VOLUME_TABLE_HEADER = "topic,bytes,messages";
 /** Parses CSV text with the header `topic,bytes,messages`; the reason names the line at fault. */
 export function parseVolumeTable(text: string): VolumeTableResult {
   if (text.length > SPLIT_VOLUMES_FILE_BYTES_MAX) {
-    return fail(`the table is ${text.length} bytes, more than the limit of ${SPLIT_VOLUMES_FILE_BYTES_MAX}`);
+    return fail(
+      `the table is ${text.length} bytes, more than the limit of ${SPLIT_VOLUMES_FILE_BYTES_MAX}`,
+    );
   }
   const lines = text.split("\n");
   const header = stripLine(lines[0]).replace(/^\uFEFF/, "");
   if (header !== VOLUME_TABLE_HEADER) {
-    return fail(`line 1: header is ${JSON.stringify(header.slice(0, 80))}, expected "${VOLUME_TABLE_HEADER}"`);
+    return fail(
+      `line 1: header is ${JSON.stringify(header.slice(0, 80))}, expected "${VOLUME_TABLE_HEADER}"`,
+    );
   }
   const builder = new TableBuilder("line");
   for (let index = 1; index < lines.length; index++) {
@@ -59,9 +67,17 @@ export function parseVolumeTable(text: string): VolumeTableResult {
     } else {
       fields = splitCsvLine(line);
       if (typeof fields === "string") return fail(`line ${index + 1}: ${fields}`);
-      if (fields.length !== 3) return fail(`line ${index + 1}: ${fields.length} fields, expected 3 (topic,bytes,messages)`);
+      if (fields.length !== 3)
+        return fail(
+          `line ${index + 1}: ${fields.length} fields, expected 3 (topic,bytes,messages)`,
+        );
     }
-    const reason = builder.add(fields[0], parseWhole(fields[1], "bytes"), parseWhole(fields[2], "messages"), index + 1);
+    const reason = builder.add(
+      fields[0],
+      parseWhole(fields[1], "bytes"),
+      parseWhole(fields[2], "messages"),
+      index + 1,
+    );
     if (reason !== null) return fail(reason);
   }
   return builder.build();
@@ -72,7 +88,12 @@ export function volumeTableOf(rows: readonly VolumeRow[]): VolumeTableResult {
   const builder = new TableBuilder("row");
   for (let index = 0; index < rows.length; index++) {
     const { topic, bytes, messages } = rows[index];
-    const reason = builder.add(topic, checkWhole(bytes, "bytes"), checkWhole(messages, "messages"), index);
+    const reason = builder.add(
+      topic,
+      checkWhole(bytes, "bytes"),
+      checkWhole(messages, "messages"),
+      index,
+    );
     if (reason !== null) return fail(reason);
   }
   return builder.build();
@@ -99,12 +120,15 @@ class TableBuilder {
   add(topic: string, bytes: Whole, messages: Whole, position: number): string | null {
     const where = `${this.unit} ${position}`;
     const invalid = validateTopic(topic);
-    if (invalid !== null) return `${where}: invalid topic ${JSON.stringify(topic.slice(0, 300))}: ${invalid}`;
+    if (invalid !== null)
+      return `${where}: invalid topic ${JSON.stringify(topic.slice(0, 300))}: ${invalid}`;
     if (typeof bytes !== "number") return `${where}: ${bytes.reason}`;
     if (typeof messages !== "number") return `${where}: ${messages.reason}`;
-    if (this.topics.length === SPLIT_TOPICS_MAX) return `${where}: more than the limit of ${SPLIT_TOPICS_MAX} topics`;
+    if (this.topics.length === SPLIT_TOPICS_MAX)
+      return `${where}: more than the limit of ${SPLIT_TOPICS_MAX} topics`;
     this.bytesTotal += bytes;
-    if (this.bytesTotal > SPLIT_VOLUME_BYTES_MAX) return `${where}: the table's bytes pass the limit of ${SPLIT_VOLUME_BYTES_MAX}`;
+    if (this.bytesTotal > SPLIT_VOLUME_BYTES_MAX)
+      return `${where}: the table's bytes pass the limit of ${SPLIT_VOLUME_BYTES_MAX}`;
     this.topics.push(topic);
     this.bytes.push(bytes);
     this.messages.push(messages);
@@ -121,11 +145,17 @@ class TableBuilder {
     order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
     let duplicate = -1;
     for (let rank = 1; rank < count; rank++) {
-      if (keys[order[rank]] === keys[order[rank - 1]] && (duplicate < 0 || order[rank] < order[duplicate])) duplicate = rank;
+      if (
+        keys[order[rank]] === keys[order[rank - 1]] &&
+        (duplicate < 0 || order[rank] < order[duplicate])
+      )
+        duplicate = rank;
     }
     if (duplicate >= 0) {
       const [first, again] = [order[duplicate - 1], order[duplicate]];
-      return fail(`${this.unit} ${this.positions[again]}: duplicate topic "${this.topics[again]}" (first on ${this.unit} ${this.positions[first]})`);
+      return fail(
+        `${this.unit} ${this.positions[again]}: duplicate topic "${this.topics[again]}" (first on ${this.unit} ${this.positions[first]})`,
+      );
     }
     const bytes = new Float64Array(count);
     const messages = new Float64Array(count);
@@ -146,7 +176,8 @@ function parseWhole(text: string, column: string): Whole {
   let value = 0;
   for (let i = 0; i < text.length; i++) {
     const digit = text.charCodeAt(i) - 0x30;
-    if (digit < 0 || digit > 9 || i === 16) return { reason: `${column} ${JSON.stringify(text.slice(0, 40))} is not a whole number` };
+    if (digit < 0 || digit > 9 || i === 16)
+      return { reason: `${column} ${JSON.stringify(text.slice(0, 40))} is not a whole number` };
     value = value * 10 + digit; // at most 16 digits: below 2^64, exact until checkWhole's 2^53 test
   }
   if (text.length === 0) return { reason: `${column} "" is not a whole number` };
@@ -154,8 +185,10 @@ function parseWhole(text: string, column: string): Whole {
 }
 
 function checkWhole(value: number, column: string): Whole {
-  if (!Number.isSafeInteger(value) || value < 0) return { reason: `${column} ${value} is not a whole number` };
-  if (value > SPLIT_VOLUME_BYTES_MAX) return { reason: `${column} ${value} is more than the limit of ${SPLIT_VOLUME_BYTES_MAX}` };
+  if (!Number.isSafeInteger(value) || value < 0)
+    return { reason: `${column} ${value} is not a whole number` };
+  if (value > SPLIT_VOLUME_BYTES_MAX)
+    return { reason: `${column} ${value} is more than the limit of ${SPLIT_VOLUME_BYTES_MAX}` };
   return value;
 }
 
@@ -181,7 +214,8 @@ export function splitCsvLine(line: string): string[] | string {
       }
       fields.push(value);
       if (at === line.length) return fields;
-      if (line.charCodeAt(at) !== 0x2c) return `unexpected character after a quoted field at column ${at + 1}`;
+      if (line.charCodeAt(at) !== 0x2c)
+        return `unexpected character after a quoted field at column ${at + 1}`;
       at++;
       continue;
     }

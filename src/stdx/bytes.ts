@@ -10,7 +10,13 @@
 export const COPY_LOOP_BYTES_MAX = 96;
 
 /** Copies src[start, start + length) to dst at `at`. */
-export function copyBytes(dst: Uint8Array, at: number, src: Uint8Array, start: number, length: number): void {
+export function copyBytes(
+  dst: Uint8Array,
+  at: number,
+  src: Uint8Array,
+  start: number,
+  length: number,
+): void {
   if (length > COPY_LOOP_BYTES_MAX) {
     dst.set(start === 0 && length === src.length ? src : src.subarray(start, start + length), at);
     return;
@@ -38,7 +44,15 @@ export const COPY_VIEWS_BYTES_MAX = 128;
  * on both sides, so the bytes are the same on any host); a long one goes to copyBytes, which
  * builds no view of a whole array (nor does `sources`, asked only for short ranges).
  */
-export function copyBytesViews(dst: Uint8Array, dstView: DataView, at: number, src: Uint8Array, sources: ViewCache, start: number, length: number): void {
+export function copyBytesViews(
+  dst: Uint8Array,
+  dstView: DataView,
+  at: number,
+  src: Uint8Array,
+  sources: ViewCache,
+  start: number,
+  length: number,
+): void {
   if (length > COPY_VIEWS_BYTES_MAX) {
     copyBytes(dst, at, src, start, length);
     return;

@@ -8,7 +8,11 @@
  * failure stops only the worker it happened in; the others finish the list. Returns once every
  * task settled, throwing the first failure (no task is left running).
  */
-export async function forEachConcurrently(count: number, limit: number, task: (i: number) => Promise<void>): Promise<void> {
+export async function forEachConcurrently(
+  count: number,
+  limit: number,
+  task: (i: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < count) await task(next++);

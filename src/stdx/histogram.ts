@@ -12,7 +12,8 @@ export class Histogram {
   count = 0;
 
   constructor(readonly bounds: readonly number[]) {
-    for (let i = 1; i < bounds.length; i++) assert(bounds[i] > bounds[i - 1], "Histogram: bounds increase");
+    for (let i = 1; i < bounds.length; i++)
+      assert(bounds[i] > bounds[i - 1], "Histogram: bounds increase");
     this.counts = new Float64Array(bounds.length + 1);
   }
 

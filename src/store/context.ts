@@ -66,7 +66,8 @@ export type StoreOptions = {
 };
 
 /** StoreOptions with every default filled in. */
-export type ResolvedOptions = Required<Omit<StoreOptions, "schedule">> & Pick<StoreOptions, "schedule">;
+export type ResolvedOptions = Required<Omit<StoreOptions, "schedule">> &
+  Pick<StoreOptions, "schedule">;
 
 /**
  * Journals roll before this many bytes (journalBytesMax may not pass half of it; a roll may
@@ -77,7 +78,10 @@ export const JOURNAL_POSITION_LIMIT = 2 ** 31;
 
 /** Fills in the defaults of `options`. */
 export function resolveOptions(options: StoreOptions): ResolvedOptions {
-  assert(options.journalBytesMax === undefined || options.journalBytesMax <= JOURNAL_POSITION_LIMIT / 2, "store: journalBytesMax at most 1 GiB");
+  assert(
+    options.journalBytesMax === undefined || options.journalBytesMax <= JOURNAL_POSITION_LIMIT / 2,
+    "store: journalBytesMax at most 1 GiB",
+  );
   return {
     fsync: options.fsync ?? "always",
     fsyncIntervalMs: options.fsyncIntervalMs ?? FSYNC_INTERVAL_MS_DEFAULT,
@@ -139,7 +143,11 @@ export class StoreContext {
   spareJournals: { path: string; bytes: number }[] = [];
   /** Number of the next spare file's name. */
   nextSpareId = 1;
-  manifest: { file: DiskFile | null; bytes: number; records: number } = { file: null, bytes: 0, records: 0 };
+  manifest: { file: DiskFile | null; bytes: number; records: number } = {
+    file: null,
+    bytes: 0,
+    records: 0,
+  };
   nextSegmentId = 1;
   nextSeq = 1;
   writtenSeq = 0;
@@ -257,7 +265,8 @@ export class StoreContext {
 
   /** `file` came into force (a close, recovery): its pack, if any, counts one more segment. */
   holdFiles(file: SegmentMeta | SubtreeStoreMeta): void {
-    if (!isStore(file) && file.pack !== undefined) this.packSegments.set(file.pack.pack, (this.packSegments.get(file.pack.pack) ?? 0) + 1);
+    if (!isStore(file) && file.pack !== undefined)
+      this.packSegments.set(file.pack.pack, (this.packSegments.get(file.pack.pack) ?? 0) + 1);
   }
 
   /**

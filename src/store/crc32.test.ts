@@ -8,7 +8,9 @@ describe("crc32", () => {
     const enc = new TextEncoder();
     expect(crc32(new Uint8Array(0))).toBe(0);
     expect(crc32(enc.encode("123456789")).toString(16)).toBe("cbf43926");
-    expect(crc32(enc.encode("The quick brown fox jumps over the lazy dog")).toString(16)).toBe("414fa339");
+    expect(crc32(enc.encode("The quick brown fox jumps over the lazy dog")).toString(16)).toBe(
+      "414fa339",
+    );
     expect(crc32(new Uint8Array(32)).toString(16)).toBe("190a55ad");
   });
 
@@ -33,7 +35,9 @@ describe("crc32", () => {
         const shifted = new Uint8Array(bytes.length + 3).subarray(3);
         shifted.set(bytes);
         const view = new DataView(shifted.buffer, shifted.byteOffset, shifted.length);
-        expect(crc32Range(shifted, start, end, native, view)).toBe(crc32(bytes.subarray(start, end)));
+        expect(crc32Range(shifted, start, end, native, view)).toBe(
+          crc32(bytes.subarray(start, end)),
+        );
       }),
       fcParams(),
     );
@@ -55,15 +59,30 @@ describe("crc32", () => {
   test("crc32RangeThen equals crc32 of the range followed by the tail, short and long tails alike", () => {
     const native = (bytes: Uint8Array, seed?: number) => Bun.hash.crc32(bytes, seed) >>> 0;
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 200 }), fc.nat(200), fc.nat(200), fc.uint8Array({ maxLength: 400 }), (bytes, a, b, tail) => {
-        const start = Math.min(a, b, bytes.length);
-        const end = Math.min(Math.max(a, b), bytes.length);
-        const joined = new Uint8Array(end - start + tail.length);
-        joined.set(bytes.subarray(start, end));
-        joined.set(tail, end - start);
-        expect(crc32RangeThen(bytes, start, end, tail, native)).toBe(crc32(joined));
-        expect(crc32RangeThen(bytes, start, end, tail, native, new DataView(bytes.buffer, bytes.byteOffset, bytes.length))).toBe(crc32(joined));
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 200 }),
+        fc.nat(200),
+        fc.nat(200),
+        fc.uint8Array({ maxLength: 400 }),
+        (bytes, a, b, tail) => {
+          const start = Math.min(a, b, bytes.length);
+          const end = Math.min(Math.max(a, b), bytes.length);
+          const joined = new Uint8Array(end - start + tail.length);
+          joined.set(bytes.subarray(start, end));
+          joined.set(tail, end - start);
+          expect(crc32RangeThen(bytes, start, end, tail, native)).toBe(crc32(joined));
+          expect(
+            crc32RangeThen(
+              bytes,
+              start,
+              end,
+              tail,
+              native,
+              new DataView(bytes.buffer, bytes.byteOffset, bytes.length),
+            ),
+          ).toBe(crc32(joined));
+        },
+      ),
       fcParams(),
     );
   });

@@ -23,7 +23,15 @@
  * taken to its end is rewound (the lane set back to its first record not taken) before anything
  * else asks the lane.
  */
-import { RECORD_PAYLOAD_BYTES_OFFSET, RECORD_TOPIC_BYTES_OFFSET, RECORD_TOPIC_OFFSET, type StoredMessage, checkRecordLength, recordSeq, recordTime } from "./record.ts";
+import {
+  RECORD_PAYLOAD_BYTES_OFFSET,
+  RECORD_TOPIC_BYTES_OFFSET,
+  RECORD_TOPIC_OFFSET,
+  type StoredMessage,
+  checkRecordLength,
+  recordSeq,
+  recordTime,
+} from "./record.ts";
 
 const EMPTY = new Uint8Array(0);
 
@@ -99,13 +107,17 @@ export class RecordTable {
     let count = first;
     let at = start;
     let seq = -1;
-    const topicBytes = end - at >= RECORD_TOPIC_OFFSET ? view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true) : 0;
+    const topicBytes =
+      end - at >= RECORD_TOPIC_OFFSET ? view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true) : 0;
     while (at < end) {
       const length = checkRecordLength(view, at, end);
-      if (length <= 0 || view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true) !== topicBytes) return -1;
+      if (length <= 0 || view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true) !== topicBytes)
+        return -1;
       const next = recordSeq(view, at);
       if (next <= seq) return -1;
-      for (let i = 0; i < topicBytes; i++) if (bytes[at + RECORD_TOPIC_OFFSET + i] !== bytes[start + RECORD_TOPIC_OFFSET + i]) return -1;
+      for (let i = 0; i < topicBytes; i++)
+        if (bytes[at + RECORD_TOPIC_OFFSET + i] !== bytes[start + RECORD_TOPIC_OFFSET + i])
+          return -1;
       if (count === this.seqs.length) this.grow();
       this.seqs[count] = next;
       this.times[count] = recordTime(view, at);
@@ -200,7 +212,12 @@ export class DecodedRuns {
     const length = table.payloadBytes[i];
     this.lastBytes = length + topicBytes;
     if (into === null) {
-      return { seq: asSeq(table.seqs[i]), timeUs: table.times[i], topic: this.topics[source], payload: table.bytes.slice(start, start + length) };
+      return {
+        seq: asSeq(table.seqs[i]),
+        timeUs: table.times[i],
+        topic: this.topics[source],
+        payload: table.bytes.slice(start, start + length),
+      };
     }
     into.seq = asSeq(table.seqs[i]);
     into.timeUs = table.times[i];

@@ -93,7 +93,11 @@ export function dirOf(path: string): string {
 }
 
 /** Reads until `into` is full or the file ends; the count read. */
-export async function readFully(file: DiskFile, position: number, into: Uint8Array): Promise<number> {
+export async function readFully(
+  file: DiskFile,
+  position: number,
+  into: Uint8Array,
+): Promise<number> {
   let filled = 0;
   while (filled < into.length) {
     const read = await file.read(position + filled, into.subarray(filled));

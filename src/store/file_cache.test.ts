@@ -17,7 +17,12 @@ describe("FileCache", () => {
       open: async (path, mode, hints) => {
         opens.push(hints);
         const opened = await inner.open(path, mode);
-        return { ...opened, path: opened.path, read: (p, into) => opened.read(p, into), close: () => (closes++, opened.close()) };
+        return {
+          ...opened,
+          path: opened.path,
+          read: (p, into) => opened.read(p, into),
+          close: () => (closes++, opened.close()),
+        };
       },
     };
     const cache = new FileCache(disk, 4);

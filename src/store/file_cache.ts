@@ -34,7 +34,11 @@ export class FileCache {
    * Runs `use` with `path` open for reading and writing, opening it when not cached. With
    * `random`, on a handle of its own opened with that hint (a path has at most two open).
    */
-  async with<T>(path: string, use: (file: DiskFile) => Promise<T> | T, hints?: OpenHints): Promise<T> {
+  async with<T>(
+    path: string,
+    use: (file: DiskFile) => Promise<T> | T,
+    hints?: OpenHints,
+  ): Promise<T> {
     path = this.aliases.get(path) ?? path;
     const key = hints?.random === true ? randomKey(path) : path;
     let entry = this.entries.get(key);
@@ -79,7 +83,8 @@ export class FileCache {
 
   /** Closes `path` if open, both handles (before it is removed or renamed over). */
   async drop(path: string): Promise<void> {
-    for (const [from, to] of this.aliases) if (from === path || to === path) this.aliases.delete(from);
+    for (const [from, to] of this.aliases)
+      if (from === path || to === path) this.aliases.delete(from);
     for (const key of [path, randomKey(path)]) {
       const entry = this.entries.get(key);
       if (entry === undefined) continue;

@@ -35,7 +35,13 @@ const VERSION = 1;
 export const FILE_HEADER_FIXED_BYTES = 36;
 
 /** The fields of a file header. */
-export type FileHeader = { kind: FileKind; id: number; firstSeq: number; name: string; bytes: number };
+export type FileHeader = {
+  kind: FileKind;
+  id: number;
+  firstSeq: number;
+  name: string;
+  bytes: number;
+};
 
 /** The u32 a `kind` file (or pack image) starts with. */
 export function fileMagic(kind: FileKind): number {
@@ -43,7 +49,12 @@ export function fileMagic(kind: FileKind): number {
 }
 
 function magicOf(text: string): number {
-  return text.charCodeAt(0) | (text.charCodeAt(1) << 8) | (text.charCodeAt(2) << 16) | (text.charCodeAt(3) << 24);
+  return (
+    text.charCodeAt(0) |
+    (text.charCodeAt(1) << 8) |
+    (text.charCodeAt(2) << 16) |
+    (text.charCodeAt(3) << 24)
+  );
 }
 
 /** Encodes a header; its length is FILE_HEADER_FIXED_BYTES + name length. */
@@ -58,22 +69,33 @@ export function encodeFileHeader(header: Omit<FileHeader, "bytes">, crc32: Crc32
   setU64(view, 16, header.id);
   setU64(view, 24, header.firstSeq);
   view.setUint16(32, header.name.length, true);
-  for (let i = 0; i < header.name.length; i++) bytes[FILE_HEADER_FIXED_BYTES + i] = header.name.charCodeAt(i);
+  for (let i = 0; i < header.name.length; i++)
+    bytes[FILE_HEADER_FIXED_BYTES + i] = header.name.charCodeAt(i);
   view.setUint32(8, crc32(bytes.subarray(12)), true);
   return bytes;
 }
 
 /** Decodes the header of a `kind` file from its first bytes: the header, or why it is invalid. */
-export function decodeFileHeader(bytes: Uint8Array, kind: FileKind, crc32: Crc32): FileHeader | string {
-  if (bytes.length < FILE_HEADER_FIXED_BYTES) return `file header cut short (${bytes.length} bytes)`;
+export function decodeFileHeader(
+  bytes: Uint8Array,
+  kind: FileKind,
+  crc32: Crc32,
+): FileHeader | string {
+  if (bytes.length < FILE_HEADER_FIXED_BYTES)
+    return `file header cut short (${bytes.length} bytes)`;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   if (view.getUint32(0, true) !== MAGIC[kind]) return `not a ${kind} file (bad magic)`;
-  if (view.getUint16(4, true) !== VERSION) return `unknown ${kind} format version ${view.getUint16(4, true)}`;
+  if (view.getUint16(4, true) !== VERSION)
+    return `unknown ${kind} format version ${view.getUint16(4, true)}`;
   const total = view.getUint16(6, true);
   const nameBytes = view.getUint16(32, true);
   if (total !== FILE_HEADER_FIXED_BYTES + nameBytes) return "file header length mismatch";
   if (bytes.length < total) return `file header cut short (${bytes.length} of ${total} bytes)`;
-  if (view.getUint32(8, true) !== crc32(bytes.subarray(12, total))) return "file header checksum mismatch";
-  const name = String.fromCharCode.apply(null, bytes.subarray(FILE_HEADER_FIXED_BYTES, total) as unknown as number[]);
+  if (view.getUint32(8, true) !== crc32(bytes.subarray(12, total)))
+    return "file header checksum mismatch";
+  const name = String.fromCharCode.apply(
+    null,
+    bytes.subarray(FILE_HEADER_FIXED_BYTES, total) as unknown as number[],
+  );
   return { kind, id: getU64(view, 16), firstSeq: getU64(view, 24), name, bytes: total };
 }

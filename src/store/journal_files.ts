@@ -44,8 +44,20 @@ export function keepsSpares(context: StoreContext): boolean {
  * Creates the file of journal generation `gen` starting at `firstSeq`, durably (header,
  * directory entry), from a spare when there is one and `recycle` allows.
  */
-export async function createJournalFile(context: StoreContext, gen: number, firstSeq: number, recycle = true): Promise<void> {
-  const recycled = await writeJournalHeader(context, journalPath(gen), gen, firstSeq, recycle, true);
+export async function createJournalFile(
+  context: StoreContext,
+  gen: number,
+  firstSeq: number,
+  recycle = true,
+): Promise<void> {
+  const recycled = await writeJournalHeader(
+    context,
+    journalPath(gen),
+    gen,
+    firstSeq,
+    recycle,
+    true,
+  );
   if (!recycled) await context.disk.syncDir(JOURNAL_DIR);
 }
 
@@ -56,7 +68,11 @@ export async function createJournalFile(context: StoreContext, gen: number, firs
  * staged file unless its records continue the newest journal's, so a crash before the promotion
  * loses only records no `always` commit was waiting on (docs/storage.md, journal rolls).
  */
-export async function stageJournalFile(context: StoreContext, gen: number, firstSeq: number): Promise<void> {
+export async function stageJournalFile(
+  context: StoreContext,
+  gen: number,
+  firstSeq: number,
+): Promise<void> {
   await writeJournalHeader(context, stagedPath(gen), gen, firstSeq, true, false);
 }
 
@@ -66,7 +82,11 @@ export async function stageJournalFile(context: StoreContext, gen: number, first
  * entry. So a `.wal` newer than another always follows a whole, durable journal: only the newest
  * can have a torn tail.
  */
-export async function promoteJournalFile(context: StoreContext, previous: JournalInfo, info: JournalInfo): Promise<void> {
+export async function promoteJournalFile(
+  context: StoreContext,
+  previous: JournalInfo,
+  info: JournalInfo,
+): Promise<void> {
   await sealJournalFile(context, previous);
   const path = journalPath(info.gen);
   await context.files.with(info.path, async (file) => {
@@ -83,11 +103,23 @@ export async function promoteJournalFile(context: StoreContext, previous: Journa
 }
 
 /** Writes generation `gen`'s header at `path` (a spare renamed there, or a new file); whether a spare was taken. */
-async function writeJournalHeader(context: StoreContext, path: string, gen: number, firstSeq: number, recycle: boolean, durable: boolean): Promise<boolean> {
+async function writeJournalHeader(
+  context: StoreContext,
+  path: string,
+  gen: number,
+  firstSeq: number,
+  recycle: boolean,
+  durable: boolean,
+): Promise<boolean> {
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
   const spare = recycle ? context.spareJournals.pop() : undefined;
   // A spare that went missing (removed by hand, say) only means a new file.
-  const recycled = spare !== undefined && (await context.disk.rename(spare.path, path).then(() => true, () => false));
+  const recycled =
+    spare !== undefined &&
+    (await context.disk.rename(spare.path, path).then(
+      () => true,
+      () => false,
+    ));
   if (recycled) {
     // Every older name of the file (the journal it was, the spare) must be gone for good before
     // its bytes change: else a crash can leave an old journal's name on this generation's header
@@ -121,7 +153,11 @@ export async function sealJournalFile(context: StoreContext, info: JournalInfo):
  */
 export async function retireJournalFile(context: StoreContext, info: JournalInfo): Promise<void> {
   await context.files.drop(info.path);
-  if (keepsSpares(context) && context.spareJournals.length < JOURNAL_SPARES_MAX && info.bytes >= context.options.journalBytesMax / 2) {
+  if (
+    keepsSpares(context) &&
+    context.spareJournals.length < JOURNAL_SPARES_MAX &&
+    info.bytes >= context.options.journalBytesMax / 2
+  ) {
     const spare = sparePath(context.nextSpareId++);
     await context.disk.rename(info.path, spare);
     context.spareJournals.push({ path: spare, bytes: info.bytes });

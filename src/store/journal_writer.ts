@@ -15,7 +15,11 @@
  * Invariants: chunks are in seq order and contiguous within a generation; committedSeq only
  * grows; after a write or fsync failure the store is failed: waiters reject, appends throw.
  */
-import { JOURNAL_FLUSH_BYTES_MAX, JOURNAL_SPARE_BYTES_MAX, JOURNAL_WRITE_NOW_BYTES_MAX } from "../constants.ts";
+import {
+  JOURNAL_FLUSH_BYTES_MAX,
+  JOURNAL_SPARE_BYTES_MAX,
+  JOURNAL_WRITE_NOW_BYTES_MAX,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
@@ -30,7 +34,14 @@ const CHUNK_BYTES_INITIAL = 64 * 1024;
 /** The page a write should end on (see writeChunk). */
 const PAGE_BYTES = 4096;
 
-type Chunk = { gen: number; position: number; bytes: Uint8Array; view: DataView; length: number; lastSeq: number };
+type Chunk = {
+  gen: number;
+  position: number;
+  bytes: Uint8Array;
+  view: DataView;
+  length: number;
+  lastSeq: number;
+};
 type Waiter = { seq: number; resolve: () => void; reject: (error: Error) => void };
 
 /** Buffers appends and writes them to the journal with group commit. */
@@ -70,21 +81,50 @@ export class JournalWriter {
   }
 
   /** Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes); `seq` must be the store's next seq. */
-  append(seq: number, timeUs: number, topic: string, source: Uint8Array, payloadStart: number, payloadBytes: number): void {
+  append(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    source: Uint8Array,
+    payloadStart: number,
+    payloadBytes: number,
+  ): void {
     const context = this.context;
     if (context.failure !== null) throw context.failure;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
     assert(seq === context.nextSeq, "journal_writer: seqs must be contiguous and increasing");
     const length = recordBytes(topic.length, payloadBytes);
     let journal = this.active();
-    if (this.plannedBytes + length > context.options.journalBytesMax && this.plannedBytes > FILE_HEADER_FIXED_BYTES) {
-      journal = { gen: journal.gen + 1, path: journalPath(journal.gen + 1), firstSeq: seq, bytes: FILE_HEADER_FIXED_BYTES, pendingRecords: 0, created: false };
+    if (
+      this.plannedBytes + length > context.options.journalBytesMax &&
+      this.plannedBytes > FILE_HEADER_FIXED_BYTES
+    ) {
+      journal = {
+        gen: journal.gen + 1,
+        path: journalPath(journal.gen + 1),
+        firstSeq: seq,
+        bytes: FILE_HEADER_FIXED_BYTES,
+        pendingRecords: 0,
+        created: false,
+      };
       context.journals.push(journal);
       this.plannedBytes = FILE_HEADER_FIXED_BYTES;
     }
     const chunk = this.chunkFor(journal.gen, length);
     const position = this.plannedBytes;
-    encodeRecord(chunk.bytes, chunk.view, chunk.length, seq, timeUs, topic, source, this.sources, payloadStart, payloadBytes, context.crc32);
+    encodeRecord(
+      chunk.bytes,
+      chunk.view,
+      chunk.length,
+      seq,
+      timeUs,
+      topic,
+      source,
+      this.sources,
+      payloadStart,
+      payloadBytes,
+      context.crc32,
+    );
     chunk.length += length;
     chunk.lastSeq = seq;
     this.plannedBytes += length;
@@ -155,7 +195,8 @@ export class JournalWriter {
 
   private chunkFor(gen: number, length: number): Chunk {
     const last = this.chunks[this.chunks.length - 1];
-    if (last !== undefined && last.gen === gen && last.length + length <= last.bytes.length) return last;
+    if (last !== undefined && last.gen === gen && last.length + length <= last.bytes.length)
+      return last;
     // A full chunk is not grown (fresh memory and a copy of it): the next one follows it, a spare
     // if one holds the record, else a fresh one twice the size of the previous fresh one (up to a
     // whole flush), so a burst soon writes in large chunks and the spares then carry it.
@@ -176,7 +217,8 @@ export class JournalWriter {
   private takeSpare(length: number): Chunk | undefined {
     const spare = this.spare;
     let best = -1;
-    for (let i = 0; i < spare.length; i++) if (best < 0 || spare[i].bytes.length > spare[best].bytes.length) best = i;
+    for (let i = 0; i < spare.length; i++)
+      if (best < 0 || spare[i].bytes.length > spare[best].bytes.length) best = i;
     if (best < 0 || spare[best].bytes.length < length) return undefined;
     const chunk = spare[best];
     spare[best] = spare[spare.length - 1];
@@ -294,7 +336,10 @@ export class JournalWriter {
     const context = this.context;
     if (context.failure === null) {
       const reason = error instanceof Error ? error.message : String(error);
-      context.failure = new StoreError("ARIA_ERR_STORE_FAILED", `The store stopped after a journal write or fsync failed: ${reason}`);
+      context.failure = new StoreError(
+        "ARIA_ERR_STORE_FAILED",
+        `The store stopped after a journal write or fsync failed: ${reason}`,
+      );
     }
     for (const waiter of this.waiters) waiter.reject(context.failure);
     this.waiters = [];
@@ -315,9 +360,13 @@ function writeChunk(file: DiskFile, chunk: Chunk): Promise<void> | void {
   // that page from the disk when it is not cached, ~50 µs per group commit; a whole page is not
   // read. The next write starts inside that page, cached now. Recovery cuts zeros after the last
   // record as a torn tail; a seal truncates them.
-  const padded = Math.min(chunk.bytes.length, Math.ceil((chunk.position + chunk.length) / PAGE_BYTES) * PAGE_BYTES - chunk.position);
+  const padded = Math.min(
+    chunk.bytes.length,
+    Math.ceil((chunk.position + chunk.length) / PAGE_BYTES) * PAGE_BYTES - chunk.position,
+  );
   if (padded > chunk.length) chunk.bytes.fill(0, chunk.length, padded);
   const bytes = chunk.bytes.subarray(0, padded);
-  if (file.writeNow === undefined || bytes.length > JOURNAL_WRITE_NOW_BYTES_MAX) return file.write(chunk.position, bytes);
+  if (file.writeNow === undefined || bytes.length > JOURNAL_WRITE_NOW_BYTES_MAX)
+    return file.write(chunk.position, bytes);
   file.writeNow(chunk.position, bytes);
 }

@@ -15,19 +15,29 @@ import { Store, type SplitSummary, type StoreOptions } from "./mod.ts";
 import type { PlanMetrics } from "../split/mod.ts";
 import type { StoreContext } from "./context.ts";
 
-const OPTIONS: StoreOptions = { segmentBytesMax: 2048, indexIntervalBytes: 128, segmentAgeUsMax: 1e15 };
+const OPTIONS: StoreOptions = {
+  segmentBytesMax: 2048,
+  indexIntervalBytes: 128,
+  segmentAgeUsMax: 1e15,
+};
 const TOPICS = ["app/orders/new", "app/orders/paid", "app/users/eu", "ops/logs"];
 const FINISHED_US = 1_700_000_000_000_000;
 
 async function filledStore(disk: SimDisk): Promise<Store> {
   const { store } = await Store.open(disk, OPTIONS);
-  for (let seq = 1; seq <= 200; seq++) store.append(seq, seq, TOPICS[seq % TOPICS.length], new Uint8Array(20 + (seq % 7)));
+  for (let seq = 1; seq <= 200; seq++)
+    store.append(seq, seq, TOPICS[seq % TOPICS.length], new Uint8Array(20 + (seq % 7)));
   await store.seal();
   return store;
 }
 
 async function split(store: Store, disk: SimDisk, nowUs?: () => number) {
-  return executeSplit(storeHost(store), inProcessRunner(disk, { crc32 }), disk, { plan: { algorithm: "heuristic" }, workers: 1, intervalBytes: 128, nowUs });
+  return executeSplit(storeHost(store), inProcessRunner(disk, { crc32 }), disk, {
+    plan: { algorithm: "heuristic" },
+    workers: 1,
+    intervalBytes: 128,
+    nowUs,
+  });
 }
 
 function contextOf(store: Store): StoreContext {
@@ -50,7 +60,11 @@ test("a split's switch records it; a reopen, a rewrite of the manifest and reten
     finishedUs: FINISHED_US,
     durationUs: 1_250_000,
     algorithm: "heuristic",
-    plan: { stores: after.stores, wastedBytesTotal: after.wastedBytesTotal, worstRatio: after.worstRatio.ratio },
+    plan: {
+      stores: after.stores,
+      wastedBytesTotal: after.wastedBytesTotal,
+      worstRatio: after.worstRatio.ratio,
+    },
   };
   expect(store.lastSplit()).toEqual(recorded);
   await store.close();
@@ -74,13 +88,29 @@ test("without a SPLIT record (an earlier build's split, a rebuilt manifest) the 
   const store = await filledStore(disk);
   // The switch as an earlier build asked for it: stores alone.
   const host = storeHost(store);
-  await executeSplit({ ...host, switchLayout: (swap) => host.switchLayout({ removed: swap.removed, added: swap.added }) }, inProcessRunner(disk, { crc32 }), disk, {
-    plan: { algorithm: "heuristic" },
-    workers: 1,
-    intervalBytes: 128,
-  });
+  await executeSplit(
+    {
+      ...host,
+      switchLayout: (swap) => host.switchLayout({ removed: swap.removed, added: swap.added }),
+    },
+    inProcessRunner(disk, { crc32 }),
+    disk,
+    {
+      plan: { algorithm: "heuristic" },
+      workers: 1,
+      intervalBytes: 128,
+    },
+  );
   const stores = store.layout().flatMap((layout) => layout.stores);
-  const told: SplitSummary = { generation: stores[0].generation, storesWritten: stores.length, storeBytes: stores.reduce((sum, s) => sum + s.bytes, 0), finishedUs: null, durationUs: null, algorithm: null, plan: null };
+  const told: SplitSummary = {
+    generation: stores[0].generation,
+    storesWritten: stores.length,
+    storeBytes: stores.reduce((sum, s) => sum + s.bytes, 0),
+    finishedUs: null,
+    durationUs: null,
+    algorithm: null,
+    plan: null,
+  };
   expect(store.lastSplit()).toEqual(told);
   await store.close();
   await disk.remove(MANIFEST_PATH);

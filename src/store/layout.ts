@@ -86,7 +86,15 @@ export const packPath = kept((id) => `${SEGMENT_DIR}/${hex16(id)}${PACK_SUFFIX}`
 
 /** The kinds of file a name can say. */
 export type FileNameKind = "journal" | "staged" | "spare" | "segment" | "index" | "store" | "pack";
-const FILE_NAME_KINDS: Record<string, FileNameKind> = { wal: "journal", next: "staged", spare: "spare", seg: "segment", idx: "index", sto: "store", pak: "pack" };
+const FILE_NAME_KINDS: Record<string, FileNameKind> = {
+  wal: "journal",
+  next: "staged",
+  spare: "spare",
+  seg: "segment",
+  idx: "index",
+  sto: "store",
+  pak: "pack",
+};
 
 /** Parses a file name of the journal or segment directory: its kind and number, or null. */
 export function parseFileName(name: string): { kind: FileNameKind; n: number } | null {
@@ -96,7 +104,12 @@ export function parseFileName(name: string): { kind: FileNameKind; n: number } |
 }
 
 /** Stable codes of expected store failures. */
-export type StoreErrorCode = "ARIA_ERR_STORE_CORRUPT" | "ARIA_ERR_STORE_IO" | "ARIA_ERR_STORE_CLOSED" | "ARIA_ERR_STORE_FAILED" | "ARIA_ERR_STORE_FORMAT";
+export type StoreErrorCode =
+  | "ARIA_ERR_STORE_CORRUPT"
+  | "ARIA_ERR_STORE_IO"
+  | "ARIA_ERR_STORE_CLOSED"
+  | "ARIA_ERR_STORE_FAILED"
+  | "ARIA_ERR_STORE_FORMAT";
 
 /** An expected store failure: corrupt data (with file and offset), an I/O error, a closed store. */
 export class StoreError extends Error {

@@ -44,12 +44,15 @@ export type ManifestState = {
 };
 
 /** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
-export type ManifestLoad = { ok: true; state: ManifestState; bytes: number; cutBytes: number } | { ok: false; exists: boolean; offset: number; problem: string };
+export type ManifestLoad =
+  | { ok: true; state: ManifestState; bytes: number; cutBytes: number }
+  | { ok: false; exists: boolean; offset: number; problem: string };
 
 /** Reads and replays MANIFEST. */
 export async function loadManifest(context: StoreContext): Promise<ManifestLoad> {
   const names = await context.disk.list("");
-  if (!names.includes(MANIFEST_PATH)) return { ok: false, exists: false, offset: 0, problem: "missing" };
+  if (!names.includes(MANIFEST_PATH))
+    return { ok: false, exists: false, offset: 0, problem: "missing" };
   const file = await context.disk.open(MANIFEST_PATH, "read");
   let bytes: Uint8Array;
   try {
@@ -86,7 +89,15 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
       }
     }
   }
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: decoded.records.length, lastSplit: null, counts: new Map() };
+  const state: ManifestState = {
+    live: new Map(),
+    stores: new Map(),
+    sortedThrough: new Map(),
+    maxSegmentId: 0,
+    records: decoded.records.length,
+    lastSplit: null,
+    counts: new Map(),
+  };
   for (const record of decoded.records) applyRecord(state, record);
   return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
 }
@@ -144,7 +155,15 @@ export function splitOfStores(stores: Iterable<SubtreeStoreMeta>): SplitSummary 
     }
   }
   if (generation < 0) return null;
-  return { generation, storesWritten, storeBytes, finishedUs: null, durationUs: null, algorithm: null, plan: null };
+  return {
+    generation,
+    storesWritten,
+    storeBytes,
+    finishedUs: null,
+    durationUs: null,
+    algorithm: null,
+    plan: null,
+  };
 }
 
 function raise(map: Map<string, number>, key: string, value: number): void {
@@ -152,18 +171,28 @@ function raise(map: Map<string, number>, key: string, value: number): void {
 }
 
 /** Opens MANIFEST for appending after its `bytes` valid bytes. */
-export async function openManifestForAppend(context: StoreContext, bytes: number, records: number): Promise<void> {
+export async function openManifestForAppend(
+  context: StoreContext,
+  bytes: number,
+  records: number,
+): Promise<void> {
   context.manifest = { file: await context.disk.open(MANIFEST_PATH, "write"), bytes, records };
 }
 
 /** Appends `records` and syncs: once this resolves they are in force. */
-export function appendManifest(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
+export function appendManifest(
+  context: StoreContext,
+  records: readonly ManifestRecord[],
+): Promise<void> {
   if (records.length === 0) return Promise.resolve();
   return context.locked(() => appendNow(context, records));
 }
 
 /** Appends and syncs `records`; the caller already holds `context.locked`. */
-export async function appendManifestLocked(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
+export async function appendManifestLocked(
+  context: StoreContext,
+  records: readonly ManifestRecord[],
+): Promise<void> {
   await appendNow(context, records);
 }
 
@@ -185,17 +214,22 @@ export function rewriteManifest(context: StoreContext): Promise<void> {
 async function rewriteNow(context: StoreContext): Promise<void> {
   const records: ManifestRecord[] = [];
   // Each file's counts before the record that puts it in force, as the sorter and a switch write them.
-  for (const [id, topics] of context.fileCounts) records.push({ kind: MANIFEST_TOPICS, id, topics });
+  for (const [id, topics] of context.fileCounts)
+    records.push({ kind: MANIFEST_TOPICS, id, topics });
   const stores: SubtreeStoreMeta[] = [];
   for (const log of context.partitionList) stores.push(...log.stores);
   if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
   for (const log of context.partitionList) {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
-    if (log.sortedThrough > 0) records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
+    if (log.sortedThrough > 0)
+      records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
   }
   // Last: its SWAP above would otherwise stand for the last split (replay reads them in order).
   if (context.lastSplit !== null) records.push({ kind: MANIFEST_SPLIT, split: context.lastSplit });
-  const header = encodeFileHeader({ kind: "manifest", id: 0, firstSeq: 0, name: "" }, context.crc32);
+  const header = encodeFileHeader(
+    { kind: "manifest", id: 0, firstSeq: 0, name: "" },
+    context.crc32,
+  );
   const body = encodeManifestRecords(records, context.crc32);
   const tmp: DiskFile = await context.disk.open(MANIFEST_TMP_PATH, "create");
   try {
@@ -217,5 +251,9 @@ export async function compactManifestMaybe(context: StoreContext): Promise<void>
   let live = 0;
   for (const log of context.partitionList) live += log.segments.length + log.stores.length + 1;
   live += context.fileCounts.size;
-  if (context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN && context.manifest.records > 2 * live) await rewriteManifest(context);
+  if (
+    context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN &&
+    context.manifest.records > 2 * live
+  )
+    await rewriteManifest(context);
 }

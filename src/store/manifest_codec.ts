@@ -105,7 +105,10 @@ export type ManifestRecord =
   | { kind: typeof MANIFEST_TOPICS; id: number; topics: readonly TopicCount[] };
 
 /** Records of a fixed part and a name (every kind but SWAP, SPLIT and TOPICS). */
-type NamedRecord = Exclude<ManifestRecord, { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT | typeof MANIFEST_TOPICS }>;
+type NamedRecord = Exclude<
+  ManifestRecord,
+  { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT | typeof MANIFEST_TOPICS }
+>;
 
 /** Bytes before the name of a named record. */
 function fixedBytesOf(record: NamedRecord): number {
@@ -129,7 +132,12 @@ function recordLength(record: ManifestRecord): number {
   return total;
 }
 
-function encodeSwap(bytes: Uint8Array, view: DataView, at: number, record: { removed: readonly number[]; added: readonly SubtreeStoreMeta[] }): void {
+function encodeSwap(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  record: { removed: readonly number[]; added: readonly SubtreeStoreMeta[] },
+): void {
   view.setUint8(at + 8, MANIFEST_SWAP);
   view.setUint32(at + 12, record.removed.length, true);
   view.setUint32(at + 16, record.added.length, true);
@@ -139,7 +147,16 @@ function encodeSwap(bytes: Uint8Array, view: DataView, at: number, record: { rem
     p += 8;
   }
   for (const s of record.added) {
-    const fields = [s.id, s.firstSeq, s.lastSeq, s.firstTimeUs, s.lastTimeUs, s.records, s.bytes, s.generation];
+    const fields = [
+      s.id,
+      s.firstSeq,
+      s.lastSeq,
+      s.firstTimeUs,
+      s.lastTimeUs,
+      s.records,
+      s.bytes,
+      s.generation,
+    ];
     for (let i = 0; i < fields.length; i++) setU64(view, p + 8 * i, fields[i]);
     view.setUint32(p + 64, s.dataStart, true);
     view.setUint32(p + 68, s.topics.length, true);
@@ -156,7 +173,10 @@ function encodeSwap(bytes: Uint8Array, view: DataView, at: number, record: { rem
 
 function encodeSplit(view: DataView, at: number, split: SplitSummary): void {
   view.setUint8(at + 8, MANIFEST_SPLIT);
-  view.setUint8(at + 9, split.algorithm === null ? 0 : SPLIT_ALGORITHM_CODES.indexOf(split.algorithm));
+  view.setUint8(
+    at + 9,
+    split.algorithm === null ? 0 : SPLIT_ALGORITHM_CODES.indexOf(split.algorithm),
+  );
   setU64(view, at + 12, split.generation);
   setU64(view, at + 20, split.finishedUs ?? 0);
   setU64(view, at + 28, split.durationUs ?? 0);
@@ -179,12 +199,24 @@ function decodeSplit(view: DataView, at: number): ManifestRecord | string {
     finishedUs: finishedUs === 0 ? null : finishedUs,
     durationUs: finishedUs === 0 ? null : getU64(view, at + 28),
     algorithm: algorithm === "" ? null : algorithm,
-    plan: planStores === 0 ? null : { stores: planStores, wastedBytesTotal: view.getFloat64(at + 60, true), worstRatio: view.getFloat64(at + 68, true) },
+    plan:
+      planStores === 0
+        ? null
+        : {
+            stores: planStores,
+            wastedBytesTotal: view.getFloat64(at + 60, true),
+            worstRatio: view.getFloat64(at + 68, true),
+          },
   };
   return { kind: MANIFEST_SPLIT, split };
 }
 
-function encodeTopics(bytes: Uint8Array, view: DataView, at: number, record: { id: number; topics: readonly TopicCount[] }): void {
+function encodeTopics(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  record: { id: number; topics: readonly TopicCount[] },
+): void {
   view.setUint8(at + 8, MANIFEST_TOPICS);
   setU64(view, at + 12, record.id);
   view.setUint32(at + 20, record.topics.length, true);
@@ -198,7 +230,12 @@ function encodeTopics(bytes: Uint8Array, view: DataView, at: number, record: { i
 }
 
 /** Decodes the body of a TOPICS record bytes[at, end) (length and CRC already checked), or why not. */
-function decodeTopics(bytes: Uint8Array, view: DataView, at: number, end: number): ManifestRecord | string {
+function decodeTopics(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  end: number,
+): ManifestRecord | string {
   const count = view.getUint32(at + 20, true);
   const topics: TopicCount[] = [];
   let p = at + TOPICS_FIXED_BYTES;
@@ -206,7 +243,11 @@ function decodeTopics(bytes: Uint8Array, view: DataView, at: number, end: number
     if (p + TOPIC_ENTRY_FIXED_BYTES > end) return "topics record cut short";
     const length = view.getUint16(p + 16, true);
     if (p + TOPIC_ENTRY_FIXED_BYTES + length > end) return "topics record cut short";
-    topics.push({ topic: ascii(bytes, p + TOPIC_ENTRY_FIXED_BYTES, p + TOPIC_ENTRY_FIXED_BYTES + length), messages: getU64(view, p), bytes: getU64(view, p + 8) });
+    topics.push({
+      topic: ascii(bytes, p + TOPIC_ENTRY_FIXED_BYTES, p + TOPIC_ENTRY_FIXED_BYTES + length),
+      messages: getU64(view, p),
+      bytes: getU64(view, p + 8),
+    });
     p += TOPIC_ENTRY_FIXED_BYTES + length;
   }
   if (p !== end) return "topics record length mismatch";
@@ -223,7 +264,12 @@ function ascii(bytes: Uint8Array, from: number, to: number): string {
 }
 
 /** Decodes the body of a SWAP record bytes[at, end) (length and CRC already checked), or why not. */
-function decodeSwap(bytes: Uint8Array, view: DataView, at: number, end: number): ManifestRecord | string {
+function decodeSwap(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  end: number,
+): ManifestRecord | string {
   const removedCount = view.getUint32(at + 12, true);
   const addedCount = view.getUint32(at + 16, true);
   let p = at + SWAP_FIXED_BYTES;
@@ -238,7 +284,17 @@ function decodeSwap(bytes: Uint8Array, view: DataView, at: number, end: number):
     const topicCount = view.getUint32(p + 68, true);
     const partitionBytes = view.getUint16(p + 72, true);
     const labelBytes = view.getUint16(p + 74, true);
-    const meta = { id: f(0), firstSeq: f(1), lastSeq: f(2), firstTimeUs: f(3), lastTimeUs: f(4), records: f(5), bytes: f(6), generation: f(7), dataStart };
+    const meta = {
+      id: f(0),
+      firstSeq: f(1),
+      lastSeq: f(2),
+      firstTimeUs: f(3),
+      lastTimeUs: f(4),
+      records: f(5),
+      bytes: f(6),
+      generation: f(7),
+      dataStart,
+    };
     p += SWAP_STORE_FIXED_BYTES;
     if (p + partitionBytes + labelBytes > end) return "swap record cut short";
     const partition = ascii(bytes, p, p + partitionBytes);
@@ -259,14 +315,21 @@ function decodeSwap(bytes: Uint8Array, view: DataView, at: number, end: number):
 }
 
 /** Encodes records into one buffer (appended with one write). */
-export function encodeManifestRecords(records: readonly ManifestRecord[], crc32: Crc32): Uint8Array {
+export function encodeManifestRecords(
+  records: readonly ManifestRecord[],
+  crc32: Crc32,
+): Uint8Array {
   let total = 0;
   for (const record of records) total += recordLength(record);
   const bytes = new Uint8Array(total);
   const view = new DataView(bytes.buffer);
   let at = 0;
   for (const record of records) {
-    if (record.kind === MANIFEST_SWAP || record.kind === MANIFEST_SPLIT || record.kind === MANIFEST_TOPICS) {
+    if (
+      record.kind === MANIFEST_SWAP ||
+      record.kind === MANIFEST_SPLIT ||
+      record.kind === MANIFEST_TOPICS
+    ) {
       const length = recordLength(record);
       view.setUint32(at, length, true);
       if (record.kind === MANIFEST_SWAP) encodeSwap(bytes, view, at, record);
@@ -280,7 +343,14 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
     const fixed = fixedBytesOf(record);
     const length = fixed + name.length;
     view.setUint32(at, length, true);
-    view.setUint8(at + 8, fixed === PACKED_CRC_FIXED_BYTES ? MANIFEST_ADD_PACKED_CRC : fixed === PACKED_FIXED_BYTES ? MANIFEST_ADD_PACKED : record.kind);
+    view.setUint8(
+      at + 8,
+      fixed === PACKED_CRC_FIXED_BYTES
+        ? MANIFEST_ADD_PACKED_CRC
+        : fixed === PACKED_FIXED_BYTES
+          ? MANIFEST_ADD_PACKED
+          : record.kind,
+    );
     view.setUint16(at + 10, name.length, true);
     if (record.kind === MANIFEST_ADD) {
       const s = record.segment;
@@ -310,7 +380,11 @@ export function encodeManifestRecords(records: readonly ManifestRecord[], crc32:
 }
 
 function nameOf(record: NamedRecord): string {
-  return record.kind === MANIFEST_ADD ? record.segment.partition : record.kind === MANIFEST_WATERMARK ? record.partition : "";
+  return record.kind === MANIFEST_ADD
+    ? record.segment.partition
+    : record.kind === MANIFEST_WATERMARK
+      ? record.partition
+      : "";
 }
 
 /**
@@ -318,7 +392,12 @@ function nameOf(record: NamedRecord): string {
  * `unknownKind` is set when that problem is an intact record (its CRC holds) of a kind this code
  * does not know: a newer build wrote it, and it is neither damage nor a torn tail.
  */
-export type ManifestDecode = { records: ManifestRecord[]; validBytes: number; problem: string | null; unknownKind?: number };
+export type ManifestDecode = {
+  records: ManifestRecord[];
+  validBytes: number;
+  problem: string | null;
+  unknownKind?: number;
+};
 
 /** Decodes records from `bytes` until the end or the first invalid record. */
 export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): ManifestDecode {
@@ -326,45 +405,74 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
   const records: ManifestRecord[] = [];
   let at = 0;
   while (at < bytes.length) {
-    if (bytes.length - at < COMMON_BYTES) return { records, validBytes: at, problem: "record cut short" };
+    if (bytes.length - at < COMMON_BYTES)
+      return { records, validBytes: at, problem: "record cut short" };
     const length = view.getUint32(at, true);
     const kind = view.getUint8(at + 8);
     if (kind < MANIFEST_ADD || kind > KIND_LAST) {
       // Intact (its length and CRC hold) but of a kind this code does not know: a newer build's.
-      const intact = length >= COMMON_BYTES && bytes.length - at >= length && view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
-      return { records, validBytes: at, problem: `unknown record kind ${kind}`, ...(intact ? { unknownKind: kind } : {}) };
+      const intact =
+        length >= COMMON_BYTES &&
+        bytes.length - at >= length &&
+        view.getUint32(at + 4, true) === crc32(bytes.subarray(at + 8, at + length));
+      return {
+        records,
+        validBytes: at,
+        problem: `unknown record kind ${kind}`,
+        ...(intact ? { unknownKind: kind } : {}),
+      };
     }
     if (kind === MANIFEST_SWAP || kind === MANIFEST_TOPICS) {
       // Variable length, and may be shorter than the other kinds' fixed part (a retention's SWAP
       // of a few stores, a file's TOPICS of one short topic).
       const fixed = kind === MANIFEST_SWAP ? SWAP_FIXED_BYTES : TOPICS_FIXED_BYTES;
-      if (bytes.length - at < fixed) return { records, validBytes: at, problem: "record cut short" };
+      if (bytes.length - at < fixed)
+        return { records, validBytes: at, problem: "record cut short" };
       if (length < fixed) return { records, validBytes: at, problem: "impossible record length" };
-      if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
-      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
-      const decoded = kind === MANIFEST_SWAP ? decodeSwap(bytes, view, at, at + length) : decodeTopics(bytes, view, at, at + length);
+      if (bytes.length - at < length)
+        return { records, validBytes: at, problem: "record cut short" };
+      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length)))
+        return { records, validBytes: at, problem: "checksum mismatch" };
+      const decoded =
+        kind === MANIFEST_SWAP
+          ? decodeSwap(bytes, view, at, at + length)
+          : decodeTopics(bytes, view, at, at + length);
       if (typeof decoded === "string") return { records, validBytes: at, problem: decoded };
       records.push(decoded);
       at += length;
       continue;
     }
     if (kind === MANIFEST_SPLIT) {
-      if (bytes.length - at < COMMON_BYTES || length !== SPLIT_BYTES) return { records, validBytes: at, problem: "impossible record length" };
-      if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
-      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
+      if (bytes.length - at < COMMON_BYTES || length !== SPLIT_BYTES)
+        return { records, validBytes: at, problem: "impossible record length" };
+      if (bytes.length - at < length)
+        return { records, validBytes: at, problem: "record cut short" };
+      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length)))
+        return { records, validBytes: at, problem: "checksum mismatch" };
       const split = decodeSplit(view, at);
       if (typeof split === "string") return { records, validBytes: at, problem: split };
       records.push(split);
       at += length;
       continue;
     }
-    if (bytes.length - at < FIXED_BYTES) return { records, validBytes: at, problem: "record cut short" };
+    if (bytes.length - at < FIXED_BYTES)
+      return { records, validBytes: at, problem: "record cut short" };
     const nameBytes = view.getUint16(at + 10, true);
-    const fixed = kind === MANIFEST_ADD_PACKED_CRC ? PACKED_CRC_FIXED_BYTES : kind === MANIFEST_ADD_PACKED ? PACKED_FIXED_BYTES : FIXED_BYTES;
-    if (length !== fixed + nameBytes) return { records, validBytes: at, problem: "impossible record length" };
+    const fixed =
+      kind === MANIFEST_ADD_PACKED_CRC
+        ? PACKED_CRC_FIXED_BYTES
+        : kind === MANIFEST_ADD_PACKED
+          ? PACKED_FIXED_BYTES
+          : FIXED_BYTES;
+    if (length !== fixed + nameBytes)
+      return { records, validBytes: at, problem: "impossible record length" };
     if (bytes.length - at < length) return { records, validBytes: at, problem: "record cut short" };
-    if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length))) return { records, validBytes: at, problem: "checksum mismatch" };
-    const name = String.fromCharCode.apply(null, bytes.subarray(at + fixed, at + length) as unknown as number[]);
+    if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length)))
+      return { records, validBytes: at, problem: "checksum mismatch" };
+    const name = String.fromCharCode.apply(
+      null,
+      bytes.subarray(at + fixed, at + length) as unknown as number[],
+    );
     if (kind === MANIFEST_ADD || kind === MANIFEST_ADD_PACKED || kind === MANIFEST_ADD_PACKED_CRC) {
       const segment: SegmentMeta = {
         id: getU64(view, at + 12),
@@ -377,8 +485,13 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
         bytes: getU64(view, at + 60),
       };
       if (kind !== MANIFEST_ADD) {
-        segment.pack = { pack: getU64(view, at + 68), offset: getU64(view, at + 76), indexBytes: view.getUint32(at + 84, true) };
-        if (kind === MANIFEST_ADD_PACKED_CRC) segment.pack.recordsCrc = view.getUint32(at + 88, true);
+        segment.pack = {
+          pack: getU64(view, at + 68),
+          offset: getU64(view, at + 76),
+          indexBytes: view.getUint32(at + 84, true),
+        };
+        if (kind === MANIFEST_ADD_PACKED_CRC)
+          segment.pack.recordsCrc = view.getUint32(at + 88, true);
       }
       records.push({ kind: MANIFEST_ADD, segment });
     } else if (kind === MANIFEST_REMOVE) {

@@ -19,7 +19,17 @@
  *   await store.close();
  * All file access goes through `Disk` (disk.ts): BunDisk in src/runtime, SimDisk in src/testing.
  */
-export { Store, type LayoutSwap, type OpenData, type PartitionLayout, type RetainResult, type SealResult, type SplitDetails, type StoreStats, type TopicVolume } from "./store.ts";
+export {
+  Store,
+  type LayoutSwap,
+  type OpenData,
+  type PartitionLayout,
+  type RetainResult,
+  type SealResult,
+  type SplitDetails,
+  type StoreStats,
+  type TopicVolume,
+} from "./store.ts";
 export type { SplitSummary, TopicCount } from "./manifest_codec.ts";
 export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
 export type { SegmentMeta } from "./segment_index.ts";

@@ -23,7 +23,12 @@ import { packPath } from "./layout.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import { recordSeq, recordTime } from "./record.ts";
 import { scanRecords } from "./scan.ts";
-import { decodeSegmentIndex, SegmentIndexBuilder, type SegmentMeta, segmentIndexBytes } from "./segment_index.ts";
+import {
+  decodeSegmentIndex,
+  SegmentIndexBuilder,
+  type SegmentMeta,
+  segmentIndexBytes,
+} from "./segment_index.ts";
 
 /** Bytes a pack writer gathers before one write (two such chunks: one filling while one is written). */
 const PACK_CHUNK_BYTES = 4 * 1024 * 1024;
@@ -31,7 +36,14 @@ const PACK_CHUNK_BYTES = 4 * 1024 * 1024;
 const HEADER_PROBE_BYTES = 36 + 256;
 
 /** The segment being written: where its image starts, its index so far, the CRC-32 of its records so far. */
-type OpenImage = { id: number; partition: string; firstSeq: number; start: number; index: SegmentIndexBuilder; recordsCrc: number };
+type OpenImage = {
+  id: number;
+  partition: string;
+  firstSeq: number;
+  start: number;
+  index: SegmentIndexBuilder;
+  recordsCrc: number;
+};
 
 /**
  * Writes one pack: `begin` a segment, `addPending` its records in seq order, `end` it (its index
@@ -58,18 +70,41 @@ export class PackWriter {
   }
 
   /** Creates pack `id`; `expectedBytes` (the records to come) sizes its buffers. */
-  static async create(disk: Disk, options: { id: number; firstSeq: number; intervalBytes: number; crc32: Crc32; expectedBytes: number }): Promise<PackWriter> {
+  static async create(
+    disk: Disk,
+    options: {
+      id: number;
+      firstSeq: number;
+      intervalBytes: number;
+      crc32: Crc32;
+      expectedBytes: number;
+    },
+  ): Promise<PackWriter> {
     const file = await disk.open(packPath(options.id), "create");
     const writer = new PackWriter(file, options.id, options, options.expectedBytes);
-    writer.put(encodeFileHeader({ kind: "pack", id: options.id, firstSeq: options.firstSeq, name: "" }, options.crc32));
+    writer.put(
+      encodeFileHeader(
+        { kind: "pack", id: options.id, firstSeq: options.firstSeq, name: "" },
+        options.crc32,
+      ),
+    );
     return writer;
   }
 
   /** Starts the image of segment `id` of `partition`, whose first record has `firstSeq`. */
   begin(id: number, partition: string, firstSeq: number): Promise<void> | undefined {
     assert(this.image === null, "pack_file: a segment is already open");
-    this.image = { id, partition, firstSeq, start: this.position, index: new SegmentIndexBuilder(this.options.intervalBytes), recordsCrc: 0 };
-    return this.put(encodeFileHeader({ kind: "segment", id, firstSeq, name: partition }, this.options.crc32));
+    this.image = {
+      id,
+      partition,
+      firstSeq,
+      start: this.position,
+      index: new SegmentIndexBuilder(this.options.intervalBytes),
+      recordsCrc: 0,
+    };
+    return this.put(
+      encodeFileHeader({ kind: "segment", id, firstSeq, name: partition }, this.options.crc32),
+    );
   }
 
   /**
@@ -80,12 +115,23 @@ export class PackWriter {
    * chunk had to be written out first: await it before reusing `bytes` (most runs just land in
    * the chunk, and an await per run would cost the sorter a microtask each).
    */
-  addPending(bytes: Uint8Array, at: number, log: PartitionLog, first: number, end: number): Promise<void> | undefined {
+  addPending(
+    bytes: Uint8Array,
+    at: number,
+    log: PartitionLog,
+    first: number,
+    end: number,
+  ): Promise<void> | undefined {
     const image = this.image;
     assert(image !== null, "pack_file: records outside a segment");
     const base = log.pendingPosition(first);
     const offset = this.position - image.start;
-    for (let r = first; r < end; r++) image.index.add(log.pendingSeq(r), log.pendingTime(r), offset + (log.pendingPosition(r) - base));
+    for (let r = first; r < end; r++)
+      image.index.add(
+        log.pendingSeq(r),
+        log.pendingTime(r),
+        offset + (log.pendingPosition(r) - base),
+      );
     const length = log.pendingPosition(end - 1) + log.pendingLength(end - 1) - base;
     image.recordsCrc = this.options.crc32(bytes.subarray(at, at + length), image.recordsCrc);
     return this.putRange(bytes, at, length);
@@ -94,11 +140,24 @@ export class PackWriter {
   /** Ends the open segment: appends its index image; its summary, placed in this pack. */
   async end(): Promise<SegmentMeta> {
     const image = this.image;
-    assert(image !== null && image.index.records > 0, "pack_file: a segment holds at least one record");
+    assert(
+      image !== null && image.index.records > 0,
+      "pack_file: a segment holds at least one record",
+    );
     this.image = null;
-    const meta = image.index.meta(image.id, image.partition, image.firstSeq, this.position - image.start);
+    const meta = image.index.meta(
+      image.id,
+      image.partition,
+      image.firstSeq,
+      this.position - image.start,
+    );
     const index = image.index.encode(meta, this.options.crc32);
-    meta.pack = { pack: this.id, offset: image.start, indexBytes: index.length, recordsCrc: image.recordsCrc };
+    meta.pack = {
+      pack: this.id,
+      offset: image.start,
+      indexBytes: index.length,
+      recordsCrc: image.recordsCrc,
+    };
     await this.put(index);
     return meta;
   }
@@ -166,7 +225,11 @@ export type PackScan = { segments: SegmentMeta[]; problem: string | null; offset
  * Reads pack `id` image by image, checking every record and index image, for a manifest
  * rebuilt from the files: the segments it holds, each placed in the pack.
  */
-export async function scanPack(disk: Disk, id: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<PackScan> {
+export async function scanPack(
+  disk: Disk,
+  id: number,
+  options: { intervalBytes: number; crc32: Crc32 },
+): Promise<PackScan> {
   const path = packPath(id);
   const segments: SegmentMeta[] = [];
   let file: DiskFile;
@@ -180,7 +243,8 @@ export async function scanPack(disk: Disk, id: number, options: { intervalBytes:
     const head = await readAt(file, 0, HEADER_PROBE_BYTES);
     const header = decodeFileHeader(head, "pack", options.crc32);
     if (typeof header === "string") return { segments, problem: header, offset: 0 };
-    if (header.id !== id) return { segments, problem: `header names pack ${header.id}`, offset: 16 };
+    if (header.id !== id)
+      return { segments, problem: `header names pack ${header.id}`, offset: 16 };
     let at = header.bytes;
     while (at < fileBytes) {
       const found = await scanImage(file, id, at, options);
@@ -195,8 +259,17 @@ export async function scanPack(disk: Disk, id: number, options: { intervalBytes:
 }
 
 /** Checks the image at `start` of pack `pack`: its records, then its index image; the segment (placed) and its index image's bytes, or why not. */
-async function scanImage(file: DiskFile, pack: number, start: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<{ meta: SegmentMeta; indexBytes: number } | string> {
-  const header = decodeFileHeader(await readAt(file, start, HEADER_PROBE_BYTES), "segment", options.crc32);
+async function scanImage(
+  file: DiskFile,
+  pack: number,
+  start: number,
+  options: { intervalBytes: number; crc32: Crc32 },
+): Promise<{ meta: SegmentMeta; indexBytes: number } | string> {
+  const header = decodeFileHeader(
+    await readAt(file, start, HEADER_PROBE_BYTES),
+    "segment",
+    options.crc32,
+  );
   if (typeof header === "string") return header;
   const builder = new SegmentIndexBuilder(options.intervalBytes);
   let recordsCrc = 0;
@@ -220,12 +293,21 @@ async function scanImage(file: DiskFile, pack: number, start: number, options: {
   const indexHead = await readAt(file, scan.end, HEADER_PROBE_BYTES + 8);
   const indexHeader = decodeFileHeader(indexHead, "index", options.crc32);
   if (typeof indexHeader === "string") return `${indexHeader} at offset ${scan.end}`;
-  if (indexHead.length < indexHeader.bytes + 8) return `index image cut short at offset ${scan.end}`;
-  const entries = new DataView(indexHead.buffer, indexHead.byteOffset).getUint32(indexHeader.bytes + 4, true);
+  if (indexHead.length < indexHeader.bytes + 8)
+    return `index image cut short at offset ${scan.end}`;
+  const entries = new DataView(indexHead.buffer, indexHead.byteOffset).getUint32(
+    indexHeader.bytes + 4,
+    true,
+  );
   const indexBytes = segmentIndexBytes(indexHeader.bytes, entries);
   const index = decodeSegmentIndex(await readAt(file, scan.end, indexBytes), options.crc32);
   if (typeof index === "string") return `${index} at offset ${scan.end}`;
-  if (index.meta.id !== meta.id || index.meta.lastSeq !== meta.lastSeq || index.meta.records !== meta.records || index.meta.bytes !== meta.bytes) {
+  if (
+    index.meta.id !== meta.id ||
+    index.meta.lastSeq !== meta.lastSeq ||
+    index.meta.records !== meta.records ||
+    index.meta.bytes !== meta.bytes
+  ) {
     return `index image does not match its segment at offset ${scan.end}`;
   }
   meta.pack = { pack, offset: start, indexBytes, recordsCrc };

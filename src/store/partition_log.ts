@@ -116,11 +116,17 @@ export class PartitionLog {
     const b = (i - this.blocksBase) >>> PENDING_BLOCK_SHIFT;
     let block = this.blocks[b];
     if (block === undefined) {
-      block = new PendingBlock(this.blocks.length === 0 ? PENDING_CAPACITY_INITIAL : PENDING_BLOCK_ENTRIES);
+      block = new PendingBlock(
+        this.blocks.length === 0 ? PENDING_CAPACITY_INITIAL : PENDING_BLOCK_ENTRIES,
+      );
       this.blocks.push(block);
     } else if (offset === block.capacity) {
       // Only a partition's small first block grows: it doubles, up to PENDING_BLOCK_ENTRIES.
-      block = this.blocks[b] = block.copied(Math.min(PENDING_BLOCK_ENTRIES, block.capacity * 2), 0, block.capacity);
+      block = this.blocks[b] = block.copied(
+        Math.min(PENDING_BLOCK_ENTRIES, block.capacity * 2),
+        0,
+        block.capacity,
+      );
     }
     const entries = block.entries;
     const at = offset * STRIDE;
@@ -164,7 +170,8 @@ export class PartitionLog {
 
   /** Bytes of the pending records [pendingHead, end), counted from whichever end is nearer. */
   pendingBytesBefore(end: number): number {
-    if (end - this.pendingHead <= this.pendingTail - end) return this.pendingBytesBetween(this.pendingHead, end);
+    if (end - this.pendingHead <= this.pendingTail - end)
+      return this.pendingBytesBetween(this.pendingHead, end);
     return this.pendingBytes - this.pendingBytesBetween(end, this.pendingTail);
   }
 
@@ -203,8 +210,14 @@ export class PartitionLog {
 
   /** Records a closed segment holding pending[head, end): they leave the pending list. */
   closeSegment(segment: SegmentMeta, end: number): void {
-    assert(end > this.pendingHead && end <= this.pendingTail, "partition_log: close range out of bounds");
-    assert(segment.lastSeq === this.pendingSeq(end - 1), "partition_log: segment ends at the last closed record");
+    assert(
+      end > this.pendingHead && end <= this.pendingTail,
+      "partition_log: close range out of bounds",
+    );
+    assert(
+      segment.lastSeq === this.pendingSeq(end - 1),
+      "partition_log: segment ends at the last closed record",
+    );
     this.pendingBytes -= this.pendingBytesBefore(end);
     this.pendingHead = end;
     // Blocks wholly before the head go (their memory with them).
@@ -215,7 +228,11 @@ export class PartitionLog {
     }
     // Give back what a burst grew: a few records left in a large block move to a small one.
     const count = this.pendingTail - this.pendingHead;
-    if (this.blocks.length === 1 && this.blocks[0].capacity > PENDING_CAPACITY_INITIAL && count * 4 <= this.blocks[0].capacity) {
+    if (
+      this.blocks.length === 1 &&
+      this.blocks[0].capacity > PENDING_CAPACITY_INITIAL &&
+      count * 4 <= this.blocks[0].capacity
+    ) {
       this.compact(count);
     }
     this.segments.push(segment);
@@ -236,7 +253,10 @@ export class PartitionLog {
     this.stores = this.stores.filter((store) => !removed.has(store.id)).concat(added);
     let storesThrough = 0;
     for (const store of this.stores) storesThrough = Math.max(storesThrough, store.lastSeq);
-    assert(this.segments.length === 0 || this.segments[0].firstSeq > storesThrough, "partition_log: segments follow the stores");
+    assert(
+      this.segments.length === 0 || this.segments[0].firstSeq > storesThrough,
+      "partition_log: segments follow the stores",
+    );
     this.sortedThrough = Math.max(this.sortedThrough, storesThrough);
     this.changed();
   }
@@ -249,7 +269,10 @@ export class PartitionLog {
 
   /** Moves the `count` pending records (all in the only block) to the start of a right-sized block. */
   private compact(count: number): void {
-    const capacity = Math.max(PENDING_CAPACITY_INITIAL, 2 ** Math.ceil(Math.log2(Math.max(1, count * 2))));
+    const capacity = Math.max(
+      PENDING_CAPACITY_INITIAL,
+      2 ** Math.ceil(Math.log2(Math.max(1, count * 2))),
+    );
     this.blocks[0] = this.blocks[0].copied(capacity, this.pendingHead - this.blocksBase, count);
     this.blocksBase = this.pendingHead;
   }

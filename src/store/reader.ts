@@ -19,7 +19,13 @@
  * Invariants: a cursor yields strictly increasing seqs, each >= its resume seq; the heap holds
  * one key per cursor (Infinity: nothing more for now); no file is removed while a batch runs.
  */
-import { READ_BATCH_MESSAGES_MAX, READ_CHUNK_BYTES_MAX, READ_CONCURRENCY_MAX, READ_CHUNK_BYTES_MIN, STORE_INDEXES_CACHED_MAX } from "../constants.ts";
+import {
+  READ_BATCH_MESSAGES_MAX,
+  READ_CHUNK_BYTES_MAX,
+  READ_CONCURRENCY_MAX,
+  READ_CHUNK_BYTES_MIN,
+  STORE_INDEXES_CACHED_MAX,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { forEachConcurrently } from "../stdx/concurrently.ts";
 import { BinaryHeap, CalendarQueue, type MergeHeap } from "../tip/heap/mod.ts";
@@ -42,10 +48,27 @@ import {
   recordTopic,
   recordTopicEquals,
 } from "./record.ts";
-import { BorrowedMessage, DecodedRuns, RecordTable, type TabledImage, asSeq } from "./decoded_runs.ts";
+import {
+  BorrowedMessage,
+  DecodedRuns,
+  RecordTable,
+  type TabledImage,
+  asSeq,
+} from "./decoded_runs.ts";
 import { readFully } from "./disk.ts";
-import { type SegmentIndex, type SegmentMeta, decodeSegmentIndex, seekIndex } from "./segment_index.ts";
-import { type SubtreeStoreMeta, dataBaseOf, indexSpanOf, isStore, recordSpanOf } from "./store_file.ts";
+import {
+  type SegmentIndex,
+  type SegmentMeta,
+  decodeSegmentIndex,
+  seekIndex,
+} from "./segment_index.ts";
+import {
+  type SubtreeStoreMeta,
+  dataBaseOf,
+  indexSpanOf,
+  isStore,
+  recordSpanOf,
+} from "./store_file.ts";
 
 /** Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time. */
 export type ReadFrom = { seq: number } | { afterSeq: number } | { timeUs: number };
@@ -140,7 +163,15 @@ class Lane {
   /** files[mapMissed] had pages not in the page cache when mapRecords tried it: it is read from then on. */
   private mapMissed = -1;
   /** The first chunk of the next file, read ahead with other lanes' reads (see lowOnData). */
-  ahead: { buffer: Uint8Array; owned: boolean; path: string; start: number; length: number; checked: boolean; tabled: TabledImage | null } | null = null;
+  ahead: {
+    buffer: Uint8Array;
+    owned: boolean;
+    path: string;
+    start: number;
+    length: number;
+    checked: boolean;
+    tabled: TabledImage | null;
+  } | null = null;
   /** The buffer's image as a span read tabulated it (see decoded_runs.ts), or null. */
   private tabled: TabledImage | null = null;
   /** A span read in flight that sets `ahead` when it lands (StoreReader.readSpans does not wait for it); it never rejects. */
@@ -219,7 +250,8 @@ class Lane {
             return this.request(at.path, at.position, at.bytes, -1);
           }
           const target = timeFloor > -Infinity ? { timeUs: timeFloor } : { seq: this.nextSeq };
-          this.position = index === null ? span.dataStart : this.fileBase + seekIndex(index, target);
+          this.position =
+            index === null ? span.dataStart : this.fileBase + seekIndex(index, target);
         }
       }
       if (this.position >= this.fileEnd) {
@@ -262,13 +294,19 @@ class Lane {
     const at = this.headAt;
     let message: StoredMessage;
     if (into === null) {
-      message = { seq: this.headSeq, timeUs: recordTime(this.view, at), topic: this.topicCache, payload: recordPayload(this.buffer, this.view, at) };
+      message = {
+        seq: this.headSeq,
+        timeUs: recordTime(this.view, at),
+        topic: this.topicCache,
+        payload: recordPayload(this.buffer, this.view, at),
+      };
     } else {
       into.seq = this.headSeq;
       into.timeUs = recordTime(this.view, at);
       into.topic = this.topicCache;
       into.source = this.buffer;
-      into.start = at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+      into.start =
+        at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
       into.length = this.view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
       this.lent = true;
       message = into;
@@ -287,10 +325,19 @@ class Lane {
    */
   decodeRun(runs: DecodedRuns, source: number, limit: number): boolean {
     const tabled = this.tabled;
-    if (tabled === null || this.headAt < 0 || this.bufferPath !== this.filePath || this.segmentIndex >= this.files.length) return false;
+    if (
+      tabled === null ||
+      this.headAt < 0 ||
+      this.bufferPath !== this.filePath ||
+      this.segmentIndex >= this.files.length
+    )
+      return false;
     // A tabulated image is a whole one (a span region from its first record to its end): while its
     // run is pending the lane's top-ups can only read the next file ahead, never into this buffer.
-    assert(this.bufferStart + this.bufferLength >= this.fileEnd, "reader: a run of an image not all in the buffer");
+    assert(
+      this.bufferStart + this.bufferLength >= this.fileEnd,
+      "reader: a run of an image not all in the buffer",
+    );
     const table = tabled.table;
     const at = tabled.shift + this.headAt;
     const head = table.indexOf(at, tabled.first, tabled.end);
@@ -362,11 +409,19 @@ class Lane {
         // whole-stream read ran at ~250-300 MB/s instead of ~550-650.
         const at = offset | 0;
         if (this.imageCrc !== -1 && path === this.filePath) this.checkImage(context);
-        const length = checkRecord(this.buffer, this.view, at, this.bufferLength, context.crc32, at >= this.checkedStart && at < this.checkedEnd);
+        const length = checkRecord(
+          this.buffer,
+          this.view,
+          at,
+          this.bufferLength,
+          context.crc32,
+          at >= this.checkedStart && at < this.checkedEnd,
+        );
         if (length > 0) return at;
         if (length !== RECORD_INCOMPLETE) throw corrupt(path, position, recordProblem(length));
       }
-      if (this.bufferStart + this.bufferLength >= end) throw corrupt(path, position, "record cut short");
+      if (this.bufferStart + this.bufferLength >= end)
+        throw corrupt(path, position, "record cut short");
     }
     return this.missed(context, path, position, end);
   }
@@ -381,7 +436,11 @@ class Lane {
   private checkImage(context: StoreContext): void {
     const start = this.fileDataStart - this.bufferStart;
     const end = this.fileEnd - this.bufferStart;
-    if (start >= 0 && end <= this.bufferLength && context.crc32(this.buffer.subarray(start, end)) === this.imageCrc) {
+    if (
+      start >= 0 &&
+      end <= this.bufferLength &&
+      context.crc32(this.buffer.subarray(start, end)) === this.imageCrc
+    ) {
       this.checkedStart = start;
       this.checkedEnd = end;
     }
@@ -391,14 +450,23 @@ class Lane {
   /** The buffer does not hold the record: the read-ahead chunk does, or a read is needed. */
   private missed(context: StoreContext, path: string, position: number, end: number): number {
     const ahead = this.ahead;
-    if (this.bufferPath !== path && ahead !== null && ahead.path === path && position >= ahead.start) {
+    if (
+      this.bufferPath !== path &&
+      ahead !== null &&
+      ahead.path === path &&
+      position >= ahead.start
+    ) {
       this.takeAhead();
       return this.recordAt(context, path, position, end);
     }
     // The read ahead is still in flight: wait for it (load), then look again.
     if (this.aheadRead !== null) return this.request(path, position, 0, WANT_AHEAD);
     let recordBytes = 0;
-    if (this.bufferPath === path && position >= this.bufferStart && position - this.bufferStart + 4 <= this.bufferLength) {
+    if (
+      this.bufferPath === path &&
+      position >= this.bufferStart &&
+      position - this.bufferStart + 4 <= this.bufferLength
+    ) {
       recordBytes = this.view.getUint32(position - this.bufferStart, true);
     }
     return this.request(path, position, this.readBytes(position, end, recordBytes), end);
@@ -426,14 +494,25 @@ class Lane {
     const want = this.want;
     if (this.headAt < 0) {
       // The read `advance` asked for: data of the current file, nothing of it kept in the buffer.
-      if (want.limit < 0 || this.segmentIndex >= this.files.length || want.path !== this.filePath) return null;
-      if (want.path === this.bufferPath && want.position >= this.bufferStart && want.position < this.bufferStart + this.bufferLength) {
+      if (want.limit < 0 || this.segmentIndex >= this.files.length || want.path !== this.filePath)
+        return null;
+      if (
+        want.path === this.bufferPath &&
+        want.position >= this.bufferStart &&
+        want.position < this.bufferStart + this.bufferLength
+      ) {
         // The read came (a span the batch just read): the next file may be read ahead already.
-        return this.readsAheadEarly() ? this.spanRegion(this.files[this.segmentIndex + 1], null, true) : null;
+        return this.readsAheadEarly()
+          ? this.spanRegion(this.files[this.segmentIndex + 1], null, true)
+          : null;
       }
       return this.spanRegion(this.files[this.segmentIndex], want.position, false);
     }
-    if (!(this.lowOnData() || this.readsAheadEarly()) || this.bufferStart + this.bufferLength < this.fileEnd) return null;
+    if (
+      !(this.lowOnData() || this.readsAheadEarly()) ||
+      this.bufferStart + this.bufferLength < this.fileEnd
+    )
+      return null;
     const next = this.files[this.segmentIndex + 1];
     return this.spanRegion(next, null, true);
   }
@@ -442,25 +521,56 @@ class Lane {
    * The region from `from` (null: its first record) of packed `file` this lane would take from a
    * span read, or null when `file` is not packed.
    */
-  private spanRegion(file: FileMeta, from: number | null, ahead: boolean): Omit<SpanRequest, "lane"> | null {
+  private spanRegion(
+    file: FileMeta,
+    from: number | null,
+    ahead: boolean,
+  ): Omit<SpanRequest, "lane"> | null {
     if ("topics" in file || file.pack === undefined) return null;
     const { path, dataStart, end } = recordSpanOf(file);
     const position = from ?? dataStart;
-    const regionEnd = Math.min(end, position + SPAN_SHARE_CHUNKS * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN));
+    const regionEnd = Math.min(
+      end,
+      position + SPAN_SHARE_CHUNKS * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN),
+    );
     // The next image of the pack starts after this one's index image.
     const next = regionEnd === end ? end + file.pack.indexBytes : -1;
     const whole = position === dataStart && regionEnd === end;
     const recordsCrc = whole ? recordsCrcOf(file) : -1;
-    return { path, position, end: regionEnd, ahead, fromStart: position === dataStart, imageStart: file.pack.offset, next, recordsCrc };
+    return {
+      path,
+      position,
+      end: regionEnd,
+      ahead,
+      fromStart: position === dataStart,
+      imageStart: file.pack.offset,
+      next,
+      recordsCrc,
+    };
   }
 
   /**
    * Takes `bytes` (file bytes from `position` of `path`, a view of a span read) for the region
    * spanWant named; `checked`: they are a whole image's records and matched its records CRC.
    */
-  acceptSpan(path: string, position: number, bytes: Uint8Array, ahead: boolean, checked: boolean, tabled: TabledImage | null): void {
+  acceptSpan(
+    path: string,
+    position: number,
+    bytes: Uint8Array,
+    ahead: boolean,
+    checked: boolean,
+    tabled: TabledImage | null,
+  ): void {
     if (ahead) {
-      this.ahead = { buffer: bytes, owned: false, path, start: position, length: bytes.length, checked, tabled };
+      this.ahead = {
+        buffer: bytes,
+        owned: false,
+        path,
+        start: position,
+        length: bytes.length,
+        checked,
+        tabled,
+      };
       return;
     }
     this.replaceBuffer(bytes, false);
@@ -500,7 +610,12 @@ class Lane {
    * partitions with two segments each waited alone 10,000 times, 190 µs each: over half its time.)
    */
   lowOnData(): boolean {
-    if (this.headAt < 0 || this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath) return false;
+    if (
+      this.headAt < 0 ||
+      this.segmentIndex >= this.files.length ||
+      this.bufferPath !== this.filePath
+    )
+      return false;
     const end = this.fileEnd;
     const bufferEnd = this.bufferStart + this.bufferLength;
     const threshold = Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN) / 4;
@@ -520,8 +635,19 @@ class Lane {
    * be waited for at a batch start. Not for a sparse reader, whose lanes' images lie apart.
    */
   readsAheadEarly(): boolean {
-    if (this.segmentIndex >= this.files.length || this.bufferPath !== this.filePath || this.bufferStart + this.bufferLength < this.fileEnd) return false;
-    if (this.ahead !== null || this.aheadRead !== null || this.owner.sparse || !this.nextFileFromStart()) return false;
+    if (
+      this.segmentIndex >= this.files.length ||
+      this.bufferPath !== this.filePath ||
+      this.bufferStart + this.bufferLength < this.fileEnd
+    )
+      return false;
+    if (
+      this.ahead !== null ||
+      this.aheadRead !== null ||
+      this.owner.sparse ||
+      !this.nextFileFromStart()
+    )
+      return false;
     return isPacked(this.files[this.segmentIndex + 1]);
   }
 
@@ -551,14 +677,32 @@ class Lane {
     const { path, dataStart, end } = recordSpanOf(next);
     const bytes = this.readBytes(dataStart, end, 0);
     const random = this.owner.sparse && smallInPack(next);
-    const mapped = random ? null : await mapRegion(context, path, dataStart, dataStart + bytes, 0, 0);
+    const mapped = random
+      ? null
+      : await mapRegion(context, path, dataStart, dataStart + bytes, 0, 0);
     if (mapped !== null) {
-      this.ahead = { buffer: mapped, owned: false, path, start: dataStart, length: mapped.length, checked: false, tabled: null };
+      this.ahead = {
+        buffer: mapped,
+        owned: false,
+        path,
+        start: dataStart,
+        length: mapped.length,
+        checked: false,
+        tabled: null,
+      };
       return;
     }
     const buffer = this.freshBuffer(bytes);
     const read = await readChunk(context, path, dataStart, buffer.subarray(0, bytes), end, random);
-    this.ahead = { buffer, owned: true, path, start: dataStart, length: read, checked: false, tabled: null };
+    this.ahead = {
+      buffer,
+      owned: true,
+      path,
+      start: dataStart,
+      length: read,
+      checked: false,
+      tabled: null,
+    };
   }
 
   /** The read-ahead chunk becomes the buffer (the old one may still back this batch's payloads). */
@@ -588,18 +732,40 @@ class Lane {
     // The buffer's bytes from the wanted position on (a record cut by the buffer's end, or the
     // unread part a top-up keeps) are moved, not read again.
     const bufferEnd = this.bufferStart + this.bufferLength;
-    const kept = want.path === this.bufferPath && want.position >= this.bufferStart && want.position < bufferEnd ? bufferEnd - want.position : 0;
-    const bytes = Math.min(want.limit - want.position, Math.max(want.bytes, kept + READ_CHUNK_BYTES_MIN));
+    const kept =
+      want.path === this.bufferPath &&
+      want.position >= this.bufferStart &&
+      want.position < bufferEnd
+        ? bufferEnd - want.position
+        : 0;
+    const bytes = Math.min(
+      want.limit - want.position,
+      Math.max(want.bytes, kept + READ_CHUNK_BYTES_MIN),
+    );
     const from = this.buffer;
     const keptAt = want.position - this.bufferStart;
     // Never refill a buffer this batch's payloads point into.
-    if (this.buffer.length < bytes || this.lent || !this.owned) this.replaceBuffer(this.freshBuffer(Math.max(bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX))), true);
+    if (this.buffer.length < bytes || this.lent || !this.owned)
+      this.replaceBuffer(
+        this.freshBuffer(Math.max(bytes, Math.min(this.chunkBytes, READ_CHUNK_BYTES_MAX))),
+        true,
+      );
     if (kept > 0) {
       if (from === this.buffer) this.buffer.copyWithin(0, keptAt, keptAt + kept);
       else this.buffer.set(from.subarray(keptAt, keptAt + kept));
     }
     const random = this.owner.sparse && this.fileSmallInPack && want.path === this.filePath;
-    const read = kept < bytes ? await readChunk(context, want.path, want.position + kept, this.buffer.subarray(kept, bytes), want.limit, random) : 0;
+    const read =
+      kept < bytes
+        ? await readChunk(
+            context,
+            want.path,
+            want.position + kept,
+            this.buffer.subarray(kept, bytes),
+            want.limit,
+            random,
+          )
+        : 0;
     this.bufferPath = want.path;
     this.bufferStart = want.position;
     this.bufferLength = kept + read;
@@ -627,7 +793,13 @@ class Lane {
    */
   private async mapRecords(context: StoreContext): Promise<boolean> {
     const want = this.want;
-    if (this.segmentIndex >= this.files.length || want.path !== this.filePath || this.mapMissed === this.segmentIndex || (this.owner.sparse && this.fileSmallInPack)) return false;
+    if (
+      this.segmentIndex >= this.files.length ||
+      want.path !== this.filePath ||
+      this.mapMissed === this.segmentIndex ||
+      (this.owner.sparse && this.fileSmallInPack)
+    )
+      return false;
     const file = this.files[this.segmentIndex];
     if (!isPacked(file) && !isStore(file)) return false;
     const again = this.bufferPath === want.path;
@@ -635,10 +807,22 @@ class Lane {
     // has no size limit, and the lane's offsets into its buffer are int32s), from the image's
     // first record when the whole image fits.
     const most = MAPPED_CHUNKS_MAX * Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN);
-    const whole = again && this.bufferStart <= this.fileDataStart && this.fileEnd - this.fileDataStart <= most;
+    const whole =
+      again && this.bufferStart <= this.fileDataStart && this.fileEnd - this.fileDataStart <= most;
     const start = whole ? this.fileDataStart : want.position;
-    const end = whole ? this.fileEnd : again ? Math.min(this.fileEnd, start + Math.max(most, want.bytes)) : Math.min(want.limit, want.position + want.bytes);
-    const bytes = await mapRegion(context, want.path, start, end, again ? this.bufferStart : 0, again ? this.bufferLength : 0);
+    const end = whole
+      ? this.fileEnd
+      : again
+        ? Math.min(this.fileEnd, start + Math.max(most, want.bytes))
+        : Math.min(want.limit, want.position + want.bytes);
+    const bytes = await mapRegion(
+      context,
+      want.path,
+      start,
+      end,
+      again ? this.bufferStart : 0,
+      again ? this.bufferLength : 0,
+    );
     if (bytes === null) {
       this.mapMissed = this.segmentIndex;
       return false;
@@ -673,9 +857,21 @@ class Lane {
  * Reads `into.length` bytes of `path` at `position` (a file of `limit` bytes) and counts them;
  * short reads are corruption. `random`: through the file's handle without read-ahead.
  */
-async function readChunk(context: StoreContext, path: string, position: number, into: Uint8Array, limit: number, random = false): Promise<number> {
-  const read = await context.files.with(path, (file) => readFully(file, position, into), random ? RANDOM_ACCESS : undefined);
-  if (read < into.length) throw corrupt(path, position + read, `file ends early (expected ${limit} bytes)`);
+async function readChunk(
+  context: StoreContext,
+  path: string,
+  position: number,
+  into: Uint8Array,
+  limit: number,
+  random = false,
+): Promise<number> {
+  const read = await context.files.with(
+    path,
+    (file) => readFully(file, position, into),
+    random ? RANDOM_ACCESS : undefined,
+  );
+  if (read < into.length)
+    throw corrupt(path, position + read, `file ends early (expected ${limit} bytes)`);
   context.bytesRead += read;
   return read;
 }
@@ -685,10 +881,20 @@ async function readChunk(context: StoreContext, path: string, position: number, 
  * DiskFile.map), counted as read but for the `keptLength` bytes from `keptStart` a lane had read
  * already; null otherwise (the caller reads them).
  */
-async function mapRegion(context: StoreContext, path: string, start: number, end: number, keptStart: number, keptLength: number): Promise<Uint8Array | null> {
-  const bytes = await context.files.with(path, (file) => (file.map === undefined ? null : file.map(start, end - start, CACHED_ONLY)));
+async function mapRegion(
+  context: StoreContext,
+  path: string,
+  start: number,
+  end: number,
+  keptStart: number,
+  keptLength: number,
+): Promise<Uint8Array | null> {
+  const bytes = await context.files.with(path, (file) =>
+    file.map === undefined ? null : file.map(start, end - start, CACHED_ONLY),
+  );
   if (bytes === null) return null;
-  context.bytesRead += end - start - Math.max(0, Math.min(end, keptStart + keptLength) - Math.max(start, keptStart));
+  context.bytesRead +=
+    end - start - Math.max(0, Math.min(end, keptStart + keptLength) - Math.max(start, keptStart));
   return bytes;
 }
 
@@ -721,7 +927,9 @@ class PartitionCursor {
   ) {
     this.nextSeq = "seq" in from ? from.seq : "afterSeq" in from ? from.afterSeq + 1 : 1;
     this.timeFloor = "timeUs" in from ? from.timeUs : -Infinity;
-    this.matchesAll = filter.entries.some((entry) => entry.kind === "subtree" && isUnder(log.name, entry.prefix));
+    this.matchesAll = filter.entries.some(
+      (entry) => entry.kind === "subtree" && isUnder(log.name, entry.prefix),
+    );
   }
 
   /** The reader reads few of the store's partitions (see StoreReader.access). */
@@ -739,15 +947,40 @@ class PartitionCursor {
       if (store.lastSeq < this.nextSeq) continue;
       const match = this.matchOf(store);
       if (match === MATCH_NONE) continue;
-      this.lanes.push(new Lane(this.log, [store], false, this.filter, match === MATCH_ALL, from, this.chunkBytes, this, this.pool));
+      this.lanes.push(
+        new Lane(
+          this.log,
+          [store],
+          false,
+          this.filter,
+          match === MATCH_ALL,
+          from,
+          this.chunkBytes,
+          this,
+          this.pool,
+        ),
+      );
     }
-    this.lanes.push(new Lane(this.log, this.log.segments, true, this.filter, this.matchesAll, from, this.chunkBytes, this, this.pool));
+    this.lanes.push(
+      new Lane(
+        this.log,
+        this.log.segments,
+        true,
+        this.filter,
+        this.matchesAll,
+        from,
+        this.chunkBytes,
+        this,
+        this.pool,
+      ),
+    );
     // Keep what the old lanes read: a journal chunk or store chunk is still valid bytes.
     for (const lane of old) {
       const heir = lane.withPending
         ? this.lanes[this.lanes.length - 1]
         : this.lanes.find((fresh) => !fresh.withPending && fresh.files[0].id === lane.files[0].id);
-      if (heir !== undefined && heir.bufferPath === "" && lane.bufferPath !== "") heir.inherit(lane);
+      if (heir !== undefined && heir.bufferPath === "" && lane.bufferPath !== "")
+        heir.inherit(lane);
     }
   }
 
@@ -805,7 +1038,8 @@ class PartitionCursor {
    * partition of one lane, past a time read's first message.
    */
   decodeRun(runs: DecodedRuns, source: number, limit: number): boolean {
-    if (this.headLane !== 0 || this.lanes.length !== 1 || this.timeFloor !== -Infinity) return false;
+    if (this.headLane !== 0 || this.lanes.length !== 1 || this.timeFloor !== -Infinity)
+      return false;
     const lane = this.lanes[0];
     if (!lane.decodeRun(runs, source, limit)) return false;
     this.nextSeq = lane.nextSeq;
@@ -862,7 +1096,17 @@ class PartitionCursor {
  * index image and B's file header, never another segment's records. `recordsCrc`: the CRC-32
  * of the region's records when the region is a whole packed image, else -1.
  */
-type SpanRequest = { lane: Lane; path: string; position: number; end: number; ahead: boolean; fromStart: boolean; imageStart: number; next: number; recordsCrc: number };
+type SpanRequest = {
+  lane: Lane;
+  path: string;
+  position: number;
+  end: number;
+  ahead: boolean;
+  fromStart: boolean;
+  imageStart: number;
+  next: number;
+  recordsCrc: number;
+};
 
 /** Cursors from which a reader whose seqs are dense merges with a calendar queue (StoreReader.batch). */
 const CALENDAR_CURSORS_MIN = 256;
@@ -912,11 +1156,17 @@ const MATCH_SOME = 1;
 const MATCH_ALL = 2;
 
 function corrupt(path: string, offset: number, what: string): StoreError {
-  return new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot read "${path}": ${what} at offset ${offset}`);
+  return new StoreError(
+    "ARIA_ERR_STORE_CORRUPT",
+    `Cannot read "${path}": ${what} at offset ${offset}`,
+  );
 }
 
 /** Loads the index of file `id`: `bytes` at `position` of `path` (bytes < 0: the whole file). */
-async function loadIndex(context: StoreContext, want: { id: number; path: string; position: number; bytes: number }): Promise<void> {
+async function loadIndex(
+  context: StoreContext,
+  want: { id: number; path: string; position: number; bytes: number },
+): Promise<void> {
   const id = want.id;
   let index: SegmentIndex | null = null;
   try {
@@ -993,7 +1243,10 @@ export class StoreReader {
     options: ReadOptions = {},
   ) {
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
-    this.pool = options.borrow === true ? new BufferPool(2 * this.batchBytesMax + READ_CHUNK_BYTES_MAX) : null;
+    this.pool =
+      options.borrow === true
+        ? new BufferPool(2 * this.batchBytesMax + READ_CHUNK_BYTES_MAX)
+        : null;
     this.borrowed = options.borrow === true ? [] : null;
   }
 
@@ -1088,7 +1341,11 @@ export class StoreReader {
     // and buffer are as they were), so only those are asked for reads, and the heap goes on as
     // it stands. Positioning all cursors and building the heap again took a whole-stream read of
     // 10,000 partitions 85–125 ms of its 0.45–0.8 s (131 batches).
-    const resume = this.resumeLimit === limit && this.resumeLayout === layout && count === known && this.heap instanceof CalendarQueue === calendar;
+    const resume =
+      this.resumeLimit === limit &&
+      this.resumeLayout === layout &&
+      count === known &&
+      this.heap instanceof CalendarQueue === calendar;
     this.resumeLimit = -1; // until this batch's merge has run to its end
     if (!resume && (this.keys.length < count || this.heap instanceof CalendarQueue !== calendar)) {
       if (this.keys.length < count) {
@@ -1121,7 +1378,8 @@ export class StoreReader {
           runs.clear(i);
         }
       }
-      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count)) this.runs = new DecodedRuns(this.keys.length);
+      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count))
+        this.runs = new DecodedRuns(this.keys.length);
       for (let i = 0; i < count; i++) {
         const cursor = this.cursors[i];
         const key = cursor.advance(context, limit);
@@ -1150,7 +1408,11 @@ export class StoreReader {
     const out: StoredMessage[] = [];
     // The merge runs in a plain function, not in this async one: locals that live across an
     // await become slots of the generator's frame, loaded and stored at every use in the loop.
-    for (let waiting = this.mergeInto(context, limit, batch, out); waiting >= 0; waiting = this.mergeInto(context, limit, batch, out)) {
+    for (
+      let waiting = this.mergeInto(context, limit, batch, out);
+      waiting >= 0;
+      waiting = this.mergeInto(context, limit, batch, out)
+    ) {
       // The merge stopped at a cursor whose next record needs a read.
       const cursor = this.cursors[waiting];
       this.settle(cursor, waiting, await next(context, cursor, limit), limit);
@@ -1159,7 +1421,8 @@ export class StoreReader {
     this.resumeLayout = layout;
     if (out.length > 0) {
       this.lastSeq = out[out.length - 1].seq;
-      this.denseKeys = out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
+      this.denseKeys =
+        out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
     }
     return out;
   }
@@ -1169,7 +1432,12 @@ export class StoreReader {
    * until a cursor's next record needs a read: then returns that cursor's index, its message
    * taken, for the caller to read and `settle`, and to call again.
    */
-  private mergeInto(context: StoreContext, limit: number, batch: number, out: StoredMessage[]): number {
+  private mergeInto(
+    context: StoreContext,
+    limit: number,
+    batch: number,
+    out: StoredMessage[],
+  ): number {
     const heap = this.heap;
     const keys = this.keys;
     const runs = this.runs;
@@ -1272,19 +1540,36 @@ export class StoreReader {
         this.spansReadAhead++;
       }
     }
-    await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) => readSpan(context, needed[k], tabulate));
+    await forEachConcurrently(needed.length, READ_CONCURRENCY_MAX, (k) =>
+      readSpan(context, needed[k], tabulate),
+    );
   }
 
   private discover(context: StoreContext): void {
     const list = context.partitionList;
     if (this.partitionsSeen === list.length) return;
     const fresh: PartitionLog[] = [];
-    for (let i = this.partitionsSeen; i < list.length; i++) if (this.filter.touchesPartition(list[i].name)) fresh.push(list[i]);
+    for (let i = this.partitionsSeen; i < list.length; i++)
+      if (this.filter.touchesPartition(list[i].name)) fresh.push(list[i]);
     this.partitionsSeen = list.length;
     if (fresh.length === 0) return;
-    const chunkBytes = Math.min(READ_CHUNK_BYTES_MAX, Math.floor(context.options.readBufferBytes / (this.cursors.length + fresh.length)));
+    const chunkBytes = Math.min(
+      READ_CHUNK_BYTES_MAX,
+      Math.floor(context.options.readBufferBytes / (this.cursors.length + fresh.length)),
+    );
     const from: ReadFrom = this.lastSeq > 0 ? { afterSeq: this.lastSeq } : this.from;
-    for (const log of fresh) this.cursors.push(new PartitionCursor(log, this.filter, from, chunkBytes, this.storeMatches, this.pool, this.access));
+    for (const log of fresh)
+      this.cursors.push(
+        new PartitionCursor(
+          log,
+          this.filter,
+          from,
+          chunkBytes,
+          this.storeMatches,
+          this.pool,
+          this.access,
+        ),
+      );
     this.access.sparse = this.cursors.length <= list.length * SPARSE_PARTITIONS_SHARE;
   }
 }
@@ -1299,10 +1584,16 @@ export class StoreReader {
  * waiting for other spans then (the first reads of a whole-stream read), where checking them at
  * each lane's first record held back the merge's start (~70 ms per 270 MB on this machine).
  */
-async function readSpan(context: StoreContext, span: readonly SpanRequest[], tabulate: boolean): Promise<void> {
+async function readSpan(
+  context: StoreContext,
+  span: readonly SpanRequest[],
+  tabulate: boolean,
+): Promise<void> {
   const start = span[0].position;
   const end = span[span.length - 1].end;
-  let bytes = await context.files.with(span[0].path, (file) => (file.map === undefined ? null : file.map(start, end - start)));
+  let bytes = await context.files.with(span[0].path, (file) =>
+    file.map === undefined ? null : file.map(start, end - start),
+  );
   if (bytes === null) {
     bytes = new Uint8Array(end - start);
     await readChunk(context, span[0].path, start, bytes, end);
@@ -1337,7 +1628,8 @@ function prefetch(context: StoreContext, span: readonly SpanRequest[], tabulate:
   const done = readSpan(context, span, tabulate)
     .catch(() => {})
     .then(() => {
-      for (const request of span) if (request.lane.aheadRead === done) request.lane.aheadRead = null;
+      for (const request of span)
+        if (request.lane.aheadRead === done) request.lane.aheadRead = null;
       context.prefetches.delete(done);
       // A removal that fails here leaves an orphan file the next open removes.
       return context.readDone().catch(() => {});
@@ -1346,7 +1638,11 @@ function prefetch(context: StoreContext, span: readonly SpanRequest[], tabulate:
   for (const request of span) request.lane.aheadRead = done;
 }
 
-async function next(context: StoreContext, cursor: PartitionCursor, limit: number): Promise<number> {
+async function next(
+  context: StoreContext,
+  cursor: PartitionCursor,
+  limit: number,
+): Promise<number> {
   for (;;) {
     const key = cursor.advance(context, limit);
     if (key !== NEEDS_READ) return key;

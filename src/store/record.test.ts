@@ -3,7 +3,17 @@ import { getU64, setU64 } from "./record.ts";
 
 test("getU64 reads what setU64 wrote, around the int32 and u32 bounds and up to 2^53 - 1", () => {
   const view = new DataView(new ArrayBuffer(8));
-  for (const value of [0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 7, 1_733_000_000_000_000, Number.MAX_SAFE_INTEGER]) {
+  for (const value of [
+    0,
+    1,
+    2 ** 31 - 1,
+    2 ** 31,
+    2 ** 32 - 1,
+    2 ** 32,
+    2 ** 32 + 7,
+    1_733_000_000_000_000,
+    Number.MAX_SAFE_INTEGER,
+  ]) {
     setU64(view, 0, value);
     expect(getU64(view, 0)).toBe(value);
   }
@@ -19,8 +29,11 @@ test("getU64 gives small values as int32 in optimized code too, with large ones 
   setU64(view, 8, 1_733_000_000_000_000);
   // As the manifest decode does: both kinds read into the fields of one object per record.
   const decoded: { offset: number; timeUs: number }[] = [];
-  for (let i = 0; i < 300_000; i++) decoded.push({ offset: getU64(view, 0), timeUs: getU64(view, 8) });
-  expect(decoded.every((record) => record.offset === 12_345 && record.timeUs === 1_733_000_000_000_000)).toBe(true);
+  for (let i = 0; i < 300_000; i++)
+    decoded.push({ offset: getU64(view, 0), timeUs: getU64(view, 8) });
+  expect(
+    decoded.every((record) => record.offset === 12_345 && record.timeUs === 1_733_000_000_000_000),
+  ).toBe(true);
   let doubles = 0;
   for (const record of decoded) if (describe(record.offset).startsWith("Double")) doubles++;
   expect(doubles).toBe(0);

@@ -14,7 +14,11 @@
  * Integers are little-endian; u64 fields hold safe integers (asserted on encode, checked on decode).
  * Invariant: record bytes = 32 + topic bytes + payload bytes <= STORE_RECORD_BYTES_MAX.
  */
-import { STORE_RECORD_BYTES_MAX, STORE_RECORD_HEADER_BYTES, TOPIC_BYTES_MAX } from "../constants.ts";
+import {
+  STORE_RECORD_BYTES_MAX,
+  STORE_RECORD_HEADER_BYTES,
+  TOPIC_BYTES_MAX,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { COPY_VIEWS_BYTES_MAX, type ViewCache, copyBytesViews } from "../stdx/bytes.ts";
 import { type Crc32, crc32Range, crc32RangeThen } from "./crc32.ts";
@@ -34,7 +38,15 @@ assert(RECORD_TOPIC_OFFSET === STORE_RECORD_HEADER_BYTES, "record header size ma
  * `start` and `length`: the payload is source[start, start + length), usable without building
  * the `payload` view.
  */
-export type StoredMessage = { seq: number; timeUs: number; topic: string; payload: Uint8Array; source?: Uint8Array; start?: number; length?: number };
+export type StoredMessage = {
+  seq: number;
+  timeUs: number;
+  topic: string;
+  payload: Uint8Array;
+  source?: Uint8Array;
+  start?: number;
+  length?: number;
+};
 
 /** Record bytes of a message with `topicBytes` and `payloadBytes`. */
 export function recordBytes(topicBytes: number, payloadBytes: number): number {
@@ -81,7 +93,10 @@ export function encodeRecord(
   crc32: Crc32,
 ): number {
   assert(Number.isSafeInteger(seq) && seq > 0, "record: seq must be a positive safe integer");
-  assert(Number.isSafeInteger(timeUs) && timeUs >= 0, "record: time must be a non-negative safe integer");
+  assert(
+    Number.isSafeInteger(timeUs) && timeUs >= 0,
+    "record: time must be a non-negative safe integer",
+  );
   assert(topic.length > 0 && topic.length <= TOPIC_BYTES_MAX, "record: topic length out of range");
   const total = recordBytes(topic.length, payloadBytes);
   assert(total <= STORE_RECORD_BYTES_MAX, "record: larger than STORE_RECORD_BYTES_MAX");
@@ -100,7 +115,10 @@ export function encodeRecord(
     crc = crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view);
   } else {
     // A long payload is copied and checksummed from the caller's bytes (one view of them, not one of the copy).
-    const payload = payloadStart === 0 && payloadBytes === source.length ? source : source.subarray(payloadStart, payloadStart + payloadBytes);
+    const payload =
+      payloadStart === 0 && payloadBytes === source.length
+        ? source
+        : source.subarray(payloadStart, payloadStart + payloadBytes);
     bytes.set(payload, payloadAt);
     crc = crc32RangeThen(bytes, at + RECORD_SEQ_OFFSET, payloadAt, payload, crc32, view);
   }
@@ -120,11 +138,19 @@ export const RECORD_BAD_CHECKSUM = -2;
  * RECORD_BAD_LENGTH or RECORD_BAD_CHECKSUM. `checksummed`: the record's bytes were already
  * checked by a CRC over many records (a packed image's), so its own CRC is not computed again.
  */
-export function checkRecord(bytes: Uint8Array, view: DataView, at: number, end: number, crc32: Crc32, checksummed = false): number {
+export function checkRecord(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  end: number,
+  crc32: Crc32,
+  checksummed = false,
+): number {
   const total = checkRecordLength(view, at, end);
   if (total <= 0 || checksummed) return total;
   const crc = view.getUint32(at + RECORD_CRC_OFFSET, true);
-  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view)) return RECORD_BAD_CHECKSUM;
+  if (crc !== crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view))
+    return RECORD_BAD_CHECKSUM;
   return total;
 }
 
@@ -138,7 +164,12 @@ export function checkRecordLength(view: DataView, at: number, end: number): numb
   const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
   const payloadBytes = view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
-  if (topicBytes === 0 || topicBytes > TOPIC_BYTES_MAX || total !== recordBytes(topicBytes, payloadBytes) || total > STORE_RECORD_BYTES_MAX) {
+  if (
+    topicBytes === 0 ||
+    topicBytes > TOPIC_BYTES_MAX ||
+    total !== recordBytes(topicBytes, payloadBytes) ||
+    total > STORE_RECORD_BYTES_MAX
+  ) {
     return RECORD_BAD_LENGTH;
   }
   if (end - at < total) return RECORD_INCOMPLETE;
@@ -147,7 +178,11 @@ export function checkRecordLength(view: DataView, at: number, end: number): numb
 
 /** Why checkRecord failed, in words. */
 export function recordProblem(code: number): string {
-  return code === RECORD_BAD_LENGTH ? "impossible record length" : code === RECORD_BAD_CHECKSUM ? "checksum mismatch" : "record cut short";
+  return code === RECORD_BAD_LENGTH
+    ? "impossible record length"
+    : code === RECORD_BAD_CHECKSUM
+      ? "checksum mismatch"
+      : "record cut short";
 }
 
 /** Seq of the (checked) record at `at`. */
@@ -163,11 +198,22 @@ export function recordTime(view: DataView, at: number): number {
 /** Topic of the (checked) record at `at`, decoded from ASCII. */
 export function recordTopic(bytes: Uint8Array, view: DataView, at: number): string {
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
-  return String.fromCharCode.apply(null, bytes.subarray(at + RECORD_TOPIC_OFFSET, at + RECORD_TOPIC_OFFSET + topicBytes) as unknown as number[]);
+  return String.fromCharCode.apply(
+    null,
+    bytes.subarray(
+      at + RECORD_TOPIC_OFFSET,
+      at + RECORD_TOPIC_OFFSET + topicBytes,
+    ) as unknown as number[],
+  );
 }
 
 /** True when the topic of the record at `at` equals `topic` (no string is built). */
-export function recordTopicEquals(bytes: Uint8Array, view: DataView, at: number, topic: string): boolean {
+export function recordTopicEquals(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  topic: string,
+): boolean {
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
   if (topicBytes !== topic.length) return false;
   const from = at + RECORD_TOPIC_OFFSET;

@@ -40,7 +40,13 @@ import {
   stagedPath,
   storePath,
 } from "./layout.ts";
-import { type ManifestState, loadManifest, openManifestForAppend, rewriteManifest, splitOfStores } from "./manifest.ts";
+import {
+  type ManifestState,
+  loadManifest,
+  openManifestForAppend,
+  rewriteManifest,
+  splitOfStores,
+} from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
 import { countRecordsAfter, scanRecords } from "./scan.ts";
 import { scanPack } from "./pack_file.ts";
@@ -49,7 +55,13 @@ import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
 import { dataPathOf, isStore, rebuildStoreIndex, type SubtreeStoreMeta } from "./store_file.ts";
 
 /** A problem found at open: where, what, what the store did, and whether data was lost. */
-export type RecoveryProblem = { file: string; offset: number; problem: string; action: string; dataLost: boolean };
+export type RecoveryProblem = {
+  file: string;
+  offset: number;
+  problem: string;
+  action: string;
+  dataLost: boolean;
+};
 
 /** What Store.open found and did. */
 export type RecoveryReport = {
@@ -87,7 +99,13 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     problems: [],
   };
   const problem = (file: string, offset: number, what: string, action: string) => {
-    report.problems.push({ file, offset, problem: what, action: repair ? action : "refused to open", dataLost: true });
+    report.problems.push({
+      file,
+      offset,
+      problem: what,
+      action: repair ? action : "refused to open",
+      dataLost: true,
+    });
   };
   await disk.mkdir(JOURNAL_DIR);
   await disk.mkdir(SEGMENT_DIR);
@@ -118,17 +136,29 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     await file.sync();
     await file.close();
     if (loaded.cutBytes > 0) {
-      report.cuts.push({ file: MANIFEST_PATH, offset: loaded.bytes, bytesCut: loaded.cutBytes, recordsAfterCut: 0 });
+      report.cuts.push({
+        file: MANIFEST_PATH,
+        offset: loaded.bytes,
+        bytesCut: loaded.cutBytes,
+        recordsAfterCut: 0,
+      });
     }
   } else {
     rewrite = true;
     if (loaded.exists && dataFiles > 0) {
-      report.problems.push({ file: MANIFEST_PATH, offset: loaded.offset, problem: loaded.problem, action: "rebuilt from segment files", dataLost: false });
+      report.problems.push({
+        file: MANIFEST_PATH,
+        offset: loaded.offset,
+        problem: loaded.problem,
+        action: "rebuilt from segment files",
+        dataLost: false,
+      });
     }
     state = await rebuildFromSegments(context, { segmentIds, storeIds, packIds }, report, problem);
     report.manifestRebuilt = dataFiles > 0;
     // The rebuild wrote fresh indexes for segment files of their own (a packed one's is in its pack).
-    for (const segment of state.live.values()) if (segment.pack === undefined) indexIds.add(segment.id);
+    for (const segment of state.live.values())
+      if (segment.pack === undefined) indexIds.add(segment.id);
     for (const id of state.stores.keys()) indexIds.add(id);
   }
 
@@ -146,13 +176,23 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       const id = file.id;
       const packed = !isStore(file) && file.pack !== undefined;
       if (!present(file)) {
-        problem(dataPathOf(file), 0, `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`, "dropped from the manifest");
+        problem(
+          dataPathOf(file),
+          0,
+          `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`,
+          "dropped from the manifest",
+        );
         files.delete(id);
         rewrite = true;
       } else if (!packed && !indexIds.has(id)) {
         const rebuilt = await rebuildIndex(id);
         if (typeof rebuilt === "string") {
-          problem(dataPathOf(file), 0, `index missing and ${kind} unreadable: ${rebuilt}`, "dropped from the manifest");
+          problem(
+            dataPathOf(file),
+            0,
+            `index missing and ${kind} unreadable: ${rebuilt}`,
+            "dropped from the manifest",
+          );
           files.delete(id);
           rewrite = true;
         } else {
@@ -163,21 +203,30 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   };
   await checkPresent(
     state.live,
-    (segment) => (segment.pack === undefined ? segmentIds.has(segment.id) : packIds.has(segment.pack.pack)),
+    (segment) =>
+      segment.pack === undefined ? segmentIds.has(segment.id) : packIds.has(segment.pack.pack),
     "segment",
     (segment) => `"${segment.partition}"`,
     (id) => rebuildSegmentIndex(disk, id, indexOptions),
   );
-  await checkPresent(state.stores, (store) => storeIds.has(store.id), "store", (store) => `${store.topics.length} topics of "${store.partition}"`, (id) => rebuildStoreIndex(disk, id, indexOptions));
+  await checkPresent(
+    state.stores,
+    (store) => storeIds.has(store.id),
+    "store",
+    (store) => `${store.topics.length} topics of "${store.partition}"`,
+    (id) => rebuildStoreIndex(disk, id, indexOptions),
+  );
   // Files no live segment or store owns (an interrupted close, retention or split); removed only
   // once open is sure to go ahead.
   const orphans: string[] = [];
   const packsInForce = new Set<number>();
-  for (const segment of state.live.values()) if (segment.pack !== undefined) packsInForce.add(segment.pack.pack);
+  for (const segment of state.live.values())
+    if (segment.pack !== undefined) packsInForce.add(segment.pack.pack);
   for (const id of new Set([...segmentIds, ...indexIds, ...storeIds, ...packIds])) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
     if (packIds.has(id) && !packsInForce.has(id)) orphans.push(packPath(id));
-    const owned = (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.stores.has(id);
+    const owned =
+      (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.stores.has(id);
     if (owned) continue;
     if (segmentIds.has(id)) orphans.push(segmentPath(id));
     if (storeIds.has(id)) orphans.push(storePath(id));
@@ -201,7 +250,11 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   for (const file of [...live, ...state.stores.values()]) {
     const counts = state.counts.get(file.id);
     // Counts that do not add up to the file's records are not trusted: measured again.
-    if (counts === undefined || counts.reduce((sum, count) => sum + count.messages, 0) !== file.records) context.uncounted.add(file.id);
+    if (
+      counts === undefined ||
+      counts.reduce((sum, count) => sum + count.messages, 0) !== file.records
+    )
+      context.uncounted.add(file.id);
     else context.countFile(file.id, counts, true);
   }
   for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
@@ -211,7 +264,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   }
   // The newest publish time so far (journal replay below may raise it): the broker's times go
   // on from it after a restart, whatever the clock says.
-  for (const file of [...live, ...state.stores.values()]) context.newestTimeUs = Math.max(context.newestTimeUs, file.lastTimeUs);
+  for (const file of [...live, ...state.stores.values()])
+    context.newestTimeUs = Math.max(context.newestTimeUs, file.lastTimeUs);
   context.nextSegmentId = state.maxSegmentId + 1;
   report.segments += live.length;
   let nextSeq = 1;
@@ -230,7 +284,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   gens.sort((a, b) => a - b);
   // A staged journal (journal_files.ts) is replayed only if it is the generation after the
   // newest and its records continue that journal's: see adoptStaged below.
-  let stagedNext = gens.length > 0 && staged.includes(gens[gens.length - 1] + 1) ? gens[gens.length - 1] + 1 : -1;
+  let stagedNext =
+    gens.length > 0 && staged.includes(gens[gens.length - 1] + 1) ? gens[gens.length - 1] + 1 : -1;
   for (const n of staged) {
     if (n === stagedNext) continue;
     await disk.remove(stagedPath(n));
@@ -267,34 +322,56 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
         continue;
       }
       if (expected !== 0 && header.firstSeq !== expected) {
-        problem(path, 0, `journal starts at seq ${header.firstSeq}, expected ${expected}`, "continued at the journal's first seq");
+        problem(
+          path,
+          0,
+          `journal starts at seq ${header.firstSeq}, expected ${expected}`,
+          "continued at the journal's first seq",
+        );
       }
       expected = header.firstSeq;
       nextSeq = Math.max(nextSeq, header.firstSeq);
-      const info: JournalInfo = { gen, path, firstSeq: header.firstSeq, bytes: header.bytes, pendingRecords: 0, created: true };
-      const scan = await scanRecords(file, header.bytes, context.crc32, (bytes, view, at, length, position) => {
-        const seq = recordSeq(view, at);
-        if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
-        const timeUs = recordTime(view, at);
-        const held = context.topicHeld(recordTopic(bytes, view, at));
-        const log = held.log;
-        if (seq > log.sortedThrough) {
-          held.messages++;
-          held.bytes += length;
-          log.addPending(seq, timeUs, gen, position, length);
-          info.pendingRecords++;
-          report.recordsReplayed++;
-        }
-        context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
-        expected++;
-        return undefined;
-      });
+      const info: JournalInfo = {
+        gen,
+        path,
+        firstSeq: header.firstSeq,
+        bytes: header.bytes,
+        pendingRecords: 0,
+        created: true,
+      };
+      const scan = await scanRecords(
+        file,
+        header.bytes,
+        context.crc32,
+        (bytes, view, at, length, position) => {
+          const seq = recordSeq(view, at);
+          if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
+          const timeUs = recordTime(view, at);
+          const held = context.topicHeld(recordTopic(bytes, view, at));
+          const log = held.log;
+          if (seq > log.sortedThrough) {
+            held.messages++;
+            held.bytes += length;
+            log.addPending(seq, timeUs, gen, position, length);
+            info.pendingRecords++;
+            report.recordsReplayed++;
+          }
+          context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
+          expected++;
+          return undefined;
+        },
+      );
       info.bytes = scan.end;
       if (scan.problem !== null) {
         if (isLast) {
           const after = await countRecordsAfter(file, scan.end, expected - 1, context.crc32);
           await file.truncate(scan.end);
-          report.cuts.push({ file: path, offset: scan.end, bytesCut: scan.fileBytes - scan.end, recordsAfterCut: after.records });
+          report.cuts.push({
+            file: path,
+            offset: scan.end,
+            bytesCut: scan.fileBytes - scan.end,
+            recordsAfterCut: after.records,
+          });
         } else {
           problem(path, scan.end, scan.problem, "rest of the journal skipped");
         }
@@ -344,7 +421,12 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
  * staged file is made durable, renamed, the directory entry synced. Else it is removed
  * (removeAsCut). Whether it was adopted.
  */
-async function adoptStaged(context: StoreContext, gen: number, expected: number, report: RecoveryReport): Promise<boolean> {
+async function adoptStaged(
+  context: StoreContext,
+  gen: number,
+  expected: number,
+  report: RecoveryReport,
+): Promise<boolean> {
   const disk = context.disk;
   const from = stagedPath(gen);
   const file = await disk.open(from, "write");
@@ -368,7 +450,12 @@ async function adoptStaged(context: StoreContext, gen: number, expected: number,
 
 /** Removes the journal (or staged file) at `path`, reported as a cut at 0: it holds no record that counts. */
 async function removeAsCut(disk: Disk, path: string, report: RecoveryReport): Promise<void> {
-  report.cuts.push({ file: path, offset: 0, bytesCut: await sizeOf(disk, path), recordsAfterCut: 0 });
+  report.cuts.push({
+    file: path,
+    offset: 0,
+    bytesCut: await sizeOf(disk, path),
+    recordsAfterCut: 0,
+  });
   await disk.remove(path);
   report.filesRemoved.push(path);
 }
@@ -385,9 +472,21 @@ async function sizeOf(disk: Disk, path: string): Promise<number> {
 }
 
 /** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it; `recycle`: see createJournalFile. */
-export async function startJournal(context: StoreContext, gen: number, firstSeq: number, recycle = true): Promise<JournalInfo> {
+export async function startJournal(
+  context: StoreContext,
+  gen: number,
+  firstSeq: number,
+  recycle = true,
+): Promise<JournalInfo> {
   await createJournalFile(context, gen, firstSeq, recycle);
-  const info: JournalInfo = { gen, path: journalPath(gen), firstSeq, bytes: FILE_HEADER_FIXED_BYTES, pendingRecords: 0, created: true };
+  const info: JournalInfo = {
+    gen,
+    path: journalPath(gen),
+    firstSeq,
+    bytes: FILE_HEADER_FIXED_BYTES,
+    pendingRecords: 0,
+    created: true,
+  };
   context.journals.push(info);
   return info;
 }
@@ -398,7 +497,11 @@ export async function startJournal(context: StoreContext, gen: number, firstSeq:
  * be sealing this one (a sort that began before a roll can drain it meanwhile).
  */
 export async function dropDrainedJournals(context: StoreContext): Promise<void> {
-  while (context.journals.length > 1 && context.journals[0].pendingRecords === 0 && context.journals[1].created) {
+  while (
+    context.journals.length > 1 &&
+    context.journals[0].pendingRecords === 0 &&
+    context.journals[1].created
+  ) {
     await retireJournalFile(context, context.journals.shift() as JournalInfo);
   }
 }
@@ -410,17 +513,38 @@ async function rebuildFromSegments(
   problem: (file: string, offset: number, what: string, action: string) => void,
 ): Promise<ManifestState> {
   const { segmentIds, storeIds, packIds } = ids;
-  const state: ManifestState = { live: new Map(), stores: new Map(), sortedThrough: new Map(), maxSegmentId: 0, records: 0, lastSplit: null, counts: new Map() };
+  const state: ManifestState = {
+    live: new Map(),
+    stores: new Map(),
+    sortedThrough: new Map(),
+    maxSegmentId: 0,
+    records: 0,
+    lastSplit: null,
+    counts: new Map(),
+  };
   const found: SegmentMeta[] = [];
   for (const id of [...packIds].sort((a, b) => a - b)) {
-    const scan = await scanPack(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
-    for (const segment of scan.segments) state.maxSegmentId = Math.max(state.maxSegmentId, segment.id);
+    const scan = await scanPack(context.disk, id, {
+      intervalBytes: context.options.indexIntervalBytes,
+      crc32: context.crc32,
+    });
+    for (const segment of scan.segments)
+      state.maxSegmentId = Math.max(state.maxSegmentId, segment.id);
     found.push(...scan.segments);
-    if (scan.problem !== null) problem(packPath(id), scan.offset, scan.problem, "rest of the pack left out of the rebuilt manifest");
+    if (scan.problem !== null)
+      problem(
+        packPath(id),
+        scan.offset,
+        scan.problem,
+        "rest of the pack left out of the rebuilt manifest",
+      );
   }
   for (const id of [...segmentIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
-    const meta = await rebuildSegmentIndex(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+    const meta = await rebuildSegmentIndex(context.disk, id, {
+      intervalBytes: context.options.indexIntervalBytes,
+      crc32: context.crc32,
+    });
     if (typeof meta === "string") {
       problem(segmentPath(id), 0, meta, "segment left out of the rebuilt manifest");
       continue;
@@ -449,11 +573,19 @@ async function rebuildFromSegments(
  * up to the newest generation's last seq alone, as before session 16, let a re-split a crash cut
  * short win over the complete split before it and the segments after that, and drop both.)
  */
-async function rebuildStores(context: StoreContext, storeIds: Set<number>, state: ManifestState, report: RecoveryReport): Promise<void> {
+async function rebuildStores(
+  context: StoreContext,
+  storeIds: Set<number>,
+  state: ManifestState,
+  report: RecoveryReport,
+): Promise<void> {
   const byPartition = new Map<string, Map<number, SubtreeStoreMeta[]>>();
   for (const id of [...storeIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
-    const meta = await rebuildStoreIndex(context.disk, id, { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 });
+    const meta = await rebuildStoreIndex(context.disk, id, {
+      intervalBytes: context.options.indexIntervalBytes,
+      crc32: context.crc32,
+    });
     if (typeof meta === "string") continue; // an unreadable store is an interrupted split's: an orphan
     report.filesRebuilt.push(indexPath(id));
     const generations = byPartition.get(meta.partition) ?? new Map<number, SubtreeStoreMeta[]>();
@@ -462,7 +594,8 @@ async function rebuildStores(context: StoreContext, storeIds: Set<number>, state
   }
   for (const [partition, generations] of byPartition) {
     const segments = [...state.live.values()].filter((segment) => segment.partition === partition);
-    const recordsAfter = (last: number) => segments.reduce((sum, segment) => sum + (segment.firstSeq > last ? segment.records : 0), 0);
+    const recordsAfter = (last: number) =>
+      segments.reduce((sum, segment) => sum + (segment.firstSeq > last ? segment.records : 0), 0);
     let best: SubtreeStoreMeta[] | null = null;
     let bestLast = 0;
     let bestRecords = recordsAfter(0);
@@ -480,13 +613,16 @@ async function rebuildStores(context: StoreContext, storeIds: Set<number>, state
     for (const segment of segments) if (segment.firstSeq <= bestLast) state.live.delete(segment.id);
     for (const store of best) {
       state.stores.set(store.id, store);
-      if ((state.sortedThrough.get(partition) ?? 0) < store.lastSeq) state.sortedThrough.set(partition, store.lastSeq);
+      if ((state.sortedThrough.get(partition) ?? 0) < store.lastSeq)
+        state.sortedThrough.set(partition, store.lastSeq);
     }
   }
 }
 
 function corruptMessage(report: RecoveryReport): string {
-  const lines = report.problems.filter((p) => p.dataLost).map((p) => `  "${p.file}" at offset ${p.offset}: ${p.problem}`);
+  const lines = report.problems
+    .filter((p) => p.dataLost)
+    .map((p) => `  "${p.file}" at offset ${p.offset}: ${p.problem}`);
   return `Cannot open the data directory: ${lines.length} damaged file(s):\n${lines.join("\n")}\nStart with --repair to skip the damaged data (it is reported, and lost).`;
 }
 

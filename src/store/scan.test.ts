@@ -12,7 +12,21 @@ function records(seqs: number[]): Uint8Array {
   const bytes = new Uint8Array(each * seqs.length);
   const view = new DataView(bytes.buffer);
   const sources = new ViewCache();
-  seqs.forEach((seq, i) => encodeRecord(bytes, view, i * each, seq, seq * 1000, "t", payload, sources, 0, payload.length, crc32));
+  seqs.forEach((seq, i) =>
+    encodeRecord(
+      bytes,
+      view,
+      i * each,
+      seq,
+      seq * 1000,
+      "t",
+      payload,
+      sources,
+      0,
+      payload.length,
+      crc32,
+    ),
+  );
   return bytes;
 }
 
@@ -22,14 +36,24 @@ describe("countRecordsAfter", () => {
     const file = await disk.open("j", "create");
     // [torn bytes][an older generation's records 1..400][two later records 1001, 1002][older 401..500]
     const torn = new Uint8Array(37).fill(0xa5);
-    const parts = [torn, records(Array.from({ length: 400 }, (_, i) => i + 1)), records([1001, 1002]), records(Array.from({ length: 100 }, (_, i) => i + 401))];
+    const parts = [
+      torn,
+      records(Array.from({ length: 400 }, (_, i) => i + 1)),
+      records([1001, 1002]),
+      records(Array.from({ length: 100 }, (_, i) => i + 401)),
+    ];
     let at = 0;
     for (const part of parts) {
       await file.write(at, part);
       at += part.length;
     }
     const found = await countRecordsAfter(file, 0, 1000, crc32);
-    expect(found).toEqual({ records: 2, firstOffset: torn.length + parts[1].length, firstSeq: 1001, lastSeq: 1002 });
+    expect(found).toEqual({
+      records: 2,
+      firstOffset: torn.length + parts[1].length,
+      firstSeq: 1001,
+      lastSeq: 1002,
+    });
     // Older records only: nothing to count.
     expect((await countRecordsAfter(file, 0, 5000, crc32)).records).toBe(0);
   });

@@ -12,7 +12,13 @@ import { RECORD_INCOMPLETE, checkRecord, recordProblem, recordSeq } from "./reco
  * Called for each valid record; `at` indexes `bytes`, `position` is the record's file offset.
  * Returning a string stops the scan at this record with that problem.
  */
-export type OnRecord = (bytes: Uint8Array, view: DataView, at: number, length: number, position: number) => string | undefined;
+export type OnRecord = (
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  length: number,
+  position: number,
+) => string | undefined;
 
 /** Where a scan stopped: the end of the last valid record and, if it stopped early, why. */
 export type ScanResult = { end: number; fileBytes: number; problem: string | null };
@@ -25,7 +31,13 @@ export type ScanResult = { end: number; fileBytes: number; problem: string | nul
 export type ScanBounds = { end?: number; stopMagic?: number };
 
 /** Scans records of `file` from `start`; `onRecord` sees each valid one in order. */
-export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, onRecord: OnRecord, bounds: ScanBounds = {}): Promise<ScanResult> {
+export async function scanRecords(
+  file: DiskFile,
+  start: number,
+  crc32: Crc32,
+  onRecord: OnRecord,
+  bounds: ScanBounds = {},
+): Promise<ScanResult> {
   const fileBytes = bounds.end ?? (await file.size());
   const stopMagic = bounds.stopMagic ?? -1;
   let buffer = new Uint8Array(Math.min(READ_CHUNK_BYTES_MAX, Math.max(64, fileBytes - start)));
@@ -34,8 +46,10 @@ export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, o
   let filled = 0;
   let at = 0;
   for (;;) {
-    if (filled - at >= 4 && view.getUint32(at, true) === stopMagic) return { end: bufferStart + at, fileBytes, problem: null };
-    const length = filled - at > 0 ? checkRecord(buffer, view, at, filled, crc32) : RECORD_INCOMPLETE;
+    if (filled - at >= 4 && view.getUint32(at, true) === stopMagic)
+      return { end: bufferStart + at, fileBytes, problem: null };
+    const length =
+      filled - at > 0 ? checkRecord(buffer, view, at, filled, crc32) : RECORD_INCOMPLETE;
     if (length > 0) {
       const stop = onRecord(buffer, view, at, length, bufferStart + at);
       if (stop !== undefined) return { end: bufferStart + at, fileBytes, problem: stop };
@@ -43,9 +57,14 @@ export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, o
       continue;
     }
     const position = bufferStart + at;
-    if (length !== RECORD_INCOMPLETE) return { end: position, fileBytes, problem: recordProblem(length) };
+    if (length !== RECORD_INCOMPLETE)
+      return { end: position, fileBytes, problem: recordProblem(length) };
     if (bufferStart + filled >= fileBytes) {
-      return { end: position, fileBytes, problem: position === fileBytes ? null : recordProblem(RECORD_INCOMPLETE) };
+      return {
+        end: position,
+        fileBytes,
+        problem: position === fileBytes ? null : recordProblem(RECORD_INCOMPLETE),
+      };
     }
     // Move the partial record to the front and read more; grow for a record bigger than the buffer.
     const kept = filled - at;
@@ -61,8 +80,12 @@ export async function scanRecords(file: DiskFile, start: number, crc32: Crc32, o
     bufferStart = position;
     at = 0;
     filled = kept;
-    if (filled === buffer.length) return { end: position, fileBytes, problem: recordProblem(RECORD_INCOMPLETE) };
-    const read = await file.read(bufferStart + filled, buffer.subarray(filled, Math.min(buffer.length, fileBytes - bufferStart)));
+    if (filled === buffer.length)
+      return { end: position, fileBytes, problem: recordProblem(RECORD_INCOMPLETE) };
+    const read = await file.read(
+      bufferStart + filled,
+      buffer.subarray(filled, Math.min(buffer.length, fileBytes - bufferStart)),
+    );
     if (read === 0) return { end: position, fileBytes, problem: recordProblem(RECORD_INCOMPLETE) };
     filled += read;
   }

@@ -17,7 +17,11 @@ import { scanRecords } from "./scan.ts";
 import { SegmentIndexBuilder, type SegmentMeta } from "./segment_index.ts";
 
 /** Reads the records of segment `id`, checking each, and writes a fresh index: its summary, or why not. */
-export async function rebuildSegmentIndex(disk: Disk, id: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<SegmentMeta | string> {
+export async function rebuildSegmentIndex(
+  disk: Disk,
+  id: number,
+  options: { intervalBytes: number; crc32: Crc32 },
+): Promise<SegmentMeta | string> {
   const path = segmentPath(id);
   let file: DiskFile;
   try {
@@ -32,12 +36,17 @@ export async function rebuildSegmentIndex(disk: Disk, id: number, options: { int
     if (typeof header === "string") return `${header} at offset 0`;
     if (header.id !== id) return `header names segment ${header.id} at offset 16`;
     const builder = new SegmentIndexBuilder(options.intervalBytes);
-    const scan = await scanRecords(file, header.bytes, options.crc32, (_bytes, view, at, _length, position) => {
-      const seq = recordSeq(view, at);
-      if (seq <= builder.lastSeq || seq < header.firstSeq) return "record out of seq order";
-      builder.add(seq, recordTime(view, at), position);
-      return undefined;
-    });
+    const scan = await scanRecords(
+      file,
+      header.bytes,
+      options.crc32,
+      (_bytes, view, at, _length, position) => {
+        const seq = recordSeq(view, at);
+        if (seq <= builder.lastSeq || seq < header.firstSeq) return "record out of seq order";
+        builder.add(seq, recordTime(view, at), position);
+        return undefined;
+      },
+    );
     if (scan.problem !== null) return `${scan.problem} at offset ${scan.end}`;
     if (builder.records === 0) return "segment holds no records";
     const meta = builder.meta(id, header.name, header.firstSeq, scan.end);

@@ -59,7 +59,12 @@ export type SegmentMeta = {
 };
 
 /** A decoded index: the segment's summary and its entries as parallel typed arrays. */
-export type SegmentIndex = { meta: SegmentMeta; seqs: Float64Array; maxTimes: Float64Array; positions: Float64Array };
+export type SegmentIndex = {
+  meta: SegmentMeta;
+  seqs: Float64Array;
+  maxTimes: Float64Array;
+  positions: Float64Array;
+};
 
 /** Accumulates index entries while a segment is written. */
 export class SegmentIndexBuilder {
@@ -91,12 +96,24 @@ export class SegmentIndexBuilder {
 
   /** The summary of the segment once its last record was added. */
   meta(id: number, partition: string, firstSeq: number, segmentBytes: number): SegmentMeta {
-    return { id, partition, firstSeq, lastSeq: this.lastSeq, firstTimeUs: this.firstTimeUs, lastTimeUs: this.maxTimeUs, records: this.records, bytes: segmentBytes };
+    return {
+      id,
+      partition,
+      firstSeq,
+      lastSeq: this.lastSeq,
+      firstTimeUs: this.firstTimeUs,
+      lastTimeUs: this.maxTimeUs,
+      records: this.records,
+      bytes: segmentBytes,
+    };
   }
 
   /** Encodes the index file. */
   encode(meta: SegmentMeta, crc32: Crc32): Uint8Array {
-    const header = encodeFileHeader({ kind: "index", id: meta.id, firstSeq: meta.firstSeq, name: meta.partition }, crc32);
+    const header = encodeFileHeader(
+      { kind: "index", id: meta.id, firstSeq: meta.firstSeq, name: meta.partition },
+      crc32,
+    );
     const count = this.seqs.length;
     const bytes = new Uint8Array(segmentIndexBytes(header.length, count));
     const view = new DataView(bytes.buffer);
@@ -127,7 +144,8 @@ export function decodeSegmentIndex(bytes: Uint8Array, crc32: Crc32): SegmentInde
   if (bytes.length < at + SUMMARY_BYTES) return "index summary cut short";
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   const count = view.getUint32(at + 4, true);
-  if (bytes.length !== at + SUMMARY_BYTES + count * ENTRY_BYTES) return `index holds ${bytes.length} bytes, expected ${at + SUMMARY_BYTES + count * ENTRY_BYTES}`;
+  if (bytes.length !== at + SUMMARY_BYTES + count * ENTRY_BYTES)
+    return `index holds ${bytes.length} bytes, expected ${at + SUMMARY_BYTES + count * ENTRY_BYTES}`;
   if (view.getUint32(at, true) !== crc32(bytes.subarray(at + 8))) return "index checksum mismatch";
   if (count === 0) return "index has no entries";
   const meta: SegmentMeta = {
@@ -156,7 +174,10 @@ export function decodeSegmentIndex(bytes: Uint8Array, crc32: Crc32): SegmentInde
  * The position to start scanning for the first record with seq >= `seq` (or, with `byTime`,
  * with time >= `timeUs`): the last entry before it, else the first record.
  */
-export function seekIndex(index: SegmentIndex, target: { seq: number } | { timeUs: number }): number {
+export function seekIndex(
+  index: SegmentIndex,
+  target: { seq: number } | { timeUs: number },
+): number {
   const keys = "seq" in target ? index.seqs : index.maxTimes;
   const key = "seq" in target ? target.seq : target.timeUs;
   // Last entry whose key is < target: the target lies at or after it. Keys never decrease.

@@ -20,7 +20,12 @@ import { readFully } from "./disk.ts";
 import type { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError } from "./layout.ts";
 import { checkRecord, recordProblem, recordTopic, recordTopicEquals } from "./record.ts";
-import { MANIFEST_ADD, MANIFEST_TOPICS, type ManifestRecord, type TopicCount } from "./manifest_codec.ts";
+import {
+  MANIFEST_ADD,
+  MANIFEST_TOPICS,
+  type ManifestRecord,
+  type TopicCount,
+} from "./manifest_codec.ts";
 import { appendManifest, compactManifestMaybe } from "./manifest.ts";
 import type { PartitionLog } from "./partition_log.ts";
 import { dropDrainedJournals } from "./recovery.ts";
@@ -64,7 +69,15 @@ type Close = {
 
 function planClose(log: PartitionLog, end: number): Close {
   const start = log.pendingHead;
-  return { log, start, count: end - start, firstSeq: log.pendingSeq(start), bytes: log.pendingBytesBefore(end), recordsByGen: new Map(), topics: new Map() };
+  return {
+    log,
+    start,
+    count: end - start,
+    firstSeq: log.pendingSeq(start),
+    bytes: log.pendingBytesBefore(end),
+    recordsByGen: new Map(),
+    topics: new Map(),
+  };
 }
 
 /** Closes segments from journal records. */
@@ -123,24 +136,27 @@ export class Sorter {
     // it): two runs at once closed the same pending records twice (overlapping segments).
     while (this.running !== null) await this.running.catch(() => {});
     const sorting = this.sortEverything(throughSeq);
-    this.running = sorting.then(
-      () => {},
-      () => {},
-    ).finally(() => {
-      this.running = null;
-      this.onProgress();
-      if (this.again) {
-        this.again = false;
-        this.poke();
-      }
-    });
+    this.running = sorting
+      .then(
+        () => {},
+        () => {},
+      )
+      .finally(() => {
+        this.running = null;
+        this.onProgress();
+        if (this.again) {
+          this.again = false;
+          this.poke();
+        }
+      });
     return sorting;
   }
 
   private async sortEverything(throughSeq: number): Promise<void> {
     await this.writer.sync();
     const context = this.context;
-    const due = (log: PartitionLog) => log.pendingCount > 0 && log.pendingSeq(log.pendingHead) <= throughSeq;
+    const due = (log: PartitionLog) =>
+      log.pendingCount > 0 && log.pendingSeq(log.pendingHead) <= throughSeq;
     // Passes until nothing due is pending: a close stops at the segment size, so a partition with
     // more than that in one group of journals needs more than one.
     for (let closed = 1; closed > 0 && context.partitionList.some(due); ) {
@@ -153,7 +169,12 @@ export class Sorter {
         // Every partition with records in this group of journals closes them.
         const gens = imagesFrom(context, first, context.journals.length);
         const group = new Set(gens);
-        closed += await this.run(context.partitionList.filter((log) => due(log) && group.has(log.pendingGen(log.pendingHead))), gens);
+        closed += await this.run(
+          context.partitionList.filter(
+            (log) => due(log) && group.has(log.pendingGen(log.pendingHead)),
+          ),
+          gens,
+        );
         first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
         if (first < 0) break;
       }
@@ -185,21 +206,33 @@ export class Sorter {
     // The oldest sealed journal still holding unsorted records (a drained one may wait for a
     // read in flight before it is deleted: the sort goes on past it).
     const oldestPinned = context.journals.findIndex((journal) => journal.pendingRecords > 0);
-    if (totals.bytes > options.journalRetainedBytesMax && oldestPinned >= 0 && oldestPinned < context.journals.length - 1) {
+    if (
+      totals.bytes > options.journalRetainedBytesMax &&
+      oldestPinned >= 0 &&
+      oldestPinned < context.journals.length - 1
+    ) {
       // The oldest pinned journal and the sealed ones after it, up to the image budget: the
       // partitions pinning the first close what they have in all of them (bigger segments than
       // one journal's share, which over 10,000 partitions is ~6.5 KB each).
       const gens = imagesFrom(context, oldestPinned, context.journals.length - 1);
       const oldest = gens[0];
-      return { closes: context.partitionList.filter((log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest), imageGens: gens };
+      return {
+        closes: context.partitionList.filter(
+          (log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest,
+        ),
+        imageGens: gens,
+      };
     }
     const closes = new Set<PartitionLog>();
-    for (const log of context.oversized) if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
+    for (const log of context.oversized)
+      if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
     context.oversized.clear();
     let pending = totals.pendingRecords;
     if (pending > options.pendingRecordsMax) {
       // Too many positions held in memory: sort the partitions holding the most until half remain.
-      const byCount = context.partitionList.filter((log) => log.pendingCount > 0).sort((a, b) => b.pendingCount - a.pendingCount);
+      const byCount = context.partitionList
+        .filter((log) => log.pendingCount > 0)
+        .sort((a, b) => b.pendingCount - a.pendingCount);
       for (const log of byCount) {
         if (pending <= options.pendingRecordsMax / 2) break;
         closes.add(log);
@@ -237,19 +270,23 @@ export class Sorter {
     const plan: Close[] = [];
     for (const log of logs) {
       let end = log.pendingAfter(limit);
-      if (images !== null) while (end > log.pendingHead && !images.has(log.pendingGen(end - 1))) end--;
+      if (images !== null)
+        while (end > log.pendingHead && !images.has(log.pendingGen(end - 1))) end--;
       end = segmentEnd(log, end, context.options.segmentBytesMax);
       if (end > log.pendingHead) plan.push(planClose(log, end));
     }
     for (let i = 0; i < plan.length; ) {
       let j = i + 1;
       let bytes = plan[i].bytes;
-      while (j < plan.length && j - i < BATCH_SEGMENTS && bytes + plan[j].bytes <= BATCH_BYTES) bytes += plan[j++].bytes;
+      while (j < plan.length && j - i < BATCH_SEGMENTS && bytes + plan[j].bytes <= BATCH_BYTES)
+        bytes += plan[j++].bytes;
       await this.closeBatch(plan.slice(i, j), images);
       i = j;
     }
     // A close stops at the segment size: what is still past it closes in the next pass.
-    for (const close of plan) if (close.log.pendingBytes >= context.options.segmentBytesMax) context.oversized.add(close.log);
+    for (const close of plan)
+      if (close.log.pendingBytes >= context.options.segmentBytesMax)
+        context.oversized.add(close.log);
     await context.whenNoReads(() => dropDrainedJournals(context));
     await compactManifestMaybe(context);
     return plan.length;
@@ -286,10 +323,15 @@ export class Sorter {
     // Each segment's per-topic counts before its ADD, in one append: a torn tail that keeps the
     // ADD keeps them (counts of a file not in force are never used).
     const records: ManifestRecord[] = [];
-    for (const { close, meta } of written) records.push({ kind: MANIFEST_TOPICS, id: meta.id, topics: [...close.topics.values()] }, { kind: MANIFEST_ADD, segment: meta });
+    for (const { close, meta } of written)
+      records.push(
+        { kind: MANIFEST_TOPICS, id: meta.id, topics: [...close.topics.values()] },
+        { kind: MANIFEST_ADD, segment: meta },
+      );
     await appendManifest(context, records);
     for (const { close, meta } of written) {
-      for (const [gen, records] of close.recordsByGen) context.journal(gen).pendingRecords -= records;
+      for (const [gen, records] of close.recordsByGen)
+        context.journal(gen).pendingRecords -= records;
       close.log.closeSegment(meta, close.start + close.count);
       context.holdFiles(meta);
       // Its records were counted in the journal: they stay counted, now as the segment's.
@@ -302,7 +344,11 @@ export class Sorter {
    * Copies the records of `close` into `writer`, reading runs of nearby records at once, and
    * asks to yield to the event loop every SLICE_RECORDS records.
    */
-  private async copyRecords(close: Close, writer: PackWriter, images: Images | null): Promise<void> {
+  private async copyRecords(
+    close: Close,
+    writer: PackWriter,
+    images: Images | null,
+  ): Promise<void> {
     const context = this.context;
     const log = close.log;
     const end = close.start + close.count;
@@ -311,7 +357,12 @@ export class Sorter {
     let sliced = 0;
     // Adds `records` back-to-back records; a promise only when the writer flushes or a slice ends
     // (no await per record).
-    const add = (bytes: Uint8Array, at: number, first: number, end: number): Promise<void> | undefined => {
+    const add = (
+      bytes: Uint8Array,
+      at: number,
+      first: number,
+      end: number,
+    ): Promise<void> | undefined => {
       const written = writer.addPending(bytes, at, log, first, end);
       sliced += end - first;
       if (sliced < SLICE_RECORDS) return written;
@@ -343,7 +394,8 @@ export class Sorter {
         let spanEnd = base + log.pendingLength(i);
         while (j < end && log.pendingGen(j) === gen) {
           const nextEnd = log.pendingPosition(j) + log.pendingLength(j);
-          if (log.pendingPosition(j) - spanEnd > READ_GAP_BYTES || nextEnd - base > READ_SPAN_BYTES) break;
+          if (log.pendingPosition(j) - spanEnd > READ_GAP_BYTES || nextEnd - base > READ_SPAN_BYTES)
+            break;
           spanEnd = nextEnd;
           j++;
         }
@@ -352,7 +404,11 @@ export class Sorter {
         const into = buffer.subarray(0, span);
         const path = context.journal(gen).path;
         const read = await context.files.with(path, async (file) => readFully(file, base, into));
-        if (read < span) throw new StoreError("ARIA_ERR_STORE_IO", `Journal "${path}" is shorter than expected: ${base + read} < ${spanEnd}`);
+        if (read < span)
+          throw new StoreError(
+            "ARIA_ERR_STORE_IO",
+            `Journal "${path}" is shorter than expected: ${base + read} < ${spanEnd}`,
+          );
         bytes = buffer;
         view = new DataView(buffer.buffer, 0, span);
       }
@@ -370,8 +426,10 @@ export class Sorter {
           // bytes, and would vouch for a record that rotted on the disk since it was written.
           const length = log.pendingLength(m++);
           const checked = checkRecord(bytes, view, end, end + length, crc32);
-          if (checked !== length) throw damagedJournal(context.journal(gen).path, base + end, checked);
-          if (!recordTopicEquals(bytes, view, end, last.topic)) last = topicCountOf(topics, bytes, view, end);
+          if (checked !== length)
+            throw damagedJournal(context.journal(gen).path, base + end, checked);
+          if (!recordTopicEquals(bytes, view, end, last.topic))
+            last = topicCountOf(topics, bytes, view, end);
           last.messages++;
           last.bytes += length;
           end += length;
@@ -400,9 +458,15 @@ const TOPICS_COMPARED_MAX = 8;
  * compared in place (decoding the topic and hashing it for each record whose topic differs from
  * the one before made a sort of interleaved topics ~25% slower); past a few, looked up by name.
  */
-function topicCountOf(topics: Map<string, TopicCount>, bytes: Uint8Array, view: DataView, at: number): TopicCount {
+function topicCountOf(
+  topics: Map<string, TopicCount>,
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+): TopicCount {
   if (topics.size <= TOPICS_COMPARED_MAX) {
-    for (const count of topics.values()) if (recordTopicEquals(bytes, view, at, count.topic)) return count;
+    for (const count of topics.values())
+      if (recordTopicEquals(bytes, view, at, count.topic)) return count;
   }
   const topic = recordTopic(bytes, view, at);
   let count = topics.get(topic);
@@ -423,7 +487,11 @@ type Images = Map<number, { bytes: Uint8Array; view: DataView }>;
 function imagesFrom(context: StoreContext, from: number, end: number): number[] {
   const gens = [context.journals[from].gen];
   let bytes = context.journals[from].bytes;
-  for (let k = from + 1; k < end && bytes + context.journals[k].bytes <= SORT_IMAGES_BYTES_MAX; k++) {
+  for (
+    let k = from + 1;
+    k < end && bytes + context.journals[k].bytes <= SORT_IMAGES_BYTES_MAX;
+    k++
+  ) {
     gens.push(context.journals[k].gen);
     bytes += context.journals[k].bytes;
   }
@@ -442,5 +510,8 @@ function segmentEnd(log: PartitionLog, end: number, bytesMax: number): number {
 /** A journal record the sorter found damaged (`code`: checkRecord's, or a length other than the one appended). */
 function damagedJournal(path: string, offset: number, code: number): StoreError {
   const what = code > 0 ? "record length differs from the one appended" : recordProblem(code);
-  return new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot sort "${path}": ${what} at offset ${offset}`);
+  return new StoreError(
+    "ARIA_ERR_STORE_CORRUPT",
+    `Cannot sort "${path}": ${what} at offset ${offset}`,
+  );
 }

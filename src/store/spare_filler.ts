@@ -50,7 +50,14 @@ export class SpareFiller {
   /** After a group commit of `bytes`: writes the next piece, if a spare is wanted and no piece is in flight. */
   step(bytes: number): void {
     const context = this.context;
-    if (!keepsSpares(context) || this.stopped || this.writing !== null || context.failure !== null || context.closed) return;
+    if (
+      !keepsSpares(context) ||
+      this.stopped ||
+      this.writing !== null ||
+      context.failure !== null ||
+      context.closed
+    )
+      return;
     // A large commit's fsync is mostly its bytes' transfer, which an overwrite does not shorten,
     // and the disk is busy with them (pipelined publishers): no piece then.
     if (bytes > PIECE_BYTES_MAX) return;
@@ -101,7 +108,10 @@ export class SpareFiller {
       this.written = 0;
       this.file = await context.disk.open(this.path, "create", { direct: true });
     }
-    const length = Math.min(Math.ceil(Math.max(bytes, 1) / PIECE_ALIGN) * PIECE_ALIGN, this.target - this.written);
+    const length = Math.min(
+      Math.ceil(Math.max(bytes, 1) / PIECE_ALIGN) * PIECE_ALIGN,
+      this.target - this.written,
+    );
     zeros ??= new Uint8Array(PIECE_BYTES_MAX);
     await this.file.write(this.written, zeros.subarray(0, length));
     this.written += length;

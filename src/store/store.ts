@@ -13,7 +13,15 @@ import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
-import { MANIFEST_REMOVE, MANIFEST_SPLIT, MANIFEST_SWAP, MANIFEST_TOPICS, type ManifestRecord, type SplitSummary, type TopicCount } from "./manifest_codec.ts";
+import {
+  MANIFEST_REMOVE,
+  MANIFEST_SPLIT,
+  MANIFEST_SWAP,
+  MANIFEST_TOPICS,
+  type ManifestRecord,
+  type SplitSummary,
+  type TopicCount,
+} from "./manifest_codec.ts";
 import { appendManifestLocked, splitOfStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
@@ -50,7 +58,11 @@ export type StoreStats = {
 };
 
 /** One partition's closed data: what a split plans from. */
-export type PartitionLayout = { partition: string; segments: SegmentMeta[]; stores: SubtreeStoreMeta[] };
+export type PartitionLayout = {
+  partition: string;
+  segments: SegmentMeta[];
+  stores: SubtreeStoreMeta[];
+};
 
 /** What a split says of itself at its switch; the store adds its generation, stores and bytes. */
 export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "algorithm" | "plan">;
@@ -60,10 +72,20 @@ export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "alg
  * split was (kept in the manifest as the last split; without it, the stores alone tell), and the
  * per-topic messages and record bytes of each new store (without them, `countFiles` measures it).
  */
-export type LayoutSwap = { removed: number[]; added: SubtreeStoreMeta[]; split?: SplitDetails; topics?: { id: number; topics: TopicCount[] }[] };
+export type LayoutSwap = {
+  removed: number[];
+  added: SubtreeStoreMeta[];
+  split?: SplitDetails;
+  topics?: { id: number; topics: TopicCount[] }[];
+};
 
 /** What the data directory holds of one topic: messages, their record bytes and payload bytes. */
-export type TopicVolume = { topic: string; messages: number; recordBytes: number; payloadBytes: number };
+export type TopicVolume = {
+  topic: string;
+  messages: number;
+  recordBytes: number;
+  payloadBytes: number;
+};
 
 /**
  * What the journal holds that no closed file does yet (open segments): a split cannot see it
@@ -112,7 +134,10 @@ export class Store {
   }
 
   /** Opens (recovering) the store in `disk`; fails with ARIA_ERR_STORE_CORRUPT on unrepaired damage. */
-  static async open(disk: Disk, options: StoreOptions = {}): Promise<{ store: Store; recovery: RecoveryReport }> {
+  static async open(
+    disk: Disk,
+    options: StoreOptions = {},
+  ): Promise<{ store: Store; recovery: RecoveryReport }> {
     const context = new StoreContext(disk, resolveOptions(options));
     const recovery = await recover(context);
     return { store: new Store(context), recovery };
@@ -146,7 +171,10 @@ export class Store {
     // Sealed journals only: the sorter never drains the active one by its bytes, so a large
     // `journalBytesMax` could otherwise hold the store backlogged for ever.
     const { sealedBytes, pendingRecords } = context.journalTotals();
-    return sealedBytes > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax || pendingRecords > STORE_BACKLOG_FACTOR * options.pendingRecordsMax;
+    return (
+      sealedBytes > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax ||
+      pendingRecords > STORE_BACKLOG_FACTOR * options.pendingRecordsMax
+    );
   }
 
   /** Resolves once the store is not `backlogged` (at once when it is not now). */
@@ -178,7 +206,14 @@ export class Store {
    * payload is payload[start, start + length) (all of it by default): a publish hands the range
    * of its frame, with no view per message.
    */
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start = 0, length = payload.length - start): void {
+  append(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    payload: Uint8Array,
+    start = 0,
+    length = payload.length - start,
+  ): void {
     this.writer.append(seq, timeUs, topic, payload, start, length);
   }
 
@@ -201,8 +236,13 @@ export class Store {
    * The newest messages of the whole stream, oldest first, whose sizes by `bytesOf` sum to at
    * most `maxBytes`: what refills the tip ring after a restart.
    */
-  async readNewest(maxBytes: number, options: { bytesOf?: (message: StoredMessage) => number } = {}): Promise<StoredMessage[]> {
-    const bytesOf = options.bytesOf ?? ((m: StoredMessage) => STORE_RECORD_HEADER_BYTES + m.topic.length + m.payload.length);
+  async readNewest(
+    maxBytes: number,
+    options: { bytesOf?: (message: StoredMessage) => number } = {},
+  ): Promise<StoredMessage[]> {
+    const bytesOf =
+      options.bytesOf ??
+      ((m: StoredMessage) => STORE_RECORD_HEADER_BYTES + m.topic.length + m.payload.length);
     // Start where at least `target` record bytes follow; when `bytesOf` counts less than record
     // bytes the window may not fill: start earlier and read again.
     for (let target = maxBytes; ; target *= 2) {
@@ -236,9 +276,11 @@ export class Store {
   private newestStart(maxBytes: number): number {
     const units: { seq: number; bytes: number }[] = [];
     for (const log of this.context.partitionList) {
-      for (const segment of log.segments) units.push({ seq: segment.firstSeq, bytes: segment.bytes });
+      for (const segment of log.segments)
+        units.push({ seq: segment.firstSeq, bytes: segment.bytes });
       for (const store of log.stores) units.push({ seq: store.firstSeq, bytes: store.bytes });
-      for (let i = log.pendingHead; i < log.pendingTail; i++) units.push({ seq: log.pendingSeq(i), bytes: log.pendingLength(i) });
+      for (let i = log.pendingHead; i < log.pendingTail; i++)
+        units.push({ seq: log.pendingSeq(i), bytes: log.pendingLength(i) });
     }
     units.sort((a, b) => b.seq - a.seq);
     let total = 0;
@@ -263,7 +305,14 @@ export class Store {
   /** The records of the journal that no closed segment holds yet (what `seal` would close). */
   openData(): OpenData {
     const context = this.context;
-    const open: OpenData = { partitions: 0, records: 0, bytes: 0, oldestTimeUs: null, segmentAgeUs: context.options.segmentAgeUsMax, segmentBytesMax: context.options.segmentBytesMax };
+    const open: OpenData = {
+      partitions: 0,
+      records: 0,
+      bytes: 0,
+      oldestTimeUs: null,
+      segmentAgeUs: context.options.segmentAgeUsMax,
+      segmentBytesMax: context.options.segmentBytesMax,
+    };
     for (const log of context.partitionList) {
       if (log.pendingCount === 0) continue;
       open.partitions++;
@@ -283,7 +332,8 @@ export class Store {
    */
   async seal(): Promise<SealResult> {
     const context = this.context;
-    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "seal on a closed or failed store");
+    if (context.closed || context.failure !== null)
+      throw new StoreError("ARIA_ERR_STORE_CLOSED", "seal on a closed or failed store");
     const open = this.openData();
     if (open.records === 0) return { segmentsClosed: 0, records: 0, bytes: 0 };
     const through = context.nextSeq - 1;
@@ -296,7 +346,11 @@ export class Store {
       this.writer.fail(error);
       throw error;
     }
-    return { segmentsClosed: this.sorter.segmentsWritten - written, records: open.records, bytes: open.bytes };
+    return {
+      segmentsClosed: this.sorter.segmentsWritten - written,
+      records: open.records,
+      bytes: open.bytes,
+    };
   }
 
   /** Waits until background segment closing is done (tests, benchmarks). */
@@ -311,7 +365,8 @@ export class Store {
    */
   async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
     const context = this.context;
-    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "retention on a closed or failed store");
+    if (context.closed || context.failure !== null)
+      throw new StoreError("ARIA_ERR_STORE_CLOSED", "retention on a closed or failed store");
     const paths: string[] = [];
     // Chosen, removed from the manifest and from the partitions under the manifest's lock: a
     // split's switch (or another retention) between the choice and the removal could otherwise
@@ -322,7 +377,11 @@ export class Store {
     return result;
   }
 
-  private async retainLocked(limits: { ageUs?: number; bytes?: number }, nowUs: number, paths: string[]): Promise<RetainResult> {
+  private async retainLocked(
+    limits: { ageUs?: number; bytes?: number },
+    nowUs: number,
+    paths: string[],
+  ): Promise<RetainResult> {
     const context = this.context;
     const all: (SegmentMeta | SubtreeStoreMeta)[] = [];
     let total = 0;
@@ -341,8 +400,12 @@ export class Store {
     const segments = victims.filter((file) => !isStore(file));
     const stores = victims.filter(isStore);
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
-    const records: ManifestRecord[] = segments.map((segment) => ({ kind: MANIFEST_REMOVE, id: segment.id }));
-    if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
+    const records: ManifestRecord[] = segments.map((segment) => ({
+      kind: MANIFEST_REMOVE,
+      id: segment.id,
+    }));
+    if (stores.length > 0)
+      records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
     try {
       await appendManifestLocked(context, records);
     } catch (error) {
@@ -370,7 +433,11 @@ export class Store {
   layout(): PartitionLayout[] {
     return this.context.partitionList
       .filter((log) => log.segments.length + log.stores.length > 0)
-      .map((log) => ({ partition: log.name, segments: [...log.segments], stores: [...log.stores] }));
+      .map((log) => ({
+        partition: log.name,
+        segments: [...log.segments],
+        stores: [...log.stores],
+      }));
   }
 
   /** Reserves `count` file ids for a split's new stores; returns the first. */
@@ -389,19 +456,41 @@ export class Store {
    */
   async switchLayout(swap: LayoutSwap): Promise<void> {
     const context = this.context;
-    if (context.closed || context.failure !== null) throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
+    if (context.closed || context.failure !== null)
+      throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
     const replaced: string[] = [];
     await context.locked(async () => {
-      const problem = (await this.swapProblem(swap)) ?? detailsProblem(swap.split) ?? topicsProblem(swap);
-      if (problem !== null) throw new StoreError("ARIA_ERR_STORE_FAILED", `Cannot switch to the split layout: ${problem}`);
+      const problem =
+        (await this.swapProblem(swap)) ?? detailsProblem(swap.split) ?? topicsProblem(swap);
+      if (problem !== null)
+        throw new StoreError(
+          "ARIA_ERR_STORE_FAILED",
+          `Cannot switch to the split layout: ${problem}`,
+        );
       const stored = splitOfStores(swap.added);
-      const split = stored === null ? null : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
+      const split =
+        stored === null
+          ? null
+          : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
       // The SPLIT record after the SWAP, in one append: torn off by a crash, the SWAP still says
       // which stores the split wrote (manifest.ts).
       // The new stores' counts before the SWAP that puts them in force (counts of files not in
       // force are never used, so a tail torn after them changes nothing).
-      const counted = new Map((swap.topics ?? []).map((entry) => [entry.id, entry.topics.map((count) => ({ topic: count.topic, messages: count.messages, bytes: count.bytes }))]));
-      const records: ManifestRecord[] = [...counted].map(([id, topics]) => ({ kind: MANIFEST_TOPICS, id, topics }));
+      const counted = new Map(
+        (swap.topics ?? []).map((entry) => [
+          entry.id,
+          entry.topics.map((count) => ({
+            topic: count.topic,
+            messages: count.messages,
+            bytes: count.bytes,
+          })),
+        ]),
+      );
+      const records: ManifestRecord[] = [...counted].map(([id, topics]) => ({
+        kind: MANIFEST_TOPICS,
+        id,
+        topics,
+      }));
       records.push({ kind: MANIFEST_SWAP, removed: swap.removed, added: swap.added });
       if (split !== null) records.push({ kind: MANIFEST_SPLIT, split });
       try {
@@ -415,12 +504,17 @@ export class Store {
       const removed = new Set(swap.removed);
       const partitions = new Set([...swap.added.map((store) => store.partition)]);
       for (const log of context.partitionList) {
-        for (const file of [...log.segments, ...log.stores]) if (removed.has(file.id)) {
-          partitions.add(log.name);
-          replaced.push(...context.releaseFiles(file));
-        }
+        for (const file of [...log.segments, ...log.stores])
+          if (removed.has(file.id)) {
+            partitions.add(log.name);
+            replaced.push(...context.releaseFiles(file));
+          }
       }
-      for (const name of partitions) context.partition(name).swap(removed, swap.added.filter((store) => store.partition === name));
+      for (const name of partitions)
+        context.partition(name).swap(
+          removed,
+          swap.added.filter((store) => store.partition === name),
+        );
       for (const id of removed) {
         context.indexes.delete(id);
         context.uncountFile(id);
@@ -432,7 +526,9 @@ export class Store {
       }
       if (split !== null) context.lastSplit = split;
       // A reservation serves one switch.
-      this.reserved = this.reserved.filter((range) => !swap.added.some((store) => inRange(range, store.id)));
+      this.reserved = this.reserved.filter(
+        (range) => !swap.added.some((store) => inRange(range, store.id)),
+      );
     });
     // The switch is in force: a replaced file that cannot be removed now is never a reason to
     // report it as failed (the split would then remove the new files in force).
@@ -459,7 +555,8 @@ export class Store {
       }
       for (const segment of log.segments) {
         if (!removed.has(segment.id)) prefix = false;
-        else if (!prefix) return `partition "${log.name}": segment ${segment.id} is not among the oldest`;
+        else if (!prefix)
+          return `partition "${log.name}": segment ${segment.id} is not among the oldest`;
         else {
           found++;
           count += segment.records;
@@ -467,24 +564,39 @@ export class Store {
       }
       if (count > 0) records.set(log.name, count);
     }
-    if (found !== removed.size) return `${removed.size - found} replaced file(s) are no longer in force (retention or another split)`;
-    for (const store of swap.added) records.set(store.partition, (records.get(store.partition) ?? 0) - store.records);
+    if (found !== removed.size)
+      return `${removed.size - found} replaced file(s) are no longer in force (retention or another split)`;
+    for (const store of swap.added)
+      records.set(store.partition, (records.get(store.partition) ?? 0) - store.records);
     for (const [partition, difference] of records) {
-      if (difference !== 0) return `partition "${partition}": the new stores hold ${-difference} records more than the files they replace`;
+      if (difference !== 0)
+        return `partition "${partition}": the new stores hold ${-difference} records more than the files they replace`;
     }
     const ids = new Set<number>();
     for (const store of swap.added) {
       // Reserved from this store, in this process: ids reserved from a server since restarted
       // are the new one's to give to its own segments and packs.
-      if (!this.reserved.some((range) => inRange(range, store.id))) return `store id ${store.id} was never reserved (by this server since it started)`;
+      if (!this.reserved.some((range) => inRange(range, store.id)))
+        return `store id ${store.id} was never reserved (by this server since it started)`;
       if (ids.has(store.id)) return `store id ${store.id} is added twice`;
       ids.add(store.id);
-      const head = await context.files.with(storePath(store.id), (file) => readStoreHead(file, context.crc32)).catch((error: Error) => error.message);
+      const head = await context.files
+        .with(storePath(store.id), (file) => readStoreHead(file, context.crc32))
+        .catch((error: Error) => error.message);
       if (typeof head === "string") return `store file ${storePath(store.id)}: ${head}`;
-      if (head.partition !== store.partition || head.topics.length !== store.topics.length || head.dataStart !== store.dataStart) {
+      if (
+        head.partition !== store.partition ||
+        head.topics.length !== store.topics.length ||
+        head.dataStart !== store.dataStart
+      ) {
         return `store file ${storePath(store.id)} does not match its entry`;
       }
-      if (!(await context.disk.list(SEGMENT_DIR)).includes(indexPath(store.id).slice(SEGMENT_DIR.length + 1))) return `index of store ${store.id} is missing`;
+      if (
+        !(await context.disk.list(SEGMENT_DIR)).includes(
+          indexPath(store.id).slice(SEGMENT_DIR.length + 1),
+        )
+      )
+        return `index of store ${store.id} is missing`;
     }
     return null;
   }
@@ -498,7 +610,13 @@ export class Store {
   topicVolumes(): TopicVolume[] {
     const rows: TopicVolume[] = [];
     for (const [topic, held] of this.context.topics) {
-      if (held.messages > 0) rows.push({ topic, messages: held.messages, recordBytes: held.bytes, payloadBytes: held.bytes - held.messages * (STORE_RECORD_HEADER_BYTES + topic.length) });
+      if (held.messages > 0)
+        rows.push({
+          topic,
+          messages: held.messages,
+          recordBytes: held.bytes,
+          payloadBytes: held.bytes - held.messages * (STORE_RECORD_HEADER_BYTES + topic.length),
+        });
     }
     return rows;
   }
@@ -544,7 +662,9 @@ export class Store {
 
   private fileInForce(id: number): SegmentMeta | SubtreeStoreMeta | undefined {
     for (const log of this.context.partitionList) {
-      const file = log.segments.find((segment) => segment.id === id) ?? log.stores.find((store) => store.id === id);
+      const file =
+        log.segments.find((segment) => segment.id === id) ??
+        log.stores.find((store) => store.id === id);
       if (file !== undefined) return file;
     }
     return undefined;
@@ -561,18 +681,28 @@ export class Store {
       let lastTopic = "";
       let last: TopicCount = { topic: "", messages: 0, bytes: 0 };
       const scan = await context.files.with(span.path, (handle) =>
-        scanRecords(handle, span.dataStart, context.crc32, (bytes, view, at, length) => {
-          if (!recordTopicEquals(bytes, view, at, lastTopic)) {
-            lastTopic = recordTopic(bytes, view, at);
-            last = topics.get(lastTopic) ?? { topic: lastTopic, messages: 0, bytes: 0 };
-            topics.set(lastTopic, last);
-          }
-          last.messages++;
-          last.bytes += length;
-          return undefined;
-        }, { end: span.end }),
+        scanRecords(
+          handle,
+          span.dataStart,
+          context.crc32,
+          (bytes, view, at, length) => {
+            if (!recordTopicEquals(bytes, view, at, lastTopic)) {
+              lastTopic = recordTopic(bytes, view, at);
+              last = topics.get(lastTopic) ?? { topic: lastTopic, messages: 0, bytes: 0 };
+              topics.set(lastTopic, last);
+            }
+            last.messages++;
+            last.bytes += length;
+            return undefined;
+          },
+          { end: span.end },
+        ),
       );
-      if (scan.problem !== null || scan.end !== span.end) throw new StoreError("ARIA_ERR_STORE_CORRUPT", `Cannot count the topics of "${span.path}": ${scan.problem ?? "the file ends early"} at offset ${scan.end}`);
+      if (scan.problem !== null || scan.end !== span.end)
+        throw new StoreError(
+          "ARIA_ERR_STORE_CORRUPT",
+          `Cannot count the topics of "${span.path}": ${scan.problem ?? "the file ends early"} at offset ${scan.end}`,
+        );
       context.bytesRead += span.end - span.dataStart;
       return [...topics.values()];
     } finally {
@@ -609,7 +739,9 @@ export class Store {
       partitions: context.partitionList.length,
       journals: context.journals.length,
       journalBytes,
-      spareJournalBytes: context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0) + this.writer.spareFiller.fillingBytes,
+      spareJournalBytes:
+        context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0) +
+        this.writer.spareFiller.fillingBytes,
       segments,
       segmentBytes,
       pendingRecords,
@@ -689,12 +821,27 @@ function removeReleased(context: StoreContext, paths: readonly string[]): Promis
 /** Null when `details` (which may come over HTTP) can be recorded: integers where the codec writes u64s. */
 function detailsProblem(details: SplitDetails | undefined): string | null {
   if (details === undefined) return null;
-  const count = (value: unknown) => typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
-  if (details.finishedUs !== null && !count(details.finishedUs)) return "split.finishedUs is not a time";
-  if (details.durationUs !== null && !count(details.durationUs)) return "split.durationUs is not a duration";
-  if (details.algorithm !== null && details.algorithm !== "heuristic" && details.algorithm !== "adaptive") return "split.algorithm is not heuristic or adaptive";
+  const count = (value: unknown) =>
+    typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+  if (details.finishedUs !== null && !count(details.finishedUs))
+    return "split.finishedUs is not a time";
+  if (details.durationUs !== null && !count(details.durationUs))
+    return "split.durationUs is not a duration";
+  if (
+    details.algorithm !== null &&
+    details.algorithm !== "heuristic" &&
+    details.algorithm !== "adaptive"
+  )
+    return "split.algorithm is not heuristic or adaptive";
   const plan = details.plan;
-  if (plan !== null && (typeof plan !== "object" || !count(plan.stores) || plan.stores === 0 || typeof plan.wastedBytesTotal !== "number" || typeof plan.worstRatio !== "number")) {
+  if (
+    plan !== null &&
+    (typeof plan !== "object" ||
+      !count(plan.stores) ||
+      plan.stores === 0 ||
+      typeof plan.wastedBytesTotal !== "number" ||
+      typeof plan.worstRatio !== "number")
+  ) {
     return "split.plan is not {stores, wastedBytesTotal, worstRatio}";
   }
   return null;
@@ -710,28 +857,49 @@ function topicsProblem(swap: LayoutSwap): string | null {
   if (!Array.isArray(swap.topics)) return "topics is not a list";
   const stores = new Map(swap.added.map((store) => [store.id, store]));
   const seen = new Set<number>();
-  const count = (value: unknown) => typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+  const count = (value: unknown) =>
+    typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
   for (const entry of swap.topics) {
     const store = stores.get(entry?.id);
-    if (store === undefined || seen.has(store.id) || !Array.isArray(entry.topics)) return `topics: entry for id ${entry?.id} is not one per new store`;
+    if (store === undefined || seen.has(store.id) || !Array.isArray(entry.topics))
+      return `topics: entry for id ${entry?.id} is not one per new store`;
     seen.add(store.id);
     const held = new Set(store.topics);
     let messages = 0;
     let bytes = 0;
     for (const topic of entry.topics) {
-      if (typeof topic?.topic !== "string" || !held.has(topic.topic) || !count(topic.messages) || !count(topic.bytes)) return `topics of store ${store.id}: not its topics with counts`;
+      if (
+        typeof topic?.topic !== "string" ||
+        !held.has(topic.topic) ||
+        !count(topic.messages) ||
+        !count(topic.bytes)
+      )
+        return `topics of store ${store.id}: not its topics with counts`;
       messages += topic.messages;
       bytes += topic.bytes;
     }
-    if (messages !== store.records || bytes !== store.bytes - store.dataStart) return `topics of store ${store.id}: ${messages} messages of ${bytes} bytes, the store holds ${store.records} of ${store.bytes - store.dataStart}`;
+    if (messages !== store.records || bytes !== store.bytes - store.dataStart)
+      return `topics of store ${store.id}: ${messages} messages of ${bytes} bytes, the store holds ${store.records} of ${store.bytes - store.dataStart}`;
   }
   return null;
 }
 
 /** The fields of `details` (a body over HTTP may carry more). */
 function pickDetails(details: SplitDetails): SplitDetails {
-  const plan = details.plan === null ? null : { stores: details.plan.stores, wastedBytesTotal: details.plan.wastedBytesTotal, worstRatio: details.plan.worstRatio };
-  return { finishedUs: details.finishedUs, durationUs: details.durationUs, algorithm: details.algorithm, plan };
+  const plan =
+    details.plan === null
+      ? null
+      : {
+          stores: details.plan.stores,
+          wastedBytesTotal: details.plan.wastedBytesTotal,
+          worstRatio: details.plan.worstRatio,
+        };
+  return {
+    finishedUs: details.finishedUs,
+    durationUs: details.durationUs,
+    algorithm: details.algorithm,
+    plan,
+  };
 }
 
 /** Whether `id` is one of the range's. */

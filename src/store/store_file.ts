@@ -58,24 +58,49 @@ export function dataBaseOf(meta: SegmentMeta | SubtreeStoreMeta): number {
 }
 
 /** File offsets of the first record and of the end of the last one. */
-export function recordSpanOf(meta: SegmentMeta | SubtreeStoreMeta): { path: string; dataStart: number; end: number } {
+export function recordSpanOf(meta: SegmentMeta | SubtreeStoreMeta): {
+  path: string;
+  dataStart: number;
+  end: number;
+} {
   const base = dataBaseOf(meta);
-  const dataStart = isStore(meta) ? meta.dataStart : base + FILE_HEADER_FIXED_BYTES + meta.partition.length;
+  const dataStart = isStore(meta)
+    ? meta.dataStart
+    : base + FILE_HEADER_FIXED_BYTES + meta.partition.length;
   return { path: dataPathOf(meta), dataStart, end: base + meta.bytes };
 }
 
 /** Where the index of a segment or store lies: file, offset and bytes (-1: the whole file). */
-export function indexSpanOf(meta: SegmentMeta | SubtreeStoreMeta): { path: string; position: number; bytes: number } {
-  if (isStore(meta) || meta.pack === undefined) return { path: indexPath(meta.id), position: 0, bytes: -1 };
-  return { path: packPath(meta.pack.pack), position: meta.pack.offset + meta.bytes, bytes: meta.pack.indexBytes };
+export function indexSpanOf(meta: SegmentMeta | SubtreeStoreMeta): {
+  path: string;
+  position: number;
+  bytes: number;
+} {
+  if (isStore(meta) || meta.pack === undefined)
+    return { path: indexPath(meta.id), position: 0, bytes: -1 };
+  return {
+    path: packPath(meta.pack.pack),
+    position: meta.pack.offset + meta.bytes,
+    bytes: meta.pack.indexBytes,
+  };
 }
 
 /** Encodes the file header and topic block of a store. */
 export function encodeStoreHead(
-  head: { id: number; partition: string; firstSeq: number; label: string; generation: number; topics: readonly string[] },
+  head: {
+    id: number;
+    partition: string;
+    firstSeq: number;
+    label: string;
+    generation: number;
+    topics: readonly string[];
+  },
   crc32: Crc32,
 ): Uint8Array {
-  const header = encodeFileHeader({ kind: "store", id: head.id, firstSeq: head.firstSeq, name: head.partition }, crc32);
+  const header = encodeFileHeader(
+    { kind: "store", id: head.id, firstSeq: head.firstSeq, name: head.partition },
+    crc32,
+  );
   let blockBytes = TOPIC_BLOCK_FIXED_BYTES + head.label.length;
   for (const topic of head.topics) blockBytes += 2 + topic.length;
   const bytes = new Uint8Array(header.length + blockBytes);
@@ -106,7 +131,15 @@ function ascii(bytes: Uint8Array, from: number, to: number): string {
 }
 
 /** The decoded head of a store file. */
-export type StoreHead = { id: number; partition: string; firstSeq: number; label: string; generation: number; topics: string[]; dataStart: number };
+export type StoreHead = {
+  id: number;
+  partition: string;
+  firstSeq: number;
+  label: string;
+  generation: number;
+  topics: string[];
+  dataStart: number;
+};
 
 /** Decodes a store file's head from its first bytes: the head, "short" (read more), or why it is invalid. */
 export function decodeStoreHead(bytes: Uint8Array, crc32: Crc32): StoreHead | string {
@@ -118,7 +151,8 @@ export function decodeStoreHead(bytes: Uint8Array, crc32: Crc32): StoreHead | st
   const blockBytes = view.getUint32(at + 4, true);
   if (blockBytes < TOPIC_BLOCK_FIXED_BYTES) return "topic block length impossible";
   if (bytes.length < at + blockBytes) return "short";
-  if (view.getUint32(at, true) !== crc32(bytes.subarray(at + 8, at + blockBytes))) return "topic block checksum mismatch";
+  if (view.getUint32(at, true) !== crc32(bytes.subarray(at + 8, at + blockBytes)))
+    return "topic block checksum mismatch";
   const count = view.getUint32(at + 16, true);
   const labelBytes = view.getUint16(at + 20, true);
   let p = at + TOPIC_BLOCK_FIXED_BYTES;
@@ -133,7 +167,15 @@ export function decodeStoreHead(bytes: Uint8Array, crc32: Crc32): StoreHead | st
     p += 2 + length;
   }
   if (p !== at + blockBytes) return "topic block length mismatch";
-  return { id: header.id, partition: header.name, firstSeq: header.firstSeq, label, generation: getU64(view, at + 8), topics, dataStart: at + blockBytes };
+  return {
+    id: header.id,
+    partition: header.name,
+    firstSeq: header.firstSeq,
+    label,
+    generation: getU64(view, at + 8),
+    topics,
+    dataStart: at + blockBytes,
+  };
 }
 
 /** Reads and decodes the head of store `id`. */
@@ -148,7 +190,8 @@ export async function readStoreHead(file: DiskFile, crc32: Crc32): Promise<Store
     }
     const head = decodeStoreHead(bytes.subarray(0, filled), crc32);
     if (head !== "short") return head;
-    if (filled < bytes.length || bytes.length === (await file.size())) return "store head cut short";
+    if (filled < bytes.length || bytes.length === (await file.size()))
+      return "store head cut short";
   }
 }
 
@@ -169,7 +212,13 @@ export class StoreFileBuilder {
   position = 0;
 
   constructor(
-    readonly head: { id: number; partition: string; label: string; generation: number; topics: readonly string[] },
+    readonly head: {
+      id: number;
+      partition: string;
+      label: string;
+      generation: number;
+      topics: readonly string[];
+    },
     private readonly options: { intervalBytes: number; crc32: Crc32; chunkBytes?: number },
   ) {
     this.index = new SegmentIndexBuilder(options.intervalBytes);
@@ -225,7 +274,12 @@ export class StoreFileBuilder {
     const chunks = this.drain();
     if (this.chunkBytes > 0) chunks.push(this.chunk.subarray(0, this.chunkBytes));
     this.chunkBytes = 0;
-    const segment = this.index.meta(this.head.id, this.head.partition, this.firstSeq, this.position);
+    const segment = this.index.meta(
+      this.head.id,
+      this.head.partition,
+      this.firstSeq,
+      this.position,
+    );
     const meta: SubtreeStoreMeta = {
       ...segment,
       label: this.head.label,
@@ -238,7 +292,11 @@ export class StoreFileBuilder {
 }
 
 /** Reads store `id`, checking every record, and writes a fresh index: its summary, or why not. */
-export async function rebuildStoreIndex(disk: Disk, id: number, options: { intervalBytes: number; crc32: Crc32 }): Promise<SubtreeStoreMeta | string> {
+export async function rebuildStoreIndex(
+  disk: Disk,
+  id: number,
+  options: { intervalBytes: number; crc32: Crc32 },
+): Promise<SubtreeStoreMeta | string> {
   let file: DiskFile;
   try {
     file = await disk.open(storePath(id), "read");
@@ -252,14 +310,20 @@ export async function rebuildStoreIndex(disk: Disk, id: number, options: { inter
     const topics = new Set(head.topics);
     const builder = new SegmentIndexBuilder(options.intervalBytes);
     const decoder = new TextDecoder();
-    const scan = await scanRecords(file, head.dataStart, options.crc32, (bytes, view, at, _length, position) => {
-      const seq = recordSeq(view, at);
-      if (seq <= builder.lastSeq || seq < head.firstSeq) return "record out of seq order";
-      const topicBytes = view.getUint16(at + 24, true);
-      if (!topics.has(decoder.decode(bytes.subarray(at + 32, at + 32 + topicBytes)))) return "record of a topic the store does not hold";
-      builder.add(seq, recordTime(view, at), position);
-      return undefined;
-    });
+    const scan = await scanRecords(
+      file,
+      head.dataStart,
+      options.crc32,
+      (bytes, view, at, _length, position) => {
+        const seq = recordSeq(view, at);
+        if (seq <= builder.lastSeq || seq < head.firstSeq) return "record out of seq order";
+        const topicBytes = view.getUint16(at + 24, true);
+        if (!topics.has(decoder.decode(bytes.subarray(at + 32, at + 32 + topicBytes))))
+          return "record of a topic the store does not hold";
+        builder.add(seq, recordTime(view, at), position);
+        return undefined;
+      },
+    );
     if (scan.problem !== null) return `${scan.problem} at offset ${scan.end}`;
     if (builder.records === 0) return "store holds no records";
     const segment = builder.meta(id, head.partition, head.firstSeq, scan.end);
@@ -270,7 +334,13 @@ export async function rebuildStoreIndex(disk: Disk, id: number, options: { inter
     } finally {
       await indexFile.close();
     }
-    return { ...segment, label: head.label, generation: head.generation, topics: head.topics, dataStart: head.dataStart };
+    return {
+      ...segment,
+      label: head.label,
+      generation: head.generation,
+      topics: head.topics,
+      dataStart: head.dataStart,
+    };
   } finally {
     await file.close();
   }

@@ -14,7 +14,13 @@ import { MANIFEST_PATH } from "./layout.ts";
 import { decodeManifestRecords, encodeManifestRecords, MANIFEST_TOPICS } from "./manifest_codec.ts";
 import { Store, type StoreOptions, type TopicVolume } from "./mod.ts";
 
-const OPTIONS: StoreOptions = { segmentBytesMax: 2048, journalBytesMax: 4096, journalRetainedBytesMax: 16384, indexIntervalBytes: 128, segmentAgeUsMax: 1e15 };
+const OPTIONS: StoreOptions = {
+  segmentBytesMax: 2048,
+  journalBytesMax: 4096,
+  journalRetainedBytesMax: 16384,
+  indexIntervalBytes: 128,
+  segmentAgeUsMax: 1e15,
+};
 const TOPICS = ["app/orders/new", "app/orders/paid", "app/users/eu", "ops/logs", "solo"];
 
 /** The reference: what was appended, per topic (record bytes = 32 + topic + payload). */
@@ -88,7 +94,11 @@ test("retention subtracts the files it removes; a split's switch keeps every top
   const { store } = await Store.open(disk, OPTIONS);
   publish(store, reference, 400);
   await store.seal();
-  const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32 }), disk, { plan: { algorithm: "adaptive" }, workers: 1, intervalBytes: 128 });
+  const report = await executeSplit(storeHost(store), inProcessRunner(disk, { crc32 }), disk, {
+    plan: { algorithm: "adaptive" },
+    workers: 1,
+    intervalBytes: 128,
+  });
   expect(report.switched).toBe(true);
   expect(sorted(store.topicVolumes())).toEqual(reference.rows());
   publish(store, reference, 100);
@@ -117,7 +127,9 @@ test("files closed without TOPICS records (an earlier build) are left out until 
   const bytes = new Uint8Array(await file.size());
   await file.read(0, bytes);
   const headerBytes = new DataView(bytes.buffer).getUint16(6, true);
-  const records = decodeManifestRecords(bytes.subarray(headerBytes), crc32).records.filter((record) => record.kind !== MANIFEST_TOPICS);
+  const records = decodeManifestRecords(bytes.subarray(headerBytes), crc32).records.filter(
+    (record) => record.kind !== MANIFEST_TOPICS,
+  );
   const body = encodeManifestRecords(records, crc32);
   await file.truncate(0);
   await file.write(0, bytes.subarray(0, headerBytes));
@@ -128,7 +140,9 @@ test("files closed without TOPICS records (an earlier build) are left out until 
   const { store: old } = await Store.open(disk, OPTIONS);
   expect(old.uncountedFiles).toBeGreaterThan(0);
   expect(old.topicVolumes()).toEqual([]);
-  expect(await old.countFiles()).toBe(old.layout().reduce((sum, layout) => sum + layout.segments.length, 0));
+  expect(await old.countFiles()).toBe(
+    old.layout().reduce((sum, layout) => sum + layout.segments.length, 0),
+  );
   expect(old.uncountedFiles).toBe(0);
   expect(sorted(old.topicVolumes())).toEqual(reference.rows());
   await old.close();

@@ -37,16 +37,18 @@ export function describe(name: string, body: () => void): void {
   }
 }
 /** One describe per row; `%s`-style placeholders in the title take the row's values in order. */
-describe.each = <Row extends readonly unknown[]>(rows: readonly Row[]) => (title: string, body: (...row: Row) => void): void => {
-  for (const row of rows) {
-    let next = 0;
-    const name = title.replace(/%[sdipjo]/g, () => {
-      const value = row[next++];
-      return typeof value === "string" ? value : show(value);
-    });
-    describe(name, () => body(...row));
-  }
-};
+describe.each =
+  <Row extends readonly unknown[]>(rows: readonly Row[]) =>
+  (title: string, body: (...row: Row) => void): void => {
+    for (const row of rows) {
+      let next = 0;
+      const name = title.replace(/%[sdipjo]/g, () => {
+        const value = row[next++];
+        return typeof value === "string" ? value : show(value);
+      });
+      describe(name, () => body(...row));
+    }
+  };
 
 function unsupported(name: string): never {
   throw new Error(`bun:test's ${name} is not supported by src/testing/bun_test_on_deno.ts`);
@@ -94,12 +96,35 @@ export interface Matchers {
 }
 
 /** The matchers of `.rejects` / `.resolves`: each awaits the promise first. */
-export type AsyncMatchers = { [K in Exclude<keyof Matchers, "not" | "rejects" | "resolves">]: (...args: Parameters<Matchers[K]>) => Promise<void> };
+export type AsyncMatchers = {
+  [K in Exclude<keyof Matchers, "not" | "rejects" | "resolves">]: (
+    ...args: Parameters<Matchers[K]>
+  ) => Promise<void>;
+};
 
 const MATCHER_NAMES = [
-  "toBe", "toEqual", "toStrictEqual", "toMatchObject", "toBeNull", "toBeUndefined", "toBeDefined", "toBeNaN", "toBeTruthy", "toBeFalsy",
-  "toBeGreaterThan", "toBeGreaterThanOrEqual", "toBeLessThan", "toBeLessThanOrEqual", "toBeCloseTo", "toContain", "toHaveLength",
-  "toMatch", "toStartWith", "toEndWith", "toThrow", "toMatchInlineSnapshot",
+  "toBe",
+  "toEqual",
+  "toStrictEqual",
+  "toMatchObject",
+  "toBeNull",
+  "toBeUndefined",
+  "toBeDefined",
+  "toBeNaN",
+  "toBeTruthy",
+  "toBeFalsy",
+  "toBeGreaterThan",
+  "toBeGreaterThanOrEqual",
+  "toBeLessThan",
+  "toBeLessThanOrEqual",
+  "toBeCloseTo",
+  "toContain",
+  "toHaveLength",
+  "toMatch",
+  "toStartWith",
+  "toEndWith",
+  "toThrow",
+  "toMatchInlineSnapshot",
 ] as const;
 
 function settled(promise: unknown, negated: boolean, want: "rejects" | "resolves"): AsyncMatchers {
@@ -114,9 +139,17 @@ function settled(promise: unknown, negated: boolean, want: "rejects" | "resolves
         rejected = true;
         outcome = error;
       }
-      if (rejected !== (want === "rejects")) throw new ExpectError(`expect(promise).${want}: it ${rejected ? `rejected with ${show(outcome)}` : `resolved to ${show(outcome)}`}`);
+      if (rejected !== (want === "rejects"))
+        throw new ExpectError(
+          `expect(promise).${want}: it ${rejected ? `rejected with ${show(outcome)}` : `resolved to ${show(outcome)}`}`,
+        );
       // toThrow on a rejection reason checks the reason itself, as Bun does.
-      const subject = name === "toThrow" ? () => { throw outcome; } : outcome;
+      const subject =
+        name === "toThrow"
+          ? () => {
+              throw outcome;
+            }
+          : outcome;
       (matchers(subject, negated)[name] as (...values: unknown[]) => void)(...args);
     },
   ]);
@@ -130,7 +163,8 @@ export function expect(actual: unknown): Matchers {
 
 function matchers(actual: unknown, negated: boolean): Matchers {
   const check = (pass: boolean, what: string) => {
-    if (pass === negated) throw new ExpectError(`expect(${show(actual)}).${negated ? "not." : ""}${what}`);
+    if (pass === negated)
+      throw new ExpectError(`expect(${show(actual)}).${negated ? "not." : ""}${what}`);
   };
   const self: Matchers = {
     get not() {
@@ -144,8 +178,10 @@ function matchers(actual: unknown, negated: boolean): Matchers {
     },
     toBe: (expected) => check(Object.is(actual, expected), `toBe(${show(expected)})`),
     toEqual: (expected) => check(equals(actual, expected, false), `toEqual(${show(expected)})`),
-    toStrictEqual: (expected) => check(equals(actual, expected, true), `toStrictEqual(${show(expected)})`),
-    toMatchObject: (expected) => check(matchesObject(actual, expected), `toMatchObject(${show(expected)})`),
+    toStrictEqual: (expected) =>
+      check(equals(actual, expected, true), `toStrictEqual(${show(expected)})`),
+    toMatchObject: (expected) =>
+      check(matchesObject(actual, expected), `toMatchObject(${show(expected)})`),
     toBeNull: () => check(actual === null, "toBeNull()"),
     toBeUndefined: () => check(actual === undefined, "toBeUndefined()"),
     toBeDefined: () => check(actual !== undefined, "toBeDefined()"),
@@ -153,18 +189,38 @@ function matchers(actual: unknown, negated: boolean): Matchers {
     toBeTruthy: () => check(Boolean(actual), "toBeTruthy()"),
     toBeFalsy: () => check(!actual, "toBeFalsy()"),
     toBeGreaterThan: (bound) => check((actual as number) > bound, `toBeGreaterThan(${bound})`),
-    toBeGreaterThanOrEqual: (bound) => check((actual as number) >= bound, `toBeGreaterThanOrEqual(${bound})`),
+    toBeGreaterThanOrEqual: (bound) =>
+      check((actual as number) >= bound, `toBeGreaterThanOrEqual(${bound})`),
     toBeLessThan: (bound) => check((actual as number) < bound, `toBeLessThan(${bound})`),
-    toBeLessThanOrEqual: (bound) => check((actual as number) <= bound, `toBeLessThanOrEqual(${bound})`),
-    toBeCloseTo: (expected, digits = 2) => check(Math.abs((actual as number) - expected) < 10 ** -digits / 2, `toBeCloseTo(${expected}, ${digits})`),
+    toBeLessThanOrEqual: (bound) =>
+      check((actual as number) <= bound, `toBeLessThanOrEqual(${bound})`),
+    toBeCloseTo: (expected, digits = 2) =>
+      check(
+        Math.abs((actual as number) - expected) < 10 ** -digits / 2,
+        `toBeCloseTo(${expected}, ${digits})`,
+      ),
     toContain: (item) => {
-      const pass = typeof actual === "string" ? actual.includes(item as string) : [...(actual as Iterable<unknown>)].some((element) => Object.is(element, item));
+      const pass =
+        typeof actual === "string"
+          ? actual.includes(item as string)
+          : [...(actual as Iterable<unknown>)].some((element) => Object.is(element, item));
       check(pass, `toContain(${show(item)})`);
     },
-    toHaveLength: (length) => check((actual as { length: number }).length === length, `toHaveLength(${length})`),
-    toMatch: (pattern) => check(typeof actual === "string" && (typeof pattern === "string" ? actual.includes(pattern) : pattern.test(actual)), `toMatch(${String(pattern)})`),
-    toStartWith: (prefix) => check(typeof actual === "string" && actual.startsWith(prefix), `toStartWith(${show(prefix)})`),
-    toEndWith: (suffix) => check(typeof actual === "string" && actual.endsWith(suffix), `toEndWith(${show(suffix)})`),
+    toHaveLength: (length) =>
+      check((actual as { length: number }).length === length, `toHaveLength(${length})`),
+    toMatch: (pattern) =>
+      check(
+        typeof actual === "string" &&
+          (typeof pattern === "string" ? actual.includes(pattern) : pattern.test(actual)),
+        `toMatch(${String(pattern)})`,
+      ),
+    toStartWith: (prefix) =>
+      check(
+        typeof actual === "string" && actual.startsWith(prefix),
+        `toStartWith(${show(prefix)})`,
+      ),
+    toEndWith: (suffix) =>
+      check(typeof actual === "string" && actual.endsWith(suffix), `toEndWith(${show(suffix)})`),
     toThrow: (expected) => {
       let thrown: unknown = undefined;
       let threw = false;
@@ -181,13 +237,22 @@ function matchers(actual: unknown, negated: boolean): Matchers {
         else if (expected instanceof RegExp) pass = expected.test(message);
         else pass = thrown instanceof expected;
       }
-      check(pass, `toThrow(${expected === undefined ? "" : String(expected)}) — threw ${threw ? show(message) : "nothing"}`);
+      check(
+        pass,
+        `toThrow(${expected === undefined ? "" : String(expected)}) — threw ${threw ? show(message) : "nothing"}`,
+      );
     },
     toMatchInlineSnapshot: (snapshot) => {
-      if (snapshot === undefined) throw new ExpectError("toMatchInlineSnapshot() without a snapshot: write it with `bun test -u`");
+      if (snapshot === undefined)
+        throw new ExpectError(
+          "toMatchInlineSnapshot() without a snapshot: write it with `bun test -u`",
+        );
       const printed = prettyFormat(actual, "");
       const wanted = stripIndentation(snapshot);
-      if ((printed === wanted) === negated) throw new ExpectError(`inline snapshot mismatch\n--- snapshot\n${wanted}\n+++ received\n${printed}`);
+      if ((printed === wanted) === negated)
+        throw new ExpectError(
+          `inline snapshot mismatch\n--- snapshot\n${wanted}\n+++ received\n${printed}`,
+        );
     },
   };
   return self;
@@ -204,10 +269,12 @@ function equals(a: unknown, b: unknown, strict: boolean): boolean {
   if (Object.is(a, b)) return true;
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
   if (strict && Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
-  if (a instanceof Date || b instanceof Date) return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
+  if (a instanceof Date || b instanceof Date)
+    return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
   if (a instanceof RegExp || b instanceof RegExp) return String(a) === String(b);
   if (ArrayBuffer.isView(a) || ArrayBuffer.isView(b)) {
-    if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.constructor !== b.constructor) return false;
+    if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || a.constructor !== b.constructor)
+      return false;
     const left = a as unknown as ArrayLike<unknown>;
     const right = b as unknown as ArrayLike<unknown>;
     if (left.length !== right.length) return false;
@@ -221,34 +288,48 @@ function equals(a: unknown, b: unknown, strict: boolean): boolean {
       const left = a[i];
       const right = b[i];
       if (Object.is(left, right)) continue;
-      if (typeof left !== "object" || typeof right !== "object" || !equals(left, right, strict)) return false;
+      if (typeof left !== "object" || typeof right !== "object" || !equals(left, right, strict))
+        return false;
     }
     return true;
   }
   if (a instanceof Map || b instanceof Map) {
     if (!(a instanceof Map) || !(b instanceof Map) || a.size !== b.size) return false;
-    for (const [key, value] of a) if (!b.has(key) || !equals(value, b.get(key), strict)) return false;
+    for (const [key, value] of a)
+      if (!b.has(key) || !equals(value, b.get(key), strict)) return false;
     return true;
   }
   if (a instanceof Set || b instanceof Set) {
     if (!(a instanceof Set) || !(b instanceof Set) || a.size !== b.size) return false;
-    for (const value of a) if (!b.has(value) && ![...b].some((other) => equals(value, other, strict))) return false;
+    for (const value of a)
+      if (!b.has(value) && ![...b].some((other) => equals(value, other, strict))) return false;
     return true;
   }
   const left = a as Record<string, unknown>;
   const right = b as Record<string, unknown>;
-  const keys = (object: Record<string, unknown>) => Object.keys(object).filter((key) => strict || object[key] !== undefined);
+  const keys = (object: Record<string, unknown>) =>
+    Object.keys(object).filter((key) => strict || object[key] !== undefined);
   const leftKeys = keys(left);
   const rightKeys = keys(right);
   if (leftKeys.length !== rightKeys.length) return false;
-  return leftKeys.every((key) => Object.hasOwn(right, key) && equals(left[key], right[key], strict));
+  return leftKeys.every(
+    (key) => Object.hasOwn(right, key) && equals(left[key], right[key], strict),
+  );
 }
 
 function matchesObject(actual: unknown, expected: unknown): boolean {
   if (typeof expected !== "object" || expected === null) return equals(actual, expected, false);
   if (typeof actual !== "object" || actual === null) return false;
-  if (Array.isArray(expected)) return Array.isArray(actual) && actual.length === expected.length && expected.every((item, i) => matchesObject(actual[i], item));
-  return Object.entries(expected).every(([key, value]) => key in actual && matchesObject((actual as Record<string, unknown>)[key], value));
+  if (Array.isArray(expected))
+    return (
+      Array.isArray(actual) &&
+      actual.length === expected.length &&
+      expected.every((item, i) => matchesObject(actual[i], item))
+    );
+  return Object.entries(expected).every(
+    ([key, value]) =>
+      key in actual && matchesObject((actual as Record<string, unknown>)[key], value),
+  );
 }
 
 // ---- Inline snapshots -----------------------------------------------------------------------------
@@ -256,7 +337,10 @@ function matchesObject(actual: unknown, expected: unknown): boolean {
 /** Prints `value` as Bun writes it into an inline snapshot (Jest's pretty-format, 2-space indent). */
 function prettyFormat(value: unknown, indent: string): string {
   const inner = `${indent}  `;
-  const block = (open: string, close: string, items: string[]) => (items.length === 0 ? `${open}${close}` : `${open}\n${items.map((item) => `${inner}${item},\n`).join("")}${indent}${close}`);
+  const block = (open: string, close: string, items: string[]) =>
+    items.length === 0
+      ? `${open}${close}`
+      : `${open}\n${items.map((item) => `${inner}${item},\n`).join("")}${indent}${close}`;
   if (value === null) return "null";
   if (value === undefined) return "undefined";
   if (typeof value === "string") return `"${value}"`;
@@ -268,23 +352,52 @@ function prettyFormat(value: unknown, indent: string): string {
   if (value instanceof Date) return value.toISOString();
   if (value instanceof RegExp) return String(value);
   if (value instanceof Error) return `[${value.name}: ${value.message}]`;
-  if (Array.isArray(value)) return block("[", "]", value.map((item) => prettyFormat(item, inner)));
+  if (Array.isArray(value))
+    return block(
+      "[",
+      "]",
+      value.map((item) => prettyFormat(item, inner)),
+    );
   if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
-    return block(`${value.constructor.name} [`, "]", Array.from(value as unknown as ArrayLike<unknown>, (item) => prettyFormat(item, inner)));
+    return block(
+      `${value.constructor.name} [`,
+      "]",
+      Array.from(value as unknown as ArrayLike<unknown>, (item) => prettyFormat(item, inner)),
+    );
   }
-  if (value instanceof Map) return block("Map {", "}", [...value].map(([key, item]) => `${prettyFormat(key, inner)} => ${prettyFormat(item, inner)}`));
-  if (value instanceof Set) return block("Set {", "}", [...value].map((item) => prettyFormat(item, inner)));
+  if (value instanceof Map)
+    return block(
+      "Map {",
+      "}",
+      [...value].map(
+        ([key, item]) => `${prettyFormat(key, inner)} => ${prettyFormat(item, inner)}`,
+      ),
+    );
+  if (value instanceof Set)
+    return block(
+      "Set {",
+      "}",
+      [...value].map((item) => prettyFormat(item, inner)),
+    );
   const object = value as Record<string, unknown>;
   const prototype = Object.getPrototypeOf(object);
-  const prefix = prototype === null || prototype === Object.prototype ? "" : `${prototype.constructor?.name ?? "Object"} `;
+  const prefix =
+    prototype === null || prototype === Object.prototype
+      ? ""
+      : `${prototype.constructor?.name ?? "Object"} `;
   const keys = Object.keys(object).sort();
-  return block(`${prefix}{`, "}", keys.map((key) => `"${key}": ${prettyFormat(object[key], inner)}`));
+  return block(
+    `${prefix}{`,
+    "}",
+    keys.map((key) => `"${key}": ${prettyFormat(object[key], inner)}`),
+  );
 }
 
 /** The snapshot without the template literal's indentation (Jest's stripAddedIndentation). */
 function stripIndentation(snapshot: string): string {
   const lines = snapshot.split("\n");
-  if (lines.length < 3 || lines[0].trim() !== "" || lines[lines.length - 1].trim() !== "") return snapshot;
+  if (lines.length < 3 || lines[0].trim() !== "" || lines[lines.length - 1].trim() !== "")
+    return snapshot;
   const indentation = /^\s*/.exec(lines[1])?.[0] ?? "";
   const body = lines.slice(1, -1);
   if (!body.every((line) => line === "" || line.startsWith(indentation))) return snapshot;

@@ -7,9 +7,17 @@ const SEED_DEFAULT = 0x41524941; // "ARIA"
 const RUNS_DEFAULT = 100;
 
 /** fast-check parameters: fixed seed unless FC_SEED is set, runs from FC_RUNS. */
-export function fcParams(options: { runs?: number } = {}): { seed: number; numRuns: number; verbose: number } {
+export function fcParams(options: { runs?: number } = {}): {
+  seed: number;
+  numRuns: number;
+  verbose: number;
+} {
   const env = typeof process === "undefined" ? {} : process.env;
   const seed = env.FC_SEED === undefined ? SEED_DEFAULT : Number(env.FC_SEED);
   const scale = env.FC_RUNS === undefined ? 1 : Number(env.FC_RUNS) / RUNS_DEFAULT;
-  return { seed, numRuns: Math.max(1, Math.round((options.runs ?? RUNS_DEFAULT) * scale)), verbose: 1 };
+  return {
+    seed,
+    numRuns: Math.max(1, Math.round((options.runs ?? RUNS_DEFAULT) * scale)),
+    verbose: 1,
+  };
 }

@@ -61,12 +61,17 @@ function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
 function missingSeqs(stored: readonly ReferenceMessage[], nextSeq: number): number[] {
   const held = new Set(stored.map((m) => m.seq));
   const missing: number[] = [];
-  for (let seq = 1; seq < nextSeq && missing.length < 20; seq++) if (!held.has(seq)) missing.push(seq);
+  for (let seq = 1; seq < nextSeq && missing.length < 20; seq++)
+    if (!held.has(seq)) missing.push(seq);
   return missing;
 }
 
 function describeStart(start: StartPosition): string {
-  return start.kind === "seq" ? `seq ${start.seq}` : start.kind === "time" ? `time ${start.timeUs}` : start.kind;
+  return start.kind === "seq"
+    ? `seq ${start.seq}`
+    : start.kind === "time"
+      ? `time ${start.timeUs}`
+      : start.kind;
 }
 
 /** The reference stream and the cross-client checks. */
@@ -82,24 +87,49 @@ export class Checker {
 
   /** The broker appended a message to the store. */
   onAppend(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
-    check(seq === this.reference.length + 1, "seq-contiguous", () => `append of seq ${seq}, but the stream ends at ${this.reference.length}`);
+    check(
+      seq === this.reference.length + 1,
+      "seq-contiguous",
+      () => `append of seq ${seq}, but the stream ends at ${this.reference.length}`,
+    );
     const last = this.reference.at(-1);
-    check(last === undefined || timeUs >= last.timeUs, "time-monotonic", () => `seq ${seq} at ${timeUs} µs, before seq ${seq - 1} at ${last?.timeUs} µs`);
+    check(
+      last === undefined || timeUs >= last.timeUs,
+      "time-monotonic",
+      () => `seq ${seq} at ${timeUs} µs, before seq ${seq - 1} at ${last?.timeUs} µs`,
+    );
     this.reference.push({ seq, timeUs, topic, payload: payload.slice() });
   }
 
   /** A publisher got PUBLISH_ACK for a batch. */
-  onAck(client: string, requestId: number, sent: readonly { topic: string; payload: Uint8Array }[], firstSeq: number, count: number): void {
+  onAck(
+    client: string,
+    requestId: number,
+    sent: readonly { topic: string; payload: Uint8Array }[],
+    firstSeq: number,
+    count: number,
+  ): void {
     this.acksSeen++;
-    check(count === sent.length, "ack-covers-batch", () => `${client} request ${requestId}: ${sent.length} messages, ack for ${count}`);
+    check(
+      count === sent.length,
+      "ack-covers-batch",
+      () => `${client} request ${requestId}: ${sent.length} messages, ack for ${count}`,
+    );
     for (let i = 0; i < count; i++) {
       const seq = firstSeq + i;
-      check(!this.ackedSeqs.has(seq), "ack-unique", () => `${client} request ${requestId}: seq ${seq} was already acknowledged`);
+      check(
+        !this.ackedSeqs.has(seq),
+        "ack-unique",
+        () => `${client} request ${requestId}: seq ${seq} was already acknowledged`,
+      );
       const held = this.reference[seq - 1];
       check(
-        held !== undefined && held.topic === sent[i].topic && bytesEqual(held.payload, sent[i].payload),
+        held !== undefined &&
+          held.topic === sent[i].topic &&
+          bytesEqual(held.payload, sent[i].payload),
         "ack-matches-stream",
-        () => `${client} request ${requestId}: seq ${seq} holds ${held === undefined ? "nothing" : held.topic}, sent ${sent[i].topic}`,
+        () =>
+          `${client} request ${requestId}: seq ${seq} holds ${held === undefined ? "nothing" : held.topic}, sent ${sent[i].topic}`,
       );
       this.ackedSeqs.add(seq);
     }
@@ -110,17 +140,44 @@ export class Checker {
    * The store reopened after a crash with `nextSeq`, and holds `stored` (all of it, seq order).
    * `committedBefore` was durable under the policy when the process died.
    */
-  afterRecovery(nextSeq: number, committedBefore: number, stored: readonly ReferenceMessage[]): void {
-    check(nextSeq - 1 >= this.ackedMaxSeq, "acked-survives", () => `recovery ends the stream at ${nextSeq - 1}, but seq ${this.ackedMaxSeq} was acknowledged`);
-    check(nextSeq - 1 >= committedBefore, "committed-survives", () => `recovery ends the stream at ${nextSeq - 1}, but ${committedBefore} was committed`);
-    check(nextSeq - 1 <= this.reference.length, "no-invented-seq", () => `recovery ends the stream at ${nextSeq - 1}, only ${this.reference.length} were appended`);
-    check(stored.length === nextSeq - 1, "store-complete", () => `the store reads back ${stored.length} messages, its next seq is ${nextSeq}; missing: ${missingSeqs(stored, nextSeq).join(" ")}`);
+  afterRecovery(
+    nextSeq: number,
+    committedBefore: number,
+    stored: readonly ReferenceMessage[],
+  ): void {
+    check(
+      nextSeq - 1 >= this.ackedMaxSeq,
+      "acked-survives",
+      () =>
+        `recovery ends the stream at ${nextSeq - 1}, but seq ${this.ackedMaxSeq} was acknowledged`,
+    );
+    check(
+      nextSeq - 1 >= committedBefore,
+      "committed-survives",
+      () => `recovery ends the stream at ${nextSeq - 1}, but ${committedBefore} was committed`,
+    );
+    check(
+      nextSeq - 1 <= this.reference.length,
+      "no-invented-seq",
+      () =>
+        `recovery ends the stream at ${nextSeq - 1}, only ${this.reference.length} were appended`,
+    );
+    check(
+      stored.length === nextSeq - 1,
+      "store-complete",
+      () =>
+        `the store reads back ${stored.length} messages, its next seq is ${nextSeq}; missing: ${missingSeqs(stored, nextSeq).join(" ")}`,
+    );
     for (const message of stored) {
       const held = this.reference[message.seq - 1];
       check(
-        held !== undefined && held.topic === message.topic && held.timeUs === message.timeUs && bytesEqual(held.payload, message.payload),
+        held !== undefined &&
+          held.topic === message.topic &&
+          held.timeUs === message.timeUs &&
+          bytesEqual(held.payload, message.payload),
         "store-matches-stream",
-        () => `after recovery seq ${message.seq} reads ${message.topic}, appended was ${held?.topic}`,
+        () =>
+          `after recovery seq ${message.seq} reads ${message.topic}, appended was ${held?.topic}`,
       );
     }
     // Lost seqs were never acknowledged nor visible: the next life may give them to new messages.
@@ -131,29 +188,75 @@ export class Checker {
 
   /** SUBSCRIBED arrived for `sub` with `firstSeq`. */
   onSubscribed(client: string, sub: SubscriptionState, firstSeq: number): void {
-    check(sub.nextExpected === null, "subscribed-once", () => `${client} sub ${sub.id}: a second SUBSCRIBED`);
+    check(
+      sub.nextExpected === null,
+      "subscribed-once",
+      () => `${client} sub ${sub.id}: a second SUBSCRIBED`,
+    );
     const asked = sub.askedFrom;
-    if (asked.kind === "seq") check(firstSeq === Math.max(1, asked.seq), "start-seq", () => `${client} sub ${sub.id}: asked from seq ${asked.seq}, SUBSCRIBED at ${firstSeq}`);
-    if (asked.kind === "earliest") check(firstSeq === 1, "start-earliest", () => `${client} sub ${sub.id}: earliest starts at ${firstSeq}`);
+    if (asked.kind === "seq")
+      check(
+        firstSeq === Math.max(1, asked.seq),
+        "start-seq",
+        () => `${client} sub ${sub.id}: asked from seq ${asked.seq}, SUBSCRIBED at ${firstSeq}`,
+      );
+    if (asked.kind === "earliest")
+      check(
+        firstSeq === 1,
+        "start-earliest",
+        () => `${client} sub ${sub.id}: earliest starts at ${firstSeq}`,
+      );
     if (asked.kind === "time") {
       const before = this.reference[firstSeq - 2];
-      check(before === undefined || before.timeUs < asked.timeUs, "start-time", () => `${client} sub ${sub.id}: from time ${asked.timeUs} starts at ${firstSeq}, but seq ${firstSeq - 1} has time ${before?.timeUs}`);
+      check(
+        before === undefined || before.timeUs < asked.timeUs,
+        "start-time",
+        () =>
+          `${client} sub ${sub.id}: from time ${asked.timeUs} starts at ${firstSeq}, but seq ${firstSeq - 1} has time ${before?.timeUs}`,
+      );
     }
     sub.nextExpected = firstSeq;
     sub.caughtUp = false;
   }
 
   /** One DATA message for `sub`. */
-  onData(client: string, sub: SubscriptionState, seq: number, topic: string, payload: Uint8Array): void {
+  onData(
+    client: string,
+    sub: SubscriptionState,
+    seq: number,
+    topic: string,
+    payload: Uint8Array,
+  ): void {
     this.messagesChecked++;
     const name = `${client} sub ${sub.id} [${sub.filterTexts.join(" ")}] from ${describeStart(sub.askedFrom)}`;
     const expected = sub.nextExpected;
-    check(expected !== null, "data-after-subscribed", () => `${name}: DATA seq ${seq} before SUBSCRIBED`);
-    check(seq >= expected, "sub-in-order", () => `${name}: seq ${seq} after seq ${expected - 1} (duplicate or reordered)`);
+    check(
+      expected !== null,
+      "data-after-subscribed",
+      () => `${name}: DATA seq ${seq} before SUBSCRIBED`,
+    );
+    check(
+      seq >= expected,
+      "sub-in-order",
+      () => `${name}: seq ${seq} after seq ${expected - 1} (duplicate or reordered)`,
+    );
     const held = this.reference[seq - 1];
-    check(held !== undefined, "data-in-stream", () => `${name}: seq ${seq} beyond the stream's end ${this.reference.length}`);
-    check(held.topic === topic && bytesEqual(held.payload, payload), "data-matches-stream", () => `${name}: seq ${seq} is ${topic} (${payload.length} B), the stream holds ${held.topic} (${held.payload.length} B)`);
-    check(sub.filter.matches(topic), "data-matches-filter", () => `${name}: seq ${seq} topic ${topic}`);
+    check(
+      held !== undefined,
+      "data-in-stream",
+      () => `${name}: seq ${seq} beyond the stream's end ${this.reference.length}`,
+    );
+    check(
+      held.topic === topic && bytesEqual(held.payload, payload),
+      "data-matches-stream",
+      () =>
+        `${name}: seq ${seq} is ${topic} (${payload.length} B), the stream holds ${held.topic} (${held.payload.length} B)`,
+    );
+    check(
+      sub.filter.matches(topic),
+      "data-matches-filter",
+      () => `${name}: seq ${seq} topic ${topic}`,
+    );
     this.noGap(name, sub.filter, expected, seq);
     sub.nextExpected = seq + 1;
     sub.received++;
@@ -164,7 +267,11 @@ export class Checker {
     const name = `${client} sub ${sub.id} [${sub.filterTexts.join(" ")}] from ${describeStart(sub.askedFrom)}`;
     check(!sub.caughtUp, "caught-up-once", () => `${name}: a second CAUGHT_UP`);
     const expected = sub.nextExpected;
-    check(expected !== null && nextSeq >= expected, "caught-up-seq", () => `${name}: CAUGHT_UP at ${nextSeq}, but seq ${(expected ?? 0) - 1} was delivered`);
+    check(
+      expected !== null && nextSeq >= expected,
+      "caught-up-seq",
+      () => `${name}: CAUGHT_UP at ${nextSeq}, but seq ${(expected ?? 0) - 1} was delivered`,
+    );
     this.noGap(name, sub.filter, expected, Math.min(nextSeq, this.reference.length + 1));
     sub.caughtUp = true;
     sub.nextExpected = nextSeq;
@@ -174,14 +281,36 @@ export class Checker {
   complete(client: string, sub: SubscriptionState, visibleSeq: number): void {
     const name = `${client} sub ${sub.id} [${sub.filterTexts.join(" ")}] from ${describeStart(sub.askedFrom)}`;
     check(sub.nextExpected !== null, "sub-complete", () => `${name}: never SUBSCRIBED`);
-    check(sub.caughtUp, "sub-complete", () => `${name}: never CAUGHT_UP (next expected ${sub.nextExpected}, visible end ${visibleSeq})`);
-    this.noGap(name, sub.filter, sub.nextExpected, Math.min(visibleSeq, this.reference.length + 1), "sub-complete");
+    check(
+      sub.caughtUp,
+      "sub-complete",
+      () =>
+        `${name}: never CAUGHT_UP (next expected ${sub.nextExpected}, visible end ${visibleSeq})`,
+    );
+    this.noGap(
+      name,
+      sub.filter,
+      sub.nextExpected,
+      Math.min(visibleSeq, this.reference.length + 1),
+      "sub-complete",
+    );
   }
 
-  private noGap(name: string, filter: Filter, fromSeq: number, toSeq: number, invariant = "sub-no-gap"): void {
+  private noGap(
+    name: string,
+    filter: Filter,
+    fromSeq: number,
+    toSeq: number,
+    invariant = "sub-no-gap",
+  ): void {
     for (let seq = fromSeq; seq < toSeq; seq++) {
       const held = this.reference[seq - 1];
-      check(held === undefined || !filter.matches(held.topic), invariant, () => `${name}: seq ${seq} (${held.topic}) was skipped (got up to ${fromSeq - 1}, next delivered ${toSeq})`);
+      check(
+        held === undefined || !filter.matches(held.topic),
+        invariant,
+        () =>
+          `${name}: seq ${seq} (${held.topic}) was skipped (got up to ${fromSeq - 1}, next delivered ${toSeq})`,
+      );
     }
   }
 
@@ -189,9 +318,26 @@ export class Checker {
 
   /** The tip's pool and indexes balance. */
   tip(stats: TipStats): void {
-    check(stats.poolBlocksUsed + stats.poolBlocksFree === stats.poolBlocksMax, "tip-pool-balance", () => `used ${stats.poolBlocksUsed} + free ${stats.poolBlocksFree} != max ${stats.poolBlocksMax}`);
-    check(stats.indexEntriesLive === stats.records, "tip-index-balance", () => `${stats.indexEntriesLive} index entries for ${stats.records} ring records`);
-    check(stats.bytesUsed <= stats.capacityBytes, "tip-within-capacity", () => `${stats.bytesUsed} B used of ${stats.capacityBytes}`);
-    check(stats.records === 0 || stats.nextSeq - stats.firstSeq === stats.records, "tip-contiguous", () => `ring holds ${stats.records} records for seqs [${stats.firstSeq}, ${stats.nextSeq})`);
+    check(
+      stats.poolBlocksUsed + stats.poolBlocksFree === stats.poolBlocksMax,
+      "tip-pool-balance",
+      () =>
+        `used ${stats.poolBlocksUsed} + free ${stats.poolBlocksFree} != max ${stats.poolBlocksMax}`,
+    );
+    check(
+      stats.indexEntriesLive === stats.records,
+      "tip-index-balance",
+      () => `${stats.indexEntriesLive} index entries for ${stats.records} ring records`,
+    );
+    check(
+      stats.bytesUsed <= stats.capacityBytes,
+      "tip-within-capacity",
+      () => `${stats.bytesUsed} B used of ${stats.capacityBytes}`,
+    );
+    check(
+      stats.records === 0 || stats.nextSeq - stats.firstSeq === stats.records,
+      "tip-contiguous",
+      () => `ring holds ${stats.records} records for seqs [${stats.firstSeq}, ${stats.nextSeq})`,
+    );
   }
 }

@@ -39,8 +39,16 @@ export class MemoryStore implements BrokerStore {
     return this.messages.length === 0 ? 0 : this.messages[this.messages.length - 1].timeUs;
   }
 
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start = 0, length = payload.length - start): void {
-    if (seq !== this.nextSeq) throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
+  append(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    payload: Uint8Array,
+    start = 0,
+    length = payload.length - start,
+  ): void {
+    if (seq !== this.nextSeq)
+      throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
     this.messages.push({ seq, timeUs, topic, payload: payload.slice(start, start + length) });
     this.nextSeq++;
   }
@@ -64,13 +72,23 @@ export class MemoryStore implements BrokerStore {
     for (const done of waiting) done();
   }
 
-  read(filter: Filter, from: { seq: number } | { timeUs: number }): { nextBatch(): Promise<StoredMessageLike[]> } {
-    let index = "seq" in from ? Math.max(0, from.seq - 1) : this.messages.findIndex((m) => m.timeUs >= from.timeUs);
+  read(
+    filter: Filter,
+    from: { seq: number } | { timeUs: number },
+  ): { nextBatch(): Promise<StoredMessageLike[]> } {
+    let index =
+      "seq" in from
+        ? Math.max(0, from.seq - 1)
+        : this.messages.findIndex((m) => m.timeUs >= from.timeUs);
     if (index < 0) index = this.messages.length;
     return {
       nextBatch: async () => {
         const batch: StoredMessageLike[] = [];
-        while (index < this.messages.length && this.messages[index].seq <= this.committedSeq && batch.length < this.batchMessagesMax) {
+        while (
+          index < this.messages.length &&
+          this.messages[index].seq <= this.committedSeq &&
+          batch.length < this.batchMessagesMax
+        ) {
           const message = this.messages[index++];
           if (filter.matches(message.topic)) batch.push(message);
         }

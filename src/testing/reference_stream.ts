@@ -20,12 +20,15 @@ export class ReferenceStream {
   /** Records a message; seqs must be appended in increasing order. */
   append(message: ReferenceMessage): void {
     const last = this.messages.at(-1);
-    if (last !== undefined && message.seq <= last.seq) throw new Error("ReferenceStream: seqs increase");
+    if (last !== undefined && message.seq <= last.seq)
+      throw new Error("ReferenceStream: seqs increase");
     this.messages.push(message);
   }
 
   /** Messages with fromSeq <= seq < endSeq whose topic matches `filter`, in seq order. */
   read(filter: Filter, fromSeq: number, endSeq = Infinity): ReferenceMessage[] {
-    return this.messages.filter((m) => m.seq >= fromSeq && m.seq < endSeq && filter.matches(m.topic));
+    return this.messages.filter(
+      (m) => m.seq >= fromSeq && m.seq < endSeq && filter.matches(m.topic),
+    );
   }
 }

@@ -10,7 +10,16 @@
  * sequenced: the reference stream, not the client, knows).
  */
 import { PROTOCOL_VERSION } from "../constants.ts";
-import { encodeFrame, type Frame, FrameDecoder, FrameWriter, type DecodeError, type OutgoingFrame, type PublishMessage, type StartPosition } from "../protocol/mod.ts";
+import {
+  encodeFrame,
+  type Frame,
+  FrameDecoder,
+  FrameWriter,
+  type DecodeError,
+  type OutgoingFrame,
+  type PublishMessage,
+  type StartPosition,
+} from "../protocol/mod.ts";
 import { Filter } from "../topic/filter.ts";
 import { type Checker, check, type SubscriptionState } from "./invariants.ts";
 import type { NetworkTamper, ReceivedMessage, SimConnection } from "./sim_network.ts";
@@ -24,7 +33,10 @@ export interface ClientSubscription extends SubscriptionState {
 }
 
 /** How fast a client reads. */
-export type ReadMode = { kind: "normal" } | { kind: "slow"; bytesPerStep: number } | { kind: "stalled" };
+export type ReadMode =
+  | { kind: "normal" }
+  | { kind: "slow"; bytesPerStep: number }
+  | { kind: "stalled" };
 
 /** What every client of a run shares. */
 export interface ClientWorld {
@@ -67,7 +79,14 @@ export class SimClient {
 
   /** The frames a fresh connection opens with: HELLO, then every subscription again. */
   opening(): Uint8Array[] {
-    const frames = [encodeToBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: this.name, authToken: null })];
+    const frames = [
+      encodeToBytes({
+        kind: "hello",
+        version: PROTOCOL_VERSION,
+        clientName: this.name,
+        authToken: null,
+      }),
+    ];
     for (const sub of this.subscriptions.values()) frames.push(this.subscribeFrame(sub));
     return frames;
   }
@@ -111,7 +130,12 @@ export class SimClient {
   }
 
   private subscribeFrame(sub: ClientSubscription): Uint8Array {
-    return encodeToBytes({ kind: "subscribe", subscriptionId: sub.id, start: sub.askedFrom, filter: sub.filterTexts });
+    return encodeToBytes({
+      kind: "subscribe",
+      subscriptionId: sub.id,
+      start: sub.askedFrom,
+      filter: sub.filterTexts,
+    });
   }
 
   /** The connection is gone: forget its state, resume subscriptions from where they got. */
@@ -135,7 +159,8 @@ export class SimClient {
   /** Bytes from the server (in order; any split). */
   receive(chunk: Uint8Array): void {
     this.decoder.push(chunk);
-    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) this.handle(frame);
+    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
+      this.handle(frame);
   }
 
   private handle(frame: Frame | DecodeError): void {
@@ -146,19 +171,35 @@ export class SimClient {
         return;
       case "publish_ack": {
         const sent = this.pending.get(frame.requestId);
-        check(sent !== undefined, "ack-for-request", () => `${this.name}: PUBLISH_ACK for unknown request ${frame.requestId}`);
+        check(
+          sent !== undefined,
+          "ack-for-request",
+          () => `${this.name}: PUBLISH_ACK for unknown request ${frame.requestId}`,
+        );
         this.pending.delete(frame.requestId);
         checker.onAck(this.name, frame.requestId, sent, frame.firstSeq, frame.count);
         this.counters.acked += frame.count;
         return;
       }
       case "subscribed":
-        return checker.onSubscribed(this.name, this.subscription(frame.subscriptionId, "SUBSCRIBED"), frame.firstSeq);
+        return checker.onSubscribed(
+          this.name,
+          this.subscription(frame.subscriptionId, "SUBSCRIBED"),
+          frame.firstSeq,
+        );
       case "caught_up":
-        return checker.onCaughtUp(this.name, this.subscription(frame.subscriptionId, "CAUGHT_UP"), frame.nextSeq);
+        return checker.onCaughtUp(
+          this.name,
+          this.subscription(frame.subscriptionId, "CAUGHT_UP"),
+          frame.nextSeq,
+        );
       case "unsubscribed": {
         const sub = this.subscription(frame.subscriptionId, "UNSUBSCRIBED");
-        check(sub.closing, "unsubscribed-when-asked", () => `${this.name}: UNSUBSCRIBED for sub ${sub.id}, never asked`);
+        check(
+          sub.closing,
+          "unsubscribed-when-asked",
+          () => `${this.name}: UNSUBSCRIBED for sub ${sub.id}, never asked`,
+        );
         this.subscriptions.delete(sub.id);
         return;
       }
@@ -166,7 +207,13 @@ export class SimClient {
         const sub = this.subscription(frame.subscriptionId, "DATA");
         const batch = frame.messages;
         const messages: ReceivedMessage[] = [];
-        while (batch.next()) messages.push({ seq: batch.seq, timeUs: batch.timeUs, topic: batch.topic, payload: batch.payload.slice() });
+        while (batch.next())
+          messages.push({
+            seq: batch.seq,
+            timeUs: batch.timeUs,
+            topic: batch.topic,
+            payload: batch.payload.slice(),
+          });
         for (const message of this.world.tamper.apply(this.world.step(), messages)) {
           this.counters.received++;
           checker.onData(this.name, sub, message.seq, message.topic, message.payload);
@@ -176,16 +223,28 @@ export class SimClient {
       case "error":
         return this.error(frame);
       case "decode_error":
-        check(false, "server-frames-valid", () => `${this.name}: cannot decode a server frame: ${frame.reason}`);
+        check(
+          false,
+          "server-frames-valid",
+          () => `${this.name}: cannot decode a server frame: ${frame.reason}`,
+        );
         return;
       default:
-        check(false, "server-frames-valid", () => `${this.name}: the server sent a ${frame.kind} frame`);
+        check(
+          false,
+          "server-frames-valid",
+          () => `${this.name}: the server sent a ${frame.kind} frame`,
+        );
     }
   }
 
   private error(frame: Extract<Frame, { kind: "error" }>): void {
     // Storage failures are the only errors a well-behaved client may get (and SHUTTING_DOWN).
-    check(frame.code === "ARIA_ERR_STORAGE_FAILED" || frame.code === "ARIA_ERR_SHUTTING_DOWN", "expected-errors-only", () => `${this.name}: ${frame.code}: ${frame.reason}`);
+    check(
+      frame.code === "ARIA_ERR_STORAGE_FAILED" || frame.code === "ARIA_ERR_SHUTTING_DOWN",
+      "expected-errors-only",
+      () => `${this.name}: ${frame.code}: ${frame.reason}`,
+    );
     if (frame.relatedKind === "request") {
       this.pending.delete(frame.relatedId);
       this.counters.failedPublishes++;
@@ -205,7 +264,11 @@ export class SimClient {
 
   private subscription(id: number, what: string): ClientSubscription {
     const sub = this.subscriptions.get(id);
-    check(sub !== undefined, "frames-for-known-subscriptions", () => `${this.name}: ${what} for unknown subscription ${id}`);
+    check(
+      sub !== undefined,
+      "frames-for-known-subscriptions",
+      () => `${this.name}: ${what} for unknown subscription ${id}`,
+    );
     return sub;
   }
 }

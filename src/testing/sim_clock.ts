@@ -60,7 +60,9 @@ export class SimScheduler implements Scheduler {
   /** Fires every timer due at the current time, earliest first; returns how many fired. */
   fireDueTimers(): number {
     const now = this.clock.timeUs;
-    const due = this.timers.filter((t) => t.dueUs <= now).sort((a, b) => a.dueUs - b.dueUs || a.order - b.order);
+    const due = this.timers
+      .filter((t) => t.dueUs <= now)
+      .sort((a, b) => a.dueUs - b.dueUs || a.order - b.order);
     if (due.length === 0) return 0;
     this.timers = this.timers.filter((t) => t.dueUs > now);
     for (const timer of due) timer.run();

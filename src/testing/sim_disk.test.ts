@@ -7,7 +7,8 @@ const bytes = (...values: number[]) => new Uint8Array(values);
 
 describe("SimDisk", () => {
   test("cachedOnly maps about half of all regions, the same ones every time, at any position", async () => {
-    const share = (positions: number[], length: (i: number) => number) => positions.filter((p, i) => uncached(p, length(i))).length / positions.length;
+    const share = (positions: number[], length: (i: number) => number) =>
+      positions.filter((p, i) => uncached(p, length(i))).length / positions.length;
     const odd = Array.from({ length: 20_000 }, (_, i) => 2 * i + 1);
     const even = odd.map((p) => p - 1);
     const past = Array.from({ length: 20_000 }, (_, i) => 3_400_000 + 2 * i + 1);
@@ -66,27 +67,32 @@ describe("SimDisk", () => {
 
   test("after a crash each file is its synced bytes plus a prefix of later writes (prefix mode)", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }), fc.array(fc.uint8Array({ minLength: 1, maxLength: 9 }), { minLength: 1, maxLength: 8 }), fc.nat(8), async (seed, writes, syncAfter) => {
-        const disk = new SimDisk({ seed });
-        const file = await disk.open("f", "create");
-        await disk.syncDir("");
-        let position = 0;
-        const all: number[] = [];
-        let synced = 0;
-        for (let i = 0; i < writes.length; i++) {
-          await file.write(position, writes[i]);
-          position += writes[i].length;
-          all.push(...writes[i]);
-          if (i === syncAfter) {
-            await file.sync();
-            synced = position;
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 1 << 30 }),
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: 9 }), { minLength: 1, maxLength: 8 }),
+        fc.nat(8),
+        async (seed, writes, syncAfter) => {
+          const disk = new SimDisk({ seed });
+          const file = await disk.open("f", "create");
+          await disk.syncDir("");
+          let position = 0;
+          const all: number[] = [];
+          let synced = 0;
+          for (let i = 0; i < writes.length; i++) {
+            await file.write(position, writes[i]);
+            position += writes[i].length;
+            all.push(...writes[i]);
+            if (i === syncAfter) {
+              await file.sync();
+              synced = position;
+            }
           }
-        }
-        disk.crash();
-        const after = [...(disk.snapshot("f") as Uint8Array)];
-        expect(after.length).toBeGreaterThanOrEqual(synced);
-        expect(after).toEqual(all.slice(0, after.length));
-      }),
+          disk.crash();
+          const after = [...(disk.snapshot("f") as Uint8Array)];
+          expect(after.length).toBeGreaterThanOrEqual(synced);
+          expect(after).toEqual(all.slice(0, after.length));
+        },
+      ),
       fcParams(),
     );
   });
@@ -98,10 +104,17 @@ describe("SimDisk", () => {
     for (const name of ["d/a", "d/b"]) await (await view.open(name, "create")).close();
     await view.syncDir("d");
     // In flight when the power fails: each would otherwise take effect in the next life.
-    const calls = [view.remove("d/a"), view.rename("d/b", "d/c"), view.open("d/e", "create"), view.syncDir("d")];
+    const calls = [
+      view.remove("d/a"),
+      view.rename("d/b", "d/c"),
+      view.open("d/e", "create"),
+      view.syncDir("d"),
+    ];
     disk.crash();
     const settled = await Promise.allSettled(calls);
-    expect(settled.map((result) => (result.status === "rejected" ? result.reason.code : "landed"))).toEqual(["EBADF", "EBADF", "EBADF", "EBADF"]);
+    expect(
+      settled.map((result) => (result.status === "rejected" ? result.reason.code : "landed")),
+    ).toEqual(["EBADF", "EBADF", "EBADF", "EBADF"]);
     expect(disk.paths()).toEqual(["d/a", "d/b"]);
     await expect(view.list("d")).rejects.toMatchObject({ code: "EBADF" });
     expect(await disk.view().list("d")).toEqual(["a", "b"]);

@@ -15,11 +15,21 @@
  * Invariants: durable state only changes in sync/syncDir/crash; directories exist once made
  * (mkdir is durable at once: the store makes its directories before anything else).
  */
-import { type Disk, DiskError, type DiskFile, type MapOptions, type OpenHints, type OpenMode, dirOf } from "../store/disk.ts";
+import {
+  type Disk,
+  DiskError,
+  type DiskFile,
+  type MapOptions,
+  type OpenHints,
+  type OpenMode,
+  dirOf,
+} from "../store/disk.ts";
 import { assert } from "../stdx/assert.ts";
 import { Prng } from "../stdx/prng.ts";
 
-type FileOp = { kind: "write"; position: number; bytes: Uint8Array } | { kind: "truncate"; size: number };
+type FileOp =
+  | { kind: "write"; position: number; bytes: Uint8Array }
+  | { kind: "truncate"; size: number };
 type NameOp =
   | { kind: "link"; path: string; inode: Inode }
   | { kind: "unlink"; path: string }
@@ -48,7 +58,11 @@ class Buffer {
 
   apply(op: FileOp, cutBytes = Infinity): void {
     if (op.kind === "truncate") this.truncate(op.size);
-    else this.write(op.position, cutBytes < op.bytes.length ? op.bytes.subarray(0, cutBytes) : op.bytes);
+    else
+      this.write(
+        op.position,
+        cutBytes < op.bytes.length ? op.bytes.subarray(0, cutBytes) : op.bytes,
+      );
   }
 
   copy(): Buffer {
@@ -101,7 +115,8 @@ export class SimDisk implements Disk {
     this.checkDir(dirOf(path), path);
     let inode = this.names.get(path);
     if (mode === "create") {
-      if (inode !== undefined) inode.pending.push({ kind: "truncate", size: 0 }), inode.current.truncate(0);
+      if (inode !== undefined)
+        inode.pending.push({ kind: "truncate", size: 0 }), inode.current.truncate(0);
       else {
         inode = new Inode();
         this.nameOp(path, { kind: "link", path, inode });
@@ -118,10 +133,12 @@ export class SimDisk implements Disk {
     const prefix = dir === "" ? "" : dir + "/";
     const out: string[] = [];
     for (const path of this.names.keys()) {
-      if (path.startsWith(prefix) && !path.slice(prefix.length).includes("/")) out.push(path.slice(prefix.length));
+      if (path.startsWith(prefix) && !path.slice(prefix.length).includes("/"))
+        out.push(path.slice(prefix.length));
     }
     for (const d of this.dirs) {
-      if (d !== "" && d.startsWith(prefix) && !d.slice(prefix.length).includes("/")) out.push(d.slice(prefix.length));
+      if (d !== "" && d.startsWith(prefix) && !d.slice(prefix.length).includes("/"))
+        out.push(d.slice(prefix.length));
     }
     return out.sort();
   }
@@ -210,7 +227,10 @@ export class SimDisk implements Disk {
         const kept = prng.nextInt(ops.length + 1);
         for (let i = 0; i < kept; i++) result.apply(ops[i]);
         if (kept < ops.length && ops[kept].kind === "write") {
-          result.apply(ops[kept], prng.nextInt((ops[kept] as { bytes: Uint8Array }).bytes.length + 1));
+          result.apply(
+            ops[kept],
+            prng.nextInt((ops[kept] as { bytes: Uint8Array }).bytes.length + 1),
+          );
         }
       } else {
         for (const op of ops) if (prng.nextInt(2) === 0) result.apply(op);
@@ -297,7 +317,8 @@ export class SimDisk implements Disk {
   private nameOp(path: string, op: NameOp): void {
     applyNameOp(this.names, op);
     this.pendingNames.push({ dir: dirOf(path), op });
-    if (op.kind === "rename" && dirOf(op.from) !== dirOf(path)) this.pendingNames.push({ dir: dirOf(op.from), op: { kind: "unlink", path: op.from } });
+    if (op.kind === "rename" && dirOf(op.from) !== dirOf(path))
+      this.pendingNames.push({ dir: dirOf(op.from), op: { kind: "unlink", path: op.from } });
   }
 
   /** `life` given (a view's call): fails unless the machine is still in that life. */

@@ -33,7 +33,12 @@ export class DiskOpClock {
 export type LifeToken = { alive: boolean };
 
 /** Wraps `disk` (a SimDisk view) with write tracing and op-counted crashes. */
-export function faultDisk(disk: Disk, opClock: DiskOpClock, trace: TraceHash, life: LifeToken): Disk {
+export function faultDisk(
+  disk: Disk,
+  opClock: DiskOpClock,
+  trace: TraceHash,
+  life: LifeToken,
+): Disk {
   // A dead process's leftover work fails at once and does not count: the view would fail it anyway.
   const clock = {
     tick(what: string): void {
@@ -69,7 +74,9 @@ export function faultDisk(disk: Disk, opClock: DiskOpClock, trace: TraceHash, li
     list: async (dir) => (clock.tick(dir), disk.list(dir)),
     mkdir: async (dir) => (clock.tick(dir), disk.mkdir(dir)),
     remove: async (path) => (clock.tick(path), trace.text(`remove ${path}`), disk.remove(path)),
-    rename: async (from, to) => (clock.tick(from), trace.text(`rename ${from} ${to}`), disk.rename(from, to)),
+    rename: async (from, to) => (
+      clock.tick(from), trace.text(`rename ${from} ${to}`), disk.rename(from, to)
+    ),
     syncDir: async (dir) => (clock.tick(dir), disk.syncDir(dir)),
   };
 }

@@ -41,7 +41,9 @@ export class TraceHash {
 
   /** The hash so far as 16 hex digits. */
   hex(): string {
-    return (this.a >>> 0).toString(16).padStart(8, "0") + (this.b >>> 0).toString(16).padStart(8, "0");
+    return (
+      (this.a >>> 0).toString(16).padStart(8, "0") + (this.b >>> 0).toString(16).padStart(8, "0")
+    );
   }
 
   private byte(value: number): void {

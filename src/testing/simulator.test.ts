@@ -19,7 +19,20 @@ function failureText(result: SimulationResult): string {
 }
 
 test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
-  const totals = { messages: 0, delivered: 0, deliveredShared: 0, crashes: 0, disconnects: 0, storageFailures: 0, failedPublishes: 0, always: 0, weaker: 0, splitsSwitched: 0, splitsCut: 0, splitsFailed: 0 };
+  const totals = {
+    messages: 0,
+    delivered: 0,
+    deliveredShared: 0,
+    crashes: 0,
+    disconnects: 0,
+    storageFailures: 0,
+    failedPublishes: 0,
+    always: 0,
+    weaker: 0,
+    splitsSwitched: 0,
+    splitsCut: 0,
+    splitsFailed: 0,
+  };
   for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
     const result = await simulate({ seed, steps: STEPS });
     expect(failureText(result)).toBe("ok");
@@ -51,13 +64,16 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   expect(totals.splitsSwitched).toBeGreaterThan(SEEDS * 1.5);
   expect(totals.splitsCut).toBeGreaterThan(SEEDS / 2);
   expect(totals.splitsFailed).toBeGreaterThan(SEEDS / 5);
-  console.log(`simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`);
+  console.log(
+    `simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`,
+  );
 }, 600_000);
 
 test("seeds that once found a bug hold", async () => {
   // 900556: a reader opened a staged journal's path between its rename and the file cache
   // learning of it (session 13; the rename now happens while the cache holds the handle).
-  for (const [seed, steps] of [[900556, 104]]) expect(failureText(await simulate({ seed, steps }))).toBe("ok");
+  for (const [seed, steps] of [[900556, 104]])
+    expect(failureText(await simulate({ seed, steps }))).toBe("ok");
 });
 
 test("the same seed gives the same run, byte for byte", async () => {

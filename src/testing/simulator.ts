@@ -45,7 +45,18 @@ import { inProcessRunner, storeHost } from "../split/in_process.ts";
 import { SPLIT_ALGORITHMS } from "../split/plan.ts";
 import { assert } from "../stdx/assert.ts";
 import { Prng } from "../stdx/prng.ts";
-import { crc32, type Disk, DiskError, type DiskFile, type FsyncPolicy, type LayoutSwap, type PartitionLayout, Store, StoreError, type StoreOptions } from "../store/mod.ts";
+import {
+  crc32,
+  type Disk,
+  DiskError,
+  type DiskFile,
+  type FsyncPolicy,
+  type LayoutSwap,
+  type PartitionLayout,
+  Store,
+  StoreError,
+  type StoreOptions,
+} from "../store/mod.ts";
 import { parseFileName, SEGMENT_DIR } from "../store/layout.ts";
 import { Tip } from "../tip/tip.ts";
 import { Filter } from "../topic/filter.ts";
@@ -58,7 +69,14 @@ import { SimDisk } from "./sim_disk.ts";
 import { DiskOpClock, faultDisk, type LifeToken } from "./sim_fault_disk.ts";
 import { NetworkTamper, SimConnection } from "./sim_network.ts";
 import { TraceHash } from "./sim_trace.ts";
-import { makeFilter, makePayload, makeStart, makeTopicTree, pickTopic, type TopicTree } from "./workload.ts";
+import {
+  makeFilter,
+  makePayload,
+  makeStart,
+  makeTopicTree,
+  pickTopic,
+  type TopicTree,
+} from "./workload.ts";
 
 /** Bugs `--inject-bug` plants at the edge of the simulated world. */
 export const INJECT_BUGS = ["drop-one", "reorder", "lose-acked"] as const;
@@ -157,8 +175,20 @@ interface Config {
 }
 
 type ActionKind =
-  | "publish" | "subscribe" | "unsubscribe" | "read-mode" | "disconnect" | "cut-frame" | "kill" | "power-loss"
-  | "crash-at-op" | "fsync-fails" | "disk-full" | "time-jump" | "split" | "idle";
+  | "publish"
+  | "subscribe"
+  | "unsubscribe"
+  | "read-mode"
+  | "disconnect"
+  | "cut-frame"
+  | "kill"
+  | "power-loss"
+  | "crash-at-op"
+  | "fsync-fails"
+  | "disk-full"
+  | "time-jump"
+  | "split"
+  | "idle";
 
 function pick<T>(prng: Prng, values: readonly T[]): T {
   return values[prng.nextInt(values.length)];
@@ -238,7 +268,14 @@ class ObservedStore implements BrokerStore {
     return this.inner.whenCaughtUp();
   }
 
-  append(seq: number, timeUs: number, topic: string, payload: Uint8Array, start: number, length: number): void {
+  append(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    payload: Uint8Array,
+    start: number,
+    length: number,
+  ): void {
     this.inner.append(seq, timeUs, topic, payload, start, length);
     this.checker.onAppend(seq, timeUs, topic, payload.subarray(start, start + length));
   }
@@ -247,7 +284,11 @@ class ObservedStore implements BrokerStore {
     return this.inner.commit();
   }
 
-  read(filter: Filter, from: { seq: number } | { timeUs: number }, options?: { borrow?: boolean }): { nextBatch(): Promise<StoredMessageLike[]> } {
+  read(
+    filter: Filter,
+    from: { seq: number } | { timeUs: number },
+    options?: { borrow?: boolean },
+  ): { nextBatch(): Promise<StoredMessageLike[]> } {
     return this.inner.read(filter, from, options);
   }
 }
@@ -290,10 +331,16 @@ class Simulation {
   private nextConnectionLabel = 1;
   private nextPayloadTag = 1;
   private readonly counters = {
-    crashes: 0, restarts: 0, storageFailures: 0, queueOvershootBytesMax: 0,
+    crashes: 0,
+    restarts: 0,
+    storageFailures: 0,
+    queueOvershootBytesMax: 0,
     /** Messages delivered through shared frames by the brokers of lives that ended. */
     deliveredShared: 0,
-    splitsSwitched: 0, splitsUnchanged: 0, splitsCut: 0, splitsFailed: 0,
+    splitsSwitched: 0,
+    splitsUnchanged: 0,
+    splitsCut: 0,
+    splitsFailed: 0,
   };
   /** The split in flight (one at a time, as the data directory's LOCK allows), until it settles. */
   private split: SplitRun | null = null;
@@ -313,12 +360,21 @@ class Simulation {
     this.disk = new SimDisk({ seed: this.prng.nextU32() });
     this.tree = makeTopicTree(this.prng);
     const bug = options.injectBug ?? null;
-    this.tamper = new NetworkTamper(bug === "drop-one" || bug === "reorder" ? bug : null, new Prng(options.seed ^ 0x5eed), TAMPER_FROM_STEP);
+    this.tamper = new NetworkTamper(
+      bug === "drop-one" || bug === "reorder" ? bug : null,
+      new Prng(options.seed ^ 0x5eed),
+      TAMPER_FROM_STEP,
+    );
     this.loseAckedArmed = bug === "lose-acked";
-    this.opClock.onCrash = () => this.crash(this.config.fsync === "always" && this.prng.nextInt(2) === 0 ? "power" : "process");
+    this.opClock.onCrash = () =>
+      this.crash(
+        this.config.fsync === "always" && this.prng.nextInt(2) === 0 ? "power" : "process",
+      );
     const world = { checker: this.checker, tamper: this.tamper, step: () => this.step };
-    for (let i = 0; i < this.config.publishers; i++) this.clients.push(new SimClient(`pub${i + 1}`, true, false, world));
-    for (let i = 0; i < this.config.subscribers; i++) this.clients.push(new SimClient(`sub${i + 1}`, false, true, world));
+    for (let i = 0; i < this.config.publishers; i++)
+      this.clients.push(new SimClient(`pub${i + 1}`, true, false, world));
+    for (let i = 0; i < this.config.subscribers; i++)
+      this.clients.push(new SimClient(`sub${i + 1}`, false, true, world));
     if (this.prng.nextInt(3) === 0) this.clients.push(new SimClient("both", true, true, world));
   }
 
@@ -347,7 +403,8 @@ class Simulation {
         messages: this.checker.reference.length,
         acked: clientCounters.reduce((sum, c) => sum + c.acked, 0),
         delivered: this.checker.messagesChecked,
-        deliveredShared: this.counters.deliveredShared + (this.life?.broker.stats().messagesDeliveredShared ?? 0),
+        deliveredShared:
+          this.counters.deliveredShared + (this.life?.broker.stats().messagesDeliveredShared ?? 0),
         crashes: this.counters.crashes,
         restarts: this.counters.restarts,
         disconnects: clientCounters.reduce((sum, c) => sum + c.disconnects, 0),
@@ -364,8 +421,12 @@ class Simulation {
   }
 
   private describe(error: unknown): SimulationFailure {
-    if (error instanceof InvariantViolation) return { step: this.step, invariant: error.invariant, details: error.details };
-    const message = error instanceof Error ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}` : String(error);
+    if (error instanceof InvariantViolation)
+      return { step: this.step, invariant: error.invariant, details: error.details };
+    const message =
+      error instanceof Error
+        ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}`
+        : String(error);
     return { step: this.step, invariant: "no-exception", details: message };
   }
 
@@ -401,18 +462,27 @@ class Simulation {
       try {
         store = (await Store.open(disk, storeOptions)).store;
         stored = await readAll(store);
-        newest = await store.readNewest(this.config.tipBytes, { bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7) });
+        newest = await store.readNewest(this.config.tipBytes, {
+          bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7),
+        });
       } catch (error) {
         if (this.crashPending !== null) continue; // crashed again during recovery: recover again
         // An injected fsync failure or a full disk may hit recovery too: the operator retries.
         const code = (error as { code?: string }).code;
         const cause = (error as Error).message;
-        if (code === "EIO" || code === "ENOSPC" || /injected I\/O error|no space left/.test(cause)) {
+        if (
+          code === "EIO" ||
+          code === "ENOSPC" ||
+          /injected I\/O error|no space left/.test(cause)
+        ) {
           token.alive = false;
           this.disk.kill();
           continue;
         }
-        throw new InvariantViolation("recovery-succeeds", `Store.open after a crash failed: ${cause}`);
+        throw new InvariantViolation(
+          "recovery-succeeds",
+          `Store.open after a crash failed: ${cause}`,
+        );
       } finally {
         this.recovering = null;
       }
@@ -420,8 +490,12 @@ class Simulation {
       this.checkRecoveredLayout(store);
       this.checker.afterRecovery(store.nextSeq, committedBefore, stored);
       const topics = new TopicTable();
-      const tip = new Tip(topics, { capacityBytes: this.config.tipBytes, poolBlocks: this.config.poolBlocks });
-      for (const message of newest) tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
+      const tip = new Tip(topics, {
+        capacityBytes: this.config.tipBytes,
+        poolBlocks: this.config.poolBlocks,
+      });
+      for (const message of newest)
+        tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
       const broker = new Broker({
         topics,
         tip,
@@ -431,7 +505,17 @@ class Simulation {
         sendQueueBytesMax: this.config.sendQueueBytesMax,
         catchUpSliceBytes: this.config.catchUpSliceBytes,
       });
-      this.life = { token, disk, gate, store, tip, broker, scheduler, connections: new Set(), lastMaintainUs: this.clock.timeUs };
+      this.life = {
+        token,
+        disk,
+        gate,
+        store,
+        tip,
+        broker,
+        scheduler,
+        connections: new Set(),
+        lastMaintainUs: this.clock.timeUs,
+      };
       return;
     }
   }
@@ -460,12 +544,16 @@ class Simulation {
     const committedBefore = life.store.committedSeq;
     for (const connection of life.connections) connection.dead = true;
     for (const client of this.clients) {
-      if (client.connection !== null && life.connections.has(client.connection)) this.dropClient(client);
+      if (client.connection !== null && life.connections.has(client.connection))
+        this.dropClient(client);
     }
-    if (kind === "power") this.disk.crash({ mode: this.prng.nextInt(4) === 0 ? "subset" : "prefix" });
+    if (kind === "power")
+      this.disk.crash({ mode: this.prng.nextInt(4) === 0 ? "subset" : "prefix" });
     else this.disk.kill();
     if (this.loseAckedArmed) this.loseAcked();
-    this.crashPending = { committedBefore: Math.max(committedBefore, this.crashPending?.committedBefore ?? 0) };
+    this.crashPending = {
+      committedBefore: Math.max(committedBefore, this.crashPending?.committedBefore ?? 0),
+    };
   }
 
   /**
@@ -507,7 +595,11 @@ class Simulation {
     const life = this.life;
     if (life === null) return;
     const label = this.nextConnectionLabel++;
-    const connection = new SimConnection((bytes) => this.guard(() => client.receive(bytes)), this.trace, label);
+    const connection = new SimConnection(
+      (bytes) => this.guard(() => client.receive(bytes)),
+      this.trace,
+      label,
+    );
     client.connection = connection;
     life.connections.add(connection);
     connection.sessionId = life.broker.open(connection);
@@ -518,7 +610,8 @@ class Simulation {
   private send(client: SimClient, bytes: Uint8Array): void {
     const life = this.life;
     const connection = client.connection;
-    if (life === null || connection === null || connection.dead || connection.closedByServer) return;
+    if (life === null || connection === null || connection.dead || connection.closedByServer)
+      return;
     let at = 0;
     const pieces = 1 + this.prng.nextInt(3);
     for (let i = 1; i <= pieces && at < bytes.length; i++) {
@@ -560,7 +653,12 @@ class Simulation {
 
   private async oneStep(): Promise<void> {
     this.clock.advance(1 + this.prng.nextInt(3000));
-    if (this.crashPending === null && this.life !== null && this.restartAtStep !== 0 && this.restartAtStep <= this.step) {
+    if (
+      this.crashPending === null &&
+      this.life !== null &&
+      this.restartAtStep !== 0 &&
+      this.restartAtStep <= this.step
+    ) {
       this.crash("process"); // the operator restarts a server whose storage failed
     }
     if (this.diskFullUntilStep !== 0 && this.diskFullUntilStep <= this.step) {
@@ -579,13 +677,20 @@ class Simulation {
     const life = this.life;
     if (life === null) return;
     for (const client of this.clients) {
-      if (client.connection === null && (settling || client.reconnectAtStep <= this.step)) this.connect(client);
+      if (client.connection === null && (settling || client.reconnectAtStep <= this.step))
+        this.connect(client);
       const connection = client.connection;
       if (connection === null) continue;
       if (settling || client.readModeUntilStep <= this.step) client.readMode = { kind: "normal" };
       const mode = client.readMode;
-      connection.budgetBytes = mode.kind === "normal" ? Infinity : mode.kind === "slow" ? mode.bytesPerStep : 0;
-      if (connection.wantsDrain && connection.budgetBytes > 0 && !connection.dead && !connection.closedByServer) {
+      connection.budgetBytes =
+        mode.kind === "normal" ? Infinity : mode.kind === "slow" ? mode.bytesPerStep : 0;
+      if (
+        connection.wantsDrain &&
+        connection.budgetBytes > 0 &&
+        !connection.dead &&
+        !connection.closedByServer
+      ) {
         connection.wantsDrain = false;
         life.broker.writable(connection.sessionId);
       }
@@ -593,7 +698,12 @@ class Simulation {
         if (!sub.needsResubscribe) continue;
         // Reads never fail on this disk (faults hit writes and fsyncs): a dropped subscription
         // means the store failed, never that a split or the sorter pulled a file from under a reader.
-        check(life.store.failure !== null, "disk-reads-succeed", () => `${client.name} sub ${sub.id} [${sub.filterTexts.join(" ")}] was dropped by a failed disk read, but the store had not failed`);
+        check(
+          life.store.failure !== null,
+          "disk-reads-succeed",
+          () =>
+            `${client.name} sub ${sub.id} [${sub.filterTexts.join(" ")}] was dropped by a failed disk read, but the store had not failed`,
+        );
         this.send(client, client.resubscribe(sub));
       }
     }
@@ -626,7 +736,12 @@ class Simulation {
         return this.unsubscribe(client);
       case "read-mode": {
         const roll = prng.nextInt(3);
-        client.readMode = roll === 0 ? { kind: "stalled" } : roll === 1 ? { kind: "slow", bytesPerStep: 1 + prng.nextInt(2000) } : { kind: "normal" };
+        client.readMode =
+          roll === 0
+            ? { kind: "stalled" }
+            : roll === 1
+              ? { kind: "slow", bytesPerStep: 1 + prng.nextInt(2000) }
+              : { kind: "normal" };
         client.readModeUntilStep = this.step + 1 + prng.nextInt(30);
         return;
       }
@@ -670,7 +785,11 @@ class Simulation {
     if (!publisher.connected) return;
     const count = prng.nextInt(10) < 7 ? 1 + prng.nextInt(3) : 1 + prng.nextInt(16);
     const messages = [];
-    for (let i = 0; i < count; i++) messages.push({ topic: pickTopic(prng, this.tree), payload: makePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`) });
+    for (let i = 0; i < count; i++)
+      messages.push({
+        topic: pickTopic(prng, this.tree),
+        payload: makePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`),
+      });
     const bytes = publisher.publish(messages);
     if (!cut) return this.send(publisher, bytes);
     // Disconnect at any byte: the server gets part of the frame, then the connection drops.
@@ -683,7 +802,11 @@ class Simulation {
     const prng = this.prng;
     const subscriber = client.subscribes ? client : this.clients.at(-1)!;
     if (!subscriber.connected || openSubscriptions(subscriber) >= SUBSCRIPTIONS_MAX) return;
-    start ??= makeStart(prng, { nextSeq: this.checker.reference.length + 1, startUs: START_US, nowUs: this.clock.timeUs });
+    start ??= makeStart(prng, {
+      nextSeq: this.checker.reference.length + 1,
+      startUs: START_US,
+      nowUs: this.clock.timeUs,
+    });
     this.send(subscriber, subscriber.subscribe(makeFilter(prng, this.tree), start));
   }
 
@@ -696,7 +819,9 @@ class Simulation {
   }
 
   private unsubscribe(client: SimClient): void {
-    const open = [...client.subscriptions.values()].filter((sub) => !sub.closing && sub.nextExpected !== null);
+    const open = [...client.subscriptions.values()].filter(
+      (sub) => !sub.closing && sub.nextExpected !== null,
+    );
     if (!client.connected || open.length === 0) return;
     this.send(client, client.unsubscribe(pick(this.prng, open)));
   }
@@ -712,12 +837,25 @@ class Simulation {
   private startSplit(life: Life, options: { crash: boolean; final: boolean }): void {
     if (this.split !== null) return; // a second split is refused while one runs (the LOCK)
     const prng = this.prng;
-    const plan = { algorithm: pick(prng, SPLIT_ALGORITHMS), maxStores: prng.nextInt(3) === 0 ? undefined : 1 + prng.nextInt(12) };
+    const plan = {
+      algorithm: pick(prng, SPLIT_ALGORITHMS),
+      maxStores: prng.nextInt(3) === 0 ? undefined : 1 + prng.nextInt(12),
+    };
     const workers = 1 + prng.nextInt(3);
     const chunkBytes = pick(prng, [97, 1024, 1 << 20]);
     const run: SplitRun = {
-      token: life.token, gate: life.gate, final: options.final, before: null, closedLastSeq: 0, reserved: null, swap: null,
-      armedAtOp: Infinity, crashAtSwitch: false, failSwitchSync: false, idleRounds: 0, trafficLeft: 1 + prng.nextInt(8),
+      token: life.token,
+      gate: life.gate,
+      final: options.final,
+      before: null,
+      closedLastSeq: 0,
+      reserved: null,
+      swap: null,
+      armedAtOp: Infinity,
+      crashAtSwitch: false,
+      failSwitchSync: false,
+      idleRounds: 0,
+      trafficLeft: 1 + prng.nextInt(8),
     };
     // Anywhere in the split, or (as often) within a few ops of asking for the switch, where the
     // SWAP append, its fsync and the removal of the replaced files are.
@@ -737,7 +875,11 @@ class Simulation {
     const opsBefore = this.opClock.ops;
     this.split = run;
     const work = async (): Promise<SplitReport> => {
-      const report = await executeSplit(host, runner, disk, { plan, workers, intervalBytes: this.config.store.indexIntervalBytes ?? 4096 });
+      const report = await executeSplit(host, runner, disk, {
+        plan,
+        workers,
+        intervalBytes: this.config.store.indexIntervalBytes ?? 4096,
+      });
       if (report.switched) await this.checkSwitched(life, run);
       return report;
     };
@@ -762,7 +904,9 @@ class Simulation {
         await gate.wait();
         const layouts = await inner.layout();
         run.before = idsOf(layouts);
-        for (const layout of layouts) for (const file of [...layout.segments, ...layout.stores]) run.closedLastSeq = Math.max(run.closedLastSeq, file.lastSeq);
+        for (const layout of layouts)
+          for (const file of [...layout.segments, ...layout.stores])
+            run.closedLastSeq = Math.max(run.closedLastSeq, file.lastSeq);
         return layouts;
       },
       reserveIds: async (count) => {
@@ -775,7 +919,8 @@ class Simulation {
         await gate.wait();
         run.swap = swap;
         // The switch first reads each new store's head, then appends, then removes each old file.
-        if (run.crashAtSwitch) this.armCrash(run, 4 * swap.added.length + 2 * swap.removed.length + 8);
+        if (run.crashAtSwitch)
+          this.armCrash(run, 4 * swap.added.length + 2 * swap.removed.length + 8);
         if (run.failSwitchSync) this.disk.failNextSyncs(1);
         return inner.switchLayout(swap);
       },
@@ -789,18 +934,31 @@ class Simulation {
     const inForce = idsOf(life.store.layout());
     const stale = swap.removed.filter((id) => inForce.has(id));
     const absent = swap.added.filter((store) => !inForce.has(store.id)).map((store) => store.id);
-    check(stale.length === 0 && absent.length === 0, "split-switched", () => `after the switch, replaced files ${stale.join(" ")} are still in force, new stores ${absent.join(" ")} are not`);
+    check(
+      stale.length === 0 && absent.length === 0,
+      "split-switched",
+      () =>
+        `after the switch, replaced files ${stale.join(" ")} are still in force, new stores ${absent.join(" ")} are not`,
+    );
     const read = await readAll(life.store);
     checkReadOnce(read, "after a split");
     const last = read.length;
-    check(last >= run.closedLastSeq, "split-keeps-all", () => `after the split the store reads through seq ${last}, its closed files held seq ${run.closedLastSeq}`);
+    check(
+      last >= run.closedLastSeq,
+      "split-keeps-all",
+      () =>
+        `after the split the store reads through seq ${last}, its closed files held seq ${run.closedLastSeq}`,
+    );
     for (const message of read) this.checkMatchesStream(message, "after a split");
   }
 
   private checkMatchesStream(message: ReferenceMessage, when: string): void {
     const held = this.checker.reference[message.seq - 1];
     check(
-      held !== undefined && held.topic === message.topic && held.timeUs === message.timeUs && bytesEqual(held.payload, message.payload),
+      held !== undefined &&
+        held.topic === message.topic &&
+        held.timeUs === message.timeUs &&
+        bytesEqual(held.payload, message.payload),
       "store-matches-stream",
       () => `${when} seq ${message.seq} reads ${message.topic}, appended was ${held?.topic}`,
     );
@@ -828,15 +986,22 @@ class Simulation {
     // A fault the world injected, or a store that failed meanwhile: nothing switched, the old
     // layout is in force (the switch re-checks; the files it wrote are removed).
     const code = (error as { code?: string }).code;
-    const storeFailed = this.life !== null && this.life.token === run.token && this.life.store.failure !== null;
-    if ((error instanceof DiskError && (code === "EIO" || code === "ENOSPC")) || (error instanceof StoreError && storeFailed)) {
+    const storeFailed =
+      this.life !== null && this.life.token === run.token && this.life.store.failure !== null;
+    if (
+      (error instanceof DiskError && (code === "EIO" || code === "ENOSPC")) ||
+      (error instanceof StoreError && storeFailed)
+    ) {
       this.counters.splitsFailed++;
       // A switch that failed in the manifest write stops the store: which layout is in force is
       // for the next open to say (old or new, checked like a cut split's).
       if (run.swap !== null && storeFailed) this.splitCut ??= run;
       return;
     }
-    const message = error instanceof Error ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}` : String(error);
+    const message =
+      error instanceof Error
+        ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}`
+        : String(error);
     this.recorded ??= new InvariantViolation("split-succeeds", `the split failed: ${message}`);
   }
 
@@ -845,7 +1010,12 @@ class Simulation {
     const prng = this.prng;
     const released = run.gate.release(1 + prng.nextInt(6));
     if (released > 0) run.idleRounds = 0;
-    else check(++run.idleRounds < SPLIT_IDLE_ROUNDS_MAX, "split-progress", () => `a split waited ${SPLIT_IDLE_ROUNDS_MAX} drain rounds with no op to run`);
+    else
+      check(
+        ++run.idleRounds < SPLIT_IDLE_ROUNDS_MAX,
+        "split-progress",
+        () => `a split waited ${SPLIT_IDLE_ROUNDS_MAX} drain rounds with no op to run`,
+      );
     const life = this.life;
     if (life !== null && life.token === run.token && run.trafficLeft > 0 && prng.nextInt(3) === 0) {
       run.trafficLeft--;
@@ -867,37 +1037,66 @@ class Simulation {
     const layouts = store.layout();
     const inForce = idsOf(layouts);
     const stores = new Set(layouts.flatMap((layout) => layout.stores.map((s) => s.id)));
-    const packs = new Set(layouts.flatMap((layout) => layout.segments.flatMap((segment) => (segment.pack === undefined ? [] : [segment.pack.pack]))));
+    const packs = new Set(
+      layouts.flatMap((layout) =>
+        layout.segments.flatMap((segment) =>
+          segment.pack === undefined ? [] : [segment.pack.pack],
+        ),
+      ),
+    );
     for (const path of this.disk.paths()) {
       if (!path.startsWith(`${SEGMENT_DIR}/`)) continue;
       const parsed = parseFileName(path.slice(SEGMENT_DIR.length + 1));
       const owned =
         parsed !== null &&
-        (parsed.kind === "pack" ? packs.has(parsed.n) : inForce.has(parsed.n) && (parsed.kind === "index" || (parsed.kind === "store") === stores.has(parsed.n)));
-      check(owned, "no-orphans", () => `after recovery ${path} is on disk, but no segment or store in force owns it`);
+        (parsed.kind === "pack"
+          ? packs.has(parsed.n)
+          : inForce.has(parsed.n) &&
+            (parsed.kind === "index" || (parsed.kind === "store") === stores.has(parsed.n)));
+      check(
+        owned,
+        "no-orphans",
+        () => `after recovery ${path} is on disk, but no segment or store in force owns it`,
+      );
     }
     const cut = this.splitCut;
     if (cut === null) return;
     this.splitCut = null;
     const before = cut.before ?? new Set<number>();
     const reserved = cut.reserved;
-    const fresh = reserved === null ? [] : [...inForce].filter((id) => id >= reserved.first && id < reserved.first + reserved.count);
+    const fresh =
+      reserved === null
+        ? []
+        : [...inForce].filter((id) => id >= reserved.first && id < reserved.first + reserved.count);
     if (fresh.length === 0) {
       const lost = [...before].filter((id) => !inForce.has(id));
-      check(lost.length === 0, "split-old-or-new", () => `a cut split left none of its new stores, and files ${lost.join(" ")} of the old layout are gone`);
+      check(
+        lost.length === 0,
+        "split-old-or-new",
+        () =>
+          `a cut split left none of its new stores, and files ${lost.join(" ")} of the old layout are gone`,
+      );
       return;
     }
     const swap = cut.swap;
-    check(swap !== null, "split-old-or-new", () => `stores ${fresh.join(" ")} of a split that never switched are in force`);
+    check(
+      swap !== null,
+      "split-old-or-new",
+      () => `stores ${fresh.join(" ")} of a split that never switched are in force`,
+    );
     const added = new Set(swap.added.map((s) => s.id));
     const removed = new Set(swap.removed);
     const missing = [...added].filter((id) => !inForce.has(id));
     const stale = swap.removed.filter((id) => inForce.has(id));
     const lost = [...before].filter((id) => !removed.has(id) && !inForce.has(id));
     check(
-      fresh.every((id) => added.has(id)) && missing.length === 0 && stale.length === 0 && lost.length === 0,
+      fresh.every((id) => added.has(id)) &&
+        missing.length === 0 &&
+        stale.length === 0 &&
+        lost.length === 0,
       "split-old-or-new",
-      () => `a cut split left a mix: new stores missing ${missing.join(" ")}, replaced files in force ${stale.join(" ")}, untouched files gone ${lost.join(" ")}`,
+      () =>
+        `a cut split left a mix: new stores missing ${missing.join(" ")}, replaced files in force ${stale.join(" ")}, untouched files gone ${lost.join(" ")}`,
     );
   }
 
@@ -933,16 +1132,34 @@ class Simulation {
     if (life === null) return;
     this.checker.tip(life.tip.stats());
     const visibleSeq = life.broker.stats().visibleSeq;
-    check(visibleSeq - 1 <= life.store.committedSeq, "visible-is-committed", () => `visible end ${visibleSeq}, committed ${life.store.committedSeq}`);
+    check(
+      visibleSeq - 1 <= life.store.committedSeq,
+      "visible-is-committed",
+      () => `visible end ${visibleSeq}, committed ${life.store.committedSeq}`,
+    );
     const sessions = (life.broker as unknown as { sessions: Map<number, Session> }).sessions;
     for (const session of sessions.values()) {
       // A publisher's acks may grow its queue to the flood limit (then it is disconnected); a
       // pure subscriber's cursors stop at the limit, so it exceeds it by at most one message.
-      const bound = session.clientName.startsWith("sub") ? session.queueBytesMax + SUBSCRIBER_QUEUE_SLACK_BYTES : 2 * session.queueBytesMax + FRAME_BYTES_MAX;
-      check(session.queuedBytes <= bound, "send-queue-bounded", () => `session ${session.id} (${session.clientName}) queues ${session.queuedBytes} B, bound ${bound}`);
-      this.counters.queueOvershootBytesMax = Math.max(this.counters.queueOvershootBytesMax, session.queuedBytes - session.queueBytesMax);
+      const bound = session.clientName.startsWith("sub")
+        ? session.queueBytesMax + SUBSCRIBER_QUEUE_SLACK_BYTES
+        : 2 * session.queueBytesMax + FRAME_BYTES_MAX;
+      check(
+        session.queuedBytes <= bound,
+        "send-queue-bounded",
+        () =>
+          `session ${session.id} (${session.clientName}) queues ${session.queuedBytes} B, bound ${bound}`,
+      );
+      this.counters.queueOvershootBytesMax = Math.max(
+        this.counters.queueOvershootBytesMax,
+        session.queuedBytes - session.queueBytesMax,
+      );
     }
-    check(life.store.failure !== null || life.store.bufferedBytes === 0, "store-buffer-balance", () => `a quiet store still buffers ${life.store.bufferedBytes} B`);
+    check(
+      life.store.failure !== null || life.store.bufferedBytes === 0,
+      "store-buffer-balance",
+      () => `a quiet store still buffers ${life.store.bufferedBytes} B`,
+    );
     if (life.store.failure !== null && this.restartAtStep === 0) {
       this.counters.storageFailures++;
       this.restartAtStep = this.step + 1 + this.prng.nextInt(4);
@@ -963,19 +1180,42 @@ class Simulation {
       await this.drain();
       this.prepareClients(true);
       const life = this.life;
-      if (!this.finalSplitDone && life !== null && life.store.failure === null) this.startSplit(life, { crash: false, final: true });
+      if (!this.finalSplitDone && life !== null && life.store.failure === null)
+        this.startSplit(life, { crash: false, final: true });
       this.clock.advance(100_000);
       await this.drain();
       this.afterStep();
-      settled = this.life !== null && this.life.store.failure === null && this.finalSplitDone && this.clients.every((client) => client.connected && [...client.subscriptions.values()].every((sub) => sub.caughtUp || sub.closing));
+      settled =
+        this.life !== null &&
+        this.life.store.failure === null &&
+        this.finalSplitDone &&
+        this.clients.every(
+          (client) =>
+            client.connected &&
+            [...client.subscriptions.values()].every((sub) => sub.caughtUp || sub.closing),
+        );
     }
-    check(this.finalSplitDone, "split-completes", () => `no split completed in ${SETTLE_ROUNDS_MAX} quiet rounds at the end of the run`);
-    check(settled, "settles", () => `after ${SETTLE_ROUNDS_MAX} quiet rounds some client is still not connected and caught up`);
+    check(
+      this.finalSplitDone,
+      "split-completes",
+      () => `no split completed in ${SETTLE_ROUNDS_MAX} quiet rounds at the end of the run`,
+    );
+    check(
+      settled,
+      "settles",
+      () =>
+        `after ${SETTLE_ROUNDS_MAX} quiet rounds some client is still not connected and caught up`,
+    );
     const life = this.life!;
     const visibleSeq = life.broker.stats().visibleSeq;
     for (const client of this.clients) {
-      check(client.pending.size === 0, "publishes-answered", () => `${client.name}: ${client.pending.size} publishes never answered`);
-      for (const sub of client.subscriptions.values()) if (!sub.closing) this.checker.complete(client.name, sub as ClientSubscription, visibleSeq);
+      check(
+        client.pending.size === 0,
+        "publishes-answered",
+        () => `${client.name}: ${client.pending.size} publishes never answered`,
+      );
+      for (const sub of client.subscriptions.values())
+        if (!sub.closing) this.checker.complete(client.name, sub as ClientSubscription, visibleSeq);
     }
   }
 }
@@ -1075,14 +1315,20 @@ function gatedDisk(disk: Disk, gate: OpGate): Disk {
 /** Ids of every closed file (segment or store) in `layouts`. */
 function idsOf(layouts: readonly PartitionLayout[]): Set<number> {
   const ids = new Set<number>();
-  for (const layout of layouts) for (const file of [...layout.segments, ...layout.stores]) ids.add(file.id);
+  for (const layout of layouts)
+    for (const file of [...layout.segments, ...layout.stores]) ids.add(file.id);
   return ids;
 }
 
 /** A `**` read from seq 1 yields seqs 1, 2, 3, …: every message exactly once, in order. */
 function checkReadOnce(read: readonly ReferenceMessage[], when: string): void {
   for (let i = 0; i < read.length; i++) {
-    check(read[i].seq === i + 1, "store-read-once", () => `${when}, a ** read yields seq ${read[i].seq} at position ${i + 1} (after ${i === 0 ? "nothing" : `seq ${read[i - 1].seq}`})`);
+    check(
+      read[i].seq === i + 1,
+      "store-read-once",
+      () =>
+        `${when}, a ** read yields seq ${read[i].seq} at position ${i + 1} (after ${i === 0 ? "nothing" : `seq ${read[i - 1].seq}`})`,
+    );
   }
 }
 
@@ -1104,7 +1350,13 @@ async function readAll(store: Store): Promise<ReferenceMessage[]> {
   const out: ReferenceMessage[] = [];
   const reader = store.read(Filter.of("**"), { seq: 1 });
   for (let batch = await reader.nextBatch(); batch.length > 0; batch = await reader.nextBatch()) {
-    for (const message of batch) out.push({ seq: message.seq, timeUs: message.timeUs, topic: message.topic, payload: message.payload.slice() });
+    for (const message of batch)
+      out.push({
+        seq: message.seq,
+        timeUs: message.timeUs,
+        topic: message.topic,
+        payload: message.payload.slice(),
+      });
   }
   return out;
 }

@@ -32,7 +32,10 @@ export class WatchedDisk implements Disk {
         return n;
       },
       write: (position, bytes) => file.write(position, bytes),
-      writeNow: file.writeNow === undefined ? undefined : (position, bytes) => file.writeNow!(position, bytes),
+      writeNow:
+        file.writeNow === undefined
+          ? undefined
+          : (position, bytes) => file.writeNow!(position, bytes),
       map:
         maps === false || file.map === undefined
           ? undefined

@@ -27,7 +27,8 @@ export function makeTopicTree(prng: Prng): TopicTree {
     const children = depth >= 5 ? 0 : prng.nextInt(depth === 1 ? 4 : 3);
     if (children === 0 || prng.nextInt(3) === 0) topics.add(path);
     if (children > 0) prefixes.add(path);
-    for (let i = 0; i < children; i++) grow(`${path}/${NAMES[prng.nextInt(NAMES.length)]}`, depth + 1);
+    for (let i = 0; i < children; i++)
+      grow(`${path}/${NAMES[prng.nextInt(NAMES.length)]}`, depth + 1);
   };
   for (let i = 0; i < roots; i++) grow(ROOTS[prng.nextInt(ROOTS.length)], 1);
   const list = [...topics].sort();
@@ -58,13 +59,17 @@ export function pickTopic(prng: Prng, tree: TopicTree): string {
 /** A filter of 1-3 entries: exact topics (any, not only hot ones), subtrees, rarely everything. */
 export function makeFilter(prng: Prng, tree: TopicTree): string[] {
   // A quarter of subscribers share a popular filter, so live fan-out serves groups of them.
-  if (prng.nextInt(4) === 0) return prng.nextInt(2) === 0 || tree.prefixes.length === 0 ? ["**"] : [`${tree.prefixes[0]}/**`];
+  if (prng.nextInt(4) === 0)
+    return prng.nextInt(2) === 0 || tree.prefixes.length === 0
+      ? ["**"]
+      : [`${tree.prefixes[0]}/**`];
   const entries = new Set<string>();
   const count = 1 + prng.nextInt(3);
   for (let i = 0; i < count; i++) {
     const roll = prng.nextInt(10);
     if (roll === 0) entries.add("**");
-    else if (roll <= 4 && tree.prefixes.length > 0) entries.add(`${tree.prefixes[prng.nextInt(tree.prefixes.length)]}/**`);
+    else if (roll <= 4 && tree.prefixes.length > 0)
+      entries.add(`${tree.prefixes[prng.nextInt(tree.prefixes.length)]}/**`);
     else if (roll <= 6) entries.add(pickTopic(prng, tree));
     else entries.add(tree.topics[prng.nextInt(tree.topics.length)]);
   }
@@ -72,15 +77,24 @@ export function makeFilter(prng: Prng, tree: TopicTree): string[] {
 }
 
 /** A start: live, earliest, a seq around the stream's end or anywhere, or a time in the run. */
-export function makeStart(prng: Prng, context: { nextSeq: number; startUs: number; nowUs: number }): StartPosition {
+export function makeStart(
+  prng: Prng,
+  context: { nextSeq: number; startUs: number; nowUs: number },
+): StartPosition {
   const roll = prng.nextInt(8);
   if (roll <= 1) return { kind: "live" };
   if (roll === 2) return { kind: "earliest" };
   if (roll <= 5) {
-    const seq = prng.nextInt(2) === 0 ? 1 + prng.nextInt(context.nextSeq + 3) : Math.max(1, context.nextSeq - prng.nextInt(40) + 2);
+    const seq =
+      prng.nextInt(2) === 0
+        ? 1 + prng.nextInt(context.nextSeq + 3)
+        : Math.max(1, context.nextSeq - prng.nextInt(40) + 2);
     return { kind: "seq", seq };
   }
-  return { kind: "time", timeUs: context.startUs + prng.nextInt(Math.max(1, context.nowUs - context.startUs + 1000)) };
+  return {
+    kind: "time",
+    timeUs: context.startUs + prng.nextInt(Math.max(1, context.nowUs - context.startUs + 1000)),
+  };
 }
 
 /** A payload tagged `tag` (unique per message) padded with Prng bytes: mostly tiny, sometimes kilobytes. */

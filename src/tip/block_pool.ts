@@ -45,7 +45,10 @@ export class BlockPool {
   private touched = 0;
 
   constructor(readonly blocksMax: number) {
-    assert(Number.isInteger(blocksMax) && blocksMax >= POOL_BLOCKS_MIN, "BlockPool: blocksMax >= POOL_BLOCKS_MIN");
+    assert(
+      Number.isInteger(blocksMax) && blocksMax >= POOL_BLOCKS_MIN,
+      "BlockPool: blocksMax >= POOL_BLOCKS_MIN",
+    );
     this.entries = new Uint32Array(blocksMax * INDEX_BLOCK_ENTRIES * ENTRY_WORDS);
     this.count = new Int32Array(blocksMax);
     this.next = new Int32Array(blocksMax).fill(BLOCK_NONE);
@@ -90,7 +93,10 @@ export class BlockPool {
 
   /** Bytes of memory behind the blocks in use (entries plus per-block links and seqs). */
   bytesUsed(): number {
-    const perBlock = INDEX_BLOCK_ENTRIES * ENTRY_WORDS * Uint32Array.BYTES_PER_ELEMENT + 2 * Int32Array.BYTES_PER_ELEMENT + Float64Array.BYTES_PER_ELEMENT;
+    const perBlock =
+      INDEX_BLOCK_ENTRIES * ENTRY_WORDS * Uint32Array.BYTES_PER_ELEMENT +
+      2 * Int32Array.BYTES_PER_ELEMENT +
+      Float64Array.BYTES_PER_ELEMENT;
     return this.used * perBlock;
   }
 }

@@ -43,7 +43,11 @@ export class PartitionIndexes {
   needsBlock(p: number, seq: number): boolean {
     if (p >= this.live.length) return true;
     const tail = this.tailBlock[p];
-    return tail === BLOCK_NONE || this.pool.count[tail] === INDEX_BLOCK_ENTRIES || seq - this.pool.firstSeq[tail] > ENTRY_SEQ_DELTA_MAX;
+    return (
+      tail === BLOCK_NONE ||
+      this.pool.count[tail] === INDEX_BLOCK_ENTRIES ||
+      seq - this.pool.firstSeq[tail] > ENTRY_SEQ_DELTA_MAX
+    );
   }
 
   /**

@@ -39,6 +39,7 @@ export function planRead(input: ReadPlanInput): ReadStrategy {
   for (let i = 0; i < input.partitions.length; i++) touched += input.live[input.partitions[i]];
   // Records are spread over the ring in no known way: assume the touched share holds after fromSeq.
   const indexedVisits = touched * (span / input.ringRecords);
-  const indexedCost = indexedVisits * (INDEXED_VISIT_COST + HEAP_LEVEL_COST * Math.log2(input.partitions.length + 1));
+  const indexedCost =
+    indexedVisits * (INDEXED_VISIT_COST + HEAP_LEVEL_COST * Math.log2(input.partitions.length + 1));
   return indexedCost < span * LINEAR_VISIT_COST ? "indexed" : "linear";
 }

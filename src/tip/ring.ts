@@ -19,7 +19,12 @@
  * Invariants: count === nextSeq - firstSeq; bytesUsed <= capacityBytes; tail is the offset of
  * record firstSeq when count > 0. Pure: it owns memory only.
  */
-import { RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES, TIP_BYTES_MAX, TIP_BYTES_MIN } from "../constants.ts";
+import {
+  RECORD_ALIGN_BYTES,
+  RECORD_HEADER_BYTES,
+  TIP_BYTES_MAX,
+  TIP_BYTES_MIN,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { ViewCache, copyBytesViews } from "../stdx/bytes.ts";
 
@@ -56,9 +61,20 @@ export class Ring {
   private readonly checkpoints: Uint32Array;
   private readonly checkpointMask: number;
 
-  constructor(capacityBytes: number, private readonly onEvict: EvictHook) {
-    assert(Number.isInteger(capacityBytes) && capacityBytes >= TIP_BYTES_MIN && capacityBytes <= TIP_BYTES_MAX, "Ring: capacity within limits");
-    assert(capacityBytes % RECORD_ALIGN_BYTES === 0, "Ring: capacity is a multiple of the record alignment");
+  constructor(
+    capacityBytes: number,
+    private readonly onEvict: EvictHook,
+  ) {
+    assert(
+      Number.isInteger(capacityBytes) &&
+        capacityBytes >= TIP_BYTES_MIN &&
+        capacityBytes <= TIP_BYTES_MAX,
+      "Ring: capacity within limits",
+    );
+    assert(
+      capacityBytes % RECORD_ALIGN_BYTES === 0,
+      "Ring: capacity is a multiple of the record alignment",
+    );
     this.capacityBytes = capacityBytes;
     const buffer = new ArrayBuffer(capacityBytes);
     this.bytes = new Uint8Array(buffer);
@@ -67,7 +83,9 @@ export class Ring {
     this.f64 = new Float64Array(buffer);
     // Enough slots that a live checkpoint is never overwritten by a newer one.
     // The smallest record is a bare header (an empty payload).
-    const slots = nextPowerOfTwo(Math.ceil(capacityBytes / RECORD_HEADER_BYTES / SEQ_CHECKPOINT_EVERY) + 2);
+    const slots = nextPowerOfTwo(
+      Math.ceil(capacityBytes / RECORD_HEADER_BYTES / SEQ_CHECKPOINT_EVERY) + 2,
+    );
     this.checkpoints = new Uint32Array(slots);
     this.checkpointMask = slots - 1;
   }
@@ -78,8 +96,18 @@ export class Ring {
    * A record larger than the whole ring empties it and is not held (readers go to disk for it).
    * Returns the record's offset, or -1 when it is not held.
    */
-  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array, start = 0, length = payload.length - start): number {
-    assert(seq === this.nextSeq || (this.count === 0 && seq > this.nextSeq), "Ring.append: seqs are contiguous");
+  append(
+    topicId: number,
+    seq: number,
+    timeUs: number,
+    payload: Uint8Array,
+    start = 0,
+    length = payload.length - start,
+  ): number {
+    assert(
+      seq === this.nextSeq || (this.count === 0 && seq > this.nextSeq),
+      "Ring.append: seqs are contiguous",
+    );
     const recordBytes = RECORD_HEADER_BYTES + length;
     const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
     if (this.count === 0) {
@@ -111,9 +139,18 @@ export class Ring {
     this.u32[words + 1] = topicId;
     this.f64[(at >> 3) + SEQ_F64] = seq;
     this.f64[(at >> 3) + TIME_F64] = timeUs;
-    copyBytesViews(this.bytes, this.view, at + RECORD_HEADER_BYTES, payload, this.sources, start, length);
+    copyBytesViews(
+      this.bytes,
+      this.view,
+      at + RECORD_HEADER_BYTES,
+      payload,
+      this.sources,
+      start,
+      length,
+    );
     if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
-      this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] = at / RECORD_ALIGN_BYTES;
+      this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] =
+        at / RECORD_ALIGN_BYTES;
     }
     this.head = at + paddedBytes;
     this.count++;
@@ -158,7 +195,9 @@ export class Ring {
     let at = this.tail;
     let atSeq = this.firstSeq;
     if (checkpointSeq > atSeq) {
-      at = this.checkpoints[(checkpointSeq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] * RECORD_ALIGN_BYTES;
+      at =
+        this.checkpoints[(checkpointSeq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] *
+        RECORD_ALIGN_BYTES;
       atSeq = checkpointSeq;
     }
     for (; atSeq < seq; atSeq++) at = this.after(at);

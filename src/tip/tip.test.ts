@@ -4,7 +4,15 @@ import { INDEX_BLOCK_ENTRIES } from "../constants.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { ReferenceStream } from "../testing/reference_stream.ts";
 import { Filter, FilterMatcher, TopicTable } from "../topic/mod.ts";
-import { BLOCK_NONE, BlockPool, dumpTip, PartitionIndexes, planRead, Tip, type TipCursor } from "./mod.ts";
+import {
+  BLOCK_NONE,
+  BlockPool,
+  dumpTip,
+  PartitionIndexes,
+  planRead,
+  Tip,
+  type TipCursor,
+} from "./mod.ts";
 
 function payloadOf(seq: number, bytes: number): Uint8Array {
   const payload = new Uint8Array(bytes);
@@ -16,7 +24,11 @@ function drain(tip: Tip, cursor: TipCursor): { seq: number; topic: string; paylo
   const out = [];
   while (cursor.next()) {
     const at = cursor.offset;
-    out.push({ seq: tip.ring.seqAt(at), topic: tip.topics.topicName(tip.ring.topicAt(at)), payload: Array.from(tip.ring.payloadAt(at)) });
+    out.push({
+      seq: tip.ring.seqAt(at),
+      topic: tip.topics.topicName(tip.ring.topicAt(at)),
+      payload: Array.from(tip.ring.payloadAt(at)),
+    });
   }
   return out;
 }
@@ -36,7 +48,9 @@ function checkAccounting(tip: Tip): void {
       seen.add(block);
     }
     // A partition holds the fewest blocks its live entries need, plus at most one partial head.
-    expect(partition.blocks.length).toBeLessThanOrEqual(Math.ceil(partition.seqs.length / INDEX_BLOCK_ENTRIES) + 1);
+    expect(partition.blocks.length).toBeLessThanOrEqual(
+      Math.ceil(partition.seqs.length / INDEX_BLOCK_ENTRIES) + 1,
+    );
     expect(partition.seqs).toEqual([...partition.seqs].sort((a, b) => a - b));
   }
   expect(blocks).toBe(stats.poolBlocksUsed);
@@ -49,7 +63,8 @@ describe("ring layout", () => {
     const a = topics.internValid("a/x/1");
     const b = topics.internValid("b/y");
     // 8 records of 24 + 100 bytes (128 padded) fill 1024 exactly; the 9th wraps to offset 0.
-    for (let seq = 1; seq <= 8; seq++) tip.append(seq % 3 === 0 ? b : a, seq, seq * 10, payloadOf(seq, 100));
+    for (let seq = 1; seq <= 8; seq++)
+      tip.append(seq % 3 === 0 ? b : a, seq, seq * 10, payloadOf(seq, 100));
     expect(dumpTip(tip)).toMatchInlineSnapshot(`
       {
         "bytesUsed": 1024,
@@ -159,9 +174,14 @@ describe("ring layout", () => {
     const topics = new TopicTable();
     const tip = new Tip(topics, { capacityBytes: 1024, poolBlocks: 4 });
     const a = topics.internValid("a");
-    for (let seq = 1; seq <= 100; seq++) tip.append(a, seq, seq, payloadOf(seq, seq % 2 === 0 ? 8 : 0));
+    for (let seq = 1; seq <= 100; seq++)
+      tip.append(a, seq, seq, payloadOf(seq, seq % 2 === 0 ? 8 : 0));
     const stats = tip.stats();
-    expect({ records: stats.records, bytesUsed: stats.bytesUsed, firstSeq: stats.firstSeq }).toMatchInlineSnapshot(`
+    expect({
+      records: stats.records,
+      bytesUsed: stats.bytesUsed,
+      firstSeq: stats.firstSeq,
+    }).toMatchInlineSnapshot(`
       {
         "bytesUsed": 1008,
         "firstSeq": 65,
@@ -169,7 +189,12 @@ describe("ring layout", () => {
       }
     `);
     const read = tip.read(new FilterMatcher(topics, Filter.of("**")), tip.ring.firstSeq);
-    expect(read.ok && drain(tip, read.cursor).map((m) => m.payload.length).slice(0, 4)).toEqual([0, 8, 0, 8]);
+    expect(
+      read.ok &&
+        drain(tip, read.cursor)
+          .map((m) => m.payload.length)
+          .slice(0, 4),
+    ).toEqual([0, 8, 0, 8]);
     checkAccounting(tip);
   });
 
@@ -181,7 +206,11 @@ describe("ring layout", () => {
     tip.append(a, 2, 2, payloadOf(2, 2000));
     expect(tip.stats()).toMatchObject({ records: 0, firstSeq: 3, nextSeq: 3, poolBlocksUsed: 0 });
     tip.append(a, 3, 3, payloadOf(3, 8));
-    expect(tip.read(new FilterMatcher(topics, Filter.of("a")), 1)).toEqual({ ok: false, reason: "too-old", firstSeq: 3 });
+    expect(tip.read(new FilterMatcher(topics, Filter.of("a")), 1)).toEqual({
+      ok: false,
+      reason: "too-old",
+      firstSeq: 3,
+    });
     checkAccounting(tip);
   });
 });
@@ -197,7 +226,9 @@ describe("block pool", () => {
       tip.append(ids[seq % 3 === 0 ? 2 : seq % 2], seq, seq, payloadOf(seq, 8));
       if (seq % 3000 === 0) {
         const s = tip.stats();
-        samples.push(`seq ${seq}: records ${s.records} used ${s.poolBlocksUsed} free ${s.poolBlocksFree} live ${s.indexEntriesLive} pool-evictions ${s.evictionsForPool}`);
+        samples.push(
+          `seq ${seq}: records ${s.records} used ${s.poolBlocksUsed} free ${s.poolBlocksFree} live ${s.indexEntriesLive} pool-evictions ${s.evictionsForPool}`,
+        );
       }
     }
     expect(samples).toMatchInlineSnapshot(`
@@ -214,7 +245,8 @@ describe("block pool", () => {
   test("an exhausted pool evicts the oldest records instead of growing", () => {
     const topics = new TopicTable();
     const tip = new Tip(topics, { capacityBytes: 1024 * 1024, poolBlocks: 3 });
-    for (let seq = 1; seq <= 5000; seq++) tip.append(topics.internValid(`t${seq % 5}`), seq, seq, payloadOf(seq, 8));
+    for (let seq = 1; seq <= 5000; seq++)
+      tip.append(topics.internValid(`t${seq % 5}`), seq, seq, payloadOf(seq, 8));
     const stats = tip.stats();
     expect(stats.poolBlocksUsed).toBeLessThanOrEqual(3);
     expect(stats.evictionsForPool).toBeGreaterThan(0);
@@ -229,7 +261,11 @@ describe("reads", () => {
     const a = topics.internValid("a/b");
     for (let seq = 1; seq <= 40; seq++) tip.append(a, seq, seq, payloadOf(seq, 8));
     const matcher = new FilterMatcher(topics, Filter.of("a/**"));
-    expect(tip.read(matcher, 3)).toEqual({ ok: false, reason: "too-old", firstSeq: tip.ring.firstSeq });
+    expect(tip.read(matcher, 3)).toEqual({
+      ok: false,
+      reason: "too-old",
+      firstSeq: tip.ring.firstSeq,
+    });
     const read = tip.read(matcher, tip.ring.firstSeq, { strategy: "indexed" });
     expect(read.ok && drain(tip, read.cursor).length).toBe(32);
   });
@@ -240,7 +276,9 @@ describe("reads", () => {
     const a = topics.internValid("a/b");
     for (let seq = 1; seq <= 20; seq++) tip.append(a, seq, seq, payloadOf(seq, 8));
     for (const strategy of ["linear", "indexed"] as const) {
-      const read = tip.read(new FilterMatcher(topics, Filter.of("a/b")), tip.ring.firstSeq, { strategy });
+      const read = tip.read(new FilterMatcher(topics, Filter.of("a/b")), tip.ring.firstSeq, {
+        strategy,
+      });
       if (!read.ok) throw new Error("read");
       expect(read.cursor.next()).toBe(true);
       const next = tip.ring.nextSeq;
@@ -275,62 +313,90 @@ describe("reads", () => {
 
 const segment = fc.constantFrom("a", "b", "c", "d", "e");
 const topicArb = fc.array(segment, { minLength: 1, maxLength: 4 }).map((s) => s.join("/"));
-const filterArb = fc.array(fc.oneof(topicArb, topicArb.map((t) => `${t}/**`), fc.constant("**")), { minLength: 1, maxLength: 4 });
+const filterArb = fc.array(
+  fc.oneof(
+    topicArb,
+    topicArb.map((t) => `${t}/**`),
+    fc.constant("**"),
+  ),
+  { minLength: 1, maxLength: 4 },
+);
 const streamArb = fc.record({
   capacityBytes: fc.constantFrom(1024, 2048, 4096, 16384),
   poolBlocks: fc.constantFrom(2, 3, 8, 64),
   topics: fc.array(topicArb, { minLength: 1, maxLength: 12 }),
   // sizes from 0 bytes up; runs of one topic and spread-out picks both show up
-  messages: fc.array(fc.record({ topicIndex: fc.nat(11), payloadBytes: fc.oneof(fc.constant(8), fc.nat(300)), run: fc.integer({ min: 1, max: 40 }) }), { minLength: 1, maxLength: 200 }),
-  reads: fc.array(fc.record({ filter: filterArb, back: fc.nat(5000), pause: fc.nat(30), appendMore: fc.nat(60) }), { minLength: 1, maxLength: 6 }),
+  messages: fc.array(
+    fc.record({
+      topicIndex: fc.nat(11),
+      payloadBytes: fc.oneof(fc.constant(8), fc.nat(300)),
+      run: fc.integer({ min: 1, max: 40 }),
+    }),
+    { minLength: 1, maxLength: 200 },
+  ),
+  reads: fc.array(
+    fc.record({ filter: filterArb, back: fc.nat(5000), pause: fc.nat(30), appendMore: fc.nat(60) }),
+    { minLength: 1, maxLength: 6 },
+  ),
 });
 
 describe("property: every strategy equals the naive reference", () => {
   test("random streams, filters and start seqs, with appends between reads", () => {
-    fc.assert(fc.property(streamArb, (spec) => {
-      const topics = new TopicTable();
-      const tip = new Tip(topics, { capacityBytes: spec.capacityBytes, poolBlocks: spec.poolBlocks });
-      const reference = new ReferenceStream();
-      let seq = 1;
-      const appendOne = (topicIndex: number, payloadBytes: number) => {
-        const name = spec.topics[topicIndex % spec.topics.length];
-        const payload = payloadOf(seq, payloadBytes);
-        tip.append(topics.internValid(name), seq, seq * 7, payload);
-        reference.append({ seq, timeUs: seq * 7, topic: name, payload });
-        seq++;
-      };
-      for (const m of spec.messages) for (let i = 0; i < m.run; i++) appendOne(m.topicIndex, m.payloadBytes);
-      checkAccounting(tip);
-      for (const read of spec.reads) {
-        const filter = Filter.of(...read.filter);
-        const fromSeq = Math.max(0, tip.ring.nextSeq - read.back);
-        const expected = reference.read(filter, Math.max(fromSeq, tip.ring.firstSeq), tip.ring.nextSeq)
-          .map((m) => ({ seq: m.seq, topic: m.topic, payload: Array.from(m.payload) }));
-        for (const strategy of ["linear", "indexed", "planned"] as const) {
-          const result = tip.read(new FilterMatcher(topics, filter), fromSeq, { strategy });
-          if (Math.max(fromSeq, 1) < tip.ring.firstSeq) {
-            expect(result).toEqual({ ok: false, reason: "too-old", firstSeq: tip.ring.firstSeq });
-            continue;
-          }
-          if (!result.ok) throw new Error("read refused");
-          expect(drain(tip, result.cursor)).toEqual(expected);
-        }
-        // A cursor paused mid-read survives appends, or says it fell behind: never wrong data.
-        const start = Math.max(fromSeq, tip.ring.firstSeq);
-        const result = tip.read(new FilterMatcher(topics, filter), start, { strategy: read.pause % 2 === 0 ? "indexed" : "linear" });
-        if (!result.ok) continue;
-        const got = [];
-        for (let i = 0; i < read.pause && result.cursor.next(); i++) got.push(tip.ring.seqAt(result.cursor.offset));
-        for (let i = 0; i < read.appendMore; i++) appendOne(i * 7 + read.pause, 8 + (i % 3) * 40);
-        const resume = result.cursor.resumeSeq;
-        const more = drain(tip, result.cursor).map((m) => m.seq);
-        if (result.cursor.fellBehind) expect(tip.ring.firstSeq).toBeGreaterThan(resume);
-        const seqs = [...got, ...more];
-        const wanted = expected.map((m) => m.seq);
-        expect(seqs).toEqual(result.cursor.fellBehind ? wanted.slice(0, seqs.length) : wanted);
+    fc.assert(
+      fc.property(streamArb, (spec) => {
+        const topics = new TopicTable();
+        const tip = new Tip(topics, {
+          capacityBytes: spec.capacityBytes,
+          poolBlocks: spec.poolBlocks,
+        });
+        const reference = new ReferenceStream();
+        let seq = 1;
+        const appendOne = (topicIndex: number, payloadBytes: number) => {
+          const name = spec.topics[topicIndex % spec.topics.length];
+          const payload = payloadOf(seq, payloadBytes);
+          tip.append(topics.internValid(name), seq, seq * 7, payload);
+          reference.append({ seq, timeUs: seq * 7, topic: name, payload });
+          seq++;
+        };
+        for (const m of spec.messages)
+          for (let i = 0; i < m.run; i++) appendOne(m.topicIndex, m.payloadBytes);
         checkAccounting(tip);
-      }
-    }), fcParams({ runs: 150 }));
+        for (const read of spec.reads) {
+          const filter = Filter.of(...read.filter);
+          const fromSeq = Math.max(0, tip.ring.nextSeq - read.back);
+          const expected = reference
+            .read(filter, Math.max(fromSeq, tip.ring.firstSeq), tip.ring.nextSeq)
+            .map((m) => ({ seq: m.seq, topic: m.topic, payload: Array.from(m.payload) }));
+          for (const strategy of ["linear", "indexed", "planned"] as const) {
+            const result = tip.read(new FilterMatcher(topics, filter), fromSeq, { strategy });
+            if (Math.max(fromSeq, 1) < tip.ring.firstSeq) {
+              expect(result).toEqual({ ok: false, reason: "too-old", firstSeq: tip.ring.firstSeq });
+              continue;
+            }
+            if (!result.ok) throw new Error("read refused");
+            expect(drain(tip, result.cursor)).toEqual(expected);
+          }
+          // A cursor paused mid-read survives appends, or says it fell behind: never wrong data.
+          const start = Math.max(fromSeq, tip.ring.firstSeq);
+          const result = tip.read(new FilterMatcher(topics, filter), start, {
+            strategy: read.pause % 2 === 0 ? "indexed" : "linear",
+          });
+          if (!result.ok) continue;
+          const got = [];
+          for (let i = 0; i < read.pause && result.cursor.next(); i++)
+            got.push(tip.ring.seqAt(result.cursor.offset));
+          for (let i = 0; i < read.appendMore; i++) appendOne(i * 7 + read.pause, 8 + (i % 3) * 40);
+          const resume = result.cursor.resumeSeq;
+          const more = drain(tip, result.cursor).map((m) => m.seq);
+          if (result.cursor.fellBehind) expect(tip.ring.firstSeq).toBeGreaterThan(resume);
+          const seqs = [...got, ...more];
+          const wanted = expected.map((m) => m.seq);
+          expect(seqs).toEqual(result.cursor.fellBehind ? wanted.slice(0, seqs.length) : wanted);
+          checkAccounting(tip);
+        }
+      }),
+      fcParams({ runs: 150 }),
+    );
   });
 });
 
@@ -344,8 +410,12 @@ describe("partition index", () => {
     const indexes = new PartitionIndexes(pool);
     expect(indexes.push(0, 0, 1)).toBe(true);
     expect(indexes.push(0, 1, 2 + 0xffffffff)).toBe(true);
-    expect({ used: pool.blocksUsed, head: indexes.headBlock[0], tail: indexes.tailBlock[0], counts: [pool.count[0], pool.count[1]] })
-      .toEqual({ used: 2, head: 0, tail: 1, counts: [1, 1] });
+    expect({
+      used: pool.blocksUsed,
+      head: indexes.headBlock[0],
+      tail: indexes.tailBlock[0],
+      counts: [pool.count[0], pool.count[1]],
+    }).toEqual({ used: 2, head: 0, tail: 1, counts: [1, 1] });
     indexes.dropOldest(0);
     expect({ used: pool.blocksUsed, head: indexes.headBlock[0] }).toEqual({ used: 1, head: 1 });
     indexes.dropOldest(0);

@@ -75,8 +75,16 @@ export class Tip {
    * Appends one message, its payload payload[start, start + length) (all of it by default); `seq`
    * must be the ring's nextSeq (or later when the tip is empty).
    */
-  append(topicId: number, seq: number, timeUs: number, payload: Uint8Array, start = 0, length = payload.length - start): void {
-    if (topicId >= this.partitionByTopic.length) this.partitionByTopic = this.topics.partitionsByTopic();
+  append(
+    topicId: number,
+    seq: number,
+    timeUs: number,
+    payload: Uint8Array,
+    start = 0,
+    length = payload.length - start,
+  ): void {
+    if (topicId >= this.partitionByTopic.length)
+      this.partitionByTopic = this.topics.partitionsByTopic();
     assert(topicId < this.topics.topicCount, "Tip.append: topic id is interned");
     const partition = this.partitionByTopic[topicId];
     if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
@@ -90,17 +98,34 @@ export class Tip {
    * Starts a read of the records matching `matcher` with fromSeq <= seq < endSeq (default: all
    * the ring holds; a server passes its visible watermark so nothing unacknowledged leaks).
    */
-  read(matcher: FilterMatcher, fromSeq: number, options: { strategy?: ReadChoice; endSeq?: number } = {}): TipRead {
+  read(
+    matcher: FilterMatcher,
+    fromSeq: number,
+    options: { strategy?: ReadChoice; endSeq?: number } = {},
+  ): TipRead {
     const ring = this.ring;
-    if (Math.max(fromSeq, 1) < ring.firstSeq) return { ok: false, reason: "too-old", firstSeq: ring.firstSeq };
+    if (Math.max(fromSeq, 1) < ring.firstSeq)
+      return { ok: false, reason: "too-old", firstSeq: ring.firstSeq };
     const endSeq = Math.min(options.endSeq ?? ring.nextSeq, ring.nextSeq);
     const partitions = this.livePartitions(matcher);
-    const strategy = options.strategy === undefined || options.strategy === "planned"
-      ? planRead({ partitions, live: this.indexes.live, ringRecords: ring.count, fromSeq, firstSeq: ring.firstSeq, nextSeq: endSeq })
-      : options.strategy;
-    if (strategy === "linear") return { ok: true, cursor: new LinearCursor(ring, matcher, fromSeq, endSeq) };
+    const strategy =
+      options.strategy === undefined || options.strategy === "planned"
+        ? planRead({
+            partitions,
+            live: this.indexes.live,
+            ringRecords: ring.count,
+            fromSeq,
+            firstSeq: ring.firstSeq,
+            nextSeq: endSeq,
+          })
+        : options.strategy;
+    if (strategy === "linear")
+      return { ok: true, cursor: new LinearCursor(ring, matcher, fromSeq, endSeq) };
     const heap = createMergeHeap(partitions.length);
-    return { ok: true, cursor: new IndexedCursor(ring, this.indexes, matcher, heap, fromSeq, partitions, endSeq) };
+    return {
+      ok: true,
+      cursor: new IndexedCursor(ring, this.indexes, matcher, heap, fromSeq, partitions, endSeq),
+    };
   }
 
   /** The first seq held whose publish time is at or after `timeUs` (nextSeq when none is). */
@@ -138,11 +163,13 @@ export class Tip {
     const touched = matcher.partitions();
     const live = this.indexes.live;
     let count = 0;
-    for (let i = 0; i < touched.length; i++) if (touched[i] < live.length && live[touched[i]] > 0) count++;
+    for (let i = 0; i < touched.length; i++)
+      if (touched[i] < live.length && live[touched[i]] > 0) count++;
     if (count === touched.length) return touched;
     const result = new Int32Array(count);
     count = 0;
-    for (let i = 0; i < touched.length; i++) if (touched[i] < live.length && live[touched[i]] > 0) result[count++] = touched[i];
+    for (let i = 0; i < touched.length; i++)
+      if (touched[i] < live.length && live[touched[i]] > 0) result[count++] = touched[i];
     return result;
   }
 

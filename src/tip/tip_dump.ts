@@ -31,7 +31,9 @@ export function dumpTip(tip: Tip): TipDump {
   const ring = tip.ring;
   const records: string[] = [];
   for (let seq = ring.firstSeq, at = ring.tail; seq < ring.nextSeq; seq++, at = ring.after(at)) {
-    records.push(`${at}:${ring.seqAt(at)}:${tip.topics.topicName(ring.topicAt(at))}:${ring.payloadLengthAt(at)}`);
+    records.push(
+      `${at}:${ring.seqAt(at)}:${tip.topics.topicName(ring.topicAt(at))}:${ring.payloadLengthAt(at)}`,
+    );
   }
   const partitions: PartitionDump[] = [];
   const indexes = tip.indexes;
@@ -40,7 +42,11 @@ export function dumpTip(tip: Tip): TipDump {
     const blocks: number[] = [];
     const seqs: number[] = [];
     let entry = indexes.headEntry[p];
-    for (let block = indexes.headBlock[p]; block !== BLOCK_NONE; block = tip.pool.next[block], entry = 0) {
+    for (
+      let block = indexes.headBlock[p];
+      block !== BLOCK_NONE;
+      block = tip.pool.next[block], entry = 0
+    ) {
       blocks.push(block);
       for (; entry < tip.pool.count[block]; entry++) {
         const word = (block * INDEX_BLOCK_ENTRIES + entry) * ENTRY_WORDS;
@@ -58,7 +64,11 @@ export function dumpTip(tip: Tip): TipDump {
     nextSeq: ring.nextSeq,
     bytesUsed: ring.bytesUsed,
     records,
-    pool: { used: tip.pool.blocksUsed, free: tip.pool.blocksFree, entriesLive: indexes.entriesLiveCount },
+    pool: {
+      used: tip.pool.blocksUsed,
+      free: tip.pool.blocksFree,
+      entriesLive: indexes.entriesLiveCount,
+    },
     partitions,
   };
 }

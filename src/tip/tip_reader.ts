@@ -189,7 +189,11 @@ export class IndexedCursor implements TipCursor {
     if (block === BLOCK_NONE) return this.exhaust(source);
     let low = indexes.headEntry[p];
     // Skip whole blocks that end before fromSeq, then binary-search the block's seq deltas.
-    for (let next = pool.next[block]; next !== BLOCK_NONE && pool.firstSeq[next] <= fromSeq; next = pool.next[block]) {
+    for (
+      let next = pool.next[block];
+      next !== BLOCK_NONE && pool.firstSeq[next] <= fromSeq;
+      next = pool.next[block]
+    ) {
       block = next;
       low = 0;
     }

@@ -43,7 +43,10 @@ export class Filter {
   static parse(texts: readonly string[]): FilterParse {
     if (texts.length === 0) return { ok: false, reason: "filter has no entries" };
     if (texts.length > FILTER_ENTRIES_MAX) {
-      return { ok: false, reason: `filter has ${texts.length} entries, more than the limit of ${FILTER_ENTRIES_MAX}` };
+      return {
+        ok: false,
+        reason: `filter has ${texts.length} entries, more than the limit of ${FILTER_ENTRIES_MAX}`,
+      };
     }
     const entries: FilterEntry[] = [];
     for (const text of texts) {
@@ -51,7 +54,10 @@ export class Filter {
       if (typeof entry === "string") {
         // Another system's wildcard (`app/#`, `app/+/x`, `orders.*`) also gets what Aria writes.
         const advice = foreignFilterAdvice(text);
-        return { ok: false, reason: `filter entry "${text}": ${entry}${advice === null ? "" : `; ${advice}`}` };
+        return {
+          ok: false,
+          reason: `filter entry "${text}": ${entry}${advice === null ? "" : `; ${advice}`}`,
+        };
       }
       entries.push(entry);
     }
@@ -125,5 +131,7 @@ function normalise(entries: FilterEntry[]): FilterEntry[] {
     }
     if (!covered) kept.push(entries[i]);
   }
-  return kept.sort((a, b) => (entryText(a) < entryText(b) ? -1 : entryText(a) > entryText(b) ? 1 : 0));
+  return kept.sort((a, b) =>
+    entryText(a) < entryText(b) ? -1 : entryText(a) > entryText(b) ? 1 : 0,
+  );
 }

@@ -33,7 +33,8 @@ export function foreignFilterAdvice(text: string): string | null {
     const tokens = segments[index].split(".");
     if (tokens.length < 2) continue;
     /** The segments before the NATS wildcard at token `end`, as Aria writes them. */
-    const before = (end: number) => [...segments.slice(0, index), ...tokens.slice(0, end)].filter((token) => token !== "");
+    const before = (end: number) =>
+      [...segments.slice(0, index), ...tokens.slice(0, end)].filter((token) => token !== "");
     if (tokens[tokens.length - 1] === ">") {
       return `Aria's separator is '/', not '.' (NATS's): the subtree is ${subtreeOf(before(tokens.length - 1))}`;
     }

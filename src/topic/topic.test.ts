@@ -1,14 +1,42 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { dottedTopicAdvice, Filter, FilterMatcher, foreignFilterAdvice, TopicTable, partitionOf, validateTopic } from "./mod.ts";
+import {
+  dottedTopicAdvice,
+  Filter,
+  FilterMatcher,
+  foreignFilterAdvice,
+  TopicTable,
+  partitionOf,
+  validateTopic,
+} from "./mod.ts";
 import { fcParams } from "../testing/fc_params.ts";
 
 describe("validateTopic", () => {
   test("reasons", () => {
-    const names = ["a", "app/codestore/commits", "", "/a", "a/", "a//b", "a b", "a/*/c", "a/#", "a+b",
-      "é", "a\tb", "x".repeat(255), "x".repeat(256), Array(32).fill("s").join("/"), Array(33).fill("s").join("/")];
-    expect(names.map((name) => `${name.length > 20 ? name.slice(0, 8) + "…" : name} → ${validateTopic(name) ?? "valid"}`))
-      .toMatchInlineSnapshot(`
+    const names = [
+      "a",
+      "app/codestore/commits",
+      "",
+      "/a",
+      "a/",
+      "a//b",
+      "a b",
+      "a/*/c",
+      "a/#",
+      "a+b",
+      "é",
+      "a\tb",
+      "x".repeat(255),
+      "x".repeat(256),
+      Array(32).fill("s").join("/"),
+      Array(33).fill("s").join("/"),
+    ];
+    expect(
+      names.map(
+        (name) =>
+          `${name.length > 20 ? name.slice(0, 8) + "…" : name} → ${validateTopic(name) ?? "valid"}`,
+      ),
+    ).toMatchInlineSnapshot(`
         [
           "a → valid",
           "app/code… → valid",
@@ -33,7 +61,9 @@ describe("validateTopic", () => {
 
 describe("partitionOf", () => {
   test("first two segments", () => {
-    expect(["a", "a/b", "a/b/c", "app/codestore/commits/x"].map(partitionOf)).toMatchInlineSnapshot(`
+    expect(
+      ["a", "a/b", "a/b/c", "app/codestore/commits/x"].map(partitionOf),
+    ).toMatchInlineSnapshot(`
       [
         "a",
         "a/b",
@@ -46,7 +76,9 @@ describe("partitionOf", () => {
 
 describe("Filter", () => {
   test("normalises: covered entries drop, duplicates collapse, entries sort", () => {
-    expect(Filter.of("a/b/c", "a/b/**", "x/y", "x/y", "a/b/c/d").toStrings()).toMatchInlineSnapshot(`
+    expect(
+      Filter.of("a/b/c", "a/b/**", "x/y", "x/y", "a/b/c/d").toStrings(),
+    ).toMatchInlineSnapshot(`
       [
         "a/b/**",
         "x/y",
@@ -66,10 +98,12 @@ describe("Filter", () => {
 
   test("invalid filters get a reason", () => {
     const cases = [[], ["a/*"], ["a/**/b"], ["/**"], ["a/b/"], Array(257).fill("a")];
-    expect(cases.map((texts) => {
-      const parsed = Filter.parse(texts);
-      return parsed.ok ? "ok" : parsed.reason;
-    })).toMatchInlineSnapshot(`
+    expect(
+      cases.map((texts) => {
+        const parsed = Filter.parse(texts);
+        return parsed.ok ? "ok" : parsed.reason;
+      }),
+    ).toMatchInlineSnapshot(`
       [
         "filter has no entries",
         "filter entry "a/*": topic has wildcard character '*' at byte 2",
@@ -83,10 +117,12 @@ describe("Filter", () => {
 
   test("another system's wildcards get what Aria writes instead; validation is unchanged", () => {
     const cases = [["app/#"], ["#"], ["app/+/x"], ["orders.*"], ["app/orders.*.created"]];
-    expect(cases.map((texts) => {
-      const parsed = Filter.parse(texts);
-      return parsed.ok ? "ok" : parsed.reason;
-    })).toMatchInlineSnapshot(`
+    expect(
+      cases.map((texts) => {
+        const parsed = Filter.parse(texts);
+        return parsed.ok ? "ok" : parsed.reason;
+      }),
+    ).toMatchInlineSnapshot(`
       [
         "filter entry "app/#": topic has wildcard character '#' at byte 4; '#' is MQTT's multi-level wildcard: Aria writes app/** (app and every topic below it)",
         "filter entry "#": topic has wildcard character '#' at byte 0; '#' is MQTT's multi-level wildcard: Aria writes ** (every topic)",
@@ -96,8 +132,16 @@ describe("Filter", () => {
       ]
     `);
     // Valid Aria filters stay valid, and get no advice (a NATS `>` is refused by the CLI only).
-    expect(["orders.>", ">", "orders.created"].map((text) => Filter.parse([text]).ok)).toEqual([true, true, true]);
-    expect(["app/**", "**", "a/b", "orders.created", "app/v1.2", "a/*", "a/**/b"].map(foreignFilterAdvice)).toEqual([null, null, null, null, null, null, null]);
+    expect(["orders.>", ">", "orders.created"].map((text) => Filter.parse([text]).ok)).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect(
+      ["app/**", "**", "a/b", "orders.created", "app/v1.2", "a/*", "a/**/b"].map(
+        foreignFilterAdvice,
+      ),
+    ).toEqual([null, null, null, null, null, null, null]);
     expect(["orders.>", ">", "app/orders.>"].map(foreignFilterAdvice)).toMatchInlineSnapshot(`
       [
         "Aria's separator is '/', not '.' (NATS's): the subtree is orders/**",
@@ -108,7 +152,11 @@ describe("Filter", () => {
   });
 
   test("a dotted name without '/' gets a warning; one with '/' or a wildcard does not", () => {
-    expect(["orders.created", "a.b.c", "app/v1.2", "orders", "orders.>", "orders.", ".x"].map((text) => `${text}: ${dottedTopicAdvice(text)}`)).toMatchInlineSnapshot(`
+    expect(
+      ["orders.created", "a.b.c", "app/v1.2", "orders", "orders.>", "orders.", ".x"].map(
+        (text) => `${text}: ${dottedTopicAdvice(text)}`,
+      ),
+    ).toMatchInlineSnapshot(`
       [
         "orders.created: Aria's separator is '/', not '.': this is one segment (orders/created has 2)",
         "a.b.c: Aria's separator is '/', not '.': this is one segment (a/b/c has 3)",
@@ -123,8 +171,15 @@ describe("Filter", () => {
 
   test("matching", () => {
     const filter = Filter.of("app/codestore/**", "app/orders/created");
-    const topics = ["app/codestore", "app/codestore/commits", "app/codestorex", "app/orders/created",
-      "app/orders/created/eu", "app/orders", "app"];
+    const topics = [
+      "app/codestore",
+      "app/codestore/commits",
+      "app/codestorex",
+      "app/orders/created",
+      "app/orders/created/eu",
+      "app/orders",
+      "app",
+    ];
     expect(topics.map((t) => `${t}: ${filter.matches(t)}`)).toMatchInlineSnapshot(`
       [
         "app/codestore: true",
@@ -167,34 +222,55 @@ const entryArb = fc.oneof(
 
 describe("filters and interning, against a naive reference", () => {
   test("normalised filter matches exactly what its raw entries match", () => {
-    fc.assert(fc.property(fc.array(entryArb, { minLength: 1, maxLength: 6 }), fc.array(topicArb, { maxLength: 30 }), (texts, topics) => {
-      const filter = Filter.of(...texts);
-      for (const topic of topics) {
-        const naive = texts.some((e) => e === "**" || e === topic ||
-          (e.endsWith("/**") && (topic === e.slice(0, -3) || topic.startsWith(e.slice(0, -2)))));
-        expect(filter.matches(topic)).toBe(naive);
-        if (naive) expect(filter.touchesPartition(partitionOf(topic))).toBe(true);
-      }
-    }), fcParams());
+    fc.assert(
+      fc.property(
+        fc.array(entryArb, { minLength: 1, maxLength: 6 }),
+        fc.array(topicArb, { maxLength: 30 }),
+        (texts, topics) => {
+          const filter = Filter.of(...texts);
+          for (const topic of topics) {
+            const naive = texts.some(
+              (e) =>
+                e === "**" ||
+                e === topic ||
+                (e.endsWith("/**") &&
+                  (topic === e.slice(0, -3) || topic.startsWith(e.slice(0, -2)))),
+            );
+            expect(filter.matches(topic)).toBe(naive);
+            if (naive) expect(filter.touchesPartition(partitionOf(topic))).toBe(true);
+          }
+        },
+      ),
+      fcParams(),
+    );
   });
 
   test("matcher answers by id equal Filter.matches, as topics keep appearing", () => {
-    fc.assert(fc.property(fc.array(entryArb, { minLength: 1, maxLength: 6 }), fc.array(topicArb, { maxLength: 60 }), (texts, topics) => {
-      const table = new TopicTable();
-      const filter = Filter.of(...texts);
-      const matcher = new FilterMatcher(table, filter);
-      for (const topic of topics) {
-        const id = table.internValid(topic);
-        expect(table.topicName(id)).toBe(topic);
-        expect(table.partitionName(table.partitionOfTopic(id))).toBe(partitionOf(topic));
-        expect(matcher.matches(id)).toBe(filter.matches(topic));
-        const touched = Array.from(matcher.partitions());
-        const expected = [];
-        for (let p = 0; p < table.partitionCount; p++) if (filter.touchesPartition(table.partitionName(p))) expected.push(p);
-        expect(touched).toEqual(expected);
-      }
-      for (let id = 0; id < table.topicCount; id++) expect(matcher.matches(id)).toBe(filter.matches(table.topicName(id)));
-    }), fcParams());
+    fc.assert(
+      fc.property(
+        fc.array(entryArb, { minLength: 1, maxLength: 6 }),
+        fc.array(topicArb, { maxLength: 60 }),
+        (texts, topics) => {
+          const table = new TopicTable();
+          const filter = Filter.of(...texts);
+          const matcher = new FilterMatcher(table, filter);
+          for (const topic of topics) {
+            const id = table.internValid(topic);
+            expect(table.topicName(id)).toBe(topic);
+            expect(table.partitionName(table.partitionOfTopic(id))).toBe(partitionOf(topic));
+            expect(matcher.matches(id)).toBe(filter.matches(topic));
+            const touched = Array.from(matcher.partitions());
+            const expected = [];
+            for (let p = 0; p < table.partitionCount; p++)
+              if (filter.touchesPartition(table.partitionName(p))) expected.push(p);
+            expect(touched).toEqual(expected);
+          }
+          for (let id = 0; id < table.topicCount; id++)
+            expect(matcher.matches(id)).toBe(filter.matches(table.topicName(id)));
+        },
+      ),
+      fcParams(),
+    );
   });
 });
 
@@ -202,8 +278,12 @@ describe("TopicTable", () => {
   test("ids are dense and stable; bad names get reasons", () => {
     const table = new TopicTable();
     const ids = ["a/b/c", "a/b/d", "x", "a/b/c", "a/e"].map((t) => table.internValid(t));
-    expect({ ids, topics: table.topicCount, partitions: table.partitionCount, bad: table.intern("a//b") })
-      .toMatchInlineSnapshot(`
+    expect({
+      ids,
+      topics: table.topicCount,
+      partitions: table.partitionCount,
+      bad: table.intern("a//b"),
+    }).toMatchInlineSnapshot(`
         {
           "bad": {
             "ok": false,

@@ -96,7 +96,10 @@ export class TopicTable {
 
   /** The name of partition `partitionId`. */
   partitionName(partitionId: number): string {
-    assert(partitionId >= 0 && partitionId < this.partitionNames.length, "partitionName: id in range");
+    assert(
+      partitionId >= 0 && partitionId < this.partitionNames.length,
+      "partitionName: id in range",
+    );
     return this.partitionNames[partitionId];
   }
 

@@ -51,6 +51,7 @@ export async function api(path, options = {}) {
   }
   if (response.status === 401) for (const listener of unauthorizedListeners) listener();
   const body = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, body?.error ?? `${response.status} ${response.statusText}`);
+  if (!response.ok)
+    throw new ApiError(response.status, body?.error ?? `${response.status} ${response.statusText}`);
   return body;
 }

@@ -14,8 +14,10 @@ const split = startSplit(document.getElementById("view-split"));
 
 function showView() {
   const name = VIEWS.includes(location.hash.slice(1)) ? location.hash.slice(1) : "overview";
-  for (const section of document.querySelectorAll("section.view")) section.hidden = section.dataset.view !== name;
-  for (const link of document.querySelectorAll(".tabs a")) link.classList.toggle("active", link.dataset.view === name);
+  for (const section of document.querySelectorAll("section.view"))
+    section.hidden = section.dataset.view !== name;
+  for (const link of document.querySelectorAll(".tabs a"))
+    link.classList.toggle("active", link.dataset.view === name);
   if (name === "topics") topics.show();
   if (name === "split") split.show();
   document.body.dataset.view = name;

@@ -13,7 +13,9 @@ export function formatBytes(bytes) {
     value /= 1024;
     unit++;
   }
-  return unit === 0 ? `${value.toFixed(0)} B` : `${value.toFixed(value >= 100 ? 0 : 1)} ${BYTE_UNITS[unit]}`;
+  return unit === 0
+    ? `${value.toFixed(0)} B`
+    : `${value.toFixed(value >= 100 ? 0 : 1)} ${BYTE_UNITS[unit]}`;
 }
 
 /** 1234567 -> "1,234,567". */
@@ -59,7 +61,8 @@ export function el(tag, attributes = {}, ...children) {
 /** Creates an SVG element with attributes. */
 export function svg(tag, attributes = {}) {
   const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
-  for (const [name, value] of Object.entries(attributes)) if (value !== undefined && value !== null) node.setAttribute(name, String(value));
+  for (const [name, value] of Object.entries(attributes))
+    if (value !== undefined && value !== null) node.setAttribute(name, String(value));
   return node;
 }
 

@@ -9,7 +9,23 @@
 //   are table indexes lo..hi-1: the table is sorted segment by segment, so a subtree is one run).
 import { svg } from "./format.js";
 
-const PALETTE = ["#4e79a7", "#59a14f", "#edc948", "#b07aa1", "#76b7b2", "#f28e2b", "#9c755f", "#a0cbe8", "#8cd17d", "#d37295", "#499894", "#fabfd2", "#b6992d", "#79706e", "#d4a6c8"];
+const PALETTE = [
+  "#4e79a7",
+  "#59a14f",
+  "#edc948",
+  "#b07aa1",
+  "#76b7b2",
+  "#f28e2b",
+  "#9c755f",
+  "#a0cbe8",
+  "#8cd17d",
+  "#d37295",
+  "#499894",
+  "#fabfd2",
+  "#b6992d",
+  "#79706e",
+  "#d4a6c8",
+];
 /** Fill of a prefix whose topics go to several stores. */
 export const MIXED_FILL = "#d5d9e0";
 const PIN_WIDTH = 12;
@@ -26,7 +42,17 @@ export function storeColor(index) {
 
 /** Builds the tree of a table ({topics, bytes}) whose topics are sorted segment by segment. */
 export function buildTree(table) {
-  const tree = { name: [""], path: [""], depth: [0], parent: [-1], children: [[]], topic: [-1], self: [0], lo: [0], hi: [table.topics.length] };
+  const tree = {
+    name: [""],
+    path: [""],
+    depth: [0],
+    parent: [-1],
+    children: [[]],
+    topic: [-1],
+    self: [0],
+    lo: [0],
+    hi: [table.topics.length],
+  };
   const childByName = [new Map()];
   const add = (parent, name, path, topic, self) => {
     const index = tree.name.length;
@@ -78,9 +104,15 @@ export function buildTree(table) {
   // Levels every topic shares (a single prefix with nothing beside it) are not drawn: they would
   // be full-height columns saying nothing (see drawnRoot).
   tree.skipDepth = 0;
-  for (let node = 0; tree.children[node].length === 1 && tree.children[tree.children[node][0]].length > 0; node = tree.children[node][0]) tree.skipDepth++;
+  for (
+    let node = 0;
+    tree.children[node].length === 1 && tree.children[tree.children[node][0]].length > 0;
+    node = tree.children[node][0]
+  )
+    tree.skipDepth++;
   tree.nodeOfTopic = new Int32Array(table.topics.length);
-  for (let node = 1; node < tree.count; node++) if (tree.children[node].length === 0) tree.nodeOfTopic[tree.topic[node]] = node;
+  for (let node = 1; node < tree.count; node++)
+    if (tree.children[node].length === 0) tree.nodeOfTopic[tree.topic[node]] = node;
   return tree;
 }
 
@@ -171,7 +203,16 @@ export function drawIcicle(target, tree, layout, options) {
     let strip = null;
     const flush = () => {
       if (strip === null) return;
-      cellLayer.append(svg("rect", { class: "strip", x: x.toFixed(1), y: strip.y0.toFixed(2), width: columnPx.toFixed(1), height: (strip.y1 - strip.y0).toFixed(2), fill: strip.fill }));
+      cellLayer.append(
+        svg("rect", {
+          class: "strip",
+          x: x.toFixed(1),
+          y: strip.y0.toFixed(2),
+          width: columnPx.toFixed(1),
+          height: (strip.y1 - strip.y0).toFixed(2),
+          fill: strip.fill,
+        }),
+      );
       strip = null;
     };
     for (const node of layout.byDepth[depth]) {
@@ -190,13 +231,25 @@ export function drawIcicle(target, tree, layout, options) {
       }
       flush();
       const fill = colorOfNode(node);
-      const rect = svg("rect", { class: tree.children[node].length > 0 ? "cell zoom" : "cell", x: x.toFixed(1), y: y0.toFixed(2), width: columnPx.toFixed(1), height: height.toFixed(2), fill, "data-node": node });
+      const rect = svg("rect", {
+        class: tree.children[node].length > 0 ? "cell zoom" : "cell",
+        x: x.toFixed(1),
+        y: y0.toFixed(2),
+        width: columnPx.toFixed(1),
+        height: height.toFixed(2),
+        fill,
+        "data-node": node,
+      });
       cellLayer.append(rect);
       cells.set(node, rect);
       if (height >= LABEL_MIN_PX && columnPx >= 28) {
         const label = fitLabel(labelOfNode(node), columnPx - 8);
         if (label === "") continue;
-        const text = svg("text", { x: (x + 5).toFixed(1), y: (y0 + height / 2).toFixed(1), class: isDark(fill) ? "light" : "dark" });
+        const text = svg("text", {
+          x: (x + 5).toFixed(1),
+          y: (y0 + height / 2).toFixed(1),
+          class: isDark(fill) ? "light" : "dark",
+        });
         text.textContent = label;
         textLayer.append(text);
       }
@@ -211,9 +264,23 @@ export function drawIcicle(target, tree, layout, options) {
     const y0 = layout.y0[node];
     const height = Math.max(3, layout.y1[node] - y0);
     const middle = (y0 + layout.y1[node]) / 2;
-    target.append(svg("rect", { class: `hl ${kind}`, x: (x + 1.5).toFixed(1), y: (middle - height / 2 + 1.5).toFixed(2), width: (columnPx - 3).toFixed(1), height: Math.max(1, height - 3).toFixed(2), "data-mark": kind }));
+    target.append(
+      svg("rect", {
+        class: `hl ${kind}`,
+        x: (x + 1.5).toFixed(1),
+        y: (middle - height / 2 + 1.5).toFixed(2),
+        width: (columnPx - 3).toFixed(1),
+        height: Math.max(1, height - 3).toFixed(2),
+        "data-mark": kind,
+      }),
+    );
     const tip = widthPx - PIN_WIDTH + 1;
-    target.append(svg("path", { class: `pin ${kind}`, d: `M${tip},${middle.toFixed(1)} l${PIN_WIDTH - 2},-6 v12 z` }));
+    target.append(
+      svg("path", {
+        class: `pin ${kind}`,
+        d: `M${tip},${middle.toFixed(1)} l${PIN_WIDTH - 2},-6 v12 z`,
+      }),
+    );
   }
   let hovered = -1;
   const setHover = (node) => {
@@ -222,7 +289,10 @@ export function drawIcicle(target, tree, layout, options) {
     cells.get(node)?.classList.add("hover");
     hovered = node;
   };
-  const nodeAt = (event) => (event.target instanceof SVGRectElement && event.target.dataset.node !== undefined ? Number(event.target.dataset.node) : -1);
+  const nodeAt = (event) =>
+    event.target instanceof SVGRectElement && event.target.dataset.node !== undefined
+      ? Number(event.target.dataset.node)
+      : -1;
   target.onmousemove = (event) => {
     const node = nodeAt(event);
     setHover(node);

@@ -1,7 +1,15 @@
 // Overview: polls /api/stats every second and shows publish rate (with a one-minute sparkline),
 // totals, subscriptions by state, tip fill and oldest seq, block pool use, disk and recoveries.
 import { api } from "./api.js";
-import { el, formatBytes, formatCount, formatPercent, formatRate, setField, svg } from "./format.js";
+import {
+  el,
+  formatBytes,
+  formatCount,
+  formatPercent,
+  formatRate,
+  setField,
+  svg,
+} from "./format.js";
 
 const POLL_MS = 1000;
 const HISTORY_POINTS = 60;
@@ -35,8 +43,16 @@ export function startOverview(root, onConnection) {
 function render(root, stats, history) {
   const { broker, tip, store, rates, split } = stats;
   setField(root, "rate-messages", formatRate(rates.messagesPerSecond));
-  setField(root, "rate-bytes", formatBytes(rates.bytesPerSecond === null ? null : Math.round(rates.bytesPerSecond)));
-  setField(root, "rate-window", rates.windowSeconds > 0 ? `${rates.windowSeconds.toFixed(1)} s` : "—");
+  setField(
+    root,
+    "rate-bytes",
+    formatBytes(rates.bytesPerSecond === null ? null : Math.round(rates.bytesPerSecond)),
+  );
+  setField(
+    root,
+    "rate-window",
+    rates.windowSeconds > 0 ? `${rates.windowSeconds.toFixed(1)} s` : "—",
+  );
   history.push(rates.messagesPerSecond ?? 0);
   if (history.length > HISTORY_POINTS) history.shift();
   drawSparkline(root.querySelector("#spark"), history);
@@ -60,22 +76,39 @@ function render(root, stats, history) {
 
   const poolFill = tip.poolBlocksMax > 0 ? tip.poolBlocksUsed / tip.poolBlocksMax : 0;
   setField(root, "pool-fill", formatPercent(poolFill));
-  root.querySelector("#pool-meter").style.width = `${Math.max(poolFill > 0 ? 1 : 0, Math.min(100, poolFill * 100))}%`;
+  root.querySelector("#pool-meter").style.width =
+    `${Math.max(poolFill > 0 ? 1 : 0, Math.min(100, poolFill * 100))}%`;
   setField(root, "pool-used", formatCount(tip.poolBlocksUsed));
   setField(root, "pool-free", formatCount(tip.poolBlocksFree));
   setField(root, "pool-evictions", formatCount(tip.evictionsForPool));
 
-  setField(root, "disk-total", formatBytes(store.segmentBytes + store.journalBytes + split.storeBytes + store.manifestBytes));
+  setField(
+    root,
+    "disk-total",
+    formatBytes(store.segmentBytes + store.journalBytes + split.storeBytes + store.manifestBytes),
+  );
   setField(root, "disk-segments", formatBytes(store.segmentBytes));
   setField(root, "segments", `${formatCount(store.segments)} files`);
   setField(root, "disk-journal", formatBytes(store.journalBytes));
-  setField(root, "disk-stores", `${formatBytes(split.storeBytes)} (${formatCount(store.stores ?? 0)})`);
+  setField(
+    root,
+    "disk-stores",
+    `${formatBytes(split.storeBytes)} (${formatCount(store.stores ?? 0)})`,
+  );
 
   setField(root, "recoveries", formatCount(broker.recoveries.tip + broker.recoveries.disk));
   setField(root, "recoveries-tip", formatCount(broker.recoveries.tip));
   setField(root, "recoveries-disk", formatCount(broker.recoveries.disk));
   const last = split.last;
-  setField(root, "last-split", last === null ? "none yet" : last.finishedUs === null ? `${formatCount(last.storesWritten)} stores (time not recorded)` : new Date(last.finishedUs / 1000).toLocaleString());
+  setField(
+    root,
+    "last-split",
+    last === null
+      ? "none yet"
+      : last.finishedUs === null
+        ? `${formatCount(last.storesWritten)} stores (time not recorded)`
+        : new Date(last.finishedUs / 1000).toLocaleString(),
+  );
 }
 
 function renderSubscriptions(root, byPhase, total) {
@@ -88,7 +121,15 @@ function renderSubscriptions(root, byPhase, total) {
     const part = el("span", { class: `state-${phase}`, title: `${label}: ${count}` });
     part.style.width = `${total > 0 ? (count / total) * 100 : 0}%`;
     bar.append(part);
-    legend.append(el("li", { "data-state": phase }, el("span", { class: `swatch state-${phase}` }), label, el("b", { text: formatCount(count) })));
+    legend.append(
+      el(
+        "li",
+        { "data-state": phase },
+        el("span", { class: `swatch state-${phase}` }),
+        label,
+        el("b", { text: formatCount(count) }),
+      ),
+    );
   }
 }
 
@@ -98,9 +139,17 @@ function drawSparkline(node, history) {
   const max = Math.max(1, ...history);
   const step = width / (HISTORY_POINTS - 1);
   const offset = (HISTORY_POINTS - history.length) * step;
-  const points = history.map((value, index) => `${(offset + index * step).toFixed(1)},${(height - 2 - (value / max) * (height - 6)).toFixed(1)}`);
+  const points = history.map(
+    (value, index) =>
+      `${(offset + index * step).toFixed(1)},${(height - 2 - (value / max) * (height - 6)).toFixed(1)}`,
+  );
   node.replaceChildren();
   if (points.length < 2) return;
-  node.append(svg("path", { class: "area", d: `M${points[0].split(",")[0]},${height} L${points.join(" L")} L${width},${height} Z` }));
+  node.append(
+    svg("path", {
+      class: "area",
+      d: `M${points[0].split(",")[0]},${height} L${points.join(" L")} L${width},${height} Z`,
+    }),
+  );
   node.append(svg("path", { class: "line", d: `M${points.join(" L")}` }));
 }

@@ -16,15 +16,28 @@ export function startTopics(root) {
     error.hidden = true;
     const prefix = prefixInput.value.trim().replace(/\/+$/, "");
     try {
-      const answer = await api(`api/topics?depth=1${prefix === "" ? "" : `&prefix=${encodeURIComponent(prefix)}`}`);
+      const answer = await api(
+        `api/topics?depth=1${prefix === "" ? "" : `&prefix=${encodeURIComponent(prefix)}`}`,
+      );
       body.replaceChildren();
       const total = answer.node.bytes;
       if (answer.node.topics === 0) {
-        body.append(el("tr", {}, el("td", { colspan: "5", class: "note", text: "No topics yet: publish messages and refresh." })));
+        body.append(
+          el(
+            "tr",
+            {},
+            el("td", {
+              colspan: "5",
+              class: "note",
+              text: "No topics yet: publish messages and refresh.",
+            }),
+          ),
+        );
         return;
       }
-      const rows = prefix === "" ? answer.node.children ?? [] : [answer.node];
-      for (const node of rows) insertRow(body, null, node, 0, total, prefix !== "" ? answer.node : null);
+      const rows = prefix === "" ? (answer.node.children ?? []) : [answer.node];
+      for (const node of rows)
+        insertRow(body, null, node, 0, total, prefix !== "" ? answer.node : null);
       omittedRow(body, null, prefix === "" ? answer.node : null, 0);
     } catch (failure) {
       error.textContent = failure.message;
@@ -46,11 +59,20 @@ export function startTopics(root) {
 
 /** Adds the row of `node` after `after` (or at the end); `opened` holds its children if known. */
 function insertRow(body, after, node, level, total, opened) {
-  const row = el("tr", { "data-path": node.path, class: node.hasChildren ? "open-able" : undefined });
+  const row = el("tr", {
+    "data-path": node.path,
+    class: node.hasChildren ? "open-able" : undefined,
+  });
   const twisty = el("span", { class: "twisty", text: node.hasChildren ? "▸" : "" });
-  const name = el("td", { class: "name" }, twisty, node.name === "" ? "(all)" : level === 0 ? node.path : node.name);
+  const name = el(
+    "td",
+    { class: "name" },
+    twisty,
+    node.name === "" ? "(all)" : level === 0 ? node.path : node.name,
+  );
   name.style.paddingLeft = `${14 + level * 20}px`;
-  if (node.isTopic && node.hasChildren) name.append(el("span", { class: "own", text: `itself ${formatBytes(node.ownBytes)}` }));
+  if (node.isTopic && node.hasChildren)
+    name.append(el("span", { class: "own", text: `itself ${formatBytes(node.ownBytes)}` }));
   const bar = el("div", { class: "bar" }, el("span"));
   bar.firstChild.style.width = `${total > 0 ? Math.max(0.5, (node.bytes / total) * 100) : 0}%`;
   row.append(
@@ -71,7 +93,11 @@ function insertRow(body, after, node, level, total, opened) {
     twisty.textContent = open ? "▾" : "▸";
     if (!open) {
       // Everything below the row down to the next row of its level or above is its subtree.
-      while (row.nextElementSibling !== null && Number(row.nextElementSibling.dataset.level) > level) row.nextElementSibling.remove();
+      while (
+        row.nextElementSibling !== null &&
+        Number(row.nextElementSibling.dataset.level) > level
+      )
+        row.nextElementSibling.remove();
       return;
     }
     if (children === null) {
@@ -97,7 +123,11 @@ function insertRow(body, after, node, level, total, opened) {
 
 function omittedRow(body, after, node, level) {
   if (node === null || !(node.childrenOmitted > 0)) return null;
-  const cell = el("td", { colspan: "5", class: "note", text: `… ${formatCount(node.childrenOmitted)} smaller children not listed` });
+  const cell = el("td", {
+    colspan: "5",
+    class: "note",
+    text: `… ${formatCount(node.childrenOmitted)} smaller children not listed`,
+  });
   cell.style.paddingLeft = `${34 + level * 20}px`;
   const row = el("tr", { "data-level": String(level) }, cell);
   if (after === null) body.append(row);

@@ -28,7 +28,10 @@ export class BinaryHeap implements MergeHeap {
   private size = 0;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "binary_heap: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "binary_heap: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     // One extra slot keeps keys[0] addressable (= Infinity) when capacity is 0.
     this.keys = new Float64Array(Math.max(capacity, 1));

@@ -28,7 +28,10 @@ export class BoxedHeap implements MergeHeap {
   private entries: Entry[] = [];
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "boxed_heap: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "boxed_heap: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
   }
 

@@ -33,7 +33,10 @@ export class BranchlessHeap implements MergeHeap {
   private size = 0;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "branchless_heap: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "branchless_heap: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     // Children of the last live slot (capacity - 1) reach 2 * capacity; one more keeps it even.
     this.keys = new Float64Array(2 * capacity + 2).fill(Infinity);

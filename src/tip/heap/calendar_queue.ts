@@ -47,7 +47,10 @@ export class CalendarQueue implements MergeHeap {
   private inWindow = 0;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "calendar_queue: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "calendar_queue: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     this.width = widthFor(capacity);
     this.heads = new Int32Array(this.width).fill(-1);

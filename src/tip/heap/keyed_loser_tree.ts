@@ -44,7 +44,10 @@ export class KeyedLoserTree implements MergeHeap {
   private winnerKey = Infinity;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "keyed_loser_tree: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "keyed_loser_tree: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     const slots = Math.max(capacity, 1);
     this.nodeKeys = new Float64Array(slots);

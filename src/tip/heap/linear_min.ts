@@ -25,7 +25,10 @@ export class LinearMin implements MergeHeap {
   private topKeyCached = Infinity;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "linear_min: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "linear_min: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     this.keys = new Float64Array(Math.max(capacity, 1));
   }

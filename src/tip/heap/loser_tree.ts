@@ -34,7 +34,10 @@ export class LoserTree implements MergeHeap {
   private winner = 0;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "loser_tree: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "loser_tree: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     // keys[0] = Infinity stands for "no source" when count is 0, so topKey needs no branch.
     this.keys = new Float64Array(Math.max(capacity, 1));
@@ -86,7 +89,10 @@ export class LoserTree implements MergeHeap {
     const keys = this.keys;
     const losers = this.losers;
     let source = this.winner;
-    assert(this.count > 0 && key > keys[source], "loser_tree: advance needs a live top and a larger key");
+    assert(
+      this.count > 0 && key > keys[source],
+      "loser_tree: advance needs a live top and a larger key",
+    );
     keys[source] = key;
     let sourceKey = key;
     for (let node = (source + this.count) >> 1; node >= 1; node >>= 1) {

@@ -47,7 +47,11 @@ function referenceMerge(sources: readonly Float64Array[]): Merged {
 }
 
 /** Deals (pick, key) pairs to `sourceCount` sources; `disjoint` drops keys already dealt anywhere. */
-function buildSources(sourceCount: number, pairs: readonly [number, number][], disjoint: boolean): Float64Array[] {
+function buildSources(
+  sourceCount: number,
+  pairs: readonly [number, number][],
+  disjoint: boolean,
+): Float64Array[] {
   const perSource: Set<number>[] = Array.from({ length: sourceCount }, () => new Set());
   const seen = new Set<number>();
   if (sourceCount === 0) return [];
@@ -66,100 +70,138 @@ function trace(heap: MergeHeap, sources: readonly Float64Array[]): string {
 
 const keyArbitrary = fc.oneof(
   { arbitrary: fc.integer({ min: 0, max: 5_000 }), weight: 4 },
-  { arbitrary: fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }), weight: 1 },
+  {
+    arbitrary: fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+    weight: 1,
+  },
 );
 const pairsArbitrary = (key: fc.Arbitrary<number>) =>
   fc.array(fc.tuple(fc.nat(), key), { maxLength: 3_000, size: "max" });
 const properties = { seed: FC_SEED, numRuns: FC_RUNS };
 
-describe.each(MERGE_HEAPS.map((entry) => [entry.name, entry] as const))("MergeHeap contract: %s", (name, entry) => {
-  test("name matches its MERGE_HEAPS entry", () => {
-    expect(entry.create(4).name).toBe(name);
-  });
+describe.each(MERGE_HEAPS.map((entry) => [entry.name, entry] as const))(
+  "MergeHeap contract: %s",
+  (name, entry) => {
+    test("name matches its MERGE_HEAPS entry", () => {
+      expect(entry.create(4).name).toBe(name);
+    });
 
-  test("k = 0 is empty at once, also on a capacity-0 instance", () => {
-    for (const heap of [entry.create(0), entry.create(8)]) {
-      heap.init(new Float64Array(0), 0);
+    test("k = 0 is empty at once, also on a capacity-0 instance", () => {
+      for (const heap of [entry.create(0), entry.create(8)]) {
+        heap.init(new Float64Array(0), 0);
+        expect(heap.empty()).toBe(true);
+        expect(heap.topKey()).toBe(Infinity);
+      }
+    });
+
+    test("k = 1 yields the single source in order", () => {
+      expect(trace(entry.create(1), [Float64Array.of(3, 5, 9)])).toBe("0:3 0:5 0:9");
+    });
+
+    test("all-empty sources are empty at once", () => {
+      const heap = entry.create(5);
+      heap.init(new Float64Array(5).fill(Infinity), 5);
       expect(heap.empty()).toBe(true);
       expect(heap.topKey()).toBe(Infinity);
-    }
-  });
+    });
 
-  test("k = 1 yields the single source in order", () => {
-    expect(trace(entry.create(1), [Float64Array.of(3, 5, 9)])).toBe("0:3 0:5 0:9");
-  });
+    test("a tiny merge of three sources", () => {
+      const sources = [
+        Float64Array.of(1, 4, 9),
+        Float64Array.of(),
+        Float64Array.of(2, 3, 10, 11),
+        Float64Array.of(5),
+      ];
+      expect(trace(entry.create(4), sources)).toMatchInlineSnapshot(
+        `"0:1 2:2 2:3 0:4 3:5 0:9 2:10 2:11"`,
+      );
+    });
 
-  test("all-empty sources are empty at once", () => {
-    const heap = entry.create(5);
-    heap.init(new Float64Array(5).fill(Infinity), 5);
-    expect(heap.empty()).toBe(true);
-    expect(heap.topKey()).toBe(Infinity);
-  });
+    test("equal keys come out lower source first", () => {
+      const sources = [
+        Float64Array.of(2, 7),
+        Float64Array.of(1, 2, 7),
+        Float64Array.of(2),
+        Float64Array.of(1, 7),
+      ];
+      expect(trace(entry.create(4), sources)).toMatchInlineSnapshot(
+        `"1:1 3:1 0:2 1:2 2:2 0:7 1:7 3:7"`,
+      );
+    });
 
-  test("a tiny merge of three sources", () => {
-    const sources = [Float64Array.of(1, 4, 9), Float64Array.of(), Float64Array.of(2, 3, 10, 11), Float64Array.of(5)];
-    expect(trace(entry.create(4), sources)).toMatchInlineSnapshot(`"0:1 2:2 2:3 0:4 3:5 0:9 2:10 2:11"`);
-  });
+    test("init reuses one instance for a second, smaller merge", () => {
+      const heap = entry.create(6);
+      const first = [0, 1, 2, 3, 4, 5].map((source) =>
+        Float64Array.of(source + 1, source + 7, source + 13),
+      );
+      expect(mergeThrough(heap, first)).toEqual(referenceMerge(first));
+      // Abandon a merge half-way, then start another with fewer sources.
+      heap.init(Float64Array.of(1, 2, 3, 4, 5, 6), 6);
+      heap.advance(100);
+      const second = [Float64Array.of(8, 20), Float64Array.of(), Float64Array.of(1, 30)];
+      expect(trace(heap, second)).toBe("2:1 0:8 0:20 2:30");
+    });
 
-  test("equal keys come out lower source first", () => {
-    const sources = [Float64Array.of(2, 7), Float64Array.of(1, 2, 7), Float64Array.of(2), Float64Array.of(1, 7)];
-    expect(trace(entry.create(4), sources)).toMatchInlineSnapshot(`"1:1 3:1 0:2 1:2 2:2 0:7 1:7 3:7"`);
-  });
+    test("count above capacity is an assertion failure", () => {
+      expect(() => entry.create(2).init(new Float64Array(3), 3)).toThrow(AssertionError);
+    });
 
-  test("init reuses one instance for a second, smaller merge", () => {
-    const heap = entry.create(6);
-    const first = [0, 1, 2, 3, 4, 5].map((source) => Float64Array.of(source + 1, source + 7, source + 13));
-    expect(mergeThrough(heap, first)).toEqual(referenceMerge(first));
-    // Abandon a merge half-way, then start another with fewer sources.
-    heap.init(Float64Array.of(1, 2, 3, 4, 5, 6), 6);
-    heap.advance(100);
-    const second = [Float64Array.of(8, 20), Float64Array.of(), Float64Array.of(1, 30)];
-    expect(trace(heap, second)).toBe("2:1 0:8 0:20 2:30");
-  });
+    test("a key that does not increase is an assertion failure", () => {
+      const heap = entry.create(2);
+      heap.init(Float64Array.of(5, 8), 2);
+      expect(() => heap.advance(5)).toThrow(AssertionError);
+    });
 
-  test("count above capacity is an assertion failure", () => {
-    expect(() => entry.create(2).init(new Float64Array(3), 3)).toThrow(AssertionError);
-  });
+    test("property: disjoint sources merge exactly like the sorted reference", () => {
+      const shared = entry.create(SOURCE_COUNT_MAX);
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 0, max: SOURCE_COUNT_MAX }),
+          pairsArbitrary(keyArbitrary),
+          (sourceCount, pairs) => {
+            const sources = buildSources(sourceCount, pairs, true);
+            const expected = referenceMerge(sources);
+            expect(mergeThrough(entry.create(sourceCount), sources)).toEqual(expected);
+            // The same merge on one long-lived instance exercises init reuse with count < capacity.
+            expect(mergeThrough(shared, sources)).toEqual(expected);
+          },
+        ),
+        properties,
+      );
+    });
 
-  test("a key that does not increase is an assertion failure", () => {
-    const heap = entry.create(2);
-    heap.init(Float64Array.of(5, 8), 2);
-    expect(() => heap.advance(5)).toThrow(AssertionError);
-  });
-
-  test("property: disjoint sources merge exactly like the sorted reference", () => {
-    const shared = entry.create(SOURCE_COUNT_MAX);
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: SOURCE_COUNT_MAX }), pairsArbitrary(keyArbitrary), (sourceCount, pairs) => {
-        const sources = buildSources(sourceCount, pairs, true);
-        const expected = referenceMerge(sources);
-        expect(mergeThrough(entry.create(sourceCount), sources)).toEqual(expected);
-        // The same merge on one long-lived instance exercises init reuse with count < capacity.
-        expect(mergeThrough(shared, sources)).toEqual(expected);
-      }),
-      properties,
-    );
-  });
-
-  test("property: equal keys across sources break ties by lower source", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 40 }), pairsArbitrary(fc.integer({ min: 0, max: 60 })), (sourceCount, pairs) => {
-        const sources = buildSources(sourceCount, pairs, false);
-        expect(mergeThrough(entry.create(sourceCount), sources)).toEqual(referenceMerge(sources));
-      }),
-      properties,
-    );
-  });
-});
+    test("property: equal keys across sources break ties by lower source", () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 0, max: 40 }),
+          pairsArbitrary(fc.integer({ min: 0, max: 60 })),
+          (sourceCount, pairs) => {
+            const sources = buildSources(sourceCount, pairs, false);
+            expect(mergeThrough(entry.create(sourceCount), sources)).toEqual(
+              referenceMerge(sources),
+            );
+          },
+        ),
+        properties,
+      );
+    });
+  },
+);
 
 describe("createMergeHeap", () => {
   test("returns a working heap for every capacity and honours a forced name", () => {
     for (const capacity of [0, 1, 2, 8, 64, 512]) {
-      const sources = buildSources(capacity, Array.from({ length: 200 }, (_, i) => [i * 7, i] as [number, number]), true);
+      const sources = buildSources(
+        capacity,
+        Array.from({ length: 200 }, (_, i) => [i * 7, i] as [number, number]),
+        true,
+      );
       expect(mergeThrough(createMergeHeap(capacity), sources)).toEqual(referenceMerge(sources));
     }
     // The measured default (docs/benchmarks.md); change it together with mod.ts.
-    expect([2, 64, 512].map((capacity) => createMergeHeap(capacity).name)).toEqual(Array(3).fill("keyed_loser_tree"));
+    expect([2, 64, 512].map((capacity) => createMergeHeap(capacity).name)).toEqual(
+      Array(3).fill("keyed_loser_tree"),
+    );
     expect(createMergeHeap(4, { name: "binary_heap" }).name).toBe("binary_heap");
     expect(() => createMergeHeap(4, { name: "no_such_heap" })).toThrow(AssertionError);
   });

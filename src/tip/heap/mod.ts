@@ -27,16 +27,17 @@ export { LoserTree } from "./loser_tree.ts";
 export { QuaternaryHeap } from "./quaternary_heap.ts";
 
 /** Every MergeHeap implementation by name, baseline first. */
-export const MERGE_HEAPS: readonly { readonly name: string; readonly create: MergeHeapFactory }[] = [
-  { name: "boxed_heap", create: (capacity) => new BoxedHeap(capacity) },
-  { name: "binary_heap", create: (capacity) => new BinaryHeap(capacity) },
-  { name: "quaternary_heap", create: (capacity) => new QuaternaryHeap(capacity) },
-  { name: "branchless_heap", create: (capacity) => new BranchlessHeap(capacity) },
-  { name: "loser_tree", create: (capacity) => new LoserTree(capacity) },
-  { name: "keyed_loser_tree", create: (capacity) => new KeyedLoserTree(capacity) },
-  { name: "linear_min", create: (capacity) => new LinearMin(capacity) },
-  { name: "calendar_queue", create: (capacity) => new CalendarQueue(capacity) },
-];
+export const MERGE_HEAPS: readonly { readonly name: string; readonly create: MergeHeapFactory }[] =
+  [
+    { name: "boxed_heap", create: (capacity) => new BoxedHeap(capacity) },
+    { name: "binary_heap", create: (capacity) => new BinaryHeap(capacity) },
+    { name: "quaternary_heap", create: (capacity) => new QuaternaryHeap(capacity) },
+    { name: "branchless_heap", create: (capacity) => new BranchlessHeap(capacity) },
+    { name: "loser_tree", create: (capacity) => new LoserTree(capacity) },
+    { name: "keyed_loser_tree", create: (capacity) => new KeyedLoserTree(capacity) },
+    { name: "linear_min", create: (capacity) => new LinearMin(capacity) },
+    { name: "calendar_queue", create: (capacity) => new CalendarQueue(capacity) },
+  ];
 
 /** How createMergeHeap picks an implementation. */
 export type MergeHeapOptions = {

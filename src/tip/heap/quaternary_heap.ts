@@ -29,7 +29,10 @@ export class QuaternaryHeap implements MergeHeap {
   private size = 0;
 
   constructor(capacity: number) {
-    assert(Number.isInteger(capacity) && capacity >= 0, "quaternary_heap: capacity must be a non-negative integer");
+    assert(
+      Number.isInteger(capacity) && capacity >= 0,
+      "quaternary_heap: capacity must be a non-negative integer",
+    );
     this.capacity = capacity;
     this.keys = new Float64Array(Math.max(capacity, 1));
     this.sources = new Int32Array(Math.max(capacity, 1));
