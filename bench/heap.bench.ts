@@ -84,7 +84,8 @@ export function specialize(body: typeof mergeAll, tag: string): typeof mergeAll 
 /** The checksum mergeAll must return, computed the naive way: concatenate and sort. */
 export function referenceChecksum(sources: readonly Float64Array[]): number {
   const entries: { source: number; key: number }[] = [];
-  sources.forEach((keys, source) => keys.forEach((key) => entries.push({ source, key })));
+  for (const [source, keys] of sources.entries())
+    for (const key of keys) entries.push({ source, key });
   entries.sort((a, b) => a.key - b.key || a.source - b.source);
   let keySum = 0;
   let sourceHash = 0;

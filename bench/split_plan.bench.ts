@@ -85,7 +85,7 @@ function csvOf(names: string[], prng: Prng, exponent: number): string {
     const bytes = Math.floor(4e10 / (ranks[i] + 1) ** exponent) + prng.nextRange(100, 3000);
     lines.push(`${names[i]},${bytes},${Math.max(1, Math.floor(bytes / 200))}`);
   }
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 /** What one planning run produced and took. */

@@ -313,7 +313,7 @@ for (const s of samples.filter((s, i) => s.second % 60 === 0 || i === samples.le
   );
 }
 if (values.samples !== undefined)
-  writeFileSync(values.samples, samples.map((sample) => JSON.stringify(sample)).join("\n") + "\n");
+  writeFileSync(values.samples, `${samples.map((sample) => JSON.stringify(sample)).join("\n")}\n`);
 const peaks = [...steady].sort((a, b) => b.rssMiB - a.rssMiB).slice(0, 5);
 console.log(
   `\nRSS peaks after warm-up: ${peaks.map((p) => `${p.rssMiB.toFixed(0)} MiB at ${p.second} s (${JSON.stringify(p.subscriptions)})`).join("; ")}`,

@@ -156,7 +156,7 @@ test("publishers and subscribers with exact, subtree and overlapping filters: ea
     }
   });
   const cliPub = runAria(["pub", "--url", url, "--json-lines"], {
-    stdin: cliPlan.map((m) => JSON.stringify(m)).join("\n") + "\n",
+    stdin: `${cliPlan.map((m) => JSON.stringify(m)).join("\n")}\n`,
     timeoutMs: 30_000,
   });
   await Promise.all(publishers);
@@ -168,7 +168,7 @@ test("publishers and subscribers with exact, subtree and overlapping filters: ea
   const total = allPlanned.length;
   const unclaimed = Array.from({ length: total }, (_, i) => i + 1).filter((seq) => !bySeq.has(seq));
   expect(unclaimed).toHaveLength(CLI_MESSAGES);
-  unclaimed.forEach((seq, i) => bySeq.set(seq, cliPlan[i]));
+  for (const [i, seq] of unclaimed.entries()) bySeq.set(seq, cliPlan[i]);
   expect(bySeq.size).toBe(total);
   expect(Math.max(...bySeq.keys())).toBe(total);
 

@@ -177,7 +177,7 @@ test("clients outlive a restart on the same port: no reconnect storm, the subscr
     const seqs = await Promise.all(
       payloads.map((payload, i) => publisher.publish(`re/t${i % 3}`, payload)),
     );
-    seqs.forEach((seq, i) => expected.push({ seq, payload: payloads[i] }));
+    for (const [i, seq] of seqs.entries()) expected.push({ seq, payload: payloads[i] });
   };
   await publish(0, 200);
   await waitFor(() => received.length === 200, "the subscriber to get the first 200 messages");

@@ -121,7 +121,7 @@ test("a stalled subscriber: server RSS stays bounded, others are unaffected, it 
         publisher.publish(`stall/t${(first + i) % 5}`, payloadOf(first + i)),
       ),
     );
-    seqs.forEach((seq, i) => (ackedSeqOfIndex[first + i] = seq));
+    for (const [i, seq] of seqs.entries()) ackedSeqOfIndex[first + i] = seq;
     await beat;
   };
 

@@ -7,7 +7,7 @@
  * tests leave the tracked tree alone.
  */
 import { afterAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ARIA_VERSION } from "../src/cli/mod.ts";
 import { SYSTEM_REQUIREMENTS } from "../scripts/test_setup.ts";
@@ -186,4 +186,31 @@ test("the test set-up plans apt-get for exactly what is missing, once each packa
     ["apt-get", "update", "-qq"],
     ["apt-get", "install", "-y", "-qq", "pkg-b"],
   ]);
+});
+
+test("npm test fails on unformatted or lint-failing code: biome ci runs first, with the project's configuration", () => {
+  expect(PACKAGE.scripts.test).toContain(" && biome ci . && ");
+  const dir = makeTempDir("aria-biome-");
+  const biome = join(ROOT, "node_modules", ".bin", "biome");
+  const config = join(ROOT, "biome.jsonc");
+  const check = (name: string, source: string) => {
+    writeFileSync(join(dir, name), source);
+    return Bun.spawnSync([biome, "ci", "--config-path", config, "--vcs-enabled=false", name], {
+      cwd: dir,
+    }).exitCode;
+  };
+  expect(check("tidy.ts", 'export const tidy = "yes";\n')).toBe(0);
+  expect(check("untidy.ts", "export const untidy   =  'no'\n")).not.toBe(0);
+  expect(
+    check(
+      "long.ts",
+      `export const long = [${Array.from({ length: 30 }, (_, i) => `"item${i}"`).join(", ")}];\n`,
+    ),
+  ).not.toBe(0);
+  expect(
+    check(
+      "lint.ts",
+      "export function f(items: number[]): void {\n  items.forEach((item) => console.log(item));\n  let x;\n  x = 1;\n  console.log(x);\n}\n",
+    ),
+  ).not.toBe(0);
 });

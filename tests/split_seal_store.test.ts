@@ -66,7 +66,7 @@ test("publishes during a seal: it ends, closes what came before it, and nothing 
       await store.commit();
     }
   })();
-  let sealed;
+  let sealed: Awaited<ReturnType<typeof store.seal>>;
   try {
     sealed = await store.seal();
   } finally {

@@ -84,9 +84,9 @@ class StoreSubject implements Subject {
     for (;;) {
       const batch = await reader.nextBatch();
       if (!borrow && previous !== null) {
-        previous.batch.forEach((message, i) =>
-          expect([...message.payload]).toEqual(previous?.copy[i].payload as number[]),
-        );
+        for (const [i, message] of previous.batch.entries()) {
+          expect([...message.payload]).toEqual(previous?.copy[i].payload as number[]);
+        }
       }
       if (batch.length === 0) return out;
       const copy = batch.map(plain);

@@ -115,6 +115,7 @@ function fakeServer(
 
 async function json(
   response: Response | Promise<Response>,
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read JSON bodies of many shapes
 ): Promise<{ status: number; body: any }> {
   const awaited = await response;
   return { status: awaited.status, body: await awaited.json() };

@@ -25,10 +25,10 @@ export function markdownTable(columns: readonly Column[], rows: readonly Row[]):
     numeric[i] ? text.padStart(widths[i]) : text.padEnd(widths[i]);
   const lines = [
     `| ${columns.map((column, i) => pad(column.header, i)).join(" | ")} |`,
-    `| ${widths.map((width, i) => (numeric[i] ? "-".repeat(width - 1) + ":" : "-".repeat(width))).join(" | ")} |`,
+    `| ${widths.map((width, i) => (numeric[i] ? `${"-".repeat(width - 1)}:` : "-".repeat(width))).join(" | ")} |`,
     ...cells.map((line) => `| ${line.map(pad).join(" | ")} |`),
   ];
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 function cell(value: Row[string] | undefined, column: Column): string {

@@ -180,7 +180,7 @@ function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string
   for (const result of results) {
     parts.push(`## ${result.title}\n\n${markdownTable(result.columns, result.rows)}`);
     if (result.notes.length > 0)
-      parts.push(result.notes.map((note) => `- ${note}`).join("\n") + "\n");
+      parts.push(`${result.notes.map((note) => `- ${note}`).join("\n")}\n`);
   }
   const targets = results.flatMap((result) => result.targets);
   if (targets.length > 0) {

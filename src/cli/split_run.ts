@@ -296,7 +296,7 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
     io.err(`aria split stats: ${owner}\n`);
     return EXIT_FAILURE;
   }
-  let rows;
+  let rows: Awaited<ReturnType<typeof measureVolumes>>["rows"];
   let open: OpenData | null;
   try {
     const layouts = await owner.host.layout();

@@ -194,7 +194,7 @@ export async function subCommand(
     // them have gathered, which left a quiet live subscription printing nothing).
     batches: for await (const batch of limit > 0 ? subscription.batches() : []) {
       for (const message of batch) {
-        if (format === "json") pending += messageJson(message) + "\n";
+        if (format === "json") pending += `${messageJson(message)}\n`;
         else parts.push(message.payload, newline);
         printed++;
         if (printed >= limit) break batches;

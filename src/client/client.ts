@@ -554,8 +554,12 @@ export class AriaClient {
       (requestId, start, end) => {
         const batch = queued.slice(start, end);
         this.pending.set(requestId, {
-          resolve: (result) => batch.forEach((m, i) => m.resolve(result.firstSeq + i)),
-          reject: (error) => batch.forEach((m) => m.reject(error)),
+          resolve: (result) => {
+            for (const [i, m] of batch.entries()) m.resolve(result.firstSeq + i);
+          },
+          reject: (error) => {
+            for (const m of batch) m.reject(error);
+          },
         });
       },
     );

@@ -454,7 +454,7 @@ export class FrameParser {
     const value = readU64(this.view, this.at);
     if (value < 0) this.malformed(`${name} at byte ${this.at - this.frameStart} exceeds 2^53 - 1`);
     this.at += 8;
-    return value < 0 ? 0 : value;
+    return Math.max(0, value);
   }
 
   private malformed(reason: string): null {

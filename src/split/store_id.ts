@@ -26,7 +26,7 @@ export function storeIdOf(prefix: string, exact: boolean): string {
     const code = prefix.charCodeAt(i);
     if (code === 0x2f) id += "+";
     else if (isSafe(code) && !(i === 0 && code === 0x2e)) id += prefix[i];
-    else id += "%" + code.toString(16).toUpperCase().padStart(2, "0");
+    else id += `%${code.toString(16).toUpperCase().padStart(2, "0")}`;
   }
   if (exact) id += "=";
   if (id.length <= SPLIT_STORE_ID_BYTES_MAX) return id;

@@ -1453,7 +1453,7 @@ export class StoreReader {
         into = borrowed[out.length];
       }
       let message: StoredMessage;
-      if (runs !== null && runs.pending(source)) {
+      if (runs?.pending(source)) {
         // A record decoded ahead: the cursor's objects are not touched until its run ends.
         message = runs.take(source, into);
         bytes += runs.lastBytes;
@@ -1463,7 +1463,7 @@ export class StoreReader {
         bytes += (message.length ?? message.payload.length) + message.topic.length;
       }
       out.push(message);
-      if (runs !== null && runs.pending(source)) {
+      if (runs?.pending(source)) {
         keys[source] = runs.headSeq(source);
         heap.advance(keys[source]);
         continue;

@@ -12,7 +12,7 @@ function records(seqs: number[]): Uint8Array {
   const bytes = new Uint8Array(each * seqs.length);
   const view = new DataView(bytes.buffer);
   const sources = new ViewCache();
-  seqs.forEach((seq, i) =>
+  for (const [i, seq] of seqs.entries()) {
     encodeRecord(
       bytes,
       view,
@@ -25,8 +25,8 @@ function records(seqs: number[]): Uint8Array {
       0,
       payload.length,
       crc32,
-    ),
-  );
+    );
+  }
   return bytes;
 }
 

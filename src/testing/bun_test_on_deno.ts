@@ -222,7 +222,7 @@ function matchers(actual: unknown, negated: boolean): Matchers {
     toEndWith: (suffix) =>
       check(typeof actual === "string" && actual.endsWith(suffix), `toEndWith(${show(suffix)})`),
     toThrow: (expected) => {
-      let thrown: unknown = undefined;
+      let thrown: unknown;
       let threw = false;
       try {
         (actual as () => unknown)();

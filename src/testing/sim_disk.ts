@@ -130,7 +130,7 @@ export class SimDisk implements Disk {
   async list(dir: string, life?: number): Promise<string[]> {
     await tick();
     this.checkLife(life, dir);
-    const prefix = dir === "" ? "" : dir + "/";
+    const prefix = dir === "" ? "" : `${dir}/`;
     const out: string[] = [];
     for (const path of this.names.keys()) {
       if (path.startsWith(prefix) && !path.slice(prefix.length).includes("/"))

@@ -39,7 +39,7 @@ export function makeTopicTree(prng: Prng): TopicTree {
   }
   const cumulative: number[] = [];
   let total = 0;
-  for (let i = 0; i < list.length; i++) cumulative.push((total += 1 / Math.pow(i + 1, 1.3)));
+  for (let i = 0; i < list.length; i++) cumulative.push((total += 1 / (i + 1) ** 1.3));
   return { topics: list, prefixes: [...prefixes].sort(), cumulative };
 }
 

@@ -34,7 +34,7 @@ describe("validateTopic", () => {
     expect(
       names.map(
         (name) =>
-          `${name.length > 20 ? name.slice(0, 8) + "…" : name} → ${validateTopic(name) ?? "valid"}`,
+          `${name.length > 20 ? `${name.slice(0, 8)}…` : name} → ${validateTopic(name) ?? "valid"}`,
       ),
     ).toMatchInlineSnapshot(`
         [
@@ -216,7 +216,7 @@ const segment = fc.constantFrom("a", "b", "c", "dd");
 const topicArb = fc.array(segment, { minLength: 1, maxLength: 4 }).map((s) => s.join("/"));
 const entryArb = fc.oneof(
   topicArb,
-  topicArb.map((t) => t + "/**"),
+  topicArb.map((t) => `${t}/**`),
   fc.constant("**"),
 );
 

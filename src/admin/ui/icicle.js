@@ -63,7 +63,7 @@ export function buildTree(table) {
     tree.children.push([]);
     tree.topic.push(topic);
     tree.self.push(self);
-    tree.lo.push(topic >= 0 ? topic : 0);
+    tree.lo.push(Math.max(topic, 0));
     tree.hi.push(0);
     childByName.push(new Map());
     tree.children[parent].push(index);

@@ -287,10 +287,10 @@ function metric(name, label, value, detail, mark) {
   );
 }
 
-function storeList(view, plan) {
+function storeList(_view, plan) {
   const list = el("ul", { class: "stores" });
   const order = plan.json.stores
-    .map((store, index) => index)
+    .map((_store, index) => index)
     .sort((a, b) => plan.json.stores[b].bytes - plan.json.stores[a].bytes);
   for (const index of order.slice(0, STORES_LISTED)) {
     const store = plan.json.stores[index];

@@ -21,7 +21,8 @@ type Merged = { sources: number[]; keys: number[] };
 /** Drives a full merge of `sources` through `heap`, recording the (source, key) sequence. */
 function mergeThrough(heap: MergeHeap, sources: readonly Float64Array[]): Merged {
   const firstKeys = new Float64Array(sources.length);
-  sources.forEach((keys, source) => (firstKeys[source] = keys.length > 0 ? keys[0] : Infinity));
+  for (const [source, keys] of sources.entries())
+    firstKeys[source] = keys.length > 0 ? keys[0] : Infinity;
   heap.init(firstKeys, sources.length);
   const positions = new Int32Array(sources.length);
   const merged: Merged = { sources: [], keys: [] };
@@ -41,7 +42,7 @@ function mergeThrough(heap: MergeHeap, sources: readonly Float64Array[]): Merged
 /** The naive reference: every (source, key) pair, sorted by key, ties by lower source. */
 function referenceMerge(sources: readonly Float64Array[]): Merged {
   const pairs: [number, number][] = [];
-  sources.forEach((keys, source) => keys.forEach((key) => pairs.push([source, key])));
+  for (const [source, keys] of sources.entries()) for (const key of keys) pairs.push([source, key]);
   pairs.sort((a, b) => (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : a[0] - b[0]));
   return { sources: pairs.map((pair) => pair[0]), keys: pairs.map((pair) => pair[1]) };
 }

@@ -99,7 +99,7 @@ export class QuaternaryHeap implements MergeHeap {
     for (;;) {
       const first = 4 * index + 1;
       if (first >= size) break;
-      const end = first + 4 < size ? first + 4 : size;
+      const end = Math.min(first + 4, size);
       let child = first;
       let childKey = keys[first];
       let childSource = sources[first];
