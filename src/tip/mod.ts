@@ -1,6 +1,12 @@
 /** tip: the ring buffer, block pool, partition indexes, merge heaps and tip readers. */
 export { Tip, type TipOptions, type TipRead, type TipStats } from "./tip.ts";
-export { Ring, SEQ_CHECKPOINT_EVERY } from "./ring.ts";
+export {
+  type DataMessageWriter,
+  type RecordSink,
+  Ring,
+  SEQ_CHECKPOINT_EVERY,
+  type TipRecords,
+} from "./ring.ts";
 export { BlockPool, BLOCK_NONE } from "./block_pool.ts";
 export { PartitionIndexes } from "./partition_index.ts";
 export { IndexedCursor, LinearCursor, type ReadStrategy, type TipCursor } from "./tip_reader.ts";

@@ -16,6 +16,10 @@
  * Every SEQ_CHECKPOINT_EVERY-th seq records its offset in a small table, so a reader finds the
  * record of any seq after skipping fewer than SEQ_CHECKPOINT_EVERY headers.
  *
+ * Readers outside the tip see the ring as TipRecords: positions (offsets they only pass back),
+ * topic ids and sizes, and deliverAt/writeAt, which hand a record's seq, time and payload range
+ * to a frame writer. The layout above stays in this file.
+ *
  * Invariants: count === nextSeq - firstSeq; bytesUsed <= capacityBytes; tail is the offset of
  * record firstSeq when count > 0. Pure: it owns memory only.
  */
@@ -41,8 +45,61 @@ export const SEQ_CHECKPOINT_EVERY = 64;
 /** Called with the topic id of each record as it leaves the ring (oldest first). */
 export type EvictHook = (topicId: number) => void;
 
+/** Where deliverAt puts a record: a session's DATA frames (the broker's Session fits). */
+export interface RecordSink {
+  /** Appends one message of `subscriptionId`, its payload source[start, start + length). */
+  addData(
+    subscriptionId: number,
+    seq: number,
+    timeUs: number,
+    topic: Uint8Array,
+    source: Uint8Array,
+    start: number,
+    length: number,
+  ): void;
+}
+
+/** Where writeAt puts a record: the open DATA frame of a writer (protocol's FrameWriter fits). */
+export interface DataMessageWriter {
+  /** Appends one message, its payload source[start, start + length). */
+  addDataMessage(
+    seq: number,
+    timeUs: number,
+    topic: Uint8Array,
+    source: Uint8Array,
+    start: number,
+    length: number,
+  ): void;
+}
+
+/**
+ * The records the tip holds, as delivery reads them: a position is a record's offset, to be
+ * passed back and never computed with; payloads go to frames as ranges of the ring (zero-copy,
+ * nothing allocated per record), so no reader needs the record layout.
+ */
+export interface TipRecords {
+  /** Records held. */
+  readonly count: number;
+  /** Oldest seq held (equals nextSeq when empty). */
+  readonly firstSeq: number;
+  /** The seq the next append gets. */
+  readonly nextSeq: number;
+  /** Position of the record with seq `seq`, which must be held. */
+  offsetOfSeq(seq: number): number;
+  /** Position of the record after the one at `at`. */
+  after(at: number): number;
+  /** Topic id of the record at `at`. */
+  topicAt(at: number): number;
+  /** Payload bytes of the record at `at`. */
+  payloadLengthAt(at: number): number;
+  /** Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8). */
+  deliverAt(at: number, sink: RecordSink, subscriptionId: number, topic: Uint8Array): void;
+  /** Writes the record at `at` into `writer`'s open DATA frame under `topic` (UTF-8). */
+  writeAt(at: number, writer: DataMessageWriter, topic: Uint8Array): void;
+}
+
 /** The record ring buffer of the tip. */
-export class Ring {
+export class Ring implements TipRecords {
   readonly capacityBytes: number;
   readonly bytes: Uint8Array;
   readonly u32: Uint32Array;
@@ -222,6 +279,37 @@ export class Ring {
   /** Payload bytes of the record at `at`. */
   payloadLengthAt(at: number): number {
     return this.u32[at >> 2] - RECORD_HEADER_BYTES;
+  }
+
+  /** Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8). */
+  deliverAt(at: number, sink: RecordSink, subscriptionId: number, topic: Uint8Array): void {
+    sink.addData(
+      subscriptionId,
+      this.f64[(at >> 3) + SEQ_F64],
+      this.f64[(at >> 3) + TIME_F64],
+      topic,
+      this.bytes,
+      at + RECORD_HEADER_BYTES,
+      this.u32[at >> 2] - RECORD_HEADER_BYTES,
+    );
+  }
+
+  /** Writes the record at `at` into `writer`'s open DATA frame under `topic` (UTF-8). */
+  writeAt(at: number, writer: DataMessageWriter, topic: Uint8Array): void {
+    writer.addDataMessage(
+      this.f64[(at >> 3) + SEQ_F64],
+      this.f64[(at >> 3) + TIME_F64],
+      topic,
+      this.bytes,
+      at + RECORD_HEADER_BYTES,
+      this.u32[at >> 2] - RECORD_HEADER_BYTES,
+    );
+  }
+
+  /** Publish time (µs) of the oldest record held (the ring must not be empty). */
+  oldestTimeUs(): number {
+    assert(this.count > 0, "Ring.oldestTimeUs: ring is not empty");
+    return this.timeAt(this.tail);
   }
 
   /** The payload of the record at `at`, as a zero-copy view (valid until it is evicted). */

@@ -13,6 +13,10 @@
  *
  * read(matcher, fromSeq) picks a strategy (see ReadPlanner) unless one is forced, or answers
  * "too old" with the first seq still held when fromSeq is older than the ring.
+ *
+ * Delivery (the broker's live fan-out and catch-up) reads `records`: the ring seen through
+ * TipRecords — positions, topic ids, sizes, and records handed to frame writers as ranges of the
+ * ring — so the record layout never leaves src/tip.
  */
 import { POOL_BLOCKS_DEFAULT, RECORD_ALIGN_BYTES, TIP_BYTES_DEFAULT } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
@@ -22,7 +26,7 @@ import { BlockPool } from "./block_pool.ts";
 import { createMergeHeap } from "./heap/mod.ts";
 import { PartitionIndexes } from "./partition_index.ts";
 import { planRead, type ReadChoice } from "./read_planner.ts";
-import { Ring } from "./ring.ts";
+import { Ring, type TipRecords } from "./ring.ts";
 import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_reader.ts";
 
 /** Sizes of a tip; tests shrink them to reach wrap-around and pool exhaustion quickly. */
@@ -92,6 +96,25 @@ export class Tip {
     if (at < 0) return;
     const pushed = this.indexes.push(partition, at / RECORD_ALIGN_BYTES, seq);
     assert(pushed, "Tip.append: a block was free for the index entry");
+  }
+
+  /** The records held, as delivery reads them (the ring through its TipRecords face). */
+  get records(): TipRecords {
+    return this.ring;
+  }
+
+  /** Positions an empty tip so its next append is `seq` (a server starting on a non-empty store). */
+  startAt(seq: number): void {
+    this.ring.startAt(seq);
+  }
+
+  /**
+   * True when the oldest record held was published before `timeUs`: every seq published at or
+   * after it is then held. Strictly before, because evicted seqs may share the oldest held time
+   * (a PUBLISH batch's messages all do), and those are on disk only.
+   */
+  holdsFromTime(timeUs: number): boolean {
+    return this.ring.count > 0 && this.ring.oldestTimeUs() < timeUs;
   }
 
   /**
