@@ -221,6 +221,31 @@ assert(CLIENT_NAME_BYTES_MAX <= 255, "client name length fits a u8 field");
 assert(SUBSCRIPTIONS_PER_CONNECTION_MAX <= 2 ** 32 - 1, "limits fit WELCOME's u32 fields");
 assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 field");
 
+// ---- Broker --------------------------------------------------------------------------------
+
+/**
+ * Bytes of messages one subscription may write in one catch-up slice before the others get a
+ * turn: a reader far behind cannot starve the rest, and a slice still fills several DATA frames.
+ */
+export const CATCH_UP_SLICE_BYTES = 256 * 1024;
+/**
+ * Stalled disk-phase subscriptions that keep their reader and the rest of its batch, so a slow
+ * client resumes where it stopped instead of re-reading (and re-checking) every partition's
+ * chunk from disk. Past this many, a stall drops its reader: memory stays bounded however many
+ * subscribers stall.
+ */
+export const STALLED_DISK_READERS_KEPT_MAX = 64;
+/**
+ * How often a server runs segment aging and retention (ms): far finer than their limits need
+ * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
+ */
+export const MAINTENANCE_INTERVAL_MS = 1000;
+
+assert(
+  CATCH_UP_SLICE_BYTES <= CONNECTION_BUFFERED_BYTES_MAX,
+  "a catch-up slice fits a session's send buffer",
+);
+
 // ---- Split ----------------------------------------------------------------------------------
 
 /** Bytes of a volume table file (`split plan --volumes`): ~250 bytes a row for SPLIT_TOPICS_MAX rows. */

@@ -13,6 +13,8 @@
  * k = i mod 100, so the subtree `bench/p0/**` is exactly 1% of the stream, spread evenly through it.
  */
 import type { AriaClient, ClientSubscription, MessageBatch } from "../client/mod.ts";
+// The ring record header sizes the streams that fill a ring.
+import { RECORD_HEADER_BYTES as RING_RECORD_HEADER_BYTES } from "../constants.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { SLOW_SHARE, WINDOW_MS, spinWindows, steadiness } from "./cpu_steadiness.ts";
 import { PATH_BATCH, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
@@ -40,8 +42,6 @@ export const SCENARIOS = [
 /** One scenario name. */
 export type ScenarioName = (typeof SCENARIOS)[number];
 
-/** Ring record header bytes (src/tip/ring.ts): sizes the streams that fill a ring. */
-const RING_RECORD_HEADER_BYTES = 24;
 /** Partitions of the recovery streams: one of them is the 1% subtree. */
 const STREAM_PARTITIONS = 100;
 /** Topics per partition in the recovery streams. */

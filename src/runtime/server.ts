@@ -9,7 +9,7 @@
 import { mkdir } from "node:fs/promises";
 import { createAdminApp, type LastSplit } from "../admin/mod.ts";
 import { Broker } from "../broker/broker.ts";
-import { ADMIN_HOST_DEFAULT, RECORD_HEADER_BYTES } from "../constants.ts";
+import { ADMIN_HOST_DEFAULT, MAINTENANCE_INTERVAL_MS, RECORD_HEADER_BYTES } from "../constants.ts";
 import {
   Store,
   StoreError,
@@ -25,9 +25,6 @@ import type { HttpServer, TcpListener } from "./runtime.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { acquireLock, type HeldLock } from "./data_dir_lock.ts";
-
-/** How often segment aging and retention run. */
-const MAINTENANCE_INTERVAL_MS = 1000;
 
 /** Options of `aria serve`. */
 export interface ServerOptions {
