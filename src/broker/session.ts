@@ -9,28 +9,16 @@
  *   events ─▶ writer (frames of this event) ─flush─▶ connection.write ─▶ kernel
  *                                              └─ rest ─▶ queue ─drain─▶ connection.write
  *
+ * A session holds its subscriptions by id but does not look into them (`Cursor` is the broker's
+ * Subscription): it knows frames and bytes, not cursors.
+ *
  * Invariants: queuedBytes === sum of queue chunk lengths; bytes reach the connection in the order
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
  */
 import { CONNECTION_BUFFERED_BYTES_MAX } from "../constants.ts";
 import { FrameDecoder, FrameWriter, type TopicCache } from "../protocol/mod.ts";
+import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
-import type { SharedData } from "./shared_data.ts";
-import type { Subscription } from "./subscription.ts";
-
-/** A DATA frame is closed once it holds this many bytes, so delivery is not held back by batching. */
-export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
-/** True when a message of these sizes starts a new DATA frame after the open one in `writer`. */
-export function dataFrameFull(
-  writer: FrameWriter,
-  topicBytes: number,
-  payloadBytes: number,
-): boolean {
-  return (
-    writer.frameBytes >= DATA_FRAME_BYTES_TARGET ||
-    !writer.dataMessageFits(topicBytes, payloadBytes)
-  );
-}
 
 /** Bytes of one send-queue chunk. */
 export const QUEUE_CHUNK_BYTES = 256 * 1024;
@@ -51,11 +39,11 @@ export class QueueChunkPool {
 
 type QueueChunk = { bytes: Uint8Array; start: number; end: number };
 
-/** One connected client. */
-export class Session {
+/** One connected client; `Cursor` is what it holds per subscription id. */
+export class Session<Cursor = unknown> {
   readonly decoder: FrameDecoder;
   readonly writer = new FrameWriter({ capacityBytes: 64 * 1024 });
-  readonly subscriptions = new Map<number, Subscription>();
+  readonly subscriptions = new Map<number, Cursor>();
   handshaken = false;
   closing = false;
   /** When the connection opened (µs, the broker's clock): a HELLO must come within HANDSHAKE_TIMEOUT_US. */
@@ -133,7 +121,7 @@ export class Session {
    * the session below its limit (so a shared frame never takes it further past the limit than
    * one message would); returns how many it copied.
    */
-  addSharedFrames(subscriptionId: number, shared: SharedData): number {
+  addSharedFrames(subscriptionId: number, shared: SharedFrames): number {
     this.endData();
     for (let i = 0; i < shared.frameCount; i++) {
       const frame = shared.frame(i);

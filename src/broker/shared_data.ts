@@ -4,10 +4,10 @@
  * once per filter and copies whole frames into each subscriber's session (a copy of a few
  * frames, and the subscription id patched), instead of every session encoding every message.
  *
- *   ring [seq .. to) ──encode(matcher)──▶ frames 0..n-1 (subscription id 0)
- *                                             │ copyDataFrame(frame, id) per member
- *                                             ▼
- *                                      session A, session B, …
+ *   tip records [seq .. to) ──encode(matcher)──▶ frames 0..n-1 (subscription id 0)
+ *                                                     │ copyDataFrame(frame, id) per member
+ *                                                     ▼
+ *                                              session A, session B, …
  *
  * A round encodes at most about SHARED_ROUND_BYTES of frames; the caller runs rounds until the
  * range is done. Frames split where a session's own writer splits them (`dataFrameFull`), so a
@@ -16,17 +16,16 @@
  * Invariants after encode(): the frames hold, in seq order, every message of [startSeq, endSeq)
  * that matches, and nothing else; firstSeq(i) < firstSeq(i + 1). Pure: it owns memory only.
  */
-import { RECORD_HEADER_BYTES } from "../constants.ts";
 import { FrameWriter } from "../protocol/mod.ts";
-import type { Ring } from "../tip/mod.ts";
+import type { TipRecords } from "../tip/mod.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
-import { dataFrameFull } from "./session.ts";
+import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 
 /** Frame bytes one round encodes at most (plus one frame): bounds the scratch buffer. */
 export const SHARED_ROUND_BYTES = 1024 * 1024;
 
 /** One round of shared DATA frames. */
-export class SharedData {
+export class SharedData implements SharedFrames {
   private readonly writer = new FrameWriter({ capacityBytes: 2 * SHARED_ROUND_BYTES });
   private frameEnds: number[] = [];
   private firstSeqs: number[] = [];
@@ -58,11 +57,11 @@ export class SharedData {
   }
 
   /**
-   * Encodes the messages matching `matcher` among seqs [seq, to) of `ring` (`at` is the ring
-   * offset of `seq`), stopping at a frame boundary once SHARED_ROUND_BYTES are written.
+   * Encodes the messages matching `matcher` among seqs [seq, to) of `records` (`at` is the
+   * position of `seq`), stopping at a frame boundary once SHARED_ROUND_BYTES are written.
    */
   encode(
-    ring: Ring,
+    records: TipRecords,
     from: { seq: number; at: number },
     to: number,
     options: { matcher: FilterMatcher; topicUtf8: (topicId: number) => Uint8Array },
@@ -76,10 +75,10 @@ export class SharedData {
     let seq = from.seq;
     let open = false;
     for (; seq < to; seq++) {
-      const topicId = ring.topicAt(at);
+      const topicId = records.topicAt(at);
       if (options.matcher.matches(topicId)) {
         const topic = options.topicUtf8(topicId);
-        const payloadBytes = ring.payloadLengthAt(at);
+        const payloadBytes = records.payloadLengthAt(at);
         if (open && dataFrameFull(writer, topic.length, payloadBytes)) {
           this.close();
           open = false;
@@ -90,16 +89,9 @@ export class SharedData {
           this.firstSeqs.push(seq);
           open = true;
         }
-        writer.addDataMessage(
-          seq,
-          ring.timeAt(at),
-          topic,
-          ring.bytes,
-          at + RECORD_HEADER_BYTES,
-          payloadBytes,
-        );
+        records.writeAt(at, writer, topic);
       }
-      if (seq + 1 < to) at = ring.after(at);
+      if (seq + 1 < to) at = records.after(at);
     }
     if (open) this.close();
     this.endSeq = seq;

@@ -38,6 +38,9 @@ export interface DiskReader {
   nextBatch(): Promise<StoredMessageLike[]>;
 }
 
+/** A session of the broker: its subscriptions are Subscriptions. */
+export type SubscriberSession = Session<Subscription>;
+
 /** One subscription's cursor state. */
 export class Subscription {
   phase: Phase = Phase.Resolving;
@@ -55,7 +58,7 @@ export class Subscription {
   startedUs = 0;
 
   constructor(
-    readonly session: Session,
+    readonly session: SubscriberSession,
     readonly id: number,
     readonly filter: Filter,
     readonly matcher: FilterMatcher,

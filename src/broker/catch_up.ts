@@ -1,0 +1,376 @@
+/**
+ * Catch-up: the stage that moves each subscription's cursor from where it started to the visible
+ * end, one cursor per subscription (its `nextSeq` carries it across every handoff):
+ *
+ *   start ─▶ time? ─(tip holds it)─▶ seq ─┐      (else one disk read finds the seq: RESOLVING)
+ *                                         ▼
+ *            DISK (store reader, batches) ─▶ TIP (tip cursor to visibleSeq) ─▶ LIVE
+ *              ▲                               │ ▲                               │
+ *              └──── the ring moved past ──────┘ └── drained ── STALLED ◀── backed up
+ *
+ * It owns the phases' sets (catching up, live) and the pump that gives each catching-up cursor a
+ * bounded slice per round (CATCH_UP_SLICE_BYTES), so one reader far behind cannot starve the
+ * rest. A stalled disk cursor keeps its reader and the rest of its batch while there are few
+ * (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes without re-reading.
+ *
+ * Not here: pushing new seqs to LIVE cursors (live_fanout.ts), flushing and closing sessions
+ * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
+ */
+import { CATCH_UP_SLICE_BYTES, STALLED_DISK_READERS_KEPT_MAX } from "../constants.ts";
+import { encodeCaughtUp, encodeSubscribed, type SubscribeFrame } from "../protocol/mod.ts";
+import { assert } from "../stdx/assert.ts";
+import { Histogram } from "../stdx/histogram.ts";
+import type { Tip, TipRecords } from "../tip/mod.ts";
+import { Filter } from "../topic/filter.ts";
+import type { Delivery } from "./delivery.ts";
+import type { BrokerStore, Clock, Scheduler, StoredMessageLike } from "./ports.ts";
+import { Phase, type SubscriberSession, type Subscription } from "./subscription.ts";
+
+/** Bounds (seconds) of the recovery-duration histograms. */
+export const RECOVERY_SECONDS_BOUNDS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60];
+/** Bytes a tip slice counts per message beside its payload (its DATA message head and topic). */
+const SLICE_MESSAGE_OVERHEAD_BYTES = 64;
+
+/** The visible end: seqs below it are durable and may be delivered (the sequencer's). */
+export interface VisibleEnd {
+  readonly visibleSeq: number;
+}
+
+/** What catch-up asks of the session lifecycle (dispatch.ts). */
+export interface SessionOutcomes {
+  /** Flushes a session's frames; stops or resumes its cursors; closes it when asked. */
+  settle(session: SubscriberSession): void;
+  /** After an event: starts a commit if one is due, then settles the session. */
+  afterEvent(session: SubscriberSession): void;
+  /** Reading a subscription from storage failed: drop it and tell its client. */
+  subscriptionFailed(subscription: Subscription, error: unknown): void;
+}
+
+/** What catch-up is built from. */
+export interface CatchUpOptions {
+  tip: Tip;
+  store: BrokerStore;
+  clock: Clock;
+  scheduler: Scheduler;
+  delivery: Delivery;
+  visible: VisibleEnd;
+  sessions: SessionOutcomes;
+  /** Bytes one subscription may write per catch-up slice (tests shrink it). */
+  sliceBytes?: number;
+}
+
+/** Moves every subscription's cursor from its start to LIVE, and back when it falls behind. */
+export class CatchUp {
+  /** Subscriptions at the visible end: live fan-out pushes to them. */
+  readonly live = new Set<Subscription>();
+  /** How long subscriptions took from SUBSCRIBED to CAUGHT_UP, by where they started. */
+  readonly recoverySeconds = {
+    tip: new Histogram(RECOVERY_SECONDS_BOUNDS),
+    disk: new Histogram(RECOVERY_SECONDS_BOUNDS),
+  };
+  /** Subscriptions that started behind, by where from. */
+  readonly recoveries = { disk: 0, tip: 0 };
+  private readonly catchingUp = new Set<Subscription>();
+  /** Stalled subscriptions holding a disk reader (at most STALLED_DISK_READERS_KEPT_MAX). */
+  private readonly stalledReaders = new Set<Subscription>();
+  private pumpScheduled = false;
+  private readonly tip: Tip;
+  private readonly records: TipRecords;
+  private readonly store: BrokerStore;
+  private readonly clock: Clock;
+  private readonly scheduler: Scheduler;
+  private readonly delivery: Delivery;
+  private readonly visible: VisibleEnd;
+  private readonly sessions: SessionOutcomes;
+  private readonly sliceBytes: number;
+
+  constructor(options: CatchUpOptions) {
+    this.tip = options.tip;
+    this.records = options.tip.records;
+    this.store = options.store;
+    this.clock = options.clock;
+    this.scheduler = options.scheduler;
+    this.delivery = options.delivery;
+    this.visible = options.visible;
+    this.sessions = options.sessions;
+    this.sliceBytes = options.sliceBytes ?? CATCH_UP_SLICE_BYTES;
+  }
+
+  /** Starts a new subscription's cursor where its SUBSCRIBE says. */
+  start(subscription: Subscription, start: SubscribeFrame["start"]): void {
+    if (start.kind === "time") {
+      this.resolveTime(subscription, start.timeUs);
+      return;
+    }
+    const visibleSeq = this.visible.visibleSeq;
+    const from = start.kind === "live" ? visibleSeq : start.kind === "earliest" ? 1 : start.seq;
+    this.begin(subscription, from);
+  }
+
+  /** Starts a subscription's cursor at `fromSeq`: SUBSCRIBED, then the phase that holds it. */
+  private begin(subscription: Subscription, fromSeq: number): void {
+    const session = subscription.session;
+    const visibleSeq = this.visible.visibleSeq;
+    subscription.nextSeq = Math.max(1, fromSeq);
+    session.endData();
+    const records = this.records;
+    const oldest = records.count > 0 ? Math.min(records.firstSeq, visibleSeq) : visibleSeq;
+    encodeSubscribed(session.writer, {
+      subscriptionId: subscription.id,
+      firstSeq: subscription.nextSeq,
+    });
+    subscription.startedUs = this.clock.nowUs();
+    if (subscription.nextSeq >= visibleSeq) {
+      this.goLive(subscription);
+    } else if (subscription.nextSeq >= oldest) {
+      this.recoveries.tip++;
+      subscription.recovery = "tip";
+      this.toTip(subscription);
+    } else {
+      this.recoveries.disk++;
+      subscription.recovery = "disk";
+      this.toDisk(subscription);
+    }
+  }
+
+  /** A time start: the tip answers when it reaches back far enough, else one disk read finds the seq. */
+  private resolveTime(subscription: Subscription, timeUs: number): void {
+    if (this.tip.holdsFromTime(timeUs)) {
+      this.begin(subscription, Math.min(this.tip.seqAtTime(timeUs), this.visible.visibleSeq));
+      return;
+    }
+    subscription.phase = Phase.Resolving;
+    const committed = this.store.committedSeq;
+    this.store
+      .read(Filter.of("**"), { timeUs })
+      .nextBatch()
+      .then(
+        (batch) => {
+          if (subscription.phase === Phase.Closed) return;
+          this.begin(subscription, batch.length > 0 ? batch[0].seq : committed + 1);
+          this.sessions.afterEvent(subscription.session);
+        },
+        (error) => this.sessions.subscriptionFailed(subscription, error),
+      );
+  }
+
+  private goLive(subscription: Subscription): void {
+    this.catchingUp.delete(subscription);
+    subscription.phase = Phase.Live;
+    this.dropDiskReader(subscription);
+    this.live.add(subscription);
+    if (!subscription.caughtUpSent) {
+      subscription.caughtUpSent = true;
+      if (subscription.recovery !== null)
+        this.recoverySeconds[subscription.recovery].observe(
+          (this.clock.nowUs() - subscription.startedUs) / 1e6,
+        );
+      subscription.session.endData();
+      encodeCaughtUp(subscription.session.writer, {
+        subscriptionId: subscription.id,
+        nextSeq: subscription.nextSeq,
+      });
+    }
+  }
+
+  /** Sends a subscription to catch up from the tip (live fan-out calls it when the ring moved on). */
+  toTip(subscription: Subscription): void {
+    this.live.delete(subscription);
+    subscription.phase = Phase.Tip;
+    this.dropDiskReader(subscription);
+    this.catchingUp.add(subscription);
+    this.schedulePump();
+  }
+
+  private toDisk(subscription: Subscription): void {
+    this.live.delete(subscription);
+    this.catchingUp.add(subscription);
+    subscription.phase = Phase.Disk;
+    // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
+    subscription.diskReader = this.store.read(
+      subscription.filter,
+      { seq: subscription.nextSeq },
+      { borrow: true },
+    );
+    this.schedulePump();
+  }
+
+  private dropDiskReader(subscription: Subscription): void {
+    subscription.diskReader = null;
+    subscription.diskBacklog = null;
+    this.stalledReaders.delete(subscription);
+  }
+
+  /** Forgets a closed subscription (its phase is already CLOSED). */
+  drop(subscription: Subscription): void {
+    this.dropDiskReader(subscription);
+    this.live.delete(subscription);
+    this.catchingUp.delete(subscription);
+  }
+
+  /** Stops a subscription whose session is backed up, remembering where to go on from. */
+  stall(subscription: Subscription): void {
+    if (subscription.phase === Phase.Stalled || subscription.phase === Phase.Closed) return;
+    subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
+    if (subscription.diskReader !== null) {
+      if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX)
+        this.stalledReaders.add(subscription);
+      else this.dropDiskReader(subscription);
+    }
+    this.live.delete(subscription);
+    this.catchingUp.delete(subscription);
+    subscription.phase = Phase.Stalled;
+  }
+
+  /** A session drained: its stalled cursors go on from the disk reader they kept, or the tip. */
+  resumeStalled(session: SubscriberSession): void {
+    let resumed = false;
+    for (const subscription of session.subscriptions.values()) {
+      if (subscription.phase !== Phase.Stalled) continue;
+      resumed = true;
+      this.stalledReaders.delete(subscription);
+      if (subscription.stalledFrom === Phase.Disk && subscription.diskReader !== null) {
+        subscription.phase = Phase.Disk;
+        this.catchingUp.add(subscription);
+      } else {
+        this.toTip(subscription);
+      }
+    }
+    if (resumed) this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    this.scheduler.soon(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** One round of catch-up: each catching-up subscription gets a bounded slice. */
+  private pump(): void {
+    const touched = new Set<SubscriberSession>();
+    for (const subscription of [...this.catchingUp]) {
+      const session = subscription.session;
+      // Hand the socket what earlier slices built, so "backed up" means the client is slow,
+      // not that this round wrote a lot.
+      session.flush();
+      if (session.backedUp) {
+        this.stall(subscription);
+        continue;
+      }
+      if (subscription.phase === Phase.Tip) this.tipSlice(subscription);
+      else if (subscription.phase === Phase.Disk && !subscription.diskBusy)
+        this.diskSlice(subscription);
+      touched.add(session);
+    }
+    for (const session of touched) this.sessions.settle(session);
+    for (const subscription of this.catchingUp) {
+      if (subscription.phase === Phase.Tip) {
+        this.schedulePump();
+        break;
+      }
+    }
+  }
+
+  /** Delivers up to a slice of a subscription's backlog from the tip. */
+  private tipSlice(subscription: Subscription): void {
+    const visibleSeq = this.visible.visibleSeq;
+    if (subscription.nextSeq >= visibleSeq) {
+      this.goLive(subscription);
+      return;
+    }
+    const read = this.tip.read(subscription.matcher, subscription.nextSeq, { endSeq: visibleSeq });
+    if (!read.ok) {
+      this.toDisk(subscription);
+      return;
+    }
+    const cursor = read.cursor;
+    const session = subscription.session;
+    const records = this.records;
+    let bytes = 0;
+    while (bytes < this.sliceBytes && !session.backedUp) {
+      if (!cursor.next()) {
+        if (cursor.fellBehind) {
+          subscription.nextSeq = cursor.resumeSeq;
+          this.toDisk(subscription);
+        } else {
+          subscription.nextSeq = Math.max(subscription.nextSeq, this.visible.visibleSeq);
+          this.goLive(subscription);
+        }
+        return;
+      }
+      this.delivery.fromTip(subscription, cursor.offset);
+      bytes += records.payloadLengthAt(cursor.offset) + SLICE_MESSAGE_OVERHEAD_BYTES;
+      subscription.nextSeq = cursor.resumeSeq;
+    }
+    if (session.backedUp) this.stall(subscription);
+  }
+
+  /** Asks the disk for a subscription's next batch; delivers it when it comes. */
+  private diskSlice(subscription: Subscription): void {
+    const reader = subscription.diskReader;
+    assert(reader !== null, "diskSlice: a disk-phase subscription has a reader");
+    const backlog = subscription.diskBacklog;
+    if (backlog !== null) {
+      // The rest of the batch a stall interrupted (borrowed payloads: no nextBatch call since).
+      subscription.diskBacklog = null;
+      this.diskBatch(subscription, backlog, -1);
+      return;
+    }
+    subscription.diskBusy = true;
+    const committedBefore = this.store.committedSeq;
+    // A stall may drop this reader while its batch is in flight, and a resume give the
+    // subscription another, which the pump skips meanwhile: that batch (or failure) then concerns
+    // nothing, and the subscription is pumped again.
+    const replaced = () => {
+      if (subscription.diskReader === reader) return false;
+      if (subscription.phase === Phase.Disk) this.schedulePump();
+      return true;
+    };
+    reader.nextBatch().then(
+      (batch) => {
+        subscription.diskBusy = false;
+        if (subscription.phase === Phase.Closed || replaced()) return;
+        this.diskBatch(subscription, batch, committedBefore);
+        this.sessions.settle(subscription.session);
+      },
+      (error) => {
+        subscription.diskBusy = false;
+        if (replaced()) return;
+        this.sessions.subscriptionFailed(subscription, error);
+      },
+    );
+  }
+
+  private diskBatch(
+    subscription: Subscription,
+    batch: StoredMessageLike[],
+    committedBefore: number,
+  ): void {
+    const session = subscription.session;
+    for (let i = 0; i < batch.length; i++) {
+      const message = batch[i];
+      if (message.seq < subscription.nextSeq) continue;
+      if (session.backedUp) {
+        // A slow client: keep the rest of the batch for when it drains (stall() may drop it and
+        // the reader; a fresh reader then resumes from nextSeq).
+        subscription.diskBacklog = i === 0 ? batch : batch.slice(i);
+        break;
+      }
+      this.delivery.fromStore(subscription, message);
+      subscription.nextSeq = message.seq + 1;
+    }
+    // An empty batch: nothing more matches up to what was committed when it was asked for.
+    if (batch.length === 0)
+      subscription.nextSeq = Math.max(subscription.nextSeq, committedBefore + 1);
+    const visibleSeq = this.visible.visibleSeq;
+    const records = this.records;
+    const tipHolds = subscription.nextSeq >= (records.count > 0 ? records.firstSeq : visibleSeq);
+    if (subscription.phase === Phase.Stalled) return;
+    if (tipHolds || subscription.nextSeq >= visibleSeq) this.toTip(subscription);
+    else if (session.backedUp) this.stall(subscription);
+    else this.schedulePump();
+  }
+}

@@ -1,0 +1,406 @@
+/**
+ * Dispatch: the stage where connection events enter the broker — sessions opened, bytes decoded
+ * into frames and each frame sent to the stage that owns it, errors answered, sessions settled
+ * (flushed, their cursors stopped or resumed) and closed.
+ *
+ *   open ─▶ Session ─ bytes ─▶ decoder ─▶ HELLO        handshake, WELCOME
+ *                                        ├ PUBLISH      ─▶ sequencer
+ *                                        ├ SUBSCRIBE    ─▶ fan-out index + catch-up start
+ *                                        ├ UNSUBSCRIBE  ─▶ drop the cursor, UNSUBSCRIBED
+ *                                        └ PING, bad bytes, frames out of place ─▶ PONG, ERROR
+ *   after each event: a commit if due, then settle ─▶ flush ─▶ backed up? stall : resume
+ *
+ * Not here: sequencing, catch-up and fan-out themselves; the stages are reached through the small
+ * interfaces below. Invariants: a session is in `sessions` from open until closeSession; a
+ * closed session holds no subscription; no frame but HELLO is handled before the handshake.
+ */
+import {
+  CLOSING_LINGER_US,
+  CONNECTION_BUFFERED_BYTES_MAX,
+  CONNECTIONS_MAX,
+  FRAME_BYTES_MAX,
+  HANDSHAKE_TIMEOUT_US,
+  PROTOCOL_VERSION,
+  SUBSCRIPTIONS_PER_CONNECTION_MAX,
+} from "../constants.ts";
+import {
+  type AriaErrorCode,
+  type DecodeError,
+  encodeError,
+  encodePong,
+  encodeUnsubscribed,
+  encodeWelcome,
+  type Frame,
+  type PublishFrame,
+  type SubscribeFrame,
+  serverLimits,
+  TopicCache,
+} from "../protocol/mod.ts";
+import { sameSecret } from "../stdx/secret.ts";
+import { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { TopicTable } from "../topic/topic_table.ts";
+import type { Clock, Connection } from "./ports.ts";
+import { QueueChunkPool, Session } from "./session.ts";
+import { Phase, type SubscriberSession, Subscription } from "./subscription.ts";
+
+/** What dispatch asks of the sequencer (sequencer.ts). */
+export interface Publishing {
+  readonly visibleSeq: number;
+  readonly shuttingDown: boolean;
+  publish(session: SubscriberSession, frame: PublishFrame): void;
+  commitIfDue(): void;
+}
+
+/** What dispatch asks of catch-up (catch_up.ts). */
+export interface Cursors {
+  start(subscription: Subscription, start: SubscribeFrame["start"]): void;
+  stall(subscription: Subscription): void;
+  resumeStalled(session: SubscriberSession): void;
+  drop(subscription: Subscription): void;
+}
+
+/** What dispatch asks of live fan-out (live_fanout.ts): its topic index. */
+export interface FanoutIndex {
+  register(subscription: Subscription): void;
+  unregister(subscription: Subscription): void;
+}
+
+/** What dispatch is built from. */
+export interface DispatchOptions {
+  topics: TopicTable;
+  clock: Clock;
+  publishing: Publishing;
+  cursors: Cursors;
+  fanout: FanoutIndex;
+  /** When set, HELLO must carry this token. */
+  authToken?: string;
+  connectionsMax?: number;
+  /** Send-queue bytes at which a session's cursors stop (tests shrink it). */
+  sendQueueBytesMax?: number;
+}
+
+/** An ERROR's relation: the request or subscription it concerns, and whether it ends the session. */
+export type ErrorRelated = { fatal?: boolean; requestId?: number; subscriptionId?: number };
+
+/** Sessions, frames in, errors out. */
+export class Dispatch {
+  /** Open sessions by id. */
+  readonly sessions = new Map<number, SubscriberSession>();
+  /** Send-queue chunks shared by every session. */
+  private readonly queueChunks = new QueueChunkPool();
+  private readonly topicCache = new TopicCache();
+  private nextSessionId = 1;
+  private readonly publishing: Publishing;
+  private readonly cursors: Cursors;
+  private readonly fanout: FanoutIndex;
+
+  constructor(private readonly options: DispatchOptions) {
+    this.publishing = options.publishing;
+    this.cursors = options.cursors;
+    this.fanout = options.fanout;
+  }
+
+  // ---- Events ------------------------------------------------------------------------------
+
+  /** A connection opened; returns its session id (the connection is closed when over the limit). */
+  open(connection: Connection): number {
+    const session: SubscriberSession = new Session(
+      this.nextSessionId++,
+      connection,
+      this.topicCache,
+      this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX,
+      this.queueChunks,
+    );
+    session.openedUs = this.options.clock.nowUs();
+    const shuttingDown = this.publishing.shuttingDown;
+    if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || shuttingDown) {
+      const code = shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
+      this.fail(
+        session,
+        code,
+        shuttingDown
+          ? "server is shutting down"
+          : `server holds ${this.sessions.size} connections, the limit`,
+      );
+      session.flush();
+      connection.close();
+      return session.id;
+    }
+    this.sessions.set(session.id, session);
+    return session.id;
+  }
+
+  /** Bytes arrived on session `sessionId`. */
+  receive(sessionId: number, bytes: Uint8Array): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined || session.closing) return;
+    const decoder = session.decoder;
+    decoder.push(bytes);
+    for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+      if (frame.kind === "decode_error") this.decodeFailed(session, frame);
+      else this.handle(session, frame);
+      if (session.closing) break;
+    }
+    this.afterEvent(session);
+  }
+
+  /** The connection of session `sessionId` can take more bytes. */
+  writable(sessionId: number): void {
+    const session = this.sessions.get(sessionId);
+    if (session === undefined) return;
+    session.drain();
+    if (session.closing && session.queuedBytes === 0) {
+      this.closeSession(session);
+      return;
+    }
+    if (session.drained) this.cursors.resumeStalled(session);
+  }
+
+  /** Ends connections that hold a slot for nothing (see Broker.expire). */
+  expire(nowUs: number): void {
+    for (const session of [...this.sessions.values()]) {
+      if (
+        !session.handshaken &&
+        !session.closing &&
+        nowUs - session.openedUs >= HANDSHAKE_TIMEOUT_US
+      ) {
+        this.fail(
+          session,
+          "ARIA_ERR_HANDSHAKE_REQUIRED",
+          `no HELLO within ${HANDSHAKE_TIMEOUT_US / 1e6} s`,
+          { fatal: true },
+        );
+        this.afterEvent(session);
+        continue;
+      }
+      if (!session.closing || session.closed) continue;
+      if (session.closingSeenUs < 0) session.closingSeenUs = nowUs;
+      else if (nowUs - session.closingSeenUs >= CLOSING_LINGER_US) this.closeSession(session);
+    }
+  }
+
+  /** The connection of session `sessionId` closed. */
+  closed(sessionId: number): void {
+    const session = this.sessions.get(sessionId);
+    if (session !== undefined) this.closeSession(session);
+  }
+
+  /** Closes every session with a SHUTTING_DOWN error (the last step of a graceful shutdown). */
+  closeAll(): void {
+    for (const session of [...this.sessions.values()]) {
+      this.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down");
+      session.flush();
+      this.closeSession(session);
+    }
+  }
+
+  // ---- Frames ------------------------------------------------------------------------------
+
+  private handle(session: SubscriberSession, frame: Frame): void {
+    if (frame.kind === "hello")
+      return this.hello(session, frame.version, frame.clientName, frame.authToken);
+    if (!session.handshaken)
+      return this.fail(
+        session,
+        "ARIA_ERR_HANDSHAKE_REQUIRED",
+        `${frame.kind} before the HELLO handshake`,
+        { fatal: true },
+      );
+    switch (frame.kind) {
+      case "publish":
+        return this.publishing.publish(session, frame);
+      case "subscribe":
+        return this.subscribe(session, frame);
+      case "unsubscribe":
+        return this.unsubscribe(session, frame.subscriptionId);
+      case "ping":
+        session.endData();
+        return encodePong(session.writer, { token: frame.token });
+      case "pong":
+        return;
+      default:
+        return this.fail(
+          session,
+          "ARIA_ERR_UNEXPECTED_FRAME",
+          `${frame.kind} is a server frame; clients may not send it`,
+        );
+    }
+  }
+
+  private hello(
+    session: SubscriberSession,
+    version: number,
+    clientName: string,
+    authToken: string | null,
+  ): void {
+    if (session.handshaken)
+      return this.fail(session, "ARIA_ERR_UNEXPECTED_FRAME", "a second HELLO on one connection");
+    if (version !== PROTOCOL_VERSION) {
+      return this.fail(
+        session,
+        "ARIA_ERR_UNSUPPORTED_VERSION",
+        `protocol version ${version}; this server speaks ${PROTOCOL_VERSION}`,
+        { fatal: true },
+      );
+    }
+    const expected = this.options.authToken;
+    if (
+      expected !== undefined &&
+      expected !== "" &&
+      (authToken === null || !sameSecret(authToken, expected))
+    ) {
+      return this.fail(
+        session,
+        "ARIA_ERR_AUTH_FAILED",
+        authToken === null ? "this server requires an auth token" : "wrong auth token",
+        { fatal: true },
+      );
+    }
+    session.handshaken = true;
+    session.clientName = clientName;
+    encodeWelcome(session.writer, {
+      version: PROTOCOL_VERSION,
+      limits: serverLimits(),
+      nextSeq: this.publishing.visibleSeq,
+    });
+  }
+
+  private subscribe(session: SubscriberSession, frame: SubscribeFrame): void {
+    const id = frame.subscriptionId;
+    if (session.subscriptions.has(id))
+      return this.fail(
+        session,
+        "ARIA_ERR_DUPLICATE_SUBSCRIPTION",
+        `subscription ${id} already exists on this connection`,
+        { subscriptionId: id },
+      );
+    if (session.subscriptions.size >= SUBSCRIPTIONS_PER_CONNECTION_MAX) {
+      return this.fail(
+        session,
+        "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS",
+        `a connection may hold ${SUBSCRIPTIONS_PER_CONNECTION_MAX} subscriptions`,
+        { subscriptionId: id },
+      );
+    }
+    const matcher = new FilterMatcher(this.options.topics, frame.filter);
+    const visibleSeq = this.publishing.visibleSeq;
+    const subscription = new Subscription(session, id, frame.filter, matcher, visibleSeq);
+    session.subscriptions.set(id, subscription);
+    this.fanout.register(subscription);
+    this.cursors.start(subscription, frame.start);
+  }
+
+  private unsubscribe(session: SubscriberSession, id: number): void {
+    const subscription = session.subscriptions.get(id);
+    if (subscription === undefined)
+      return this.fail(
+        session,
+        "ARIA_ERR_UNKNOWN_SUBSCRIPTION",
+        `no subscription ${id} on this connection`,
+        { subscriptionId: id },
+      );
+    this.dropSubscription(subscription);
+    session.endData();
+    encodeUnsubscribed(session.writer, { subscriptionId: id });
+  }
+
+  // ---- Sessions ----------------------------------------------------------------------------
+
+  /** After every event: start a commit for what was appended; flush the session's frames. */
+  afterEvent(session: SubscriberSession): void {
+    this.publishing.commitIfDue();
+    this.settle(session);
+  }
+
+  /** Flushes a session's frames; stops its cursors when its queue is full; closes it when asked. */
+  settle(session: SubscriberSession): void {
+    if (session.closed) return;
+    session.flush();
+    if (session.queuedBytes > 2 * session.queueBytesMax + FRAME_BYTES_MAX) {
+      // Only control frames grow the queue past the cursor limit: a client that publishes but
+      // never reads its acks. It cannot be served without unbounded memory.
+      this.closeSession(session);
+      return;
+    }
+    if (session.backedUp) {
+      for (const subscription of session.subscriptions.values()) {
+        if (subscription.phase === Phase.Live || subscription.phase === Phase.Tip)
+          this.cursors.stall(subscription);
+      }
+    } else if (session.drained) {
+      // The socket took everything: no drain event will come, so stalled cursors go on now.
+      this.cursors.resumeStalled(session);
+    }
+    if (session.closing && session.queuedBytes === 0) this.closeSession(session);
+  }
+
+  /** Writes an ERROR frame; a fatal one closes the session once it is written. */
+  fail(
+    session: SubscriberSession,
+    code: AriaErrorCode,
+    reason: string,
+    related: ErrorRelated = {},
+  ): void {
+    session.endData();
+    const relatedKind =
+      related.requestId !== undefined
+        ? "request"
+        : related.subscriptionId !== undefined
+          ? "subscription"
+          : "none";
+    // These close the session whatever the caller says: the frame says so too (a client that
+    // read them as not fatal reconnected into the same refusal at once).
+    const fatal =
+      related.fatal === true ||
+      code === "ARIA_ERR_SHUTTING_DOWN" ||
+      code === "ARIA_ERR_TOO_MANY_CONNECTIONS";
+    encodeError(session.writer, {
+      code,
+      fatal,
+      reason,
+      relatedKind,
+      relatedId: related.requestId ?? related.subscriptionId ?? 0,
+    });
+    if (fatal) session.closing = true;
+  }
+
+  private decodeFailed(session: SubscriberSession, error: DecodeError): void {
+    session.endData();
+    // Before the handshake nothing is read on past bad bytes (docs/protocol.md: any frame but
+    // HELLO first is a fatal HANDSHAKE_REQUIRED; bad bytes are no better).
+    const fatal = error.fatal || !session.handshaken;
+    encodeError(session.writer, { ...error, fatal });
+    if (fatal) session.closing = true;
+  }
+
+  /** Reading a subscription from storage failed: drop it and tell its client. */
+  subscriptionFailed(subscription: Subscription, error: unknown): void {
+    if (subscription.phase === Phase.Closed) return;
+    const session = subscription.session;
+    this.dropSubscription(subscription);
+    this.fail(
+      session,
+      "ARIA_ERR_STORAGE_FAILED",
+      `reading subscription ${subscription.id} from disk failed: ${error instanceof Error ? error.message : String(error)}`,
+      { subscriptionId: subscription.id },
+    );
+    this.settle(session);
+  }
+
+  private dropSubscription(subscription: Subscription): void {
+    subscription.phase = Phase.Closed;
+    this.cursors.drop(subscription);
+    subscription.session.subscriptions.delete(subscription.id);
+    this.fanout.unregister(subscription);
+  }
+
+  private closeSession(session: SubscriberSession): void {
+    if (session.closed) return;
+    for (const subscription of [...session.subscriptions.values()])
+      this.dropSubscription(subscription);
+    session.closed = true;
+    session.release();
+    this.sessions.delete(session.id);
+    session.connection.close();
+  }
+}

@@ -1,0 +1,16 @@
+/** broker: the server's state machine (pure), its stages, and the ports it is handed. */
+export {
+  Broker,
+  type BrokerOptions,
+  type BrokerStats,
+  RECOVERY_SECONDS_BOUNDS,
+} from "./broker.ts";
+export type {
+  BrokerStore,
+  Clock,
+  Connection,
+  Scheduler,
+  StoredMessageLike,
+} from "./ports.ts";
+export { Session } from "./session.ts";
+export { Phase, type SubscriberSession, Subscription } from "./subscription.ts";

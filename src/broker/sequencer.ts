@@ -1,0 +1,280 @@
+/**
+ * Sequencer: the stage that turns PUBLISH frames into the one stream. It gives each message the
+ * next seq and a publish time, appends it to the store and the tip, starts group commits, and
+ * once the store says a range is durable acknowledges its publishers and moves the visible end,
+ * which live fan-out then pushes to subscribers.
+ *
+ *   PUBLISH ─▶ intern topics ─▶ seq, time ─▶ store.append + tip.append ─▶ pending ack
+ *   commitIfDue ─▶ store.commit ─▶ committed ─▶ PUBLISH_ACK ─▶ visibleSeq ─▶ fanOut(from, to)
+ *
+ * The visible end. A message becomes visible to subscribers only once it is durable
+ * (`visibleSeq` = committed + 1), so no subscriber ever sees a seq that a crash could take back
+ * and hand to another message. A storage failure is sticky: what was durable is still
+ * acknowledged, the rest refused, and every later PUBLISH refused.
+ *
+ * Not here: sessions (errors and flushing go through SequencerOutput), subscriptions. Invariants:
+ * visibleSeq <= nextSeq; publish times never decrease, across a restart too; a batch is sequenced
+ * whole or not at all. Pure: the store and clock are ports.
+ */
+import type { AriaErrorCode, PublishFrame } from "../protocol/mod.ts";
+import { encodePublishAck } from "../protocol/mod.ts";
+import { assert } from "../stdx/assert.ts";
+import { COPY_VIEWS_BYTES_MAX } from "../stdx/bytes.ts";
+import type { Tip } from "../tip/mod.ts";
+import type { TopicTable } from "../topic/topic_table.ts";
+import type { BrokerStore, Clock } from "./ports.ts";
+import type { SubscriberSession } from "./subscription.ts";
+
+/** What the sequencer asks of the rest of the broker. */
+export interface SequencerOutput {
+  /** Writes an ERROR frame to a session (see dispatch.ts). */
+  fail(
+    session: SubscriberSession,
+    code: AriaErrorCode,
+    reason: string,
+    related: { requestId: number },
+  ): void;
+  /** Flushes a session's frames (and stops or closes it as its queue says). */
+  settle(session: SubscriberSession): void;
+  /** Pushes newly visible seqs [from, to) to live subscriptions (live_fanout.ts). */
+  fanOut(from: number, to: number, touched: Set<SubscriberSession>): void;
+}
+
+interface PendingAck {
+  session: SubscriberSession;
+  requestId: number;
+  firstSeq: number;
+  count: number;
+}
+
+/** What a sequencer is built from. */
+export interface SequencerOptions {
+  topics: TopicTable;
+  tip: Tip;
+  store: BrokerStore;
+  clock: Clock;
+  output: SequencerOutput;
+}
+
+/** Sequences publishes into the stream and acknowledges them once durable. */
+export class Sequencer {
+  /** The seq the next published message gets. */
+  nextSeq: number;
+  /** Seqs below this are durable and may be delivered. */
+  visibleSeq: number;
+  /** True once shutdown began: publishes are refused. */
+  shuttingDown = false;
+  readonly counters = { messagesPublished: 0, bytesPublished: 0, publishersPaused: 0 };
+  private lastTimeUs = 0;
+  private commitInFlight = false;
+  private failure: string | null = null;
+  private readonly pendingAcks: PendingAck[] = [];
+  private pendingAckHead = 0;
+  /** Publishing sessions not read until the store catches up (see pauseForStore). */
+  private readonly pausedForStore = new Set<SubscriberSession>();
+  /** Messages and payload bytes published per topic id since start. */
+  private topicMessages = new Float64Array(1024);
+  private topicBytesPublished = new Float64Array(1024);
+  private readonly topics: TopicTable;
+  private readonly tip: Tip;
+  private readonly store: BrokerStore;
+  private readonly clock: Clock;
+  private readonly output: SequencerOutput;
+
+  constructor(options: SequencerOptions) {
+    this.topics = options.topics;
+    this.tip = options.tip;
+    this.store = options.store;
+    this.clock = options.clock;
+    this.output = options.output;
+    this.nextSeq = options.store.nextSeq;
+    this.visibleSeq = options.store.committedSeq + 1;
+    // Publish times never go back, across a restart too (a clock behind the stored times would
+    // otherwise give new messages earlier times, and time seeks assume times never decrease).
+    this.lastTimeUs = options.store.newestTimeUs;
+    assert(this.visibleSeq === this.nextSeq, "Broker: the store starts with everything committed");
+    // A tip refilled from the store ends where the store does; an empty one must start there too,
+    // or a cursor would take its empty range below the visible end for "nothing to read".
+    const records = this.tip.records;
+    if (records.count === 0) this.tip.startAt(this.nextSeq);
+    assert(records.nextSeq === this.nextSeq, "Broker: the tip ends where the store does");
+  }
+
+  /** Sequences one PUBLISH frame, or refuses it whole with an ERROR. */
+  publish(session: SubscriberSession, frame: PublishFrame): void {
+    const requestId = frame.requestId;
+    const output = this.output;
+    if (this.failure !== null)
+      return output.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure, { requestId });
+    if (this.shuttingDown)
+      return output.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", {
+        requestId,
+      });
+    const messages = frame.messages;
+    // Intern every topic first, so a batch is sequenced whole or not at all.
+    const topicIds = new Int32Array(messages.count);
+    for (let i = 0; messages.next(); i++) {
+      const interned = this.topics.intern(messages.topic);
+      if (!interned.ok)
+        return output.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
+      topicIds[i] = interned.topicId;
+    }
+    messages.rewind();
+    const timeUs = Math.max(this.clock.nowUs(), this.lastTimeUs);
+    this.lastTimeUs = timeUs;
+    const firstSeq = this.nextSeq;
+    const frameBytes = messages.frame;
+    for (let i = 0; messages.next(); i++) {
+      // A short payload goes to the store and the tip as a range of the frame (no view per
+      // message: they copy it through DataViews); a long one as one view both copy with set().
+      const payloadBytes = messages.payloadBytes;
+      const long = payloadBytes > COPY_VIEWS_BYTES_MAX;
+      const source = long ? messages.payload : frameBytes;
+      const start = long ? 0 : messages.payloadStart;
+      const seq = this.nextSeq;
+      try {
+        this.store.append(seq, timeUs, messages.topic, source, start, payloadBytes);
+      } catch (error) {
+        // The store stopped in the background (a segment close or an fsync failed) before any
+        // commit said so. Its failure is sticky and set between events, so this is the batch's
+        // first message and nothing was sequenced.
+        assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
+        this.storageFailed(error);
+        return output.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", {
+          requestId,
+        });
+      }
+      this.nextSeq++;
+      this.tip.append(topicIds[i], seq, timeUs, source, start, payloadBytes);
+      this.countTopic(topicIds[i], payloadBytes);
+      this.counters.bytesPublished += payloadBytes;
+    }
+    this.counters.messagesPublished += messages.count;
+    this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
+    if (this.store.backlogged) this.pauseForStore(session);
+  }
+
+  /** Starts a group commit when messages wait for one and none is in flight (after every event). */
+  commitIfDue(): void {
+    if (this.commitInFlight || this.store.committedSeq >= this.nextSeq - 1 || this.failure !== null)
+      return;
+    this.commitInFlight = true;
+    this.store.commit().then(
+      () => {
+        this.commitInFlight = false;
+        this.committed();
+        this.commitIfDue();
+      },
+      (error) => {
+        this.commitInFlight = false;
+        this.storageFailed(error);
+      },
+    );
+  }
+
+  /** Commits and acknowledges everything appended (shutdown: publishes are already refused). */
+  async drain(): Promise<void> {
+    this.shuttingDown = true;
+    while (this.store.committedSeq < this.nextSeq - 1 && this.failure === null) {
+      try {
+        await this.store.commit();
+      } catch (error) {
+        this.storageFailed(error);
+      }
+      this.committed();
+    }
+  }
+
+  /** Messages and payload bytes published per topic since this broker started. */
+  topicVolumes(): { topic: string; bytes: number; messages: number }[] {
+    const rows = [];
+    const count = Math.min(this.topics.topicCount, this.topicMessages.length);
+    for (let id = 0; id < count; id++) {
+      if (this.topicMessages[id] > 0)
+        rows.push({
+          topic: this.topics.topicName(id),
+          bytes: this.topicBytesPublished[id],
+          messages: this.topicMessages[id],
+        });
+    }
+    return rows;
+  }
+
+  private countTopic(topicId: number, bytes: number): void {
+    if (topicId >= this.topicMessages.length) {
+      let length = this.topicMessages.length;
+      while (length <= topicId) length *= 2;
+      const messages = new Float64Array(length);
+      messages.set(this.topicMessages);
+      const topicBytes = new Float64Array(length);
+      topicBytes.set(this.topicBytesPublished);
+      this.topicMessages = messages;
+      this.topicBytesPublished = topicBytes;
+    }
+    this.topicMessages[topicId]++;
+    this.topicBytesPublished[topicId] += bytes;
+  }
+
+  /**
+   * The store is behind on sorting (its journals or unsorted records are past their bound):
+   * stop reading this publisher, so TCP back-pressure reaches it instead of the journals growing
+   * without end. Frames already received are still handled. Every paused session is read again
+   * once the store has caught up.
+   */
+  private pauseForStore(session: SubscriberSession): void {
+    const connection = session.connection;
+    if (connection.pause === undefined || this.pausedForStore.has(session)) return;
+    connection.pause();
+    this.pausedForStore.add(session);
+    this.counters.publishersPaused++;
+    if (this.pausedForStore.size > 1) return;
+    void this.store.whenCaughtUp().then(() => {
+      for (const paused of this.pausedForStore) if (!paused.closed) paused.connection.resume?.();
+      this.pausedForStore.clear();
+    });
+  }
+
+  /** Storage made more durable: acknowledge publishers, move the visible end, fan out. */
+  private committed(): void {
+    const committedSeq = this.store.committedSeq;
+    const touched = new Set<SubscriberSession>();
+    while (this.pendingAckHead < this.pendingAcks.length) {
+      const ack = this.pendingAcks[this.pendingAckHead];
+      if (ack.firstSeq + ack.count - 1 > committedSeq) break;
+      this.pendingAckHead++;
+      if (ack.session.closed) continue;
+      ack.session.endData();
+      encodePublishAck(ack.session.writer, {
+        requestId: ack.requestId,
+        firstSeq: ack.firstSeq,
+        count: ack.count,
+      });
+      touched.add(ack.session);
+    }
+    if (this.pendingAckHead === this.pendingAcks.length) {
+      this.pendingAcks.length = 0;
+      this.pendingAckHead = 0;
+    }
+    const from = this.visibleSeq;
+    if (committedSeq + 1 > from) {
+      this.visibleSeq = committedSeq + 1;
+      this.output.fanOut(from, this.visibleSeq, touched);
+    }
+    for (const session of touched) this.output.settle(session);
+  }
+
+  private storageFailed(error: unknown): void {
+    // What is durable still counts: acknowledged and delivered (a failure may come after the
+    // store committed part of what was waiting), the rest refused.
+    if (this.failure === null) this.committed();
+    this.failure = `storage failed: ${error instanceof Error ? error.message : String(error)}`;
+    for (; this.pendingAckHead < this.pendingAcks.length; this.pendingAckHead++) {
+      const ack = this.pendingAcks[this.pendingAckHead];
+      if (ack.session.closed) continue;
+      this.output.fail(ack.session, "ARIA_ERR_STORAGE_FAILED", this.failure, {
+        requestId: ack.requestId,
+      });
+      this.output.settle(ack.session);
+    }
+  }
+}
