@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, test } from "bun:test";
-import { MERGE_HEAPS } from "../src/tip/heap/mod.ts";
+import { MERGE_HEAPS } from "./heaps/mod.ts";
 import { generateSources, mergeAll, referenceChecksum, specialize } from "./heap.bench.ts";
 
 describe("heap.bench mergeAll", () => {

@@ -14,7 +14,8 @@
 import { bench, do_not_optimize, run, summary } from "mitata";
 import { assert } from "../src/stdx/assert.ts";
 import { Prng } from "../src/stdx/prng.ts";
-import { MERGE_HEAPS, type MergeHeap } from "../src/tip/heap/mod.ts";
+import type { MergeHeap } from "../src/merge/mod.ts";
+import { MERGE_HEAPS } from "./heaps/mod.ts";
 
 /** Per-source ascending keys: keys 1..keyCount dealt to `sourceCount` sources by a Prng(seed). */
 export function generateSources(

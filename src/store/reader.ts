@@ -28,7 +28,7 @@ import {
 } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { forEachConcurrently } from "../stdx/concurrently.ts";
-import { BinaryHeap, CalendarQueue, type MergeHeap } from "../tip/heap/mod.ts";
+import { BinaryHeap, CalendarQueue, type MergeHeap } from "../merge/mod.ts";
 import { type Filter, isUnder } from "../topic/mod.ts";
 import type { StoreContext } from "./context.ts";
 import { StoreError } from "./layout.ts";

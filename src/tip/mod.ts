@@ -12,4 +12,3 @@ export { PartitionIndexes } from "./partition_index.ts";
 export { IndexedCursor, LinearCursor, type ReadStrategy, type TipCursor } from "./tip_reader.ts";
 export { planRead, type ReadChoice, type ReadPlanInput } from "./read_planner.ts";
 export { dumpTip, type PartitionDump, type TipDump } from "./tip_dump.ts";
-export { createMergeHeap, MERGE_HEAPS, type MergeHeap, type MergeHeapFactory } from "./heap/mod.ts";

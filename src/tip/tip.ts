@@ -23,7 +23,7 @@ import { assert } from "../stdx/assert.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import { BlockPool } from "./block_pool.ts";
-import { createMergeHeap } from "./heap/mod.ts";
+import { createMergeHeap } from "../merge/mod.ts";
 import { PartitionIndexes } from "./partition_index.ts";
 import { planRead, type ReadChoice } from "./read_planner.ts";
 import { Ring, type TipRecords } from "./ring.ts";

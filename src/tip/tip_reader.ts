@@ -15,7 +15,7 @@
 import { INDEX_BLOCK_ENTRIES, RECORD_ALIGN_BYTES } from "../constants.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
 import { BLOCK_NONE, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
-import type { MergeHeap } from "./heap/mod.ts";
+import type { MergeHeap } from "../merge/mod.ts";
 import type { PartitionIndexes } from "./partition_index.ts";
 import { TOPIC_U32, type Ring } from "./ring.ts";
 

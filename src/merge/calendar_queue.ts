@@ -20,7 +20,7 @@
  * neither.
  */
 
-import { assert } from "../../stdx/assert.ts";
+import { assert } from "../stdx/assert.ts";
 import type { MergeHeap } from "./merge_heap.ts";
 
 /** Slots of the window: twice the capacity (a partition's next seq lands within it), a power of two in [64, 65536]. */

@@ -25,7 +25,7 @@
  * exhausted sources stay in the tree with key Infinity.
  */
 
-import { assert } from "../../stdx/assert.ts";
+import { assert } from "../stdx/assert.ts";
 import type { MergeHeap } from "./merge_heap.ts";
 
 /** A loser tree storing each node's loser key inline: `nodeKeys: Float64Array` beside `nodeSources: Int32Array`. */

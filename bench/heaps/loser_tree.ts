@@ -19,8 +19,8 @@
  * winner of that subtree under (key, source); `winner` is the minimum over all sources.
  */
 
-import { assert } from "../../stdx/assert.ts";
-import type { MergeHeap } from "./merge_heap.ts";
+import { assert } from "../../src/stdx/assert.ts";
+import type { MergeHeap } from "../../src/merge/mod.ts";
 
 /** A loser tree (tournament tree) over `keys: Float64Array` and `losers: Int32Array`. */
 export class LoserTree implements MergeHeap {

@@ -16,7 +16,7 @@
  * (key, source); when size = 0, keys[0] = Infinity so `topKey` needs no branch.
  */
 
-import { assert } from "../../stdx/assert.ts";
+import { assert } from "../stdx/assert.ts";
 import type { MergeHeap } from "./merge_heap.ts";
 
 /** An unboxed binary heap: `keys: Float64Array` beside `sources: Int32Array`. */

@@ -12,8 +12,8 @@
  * (strict `<` in the scan keeps the lowest index on ties); count = 0 reads as empty (top key Infinity).
  */
 
-import { assert } from "../../stdx/assert.ts";
-import type { MergeHeap } from "./merge_heap.ts";
+import { assert } from "../../src/stdx/assert.ts";
+import type { MergeHeap } from "../../src/merge/mod.ts";
 
 /** A linear minimum scan over `keys: Float64Array`, with the minimum cached between advances. */
 export class LinearMin implements MergeHeap {

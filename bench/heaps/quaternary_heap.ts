@@ -17,8 +17,8 @@
  * (key, source); when size = 0, keys[0] = Infinity so `topKey` needs no branch.
  */
 
-import { assert } from "../../stdx/assert.ts";
-import type { MergeHeap } from "./merge_heap.ts";
+import { assert } from "../../src/stdx/assert.ts";
+import type { MergeHeap } from "../../src/merge/mod.ts";
 
 /** An unboxed 4-ary heap: `keys: Float64Array` beside `sources: Int32Array`. */
 export class QuaternaryHeap implements MergeHeap {

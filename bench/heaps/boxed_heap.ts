@@ -10,8 +10,8 @@
  * `compareEntries` (key, then source).
  */
 
-import { assert } from "../../stdx/assert.ts";
-import type { MergeHeap } from "./merge_heap.ts";
+import { assert } from "../../src/stdx/assert.ts";
+import type { MergeHeap } from "../../src/merge/mod.ts";
 
 type Entry = { readonly source: number; readonly key: number };
 

@@ -21,8 +21,8 @@
  * (key, source); keys[i] = Infinity for every i >= size (so keys[0] = Infinity when empty).
  */
 
-import { assert } from "../../stdx/assert.ts";
-import type { MergeHeap } from "./merge_heap.ts";
+import { assert } from "../../src/stdx/assert.ts";
+import type { MergeHeap } from "../../src/merge/mod.ts";
 
 /** An unboxed binary heap with branchless child selection and bottom-up sifting. */
 export class BranchlessHeap implements MergeHeap {

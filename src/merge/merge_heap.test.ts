@@ -9,8 +9,9 @@
 
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { AssertionError } from "../../stdx/assert.ts";
-import { createMergeHeap, MERGE_HEAPS, type MergeHeap } from "./mod.ts";
+import { AssertionError } from "../stdx/assert.ts";
+import { MERGE_HEAPS } from "../../bench/heaps/mod.ts";
+import { createMergeHeap, type MergeHeap } from "./mod.ts";
 
 const FC_SEED = process.env.FC_SEED === undefined ? 0x41524941 : Number(process.env.FC_SEED);
 const FC_RUNS = process.env.FC_RUNS === undefined ? 200 : Number(process.env.FC_RUNS);
