@@ -133,7 +133,10 @@ export class CatchUp {
     }
   }
 
-  /** A time start: the tip answers when it reaches back far enough, else one disk read finds the seq. */
+  /**
+   * A time start: the tip answers when it reaches back far enough, else one disk read finds the
+   * seq.
+   */
   private resolveTime(subscription: Subscription, timeUs: number): void {
     if (this.tip.holdsFromTime(timeUs)) {
       this.begin(subscription, Math.min(this.tip.seqAtTime(timeUs), this.visible.visibleSeq));
@@ -173,7 +176,7 @@ export class CatchUp {
     }
   }
 
-  /** Sends a subscription to catch up from the tip (live fan-out calls it when the ring moved on). */
+  /** Sends a subscription to catch up from the tip (also when the ring moved past it, live). */
   toTip(subscription: Subscription): void {
     this.live.delete(subscription);
     subscription.phase = Phase.Tip;

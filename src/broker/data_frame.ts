@@ -8,7 +8,7 @@
  */
 import type { FrameWriter } from "../protocol/mod.ts";
 
-/** A DATA frame is closed once it holds this many bytes, so delivery is not held back by batching. */
+/** A DATA frame is closed at this many bytes, so delivery is not held back by batching. */
 export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
 
 /** True when a message of these sizes starts a new DATA frame after the open one in `writer`. */

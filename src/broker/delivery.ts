@@ -47,7 +47,7 @@ export class Delivery {
     this.messagesDelivered++;
   }
 
-  /** Delivers a message read from the store to `subscription` (a borrowed payload is copied now). */
+  /** Delivers a message read from the store to `subscription` (copying a borrowed payload). */
   fromStore(subscription: Subscription, message: StoredMessageLike): void {
     const interned = this.topics.intern(message.topic);
     assert(interned.ok, "diskBatch: stored topics are valid");

@@ -79,7 +79,7 @@ export interface DispatchOptions {
   sendQueueBytesMax?: number;
 }
 
-/** An ERROR's relation: the request or subscription it concerns, and whether it ends the session. */
+/** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
 export type ErrorRelated = { fatal?: boolean; requestId?: number; subscriptionId?: number };
 
 /** Sessions, frames in, errors out. */
@@ -378,10 +378,11 @@ export class Dispatch {
     if (subscription.phase === Phase.Closed) return;
     const session = subscription.session;
     this.dropSubscription(subscription);
+    const message = error instanceof Error ? error.message : String(error);
     this.fail(
       session,
       "ARIA_ERR_STORAGE_FAILED",
-      `reading subscription ${subscription.id} from disk failed: ${error instanceof Error ? error.message : String(error)}`,
+      `reading subscription ${subscription.id} from disk failed: ${message}`,
       { subscriptionId: subscription.id },
     );
     this.settle(session);

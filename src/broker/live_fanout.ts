@@ -67,7 +67,7 @@ export class LiveFanout {
     if (live.size === 0) return;
     const records = this.records;
     if (from < records.firstSeq) {
-      // The ring already dropped some of them: every live cursor catches up through the tip or disk.
+      // The ring already dropped some of them: every live cursor catches up (tip, or disk).
       for (const subscription of [...live]) this.cursors.toTip(subscription);
       return;
     }

@@ -46,9 +46,9 @@ export class Session<Cursor = unknown> {
   readonly subscriptions = new Map<number, Cursor>();
   handshaken = false;
   closing = false;
-  /** When the connection opened (µs, the broker's clock): a HELLO must come within HANDSHAKE_TIMEOUT_US. */
+  /** When the connection opened (µs, broker clock): HELLO must come within HANDSHAKE_TIMEOUT_US. */
   openedUs = 0;
-  /** When Broker.expire first saw the session closing (µs), or -1: it is closed after CLOSING_LINGER_US. */
+  /** When Broker.expire first saw it closing (µs), or -1: it is closed CLOSING_LINGER_US after. */
   closingSeenUs = -1;
   closed = false;
   clientName = "";
@@ -161,7 +161,7 @@ export class Session<Cursor = unknown> {
     }
   }
 
-  /** The socket can take more: writes queued chunks in order. Returns true when the queue emptied. */
+  /** The socket can take more: writes queued chunks in order; true when the queue emptied. */
   drain(): boolean {
     while (this.queueHead < this.queue.length && !this.closed) {
       const chunk = this.queue[this.queueHead];

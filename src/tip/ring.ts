@@ -216,7 +216,7 @@ export class Ring implements TipRecords {
     return at;
   }
 
-  /** Positions an empty ring so its next append is `seq` (a server starting on a non-empty store). */
+  /** Positions an empty ring so its next append is `seq` (a server starting on a stored stream). */
   startAt(seq: number): void {
     assert(this.count === 0, "Ring.startAt: the ring is empty");
     assert(Number.isSafeInteger(seq) && seq >= this.nextSeq, "Ring.startAt: seqs never go back");

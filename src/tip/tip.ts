@@ -103,7 +103,7 @@ export class Tip {
     return this.ring;
   }
 
-  /** Positions an empty tip so its next append is `seq` (a server starting on a non-empty store). */
+  /** Positions an empty tip so its next append is `seq` (a server starting on a stored stream). */
   startAt(seq: number): void {
     this.ring.startAt(seq);
   }
