@@ -8,7 +8,7 @@
 import { expect, test } from "bun:test";
 import { AriaClient } from "../src/client/client.ts";
 import { encodeWelcome, FrameWriter, serverLimits } from "../src/protocol/mod.ts";
-import type { DialHandlers, Dialer } from "../src/runtime/tcp_dialer.ts";
+import type { DialHandlers, Dialer } from "../src/client/mod.ts";
 import { Net, sleep } from "./fixtures/client_net.ts";
 
 /** A fake server: `onConnect` gets each connection's handlers to push bytes or close. */

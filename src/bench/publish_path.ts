@@ -26,7 +26,7 @@ import {
   serverLimits,
   TopicCache,
 } from "../protocol/mod.ts";
-import type { ClientSocket, DialHandlers } from "../runtime/tcp_dialer.ts";
+import type { ClientSocket, DialHandlers } from "../client/mod.ts";
 import type { Store } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";

@@ -12,7 +12,7 @@
  * sequenced, and only the application knows whether sending again is safe. The application may
  * watch this happen through `onConnectionEvent` (disconnected, reconnected, reconnect_failed).
  *
- * The socket comes from a Dialer (src/runtime/tcp_dialer.ts); this file does no I/O itself.
+ * The socket comes from a Dialer (dialer.ts, implemented by the runtime); this file does no I/O.
  */
 import {
   AUTH_TOKEN_BYTES_MAX,
@@ -33,7 +33,7 @@ import {
   type ServerLimits,
   type StartPosition,
 } from "../protocol/mod.ts";
-import type { ClientSocket, Dialer } from "../runtime/tcp_dialer.ts";
+import type { ClientSocket, Dialer } from "./dialer.ts";
 import { Filter } from "../topic/filter.ts";
 import { validateTopic } from "../topic/topic.ts";
 import {

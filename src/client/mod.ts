@@ -21,6 +21,7 @@ export {
   type StartFrom,
   type SubscribeOptions,
 } from "./client_subscription.ts";
+export type { ClientSocket, DialHandlers, Dialer } from "./dialer.ts";
 export type { MessageBatch } from "../protocol/message_batch.ts";
 
 /** Connects to an Aria server at `url` (tcp://HOST:PORT) and completes the handshake. */

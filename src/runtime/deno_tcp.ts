@@ -20,7 +20,7 @@
  */
 import type { Connection } from "../broker/ports.ts";
 import type { ConnectionEvents, TcpListener } from "./runtime.ts";
-import type { ClientSocket, DialHandlers, Dialer } from "./tcp_dialer.ts";
+import type { ClientSocket, DialHandlers, Dialer } from "../client/mod.ts";
 
 /** Outbound bytes a socket takes before write() returns short (about a loopback send buffer). */
 const SOCKET_QUEUE_BYTES_MAX = 1024 * 1024;

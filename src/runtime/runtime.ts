@@ -15,9 +15,8 @@ import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
 import type { Crc32 } from "../store/crc32.ts";
 import type { Disk } from "../store/disk.ts";
 import type { ReadTextResult } from "./files.ts";
-import type { Dialer } from "./tcp_dialer.ts";
+import type { Dialer } from "../client/mod.ts";
 
-export type { ClientSocket, DialHandlers, Dialer } from "./tcp_dialer.ts";
 export type { ReadTextResult } from "./files.ts";
 
 /** A file's bytes, or why it could not be read (a one-line reason). */

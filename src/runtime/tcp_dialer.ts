@@ -1,28 +1,10 @@
 /**
  * TCP dialer: opens a client connection with Bun.connect and hands the client library a small
- * socket it can write to, pause and resume. The client itself never touches Bun.
+ * socket it can write to, pause and resume — the Bun implementation of the client's Dialer port
+ * (src/client/dialer.ts). The client itself never touches Bun.
  */
 import type { Socket } from "bun";
-
-/** What a dialled connection reports back. */
-export interface DialHandlers {
-  data(bytes: Uint8Array): void;
-  drain(): void;
-  close(error?: Error): void;
-}
-
-/** A connected client socket. */
-export interface ClientSocket {
-  /** Writes what the kernel takes now; returns the bytes taken. */
-  write(bytes: Uint8Array): number;
-  end(): void;
-  /** Stops reading, so the server sees TCP back-pressure. */
-  pause(): void;
-  resume(): void;
-}
-
-/** Opens a connection to host:port. */
-export type Dialer = (host: string, port: number, handlers: DialHandlers) => Promise<ClientSocket>;
+import type { Dialer } from "../client/mod.ts";
 
 /** The Bun implementation of Dialer. */
 export const dialTcp: Dialer = async (host, port, handlers) => {
