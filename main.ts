@@ -3,6 +3,6 @@
  * standard output and standard error have drained (a large output through a pipe arrives whole).
  */
 import { runCli } from "./src/cli/mod.ts";
-import { runtime } from "./src/runtime/current_runtime.ts";
+import { runtime } from "./src/runtime/mod.ts";
 
 await runtime.exit(await runCli(runtime.args()));

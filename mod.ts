@@ -21,7 +21,6 @@ export {
 export {
   AriaClient,
   ClientSubscription,
-  connect,
   type ClientOptions,
   type ConnectionEvent,
   type Message,
@@ -30,6 +29,11 @@ export {
   type StartFrom,
   type SubscribeOptions,
 } from "./src/client/mod.ts";
-export { startServer, type RunningServer, type ServerOptions } from "./src/runtime/server.ts";
+export {
+  connect,
+  startServer,
+  type RunningServer,
+  type ServerOptions,
+} from "./src/server/mod.ts";
 export { Store, type FsyncPolicy, type StoreOptions } from "./src/store/mod.ts";
 export { AriaError, ARIA_ERROR_WIRE_CODES, type AriaErrorCode } from "./src/protocol/mod.ts";

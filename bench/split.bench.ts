@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
-import { workerRunner } from "../src/runtime/split_pool.ts";
+import { workerRunner } from "../src/server/mod.ts";
 import { executeSplit } from "../src/split/executor.ts";
 import { storeHost } from "../src/split/in_process.ts";
 import type { SplitAlgorithm } from "../src/split/mod.ts";

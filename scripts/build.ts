@@ -9,7 +9,7 @@ import { $ } from "bun";
 import { existsSync } from "node:fs";
 
 /** Worker entry points compiled into the binary beside main.ts. */
-export const WORKER_ENTRIES: string[] = ["src/split/split_worker.ts"].filter((path) =>
+export const WORKER_ENTRIES: string[] = ["src/server/split_worker.ts"].filter((path) =>
   existsSync(path),
 );
 

@@ -18,7 +18,8 @@ import { parseArgs } from "node:util";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type AriaClient, type Message } from "../src/client/mod.ts";
+import type { AriaClient, Message } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { Filter } from "../src/topic/filter.ts";
 
 const { values } = parseArgs({

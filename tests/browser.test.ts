@@ -12,7 +12,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { formatBytes } from "../src/bench/table.ts";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { parseVolumeTable, planSplit } from "../src/split/mod.ts";
 import { launchChromium } from "./fixtures/browser_chromium.ts";
 import { type AriaServer, cleanupAll, makeTempDir, startAria } from "./fixtures/e2e_server.ts";

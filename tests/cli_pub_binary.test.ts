@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import {
   type AriaServer,

@@ -4,7 +4,7 @@
  * one when it resumed (from which seq), and stdout runs on with no gap and no duplicate.
  */
 import { afterAll, expect, test } from "bun:test";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import {
   cleanupAll,
   ensureBinary,

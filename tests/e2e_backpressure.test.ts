@@ -10,8 +10,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect } from "../src/client/mod.ts";
-import { startServer } from "../src/runtime/server.ts";
+import { connect, startServer } from "../src/server/mod.ts";
 
 const PENDING_RECORDS_MAX = 500;
 const BATCH = 400;

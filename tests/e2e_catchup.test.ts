@@ -8,12 +8,8 @@
  * that both the disk and the tip paths were taken.
  */
 import { expect, test } from "bun:test";
-import {
-  type AriaClient,
-  connect,
-  type ClientSubscription,
-  type StartFrom,
-} from "../src/client/mod.ts";
+import type { AriaClient, ClientSubscription, StartFrom } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import {
   filterMatches,

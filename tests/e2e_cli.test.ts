@@ -7,7 +7,7 @@
  * and +, NATS's .> and .*) are usage errors that say what Aria writes, a dotted topic a warning.
  */
 import { beforeAll, expect, test } from "bun:test";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { join } from "node:path";
 import {
   ensureBinary,

@@ -7,12 +7,8 @@
  * the server's seqs must be 1..N with no hole.
  */
 import { expect, test } from "bun:test";
-import {
-  type AriaClient,
-  connect,
-  type ClientSubscription,
-  type Message,
-} from "../src/client/mod.ts";
+import type { AriaClient, ClientSubscription, Message } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import { Filter } from "../src/topic/mod.ts";
 import {

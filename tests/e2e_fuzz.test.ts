@@ -12,7 +12,7 @@
  */
 import { expect, test } from "bun:test";
 import fc from "fast-check";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
 import { frameArbitrary } from "../src/protocol/frame_arbitraries.ts";
 import type { OutgoingFrame } from "../src/protocol/mod.ts";

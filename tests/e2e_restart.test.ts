@@ -14,7 +14,8 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type AriaClient, connect } from "../src/client/mod.ts";
+import type { AriaClient } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { Prng } from "../src/stdx/prng.ts";
 import {
   type AriaServer,

@@ -15,7 +15,7 @@
  * subscriber follows a small side topic, so its own traffic does not add garbage to the measure.
  */
 import { expect, test } from "bun:test";
-import { connect } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
 import { serverForFile, waitFor } from "./fixtures/e2e_server.ts";
 import { HELLO, RawConnection } from "./fixtures/e2e_raw.ts";
 

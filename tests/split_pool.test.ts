@@ -4,8 +4,8 @@
  */
 import { expect, test } from "bun:test";
 import type { MeasureTask } from "../src/split/executor.ts";
-import { runtime } from "../src/runtime/current_runtime.ts";
-import { workerRunner } from "../src/runtime/split_pool.ts";
+import { runtime } from "../src/runtime/mod.ts";
+import { workerRunner } from "../src/server/mod.ts";
 
 /** A runner whose workers run `fixture` (tests/fixtures/…) instead of the split worker. */
 function runnerOf(fixture: string, count: number) {

@@ -19,7 +19,7 @@ import {
   type ScenarioResult,
   SCENARIOS,
 } from "../bench/mod.ts";
-import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../runtime/bench_env.ts";
+import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import {
   parseCommand,

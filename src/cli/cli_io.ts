@@ -2,7 +2,7 @@
  * CliIo: where a subcommand writes. Subcommands take it instead of touching process streams, so
  * tests run them in-process and read what they printed.
  */
-import { runtime } from "../runtime/current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
 
 /** Output streams of a command. */
 export interface CliIo {

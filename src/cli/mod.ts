@@ -3,8 +3,7 @@
  * parses its own flags (node:util parseArgs), prints usage on --help, and answers wrong arguments
  * with a usage message on stderr and exit code 2.
  */
-import { buildCommit } from "../runtime/build_info.ts";
-import { runtime } from "../runtime/current_runtime.ts";
+import { buildCommit, runtime } from "../runtime/mod.ts";
 import { UsageError } from "./args.ts";
 import { BENCH_USAGE, benchCommand } from "./bench.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";

@@ -5,10 +5,10 @@
  * as payloadBase64 (as `aria sub --format json` prints a payload that is not UTF-8), so
  * `aria sub --format json … | aria pub --json-lines` copies any stream exactly.
  */
-import { connect } from "../client/mod.ts";
+import { connect } from "../server/mod.ts";
 import { PAYLOAD_BYTES_MAX } from "../constants.ts";
 import { AriaError } from "../protocol/mod.ts";
-import { runtime } from "../runtime/current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
 import { validateTopic } from "../topic/topic.ts";
 import { parseCommand, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";

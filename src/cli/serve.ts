@@ -9,8 +9,8 @@ import {
   TIP_BYTES_MAX,
   TIP_BYTES_MIN,
 } from "../constants.ts";
-import { runtime } from "../runtime/current_runtime.ts";
-import { FatalError, startServer } from "../runtime/server.ts";
+import { runtime } from "../runtime/mod.ts";
+import { FatalError, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import {
   parseCommand,

@@ -5,7 +5,7 @@
  * (the network drops or swaps a DATA message, the disk loses an acknowledged write) so anyone can
  * watch the checker catch it: with it, the command must fail.
  */
-import { runtime } from "../runtime/current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
 import { INJECT_BUGS, type InjectBug, replayCommand, simulate } from "../testing/simulator.ts";
 import { parseCommand, parseCount, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";

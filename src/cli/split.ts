@@ -7,7 +7,7 @@
  */
 import { SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
 import { formatBytes } from "../bench/table.ts";
-import { runtime } from "../runtime/current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
 import {
   parseVolumeTable,
   planJson,

@@ -24,9 +24,14 @@ import {
   type PlanMetrics,
   type SplitAlgorithm,
 } from "../split/mod.ts";
-import { runtime } from "../runtime/current_runtime.ts";
-import { workerRunner } from "../runtime/split_pool.ts";
-import { defaultWorkers, nowMs, openSplitOwner, stderrIsTerminal } from "../runtime/split_owner.ts";
+import { runtime } from "../runtime/mod.ts";
+import {
+  defaultWorkers,
+  nowMs,
+  openSplitOwner,
+  stderrIsTerminal,
+  workerRunner,
+} from "../server/mod.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 

@@ -4,16 +4,10 @@
  * with --until-caught-up, when the subscription reaches the live end. A dropped connection and
  * its resumption are one line each on stderr (the client resumes with no gap or duplicate).
  */
-import {
-  type ClientSubscription,
-  type ConnectionEvent,
-  connect,
-  type Message,
-  type StartFrom,
-} from "../client/mod.ts";
+import type { ClientSubscription, ConnectionEvent, Message, StartFrom } from "../client/mod.ts";
 import { AriaError, type StartPosition } from "../protocol/mod.ts";
-import { runtime } from "../runtime/current_runtime.ts";
-import { OutputClosedError } from "../runtime/runtime.ts";
+import { OutputClosedError, runtime } from "../runtime/mod.ts";
+import { connect } from "../server/mod.ts";
 import { Filter } from "../topic/filter.ts";
 import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";

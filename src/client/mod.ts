@@ -1,12 +1,13 @@
 /**
- * client: the TypeScript client of Aria. `connect("tcp://127.0.0.1:7400")` returns an AriaClient:
+ * client: the TypeScript client of Aria. `AriaClient.connect(url, dialer)` returns an AriaClient:
  * `publish(topic, payload)` resolves to the seq, `subscribe(filter, { from })` is an async
  * iterator with back-pressure (per message, or per DATA frame with `batches()` / `frames()`); the
  * client reconnects and resumes without gap or duplicate.
+ *
+ * Pure: the network comes in through the Dialer port (dialer.ts). `connect(url)`, the client on
+ * this process's real TCP dialer, is assembled at the edge (src/server/connect.ts, exported by
+ * the root mod.ts).
  */
-import { runtime } from "../runtime/current_runtime.ts";
-import { AriaClient, type ClientOptions } from "./client.ts";
-
 export {
   AriaClient,
   parseTcpUrl,
@@ -23,8 +24,3 @@ export {
 } from "./client_subscription.ts";
 export type { ClientSocket, DialHandlers, Dialer } from "./dialer.ts";
 export type { MessageBatch } from "../protocol/message_batch.ts";
-
-/** Connects to an Aria server at `url` (tcp://HOST:PORT) and completes the handshake. */
-export function connect(url: string, options: ClientOptions = {}): Promise<AriaClient> {
-  return AriaClient.connect(url, runtime.dialTcp, options);
-}

@@ -4,7 +4,7 @@
  * `Bun.` / `Deno.` reference sits inside `bunRuntime()` / `denoRuntime()` or the functions they
  * hand out, and their modules' own imports (node:fs, node:zlib, type-only "bun") load under both.
  *
- * Not a top-level `await import()`: a module worker (src/split/split_worker.ts) sets its message
+ * Not a top-level `await import()`: a module worker (src/server/split_worker.ts) sets its message
  * handler after its imports, and with an await in between Bun delivered the first task to no
  * handler (the split hung).
  */

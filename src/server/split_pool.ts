@@ -1,18 +1,18 @@
 /**
- * split_pool: runs split tasks on worker threads (src/split/split_worker.ts), one task per worker
+ * split_pool: runs split tasks on worker threads (split_worker.ts), one task per worker
  * at a time; the executor bounds concurrency to the pool size. `close()` terminates the workers.
  */
 import type { MeasureResult, MeasureTask, TaskRunner } from "../split/executor.ts";
 import type { SplitTask, SplitTaskResult } from "../split/rewrite_files.ts";
-import { runtime } from "./current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
 /** The worker's entry: inside the compiled binary, the path scripts/build.ts gave it; else the file. */
 function workerEntry(): string {
   return import.meta.url.includes("$bunfs")
-    ? "./src/split/split_worker.ts"
-    : new URL("../split/split_worker.ts", import.meta.url).href;
+    ? "./src/server/split_worker.ts"
+    : new URL("./split_worker.ts", import.meta.url).href;
 }
 
 /**

@@ -1,12 +1,16 @@
 /**
  * split_worker: the worker-thread entry of `aria split` (compiled into the binary by
  * scripts/build.ts). One message = one task on one partition: measure its volumes, or rewrite it
- * into its new stores (rewrite_files.ts) on the real files of the data directory. Answers
- * `{id, ok, result}` or `{id, ok: false, error}`; holds no state between tasks.
+ * into its new stores (src/split/rewrite_files.ts) on the real files of the data directory.
+ * Answers `{id, ok, result}` or `{id, ok: false, error}`; holds no state between tasks.
+ *
+ * Why here and not in src/split/: an entry point is an edge, like main.ts — it binds the
+ * runtime's disk and CRC-32 to the split's pure tasks, so it must import src/runtime/, which the
+ * split (pure) may not. It sits beside split_pool.ts, the only code that starts it.
  */
-import { runtime } from "../runtime/current_runtime.ts";
-import { runMeasureTask, runSplitTask, type SplitTask } from "./rewrite_files.ts";
-import type { MeasureTask } from "./executor.ts";
+import { runtime } from "../runtime/mod.ts";
+import { runMeasureTask, runSplitTask, type SplitTask } from "../split/rewrite_files.ts";
+import type { MeasureTask } from "../split/executor.ts";
 
 /** A request to a split worker. */
 export type SplitWorkerRequest = { id: number; dataDir: string } & (

@@ -4,7 +4,7 @@
  * the protocol over TCP and serves the admin app over HTTP, and runs the timers (segment aging,
  * retention). stop() is the graceful shutdown: stop accepting, commit and acknowledge, close
  * clients with SHUTTING_DOWN, sort and close the store. Sockets, files, the HTTP server and the
- * clock come from the Runtime (current_runtime.ts), so the same assembly runs under Bun and Deno.
+ * clock come from the Runtime (src/runtime/), so the same assembly runs under Bun and Deno.
  */
 import { mkdir } from "node:fs/promises";
 import { createAdminApp, type LastSplit } from "../admin/mod.ts";
@@ -20,11 +20,15 @@ import {
 } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
-import { runtime } from "./current_runtime.ts";
-import type { HttpServer, TcpListener } from "./runtime.ts";
+import {
+  acquireLock,
+  type HeldLock,
+  type HttpServer,
+  runtime,
+  type TcpListener,
+} from "../runtime/mod.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
-import { acquireLock, type HeldLock } from "./data_dir_lock.ts";
 
 /** Options of `aria serve`. */
 export interface ServerOptions {

@@ -11,8 +11,7 @@ import type { SplitHost } from "../split/executor.ts";
 import { storeHost } from "../split/in_process.ts";
 import { Store } from "../store/mod.ts";
 import type { Disk } from "../store/disk.ts";
-import { runtime } from "./current_runtime.ts";
-import { acquireLock, readLock } from "./data_dir_lock.ts";
+import { acquireLock, readLock, runtime } from "../runtime/mod.ts";
 import { remoteHost } from "./split_host.ts";
 
 /** The host of a split, how it was reached, and how to let go of it. */

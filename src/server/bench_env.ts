@@ -9,9 +9,9 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BenchEnv, BenchServer, IoCounters } from "../bench/mod.ts";
-import { connect } from "../client/mod.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
-import { runtime } from "./current_runtime.ts";
+import { runtime } from "../runtime/mod.ts";
+import { connect } from "./connect.ts";
 import { startServer } from "./server.ts";
 
 /** Where temporary data directories go unless --data-dir says otherwise. */

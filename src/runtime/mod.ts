@@ -1,0 +1,28 @@
+/**
+ * runtime: the adapters between Aria and the JavaScript runtime that runs it (Bun or Deno) —
+ * sockets, files, the HTTP server, CRC-32, clocks, workers, the process — behind the Runtime
+ * interface, plus the data directory's LOCK file and the build's commit. The only folder that
+ * touches Bun.*, Deno.* and node:* for I/O; it assembles nothing (src/server/ builds the server,
+ * the split's owner and pool and the bench environment from these adapters).
+ *
+ * Not exported: each runtime's own classes (BunDisk, nativeCrc32, …), which benchmarks and tests
+ * that need the Bun side by name import from their files.
+ */
+export { runtime } from "./current_runtime.ts";
+export {
+  OutputClosedError,
+  type ConnectionEvents,
+  type FetchHandler,
+  type HttpServer,
+  type ReadBytesResult,
+  type ReadTextResult,
+  type Runtime,
+  type TcpListener,
+} from "./runtime.ts";
+export {
+  acquireLock,
+  readLock,
+  type HeldLock,
+  type LockInfo,
+} from "./data_dir_lock.ts";
+export { buildCommit } from "./build_info.ts";
