@@ -156,11 +156,41 @@ export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
  * a batch of small messages stays young garbage (a byte limit alone allowed ~100,000 objects).
  */
 export const READ_BATCH_MESSAGES_MAX = 8192;
+/** Recent topics a lane keeps: a partition's interleaved topics are not decoded per record. */
+export const LANE_TOPICS_KEPT = 8;
+/** The largest span read (one allocation, or one mapping, for many lanes' regions of a pack). */
+export const SPAN_BYTES_MAX = 64 * 1024 * 1024;
+/**
+ * A lane's share of a span, in its read chunks: with 16 KiB chunks (10,000 cursors), whole
+ * segments of up to 32 KiB, no more than its chunk and its read-ahead chunk would hold.
+ */
+export const SPAN_SHARE_CHUNKS = 2;
+/**
+ * Chunks of a file a lane maps at once: 256 MiB with 1 MiB chunks, so a packed image (at most a
+ * 64 MiB segment) maps whole, a large subtree store in pieces (the lane's offsets are int32s).
+ */
+export const MAPPED_CHUNKS_MAX = 256;
+/**
+ * Packed images below this are read by a sparse reader without the kernel's read-ahead, which
+ * would read neighbouring partitions' images; a larger image gains more from it than it costs.
+ */
+export const SMALL_IMAGE_BYTES = 4 * 1024 * 1024;
+/** A reader is sparse when it reads at most this share of the store's partitions (a 1% subtree). */
+export const SPARSE_PARTITIONS_SHARE = 1 / 8;
+/** Cursors from which a reader whose seqs are dense merges on a calendar queue, O(1) a message. */
+export const CALENDAR_CURSORS_MIN = 256;
+/** Cursors from which a reader decodes span-read images ahead into runs (decoded_runs.ts). */
+export const RUN_CURSORS_MIN = 256;
 /** Manifest records before a compaction is considered: rewriting is O(live segments). */
 export const MANIFEST_RECORDS_COMPACT_MIN = 4096;
 
 assert(STORE_RECORD_BYTES_MAX < 2 ** 32, "record length fits a u32");
 assert(READ_CHUNK_BYTES_MIN <= READ_CHUNK_BYTES_MAX, "chunk bounds ordered");
+assert(
+  MAPPED_CHUNKS_MAX * READ_CHUNK_BYTES_MAX < 2 ** 31,
+  "a lane's mapped region is addressed by int32 offsets",
+);
+assert(SPAN_SHARE_CHUNKS * READ_CHUNK_BYTES_MAX <= SPAN_BYTES_MAX, "a lane's share fits a span");
 assert(STORE_RECORD_BYTES_MAX <= JOURNAL_FLUSH_BYTES_MAX, "a flush holds the largest record");
 assert(JOURNAL_FLUSH_BYTES_MAX <= JOURNAL_BYTES_MAX, "a flush fits a journal");
 assert(JOURNAL_BYTES_MAX <= JOURNAL_RETAINED_BYTES_MAX, "at least one full journal is retained");

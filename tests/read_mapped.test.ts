@@ -1,5 +1,5 @@
 /**
- * Mapped lane reads (Lane.mapRecords in src/store/reader.ts): where the disk maps files, a lane
+ * Mapped lane reads (LaneBuffer.mapRecords, src/store/read/): where the disk maps files, a lane
  * reading a packed image larger than its chunk maps the chunk, then the rest of the image from
  * its first record, instead of copying chunks into buffers. What it yields must be exactly what
  * a disk that does not map yields — copied and borrowed, from the start, from a seq and from a

@@ -10,7 +10,7 @@ import fc from "fast-check";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
 import type { Disk } from "../src/store/disk.ts";
 import { Store } from "../src/store/mod.ts";
-import type { StoreReader } from "../src/store/reader.ts";
+import type { StoreReader } from "../src/store/read/mod.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";

@@ -36,7 +36,7 @@ export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";
 export { type Disk, DiskError, type DiskFile, type OpenMode } from "./disk.ts";
 export { StoreError, type StoreErrorCode } from "./layout.ts";
-export type { ReadFrom, ReadOptions, StoreReader } from "./reader.ts";
+export type { ReadFrom, ReadOptions, StoreReader } from "./read/mod.ts";
 export type { StoredMessage } from "./record.ts";
 export type { RecoveryProblem, RecoveryReport } from "./recovery.ts";
 export { crc32, type Crc32 } from "./crc32.ts";

@@ -23,7 +23,7 @@ import {
   type TopicCount,
 } from "./manifest_codec.ts";
 import { appendManifestLocked, splitOfStores } from "./manifest.ts";
-import { type ReadFrom, type ReadOptions, StoreReader } from "./reader.ts";
+import { type ReadFrom, type ReadOptions, StoreReader } from "./read/mod.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
 import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
