@@ -7,25 +7,13 @@
  *   source: old store B ─┼─ min seq ─▶ topic ─▶ StoreFileBuilder(new store k) ─▶ chunks, index
  *   source: segments    ─┘
  *
- * Sources only expose "the current record" and an async refill, so the same merge runs over
- * bytes in memory (tests) and over files read in chunks (rewrite_files.ts, in a worker).
+ * Sources only expose "the current record" and an async refill; rewrite_files.ts gives them over
+ * files read in chunks, in a worker.
  * Invariants: output records are exactly the input records, each once, in seq order per store;
  * a record whose topic no store holds, or a seq that does not increase, is an error.
  */
-import {
-  type Crc32,
-  StoreFileBuilder,
-  type SubtreeStoreMeta,
-  type TopicCount,
-} from "../store/mod.ts";
-import {
-  checkRecord,
-  recordProblem,
-  recordSeq,
-  recordTopic,
-  recordTopicEquals,
-  RECORD_INCOMPLETE,
-} from "../store/record.ts";
+import { type Crc32, StoreFileBuilder, type TopicCount } from "../store/mod.ts";
+import { recordSeq, recordTopic, recordTopicEquals } from "../store/record.ts";
 
 /** One new store of a partition: its file id, plan id and topics (sorted). */
 export type StoreAssignment = { id: number; label: string; topics: string[] };
@@ -137,68 +125,4 @@ export async function mergeSources(
     const waiting = afterRecord?.(store);
     if (waiting !== undefined) await waiting;
   }
-}
-
-/** A source over records already in memory: bytes[start, end). */
-export class MemorySource implements RecordSource {
-  readonly view: DataView;
-  at: number;
-  length = 0;
-
-  constructor(
-    readonly bytes: Uint8Array,
-    start: number,
-    private readonly end: number,
-    private readonly crc32: Crc32,
-  ) {
-    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-    this.at = start;
-    this.check();
-  }
-
-  private check(): void {
-    if (this.at >= this.end) return;
-    const length = checkRecord(this.bytes, this.view, this.at, this.end, this.crc32);
-    if (length <= 0)
-      throw new Error(
-        `record at ${this.at}: ${recordProblem(length === RECORD_INCOMPLETE ? RECORD_INCOMPLETE : length)}`,
-      );
-    this.length = length;
-  }
-
-  seq(): number {
-    return this.at >= this.end ? Infinity : recordSeq(this.view, this.at);
-  }
-
-  next(): void {
-    this.at += this.length;
-    this.check();
-  }
-
-  fill(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-/** The new stores' files, whole, from sources in memory (tests; the executor streams instead). */
-export async function rewriteInMemory(
-  partition: string,
-  sources: readonly RecordSource[],
-  stores: readonly StoreAssignment[],
-  options: { generation: number; intervalBytes: number; crc32: Crc32 },
-): Promise<{ meta: SubtreeStoreMeta; file: Uint8Array; index: Uint8Array }[]> {
-  const rewriter = new PartitionRewriter(partition, stores, { ...options, chunkBytes: 4096 });
-  await mergeSources(sources, rewriter);
-  return rewriter.builders
-    .filter((builder) => builder.records > 0)
-    .map((builder) => {
-      const { chunks, index, meta } = builder.finish();
-      const file = new Uint8Array(meta.bytes);
-      let at = 0;
-      for (const chunk of chunks) {
-        file.set(chunk, at);
-        at += chunk.length;
-      }
-      return { meta, file, index };
-    });
 }
