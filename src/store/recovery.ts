@@ -48,7 +48,7 @@ import {
   splitOfStores,
 } from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
-import { countRecordsAfter, scanRecords } from "./scan.ts";
+import { countRecordsAfter, type ScanResult, scanRecords } from "./scan.ts";
 import { scanPack } from "./pack_file.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
@@ -82,11 +82,82 @@ export type RecoveryReport = {
 
 const HEADER_PROBE_BYTES = 512;
 
+/** Records a problem found at open: `action` is what repair does (without it, open refuses). */
+type ProblemSink = (file: string, offset: number, what: string, action: string) => void;
+
+/** What the phases of one recovery share. */
+type Recovery = {
+  context: StoreContext;
+  disk: Disk;
+  report: RecoveryReport;
+  problem: ProblemSink;
+};
+
+/** The ids of the files in the segment directory, by kind. */
+type DataFiles = {
+  segmentIds: Set<number>;
+  indexIds: Set<number>;
+  storeIds: Set<number>;
+  packIds: Set<number>;
+};
+
+/** The manifest recovery goes on from, and how it is put back in force. */
+type ManifestInForce = {
+  state: ManifestState;
+  /** Written anew at the end (rebuilt, or a file in it dropped); else appended to. */
+  rewrite: boolean;
+  /** Bytes of the loaded manifest kept (where appends go on), 0 when rebuilt. */
+  bytes: number;
+};
+
 /** Recovers `context` from its disk; throws StoreError ARIA_ERR_STORE_CORRUPT on unrepaired corruption. */
 export async function recover(context: StoreContext): Promise<RecoveryReport> {
   const { disk } = context;
   const repair = context.options.repair;
-  const report: RecoveryReport = {
+  const report = emptyReport();
+  const problem: ProblemSink = (file, offset, what, action) => {
+    report.problems.push({
+      file,
+      offset,
+      problem: what,
+      action: repair ? action : "refused to open",
+      dataLost: true,
+    });
+  };
+  const run: Recovery = { context, disk, report, problem };
+  await disk.mkdir(JOURNAL_DIR);
+  await disk.mkdir(SEGMENT_DIR);
+
+  // 1. Manifest.
+  const files = await listDataFiles(disk);
+  const manifest = await loadOrRebuildManifest(run, files);
+  // 2. Segments and stores against the files present, then in the partitions.
+  if (await dropMissingFiles(run, manifest.state, files)) manifest.rewrite = true;
+  const orphans = orphanFiles(manifest.state, files);
+  let nextSeq = installFiles(context, manifest.state, report);
+  // 3. Journals.
+  const journals = await sortJournalDir(run);
+  nextSeq = await replayJournals(run, journals, nextSeq);
+  if (report.problems.some((p) => p.dataLost) && !repair) {
+    await context.files.closeAll();
+    throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
+  }
+  // 4. Manifest in force, orphans gone, fresh journal, drained journals dropped.
+  await removeOrphans(run, orphans);
+  if (manifest.rewrite) await rewriteManifest(context);
+  else await openManifestForAppend(context, manifest.bytes, manifest.state.records);
+  context.nextSeq = nextSeq;
+  context.writtenSeq = context.syncedSeq = context.committedSeq = nextSeq - 1;
+  const gens = journals.gens;
+  const gen = (gens.length > 0 ? gens[gens.length - 1] : 0) + 1;
+  await startJournal(context, gen, nextSeq);
+  await dropDrainedJournals(context);
+  report.nextSeq = nextSeq;
+  return report;
+}
+
+function emptyReport(): RecoveryReport {
+  return {
     nextSeq: 1,
     journalsReplayed: 0,
     journalsAdopted: 0,
@@ -98,36 +169,35 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     manifestRebuilt: false,
     problems: [],
   };
-  const problem = (file: string, offset: number, what: string, action: string) => {
-    report.problems.push({
-      file,
-      offset,
-      problem: what,
-      action: repair ? action : "refused to open",
-      dataLost: true,
-    });
-  };
-  await disk.mkdir(JOURNAL_DIR);
-  await disk.mkdir(SEGMENT_DIR);
+}
 
-  // 1. Manifest.
-  const segmentIds = new Set<number>();
-  const indexIds = new Set<number>();
-  const storeIds = new Set<number>();
-  const packIds = new Set<number>();
+/** The segment directory's files by kind (names that are none of them are left alone). */
+async function listDataFiles(disk: Disk): Promise<DataFiles> {
+  const files: DataFiles = {
+    segmentIds: new Set(),
+    indexIds: new Set(),
+    storeIds: new Set(),
+    packIds: new Set(),
+  };
   for (const name of await disk.list(SEGMENT_DIR)) {
     const parsed = parseFileName(name);
-    if (parsed?.kind === "segment") segmentIds.add(parsed.n);
-    else if (parsed?.kind === "index") indexIds.add(parsed.n);
-    else if (parsed?.kind === "store") storeIds.add(parsed.n);
-    else if (parsed?.kind === "pack") packIds.add(parsed.n);
+    if (parsed?.kind === "segment") files.segmentIds.add(parsed.n);
+    else if (parsed?.kind === "index") files.indexIds.add(parsed.n);
+    else if (parsed?.kind === "store") files.storeIds.add(parsed.n);
+    else if (parsed?.kind === "pack") files.packIds.add(parsed.n);
   }
-  const dataFiles = segmentIds.size + storeIds.size + packIds.size;
+  return files;
+}
+
+/**
+ * Phase 1: the manifest as loaded (a torn last append cut, the rest made durable), or, when it is
+ * missing or damaged, rebuilt from the data files (whose rebuilt indexes join `files.indexIds`).
+ */
+async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<ManifestInForce> {
+  const { context, disk, report } = run;
+  const dataFiles = files.segmentIds.size + files.storeIds.size + files.packIds.size;
   const loaded = await loadManifest(context);
-  let state: ManifestState;
-  let rewrite = false;
   if (loaded.ok) {
-    state = loaded.state;
     // What was read may sit only in the page cache (an append whose fsync failed, then kill -9):
     // make it durable before trusting it, as journals are below. Otherwise the journals its ADD
     // records drain are dropped, and a power loss then takes the ADD and the records with it.
@@ -143,81 +213,110 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
         recordsAfterCut: 0,
       });
     }
-  } else {
-    rewrite = true;
-    if (loaded.exists && dataFiles > 0) {
-      report.problems.push({
-        file: MANIFEST_PATH,
-        offset: loaded.offset,
-        problem: loaded.problem,
-        action: "rebuilt from segment files",
-        dataLost: false,
-      });
-    }
-    state = await rebuildFromSegments(context, { segmentIds, storeIds, packIds }, report, problem);
-    report.manifestRebuilt = dataFiles > 0;
-    // The rebuild wrote fresh indexes for segment files of their own (a packed one's is in its pack).
-    for (const segment of state.live.values())
-      if (segment.pack === undefined) indexIds.add(segment.id);
-    for (const id of state.stores.keys()) indexIds.add(id);
+    return { state: loaded.state, rewrite: false, bytes: loaded.bytes };
   }
+  if (loaded.exists && dataFiles > 0) {
+    report.problems.push({
+      file: MANIFEST_PATH,
+      offset: loaded.offset,
+      problem: loaded.problem,
+      action: "rebuilt from segment files",
+      dataLost: false,
+    });
+  }
+  const state = await rebuildFromSegments(context, files, report, run.problem);
+  report.manifestRebuilt = dataFiles > 0;
+  // The rebuild wrote fresh indexes for segment files of their own (a packed one's is in its pack).
+  for (const segment of state.live.values())
+    if (segment.pack === undefined) files.indexIds.add(segment.id);
+  for (const id of state.stores.keys()) files.indexIds.add(id);
+  return { state, rewrite: true, bytes: 0 };
+}
 
-  // 2. Segments against the files present.
-  // A live file that is missing is dropped; a missing index is rebuilt (the file dropped if unreadable).
-  const indexOptions = { intervalBytes: context.options.indexIntervalBytes, crc32: context.crc32 };
-  const checkPresent = async <M extends SegmentMeta | SubtreeStoreMeta>(
-    files: Map<number, M>,
-    present: (file: M) => boolean,
-    kind: "segment" | "store",
-    holding: (file: M) => string,
-    rebuildIndex: (id: number) => Promise<unknown>,
-  ) => {
-    for (const file of [...files.values()]) {
-      const id = file.id;
-      const packed = !isStore(file) && file.pack !== undefined;
-      if (!present(file)) {
-        problem(
+/**
+ * Phase 2a: a live segment or store whose file is missing is dropped; a missing index is rebuilt
+ * (the file dropped if unreadable). Whether anything was dropped (the manifest is then rewritten).
+ */
+async function dropMissingFiles(
+  run: Recovery,
+  state: ManifestState,
+  files: DataFiles,
+): Promise<boolean> {
+  const { disk } = run;
+  const indexOptions = {
+    intervalBytes: run.context.options.indexIntervalBytes,
+    crc32: run.context.crc32,
+  };
+  const droppedSegments = await dropMissing(run, files.indexIds, {
+    files: state.live,
+    present: (segment) =>
+      segment.pack === undefined
+        ? files.segmentIds.has(segment.id)
+        : files.packIds.has(segment.pack.pack),
+    kind: "segment",
+    holding: (segment) => `"${segment.partition}"`,
+    rebuildIndex: (id) => rebuildSegmentIndex(disk, id, indexOptions),
+  });
+  const droppedStores = await dropMissing(run, files.indexIds, {
+    files: state.stores,
+    present: (store) => files.storeIds.has(store.id),
+    kind: "store",
+    holding: (store) => `${store.topics.length} topics of "${store.partition}"`,
+    rebuildIndex: (id) => rebuildStoreIndex(disk, id, indexOptions),
+  });
+  return droppedSegments || droppedStores;
+}
+
+/** dropMissingFiles for one kind of file; whether one was dropped. */
+async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
+  run: Recovery,
+  indexIds: Set<number>,
+  of: {
+    files: Map<number, M>;
+    present: (file: M) => boolean;
+    kind: "segment" | "store";
+    holding: (file: M) => string;
+    rebuildIndex: (id: number) => Promise<unknown>;
+  },
+): Promise<boolean> {
+  let dropped = false;
+  for (const file of [...of.files.values()]) {
+    const id = file.id;
+    const packed = !isStore(file) && file.pack !== undefined;
+    if (!of.present(file)) {
+      run.problem(
+        dataPathOf(file),
+        0,
+        `${of.kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${of.holding(file)})`,
+        "dropped from the manifest",
+      );
+      of.files.delete(id);
+      dropped = true;
+    } else if (!packed && !indexIds.has(id)) {
+      const rebuilt = await of.rebuildIndex(id);
+      if (typeof rebuilt === "string") {
+        run.problem(
           dataPathOf(file),
           0,
-          `${kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${holding(file)})`,
+          `index missing and ${of.kind} unreadable: ${rebuilt}`,
           "dropped from the manifest",
         );
-        files.delete(id);
-        rewrite = true;
-      } else if (!packed && !indexIds.has(id)) {
-        const rebuilt = await rebuildIndex(id);
-        if (typeof rebuilt === "string") {
-          problem(
-            dataPathOf(file),
-            0,
-            `index missing and ${kind} unreadable: ${rebuilt}`,
-            "dropped from the manifest",
-          );
-          files.delete(id);
-          rewrite = true;
-        } else {
-          report.filesRebuilt.push(indexPath(id));
-        }
+        of.files.delete(id);
+        dropped = true;
+      } else {
+        run.report.filesRebuilt.push(indexPath(id));
       }
     }
-  };
-  await checkPresent(
-    state.live,
-    (segment) =>
-      segment.pack === undefined ? segmentIds.has(segment.id) : packIds.has(segment.pack.pack),
-    "segment",
-    (segment) => `"${segment.partition}"`,
-    (id) => rebuildSegmentIndex(disk, id, indexOptions),
-  );
-  await checkPresent(
-    state.stores,
-    (store) => storeIds.has(store.id),
-    "store",
-    (store) => `${store.topics.length} topics of "${store.partition}"`,
-    (id) => rebuildStoreIndex(disk, id, indexOptions),
-  );
-  // Files no live segment or store owns (an interrupted close, retention or split); removed only
-  // once open is sure to go ahead.
+  }
+  return dropped;
+}
+
+/**
+ * Phase 2b: files no live segment or store owns (an interrupted close, retention or split), to be
+ * removed once open is sure to go ahead. Also raises `state.maxSegmentId` past every file present.
+ */
+function orphanFiles(state: ManifestState, files: DataFiles): string[] {
+  const { segmentIds, indexIds, storeIds, packIds } = files;
   const orphans: string[] = [];
   const packsInForce = new Set<number>();
   for (const segment of state.live.values())
@@ -232,6 +331,15 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     if (storeIds.has(id)) orphans.push(storePath(id));
     if (indexIds.has(id)) orphans.push(indexPath(id));
   }
+  return orphans;
+}
+
+/**
+ * Phase 2c: the live segments and stores into their partitions, with what they hold per topic,
+ * their sorted-through seqs, the newest publish time and the next file id. The next seq they
+ * imply (journal replay below may raise it).
+ */
+function installFiles(context: StoreContext, state: ManifestState, report: RecoveryReport): number {
   const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
   for (const segment of live) {
     context.partition(segment.partition).segments.push(segment);
@@ -270,8 +378,24 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   report.segments += live.length;
   let nextSeq = 1;
   for (const log of context.partitionList) nextSeq = Math.max(nextSeq, log.sortedThrough + 1);
+  return nextSeq;
+}
 
-  // 3. Journals.
+/** The journal directory sorted out: generations to replay, and the staged one that may follow. */
+type JournalDir = {
+  /** Journal generations, oldest first (an adopted staged one is appended during replay). */
+  gens: number[];
+  /** The staged generation right after the newest journal, or -1. */
+  stagedNext: number;
+};
+
+/**
+ * Phase 3a: lists the journal directory. Staged files other than the generation after the newest
+ * journal are removed; spares (no records) are kept as spares up to JOURNAL_SPARES_MAX, the rest
+ * removed (journal_files.ts).
+ */
+async function sortJournalDir(run: Recovery): Promise<JournalDir> {
+  const { context, disk, report } = run;
   const gens: number[] = [];
   const spares: number[] = [];
   const staged: number[] = [];
@@ -283,15 +407,14 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   }
   gens.sort((a, b) => a - b);
   // A staged journal (journal_files.ts) is replayed only if it is the generation after the
-  // newest and its records continue that journal's: see adoptStaged below.
-  let stagedNext =
+  // newest and its records continue that journal's: see adoptStaged.
+  const stagedNext =
     gens.length > 0 && staged.includes(gens[gens.length - 1] + 1) ? gens[gens.length - 1] + 1 : -1;
   for (const n of staged) {
     if (n === stagedNext) continue;
     await disk.remove(stagedPath(n));
     report.filesRemoved.push(stagedPath(n));
   }
-  // Spares hold no records: the first few stay spares, any more go (journal_files.ts).
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
     if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) {
@@ -302,117 +425,155 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     }
   }
   context.nextSpareId = Math.max(0, ...spares, ...gens) + 1;
+  return { gens, stagedNext };
+}
+
+/**
+ * Phase 3b: replays the journals oldest first, then adopts or removes the staged generation after
+ * the newest. The next seq: past `nextSeq` and every journal's records.
+ */
+async function replayJournals(
+  run: Recovery,
+  journals: JournalDir,
+  nextSeq: number,
+): Promise<number> {
+  const { gens } = journals;
+  let { stagedNext } = journals;
   let expected = 0;
   for (let i = 0; i < gens.length; i++) {
     const gen = gens[i];
     const isLast = i === gens.length - 1;
-    const path = journalPath(gen);
-    const file = await disk.open(path, "write");
-    try {
-      const header = await readJournalHeader(file, context.crc32);
-      if (typeof header === "string" || header.id !== gen) {
-        const what = typeof header === "string" ? header : `header names generation ${header.id}`;
-        if (isLast) {
-          // A journal whose creation was cut short by a crash: it never held an acknowledged record.
-          await file.close();
-          await removeAsCut(disk, path, report);
-          continue;
-        }
-        problem(path, 0, what, "journal skipped");
-        continue;
-      }
-      if (expected !== 0 && header.firstSeq !== expected) {
-        problem(
-          path,
-          0,
-          `journal starts at seq ${header.firstSeq}, expected ${expected}`,
-          "continued at the journal's first seq",
-        );
-      }
-      expected = header.firstSeq;
-      nextSeq = Math.max(nextSeq, header.firstSeq);
-      const info: JournalInfo = {
-        gen,
-        path,
-        firstSeq: header.firstSeq,
-        bytes: header.bytes,
-        pendingRecords: 0,
-        created: true,
-      };
-      const scan = await scanRecords(
-        file,
-        header.bytes,
-        context.crc32,
-        (bytes, view, at, length, position) => {
-          const seq = recordSeq(view, at);
-          if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
-          const timeUs = recordTime(view, at);
-          const held = context.topicHeld(recordTopic(bytes, view, at));
-          const log = held.log;
-          if (seq > log.sortedThrough) {
-            held.messages++;
-            held.bytes += length;
-            log.addPending(seq, timeUs, gen, position, length);
-            info.pendingRecords++;
-            report.recordsReplayed++;
-          }
-          context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
-          expected++;
-          return undefined;
-        },
-      );
-      info.bytes = scan.end;
-      if (scan.problem !== null) {
-        if (isLast) {
-          const after = await countRecordsAfter(file, scan.end, expected - 1, context.crc32);
-          await file.truncate(scan.end);
-          report.cuts.push({
-            file: path,
-            offset: scan.end,
-            bytesCut: scan.fileBytes - scan.end,
-            recordsAfterCut: after.records,
-          });
-        } else {
-          problem(path, scan.end, scan.problem, "rest of the journal skipped");
-        }
-      }
-      // What a restart reads back may sit only in the page cache: make it durable before trusting it.
-      await file.sync();
-      nextSeq = Math.max(nextSeq, expected);
-      context.journals.push(info);
-      report.journalsReplayed++;
-    } finally {
-      await file.close().catch(() => {});
-    }
+    const after = await replayJournal(run, gen, { isLast, expected });
+    if (after === null) continue;
+    expected = after;
+    nextSeq = Math.max(nextSeq, expected);
     if (isLast && stagedNext === gen + 1) {
       // The newest journal's seal was under way: the staged generation after it counts when its
       // records continue this one's (then nothing was lost between them; after a process kill
       // the page cache holds both whole), else its records follow a hole and go.
-      if (await adoptStaged(context, gen + 1, expected, report)) gens.push(gen + 1);
+      if (await adoptStaged(run.context, gen + 1, expected, run.report)) gens.push(gen + 1);
       stagedNext = -1;
     }
   }
-  if (stagedNext >= 0) await removeAsCut(disk, stagedPath(stagedNext), report);
-  if (report.problems.some((p) => p.dataLost) && !repair) {
-    await context.files.closeAll();
-    throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
-  }
+  if (stagedNext >= 0) await removeAsCut(run.disk, stagedPath(stagedNext), run.report);
+  return nextSeq;
+}
 
-  // 4. Manifest in force, orphans gone, fresh journal, drained journals dropped.
-  for (const path of orphans) {
-    await disk.remove(path);
-    report.filesRemoved.push(path);
+/**
+ * Replays journal `gen` into the partitions and lists it; the seq after its last good record, or
+ * null when its header is unusable (the newest is then removed, as a creation a crash cut short;
+ * an older one is a problem). The newest journal's first bad record is a torn tail, cut there;
+ * elsewhere it is a problem, and the rest of that journal is skipped.
+ */
+async function replayJournal(
+  run: Recovery,
+  gen: number,
+  position: { isLast: boolean; expected: number },
+): Promise<number | null> {
+  const { context, disk, report } = run;
+  const { isLast, expected } = position;
+  const path = journalPath(gen);
+  const file = await disk.open(path, "write");
+  try {
+    const header = await readJournalHeader(file, context.crc32);
+    if (typeof header === "string" || header.id !== gen) {
+      const what = typeof header === "string" ? header : `header names generation ${header.id}`;
+      if (isLast) {
+        // A journal whose creation was cut short by a crash: it never held an acknowledged record.
+        await file.close();
+        await removeAsCut(disk, path, report);
+      } else {
+        run.problem(path, 0, what, "journal skipped");
+      }
+      return null;
+    }
+    if (expected !== 0 && header.firstSeq !== expected) {
+      run.problem(
+        path,
+        0,
+        `journal starts at seq ${header.firstSeq}, expected ${expected}`,
+        "continued at the journal's first seq",
+      );
+    }
+    const info: JournalInfo = {
+      gen,
+      path,
+      firstSeq: header.firstSeq,
+      bytes: header.bytes,
+      pendingRecords: 0,
+      created: true,
+    };
+    const { scan, next } = await replayRecords(context, file, info, report);
+    info.bytes = scan.end;
+    if (scan.problem !== null) {
+      if (isLast) {
+        const after = await countRecordsAfter(file, scan.end, next - 1, context.crc32);
+        await file.truncate(scan.end);
+        report.cuts.push({
+          file: path,
+          offset: scan.end,
+          bytesCut: scan.fileBytes - scan.end,
+          recordsAfterCut: after.records,
+        });
+      } else {
+        run.problem(path, scan.end, scan.problem, "rest of the journal skipped");
+      }
+    }
+    // What a restart reads back may sit only in the page cache: make it durable before trusting it.
+    await file.sync();
+    context.journals.push(info);
+    report.journalsReplayed++;
+    return next;
+  } finally {
+    await file.close().catch(() => {});
   }
-  if (orphans.length > 0) await disk.syncDir(SEGMENT_DIR);
-  if (rewrite) await rewriteManifest(context);
-  else await openManifestForAppend(context, loaded.ok ? loaded.bytes : 0, state.records);
-  context.nextSeq = nextSeq;
-  context.writtenSeq = context.syncedSeq = context.committedSeq = nextSeq - 1;
-  const gen = (gens.length > 0 ? gens[gens.length - 1] : 0) + 1;
-  await startJournal(context, gen, nextSeq);
-  await dropDrainedJournals(context);
-  report.nextSeq = nextSeq;
-  return report;
+}
+
+/**
+ * The records of journal `info` from its first seq on, until the first bad one or one whose seq
+ * does not continue: those past their partition's sorted-through seq become pending (counted per
+ * topic and in `info`). The scan's result and the seq after the last good record.
+ */
+async function replayRecords(
+  context: StoreContext,
+  file: DiskFile,
+  info: JournalInfo,
+  report: RecoveryReport,
+): Promise<{ scan: ScanResult; next: number }> {
+  const gen = info.gen;
+  let expected = info.firstSeq;
+  const scan = await scanRecords(
+    file,
+    info.bytes,
+    context.crc32,
+    (bytes, view, at, length, position) => {
+      const seq = recordSeq(view, at);
+      if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
+      const timeUs = recordTime(view, at);
+      const held = context.topicHeld(recordTopic(bytes, view, at));
+      const log = held.log;
+      if (seq > log.sortedThrough) {
+        held.messages++;
+        held.bytes += length;
+        log.addPending(seq, timeUs, gen, position, length);
+        info.pendingRecords++;
+        report.recordsReplayed++;
+      }
+      context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
+      expected++;
+      return undefined;
+    },
+  );
+  return { scan, next: expected };
+}
+
+/** Phase 4a: removes the orphan files (phase 2b), and syncs the directory when there were any. */
+async function removeOrphans(run: Recovery, orphans: string[]): Promise<void> {
+  for (const path of orphans) {
+    await run.disk.remove(path);
+    run.report.filesRemoved.push(path);
+  }
+  if (orphans.length > 0) await run.disk.syncDir(SEGMENT_DIR);
 }
 
 /**
@@ -510,7 +671,7 @@ async function rebuildFromSegments(
   context: StoreContext,
   ids: { segmentIds: Set<number>; storeIds: Set<number>; packIds: Set<number> },
   report: RecoveryReport,
-  problem: (file: string, offset: number, what: string, action: string) => void,
+  problem: ProblemSink,
 ): Promise<ManifestState> {
   const { segmentIds, storeIds, packIds } = ids;
   const state: ManifestState = {
