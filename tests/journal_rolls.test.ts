@@ -11,7 +11,7 @@ import type { Disk, DiskFile } from "../src/store/disk.ts";
 import { FILE_HEADER_FIXED_BYTES, encodeFileHeader } from "../src/store/file_header.ts";
 import { StoreContext, resolveOptions } from "../src/store/context.ts";
 import { journalPath, stagedPath } from "../src/store/layout.ts";
-import { dropDrainedJournals } from "../src/store/recovery.ts";
+import { dropDrainedJournals } from "../src/store/journal_files.ts";
 import { SpareFiller } from "../src/store/spare_filler.ts";
 import { type FsyncPolicy, Store } from "../src/store/mod.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";

@@ -24,11 +24,15 @@
  *
  * Spares are not named as journals: a spare recovery finds is kept as a spare (up to
  * JOURNAL_SPARES_MAX) or removed, never replayed.
+ *
+ * Also the journal list's lifecycle: a generation starts (startJournal: its file, then its entry
+ * in `context.journals`) and drained ones leave it, oldest first (dropDrainedJournals). Not here:
+ * writing records (journal_writer.ts) and replaying them at open (recovery.ts).
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
-import { encodeFileHeader } from "./file_header.ts";
+import { encodeFileHeader, FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import { JOURNAL_DIR, journalPath, sparePath, stagedPath } from "./layout.ts";
 
 /**
@@ -38,6 +42,44 @@ import { JOURNAL_DIR, journalPath, sparePath, stagedPath } from "./layout.ts";
  */
 export function keepsSpares(context: StoreContext): boolean {
   return context.options.fsync === "always";
+}
+
+/**
+ * Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and
+ * lists it in `context.journals`; `recycle`: see createJournalFile.
+ */
+export async function startJournal(
+  context: StoreContext,
+  gen: number,
+  firstSeq: number,
+  recycle = true,
+): Promise<JournalInfo> {
+  await createJournalFile(context, gen, firstSeq, recycle);
+  const info: JournalInfo = {
+    gen,
+    path: journalPath(gen),
+    firstSeq,
+    bytes: FILE_HEADER_FIXED_BYTES,
+    pendingRecords: 0,
+    created: true,
+  };
+  context.journals.push(info);
+  return info;
+}
+
+/**
+ * Retires journals, oldest first, whose records are all in segments (never the newest one): kept
+ * as spares or removed. Only once the next journal has its name: until then the writer may still
+ * be sealing this one (a sort that began before a roll can drain it meanwhile).
+ */
+export async function dropDrainedJournals(context: StoreContext): Promise<void> {
+  while (
+    context.journals.length > 1 &&
+    context.journals[0].pendingRecords === 0 &&
+    context.journals[1].created
+  ) {
+    await retireJournalFile(context, context.journals.shift() as JournalInfo);
+  }
 }
 
 /**

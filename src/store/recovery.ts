@@ -24,8 +24,8 @@ import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
-import { FILE_HEADER_FIXED_BYTES, type FileHeader, decodeFileHeader } from "./file_header.ts";
-import { createJournalFile, keepsSpares, retireJournalFile } from "./journal_files.ts";
+import { type FileHeader, decodeFileHeader } from "./file_header.ts";
+import { dropDrainedJournals, keepsSpares, startJournal } from "./journal_files.ts";
 import {
   JOURNAL_DIR,
   MANIFEST_PATH,
@@ -630,41 +630,6 @@ async function readJournalHeader(file: DiskFile, crc32: Crc32): Promise<FileHead
 async function sizeOf(disk: Disk, path: string): Promise<number> {
   const file = await disk.open(path, "read");
   return file.size().finally(() => file.close());
-}
-
-/** Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and lists it; `recycle`: see createJournalFile. */
-export async function startJournal(
-  context: StoreContext,
-  gen: number,
-  firstSeq: number,
-  recycle = true,
-): Promise<JournalInfo> {
-  await createJournalFile(context, gen, firstSeq, recycle);
-  const info: JournalInfo = {
-    gen,
-    path: journalPath(gen),
-    firstSeq,
-    bytes: FILE_HEADER_FIXED_BYTES,
-    pendingRecords: 0,
-    created: true,
-  };
-  context.journals.push(info);
-  return info;
-}
-
-/**
- * Retires journals, oldest first, whose records are all in segments (never the newest one): kept
- * as spares or removed. Only once the next journal has its name: until then the writer may still
- * be sealing this one (a sort that began before a roll can drain it meanwhile).
- */
-export async function dropDrainedJournals(context: StoreContext): Promise<void> {
-  while (
-    context.journals.length > 1 &&
-    context.journals[0].pendingRecords === 0 &&
-    context.journals[1].created
-  ) {
-    await retireJournalFile(context, context.journals.shift() as JournalInfo);
-  }
 }
 
 async function rebuildFromSegments(

@@ -28,7 +28,7 @@ import {
 } from "./manifest_codec.ts";
 import { appendManifest, compactManifestMaybe } from "./manifest.ts";
 import type { PartitionLog } from "./partition_log.ts";
-import { dropDrainedJournals } from "./recovery.ts";
+import { dropDrainedJournals } from "./journal_files.ts";
 import { PackWriter } from "./pack_file.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 

@@ -25,9 +25,9 @@ import {
 import { appendManifestLocked, splitOfStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./read/mod.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
-import { type RecoveryReport, dropDrainedJournals, recover, startJournal } from "./recovery.ts";
+import { type RecoveryReport, recover } from "./recovery.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { sealJournalFile } from "./journal_files.ts";
+import { dropDrainedJournals, sealJournalFile, startJournal } from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
 import { type SubtreeStoreMeta, isStore, readStoreHead, recordSpanOf } from "./store_file.ts";
