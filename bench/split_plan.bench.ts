@@ -3,7 +3,7 @@
  *
  * Owns: the deterministic table generators (`zipfTable`, `flatTable`), the benchmark body
  * (`planOnce`: parse the CSV text, plan, measure) shared with the smoke test
- * (bench/split_plan.bench.test.ts), and the table printed for docs/split.md.
+ * (bench/split_plan.bench.test.ts), and the table printed for docs/benchmarks.md (split).
  * Run: `bun bench/split_plan.bench.ts` (SPLIT_BENCH_TOPICS=N and SPLIT_BENCH_RUNS=N change the size
  * and the runs). Medians of wall time per phase, and of the process's CPU time for the whole run,
  * which a busy shared machine inflates much less (it includes GC threads, so it can exceed wall).
