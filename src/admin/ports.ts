@@ -1,6 +1,6 @@
 /**
  * Ports of the admin app: everything it reads from a running server, as small interfaces the
- * runtime binds to the real broker, tip and store (src/runtime/server.ts) and tests bind to fakes.
+ * runtime binds to the real broker, tip and store (src/server/server.ts) and tests bind to fakes.
  * The app never reaches past these: no sockets, files or clocks of its own.
  */
 import type { BrokerStats } from "../broker/broker.ts";

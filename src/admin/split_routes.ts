@@ -1,5 +1,5 @@
 /**
- * split_routes: the routes a running server offers `aria split` (src/runtime/split_host.ts), so
+ * split_routes: the routes a running server offers `aria split` (src/server/split_host.ts), so
  * the server — the data directory's one owner — performs the switch while it serves:
  *
  *   GET  /internal/split/layout    {"layout": [{partition, segments, stores}]} closed data in force

@@ -7,7 +7,7 @@
  * markdown tables, or as JSON with --json.
  *
  * The scenarios get the process (temp directories, /proc/self/io, `dd` to evict files from the
- * page cache, clocks, servers) as a BenchEnv built by src/runtime/bench_env.ts; this file parses
+ * page cache, clocks, servers) as a BenchEnv built by src/server/bench_env.ts; this file parses
  * the command, runs the scenarios and prints.
  */
 import {

@@ -1,6 +1,6 @@
 /**
  * `aria split` (the rewrite) and `aria split stats`: argument parsing, the owner of the data
- * directory (a running server or this process: src/runtime/split_owner.ts), the worker pool, the
+ * directory (a running server or this process: src/server/split_owner.ts), the worker pool, the
  * progress line and the before/after table. The work itself is src/split/executor.ts.
  */
 import { formatBytes } from "../bench/table.ts";

@@ -5,7 +5,7 @@
  * the host to switch: one SWAP record in the manifest replaces every old file at once.
  *
  * The host is the process that owns the data directory: a Store this process opened (no server
- * running) or a running `aria serve` reached over its admin HTTP app (src/runtime/split_host.ts).
+ * running) or a running `aria serve` reached over its admin HTTP app (src/server/split_host.ts).
  * Either way the switch is checked there against the layout in force, and the old files are
  * removed only once no read uses them. A failure before the switch removes the new files; a crash
  * before it leaves them as orphans the next open removes; the old layout stays in force.

@@ -695,9 +695,9 @@ async function rebuildFromSegments(
  * Store files found without a usable manifest: per partition, each candidate layout is a split
  * generation's stores with the segments after their last seq, or the segments alone; the one
  * holding the most records wins (a complete layout beats one a crash cut short; on a tie the
- * newest split), and the segments it replaces go. (Comparing each generation with the segments
- * up to the newest generation's last seq alone, as before session 16, let a re-split a crash cut
- * short win over the complete split before it and the segments after that, and drop both.)
+ * newest split), and the segments it replaces go. Each generation is weighed together with the
+ * segments after it: weighed alone, a re-split that a crash cut short could win over the complete
+ * split before it and the segments after that, and drop both.
  */
 async function rebuildStores(
   context: StoreContext,
