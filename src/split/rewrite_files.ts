@@ -1,8 +1,8 @@
 /**
  * rewrite_files: one split task — one partition — over a Disk: read the partition's old stores
  * and segments in chunks (every record CRC-checked), merge and route them (rewrite.ts), write each
- * new store file and its index, fsync both. Runs in a worker thread (src/server/split_worker.ts passes a
- * BunDisk) or in-process (tests pass a SimDisk). Never touches the manifest: the main thread
+ * new store file and its index, fsync both. Runs in a worker thread (src/server/split_worker.ts
+ * passes a BunDisk) or in-process (tests pass a SimDisk). Never touches the manifest: the main thread
  * switches once every task is done.
  *
  * Output files are created on the first chunk, so a store that received no record leaves no file.
