@@ -8,8 +8,7 @@
 import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { nativeCrc32 } from "./crc32.ts";
-import { promises as fs } from "node:fs";
-import { readTextFile, unreadable } from "./files.ts";
+import { readBytesFile, readTextFile } from "./files.ts";
 import {
   onShutdownSignal,
   processArgs,
@@ -19,7 +18,7 @@ import {
   writeStdout,
   writeStdoutAsync,
 } from "./process.ts";
-import type { ReadBytesResult, Runtime } from "./runtime.ts";
+import type { Runtime } from "./runtime.ts";
 import { dialTcp } from "./tcp_dialer.ts";
 import { listenTcp } from "./tcp_listener.ts";
 
@@ -61,25 +60,3 @@ export const bunRuntime = (): Runtime => ({
     return await child.exited;
   },
 });
-
-/** Reads `path`'s bytes, refusing files larger than `bytesMax` before reading any. */
-async function readBytesFile(
-  path: string,
-  options: { bytesMax: number },
-): Promise<ReadBytesResult> {
-  const where = `cannot read ${JSON.stringify(path)}`;
-  try {
-    const stat = await fs.stat(path);
-    if (stat.isDirectory()) return { ok: false, reason: `${where}: is a directory` };
-    if (stat.size > options.bytesMax)
-      return {
-        ok: false,
-        reason: `${where}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
-      };
-    const bytes = await fs.readFile(path);
-    return { ok: true, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
-  } catch (error) {
-    const failed = unreadable(path, error);
-    return { ok: false, reason: failed.ok ? where : failed.reason };
-  }
-}

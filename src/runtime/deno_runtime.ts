@@ -11,7 +11,7 @@ import type { Crc32 } from "../store/crc32.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
-import { unreadable } from "./files.ts";
+import { readWholeFile } from "./files.ts";
 import { type HttpServer, OutputClosedError, type Runtime } from "./runtime.ts";
 
 const encoder = new TextEncoder();
@@ -71,38 +71,18 @@ export const denoRuntime = (): Runtime => ({
   },
   stderrIsTerminal: () => Deno.stderr.isTerminal(),
   readTextFile: async (path, options) => {
-    try {
-      const stat = await Deno.stat(path);
-      if (stat.isDirectory)
-        return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
-      if (stat.size > options.bytesMax)
-        return {
-          ok: false,
-          reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
-        };
-      return { ok: true, text: await Deno.readTextFile(path) };
-    } catch (error) {
-      return unreadable(path, error);
-    }
+    const read = await readWholeFile(path, options.bytesMax, {
+      stat: denoStat,
+      read: Deno.readTextFile,
+    });
+    return read.ok ? { ok: true, text: read.value } : read;
   },
   readBytesFile: async (path, options) => {
-    try {
-      const stat = await Deno.stat(path);
-      if (stat.isDirectory)
-        return { ok: false, reason: `cannot read ${JSON.stringify(path)}: is a directory` };
-      if (stat.size > options.bytesMax)
-        return {
-          ok: false,
-          reason: `cannot read ${JSON.stringify(path)}: ${stat.size} bytes, more than the limit of ${options.bytesMax}`,
-        };
-      return { ok: true, bytes: await Deno.readFile(path) };
-    } catch (error) {
-      const failed = unreadable(path, error);
-      return {
-        ok: false,
-        reason: failed.ok ? `cannot read ${JSON.stringify(path)}` : failed.reason,
-      };
-    }
+    const read = await readWholeFile(path, options.bytesMax, {
+      stat: denoStat,
+      read: Deno.readFile,
+    });
+    return read.ok ? { ok: true, bytes: read.value } : read;
   },
   runQuiet: async (argv) => {
     const [program, ...args] = argv;
@@ -119,4 +99,10 @@ export const denoRuntime = (): Runtime => ({
 function writeAllSync(stream: { writeSync(bytes: Uint8Array): number }, bytes: Uint8Array): void {
   let done = 0;
   while (done < bytes.length) done += stream.writeSync(bytes.subarray(done));
+}
+
+/** A path's kind and size, as readWholeFile asks them. */
+async function denoStat(path: string): Promise<{ isDirectory: boolean; size: number }> {
+  const stat = await Deno.stat(path);
+  return { isDirectory: stat.isDirectory, size: stat.size };
 }
