@@ -303,17 +303,17 @@ describe("journal rolls", () => {
       pendingRecords: 0,
       created,
     });
-    context.journals.push(info(1, true), info(2, true), info(3, false));
+    context.journal.generations.push(info(1, true), info(2, true), info(3, false));
     await dropDrainedJournals(context);
     // Journal 1 goes (journal 2 has its name); journal 2 stays while journal 3 is staged.
-    expect(context.journals.map((journal) => journal.gen)).toEqual([2, 3]);
+    expect(context.journal.generations.map((journal) => journal.gen)).toEqual([2, 3]);
     expect(sim.paths().filter((path) => path.startsWith("journal/"))).toEqual([
       journalPath(2),
       stagedPath(3),
     ]);
-    context.journals[1].created = true;
+    context.journal.generations[1].created = true;
     await dropDrainedJournals(context);
-    expect(context.journals.map((journal) => journal.gen)).toEqual([3]);
+    expect(context.journal.generations.map((journal) => journal.gen)).toEqual([3]);
   });
 
   test("under always a spare is zero-filled a piece per small group commit, and the next generation takes it", async () => {

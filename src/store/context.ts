@@ -1,7 +1,18 @@
 /**
- * StoreContext: the state the store's parts share — the open journal generations, the partition
- * logs, the manifest handle, the seq watermarks and the resolved limits. It holds data only;
- * journal_writer.ts, sorter.ts, reader.ts and recovery.ts act on it, store.ts owns it.
+ * StoreContext: the state the store's parts share, grouped by the part that writes it. It holds
+ * data only; journal_writer.ts, sorter.ts, recovery.ts, manifest.ts, store.ts and the reader
+ * (read/) act on it, store.ts owns it.
+ *
+ *   StoreContext
+ *   ├─ disk, options, crc32, files   set at open; files (the open-file LRU) is shared by all
+ *   ├─ failure, closed               status: journal_writer.ts and store.ts write, all read
+ *   ├─ journal     JournalState      generations, spares, seq watermarks — journal_writer.ts
+ *   ├─ partitions  Partitions        partition logs, topics, oversized — appends, sorter, recovery
+ *   ├─ inForce     FilesInForce      closed files in force: ids, packs, counts — sorter, store.ts
+ *   ├─ manifest    ManifestState     the manifest file, its lock, the last split — manifest.ts
+ *   └─ reads       ReadState         reads in flight, deferred removals, index cache — read/
+ *
+ * Recovery (recovery.ts) writes every group once at open, before any other part runs.
  *
  * Seq watermarks, always ordered:  committedSeq <= writtenSeq < nextSeq, syncedSeq <= writtenSeq
  *   nextSeq       the seq the next append must carry
@@ -117,131 +128,36 @@ export type JournalInfo = {
 /**
  * One topic: its partition's log, and the messages and record bytes the data directory holds of
  * it — in the journal (counted at append and at replay) and in the closed files whose counts are
- * known (StoreContext.fileCounts). Retention and a split's switch subtract what they remove.
+ * known (FilesInForce.fileCounts). Retention and a split's switch subtract what they remove.
  */
 export type TopicHeld = { readonly log: PartitionLog; messages: number; bytes: number };
 
-/** Shared state of one open store. */
-export class StoreContext {
-  readonly files: FileCache;
-  readonly partitions = new Map<string, PartitionLog>();
-  /**
-   * Every topic seen, by name (never removed: entries never go stale). One lookup per append
-   * finds the partition and counts the message.
-   */
-  readonly topics = new Map<string, TopicHeld>();
-  /** Per-topic counts of the closed files in force that have them (manifest TOPICS records). */
-  readonly fileCounts = new Map<number, readonly TopicCount[]>();
-  /** Closed files in force without counts (closed by a build before TOPICS records): `countFiles` measures them. */
-  readonly uncounted = new Set<number>();
-  /** Partitions in creation order: readers pick up new ones by index. */
-  readonly partitionList: PartitionLog[] = [];
-  /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
-  readonly layout = { version: 0 };
-  journals: JournalInfo[] = [];
+/**
+ * The journal's state. Owner: journal_writer.ts (appends, rolls, watermarks) and journal_files.ts
+ * (creates and retires generations), with spare_filler.ts (spares). Read by the sorter (which
+ * journals its closes drain, the synced watermark), the reader (committedSeq, a journal's path)
+ * and store.ts (stats, the backlog check).
+ */
+export class JournalState {
+  /** Live generations, oldest first; the last one is the active one appends go to. */
+  generations: JournalInfo[] = [];
   /** Spare journal files ready for the next generations, and their bytes (journal_files.ts). */
-  spareJournals: { path: string; bytes: number }[] = [];
+  spares: { path: string; bytes: number }[] = [];
   /** Number of the next spare file's name. */
   nextSpareId = 1;
-  manifest: { file: DiskFile | null; bytes: number; records: number } = {
-    file: null,
-    bytes: 0,
-    records: 0,
-  };
-  nextSegmentId = 1;
   nextSeq = 1;
   writtenSeq = 0;
   syncedSeq = 0;
   committedSeq = 0;
   /** Newest publish time appended: the store's notion of "now" for segment age. */
   newestTimeUs = 0;
-  /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
-  readonly oversized = new Set<PartitionLog>();
-  readsInFlight = 0;
-  /** Reads ahead in flight that no read batch waits for (see reader.ts, prefetch); close waits for them. */
-  readonly prefetches = new Set<Promise<void>>();
-  /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
-  bytesRead = 0;
-  deferred: (() => Promise<void>)[] = [];
-  failure: StoreError | null = null;
-  closed = false;
-  /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
-  readonly indexes = new Map<number, SegmentIndex | null>();
-  /** What the last split did, as the manifest says (null: no split has switched). */
-  lastSplit: SplitSummary | null = null;
-  /** Segments in force per pack id: a pack's file is deleted when its count reaches 0. */
-  readonly packSegments = new Map<number, number>();
-  private lockTail: Promise<unknown> = Promise.resolve();
-
-  constructor(
-    readonly disk: Disk,
-    readonly options: ResolvedOptions,
-  ) {
-    this.files = new FileCache(disk, options.openFilesMax);
-  }
-
-  get crc32(): Crc32 {
-    return this.options.crc32;
-  }
-
-  /** The log of `partition`, created when new. */
-  partition(partition: string): PartitionLog {
-    let log = this.partitions.get(partition);
-    if (log === undefined) {
-      log = new PartitionLog(partition, this.layout);
-      this.partitions.set(partition, log);
-      this.partitionList.push(log);
-    }
-    return log;
-  }
-
-  /** `topic`'s entry: its partition's log and what the directory holds of it (created when new). */
-  topicHeld(topic: string): TopicHeld {
-    // Cached by topic: every append would otherwise cut a new partition string and hash it.
-    let held = this.topics.get(topic);
-    if (held === undefined) {
-      held = { log: this.partition(partitionOf(topic)), messages: 0, bytes: 0 };
-      this.topics.set(topic, held);
-    }
-    return held;
-  }
-
-  /** The log of `topic`'s partition. */
-  partitionOfTopic(topic: string): PartitionLog {
-    return this.topicHeld(topic).log;
-  }
-
-  /** Closed file `id` came into force holding `counts`: kept, and added to its topics (journal records it replaces are subtracted by the caller, if any). */
-  countFile(id: number, counts: readonly TopicCount[], add: boolean): void {
-    this.fileCounts.set(id, counts);
-    this.uncounted.delete(id);
-    if (!add) return;
-    for (const count of counts) {
-      const held = this.topicHeld(count.topic);
-      held.messages += count.messages;
-      held.bytes += count.bytes;
-    }
-  }
-
-  /** Closed file `id` left force (retention, a split's switch): its counts, if known, leave its topics. */
-  uncountFile(id: number): void {
-    this.uncounted.delete(id);
-    const counts = this.fileCounts.get(id);
-    if (counts === undefined) return;
-    this.fileCounts.delete(id);
-    for (const count of counts) {
-      const held = this.topicHeld(count.topic);
-      held.messages -= count.messages;
-      held.bytes -= count.bytes;
-    }
-  }
 
   /**
    * Bytes of every journal kept, of the sealed ones only (all but the active, newest one), and
    * their unsorted records: what the sorter's triggers, the backlog check and stats read.
    */
-  journalTotals(): { bytes: number; sealedBytes: number; pendingRecords: number } {
-    const journals = this.journals;
+  totals(): { bytes: number; sealedBytes: number; pendingRecords: number } {
+    const journals = this.generations;
     let bytes = 0;
     let pendingRecords = 0;
     for (const journal of journals) {
@@ -252,19 +168,110 @@ export class StoreContext {
   }
 
   /** The journal of generation `gen` (it must be live). */
-  journal(gen: number): JournalInfo {
-    const first = this.journals[0].gen;
-    const info = this.journals[gen - first];
+  generation(gen: number): JournalInfo {
+    const first = this.generations[0].gen;
+    const info = this.generations[gen - first];
     if (info !== undefined && info.gen === gen) return info;
     // Generations can skip one: recovery removes a journal whose creation a crash cut short (or,
     // with repair, skips a damaged one) and starts the next generation after it.
-    const found = this.journals.find((journal) => journal.gen === gen);
-    assert(found !== undefined, "StoreContext.journal: the generation is live");
+    const found = this.generations.find((journal) => journal.gen === gen);
+    assert(found !== undefined, "JournalState.generation: the generation is live");
     return found;
+  }
+}
+
+/**
+ * The partition logs and the topics. Owner: whoever first names a partition creates its log —
+ * journal_writer.ts (an append), recovery.ts (replay), store.ts; the sorter writes `oversized`
+ * (the writer adds to it). Read by the sorter, the reader (new partitions by index, `layout`),
+ * manifest.ts (a rewrite lists every file) and store.ts (retention, stats).
+ */
+export class Partitions {
+  readonly byName = new Map<string, PartitionLog>();
+  /**
+   * Every topic seen, by name (never removed: entries never go stale). One lookup per append
+   * finds the partition and counts the message.
+   */
+  readonly topics = new Map<string, TopicHeld>();
+  /** Partitions in creation order: readers pick up new ones by index. */
+  readonly list: PartitionLog[] = [];
+  /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
+  readonly layout = { version: 0 };
+  /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
+  readonly oversized = new Set<PartitionLog>();
+
+  /** The log of `partition`, created when new. */
+  log(partition: string): PartitionLog {
+    let log = this.byName.get(partition);
+    if (log === undefined) {
+      log = new PartitionLog(partition, this.layout);
+      this.byName.set(partition, log);
+      this.list.push(log);
+    }
+    return log;
+  }
+
+  /** `topic`'s entry: its partition's log and what the directory holds of it (created when new). */
+  topicHeld(topic: string): TopicHeld {
+    // Cached by topic: every append would otherwise cut a new partition string and hash it.
+    let held = this.topics.get(topic);
+    if (held === undefined) {
+      held = { log: this.log(partitionOf(topic)), messages: 0, bytes: 0 };
+      this.topics.set(topic, held);
+    }
+    return held;
+  }
+
+  /** The log of `topic`'s partition. */
+  logOfTopic(topic: string): PartitionLog {
+    return this.topicHeld(topic).log;
+  }
+}
+
+/**
+ * The closed files (segments, subtree stores, packs) in force: their ids, their packs' segment
+ * counts, their per-topic counts. Owner: the sorter (closes segments) and store.ts (retention, a
+ * split's switch), recovery.ts and manifest.ts at open. Read by manifest.ts (a rewrite) and
+ * store.ts (stats, counting the uncounted files).
+ */
+export class FilesInForce {
+  nextSegmentId = 1;
+  /** Per-topic counts of the closed files in force that have them (manifest TOPICS records). */
+  readonly fileCounts = new Map<number, readonly TopicCount[]>();
+  /** Closed files in force without counts (closed by a build before TOPICS records): `countFiles` measures them. */
+  readonly uncounted = new Set<number>();
+  /** Segments in force per pack id: a pack's file is deleted when its count reaches 0. */
+  readonly packSegments = new Map<number, number>();
+
+  constructor(private readonly partitions: Partitions) {}
+
+  /** Closed file `id` came into force holding `counts`: kept, and added to its topics (journal records it replaces are subtracted by the caller, if any). */
+  count(id: number, counts: readonly TopicCount[], add: boolean): void {
+    this.fileCounts.set(id, counts);
+    this.uncounted.delete(id);
+    if (!add) return;
+    for (const count of counts) {
+      const held = this.partitions.topicHeld(count.topic);
+      held.messages += count.messages;
+      held.bytes += count.bytes;
+    }
+  }
+
+  /** Closed file `id` left force (retention, a split's switch): its counts, if known, leave its topics. */
+  uncount(id: number): void {
+    this.uncounted.delete(id);
+    const counts = this.fileCounts.get(id);
+    if (counts === undefined) return;
+    this.fileCounts.delete(id);
+    for (const count of counts) {
+      const held = this.partitions.topicHeld(count.topic);
+      held.messages -= count.messages;
+      held.bytes -= count.bytes;
+    }
   }
 
   /** `file` came into force (a close, recovery): its pack, if any, counts one more segment. */
-  holdFiles(file: SegmentMeta | SubtreeStoreMeta): void {
+  hold(file: SegmentMeta | SubtreeStoreMeta): void {
     if (!isStore(file) && file.pack !== undefined)
       this.packSegments.set(file.pack.pack, (this.packSegments.get(file.pack.pack) ?? 0) + 1);
   }
@@ -273,11 +280,11 @@ export class StoreContext {
    * `file` left force (retention, a split's switch): the paths to delete once no read is in
    * flight — its own files, or its pack when it was the last segment in force there.
    */
-  releaseFiles(file: SegmentMeta | SubtreeStoreMeta): string[] {
+  release(file: SegmentMeta | SubtreeStoreMeta): string[] {
     if (isStore(file) || file.pack === undefined) return [dataPathOf(file), indexPath(file.id)];
     const pack = file.pack.pack;
     const left = (this.packSegments.get(pack) ?? 0) - 1;
-    assert(left >= 0, "StoreContext.releaseFiles: the pack held the segment");
+    assert(left >= 0, "FilesInForce.release: the pack held the segment");
     if (left > 0) {
       this.packSegments.set(pack, left);
       return [];
@@ -285,6 +292,20 @@ export class StoreContext {
     this.packSegments.delete(pack);
     return [packPath(pack)];
   }
+}
+
+/**
+ * The manifest file's handle and size, its write lock, and the last split it records. Owner:
+ * manifest.ts (opens, appends, rewrites), store.ts (closes it; sets `lastSplit` at a switch),
+ * recovery.ts (`lastSplit` at open). Read by store.ts (stats, `lastSplit()`).
+ */
+export class ManifestState {
+  file: DiskFile | null = null;
+  bytes = 0;
+  records = 0;
+  /** What the last split did, as the manifest says (null: no split has switched). */
+  lastSplit: SplitSummary | null = null;
+  private lockTail: Promise<unknown> = Promise.resolve();
 
   /** Runs `work` after every earlier locked work has finished (manifest writes are serial). */
   locked<T>(work: () => Promise<T>): Promise<T> {
@@ -292,27 +313,69 @@ export class StoreContext {
     this.lockTail = result.catch(() => {});
     return result;
   }
+}
 
-  /** Runs `work` now if no read is in flight, else when the last one ends (files readers may hold). */
-  async whenNoReads(work: () => Promise<void>): Promise<void> {
-    if (this.readsInFlight === 0) await work();
-    else this.deferred.push(work);
-  }
+/**
+ * Reads in flight and what waits for them. Owner: the reader (read/: counts its reads, its reads
+ * ahead, the bytes it reads, the segment index cache) and store.ts (its own reads, deferring
+ * removals). Read by store.ts (close waits for `prefetches`; stats).
+ */
+export class ReadState {
+  inFlight = 0;
+  /** Reads ahead in flight that no read batch waits for (see read/span_read.ts); close waits for them. */
+  readonly prefetches = new Set<Promise<void>>();
+  /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
+  bytesRead = 0;
+  /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
+  readonly indexes = new Map<number, SegmentIndex | null>();
+  deferred: (() => Promise<void>)[] = [];
 
   /** Called after deferred removals ran (the store checks whether it is still backlogged). */
   afterDeferred: () => void = () => {};
+
+  /** Runs `work` now if no read is in flight, else when the last one ends (files readers may hold). */
+  async whenNoReads(work: () => Promise<void>): Promise<void> {
+    if (this.inFlight === 0) await work();
+    else this.deferred.push(work);
+  }
 
   /**
    * Marks a read done; runs deferred removals once none is in flight. A removal that fails (a
    * file left behind, which the next open removes or retires) fails neither the read that
    * happened to end last nor the removals after it.
    */
-  async readDone(): Promise<void> {
-    this.readsInFlight--;
-    if (this.readsInFlight > 0 || this.deferred.length === 0) return;
+  async done(): Promise<void> {
+    this.inFlight--;
+    if (this.inFlight > 0 || this.deferred.length === 0) return;
     const work = this.deferred;
     this.deferred = [];
     for (const run of work) await run().catch(() => {});
     this.afterDeferred();
+  }
+}
+
+/** Shared state of one open store, grouped by owner (see the picture above). */
+export class StoreContext {
+  /** The open-file LRU every part reads and writes through. */
+  readonly files: FileCache;
+  /** The store's first failure: journal_writer.ts (and store.ts, spare_filler.ts) set it; every part checks it. */
+  failure: StoreError | null = null;
+  /** Set by store.ts's close; appends, reads and background work check it. */
+  closed = false;
+  readonly journal = new JournalState();
+  readonly partitions = new Partitions();
+  readonly inForce = new FilesInForce(this.partitions);
+  readonly manifest = new ManifestState();
+  readonly reads = new ReadState();
+
+  constructor(
+    readonly disk: Disk,
+    readonly options: ResolvedOptions,
+  ) {
+    this.files = new FileCache(disk, options.openFilesMax);
+  }
+
+  get crc32(): Crc32 {
+    return this.options.crc32;
   }
 }

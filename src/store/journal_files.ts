@@ -26,7 +26,7 @@
  * JOURNAL_SPARES_MAX) or removed, never replayed.
  *
  * Also the journal list's lifecycle: a generation starts (startJournal: its file, then its entry
- * in `context.journals`) and drained ones leave it, oldest first (dropDrainedJournals). Not here:
+ * in `context.journal.generations`) and drained ones leave it, oldest first (dropDrainedJournals). Not here:
  * writing records (journal_writer.ts) and replaying them at open (recovery.ts).
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
@@ -46,7 +46,7 @@ export function keepsSpares(context: StoreContext): boolean {
 
 /**
  * Creates journal `gen` starting at `firstSeq`, durably (file, header, directory entry), and
- * lists it in `context.journals`; `recycle`: see createJournalFile.
+ * lists it in `context.journal.generations`; `recycle`: see createJournalFile.
  */
 export async function startJournal(
   context: StoreContext,
@@ -63,7 +63,7 @@ export async function startJournal(
     pendingRecords: 0,
     created: true,
   };
-  context.journals.push(info);
+  context.journal.generations.push(info);
   return info;
 }
 
@@ -74,11 +74,11 @@ export async function startJournal(
  */
 export async function dropDrainedJournals(context: StoreContext): Promise<void> {
   while (
-    context.journals.length > 1 &&
-    context.journals[0].pendingRecords === 0 &&
-    context.journals[1].created
+    context.journal.generations.length > 1 &&
+    context.journal.generations[0].pendingRecords === 0 &&
+    context.journal.generations[1].created
   ) {
-    await retireJournalFile(context, context.journals.shift() as JournalInfo);
+    await retireJournalFile(context, context.journal.generations.shift() as JournalInfo);
   }
 }
 
@@ -154,7 +154,7 @@ async function writeJournalHeader(
   durable: boolean,
 ): Promise<boolean> {
   const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
-  const spare = recycle ? context.spareJournals.pop() : undefined;
+  const spare = recycle ? context.journal.spares.pop() : undefined;
   // A spare that went missing (removed by hand, say) only means a new file.
   const recycled =
     spare !== undefined &&
@@ -197,12 +197,12 @@ export async function retireJournalFile(context: StoreContext, info: JournalInfo
   await context.files.drop(info.path);
   if (
     keepsSpares(context) &&
-    context.spareJournals.length < JOURNAL_SPARES_MAX &&
+    context.journal.spares.length < JOURNAL_SPARES_MAX &&
     info.bytes >= context.options.journalBytesMax / 2
   ) {
-    const spare = sparePath(context.nextSpareId++);
+    const spare = sparePath(context.journal.nextSpareId++);
     await context.disk.rename(info.path, spare);
-    context.spareJournals.push({ path: spare, bytes: info.bytes });
+    context.journal.spares.push({ path: spare, bytes: info.bytes });
     return;
   }
   await context.disk.remove(info.path);

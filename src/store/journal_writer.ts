@@ -21,7 +21,7 @@ import {
   JOURNAL_WRITE_NOW_BYTES_MAX,
 } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import type { JournalInfo, StoreContext } from "./context.ts";
+import type { JournalInfo, JournalState, Partitions, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import { promoteJournalFile, stageJournalFile } from "./journal_files.ts";
@@ -71,13 +71,20 @@ export class JournalWriter {
   /** Called once the store has failed. */
   onFailed: () => void = () => {};
 
+  /** The context's journal state and partitions, held here so an append reads them in one step. */
+  private readonly journals: JournalState;
+  private readonly partitions: Partitions;
+
   constructor(private readonly context: StoreContext) {
+    this.journals = context.journal;
+    this.partitions = context.partitions;
     this.plannedBytes = this.active().bytes;
     this.spareFiller = new SpareFiller(context);
   }
 
   private active(): JournalInfo {
-    return this.context.journals[this.context.journals.length - 1];
+    const generations = this.journals.generations;
+    return generations[generations.length - 1];
   }
 
   /** Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes); `seq` must be the store's next seq. */
@@ -90,9 +97,10 @@ export class JournalWriter {
     payloadBytes: number,
   ): void {
     const context = this.context;
+    const journals = this.journals;
     if (context.failure !== null) throw context.failure;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
-    assert(seq === context.nextSeq, "journal_writer: seqs must be contiguous and increasing");
+    assert(seq === journals.nextSeq, "journal_writer: seqs must be contiguous and increasing");
     const length = recordBytes(topic.length, payloadBytes);
     let journal = this.active();
     if (
@@ -107,7 +115,7 @@ export class JournalWriter {
         pendingRecords: 0,
         created: false,
       };
-      context.journals.push(journal);
+      journals.generations.push(journal);
       this.plannedBytes = FILE_HEADER_FIXED_BYTES;
     }
     const chunk = this.chunkFor(journal.gen, length);
@@ -129,15 +137,15 @@ export class JournalWriter {
     chunk.lastSeq = seq;
     this.plannedBytes += length;
     this.bufferedBytes += length;
-    const held = context.topicHeld(topic);
+    const held = this.partitions.topicHeld(topic);
     held.messages++;
     held.bytes += length;
     const log = held.log;
     log.addPending(seq, timeUs, journal.gen, position, length);
-    if (log.pendingBytes >= context.options.segmentBytesMax) context.oversized.add(log);
+    if (log.pendingBytes >= context.options.segmentBytesMax) this.partitions.oversized.add(log);
     journal.pendingRecords++;
-    context.nextSeq = seq + 1;
-    if (timeUs > context.newestTimeUs) context.newestTimeUs = timeUs;
+    journals.nextSeq = seq + 1;
+    if (timeUs > journals.newestTimeUs) journals.newestTimeUs = timeUs;
     if (this.flushing === null) this.flushing = this.flushLoop();
   }
 
@@ -145,8 +153,8 @@ export class JournalWriter {
   commit(): Promise<void> {
     const context = this.context;
     if (context.failure !== null) return Promise.reject(context.failure);
-    const seq = context.nextSeq - 1;
-    if (seq <= context.committedSeq) return Promise.resolve();
+    const seq = context.journal.nextSeq - 1;
+    if (seq <= context.journal.committedSeq) return Promise.resolve();
     return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
   }
 
@@ -172,8 +180,8 @@ export class JournalWriter {
   private async syncOnce(): Promise<void> {
     const context = this.context;
     if (context.failure !== null) throw context.failure;
-    const target = context.writtenSeq;
-    if (target <= context.syncedSeq) return;
+    const target = context.journal.writtenSeq;
+    if (target <= context.journal.syncedSeq) return;
     // Records written into a staged journal are durable only once it has its name.
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
@@ -184,11 +192,11 @@ export class JournalWriter {
       this.fail(error);
       throw context.failure;
     }
-    if (target > context.syncedSeq) context.syncedSeq = target;
+    if (target > context.journal.syncedSeq) context.journal.syncedSeq = target;
   }
 
   private lastCreated(): JournalInfo {
-    const journals = this.context.journals;
+    const journals = this.context.journal.generations;
     for (let i = journals.length - 1; i >= 0; i--) if (journals[i].created) return journals[i];
     assert(false, "journal_writer: no journal created");
   }
@@ -246,18 +254,18 @@ export class JournalWriter {
         this.chunks = [];
         for (const chunk of batch) {
           if (context.failure !== null) throw context.failure;
-          const journal = context.journal(chunk.gen);
+          const journal = context.journal.generation(chunk.gen);
           if (!journal.created && journal !== this.staged) await this.stageJournal(journal);
           await context.files.with(journal.path, (file) => writeChunk(file, chunk));
           journal.bytes = chunk.position + chunk.length;
-          context.writtenSeq = chunk.lastSeq;
+          context.journal.writtenSeq = chunk.lastSeq;
           this.bufferedBytes -= chunk.length;
         }
         // A sync started earlier (by the sorter) may cover less than this batch: sync until it does.
         // A store that failed meanwhile (a segment's fsync in the sorter, say) syncs nothing more:
         // stop here, or this loop spins on microtasks for ever and starves the event loop.
         if (policy === "always") {
-          while (context.syncedSeq < context.writtenSeq) {
+          while (context.journal.syncedSeq < context.journal.writtenSeq) {
             if (context.failure !== null) throw context.failure;
             await this.sync();
           }
@@ -267,7 +275,8 @@ export class JournalWriter {
         // A failure beside this batch (a journal's seal, a sorter's fsync) stops the loop where
         // it is: nothing written after it becomes visible to readers or subscribers.
         if (context.failure !== null) throw context.failure;
-        context.committedSeq = policy === "always" ? context.syncedSeq : context.writtenSeq;
+        context.journal.committedSeq =
+          policy === "always" ? context.journal.syncedSeq : context.journal.writtenSeq;
         if (policy === "interval") this.scheduleSync();
         this.resolveWaiters();
         for (const chunk of batch) this.keepSpare(chunk);
@@ -290,14 +299,14 @@ export class JournalWriter {
     const context = this.context;
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
-    if (context.spareJournals.length === 0) {
+    if (context.journal.spares.length === 0) {
       const partial = await this.spareFiller.handOver();
-      if (partial !== undefined) context.spareJournals.push(partial);
+      if (partial !== undefined) context.journal.spares.push(partial);
     }
     await stageJournalFile(context, journal.gen, journal.firstSeq);
     journal.path = stagedPath(journal.gen);
     this.staged = journal;
-    this.promotion = this.promote(context.journal(journal.gen - 1), journal);
+    this.promotion = this.promote(context.journal.generation(journal.gen - 1), journal);
   }
 
   /** Seals `previous` and gives `journal` its name; a failure fails the store (never rejects). */
@@ -305,7 +314,7 @@ export class JournalWriter {
     const context = this.context;
     try {
       await promoteJournalFile(context, previous, journal);
-      context.syncedSeq = Math.max(context.syncedSeq, journal.firstSeq - 1);
+      context.journal.syncedSeq = Math.max(context.journal.syncedSeq, journal.firstSeq - 1);
     } catch (error) {
       this.fail(error);
     } finally {
@@ -325,7 +334,7 @@ export class JournalWriter {
   }
 
   private resolveWaiters(): void {
-    const committed = this.context.committedSeq;
+    const committed = this.context.journal.committedSeq;
     let i = 0;
     while (i < this.waiters.length && this.waiters[i].seq <= committed) this.waiters[i++].resolve();
     if (i > 0) this.waiters.splice(0, i);

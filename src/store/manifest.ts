@@ -176,7 +176,10 @@ export async function openManifestForAppend(
   bytes: number,
   records: number,
 ): Promise<void> {
-  context.manifest = { file: await context.disk.open(MANIFEST_PATH, "write"), bytes, records };
+  const manifest = context.manifest;
+  manifest.file = await context.disk.open(MANIFEST_PATH, "write");
+  manifest.bytes = bytes;
+  manifest.records = records;
 }
 
 /** Appends `records` and syncs: once this resolves they are in force. */
@@ -185,7 +188,7 @@ export function appendManifest(
   records: readonly ManifestRecord[],
 ): Promise<void> {
   if (records.length === 0) return Promise.resolve();
-  return context.locked(() => appendNow(context, records));
+  return context.manifest.locked(() => appendNow(context, records));
 }
 
 /** Appends and syncs `records`; the caller already holds `context.locked`. */
@@ -208,24 +211,25 @@ async function appendNow(context: StoreContext, records: readonly ManifestRecord
 
 /** Rewrites MANIFEST from the live state in `context` (tmp file, sync, rename, directory sync). */
 export function rewriteManifest(context: StoreContext): Promise<void> {
-  return context.locked(() => rewriteNow(context));
+  return context.manifest.locked(() => rewriteNow(context));
 }
 
 async function rewriteNow(context: StoreContext): Promise<void> {
   const records: ManifestRecord[] = [];
   // Each file's counts before the record that puts it in force, as the sorter and a switch write them.
-  for (const [id, topics] of context.fileCounts)
+  for (const [id, topics] of context.inForce.fileCounts)
     records.push({ kind: MANIFEST_TOPICS, id, topics });
   const stores: SubtreeStoreMeta[] = [];
-  for (const log of context.partitionList) stores.push(...log.stores);
+  for (const log of context.partitions.list) stores.push(...log.stores);
   if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
-  for (const log of context.partitionList) {
+  for (const log of context.partitions.list) {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
     if (log.sortedThrough > 0)
       records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
   }
   // Last: its SWAP above would otherwise stand for the last split (replay reads them in order).
-  if (context.lastSplit !== null) records.push({ kind: MANIFEST_SPLIT, split: context.lastSplit });
+  if (context.manifest.lastSplit !== null)
+    records.push({ kind: MANIFEST_SPLIT, split: context.manifest.lastSplit });
   const header = encodeFileHeader(
     { kind: "manifest", id: 0, firstSeq: 0, name: "" },
     context.crc32,
@@ -249,8 +253,8 @@ async function rewriteNow(context: StoreContext): Promise<void> {
 /** Rewrites the manifest when it holds many more records than the live set needs. */
 export async function compactManifestMaybe(context: StoreContext): Promise<void> {
   let live = 0;
-  for (const log of context.partitionList) live += log.segments.length + log.stores.length + 1;
-  live += context.fileCounts.size;
+  for (const log of context.partitions.list) live += log.segments.length + log.stores.length + 1;
+  live += context.inForce.fileCounts.size;
   if (
     context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN &&
     context.manifest.records > 2 * live

@@ -146,8 +146,11 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   await removeOrphans(run, orphans);
   if (manifest.rewrite) await rewriteManifest(context);
   else await openManifestForAppend(context, manifest.bytes, manifest.state.records);
-  context.nextSeq = nextSeq;
-  context.writtenSeq = context.syncedSeq = context.committedSeq = nextSeq - 1;
+  context.journal.nextSeq = nextSeq;
+  context.journal.writtenSeq =
+    context.journal.syncedSeq =
+    context.journal.committedSeq =
+      nextSeq - 1;
   const gens = journals.gens;
   const gen = (gens.length > 0 ? gens[gens.length - 1] : 0) + 1;
   await startJournal(context, gen, nextSeq);
@@ -342,17 +345,17 @@ function orphanFiles(state: ManifestState, files: DataFiles): string[] {
 function installFiles(context: StoreContext, state: ManifestState, report: RecoveryReport): number {
   const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
   for (const segment of live) {
-    context.partition(segment.partition).segments.push(segment);
-    context.holdFiles(segment);
+    context.partitions.log(segment.partition).segments.push(segment);
+    context.inForce.hold(segment);
   }
   for (const store of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
-    const log = context.partition(store.partition);
+    const log = context.partitions.log(store.partition);
     log.stores.push(store);
     log.sortedThrough = Math.max(log.sortedThrough, store.lastSeq);
   }
   report.segments += state.stores.size;
   // A manifest rebuilt from files has no SPLIT record: the stores in force say what they can.
-  context.lastSplit = state.lastSplit ?? splitOfStores(state.stores.values());
+  context.manifest.lastSplit = state.lastSplit ?? splitOfStores(state.stores.values());
   // What the closed files hold per topic, from their TOPICS records (no file is read); files
   // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
   for (const file of [...live, ...state.stores.values()]) {
@@ -362,22 +365,22 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
       counts === undefined ||
       counts.reduce((sum, count) => sum + count.messages, 0) !== file.records
     )
-      context.uncounted.add(file.id);
-    else context.countFile(file.id, counts, true);
+      context.inForce.uncounted.add(file.id);
+    else context.inForce.count(file.id, counts, true);
   }
-  for (const [name, seq] of state.sortedThrough) context.partition(name).sortedThrough = seq;
+  for (const [name, seq] of state.sortedThrough) context.partitions.log(name).sortedThrough = seq;
   for (const segment of live) {
-    const log = context.partition(segment.partition);
+    const log = context.partitions.log(segment.partition);
     log.sortedThrough = Math.max(log.sortedThrough, segment.lastSeq);
   }
   // The newest publish time so far (journal replay below may raise it): the broker's times go
   // on from it after a restart, whatever the clock says.
   for (const file of [...live, ...state.stores.values()])
-    context.newestTimeUs = Math.max(context.newestTimeUs, file.lastTimeUs);
-  context.nextSegmentId = state.maxSegmentId + 1;
+    context.journal.newestTimeUs = Math.max(context.journal.newestTimeUs, file.lastTimeUs);
+  context.inForce.nextSegmentId = state.maxSegmentId + 1;
   report.segments += live.length;
   let nextSeq = 1;
-  for (const log of context.partitionList) nextSeq = Math.max(nextSeq, log.sortedThrough + 1);
+  for (const log of context.partitions.list) nextSeq = Math.max(nextSeq, log.sortedThrough + 1);
   return nextSeq;
 }
 
@@ -418,13 +421,13 @@ async function sortJournalDir(run: Recovery): Promise<JournalDir> {
   spares.sort((a, b) => a - b);
   for (const [i, n] of spares.entries()) {
     if (i < JOURNAL_SPARES_MAX && keepsSpares(context)) {
-      context.spareJournals.push({ path: sparePath(n), bytes: await sizeOf(disk, sparePath(n)) });
+      context.journal.spares.push({ path: sparePath(n), bytes: await sizeOf(disk, sparePath(n)) });
     } else {
       await disk.remove(sparePath(n));
       report.filesRemoved.push(sparePath(n));
     }
   }
-  context.nextSpareId = Math.max(0, ...spares, ...gens) + 1;
+  context.journal.nextSpareId = Math.max(0, ...spares, ...gens) + 1;
   return { gens, stagedNext };
 }
 
@@ -521,7 +524,7 @@ async function replayJournal(
     }
     // What a restart reads back may sit only in the page cache: make it durable before trusting it.
     await file.sync();
-    context.journals.push(info);
+    context.journal.generations.push(info);
     report.journalsReplayed++;
     return next;
   } finally {
@@ -550,7 +553,7 @@ async function replayRecords(
       const seq = recordSeq(view, at);
       if (seq !== expected) return `record has seq ${seq}, expected ${expected}`;
       const timeUs = recordTime(view, at);
-      const held = context.topicHeld(recordTopic(bytes, view, at));
+      const held = context.partitions.topicHeld(recordTopic(bytes, view, at));
       const log = held.log;
       if (seq > log.sortedThrough) {
         held.messages++;
@@ -559,7 +562,7 @@ async function replayRecords(
         info.pendingRecords++;
         report.recordsReplayed++;
       }
-      context.newestTimeUs = Math.max(context.newestTimeUs, timeUs);
+      context.journal.newestTimeUs = Math.max(context.journal.newestTimeUs, timeUs);
       expected++;
       return undefined;
     },

@@ -96,7 +96,7 @@ export class Sorter {
   ) {}
 
   /** Checks the triggers (cheap unless a journal rolled or `nowUs` aged something) and sorts in the background. */
-  poke(nowUs: number = this.context.newestTimeUs): void {
+  poke(nowUs: number = this.context.journal.newestTimeUs): void {
     if (this.running !== null) {
       this.again = true;
       return;
@@ -159,26 +159,28 @@ export class Sorter {
       log.pendingCount > 0 && log.pendingSeq(log.pendingHead) <= throughSeq;
     // Passes until nothing due is pending: a close stops at the segment size, so a partition with
     // more than that in one group of journals needs more than one.
-    for (let closed = 1; closed > 0 && context.partitionList.some(due); ) {
+    for (let closed = 1; closed > 0 && context.partitions.list.some(due); ) {
       closed = 0;
-      for (let first = 0; first < context.journals.length; ) {
-        if (context.journals[first].pendingRecords === 0) {
+      for (let first = 0; first < context.journal.generations.length; ) {
+        if (context.journal.generations[first].pendingRecords === 0) {
           first++;
           continue;
         }
         // Every partition with records in this group of journals closes them.
-        const gens = imagesFrom(context, first, context.journals.length);
+        const gens = imagesFrom(context, first, context.journal.generations.length);
         const group = new Set(gens);
         closed += await this.run(
-          context.partitionList.filter(
+          context.partitions.list.filter(
             (log) => due(log) && group.has(log.pendingGen(log.pendingHead)),
           ),
           gens,
         );
-        first = context.journals.findIndex((journal) => journal.gen > gens[gens.length - 1]);
+        first = context.journal.generations.findIndex(
+          (journal) => journal.gen > gens[gens.length - 1],
+        );
         if (first < 0) break;
       }
-      closed += await this.run(context.partitionList.filter(due), null);
+      closed += await this.run(context.partitions.list.filter(due), null);
     }
   }
 
@@ -202,35 +204,37 @@ export class Sorter {
   private plan(nowUs: number): { closes: PartitionLog[]; imageGens: number[] | null } {
     const context = this.context;
     const options = context.options;
-    const totals = context.journalTotals();
+    const totals = context.journal.totals();
     // The oldest sealed journal still holding unsorted records (a drained one may wait for a
     // read in flight before it is deleted: the sort goes on past it).
-    const oldestPinned = context.journals.findIndex((journal) => journal.pendingRecords > 0);
+    const oldestPinned = context.journal.generations.findIndex(
+      (journal) => journal.pendingRecords > 0,
+    );
     if (
       totals.bytes > options.journalRetainedBytesMax &&
       oldestPinned >= 0 &&
-      oldestPinned < context.journals.length - 1
+      oldestPinned < context.journal.generations.length - 1
     ) {
       // The oldest pinned journal and the sealed ones after it, up to the image budget: the
       // partitions pinning the first close what they have in all of them (bigger segments than
       // one journal's share, which over 10,000 partitions is ~6.5 KB each).
-      const gens = imagesFrom(context, oldestPinned, context.journals.length - 1);
+      const gens = imagesFrom(context, oldestPinned, context.journal.generations.length - 1);
       const oldest = gens[0];
       return {
-        closes: context.partitionList.filter(
+        closes: context.partitions.list.filter(
           (log) => log.pendingCount > 0 && log.pendingGen(log.pendingHead) === oldest,
         ),
         imageGens: gens,
       };
     }
     const closes = new Set<PartitionLog>();
-    for (const log of context.oversized)
+    for (const log of context.partitions.oversized)
       if (log.pendingBytes >= options.segmentBytesMax) closes.add(log);
-    context.oversized.clear();
+    context.partitions.oversized.clear();
     let pending = totals.pendingRecords;
     if (pending > options.pendingRecordsMax) {
       // Too many positions held in memory: sort the partitions holding the most until half remain.
-      const byCount = context.partitionList
+      const byCount = context.partitions.list
         .filter((log) => log.pendingCount > 0)
         .sort((a, b) => b.pendingCount - a.pendingCount);
       for (const log of byCount) {
@@ -243,7 +247,7 @@ export class Sorter {
       // A full pass over the partitions: at most once per SEGMENT_AGE_SCAN_US of publish time.
       this.lastAgeScanUs = nowUs;
       const ageLimit = nowUs - options.segmentAgeUsMax;
-      for (const log of context.partitionList) {
+      for (const log of context.partitions.list) {
         if (log.pendingCount > 0 && log.pendingTime(log.pendingHead) < ageLimit) closes.add(log);
       }
     }
@@ -257,13 +261,13 @@ export class Sorter {
    */
   private async run(logs: PartitionLog[], imageGens: number[] | null): Promise<number> {
     const context = this.context;
-    if (context.syncedSeq < context.writtenSeq) await this.writer.sync();
-    const limit = context.syncedSeq;
+    if (context.journal.syncedSeq < context.journal.writtenSeq) await this.writer.sync();
+    const limit = context.journal.syncedSeq;
     const images: Images | null = imageGens === null ? null : new Map();
     for (const gen of imageGens ?? []) {
       // A journal that starts after the synced seq holds nothing to sort yet (and may still be
       // only in the writer's memory, or staged under another name).
-      if (context.journal(gen).firstSeq > limit) break;
+      if (context.journal.generation(gen).firstSeq > limit) break;
       const bytes = await this.loadJournal(gen);
       images?.set(gen, { bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.length) });
     }
@@ -286,8 +290,8 @@ export class Sorter {
     // A close stops at the segment size: what is still past it closes in the next pass.
     for (const close of plan)
       if (close.log.pendingBytes >= context.options.segmentBytesMax)
-        context.oversized.add(close.log);
-    await context.whenNoReads(() => dropDrainedJournals(context));
+        context.partitions.oversized.add(close.log);
+    await context.reads.whenNoReads(() => dropDrainedJournals(context));
     await compactManifestMaybe(context);
     return plan.length;
   }
@@ -296,7 +300,7 @@ export class Sorter {
     const context = this.context;
     const expectedBytes = batch.reduce((sum, close) => sum + close.bytes, 0);
     const pack = await PackWriter.create(context.disk, {
-      id: context.nextSegmentId++,
+      id: context.inForce.nextSegmentId++,
       firstSeq: batch[0].firstSeq,
       intervalBytes: context.options.indexIntervalBytes,
       crc32: context.crc32,
@@ -305,7 +309,7 @@ export class Sorter {
     const written: { close: Close; meta: SegmentMeta }[] = [];
     try {
       for (const close of batch) {
-        await pack.begin(context.nextSegmentId++, close.log.name, close.firstSeq);
+        await pack.begin(context.inForce.nextSegmentId++, close.log.name, close.firstSeq);
         await this.copyRecords(close, pack, images);
         written.push({ close, meta: await pack.end() });
       }
@@ -331,11 +335,11 @@ export class Sorter {
     await appendManifest(context, records);
     for (const { close, meta } of written) {
       for (const [gen, records] of close.recordsByGen)
-        context.journal(gen).pendingRecords -= records;
+        context.journal.generation(gen).pendingRecords -= records;
       close.log.closeSegment(meta, close.start + close.count);
-      context.holdFiles(meta);
+      context.inForce.hold(meta);
       // Its records were counted in the journal: they stay counted, now as the segment's.
-      context.countFile(meta.id, [...close.topics.values()], false);
+      context.inForce.count(meta.id, [...close.topics.values()], false);
       this.segmentsWritten++;
     }
   }
@@ -402,7 +406,7 @@ export class Sorter {
         const span = spanEnd - base;
         if (buffer.length < span) buffer = new Uint8Array(Math.max(span, 64 * 1024));
         const into = buffer.subarray(0, span);
-        const path = context.journal(gen).path;
+        const path = context.journal.generation(gen).path;
         const read = await context.files.with(path, async (file) => readFully(file, base, into));
         if (read < span)
           throw new StoreError(
@@ -427,7 +431,7 @@ export class Sorter {
           const length = log.pendingLength(m++);
           const checked = checkRecord(bytes, view, end, end + length, crc32);
           if (checked !== length)
-            throw damagedJournal(context.journal(gen).path, base + end, checked);
+            throw damagedJournal(context.journal.generation(gen).path, base + end, checked);
           if (!recordTopicEquals(bytes, view, end, last.topic))
             last = topicCountOf(topics, bytes, view, end);
           last.messages++;
@@ -443,7 +447,7 @@ export class Sorter {
   }
 
   private async loadJournal(gen: number): Promise<Uint8Array> {
-    const journal = this.context.journal(gen);
+    const journal = this.context.journal.generation(gen);
     const bytes = new Uint8Array(journal.bytes);
     await this.context.files.with(journal.path, (file) => readFully(file, 0, bytes));
     return bytes;
@@ -481,19 +485,19 @@ function topicCountOf(
 type Images = Map<number, { bytes: Uint8Array; view: DataView }>;
 
 /**
- * Generations of context.journals[from] and the ones after it (before index `end`) while their
+ * Generations of context.journal.generations[from] and the ones after it (before index `end`) while their
  * bytes stay within SORT_IMAGES_BYTES_MAX: at least the first.
  */
 function imagesFrom(context: StoreContext, from: number, end: number): number[] {
-  const gens = [context.journals[from].gen];
-  let bytes = context.journals[from].bytes;
+  const gens = [context.journal.generations[from].gen];
+  let bytes = context.journal.generations[from].bytes;
   for (
     let k = from + 1;
-    k < end && bytes + context.journals[k].bytes <= SORT_IMAGES_BYTES_MAX;
+    k < end && bytes + context.journal.generations[k].bytes <= SORT_IMAGES_BYTES_MAX;
     k++
   ) {
-    gens.push(context.journals[k].gen);
-    bytes += context.journals[k].bytes;
+    gens.push(context.journal.generations[k].gen);
+    bytes += context.journal.generations[k].bytes;
   }
   return gens;
 }

@@ -61,7 +61,7 @@ export class SpareFiller {
     // A large commit's fsync is mostly its bytes' transfer, which an overwrite does not shorten,
     // and the disk is busy with them (pipelined publishers): no piece then.
     if (bytes > PIECE_BYTES_MAX) return;
-    if (this.file === null && context.spareJournals.length > 0) return;
+    if (this.file === null && context.journal.spares.length > 0) return;
     this.writing = this.piece(bytes)
       .catch(() => this.abandon())
       .finally(() => {
@@ -103,7 +103,7 @@ export class SpareFiller {
   private async piece(bytes: number): Promise<void> {
     const context = this.context;
     if (this.file === null) {
-      this.path = sparePath(context.nextSpareId++);
+      this.path = sparePath(context.journal.nextSpareId++);
       this.target = Math.ceil(context.options.journalBytesMax / BLOCK_BYTES) * BLOCK_BYTES;
       this.written = 0;
       this.file = await context.disk.open(this.path, "create", { direct: true });
@@ -123,7 +123,7 @@ export class SpareFiller {
     await file.close();
     this.written = 0;
     // Drained journals may have become spares meanwhile: keep no more than they may be.
-    if (context.spareJournals.length >= JOURNAL_SPARES_MAX) await context.disk.remove(this.path);
-    else context.spareJournals.push({ path: this.path, bytes: this.target });
+    if (context.journal.spares.length >= JOURNAL_SPARES_MAX) await context.disk.remove(this.path);
+    else context.journal.spares.push({ path: this.path, bytes: this.target });
   }
 }

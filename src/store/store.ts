@@ -9,7 +9,7 @@
  */
 import { STORE_BACKLOG_FACTOR, STORE_RECORD_HEADER_BYTES } from "../constants.ts";
 import { Filter } from "../topic/mod.ts";
-import { StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
+import { type JournalState, StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
@@ -119,7 +119,11 @@ export class Store {
   /** Id ranges reserveIds handed out in this process and no switch has used yet. */
   private reserved: { first: number; end: number }[] = [];
 
+  /** The context's journal state: the seq getters below read it once per call, as before. */
+  private readonly journal: JournalState;
+
   private constructor(private readonly context: StoreContext) {
+    this.journal = context.journal;
     this.writer = new JournalWriter(context);
     this.sorter = new Sorter(context, this.writer);
     this.writer.onFlushed = () => this.sorter.poke();
@@ -127,7 +131,7 @@ export class Store {
     this.writer.onFailed = () => this.wakeCaughtUp();
     // Drained journals whose deletion waited for a read count until deleted; once they are, the
     // sorter may find more to do (publishers may be paused: no flush pokes it).
-    context.afterDeferred = () => {
+    context.reads.afterDeferred = () => {
       this.sorter.poke();
       this.wakeCaughtUp();
     };
@@ -145,12 +149,12 @@ export class Store {
 
   /** The seq the next append must carry. */
   get nextSeq(): number {
-    return this.context.nextSeq;
+    return this.journal.nextSeq;
   }
 
   /** The last seq durable under the policy (acknowledgeable). */
   get committedSeq(): number {
-    return this.context.committedSeq;
+    return this.journal.committedSeq;
   }
 
   /** Bytes appended and not yet written: stop reading publishers when this grows. */
@@ -170,7 +174,7 @@ export class Store {
     const options = context.options;
     // Sealed journals only: the sorter never drains the active one by its bytes, so a large
     // `journalBytesMax` could otherwise hold the store backlogged for ever.
-    const { sealedBytes, pendingRecords } = context.journalTotals();
+    const { sealedBytes, pendingRecords } = context.journal.totals();
     return (
       sealedBytes > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax ||
       pendingRecords > STORE_BACKLOG_FACTOR * options.pendingRecordsMax
@@ -193,7 +197,7 @@ export class Store {
 
   /** The newest publish time appended or recovered (0 when empty). */
   get newestTimeUs(): number {
-    return this.context.newestTimeUs;
+    return this.journal.newestTimeUs;
   }
 
   /** The failure that stopped the store, or null. */
@@ -275,7 +279,7 @@ export class Store {
   /** A seq from which at least `maxBytes` of records follow (whole segments and journal records). */
   private newestStart(maxBytes: number): number {
     const units: { seq: number; bytes: number }[] = [];
-    for (const log of this.context.partitionList) {
+    for (const log of this.context.partitions.list) {
       for (const segment of log.segments)
         units.push({ seq: segment.firstSeq, bytes: segment.bytes });
       for (const store of log.stores) units.push({ seq: store.firstSeq, bytes: store.bytes });
@@ -313,7 +317,7 @@ export class Store {
       segmentAgeUs: context.options.segmentAgeUsMax,
       segmentBytesMax: context.options.segmentBytesMax,
     };
-    for (const log of context.partitionList) {
+    for (const log of context.partitions.list) {
       if (log.pendingCount === 0) continue;
       open.partitions++;
       open.records += log.pendingCount;
@@ -336,7 +340,7 @@ export class Store {
       throw new StoreError("ARIA_ERR_STORE_CLOSED", "seal on a closed or failed store");
     const open = this.openData();
     if (open.records === 0) return { segmentsClosed: 0, records: 0, bytes: 0 };
-    const through = context.nextSeq - 1;
+    const through = context.journal.nextSeq - 1;
     // Counted from here: the background sorter may close some of them (a size trigger) first.
     const written = this.sorter.segmentsWritten;
     await this.writer.commit();
@@ -372,7 +376,7 @@ export class Store {
     // split's switch (or another retention) between the choice and the removal could otherwise
     // remove a victim first, and its pack would then be released twice and deleted while other
     // segments in it are in force.
-    const result = await context.locked(() => this.retainLocked(limits, nowUs, paths));
+    const result = await context.manifest.locked(() => this.retainLocked(limits, nowUs, paths));
     await removeReleased(context, paths);
     return result;
   }
@@ -385,7 +389,7 @@ export class Store {
     const context = this.context;
     const all: (SegmentMeta | SubtreeStoreMeta)[] = [];
     let total = 0;
-    for (const log of context.partitionList) all.push(...log.segments, ...log.stores);
+    for (const log of context.partitions.list) all.push(...log.segments, ...log.stores);
     for (const file of all) total += file.bytes;
     all.sort((a, b) => a.lastSeq - b.lastSeq);
     const victims: typeof all = [];
@@ -417,13 +421,13 @@ export class Store {
     }
     let bytesRemoved = 0;
     for (const file of victims) {
-      const log = context.partition(file.partition);
+      const log = context.partitions.log(file.partition);
       if (isStore(file)) log.swap(new Set([file.id]), []);
       else log.removeSegment(file.id);
       // What the directory holds of each topic loses what the file held.
-      context.uncountFile(file.id);
-      context.indexes.delete(file.id);
-      paths.push(...context.releaseFiles(file));
+      context.inForce.uncount(file.id);
+      context.reads.indexes.delete(file.id);
+      paths.push(...context.inForce.release(file));
       bytesRemoved += file.bytes;
     }
     return { segmentsRemoved: segments.length, storesRemoved: stores.length, bytesRemoved };
@@ -431,7 +435,7 @@ export class Store {
 
   /** Every partition's closed segments and subtree stores (copies), partitions in creation order. */
   layout(): PartitionLayout[] {
-    return this.context.partitionList
+    return this.context.partitions.list
       .filter((log) => log.segments.length + log.stores.length > 0)
       .map((log) => ({
         partition: log.name,
@@ -442,8 +446,8 @@ export class Store {
 
   /** Reserves `count` file ids for a split's new stores; returns the first. */
   reserveIds(count: number): number {
-    const first = this.context.nextSegmentId;
-    this.context.nextSegmentId += count;
+    const first = this.context.inForce.nextSegmentId;
+    this.context.inForce.nextSegmentId += count;
     this.reserved.push({ first, end: first + count });
     return first;
   }
@@ -459,7 +463,7 @@ export class Store {
     if (context.closed || context.failure !== null)
       throw new StoreError("ARIA_ERR_STORE_CLOSED", "switch on a closed or failed store");
     const replaced: string[] = [];
-    await context.locked(async () => {
+    await context.manifest.locked(async () => {
       const problem =
         (await this.swapProblem(swap)) ?? detailsProblem(swap.split) ?? topicsProblem(swap);
       if (problem !== null)
@@ -503,28 +507,28 @@ export class Store {
       }
       const removed = new Set(swap.removed);
       const partitions = new Set([...swap.added.map((store) => store.partition)]);
-      for (const log of context.partitionList) {
+      for (const log of context.partitions.list) {
         for (const file of [...log.segments, ...log.stores])
           if (removed.has(file.id)) {
             partitions.add(log.name);
-            replaced.push(...context.releaseFiles(file));
+            replaced.push(...context.inForce.release(file));
           }
       }
       for (const name of partitions)
-        context.partition(name).swap(
+        context.partitions.log(name).swap(
           removed,
           swap.added.filter((store) => store.partition === name),
         );
       for (const id of removed) {
-        context.indexes.delete(id);
-        context.uncountFile(id);
+        context.reads.indexes.delete(id);
+        context.inForce.uncount(id);
       }
       for (const store of swap.added) {
         const topics = counted.get(store.id);
-        if (topics === undefined) context.uncounted.add(store.id);
-        else context.countFile(store.id, topics, true);
+        if (topics === undefined) context.inForce.uncounted.add(store.id);
+        else context.inForce.count(store.id, topics, true);
       }
-      if (split !== null) context.lastSplit = split;
+      if (split !== null) context.manifest.lastSplit = split;
       // A reservation serves one switch.
       this.reserved = this.reserved.filter(
         (range) => !swap.added.some((store) => inRange(range, store.id)),
@@ -542,7 +546,7 @@ export class Store {
     if (removed.size !== swap.removed.length) return "an id is removed twice";
     const records = new Map<string, number>();
     let found = 0;
-    for (const log of context.partitionList) {
+    for (const log of context.partitions.list) {
       let prefix = true;
       let count = 0;
       for (const store of log.stores) {
@@ -609,7 +613,7 @@ export class Store {
    */
   topicVolumes(): TopicVolume[] {
     const rows: TopicVolume[] = [];
-    for (const [topic, held] of this.context.topics) {
+    for (const [topic, held] of this.context.partitions.topics) {
       if (held.messages > 0)
         rows.push({
           topic,
@@ -623,7 +627,7 @@ export class Store {
 
   /** Closed files whose per-topic counts are not known yet (closed by an earlier build): `countFiles` measures them. */
   get uncountedFiles(): number {
-    return this.context.uncounted.size;
+    return this.context.inForce.uncounted.size;
   }
 
   /**
@@ -636,15 +640,16 @@ export class Store {
   async countFiles(): Promise<number> {
     const context = this.context;
     let counted = 0;
-    for (const id of [...context.uncounted]) {
+    for (const id of [...context.inForce.uncounted]) {
       if (context.closed || context.failure !== null) break;
       const file = this.fileInForce(id);
       if (file === undefined) continue;
       const topics = await this.measureFile(file);
       if (topics === null) continue;
-      const recorded = await context.locked(async () => {
+      const recorded = await context.manifest.locked(async () => {
         // Retention or a switch may have removed it meanwhile: then its counts mean nothing.
-        if (!context.uncounted.has(id) || context.closed || context.failure !== null) return false;
+        if (!context.inForce.uncounted.has(id) || context.closed || context.failure !== null)
+          return false;
         try {
           await appendManifestLocked(context, [{ kind: MANIFEST_TOPICS, id, topics }]);
         } catch (error) {
@@ -652,7 +657,7 @@ export class Store {
           this.writer.fail(error);
           throw error;
         }
-        context.countFile(id, topics, true);
+        context.inForce.count(id, topics, true);
         return true;
       });
       if (recorded) counted++;
@@ -661,7 +666,7 @@ export class Store {
   }
 
   private fileInForce(id: number): SegmentMeta | SubtreeStoreMeta | undefined {
-    for (const log of this.context.partitionList) {
+    for (const log of this.context.partitions.list) {
       const file =
         log.segments.find((segment) => segment.id === id) ??
         log.stores.find((store) => store.id === id);
@@ -673,9 +678,9 @@ export class Store {
   /** The per-topic counts of `file`'s records, read as a read batch is (removals wait); null when it went meanwhile. */
   private async measureFile(file: SegmentMeta | SubtreeStoreMeta): Promise<TopicCount[] | null> {
     const context = this.context;
-    context.readsInFlight++;
+    context.reads.inFlight++;
     try {
-      if (!context.uncounted.has(file.id)) return null;
+      if (!context.inForce.uncounted.has(file.id)) return null;
       const span = recordSpanOf(file);
       const topics = new Map<string, TopicCount>();
       let lastTopic = "";
@@ -703,16 +708,16 @@ export class Store {
           "ARIA_ERR_STORE_CORRUPT",
           `Cannot count the topics of "${span.path}": ${scan.problem ?? "the file ends early"} at offset ${scan.end}`,
         );
-      context.bytesRead += span.end - span.dataStart;
+      context.reads.bytesRead += span.end - span.dataStart;
       return [...topics.values()];
     } finally {
-      await context.readDone();
+      await context.reads.done();
     }
   }
 
   /** What the last split did, as the data directory records it (null: no split has switched). */
   lastSplit(): SplitSummary | null {
-    return this.context.lastSplit;
+    return this.context.manifest.lastSplit;
   }
 
   /** Counts and sizes. */
@@ -724,7 +729,7 @@ export class Store {
     let pendingBytes = 0;
     let stores = 0;
     let storeBytes = 0;
-    for (const log of context.partitionList) {
+    for (const log of context.partitions.list) {
       stores += log.stores.length;
       storeBytes += log.storeBytes();
       segments += log.segments.length;
@@ -732,15 +737,15 @@ export class Store {
       pendingRecords += log.pendingCount;
       pendingBytes += log.pendingBytes;
     }
-    const journalBytes = context.journalTotals().bytes;
+    const journalBytes = context.journal.totals().bytes;
     return {
-      nextSeq: context.nextSeq,
-      committedSeq: context.committedSeq,
-      partitions: context.partitionList.length,
-      journals: context.journals.length,
+      nextSeq: context.journal.nextSeq,
+      committedSeq: context.journal.committedSeq,
+      partitions: context.partitions.list.length,
+      journals: context.journal.generations.length,
       journalBytes,
       spareJournalBytes:
-        context.spareJournals.reduce((sum, spare) => sum + spare.bytes, 0) +
+        context.journal.spares.reduce((sum, spare) => sum + spare.bytes, 0) +
         this.writer.spareFiller.fillingBytes,
       segments,
       segmentBytes,
@@ -752,7 +757,7 @@ export class Store {
       fileOpens: context.files.opens,
       stores,
       storeBytes,
-      bytesRead: context.bytesRead,
+      bytesRead: context.reads.bytesRead,
     };
   }
 
@@ -767,7 +772,7 @@ export class Store {
       if (options.sort ?? true) {
         await this.sorter.sortAll();
         // Everything is in segments: start an empty journal so the next open replays nothing.
-        const active = context.journals[context.journals.length - 1];
+        const active = context.journal.generations[context.journal.generations.length - 1];
         if (active.pendingRecords === 0 && active.bytes > FILE_HEADER_FIXED_BYTES) {
           // Sealed first, as a roll seals the journal before the next one has its name: once it is
           // not the newest, recovery takes bytes after its records (a write's page padding, a
@@ -775,23 +780,23 @@ export class Store {
           // is on disk (a kill or a power loss before that left a store that would not open).
           await sealJournalFile(context, active);
           // A new file, not a spare: it stays empty, and the next open starts a generation of its own.
-          await startJournal(context, active.gen + 1, context.nextSeq, false);
-          await context.whenNoReads(() => dropDrainedJournals(context));
+          await startJournal(context, active.gen + 1, context.journal.nextSeq, false);
+          await context.reads.whenNoReads(() => dropDrainedJournals(context));
         }
       }
       // A recycled newest journal ends with an older generation's bytes: a clean close cuts them,
       // so the next open finds no tail to cut (should this fail, that open cuts them instead).
-      const newest = context.journals[context.journals.length - 1];
+      const newest = context.journal.generations[context.journal.generations.length - 1];
       if (newest.created) await sealJournalFile(context, newest).catch(() => {});
     }
     await this.writer.spareFiller.stop();
     context.closed = true;
     this.wakeCaughtUp();
-    await Promise.all(context.prefetches);
+    await Promise.all(context.reads.prefetches);
     // Read batches in flight finish before their files close (no new one starts: the store is
     // closed); closing under them failed them with EBADF.
-    await new Promise<void>((resolve) => void context.whenNoReads(async () => resolve()));
-    await context.locked(async () => {
+    await new Promise<void>((resolve) => void context.reads.whenNoReads(async () => resolve()));
+    await context.manifest.locked(async () => {
       await context.manifest.file?.close();
       context.manifest.file = null;
     });
@@ -805,7 +810,7 @@ export class Store {
  * of the retention or switch that released it.
  */
 function removeReleased(context: StoreContext, paths: readonly string[]): Promise<void> {
-  return context.whenNoReads(async () => {
+  return context.reads.whenNoReads(async () => {
     try {
       for (const path of paths) {
         await context.files.drop(path);

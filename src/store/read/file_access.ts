@@ -1,7 +1,7 @@
 /**
  * file_access: the reader's bottom layer, the two ways it gets a file's bytes — a read into a
  * buffer (`readChunk`) and a mapping of pages already in the page cache (`mapRegion`) — both
- * through the store's open-file LRU (`context.files`) and counted in `context.bytesRead`.
+ * through the store's open-file LRU (`context.files`) and counted in `context.reads.bytesRead`.
  *
  *   lane / span read ──▶ readChunk ─┐
  *                     └▶ mapRegion ─┴─▶ context.files (LRU of DiskFile) ──▶ Disk
@@ -43,7 +43,7 @@ export async function readChunk(
   );
   if (read < into.length)
     throw corrupt(path, position + read, `file ends early (expected ${limit} bytes)`);
-  context.bytesRead += read;
+  context.reads.bytesRead += read;
   return read;
 }
 
@@ -64,7 +64,7 @@ export async function mapRegion(
     file.map === undefined ? null : file.map(start, end - start, CACHED_ONLY),
   );
   if (bytes === null) return null;
-  context.bytesRead +=
+  context.reads.bytesRead +=
     end - start - Math.max(0, Math.min(end, keptStart + keptLength) - Math.max(start, keptStart));
   return bytes;
 }

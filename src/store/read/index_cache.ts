@@ -1,10 +1,10 @@
 /**
  * index_cache: loads a closed file's sparse seq/time index into the store's index cache
- * (`context.indexes`, shared by every reader), evicting the oldest entries past
+ * (`context.reads.indexes`, shared by every reader), evicting the oldest entries past
  * STORE_INDEXES_CACHED_MAX.
  *
  *   lane.advance: index of file id? ── miss ──▶ want {path, position, bytes} ──▶ loadIndex
- *                                                  └──▶ context.indexes.set(id, index | null)
+ *                                                  └──▶ context.reads.indexes.set(id, index | null)
  *
  * Does not seek (the lane does, with `seekIndex`). Invariant: an unreadable index is cached as
  * null — the lane then scans the file from its start — never an error.
@@ -32,7 +32,7 @@ export async function loadIndex(
   } catch {
     index = null;
   }
-  const cache = context.indexes;
+  const cache = context.reads.indexes;
   cache.set(id, index);
   const max = STORE_INDEXES_CACHED_MAX;
   if (cache.size > max) {

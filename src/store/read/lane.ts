@@ -102,7 +102,7 @@ export class Lane extends LaneReadAhead {
           // The whole file is wanted: no index to read.
           this.position = span.dataStart;
         } else {
-          const index = context.indexes.get(file.id);
+          const index = context.reads.indexes.get(file.id);
           if (index === undefined) {
             const at = indexSpanOf(file);
             this.want.id = file.id;
@@ -130,6 +130,7 @@ export class Lane extends LaneReadAhead {
     }
     if (!this.withPending) return Infinity;
     if (this.pendingIndex < 0) this.pendingIndex = log.pendingAfter(this.nextSeq - 1);
+    const journals = context.journal;
     while (this.pendingIndex < log.pendingTail) {
       const i = this.pendingIndex;
       const seq = log.pendingSeq(i);
@@ -138,7 +139,7 @@ export class Lane extends LaneReadAhead {
         this.pendingIndex++;
         continue;
       }
-      const journal = context.journal(log.pendingGen(i));
+      const journal = journals.generation(log.pendingGen(i));
       const at = this.recordAt(context, journal.path, log.pendingPosition(i), journal.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
       this.pendingIndex++;

@@ -71,7 +71,7 @@ export type SpanRequest = {
 /**
  * Groups `requests` into spans and reads them: a span some lane needs now is read and waited
  * for (at most READ_CONCURRENCY_MAX at once); a span only read ahead for is started and not
- * waited for — unless file removals wait for the reads in flight (`context.deferred`): reads
+ * waited for — unless file removals wait for the reads in flight (`context.reads.deferred`): reads
  * ahead outlive batches, and a long read that kept one in flight at all times would hold
  * removals (drained journals, retention) off for as long as it ran; its lanes read ahead later,
  * when low on data. `tabulate`: whole images are tabulated for runs (a merge of many cursors).
@@ -105,7 +105,7 @@ export async function readSpans(
   const needed: SpanRequest[][] = [];
   for (const span of spans) {
     if (span.some((request) => !request.ahead)) needed.push(span);
-    else if (context.deferred.length === 0) {
+    else if (context.reads.deferred.length === 0) {
       prefetch(context, span, tabulate);
       startedAhead++;
     }
@@ -138,7 +138,7 @@ async function readSpan(
     bytes = new Uint8Array(end - start);
     await readChunk(context, span[0].path, start, bytes, end);
   } else {
-    context.bytesRead += bytes.length;
+    context.reads.bytesRead += bytes.length;
   }
   // Whole images that match their records CRC are tabulated for runs, the records walked in file
   // order as they land (see decoded_runs.ts); `tabulate`: for a merge of many cursors (runs).
@@ -164,16 +164,16 @@ async function readSpan(
  * reads its next file itself, where an error is reported.
  */
 function prefetch(context: StoreContext, span: readonly SpanRequest[], tabulate: boolean): void {
-  context.readsInFlight++;
+  context.reads.inFlight++;
   const done = readSpan(context, span, tabulate)
     .catch(() => {})
     .then(() => {
       for (const request of span)
         if (request.lane.aheadRead === done) request.lane.aheadRead = null;
-      context.prefetches.delete(done);
+      context.reads.prefetches.delete(done);
       // A removal that fails here leaves an orphan file the next open removes.
-      return context.readDone().catch(() => {});
+      return context.reads.done().catch(() => {});
     });
-  context.prefetches.add(done);
+  context.reads.prefetches.add(done);
   for (const request of span) request.lane.aheadRead = done;
 }

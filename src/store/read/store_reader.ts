@@ -156,19 +156,19 @@ export class StoreReader {
     // while reads ahead are in flight each batch first asks for a pause (the runtime's: a turn
     // of the event loop once half a millisecond passed since the last). Not otherwise: a batch
     // that needs a read waits for it anyway, so the pause stays where it was measured to help.
-    if (context.prefetches.size > 0) {
+    if (context.reads.prefetches.size > 0) {
       const pause = context.options.yieldToEvents();
       if (pause !== undefined) await pause;
     }
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "read from a closed store");
     this.pool?.release();
-    context.readsInFlight++;
+    context.reads.inFlight++;
     try {
       const out = await this.batch(context);
       this.releaseSlots(out.length);
       return out;
     } finally {
-      await context.readDone();
+      await context.reads.done();
     }
   }
 
@@ -194,8 +194,8 @@ export class StoreReader {
   }
 
   private async batch(context: StoreContext): Promise<StoredMessage[]> {
-    const limit = context.committedSeq;
-    const layout = context.layout.version;
+    const limit = context.journal.committedSeq;
+    const layout = context.partitions.layout.version;
     const known = this.cursors.length;
     this.discover(context);
     const count = this.cursors.length;
@@ -381,7 +381,7 @@ export class StoreReader {
   }
 
   private discover(context: StoreContext): void {
-    const list = context.partitionList;
+    const list = context.partitions.list;
     if (this.partitionsSeen === list.length) return;
     const fresh: PartitionLog[] = [];
     for (let i = this.partitionsSeen; i < list.length; i++)
