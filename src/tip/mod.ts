@@ -10,5 +10,5 @@ export {
 export { BlockPool, BLOCK_NONE } from "./block_pool.ts";
 export { PartitionIndexes } from "./partition_index.ts";
 export { IndexedCursor, LinearCursor, type ReadStrategy, type TipCursor } from "./tip_reader.ts";
-export { planRead, type ReadChoice, type ReadPlanInput } from "./read_planner.ts";
+export { chooseReadStrategy, type ReadChoice, type ReadStrategyInput } from "./read_strategy.ts";
 export { dumpTip, type PartitionDump, type TipDump } from "./tip_dump.ts";

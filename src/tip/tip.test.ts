@@ -9,7 +9,7 @@ import {
   BlockPool,
   dumpTip,
   PartitionIndexes,
-  planRead,
+  chooseReadStrategy,
   Tip,
   type TipCursor,
 } from "./mod.ts";
@@ -288,15 +288,15 @@ describe("reads", () => {
     }
   });
 
-  test("planner: indexed for a small share, linear for most of the stream", () => {
+  test("read strategy: indexed for a small share, linear for most of the stream", () => {
     const live = new Float64Array([900_000, 1000, 99_000]);
     const base = { live, ringRecords: 1_000_000, fromSeq: 1, firstSeq: 1, nextSeq: 1_000_001 };
     expect([
-      planRead({ ...base, partitions: Int32Array.of(1) }),
-      planRead({ ...base, partitions: Int32Array.of(2) }),
-      planRead({ ...base, partitions: Int32Array.of(0) }),
-      planRead({ ...base, partitions: Int32Array.of(0, 1, 2) }),
-      planRead({ ...base, partitions: Int32Array.of(), fromSeq: 2_000_000 }),
+      chooseReadStrategy({ ...base, partitions: Int32Array.of(1) }),
+      chooseReadStrategy({ ...base, partitions: Int32Array.of(2) }),
+      chooseReadStrategy({ ...base, partitions: Int32Array.of(0) }),
+      chooseReadStrategy({ ...base, partitions: Int32Array.of(0, 1, 2) }),
+      chooseReadStrategy({ ...base, partitions: Int32Array.of(), fromSeq: 2_000_000 }),
     ]).toMatchInlineSnapshot(`
       [
         "indexed",

@@ -11,7 +11,7 @@
  * until a block comes free: the ring holds fewer bytes, but nothing is lost (older seqs are on
  * disk) and memory never grows past the pool's limit.
  *
- * read(matcher, fromSeq) picks a strategy (see ReadPlanner) unless one is forced, or answers
+ * read(matcher, fromSeq) picks a strategy (see read_strategy.ts) unless one is forced, or answers
  * "too old" with the first seq still held when fromSeq is older than the ring.
  *
  * Delivery (the broker's live fan-out and catch-up) reads `records`: the ring seen through
@@ -25,7 +25,7 @@ import type { TopicTable } from "../topic/topic_table.ts";
 import { BlockPool } from "./block_pool.ts";
 import { createMergeHeap } from "../merge/mod.ts";
 import { PartitionIndexes } from "./partition_index.ts";
-import { planRead, type ReadChoice } from "./read_planner.ts";
+import { chooseReadStrategy, type ReadChoice } from "./read_strategy.ts";
 import { Ring, type TipRecords } from "./ring.ts";
 import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_reader.ts";
 
@@ -133,7 +133,7 @@ export class Tip {
     const partitions = this.livePartitions(matcher);
     const strategy =
       options.strategy === undefined || options.strategy === "planned"
-        ? planRead({
+        ? chooseReadStrategy({
             partitions,
             live: this.indexes.live,
             ringRecords: ring.count,
