@@ -195,7 +195,7 @@ export class Partitions {
   readonly topics = new Map<string, TopicHeld>();
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly list: PartitionLog[] = [];
-  /** Bumped with every partition's layout version (see PartitionLog): any change of any partition. */
+  /** Bumped with every partition's layout version (see PartitionLog): any change of any one. */
   readonly layout = { version: 0 };
   /** Partitions whose pending bytes reached segmentBytesMax since the sorter last looked. */
   readonly oversized = new Set<PartitionLog>();
@@ -238,7 +238,7 @@ export class FilesInForce {
   nextSegmentId = 1;
   /** Per-topic counts of the closed files in force that have them (manifest TOPICS records). */
   readonly fileCounts = new Map<number, readonly TopicCount[]>();
-  /** Closed files in force without counts (closed by a build before TOPICS records): `countFiles` measures them. */
+  /** Closed files in force without counts (older than TOPICS records): `countFiles` counts them. */
   readonly uncounted = new Set<number>();
   /** Segments in force per pack id: a pack's file is deleted when its count reaches 0. */
   readonly packSegments = new Map<number, number>();
@@ -322,11 +322,11 @@ export class ManifestState {
  */
 export class ReadState {
   inFlight = 0;
-  /** Reads ahead in flight that no read batch waits for (see read/span_read.ts); close waits for them. */
+  /** Reads ahead in flight that no batch waits for (read/span_read.ts); close waits for them. */
   readonly prefetches = new Set<Promise<void>>();
   /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
   bytesRead = 0;
-  /** Parsed segment indexes by segment id, least recently used first (null: unreadable, scan instead). */
+  /** Parsed segment indexes by id, least recently used first (null: unreadable, scan instead). */
   readonly indexes = new Map<number, SegmentIndex | null>();
   deferred: (() => Promise<void>)[] = [];
 
@@ -358,7 +358,7 @@ export class ReadState {
 export class StoreContext {
   /** The open-file LRU every part reads and writes through. */
   readonly files: FileCache;
-  /** The store's first failure: journal_writer.ts (and store.ts, spare_filler.ts) set it; every part checks it. */
+  /** The store's first failure: the journal writer, store.ts, spare_filler.ts set it; all read. */
   failure: StoreError | null = null;
   /** Set by store.ts's close; appends, reads and background work check it. */
   closed = false;

@@ -26,8 +26,9 @@
  * JOURNAL_SPARES_MAX) or removed, never replayed.
  *
  * Also the journal list's lifecycle: a generation starts (startJournal: its file, then its entry
- * in `context.journal.generations`) and drained ones leave it, oldest first (dropDrainedJournals). Not here:
- * writing records (journal_writer.ts) and replaying them at open (recovery.ts).
+ * in `context.journal.generations`) and drained ones leave it, oldest first
+ * (dropDrainedJournals). Not here: writing records (journal_writer.ts) and replaying them at
+ * open (recovery.ts).
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";

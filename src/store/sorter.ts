@@ -485,7 +485,7 @@ function topicCountOf(
 type Images = Map<number, { bytes: Uint8Array; view: DataView }>;
 
 /**
- * Generations of context.journal.generations[from] and the ones after it (before index `end`) while their
+ * Generations of journal.generations[from] and the ones after it (before index `end`) while their
  * bytes stay within SORT_IMAGES_BYTES_MAX: at least the first.
  */
 function imagesFrom(context: StoreContext, from: number, end: number): number[] {
