@@ -42,7 +42,7 @@ function time(fn: () => void): number {
 function measure(
   built: BuiltStream,
   selectivity: number,
-  readers: number,
+  subscribers: number,
   reps: number,
 ): { ms: Map<ReadChoice, number>; messages: number } {
   const samples = new Map<ReadChoice, number[]>(STRATEGIES.map((s) => [s, []]));
@@ -54,7 +54,7 @@ function measure(
     for (const strategy of STRATEGIES) {
       let outcome = { messages: 0, checksum: 0 };
       const ms = time(() => {
-        outcome = readInterleaved(built, filter, strategy, readers);
+        outcome = readInterleaved(built, filter, strategy, subscribers);
       });
       if (rep > 0) samples.get(strategy)!.push(ms);
       if (messages === -1) ({ messages, checksum } = outcome);
@@ -122,12 +122,12 @@ const shared = buildStream(
   { partitions: 1000, interleave: "spread", ringBytes: RING_BYTES, payloadBytes: 64 },
   () => performance.now(),
 );
-for (const readers of [1, 16, 256]) {
+for (const subscribers of [1, 16, 256]) {
   for (const selectivity of [0.01, 1]) {
-    const { ms } = measure(shared, selectivity, readers, readers >= 256 ? 1 : 3);
+    const { ms } = measure(shared, selectivity, subscribers, subscribers >= 256 ? 1 : 3);
     const linear = ms.get("linear")!;
     console.log(
-      `| ${readers} | ${selectivity * 100}% | ${fmt(linear)} | ${fmt(ms.get("indexed")!)} | ${fmt(ms.get("planned")!)} | ${(linear / ms.get("indexed")!).toFixed(1)}x | ${(ms.get("planned")! / linear).toFixed(2)} |`,
+      `| ${subscribers} | ${selectivity * 100}% | ${fmt(linear)} | ${fmt(ms.get("indexed")!)} | ${fmt(ms.get("planned")!)} | ${(linear / ms.get("indexed")!).toFixed(1)}x | ${(ms.get("planned")! / linear).toFixed(2)} |`,
     );
   }
 }

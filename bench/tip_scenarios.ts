@@ -1,7 +1,7 @@
 /**
  * Tip recovery scenarios: builds a tip full of 64-byte messages over a chosen number of
  * partitions, then reads filters of a chosen selectivity with each strategy (linear, indexed,
- * planned) side by side, and with many readers interleaved the way a server serves them
+ * planned) side by side, and with many subscribers interleaved the way a server serves them
  * (round-robin batches). Used by bench/tip.bench.ts (full size) and its smoke test (tiny sizes).
  *
  * Stream shape. Topics are `g{group}/p{partition}/t{0|1}`, so a partition is `g…/p…` and one
@@ -142,28 +142,28 @@ function consume(tip: Tip, cursor: TipCursor, limit: number, outcome: ReadOutcom
 }
 
 /**
- * Reads `filter` from the oldest seq with `readers` cursors served round-robin in batches of
+ * Reads `filter` from the oldest seq with `subscribers` cursors served round-robin in batches of
  * `batch` messages, as a server interleaves subscribers. Returns the combined outcome.
  */
 export function readInterleaved(
   built: BuiltStream,
   filter: Filter,
   strategy: ReadChoice,
-  readers: number,
+  subscribers: number,
   batch = 64,
 ): ReadOutcome {
   const { tip, topics } = built;
   const outcome = { messages: 0, checksum: 0 };
   const cursors: TipCursor[] = [];
-  for (let r = 0; r < readers; r++) {
+  for (let r = 0; r < subscribers; r++) {
     const read = tip.read(new FilterMatcher(topics, filter), tip.ring.firstSeq, { strategy });
     if (!read.ok) throw new Error("bench: read refused");
     cursors.push(read.cursor);
   }
-  let open = readers;
-  const done = new Uint8Array(readers);
+  let open = subscribers;
+  const done = new Uint8Array(subscribers);
   while (open > 0) {
-    for (let r = 0; r < readers; r++) {
+    for (let r = 0; r < subscribers; r++) {
       if (done[r] === 1) continue;
       if (!consume(tip, cursors[r], batch, outcome)) {
         done[r] = 1;

@@ -1,7 +1,7 @@
 /**
  * Scenario benchmarks of a running server, driven through the client library: publish
  * throughput, fan-out, publish→deliver latency, tip recovery of a 1% subtree against a
- * full-stream reader, and initial recovery of a 1% subtree from disk. Each scenario returns a
+ * full-stream subscriber, and initial recovery of a 1% subtree from disk. Each scenario returns a
  * ScenarioResult: rows of numbers (what `--json` prints), the columns to render them with, notes
  * and the targets of the issue checked against the measured figures.
  *

@@ -3,7 +3,7 @@
  * send queue and its subscriptions. Frames are built in the writer during an event and handed to
  * the connection in one write by flush(); what the socket does not take is copied to the queue
  * and written on drain, in order. The queue is made of fixed chunks from a pool the broker's
- * sessions share: a slow reader's backlog allocates nothing per flush, and a session that is
+ * sessions share: a slow client's backlog allocates nothing per flush, and a session that is
  * not backed up holds no queue memory.
  *
  *   events ─▶ writer (frames of this event) ─flush─▶ connection.write ─▶ kernel

@@ -1,5 +1,5 @@
 /**
- * merge_heap: the one interface every k-way merge structure implements (tip and store reader).
+ * merge_heap: the one interface every k-way merge structure implements (tip, StoreReader).
  *
  * Owns: the contract only (no implementation lives here).
  * A merge runs over sources 0..k-1; each source yields strictly increasing float64 keys (message

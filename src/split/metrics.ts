@@ -1,6 +1,6 @@
 /**
- * Plan metrics: how many bytes a plan makes readers read and throw away. Works for any valid plan
- * of any planner.
+ * Plan metrics: how many bytes a plan makes subscribers read and throw away. Works for any valid
+ * plan of any planner.
  *
  * Topic reads: reading topic t reads its whole store, so waste(t) = bytes(store of t) - bytes(t).
  * Reported: the sum over topics, the topic with the most waste, the topic with the worst ratio
@@ -51,7 +51,7 @@ export function topicWaste(table: VolumeTable, plan: SplitPlan): Float64Array {
   return waste;
 }
 
-/** Bytes read by a reader of each prefix node's subtree (0 for SELF nodes). */
+/** Bytes read by a subscriber to each prefix node's subtree (0 for SELF nodes). */
 export function subtreeReadBytes(tree: TopicTree, plan: SplitPlan): Float64Array {
   const read = new Float64Array(tree.nodeCount);
   const stamp = new Int32Array(tree.nodeCount).fill(-1);

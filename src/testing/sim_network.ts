@@ -1,7 +1,7 @@
 /**
  * SimConnection: the server side of one simulated client connection, as the broker's
  * `Connection` port. Bytes the broker writes reach the client in order, at once, up to the
- * connection's byte budget for the current step: a slow reader has a small budget, a stalled
+ * connection's byte budget for the current step: a slow client has a small budget, a stalled
  * one none. What the budget refuses the broker queues, and the simulator calls
  * `broker.writable()` when budget comes back (as a socket drain event would). The network never
  * reorders or corrupts: it only delays, and disconnects at any byte (the simulator closes a

@@ -3,7 +3,7 @@
  * by one seeded Prng, and checks Aria's invariants after every step (src/testing/invariants.ts).
  *
  *   seed ─▶ Prng ─▶ config (fsync policy, tiny limits) + topic tree + clients
- *   step k: advance the clock ─▶ one action (publish, subscribe, unsubscribe, slow/stall a reader,
+ *   step k: advance the clock ─▶ one action (publish, subscribe, unsubscribe, slow/stall a client,
  *           disconnect at any byte, crash the process or the machine now or at the n-th disk op,
  *           fail an fsync, fill the disk, jump in time, split) ─▶ drain until quiescent ─▶ check
  *           invariants

@@ -10,7 +10,7 @@
  *
  * An entry is two u32 words: the record's ring offset in RECORD_ALIGN_BYTES units, and its seq
  * minus the block's firstSeq. Keeping the seq in the index lets a merge order its sources and a
- * reader binary-search a block without touching the ring: only records that are delivered are
+ * cursor binary-search a block without touching the ring: only records that are delivered are
  * read. A block whose next seq delta would not fit a u32 is closed early (see ENTRY_SEQ_DELTA_MAX).
  *
  * The arrays are allocated once at the limit; pages no block has touched cost no resident

@@ -7,7 +7,7 @@
  * with bench/tip.bench.ts (see docs/benchmarks.md); they only need to be right within a factor
  * near the crossover, where the two strategies cost about the same anyway.
  */
-import type { ReadStrategy } from "./tip_reader.ts";
+import type { ReadStrategy } from "./tip_cursor.ts";
 
 /** A forced strategy, or "planned" (a public option value) to let chooseReadStrategy pick. */
 export type ReadChoice = ReadStrategy | "planned";

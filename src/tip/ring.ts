@@ -13,10 +13,10 @@
  *   +8  f64 seq                                              +16 f64 publish time, µs
  *   +24 payload
  *
- * Every SEQ_CHECKPOINT_EVERY-th seq records its offset in a small table, so a reader finds the
+ * Every SEQ_CHECKPOINT_EVERY-th seq records its offset in a small table, so a cursor finds the
  * record of any seq after skipping fewer than SEQ_CHECKPOINT_EVERY headers.
  *
- * Readers outside the tip see the ring as TipRecords: positions (offsets they only pass back),
+ * Code outside the tip sees the ring as TipRecords: positions (offsets it only passes back),
  * topic ids and sizes, and deliverAt/writeAt, which hand a record's seq, time and payload range
  * to a frame writer. The layout above stays in this file.
  *
@@ -75,7 +75,7 @@ export interface DataMessageWriter {
 /**
  * The records the tip holds, as delivery reads them: a position is a record's offset, to be
  * passed back and never computed with; payloads go to frames as ranges of the ring (zero-copy,
- * nothing allocated per record), so no reader needs the record layout.
+ * nothing allocated per record), so no caller needs the record layout.
  */
 export interface TipRecords {
   /** Records held. */
@@ -150,7 +150,7 @@ export class Ring implements TipRecords {
   /**
    * Appends a record of payload[start, start + length) (all of it by default). `seq` must be
    * nextSeq, or anything ≥ nextSeq when the ring is empty.
-   * A record larger than the whole ring empties it and is not held (readers go to disk for it).
+   * A record larger than the whole ring empties it and is not held (subscribers go to disk for it).
    * Returns the record's offset, or -1 when it is not held.
    */
   append(

@@ -27,7 +27,7 @@ import { createMergeHeap } from "../merge/mod.ts";
 import { PartitionIndexes } from "./partition_index.ts";
 import { chooseReadStrategy, type ReadChoice } from "./read_strategy.ts";
 import { Ring, type TipRecords } from "./ring.ts";
-import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_reader.ts";
+import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_cursor.ts";
 
 /** Sizes of a tip; tests shrink them to reach wrap-around and pool exhaustion quickly. */
 export interface TipOptions {

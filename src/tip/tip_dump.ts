@@ -1,6 +1,6 @@
 /**
  * dumpTip: a plain-object picture of a tip's ring, pool and partition chains, for expect tests
- * and debugging. Walks the structures exactly as readers do, so a dump that looks right is
+ * and debugging. Walks the structures exactly as cursors do, so a dump that looks right is
  * evidence the links are right. Not for hot paths.
  */
 import { INDEX_BLOCK_ENTRIES, RECORD_ALIGN_BYTES } from "../constants.ts";
