@@ -141,13 +141,13 @@ export const STORE_OPEN_FILES_MAX = 256;
 export const STORE_INDEXES_CACHED_MAX = 4096;
 /** Default fsync period of `--fsync interval` (ms): the most data a crash may lose under it. */
 export const FSYNC_INTERVAL_MS_DEFAULT = 50;
-/** Read-ahead bytes shared by all partition cursors of one reader: 10,000 partitions read in small chunks. */
+/** Read-ahead bytes shared by one reader's partition reads: 10,000 partitions read small chunks. */
 export const READ_BUFFER_BYTES_TOTAL = 64 * 1024 * 1024;
-/** Smallest read chunk of one partition cursor: below a page, syscalls dominate. */
+/** Smallest read chunk of one partition read: below a page, syscalls dominate. */
 export const READ_CHUNK_BYTES_MIN = 16 * 1024;
-/** Largest read chunk of one partition cursor: sequential reads gain little beyond this. */
+/** Largest read chunk of one partition read: sequential reads gain little beyond this. */
 export const READ_CHUNK_BYTES_MAX = 1024 * 1024;
-/** Partition cursors of one reader that read at once: queue depth for the disk, well within STORE_OPEN_FILES_MAX. */
+/** Partition reads of one reader reading at once: disk queue depth, within STORE_OPEN_FILES_MAX. */
 export const READ_CONCURRENCY_MAX = 32;
 /** Payload bytes one reader batch returns at most: bounds memory of a catch-up read. */
 export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
@@ -161,7 +161,7 @@ export const LANE_TOPICS_KEPT = 8;
 /** The largest span read (one allocation, or one mapping, for many lanes' regions of a pack). */
 export const SPAN_BYTES_MAX = 64 * 1024 * 1024;
 /**
- * A lane's share of a span, in its read chunks: with 16 KiB chunks (10,000 cursors), whole
+ * A lane's share of a span, in its read chunks: with 16 KiB chunks (10,000 partitions), whole
  * segments of up to 32 KiB, no more than its chunk and its read-ahead chunk would hold.
  */
 export const SPAN_SHARE_CHUNKS = 2;
@@ -177,10 +177,10 @@ export const MAPPED_CHUNKS_MAX = 256;
 export const SMALL_IMAGE_BYTES = 4 * 1024 * 1024;
 /** A reader is sparse when it reads at most this share of the store's partitions (a 1% subtree). */
 export const SPARSE_PARTITIONS_SHARE = 1 / 8;
-/** Cursors from which a reader whose seqs are dense merges on a calendar queue, O(1) a message. */
-export const CALENDAR_CURSORS_MIN = 256;
-/** Cursors from which a reader decodes span-read images ahead into runs (decoded_runs.ts). */
-export const RUN_CURSORS_MIN = 256;
+/** Partition reads from which a dense reader merges on a calendar queue, O(1) a message. */
+export const CALENDAR_PARTITIONS_MIN = 256;
+/** Partition reads from which a reader decodes span-read images into runs (decoded_runs.ts). */
+export const RUN_PARTITIONS_MIN = 256;
 /** Manifest records before a compaction is considered: rewriting is O(live segments). */
 export const MANIFEST_RECORDS_COMPACT_MIN = 4096;
 
@@ -213,7 +213,7 @@ export const PROTOCOL_VERSION = 1;
 export const FRAME_BYTES_MAX = PAYLOAD_BYTES_MAX + 64 * 1024;
 /** Messages in one PUBLISH: bounds the work of one sequencing step and the size of one ack range. */
 export const PUBLISH_BATCH_MESSAGES_MAX = 8192;
-/** Subscriptions one connection may hold: each is a cursor with merge state the server walks. */
+/** Subscriptions one connection may hold: each has merge state the server walks. */
 export const SUBSCRIPTIONS_PER_CONNECTION_MAX = 256;
 /** Connections a server accepts: each holds a receive buffer and a bounded send buffer. */
 export const CONNECTIONS_MAX = 1024;
@@ -222,8 +222,8 @@ export const HANDSHAKE_TIMEOUT_US = 10_000_000;
 /** A connection closing after a fatal ERROR is ended this long after, read or not (Broker.expire). */
 export const CLOSING_LINGER_US = 2_000_000;
 /**
- * Bytes queued for sending on one connection. Above this the connection's cursors stop and catch
- * up later from the tip or disk: a slow client is never buffered without bound.
+ * Bytes queued for sending on one connection. Above this the connection's subscriptions stop and
+ * catch up later from the tip or disk: a slow client is never buffered without bound.
  */
 export const CONNECTION_BUFFERED_BYTES_MAX = 4 * 1024 * 1024;
 /** Bytes of an auth token in HELLO (u16 length field): room for a JWT, small enough to compare. */

@@ -1,8 +1,8 @@
 /**
  * End to end: a stalled subscriber. A raw connection subscribes to everything from the start and
  * then stops reading, while a publisher pushes 256 MiB through the server (a 1 MiB tip, a 4 MiB
- * per-connection send limit). The server must stop that cursor instead of buffering for it: its
- * RSS (VmRSS from /proc) stays within a fixed bound, while a well-behaved live subscriber on
+ * per-connection send limit). The server must stop that subscription instead of buffering for it:
+ * its RSS (VmRSS from /proc) stays within a fixed bound, while a well-behaved live subscriber on
  * another connection keeps getting everything. When the stalled connection reads again it
  * catches up — from disk, the ring moved on long ago — and then live, every message intact, in
  * order, once.

@@ -1,9 +1,10 @@
 /**
  * Runs of record tables (src/store/decoded_runs.ts): a merge over many partitions takes the
- * records of tabulated span images without going through their cursors. What it yields must be
- * exactly what the per-record path yields — seq, time, topic and payload, copied and borrowed —
- * across batches that resume the merge, batches that rewind pending runs (a new limit, a layout
- * change, new partitions), time reads, filters, and damaged images (never tabulated).
+ * records of tabulated span images without going through their partition reads. What it
+ * yields must be exactly what the per-record path yields — seq, time, topic and payload, copied
+ * and borrowed — across batches that resume the merge, batches that rewind pending runs (a new
+ * limit, a layout change, new partitions), time reads, filters, and damaged images (never
+ * tabulated).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
@@ -71,7 +72,7 @@ async function expectWholeStreamThroughRuns(
   for (const borrow of [false, true]) {
     const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow, batchBytesMax: 8192 });
     expect(await take(reader, single)).toEqual(upTo(1, count));
-    // Each partition's first record of an image comes through its cursor, the rest from runs.
+    // Each partition's first record of an image comes through its partition read, the rest runs.
     expect(reader.runsTaken).toBeGreaterThan(count * share);
   }
   await store.close({ sort: false });
@@ -94,7 +95,7 @@ describe("runs of record tables", () => {
     await expectWholeStreamThroughRuns(await filled(41, 9000, single), 9000, 0.6);
   });
 
-  test("pending runs are rewound when a batch positions every cursor again (a new limit, a sort, new partitions): no gap, no duplicate", async () => {
+  test("pending runs are rewound when a batch positions every partition read again (a new limit, a sort, new partitions): no gap, no duplicate", async () => {
     // Nine images per partition (about 3 records each): many runs end at an image's last record.
     const store = await filled(42, 9000, single, 1000);
     const reader = store.read(Filter.of("**"), { seq: 1 }, { borrow: true, batchBytesMax: 2048 });
@@ -203,7 +204,7 @@ describe("runs of record tables", () => {
             }
             await store.commit();
           };
-          // Every partition present from the start: the reader's cursors are many (runs in use).
+          // Every partition present from the start: its partition reads are many (runs in use).
           await publish(3000);
           await store.sortAll();
           const reader = store.read(
@@ -250,8 +251,9 @@ describe("runs of record tables", () => {
 
   test("a subtree filter over many partitions yields only its topics, in order, through runs", async () => {
     const store = await filled(45, 9000, single);
-    // r1, r10–r19, r100–r199: 111 of the 300 partitions; runs need at least 256 cursors, so this
-    // read goes record by record, and the whole-stream read after it through runs: both exact.
+    // r1, r10–r19, r100–r199: 111 of the 300 partitions; runs need at least 256 partition reads,
+    // so this read goes record by record, and the whole-stream read after it through runs: both
+    // exact.
     const wanted = upTo(1, 9000).filter((seq) => single(seq).startsWith("r1"));
     const subtree = store.read(
       Filter.of(

@@ -346,7 +346,7 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
-  test("a read resumes the last batch's merge while nothing changed, and positions every cursor again after a layout change, a new partition or a new limit", async () => {
+  test("a read resumes the last batch's merge while nothing changed, and positions every partition read again after a layout change, a new partition or a new limit", async () => {
     const sim = new SimDisk({ seed: 22 });
     const { store } = await Store.open(sim.view(), {});
     const topicOf = (seq: number) => `q${seq % 300}/x`;
@@ -374,7 +374,8 @@ describe("store on the simulated disk: limits and retention", () => {
     await take(5);
     expect(reader.batchesResumed).toBe(4);
     // New messages (a new limit), then a sort (a layout change in every partition), then new
-    // partitions: each makes the next batch position every cursor again, and the read stays exact.
+    // partitions: each makes the next batch position every partition read again; the read stays
+    // exact.
     await publish(500);
     await take(1);
     expect(reader.batchesResumed).toBe(4);
@@ -454,7 +455,7 @@ describe("store on the simulated disk: limits and retention", () => {
     await store.close();
   });
 
-  test("whole-stream reads over segments larger than a read chunk (cursors topped up at batch start) are exact", async () => {
+  test("whole-stream reads over segments larger than a read chunk (partition reads topped up at batch start) are exact", async () => {
     const disk = new SimDisk({ seed: 8 });
     const { store } = await Store.open(disk, {
       segmentBytesMax: 96 * 1024,
@@ -1480,8 +1481,8 @@ describe("store on the simulated disk: limits and retention", () => {
 /** Reads `**` from seq 1, copying and borrowing: exactly seqs 1..count with their topics and payloads. */
 /**
  * Reads the whole stream twice (copied, then borrowed payloads) and checks every message. Each
- * read reads every stored byte at most once: a cursor topping up, or meeting a record cut by its
- * buffer's end, keeps the bytes it has instead of reading them again. (A span read over
+ * read reads every stored byte at most once: a partition read topping up, or meeting a record cut
+ * by its buffer's end, keeps the bytes it has instead of reading them again. (A span read over
  * neighbouring segments of a pack reads the index images between them too: those count as
  * stored bytes.)
  */

@@ -543,7 +543,7 @@ async function fanoutRun(
     });
     await env.sleep(options.warmupMs);
     // The window opens once every subscriber is receiving: after such a stall the server stopped
-    // their cursors, and they catch up first.
+    // their subscriptions, and they catch up first.
     const slowest = subscribers.deliveredMin();
     const receivingBy = env.nowMs() + DRAIN_TIMEOUT_MS;
     while (subscribers.deliveredMin() === slowest && env.nowMs() < receivingBy) await env.sleep(5);

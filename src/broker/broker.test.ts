@@ -260,7 +260,7 @@ describe("session rules", () => {
     );
   });
 
-  test("a disk cursor whose reader a stall dropped while its batch was in flight, and a resume replaced, is pumped again when that batch lands", async () => {
+  test("a disk-phase subscription whose reader a stall dropped while its batch was in flight, and a resume replaced, is pumped again when that batch lands", async () => {
     /** A MemoryStore whose readers of `a/**` wait at a gate. */
     class GatedStore extends MemoryStore {
       gateOpen = false;
@@ -294,7 +294,8 @@ describe("session rules", () => {
       });
       await world.settle();
     }
-    // 64 disk cursors stalled with their readers kept (the most kept): a session that reads nothing.
+    // 64 disk-phase subscriptions stalled with their readers kept (the most kept): a session that
+    // reads nothing.
     const filler = world.handshaken();
     filler.budget = 0;
     for (let id = 1; id <= 64; id++)

@@ -13,15 +13,16 @@
  *   delivery.ts     the last step of every path: one message into a session, counted
  *
  * Stages reach each other only through the small interfaces each declares for what it calls
- * (Publishing, Cursors, FanoutIndex, SequencerOutput, SessionOutcomes, LiveCursors, VisibleEnd);
+ * (Publishing, SubscriptionMoves, FanoutIndex, SequencerOutput, SessionOutcomes, LiveSet,
+ * VisibleEnd);
  * the constructor below is the one place they are wired. Where two stages call each other
  * (dispatch settles what catch-up delivered; catch-up stalls what dispatch settles), the wiring
  * goes through arrow functions, so the order of construction does not matter.
  *
  * The visible end. A message becomes visible to subscribers only once it is durable
  * (`visibleSeq` = committed + 1), so no subscriber ever sees a seq that a crash could take back.
- * Back-pressure: a session whose send queue is full stops its cursors (STALLED); nothing more is
- * built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
+ * Back-pressure: a session whose send queue is full stops its subscriptions (STALLED); nothing more
+ * is built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
  * moved past them.
  */
 import type { Histogram } from "../stdx/histogram.ts";
@@ -47,7 +48,7 @@ export interface BrokerOptions {
   /** When set, HELLO must carry this token. */
   authToken?: string;
   connectionsMax?: number;
-  /** Send-queue bytes at which a session's cursors stop (tests shrink it). */
+  /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
   /** Bytes one subscription may write per catch-up slice (tests shrink it). */
   catchUpSliceBytes?: number;
@@ -120,7 +121,7 @@ export class Broker {
       topics,
       clock,
       publishing: this.sequencer,
-      cursors: this.catchUp,
+      moves: this.catchUp,
       fanout: this.fanout,
       authToken: options.authToken,
       connectionsMax: options.connectionsMax,

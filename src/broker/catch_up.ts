@@ -1,6 +1,6 @@
 /**
- * Catch-up: the stage that moves each subscription's cursor from where it started to the visible
- * end, one cursor per subscription (its `nextSeq` carries it across every handoff):
+ * Catch-up: the stage that moves each subscription from where it started to the visible end
+ * (its `nextSeq` carries it across every handoff):
  *
  *   start ─▶ time? ─(tip holds it)─▶ seq ─┐      (else one disk read finds the seq: RESOLVING)
  *                                         ▼
@@ -8,12 +8,12 @@
  *              ▲                               │ ▲                               │
  *              └──── the ring moved past ──────┘ └── drained ── STALLED ◀── backed up
  *
- * It owns the phases' sets (catching up, live) and the pump that gives each catching-up cursor a
- * bounded slice per round (CATCH_UP_SLICE_BYTES), so one reader far behind cannot starve the
- * rest. A stalled disk cursor keeps its reader and the rest of its batch while there are few
- * (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes without re-reading.
+ * It owns the phases' sets (catching up, live) and the pump that gives each catching-up
+ * subscription a bounded slice per round (CATCH_UP_SLICE_BYTES), so one reader far behind cannot
+ * starve the rest. A stalled disk-phase subscription keeps its reader and the rest of its batch
+ * while there are few (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes without re-reading.
  *
- * Not here: pushing new seqs to LIVE cursors (live_fanout.ts), flushing and closing sessions
+ * Not here: pushing new seqs to LIVE subscriptions (live_fanout.ts), flushing and closing sessions
  * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
  */
 import { CATCH_UP_SLICE_BYTES, STALLED_DISK_READERS_KEPT_MAX } from "../constants.ts";
@@ -38,7 +38,7 @@ export interface VisibleEnd {
 
 /** What catch-up asks of the session lifecycle (dispatch.ts). */
 export interface SessionOutcomes {
-  /** Flushes a session's frames; stops or resumes its cursors; closes it when asked. */
+  /** Flushes a session's frames; stops or resumes its subscriptions; closes it when asked. */
   settle(session: SubscriberSession): void;
   /** After an event: starts a commit if one is due, then settles the session. */
   afterEvent(session: SubscriberSession): void;
@@ -59,7 +59,7 @@ export interface CatchUpOptions {
   sliceBytes?: number;
 }
 
-/** Moves every subscription's cursor from its start to LIVE, and back when it falls behind. */
+/** Moves every subscription from its start to LIVE, and back when it falls behind. */
 export class CatchUp {
   /** Subscriptions at the visible end: live fan-out pushes to them. */
   readonly live = new Set<Subscription>();
@@ -96,7 +96,7 @@ export class CatchUp {
     this.sliceBytes = options.sliceBytes ?? CATCH_UP_SLICE_BYTES;
   }
 
-  /** Starts a new subscription's cursor where its SUBSCRIBE says. */
+  /** Starts a new subscription where its SUBSCRIBE says. */
   start(subscription: Subscription, start: SubscribeFrame["start"]): void {
     if (start.kind === "time") {
       this.resolveTime(subscription, start.timeUs);
@@ -107,7 +107,7 @@ export class CatchUp {
     this.begin(subscription, from);
   }
 
-  /** Starts a subscription's cursor at `fromSeq`: SUBSCRIBED, then the phase that holds it. */
+  /** Starts a subscription at `fromSeq`: SUBSCRIBED, then the phase that holds it. */
   private begin(subscription: Subscription, fromSeq: number): void {
     const session = subscription.session;
     const visibleSeq = this.visible.visibleSeq;
@@ -225,7 +225,7 @@ export class CatchUp {
     subscription.phase = Phase.Stalled;
   }
 
-  /** A session drained: its stalled cursors go on from the disk reader they kept, or the tip. */
+  /** A session drained: its stalled subscriptions go on from the disk reader they kept, or tip. */
   resumeStalled(session: SubscriberSession): void {
     let resumed = false;
     for (const subscription of session.subscriptions.values()) {

@@ -1,12 +1,12 @@
 /**
  * Dispatch: the stage where connection events enter the broker — sessions opened, bytes decoded
  * into frames and each frame sent to the stage that owns it, errors answered, sessions settled
- * (flushed, their cursors stopped or resumed) and closed.
+ * (flushed, their subscriptions stopped or resumed) and closed.
  *
  *   open ─▶ Session ─ bytes ─▶ decoder ─▶ HELLO        handshake, WELCOME
  *                                        ├ PUBLISH      ─▶ sequencer
  *                                        ├ SUBSCRIBE    ─▶ fan-out index + catch-up start
- *                                        ├ UNSUBSCRIBE  ─▶ drop the cursor, UNSUBSCRIBED
+ *                                        ├ UNSUBSCRIBE  ─▶ drop the subscription, UNSUBSCRIBED
  *                                        └ PING, bad bytes, frames out of place ─▶ PONG, ERROR
  *   after each event: a commit if due, then settle ─▶ flush ─▶ backed up? stall : resume
  *
@@ -52,7 +52,7 @@ export interface Publishing {
 }
 
 /** What dispatch asks of catch-up (catch_up.ts). */
-export interface Cursors {
+export interface SubscriptionMoves {
   start(subscription: Subscription, start: SubscribeFrame["start"]): void;
   stall(subscription: Subscription): void;
   resumeStalled(session: SubscriberSession): void;
@@ -70,12 +70,12 @@ export interface DispatchOptions {
   topics: TopicTable;
   clock: Clock;
   publishing: Publishing;
-  cursors: Cursors;
+  moves: SubscriptionMoves;
   fanout: FanoutIndex;
   /** When set, HELLO must carry this token. */
   authToken?: string;
   connectionsMax?: number;
-  /** Send-queue bytes at which a session's cursors stop (tests shrink it). */
+  /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
 }
 
@@ -91,12 +91,12 @@ export class Dispatch {
   private readonly topicCache = new TopicCache();
   private nextSessionId = 1;
   private readonly publishing: Publishing;
-  private readonly cursors: Cursors;
+  private readonly moves: SubscriptionMoves;
   private readonly fanout: FanoutIndex;
 
   constructor(private readonly options: DispatchOptions) {
     this.publishing = options.publishing;
-    this.cursors = options.cursors;
+    this.moves = options.moves;
     this.fanout = options.fanout;
   }
 
@@ -153,7 +153,7 @@ export class Dispatch {
       this.closeSession(session);
       return;
     }
-    if (session.drained) this.cursors.resumeStalled(session);
+    if (session.drained) this.moves.resumeStalled(session);
   }
 
   /** Ends connections that hold a slot for nothing (see Broker.expire). */
@@ -287,7 +287,7 @@ export class Dispatch {
     const subscription = new Subscription(session, id, frame.filter, matcher, visibleSeq);
     session.subscriptions.set(id, subscription);
     this.fanout.register(subscription);
-    this.cursors.start(subscription, frame.start);
+    this.moves.start(subscription, frame.start);
   }
 
   private unsubscribe(session: SubscriberSession, id: number): void {
@@ -312,12 +312,12 @@ export class Dispatch {
     this.settle(session);
   }
 
-  /** Flushes a session's frames; stops its cursors when its queue is full; closes it when asked. */
+  /** Flushes a session's frames; stops its subscriptions on a full queue; closes it when asked. */
   settle(session: SubscriberSession): void {
     if (session.closed) return;
     session.flush();
     if (session.queuedBytes > 2 * session.queueBytesMax + FRAME_BYTES_MAX) {
-      // Only control frames grow the queue past the cursor limit: a client that publishes but
+      // Only control frames grow the queue past the stall limit: a client that publishes but
       // never reads its acks. It cannot be served without unbounded memory.
       this.closeSession(session);
       return;
@@ -325,11 +325,11 @@ export class Dispatch {
     if (session.backedUp) {
       for (const subscription of session.subscriptions.values()) {
         if (subscription.phase === Phase.Live || subscription.phase === Phase.Tip)
-          this.cursors.stall(subscription);
+          this.moves.stall(subscription);
       }
     } else if (session.drained) {
-      // The socket took everything: no drain event will come, so stalled cursors go on now.
-      this.cursors.resumeStalled(session);
+      // The socket took everything: no drain event will come, so stalled subscriptions go on now.
+      this.moves.resumeStalled(session);
     }
     if (session.closing && session.queuedBytes === 0) this.closeSession(session);
   }
@@ -390,7 +390,7 @@ export class Dispatch {
 
   private dropSubscription(subscription: Subscription): void {
     subscription.phase = Phase.Closed;
-    this.cursors.drop(subscription);
+    this.moves.drop(subscription);
     subscription.session.subscriptions.delete(subscription.id);
     this.fanout.unregister(subscription);
   }

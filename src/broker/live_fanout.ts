@@ -5,13 +5,13 @@
  * (shared_data.ts).
  *
  *   commit ─▶ fanOut(from, to)
- *               ├─ ring dropped `from`? ──▶ every live cursor back to TIP (catch-up)
+ *               ├─ ring dropped `from`? ──▶ every live subscription back to TIP (catch-up)
  *               ├─ groups of equal filters ──▶ frames encoded once, copied per member
  *               └─ the rest, seq by seq ──▶ index.of(topic) ──▶ delivery.fromTip
  *                                                  └─ session backed up ──▶ stall (catch-up)
  *
  * Not here: which subscriptions are live or how they get there (catch_up.ts owns the phases and
- * the live set; this stage reads it and asks it to move cursors through LiveCursors).
+ * the live set; this stage reads it and asks it to move subscriptions through LiveSet).
  * Invariant: after fanOut(from, to) every LIVE subscription has nextSeq >= to, and every matching
  * seq in [from, to) was delivered to it once, or it was stalled or sent back to the tip at the
  * first seq it missed.
@@ -22,8 +22,8 @@ import { Fanout } from "./fanout.ts";
 import { SharedData } from "./shared_data.ts";
 import { Phase, type SubscriberSession, type Subscription } from "./subscription.ts";
 
-/** What live fan-out asks of catch-up: the live set, and moving a cursor off it. */
-export interface LiveCursors {
+/** What live fan-out asks of catch-up: the live set, and moving a subscription off it. */
+export interface LiveSet {
   /** The subscriptions at the visible end (phase LIVE). */
   readonly live: ReadonlySet<Subscription>;
   /** Sends a subscription back to catch up from the tip. */
@@ -43,7 +43,7 @@ export class LiveFanout {
   constructor(
     private readonly records: TipRecords,
     private readonly delivery: Delivery,
-    private readonly cursors: LiveCursors,
+    private readonly liveSet: LiveSet,
   ) {}
 
   /** Adds a new subscription to the topic index. */
@@ -63,12 +63,12 @@ export class LiveFanout {
    * session written to to `touched`.
    */
   fanOut(from: number, to: number, touched: Set<SubscriberSession>): void {
-    const live = this.cursors.live;
+    const live = this.liveSet.live;
     if (live.size === 0) return;
     const records = this.records;
     if (from < records.firstSeq) {
-      // The ring already dropped some of them: every live cursor catches up (tip, or disk).
-      for (const subscription of [...live]) this.cursors.toTip(subscription);
+      // The ring already dropped some of them: every live subscription catches up (tip, or disk).
+      for (const subscription of [...live]) this.liveSet.toTip(subscription);
       return;
     }
     this.fanOutShared(from, to, touched);
@@ -83,10 +83,10 @@ export class LiveFanout {
           const subscription = subscriptions[i];
           if (subscription.phase !== Phase.Live || seq < subscription.nextSeq) continue;
           if (subscription.session.backedUp) {
-            // A slow client: its cursor stops at this seq and catches up from the tip once drained,
+            // A slow client: it stops at this seq and catches up from the tip once drained,
             // so one large group commit cannot queue past the session's limit.
             subscription.nextSeq = seq;
-            this.cursors.stall(subscription);
+            this.liveSet.stall(subscription);
             touched.add(subscription.session);
             continue;
           }

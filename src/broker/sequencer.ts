@@ -94,7 +94,7 @@ export class Sequencer {
     this.lastTimeUs = options.store.newestTimeUs;
     assert(this.visibleSeq === this.nextSeq, "Broker: the store starts with everything committed");
     // A tip refilled from the store ends where the store does; an empty one must start there too,
-    // or a cursor would take its empty range below the visible end for "nothing to read".
+    // or a tip cursor would take its empty range below the visible end for "nothing to read".
     const records = this.tip.records;
     if (records.count === 0) this.tip.startAt(this.nextSeq);
     assert(records.nextSeq === this.nextSeq, "Broker: the tip ends where the store does");

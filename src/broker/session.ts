@@ -9,8 +9,8 @@
  *   events ─▶ writer (frames of this event) ─flush─▶ connection.write ─▶ kernel
  *                                              └─ rest ─▶ queue ─drain─▶ connection.write
  *
- * A session holds its subscriptions by id but does not look into them (`Cursor` is the broker's
- * Subscription): it knows frames and bytes, not cursors.
+ * A session holds its subscriptions by id but does not look into them (`Sub` is the broker's
+ * Subscription): it knows frames and bytes, not where a subscription stands.
  *
  * Invariants: queuedBytes === sum of queue chunk lengths; bytes reach the connection in the order
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
@@ -39,11 +39,11 @@ export class QueueChunkPool {
 
 type QueueChunk = { bytes: Uint8Array; start: number; end: number };
 
-/** One connected client; `Cursor` is what it holds per subscription id. */
-export class Session<Cursor = unknown> {
+/** One connected client; `Sub` is what it holds per subscription id. */
+export class Session<Sub = unknown> {
   readonly decoder: FrameDecoder;
   readonly writer = new FrameWriter({ capacityBytes: 64 * 1024 });
-  readonly subscriptions = new Map<number, Cursor>();
+  readonly subscriptions = new Map<number, Sub>();
   handshaken = false;
   closing = false;
   /** When the connection opened (µs, broker clock): HELLO must come within HANDSHAKE_TIMEOUT_US. */
@@ -62,7 +62,7 @@ export class Session<Cursor = unknown> {
     readonly id: number,
     readonly connection: Connection,
     topicCache: TopicCache,
-    /** Bytes queued (plus unflushed) at which this session's cursors stop. */
+    /** Bytes queued (plus unflushed) at which this session's subscriptions stop. */
     readonly queueBytesMax: number = CONNECTION_BUFFERED_BYTES_MAX,
     private readonly chunks: QueueChunkPool = new QueueChunkPool(),
   ) {
@@ -74,12 +74,12 @@ export class Session<Cursor = unknown> {
     return this.queuedBytes + this.writer.bytesUsed;
   }
 
-  /** True when this session's cursors must wait for the client to read. */
+  /** True when this session's subscriptions must wait for the client to read. */
   get backedUp(): boolean {
     return this.bufferedBytes >= this.queueBytesMax;
   }
 
-  /** True when the queue drained enough for stopped cursors to go on. */
+  /** True when the queue drained enough for stopped subscriptions to go on. */
   get drained(): boolean {
     return this.bufferedBytes <= this.queueBytesMax / 2;
   }

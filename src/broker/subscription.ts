@@ -1,5 +1,5 @@
 /**
- * Subscription: one cursor moving through the stream for one filter of one session. Its phase
+ * Subscription: one position moving through the stream for one filter of one session. Its phase
  * says where the next message comes from; `nextSeq` is the one number that carries it across
  * every handoff, so no message is skipped or repeated:
  *
@@ -41,7 +41,7 @@ export interface DiskReader {
 /** A session of the broker: its subscriptions are Subscriptions. */
 export type SubscriberSession = Session<Subscription>;
 
-/** One subscription's cursor state. */
+/** One subscription's state. */
 export class Subscription {
   phase: Phase = Phase.Resolving;
   /** The phase to go back to when a stall ends. */
@@ -53,7 +53,7 @@ export class Subscription {
   diskBusy = false;
   /** Messages delivered, for metrics. */
   messagesDelivered = 0;
-  /** Where the cursor started when it was behind (null: it started live), and when (µs). */
+  /** Where it started when it was behind (null: it started live), and when (µs). */
   recovery: "tip" | "disk" | null = null;
   startedUs = 0;
 

@@ -3,7 +3,7 @@
  * (auto-batched: every publish() of one tick shares a PUBLISH frame) and any number of
  * subscriptions, each an async iterator with back-pressure: when its queue of received messages
  * is full the socket stops reading, the server's send queue fills, and the server stops that
- * connection's cursors until the application reads again.
+ * connection's subscriptions until the application reads again.
  *
  * Reconnects: when the connection drops, the client dials again with back-off, repeats the
  * handshake, and resubscribes every subscription from the seq after the last one it delivered,

@@ -2,7 +2,7 @@
  * ClientSubscription: one subscription as the application sees it — an async iterator of
  * messages in seq order. Received messages wait in a bounded queue; above QUEUE_MESSAGES_HIGH the
  * connection stops reading (TCP back-pressure reaches the server, which stops this connection's
- * cursors), below QUEUE_MESSAGES_LOW it reads again.
+ * subscriptions), below QUEUE_MESSAGES_LOW it reads again.
  *
  * `position` is the seq after the last message received (or the server's caught-up point): a
  * reconnect resubscribes from there, so nothing is missed or repeated.

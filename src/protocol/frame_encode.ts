@@ -96,7 +96,7 @@ export function encodeSubscribe(
   writer.end();
 }
 
-/** SUBSCRIBED: the subscription's cursor starts at `firstSeq`. */
+/** SUBSCRIBED: the subscription starts at `firstSeq`. */
 export function encodeSubscribed(writer: FrameWriter, frame: Omit<SubscribedFrame, "kind">): void {
   writer.begin("subscribed");
   writer.u32(frame.subscriptionId);

@@ -4,10 +4,10 @@
  * removes — and errno failures translated into DiskError codes (Deno's errors carry `code`).
  *
  * Deno's FsFile has no positional read or write: each is a seek then a read or write on the
- * handle's one file offset. The store may have several reads of one file in flight (cursors of
- * different subscriptions), so every operation on a handle runs after the previous one settled
- * (a promise chain per file); handles of different files still work in parallel. The seek is
- * synchronous (lseek moves an offset, it does no I/O); reads and writes are Deno's async ops.
+ * handle's one file offset. The store may have several reads of one file in flight (partition
+ * reads of different subscriptions), so every operation on a handle runs after the previous one
+ * settled (a promise chain per file); handles of different files still work in parallel. The seek
+ * is synchronous (lseek moves an offset, it does no I/O); reads and writes are Deno's async ops.
  */
 import { type Disk, DiskError, type DiskFile, type OpenMode } from "../store/disk.ts";
 

@@ -1,5 +1,5 @@
 /**
- * concurrently: bounded concurrency for async work over a list (disk reads of many cursors,
+ * concurrently: bounded concurrency for async work over a list (disk reads of many partitions,
  * segment writes of a sort batch), so a long list never puts every operation in flight at once.
  */
 

@@ -1,11 +1,11 @@
 /**
  * decoded_runs: tables of the records of span reads, and the runs of them a merge over many
- * cursors takes without going through each cursor's objects; the message objects a borrowing
- * read hands out.
+ * partition reads takes without going through each partition read's objects; the message
+ * objects a borrowing read hands out.
  *
- * A merge of thousands of partitions takes each message from another cursor. Going through the
- * cursor for each (cursor, lane, file meta, buffer, view, topic string, the record's header)
- * reached every one of those out of cache, and the record headers one after the other (each
+ * A merge of thousands of partitions takes each message from another partition read. Going
+ * through it for each (partition read, lane, file meta, buffer, view, topic string, the record's
+ * header) reached every one of those out of cache, and the record headers one after the other (each
  * record's length says where the next one starts): a walk of six records at a time over the
  * 10,000 partitions' images took ~190 ns a record in a scratch loop, whatever the pages (mapped,
  * anonymous, transparent huge pages). The same records walked in file order, as a span read
@@ -162,7 +162,7 @@ function grown<T extends Float64Array | Int32Array>(from: T, into: T): T {
 /** An image of a table as a lane holds it: its records are table indexes [first, end); `shift`: offset in the table's bytes of the lane's buffer. */
 export type TabledImage = { table: RecordTable; shift: number; first: number; end: number };
 
-/** Per merge source (cursor index), the run of table records it yields next. */
+/** Per merge source (partition read index), the run of table records it yields next. */
 export class DecodedRuns {
   readonly capacity: number;
   private readonly tables: (RecordTable | null)[];

@@ -1140,7 +1140,7 @@ class Simulation {
     const sessions = (life.broker as unknown as { sessions: Map<number, Session> }).sessions;
     for (const session of sessions.values()) {
       // A publisher's acks may grow its queue to the flood limit (then it is disconnected); a
-      // pure subscriber's cursors stop at the limit, so it exceeds it by at most one message.
+      // pure subscriber's subscriptions stop at the limit, so it exceeds it by at most one message.
       const bound = session.clientName.startsWith("sub")
         ? session.queueBytesMax + SUBSCRIBER_QUEUE_SLACK_BYTES
         : 2 * session.queueBytesMax + FRAME_BYTES_MAX;

@@ -1,5 +1,5 @@
 /**
- * lane: one seq-ordered run of files a partition cursor merges — a subtree store, or the
+ * lane: one seq-ordered run of files a partition read merges — a subtree store, or the
  * partition's segments followed by its records still in the journal — walked record by record.
  * The top layer of a lane (lane_buffer → lane_read_ahead → lane), and the reader's hot path.
  *

@@ -29,7 +29,7 @@ export const NEEDS_READ = -1;
 /** `want.limit` of a lane waiting for its read ahead in flight (aheadRead); -1 is an index read. */
 export const WANT_AHEAD = -2;
 
-/** What a lane asks of its partition cursor: the time floor of a time read, and sparseness. */
+/** What a lane asks of its partition read: the time floor of a time read, and sparseness. */
 export type LaneOwner = { timeFloor: number; readonly sparse: boolean };
 
 /** The first chunk of the next file, read ahead (by a span read or by the lane itself). */

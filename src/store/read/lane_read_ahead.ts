@@ -2,14 +2,14 @@
  * lane_read_ahead: when a lane reads ahead, and what it would take from a span read — the middle
  * layer of a lane (lane_buffer → lane_read_ahead → lane).
  *
- *   batch start: cursor.lowOnData()? ──▶ spanWant() regions ──▶ span_read.ts (with other lanes)
- *                                   └──▶ topUp(): a read of its own, concurrent with the others
+ *   batch start: part.lowOnData()? ──▶ spanWant() regions ──▶ span_read.ts (with other lanes)
+ *                          └──▶ topUp(): a read of its own, concurrent with the others
  *
- * A read at batch start runs beside every other cursor's; a read inside the merge is waited for
- * alone (queue depth 1). So a lane whose head nears the end of its bytes, or whose next packed
- * image can be read with its neighbours', asks at batch start. Does not perform span reads
- * (span_read.ts) nor walk records (lane.ts). Invariant: a lane has at most one read ahead — in
- * flight (`aheadRead`) or landed (`ahead`).
+ * (`part`: the lane's partition read.) A read at batch start runs beside every other partition
+ * read's; a read inside the merge is waited for alone (queue depth 1). So a lane whose head nears
+ * the end of its bytes, or whose next packed image can be read with its neighbours', asks at batch
+ * start. Does not perform span reads (span_read.ts) nor walk records (lane.ts). Invariant: a lane
+ * has at most one read ahead — in flight (`aheadRead`) or landed (`ahead`).
  */
 import { READ_CHUNK_BYTES_MIN, SPAN_SHARE_CHUNKS } from "../../constants.ts";
 import type { StoreContext } from "../context.ts";
@@ -88,9 +88,9 @@ export class LaneReadAhead extends LaneBuffer {
   /**
    * True when the head is a record of a segment or store whose unread part is mostly not in the
    * buffer, or whose file ends within the buffer soon with a next file to read from its start: a
-   * read now (with other cursors' reads, at batch start) spares a read later that the merge would
-   * have to wait for alone. Without the next file's read ahead, a whole-stream read of many
-   * partitions with two segments each waited alone once per partition
+   * read now (beside the other partition reads' reads, at batch start) spares a read later that
+   * the merge would have to wait for alone. Without the next file's read ahead, a whole-stream read
+   * of many partitions with two segments each waited alone once per partition
    * (docs/benchmarks.md#storage-issue-3).
    */
   lowOnData(): boolean {

@@ -2,8 +2,8 @@
  * store/read: the disk reader — a filter's messages in seq order by an n-way merge over the
  * partitions it touches, layered one concept per file (as TigerBeetle's lsm/ iterators):
  *
- *   store_reader.ts     StoreReader: batches, the merge over cursors (src/merge heaps)
- *   partition_cursor.ts one partition: its lanes merged by seq, rebuilt on layout changes
+ *   store_reader.ts     StoreReader: batches, the merge over partition reads (src/merge heaps)
+ *   partition_read.ts   one partition: its lanes merged by seq, rebuilt on layout changes
  *   lane.ts             one run of files (+ journal records): the record walk, the hot path
  *   lane_read_ahead.ts  when a lane reads ahead; the regions it would take from a span read
  *   lane_buffer.ts      the bytes a lane holds; performs its reads, maps and index loads

@@ -74,7 +74,7 @@ export type SpanRequest = {
  * waited for — unless file removals wait for the reads in flight (`context.reads.deferred`): reads
  * ahead outlive batches, and a long read that kept one in flight at all times would hold
  * removals (drained journals, retention) off for as long as it ran; its lanes read ahead later,
- * when low on data. `tabulate`: whole images are tabulated for runs (a merge of many cursors).
+ * when low on data. `tabulate`: whole images are tabulated for runs (a merge of many partitions).
  * Returns the spans started ahead.
  */
 export async function readSpans(
@@ -141,7 +141,7 @@ async function readSpan(
     context.reads.bytesRead += bytes.length;
   }
   // Whole images that match their records CRC are tabulated for runs, the records walked in file
-  // order as they land (see decoded_runs.ts); `tabulate`: for a merge of many cursors (runs).
+  // order as they land (see decoded_runs.ts); `tabulate`: for a merge of many partitions (runs).
   const table = tabulate ? new RecordTable(bytes, start, Math.ceil((end - start) / 1024)) : null;
   for (const request of span) {
     const from = request.position - start;

@@ -1,32 +1,33 @@
 /**
  * StoreReader: reads a filter's messages from disk in seq order, from a seq or a time, by an
  * n-way merge over the partitions the filter touches (only those are ever opened). Each
- * partition is one cursor (partition_cursor.ts): its closed segments (sought through their
+ * partition is one partition read (partition_read.ts): its closed segments (sought through their
  * sparse index), then its records still in the journal. A merge heap (src/merge) on the
- * cursors' next seqs picks the next message.
+ * partition reads' next seqs picks the next message.
  *
- *   cursor(app/a) : [seg 12][seg 40] journal… ─┐
- *   cursor(app/b) : [seg 13] journal…         ─┼─ heap on next seq ─▶ batch of messages
- *   cursor(ops/x) : journal…                  ─┘
+ *   partition read(app/a) : [seg 12][seg 40] journal… ─┐
+ *   partition read(app/b) : [seg 13] journal…         ─┼─ heap on next seq ─▶ batch of messages
+ *   partition read(ops/x) : journal…                  ─┘
  *
- * The layers below, one file each: store_reader (merge, batches) → partition_cursor → lane
+ * The layers below, one file each: store_reader (merge, batches) → partition_read → lane
  * (record walk) → lane_read_ahead → lane_buffer → file_access / index_cache / buffer_pool, with
  * span_read (one read for many lanes' regions of a pack) beside them.
  *
  * Reads stop at the store's committed seq; an empty batch means "caught up, ask again later".
  * A reader is resumable: it continues after `lastSeq`, and `store.read(filter, {afterSeq})`
- * starts a new one at the same place. Between batches a cursor keeps only positions; when its
- * partition changed (a segment closed or retired), it seeks again from its next seq.
+ * starts a new one at the same place. Between batches a partition read keeps only positions;
+ * when its partition changed (a segment closed or retired), it seeks again from its next seq.
  *
- * Invariants: a cursor yields strictly increasing seqs, each >= its resume seq; the heap holds
- * one key per cursor (Infinity: nothing more for now); no file is removed while a batch runs.
+ * Invariants: a partition read yields strictly increasing seqs, each >= its resume seq; the heap
+ * holds one key per partition read (Infinity: nothing more for now); no file is removed while a
+ * batch runs.
  */
 import {
-  CALENDAR_CURSORS_MIN,
+  CALENDAR_PARTITIONS_MIN,
   READ_BATCH_MESSAGES_MAX,
   READ_CHUNK_BYTES_MAX,
   READ_CONCURRENCY_MAX,
-  RUN_CURSORS_MIN,
+  RUN_PARTITIONS_MIN,
   SPARSE_PARTITIONS_SHARE,
 } from "../../constants.ts";
 import { BinaryHeap, CalendarQueue, type MergeHeap } from "../../merge/mod.ts";
@@ -39,10 +40,10 @@ import type { PartitionLog } from "../partition_log.ts";
 import type { StoredMessage } from "../record.ts";
 import { BufferPool } from "./buffer_pool.ts";
 import { NEEDS_READ } from "./lane_buffer.ts";
-import { advanceReading, PartitionCursor, type ReadFrom } from "./partition_cursor.ts";
+import { advanceReading, PartitionRead, type ReadFrom } from "./partition_read.ts";
 import { readSpans, type SpanRequest } from "./span_read.ts";
 
-export type { ReadFrom } from "./partition_cursor.ts";
+export type { ReadFrom } from "./partition_read.ts";
 
 /**
  * Options of a read. `borrow`: a batch's payloads are views into the reader's buffers, valid
@@ -53,7 +54,7 @@ export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
-  private readonly cursors: PartitionCursor[] = [];
+  private readonly parts: PartitionRead[] = [];
   /** Per store id: whether it holds none, some or only matching topics. */
   private readonly storeMatches = new Map<number, number>();
   /**
@@ -65,7 +66,8 @@ export class StoreReader {
   private partitionsSeen = 0;
   private heap: MergeHeap = new BinaryHeap(16);
   /**
-   * Records decoded ahead per cursor, once the cursors are many (see decoded_runs.ts); null before.
+   * Records decoded ahead per partition read, once they are many (see decoded_runs.ts); null
+   * before.
    */
   private runs: DecodedRuns | null = null;
   private keys = new Float64Array(16);
@@ -76,7 +78,7 @@ export class StoreReader {
   private denseKeys = false;
   /**
    * What the merge of the last batch left, for the next one to resume from: the limit and the
-   * store's layout version it ran under (-1: nothing to resume), and the cursors it took
+   * store's layout version it ran under (-1: nothing to resume), and the partition reads it took
    * messages from (`touched`, each once: `touchedIn` holds the batch number that listed it).
    */
   private resumeLimit = -1;
@@ -115,9 +117,9 @@ export class StoreReader {
     this.borrowed = options.borrow === true ? [] : null;
   }
 
-  /** Partitions this reader has opened cursors on. */
+  /** Partitions this reader has opened a partition read on. */
   get partitionCount(): number {
-    return this.cursors.length;
+    return this.parts.length;
   }
 
   /** The merge structure of the last batch ("binary_heap" or "calendar_queue"). */
@@ -132,13 +134,13 @@ export class StoreReader {
 
   /**
    * Messages this reader took from runs of span reads' record tables instead of through their
-   * cursors.
+   * partition reads.
    */
   get runsTaken(): number {
     return this.fromRuns;
   }
 
-  /** Batches that resumed the previous batch's merge instead of positioning every cursor again. */
+  /** Batches that resumed the last batch's merge instead of positioning every partition read. */
   get batchesResumed(): number {
     return this.resumed;
   }
@@ -196,20 +198,20 @@ export class StoreReader {
   private async batch(context: StoreContext): Promise<StoredMessage[]> {
     const limit = context.journal.committedSeq;
     const layout = context.partitions.layout.version;
-    const known = this.cursors.length;
+    const known = this.parts.length;
     this.discover(context);
-    const count = this.cursors.length;
-    // A calendar queue when the last batch's seqs were dense and the cursors many (a whole-
+    const count = this.parts.length;
+    // A calendar queue when the last batch's seqs were dense and the partition reads many (a whole-
     // stream read of many partitions: O(1) per message, where the heap's sift was a visible
     // share of the read's CPU, docs/benchmarks.md#storage-issue-3); a binary heap otherwise
     // (sparse seqs would make the calendar scan empty slots).
-    const calendar = this.denseKeys && count >= CALENDAR_CURSORS_MIN;
+    const calendar = this.denseKeys && count >= CALENDAR_PARTITIONS_MIN;
     // The last batch's merge resumes when nothing it stood on changed: the same limit, no layout
-    // change in any partition since it positioned its cursors, no new cursor, the same merge
-    // structure. Then only the cursors it took messages from have moved (every other one's head
-    // and buffer are as they were), so only those are asked for reads, and the heap goes on as
-    // it stands. Positioning all cursors and building the heap again in every batch cost a
-    // many-partition whole-stream read a large share of its time
+    // change in any partition since it positioned its partition reads, no new partition read, the
+    // same merge structure. Then only the partition reads it took messages from have moved (every
+    // other one's head and buffer are as they were), so only those are asked for reads, and the
+    // heap goes on as it stands. Positioning all partition reads and building the heap again in
+    // every batch cost a many-partition whole-stream read a large share of its time
     // (docs/benchmarks.md#storage-issue-3).
     const resume =
       this.resumeLimit === limit &&
@@ -225,51 +227,52 @@ export class StoreReader {
       }
       this.heap = calendar ? new CalendarQueue(this.keys.length) : new BinaryHeap(this.keys.length);
     }
-    // Cursors that need no read are positioned at once; the others read concurrently, at most
-    // READ_CONCURRENCY_MAX at a time (queue depth > 1, yet 10,000 partitions do not open 10,000
-    // files at once past the open-file LRU), so a batch costs no async step per idle partition.
-    // Cursors about to run dry top up in the same round: inside the merge a read is waited for
-    // alone (queue depth 1), which over thousands of partitions would be most reads.
+    // Partition reads that need no disk read are positioned at once; the others read
+    // concurrently, at most READ_CONCURRENCY_MAX at a time (queue depth > 1, yet 10,000
+    // partitions do not open 10,000 files at once past the open-file LRU), so a batch costs no
+    // async step per idle partition. Partition reads about to run dry top up in the same round:
+    // inside the merge a read is waited for alone (queue depth 1), which over thousands of
+    // partitions would be most reads.
     const keys = this.keys;
     const reading: number[] = [];
     if (resume) {
       this.resumed++;
       for (let k = 0; k < this.touchedCount; k++) {
         const i = this.touched[k];
-        if (keys[i] !== Infinity && this.cursors[i].lowOnData()) reading.push(-1 - i);
+        if (keys[i] !== Infinity && this.parts[i].lowOnData()) reading.push(-1 - i);
       }
     } else {
-      // Runs not taken to their end are rewound: every cursor is positioned again below.
+      // Runs not taken to their end are rewound: every partition read is positioned again below.
       const runs = this.runs;
       if (runs !== null) {
         for (let i = 0; i < runs.capacity; i++) {
           if (!runs.pending(i)) continue;
-          this.cursors[i].rewind(runs.headSeq(i), runs.headPosition(i));
+          this.parts[i].rewind(runs.headSeq(i), runs.headPosition(i));
           runs.clear(i);
         }
       }
-      if (count >= RUN_CURSORS_MIN && (runs === null || runs.capacity < count))
+      if (count >= RUN_PARTITIONS_MIN && (runs === null || runs.capacity < count))
         this.runs = new DecodedRuns(this.keys.length);
       for (let i = 0; i < count; i++) {
-        const cursor = this.cursors[i];
-        const key = cursor.advance(context, limit);
+        const part = this.parts[i];
+        const key = part.advance(context, limit);
         if (key === NEEDS_READ) reading.push(i);
         else {
           keys[i] = key;
-          if (key !== Infinity && cursor.lowOnData()) reading.push(-1 - i);
+          if (key !== Infinity && part.lowOnData()) reading.push(-1 - i);
         }
       }
     }
     if (reading.length > 1) await this.readSpans(context, reading);
-    // Cursors that have just read their files read their next ones ahead at once (spans of reads
-    // ahead only, not waited for), before the records just read are checked and merged: a
-    // whole-stream read's first reads bring every partition's current image together, and the
+    // Partition reads that have just read their files read their next ones ahead at once (spans
+    // of reads ahead only, not waited for), before the records just read are checked and merged:
+    // a whole-stream read's first reads bring every partition's current image together, and the
     // next images are wanted together too.
     if (reading.length > 1 && reading.some((i) => i >= 0)) await this.readSpans(context, reading);
     await forEachConcurrently(reading.length, READ_CONCURRENCY_MAX, async (k) => {
       const i = reading[k];
-      if (i < 0) await this.cursors[-1 - i].topUp(context);
-      else keys[i] = await advanceReading(context, this.cursors[i], limit);
+      if (i < 0) await this.parts[-1 - i].topUp(context);
+      else keys[i] = await advanceReading(context, this.parts[i], limit);
     });
     if (!resume) this.heap.init(keys, count);
     const batch = ++this.batches;
@@ -283,24 +286,24 @@ export class StoreReader {
       waiting >= 0;
       waiting = this.mergeInto(context, limit, batch, out)
     ) {
-      // The merge stopped at a cursor whose next record needs a read.
-      const cursor = this.cursors[waiting];
-      this.settle(cursor, waiting, await advanceReading(context, cursor, limit), limit);
+      // The merge stopped at a partition read whose next record needs a read.
+      const part = this.parts[waiting];
+      this.settle(part, waiting, await advanceReading(context, part, limit), limit);
     }
     this.resumeLimit = limit;
     this.resumeLayout = layout;
     if (out.length > 0) {
       this.lastSeq = out[out.length - 1].seq;
       this.denseKeys =
-        out.length >= CALENDAR_CURSORS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
+        out.length >= CALENDAR_PARTITIONS_MIN && 2 * out.length > this.lastSeq - out[0].seq + 1;
     }
     return out;
   }
 
   /**
    * Takes messages in seq order into `out` until the batch is full or nothing is left (-1), or
-   * until a cursor's next record needs a read: then returns that cursor's index, its message
-   * taken, for the caller to read and `settle`, and to call again.
+   * until a partition read's next record needs a disk read: then returns that partition read's
+   * index, its message taken, for the caller to read and `settle`, and to call again.
    */
   private mergeInto(
     context: StoreContext,
@@ -316,7 +319,7 @@ export class StoreReader {
     let bytes = this.batchBytes;
     while (!heap.empty() && bytes < bytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const source = heap.topSource();
-      const cursor = this.cursors[source];
+      const part = this.parts[source];
       let into: BorrowedMessage | null = null;
       if (borrowed !== null) {
         if (borrowed.length === out.length) borrowed.push(new BorrowedMessage());
@@ -324,12 +327,12 @@ export class StoreReader {
       }
       let message: StoredMessage;
       if (runs?.pending(source)) {
-        // A record decoded ahead: the cursor's objects are not touched until its run ends.
+        // A record decoded ahead: the partition read's objects are not touched until its run ends.
         message = runs.take(source, into);
         bytes += runs.lastBytes;
         this.fromRuns++;
       } else {
-        message = cursor.take(into);
+        message = part.take(into);
         bytes += (message.length ?? message.payload.length) + message.topic.length;
       }
       out.push(message);
@@ -338,35 +341,35 @@ export class StoreReader {
         heap.advance(keys[source]);
         continue;
       }
-      // The cursor moves: the next batch asks it whether it is low on data (see resume).
+      // The partition read moves: the next batch asks it whether it is low on data (see resume).
       if (this.touchedIn[source] !== batch) {
         this.touchedIn[source] = batch;
         this.touched[this.touchedCount++] = source;
       }
-      const key = cursor.advance(context, limit);
+      const key = part.advance(context, limit);
       if (key === NEEDS_READ) {
         this.batchBytes = bytes;
         return source;
       }
-      this.settle(cursor, source, key, limit);
+      this.settle(part, source, key, limit);
     }
     this.batchBytes = bytes;
     return -1;
   }
 
   /**
-   * `key` is the next seq of cursor `source` (its message taken): its run is decoded (when it can
-   * be) and the merge goes on with it.
+   * `key` is the next seq of partition read `source` (its message taken): its run is decoded
+   * (when it can be) and the merge goes on with it.
    */
-  private settle(cursor: PartitionCursor, source: number, key: number, limit: number): void {
-    // The new head and the records after it, while the cursor's objects are in cache.
-    if (this.runs !== null && key !== Infinity) cursor.decodeRun(this.runs, source, limit);
+  private settle(part: PartitionRead, source: number, key: number, limit: number): void {
+    // The new head and the records after it, while the partition read's objects are in cache.
+    if (this.runs !== null && key !== Infinity) part.decodeRun(this.runs, source, limit);
     this.keys[source] = key;
     this.heap.advance(key);
   }
 
   /**
-   * Offers the reads of the cursors in `reading` (k, or -1 - k for a top-up) to span reads
+   * Offers the reads of the partition reads in `reading` (k, or -1 - k for a top-up) to span reads
    * (span_read.ts): lanes about to read regions of one pack that lie back to back are served by
    * one read of the whole run. A lane takes at most SPAN_SHARE_CHUNKS of its chunks this way
    * (what its buffer and its read-ahead chunk would hold otherwise). A span read into memory (a
@@ -375,8 +378,8 @@ export class StoreReader {
    */
   private async readSpans(context: StoreContext, reading: readonly number[]): Promise<void> {
     const requests: SpanRequest[] = [];
-    for (const k of reading) this.cursors[k < 0 ? -1 - k : k].spanWants(requests);
-    const tabulate = this.cursors.length >= RUN_CURSORS_MIN;
+    for (const k of reading) this.parts[k < 0 ? -1 - k : k].spanWants(requests);
+    const tabulate = this.parts.length >= RUN_PARTITIONS_MIN;
     this.spansReadAhead += await readSpans(context, requests, tabulate);
   }
 
@@ -390,12 +393,12 @@ export class StoreReader {
     if (fresh.length === 0) return;
     const chunkBytes = Math.min(
       READ_CHUNK_BYTES_MAX,
-      Math.floor(context.options.readBufferBytes / (this.cursors.length + fresh.length)),
+      Math.floor(context.options.readBufferBytes / (this.parts.length + fresh.length)),
     );
     const from: ReadFrom = this.lastSeq > 0 ? { afterSeq: this.lastSeq } : this.from;
     for (const log of fresh)
-      this.cursors.push(
-        new PartitionCursor(
+      this.parts.push(
+        new PartitionRead(
           log,
           this.filter,
           from,
@@ -405,6 +408,6 @@ export class StoreReader {
           this.access,
         ),
       );
-    this.access.sparse = this.cursors.length <= list.length * SPARSE_PARTITIONS_SHARE;
+    this.access.sparse = this.parts.length <= list.length * SPARSE_PARTITIONS_SHARE;
   }
 }

@@ -1,7 +1,8 @@
 /**
- * partition_cursor: one partition's part of a read — a lane per subtree store holding a matching
- * topic (stores holding none are never opened), and a lane for the segments and journal records
- * after them, merged by seq with a linear min (a filter matches few stores of a partition).
+ * partition_read: PartitionRead, one partition's part of a read — a lane per subtree store
+ * holding a matching topic (stores holding none are never opened), and a lane for the segments
+ * and journal records after them, merged by seq with a linear min (a filter matches few stores
+ * of a partition).
  *
  *   store lane (app/a/**) ─┐
  *   store lane (app/b/x)  ─┼─ min of next seqs ─▶ headLane ─▶ the reader's merge
@@ -34,7 +35,7 @@ const MATCH_SOME = 1;
 const MATCH_ALL = 2;
 
 /** One partition's lanes, merged by seq. */
-export class PartitionCursor {
+export class PartitionRead {
   version = -1;
   /** Next seq this partition may yield. */
   nextSeq: number;
@@ -216,15 +217,15 @@ export class PartitionCursor {
   }
 }
 
-/** The next seq `cursor` may yield (Infinity: none yet), performing the reads it asks for. */
+/** The next seq `part` may yield (Infinity: none yet), performing the reads it asks for. */
 export async function advanceReading(
   context: StoreContext,
-  cursor: PartitionCursor,
+  part: PartitionRead,
   limit: number,
 ): Promise<number> {
   for (;;) {
-    const key = cursor.advance(context, limit);
+    const key = part.advance(context, limit);
     if (key !== NEEDS_READ) return key;
-    await cursor.load(context);
+    await part.load(context);
   }
 }
