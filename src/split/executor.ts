@@ -25,8 +25,8 @@ import type {
   SubtreeStoreMeta,
   TopicCount,
 } from "../store/mod.ts";
-import { indexPath, SEGMENT_DIR, storePath } from "../store/layout.ts";
-import { recordSpanOf } from "../store/store_file.ts";
+import { indexPath, SEGMENT_DIR, subtreeStorePath } from "../store/layout.ts";
+import { recordSpanOf } from "../store/subtree_store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { planMetrics, type PlanMetrics } from "./metrics.ts";
 import type { PlannedStore, SplitAlgorithm, SplitPlan } from "./plan.ts";
@@ -309,7 +309,7 @@ export async function executeSplit(
     if (switchAsked) throw error;
     for (const task of tasks) {
       for (const store of task.stores) {
-        await disk.remove(storePath(store.id)).catch(() => {});
+        await disk.remove(subtreeStorePath(store.id)).catch(() => {});
         await disk.remove(indexPath(store.id)).catch(() => {});
       }
     }

@@ -4,7 +4,7 @@
  * the new store holding its topic, producing each store file's bytes and index.
  *
  *   source: old store A ─┐
- *   source: old store B ─┼─ min seq ─▶ topic ─▶ StoreFileBuilder(new store k) ─▶ chunks, index
+ *   source: old store B ─┼─ min seq ─▶ topic ─▶ SubtreeStoreBuilder(new store k) ─▶ chunks, index
  *   source: segments    ─┘
  *
  * Sources only expose "the current record" and an async refill; rewrite_files.ts gives them over
@@ -12,7 +12,7 @@
  * Invariants: output records are exactly the input records, each once, in seq order per store;
  * a record whose topic no store holds, or a seq that does not increase, is an error.
  */
-import { type Crc32, StoreFileBuilder, type TopicCount } from "../store/mod.ts";
+import { type Crc32, SubtreeStoreBuilder, type TopicCount } from "../store/mod.ts";
 import { recordSeq, recordTopic, recordTopicEquals } from "../store/record.ts";
 
 /** One new store of a partition: its file id, plan id and topics (sorted). */
@@ -35,7 +35,7 @@ export interface RecordSource {
 
 /** Routes records to the builders of a partition's new stores. */
 export class PartitionRewriter {
-  readonly builders: StoreFileBuilder[];
+  readonly builders: SubtreeStoreBuilder[];
   /** Messages and record bytes per topic of each new store: its TOPICS record in the manifest. */
   readonly counts: Map<string, TopicCount>[];
   private readonly storeOfTopic = new Map<string, number>();
@@ -52,7 +52,7 @@ export class PartitionRewriter {
   ) {
     this.builders = stores.map(
       (store) =>
-        new StoreFileBuilder(
+        new SubtreeStoreBuilder(
           {
             id: store.id,
             partition,

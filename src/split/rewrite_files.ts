@@ -19,7 +19,7 @@ import {
 } from "../store/record.ts";
 import { scanRecords } from "../store/scan.ts";
 import type { VolumeRow } from "./volume_table.ts";
-import { indexPath, storePath } from "../store/layout.ts";
+import { indexPath, subtreeStorePath } from "../store/layout.ts";
 import {
   mergeSources,
   PartitionRewriter,
@@ -191,7 +191,7 @@ export async function runSplitTask(
     if (chunks.length === 0) return;
     let file = outputs[store];
     if (file === null) {
-      file = await disk.open(storePath(task.stores[store].id), "create");
+      file = await disk.open(subtreeStorePath(task.stores[store].id), "create");
       outputs[store] = file;
     }
     for (const chunk of chunks) {

@@ -42,7 +42,7 @@ import { type StoreError, indexPath, packPath } from "./layout.ts";
 import type { SplitSummary, TopicCount } from "./manifest_codec.ts";
 import { PartitionLog } from "./partition_log.ts";
 import type { SegmentIndex, SegmentMeta } from "./segment_index.ts";
-import { type SubtreeStoreMeta, dataPathOf, isStore } from "./store_file.ts";
+import { type SubtreeStoreMeta, dataPathOf, isSubtreeStore } from "./subtree_store_file.ts";
 
 /** Durability policy: when a publish is acknowledged. */
 export type FsyncPolicy = "always" | "interval" | "never";
@@ -272,7 +272,7 @@ export class FilesInForce {
 
   /** `file` came into force (a close, recovery): its pack, if any, counts one more segment. */
   hold(file: SegmentMeta | SubtreeStoreMeta): void {
-    if (!isStore(file) && file.pack !== undefined)
+    if (!isSubtreeStore(file) && file.pack !== undefined)
       this.packSegments.set(file.pack.pack, (this.packSegments.get(file.pack.pack) ?? 0) + 1);
   }
 
@@ -281,7 +281,8 @@ export class FilesInForce {
    * flight — its own files, or its pack when it was the last segment in force there.
    */
   release(file: SegmentMeta | SubtreeStoreMeta): string[] {
-    if (isStore(file) || file.pack === undefined) return [dataPathOf(file), indexPath(file.id)];
+    if (isSubtreeStore(file) || file.pack === undefined)
+      return [dataPathOf(file), indexPath(file.id)];
     const pack = file.pack.pack;
     const left = (this.packSegments.get(pack) ?? 0) - 1;
     assert(left >= 0, "FilesInForce.release: the pack held the segment");

@@ -3,7 +3,7 @@
  * checked before it is trusted. Pure codec.
  *
  *   0  u32 magic: "AJNL" journal, "ASEG" segment, "AIDX" segment index, "AMAN" manifest,
- *          "ASTO" subtree store (store_file.ts), "APAK" pack (pack_file.ts)
+ *          "ASTO" subtree store (subtree_store_file.ts), "APAK" pack (pack_file.ts)
  *   4  u16 format version (1)
  *   6  u16 header bytes H = 36 + name bytes
  *   8  u32 crc32 of bytes [12, H)

@@ -10,7 +10,8 @@
  *     journal/<n:016x>.spare        a file kept for the next journal generation (journal_files.ts)
  *     segments/<id:016x>.seg        one closed segment of one partition, seq order
  *     segments/<id:016x>.idx        its sparse seq/time index (also of a subtree store)
- *     segments/<id:016x>.sto        one subtree store: some topics of one partition (store_file.ts)
+ *     segments/<id:016x>.sto        one subtree store: some topics of one partition
+ *                                   (subtree_store_file.ts)
  *     segments/<id:016x>.pak        one sorter batch's segments and their indexes, back to back (pack_file.ts)
  */
 
@@ -79,7 +80,7 @@ export function indexPath(id: number): string {
 }
 
 /** Path of subtree store `id`'s records (its index is indexPath(id): ids are shared with segments). */
-export const storePath = kept((id) => `${SEGMENT_DIR}/${hex16(id)}${STORE_SUFFIX}`);
+export const subtreeStorePath = kept((id) => `${SEGMENT_DIR}/${hex16(id)}${STORE_SUFFIX}`);
 
 /** Path of pack `id`: the segment images (records, then index) of one sorter batch. */
 export const packPath = kept((id) => `${SEGMENT_DIR}/${hex16(id)}${PACK_SUFFIX}`);

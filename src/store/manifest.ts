@@ -27,7 +27,7 @@ import {
   encodeManifestRecords,
 } from "./manifest_codec.ts";
 import type { SegmentMeta } from "./segment_index.ts";
-import type { SubtreeStoreMeta } from "./store_file.ts";
+import type { SubtreeStoreMeta } from "./subtree_store_file.ts";
 
 /** The manifest replayed: live segments, per-partition sorted-through seqs, the largest id seen. */
 export type ManifestState = {
@@ -128,7 +128,7 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
     }
     // A split's SWAP (a retention's adds nothing); the SPLIT record after it, when there is one,
     // says the rest.
-    if (record.added.length > 0) state.lastSplit = splitOfStores(record.added);
+    if (record.added.length > 0) state.lastSplit = splitOfSubtreeStores(record.added);
   } else if (record.kind === MANIFEST_SPLIT) {
     state.lastSplit = record.split;
   }
@@ -139,7 +139,7 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
  * with a torn tail, a manifest rebuilt from files): the newest generation among `stores`, its
  * stores and bytes; null without stores.
  */
-export function splitOfStores(stores: Iterable<SubtreeStoreMeta>): SplitSummary | null {
+export function splitOfSubtreeStores(stores: Iterable<SubtreeStoreMeta>): SplitSummary | null {
   let generation = -1;
   let storesWritten = 0;
   let storeBytes = 0;

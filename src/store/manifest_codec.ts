@@ -49,7 +49,7 @@
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
 import type { SegmentMeta } from "./segment_index.ts";
-import type { SubtreeStoreMeta } from "./store_file.ts";
+import type { SubtreeStoreMeta } from "./subtree_store_file.ts";
 
 /** Bytes every record kind starts with (length, CRC, kind, reserved, name bytes). */
 const COMMON_BYTES = 12;

@@ -31,7 +31,7 @@ export {
   type TopicVolume,
 } from "./store.ts";
 export type { SplitSummary, TopicCount } from "./manifest_codec.ts";
-export { StoreFileBuilder, type SubtreeStoreMeta } from "./store_file.ts";
+export { SubtreeStoreBuilder, type SubtreeStoreMeta } from "./subtree_store_file.ts";
 export type { SegmentMeta } from "./segment_index.ts";
 export type { FsyncPolicy, StoreOptions } from "./context.ts";
 export { type Disk, DiskError, type DiskFile, type OpenMode } from "./disk.ts";

@@ -22,7 +22,7 @@
  */
 import { assert } from "../stdx/assert.ts";
 import type { SegmentMeta } from "./segment_index.ts";
-import type { SubtreeStoreMeta } from "./store_file.ts";
+import type { SubtreeStoreMeta } from "./subtree_store_file.ts";
 
 /** Entries of one block of pending records (a power of two). */
 const PENDING_BLOCK_SHIFT = 12;

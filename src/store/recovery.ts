@@ -38,21 +38,26 @@ import {
   segmentPath,
   sparePath,
   stagedPath,
-  storePath,
+  subtreeStorePath,
 } from "./layout.ts";
 import {
   type ManifestState,
   loadManifest,
   openManifestForAppend,
   rewriteManifest,
-  splitOfStores,
+  splitOfSubtreeStores,
 } from "./manifest.ts";
 import { recordSeq, recordTime, recordTopic } from "./record.ts";
 import { countRecordsAfter, type ScanResult, scanRecords } from "./scan.ts";
 import { scanPack } from "./pack_file.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
-import { dataPathOf, isStore, rebuildStoreIndex, type SubtreeStoreMeta } from "./store_file.ts";
+import {
+  dataPathOf,
+  isSubtreeStore,
+  rebuildSubtreeStoreIndex,
+  type SubtreeStoreMeta,
+} from "./subtree_store_file.ts";
 
 /** A problem found at open: where, what, what the store did, and whether data was lost. */
 export type RecoveryProblem = {
@@ -265,7 +270,7 @@ async function dropMissingFiles(
     present: (store) => files.storeIds.has(store.id),
     kind: "store",
     holding: (store) => `${store.topics.length} topics of "${store.partition}"`,
-    rebuildIndex: (id) => rebuildStoreIndex(disk, id, indexOptions),
+    rebuildIndex: (id) => rebuildSubtreeStoreIndex(disk, id, indexOptions),
   });
   return droppedSegments || droppedStores;
 }
@@ -285,7 +290,7 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
   let dropped = false;
   for (const file of [...of.files.values()]) {
     const id = file.id;
-    const packed = !isStore(file) && file.pack !== undefined;
+    const packed = !isSubtreeStore(file) && file.pack !== undefined;
     if (!of.present(file)) {
       run.problem(
         dataPathOf(file),
@@ -331,7 +336,7 @@ function orphanFiles(state: ManifestState, files: DataFiles): string[] {
       (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.stores.has(id);
     if (owned) continue;
     if (segmentIds.has(id)) orphans.push(segmentPath(id));
-    if (storeIds.has(id)) orphans.push(storePath(id));
+    if (storeIds.has(id)) orphans.push(subtreeStorePath(id));
     if (indexIds.has(id)) orphans.push(indexPath(id));
   }
   return orphans;
@@ -355,7 +360,7 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
   }
   report.segments += state.stores.size;
   // A manifest rebuilt from files has no SPLIT record: the stores in force say what they can.
-  context.manifest.lastSplit = state.lastSplit ?? splitOfStores(state.stores.values());
+  context.manifest.lastSplit = state.lastSplit ?? splitOfSubtreeStores(state.stores.values());
   // What the closed files hold per topic, from their TOPICS records (no file is read); files
   // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
   for (const file of [...live, ...state.stores.values()]) {
@@ -711,7 +716,7 @@ async function rebuildStores(
   const byPartition = new Map<string, Map<number, SubtreeStoreMeta[]>>();
   for (const id of [...storeIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
-    const meta = await rebuildStoreIndex(context.disk, id, {
+    const meta = await rebuildSubtreeStoreIndex(context.disk, id, {
       intervalBytes: context.options.indexIntervalBytes,
       crc32: context.crc32,
     });

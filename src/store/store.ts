@@ -12,7 +12,7 @@ import { Filter } from "../topic/mod.ts";
 import { type JournalState, StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
 import type { Disk } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
-import { SEGMENT_DIR, StoreError, indexPath, storePath } from "./layout.ts";
+import { SEGMENT_DIR, StoreError, indexPath, subtreeStorePath } from "./layout.ts";
 import {
   MANIFEST_REMOVE,
   MANIFEST_SPLIT,
@@ -22,7 +22,7 @@ import {
   type SplitSummary,
   type TopicCount,
 } from "./manifest_codec.ts";
-import { appendManifestLocked, splitOfStores } from "./manifest.ts";
+import { appendManifestLocked, splitOfSubtreeStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./read/mod.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
 import { type RecoveryReport, recover } from "./recovery.ts";
@@ -30,7 +30,12 @@ import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
 import { dropDrainedJournals, sealJournalFile, startJournal } from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
-import { type SubtreeStoreMeta, isStore, readStoreHead, recordSpanOf } from "./store_file.ts";
+import {
+  type SubtreeStoreMeta,
+  isSubtreeStore,
+  readSubtreeStoreHead,
+  recordSpanOf,
+} from "./subtree_store_file.ts";
 import { scanRecords } from "./scan.ts";
 
 /** Sizes and counts of what the store holds. */
@@ -401,8 +406,8 @@ export class Store {
       total -= file.bytes;
     }
     if (victims.length === 0) return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
-    const segments = victims.filter((file) => !isStore(file));
-    const stores = victims.filter(isStore);
+    const segments = victims.filter((file) => !isSubtreeStore(file));
+    const stores = victims.filter(isSubtreeStore);
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
     const records: ManifestRecord[] = segments.map((segment) => ({
       kind: MANIFEST_REMOVE,
@@ -422,7 +427,7 @@ export class Store {
     let bytesRemoved = 0;
     for (const file of victims) {
       const log = context.partitions.log(file.partition);
-      if (isStore(file)) log.swap(new Set([file.id]), []);
+      if (isSubtreeStore(file)) log.swap(new Set([file.id]), []);
       else log.removeSegment(file.id);
       // What the directory holds of each topic loses what the file held.
       context.inForce.uncount(file.id);
@@ -471,7 +476,7 @@ export class Store {
           "ARIA_ERR_STORE_FAILED",
           `Cannot switch to the split layout: ${problem}`,
         );
-      const stored = splitOfStores(swap.added);
+      const stored = splitOfSubtreeStores(swap.added);
       const split =
         stored === null
           ? null
@@ -585,15 +590,15 @@ export class Store {
       if (ids.has(store.id)) return `store id ${store.id} is added twice`;
       ids.add(store.id);
       const head = await context.files
-        .with(storePath(store.id), (file) => readStoreHead(file, context.crc32))
+        .with(subtreeStorePath(store.id), (file) => readSubtreeStoreHead(file, context.crc32))
         .catch((error: Error) => error.message);
-      if (typeof head === "string") return `store file ${storePath(store.id)}: ${head}`;
+      if (typeof head === "string") return `store file ${subtreeStorePath(store.id)}: ${head}`;
       if (
         head.partition !== store.partition ||
         head.topics.length !== store.topics.length ||
         head.dataStart !== store.dataStart
       ) {
-        return `store file ${storePath(store.id)} does not match its entry`;
+        return `store file ${subtreeStorePath(store.id)} does not match its entry`;
       }
       if (
         !(await context.disk.list(SEGMENT_DIR)).includes(

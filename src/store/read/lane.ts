@@ -35,7 +35,7 @@ import {
   type StoredMessage,
 } from "../record.ts";
 import { seekIndex } from "../segment_index.ts";
-import { dataBaseOf, indexSpanOf, recordSpanOf } from "../store_file.ts";
+import { dataBaseOf, indexSpanOf, recordSpanOf } from "../subtree_store_file.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { corrupt } from "./file_access.ts";
 import { type FileMeta, recordsCrcOf, smallInPack } from "./file_meta.ts";

@@ -17,7 +17,7 @@
 import { MAPPED_CHUNKS_MAX, READ_CHUNK_BYTES_MAX, READ_CHUNK_BYTES_MIN } from "../../constants.ts";
 import type { StoreContext } from "../context.ts";
 import type { TabledImage } from "../decoded_runs.ts";
-import { isStore } from "../store_file.ts";
+import { isSubtreeStore } from "../subtree_store_file.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { mapRegion, readChunk } from "./file_access.ts";
 import { type FileMeta, isPacked, recordsCrcOf } from "./file_meta.ts";
@@ -278,7 +278,7 @@ export class LaneBuffer implements SpanTaker {
     )
       return false;
     const file = this.files[this.segmentIndex];
-    if (!isPacked(file) && !isStore(file)) return false;
+    if (!isPacked(file) && !isSubtreeStore(file)) return false;
     const again = this.bufferPath === want.path;
     // Coming back: the rest of the file, at most MAPPED_CHUNKS_MAX chunks of it (a subtree store
     // has no size limit, and the lane's offsets into its buffer are int32s), from the image's

@@ -13,7 +13,7 @@
  */
 import { READ_CHUNK_BYTES_MIN, SPAN_SHARE_CHUNKS } from "../../constants.ts";
 import type { StoreContext } from "../context.ts";
-import { recordSpanOf } from "../store_file.ts";
+import { recordSpanOf } from "../subtree_store_file.ts";
 import { mapRegion, readChunk } from "./file_access.ts";
 import { type FileMeta, isPacked, recordsCrcOf, smallInPack } from "./file_meta.ts";
 import { LaneBuffer } from "./lane_buffer.ts";

@@ -19,7 +19,7 @@ import type { StoreContext } from "../context.ts";
 import type { BorrowedMessage, DecodedRuns } from "../decoded_runs.ts";
 import type { PartitionLog } from "../partition_log.ts";
 import type { StoredMessage } from "../record.ts";
-import type { SubtreeStoreMeta } from "../store_file.ts";
+import type { SubtreeStoreMeta } from "../subtree_store_file.ts";
 import type { BufferPool } from "./buffer_pool.ts";
 import { Lane } from "./lane.ts";
 import { NEEDS_READ } from "./lane_buffer.ts";

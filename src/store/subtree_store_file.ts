@@ -1,8 +1,8 @@
 /**
- * store_file: the subtree store file (`segments/<id>.sto`) — the records of a set of topics of
- * ONE partition, in seq order, written by `aria split` — and its pure builder. Its sparse index is
- * an ordinary `.idx` file (segment_index.ts) under the same id, so the reader seeks a store exactly
- * like a segment.
+ * subtree_store_file: the subtree store file (`segments/<id>.sto`) — the records of a set of topics
+ * of ONE partition, in seq order, written by `aria split` — and its pure builder. Its sparse index
+ * is an ordinary `.idx` file (segment_index.ts) under the same id, so the reader seeks a subtree
+ * store exactly like a segment.
  *
  *   file header (kind "store", id, first seq, name = partition)            H bytes
  *   H+0   u32 crc32 of bytes [H+8, H+T)
@@ -14,15 +14,15 @@
  *   ...   N × (u16 topic bytes, topic), topics sorted
  *   H+T   records (record.ts), strictly increasing seq, every topic one of the N
  *
- * Does no I/O except `rebuildStoreIndex` and `readStoreHeader`, which take a Disk.
- * Invariant: a store holds at least one record; its topics are one partition's.
+ * Does no I/O except `rebuildSubtreeStoreIndex` and `readSubtreeStoreHead`, which take a Disk.
+ * Invariant: a subtree store holds at least one record; its topics are one partition's.
  */
 import { READ_CHUNK_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { FILE_HEADER_FIXED_BYTES, decodeFileHeader, encodeFileHeader } from "./file_header.ts";
-import { indexPath, packPath, segmentPath, storePath } from "./layout.ts";
+import { indexPath, packPath, segmentPath, subtreeStorePath } from "./layout.ts";
 import { getU64, recordSeq, recordTime, setU64 } from "./record.ts";
 import { scanRecords } from "./scan.ts";
 import { SegmentIndexBuilder, type SegmentMeta } from "./segment_index.ts";
@@ -42,19 +42,22 @@ export type SubtreeStoreMeta = SegmentMeta & {
 };
 
 /** True when `meta` is a subtree store's (a segment's has no topic list). */
-export function isStore(meta: SegmentMeta | SubtreeStoreMeta): meta is SubtreeStoreMeta {
+export function isSubtreeStore(meta: SegmentMeta | SubtreeStoreMeta): meta is SubtreeStoreMeta {
   return "topics" in meta;
 }
 
 /** Path of the file holding the records of a segment (its own, or its pack) or a subtree store. */
 export function dataPathOf(meta: SegmentMeta | SubtreeStoreMeta): string {
-  if (isStore(meta)) return storePath(meta.id);
+  if (isSubtreeStore(meta)) return subtreeStorePath(meta.id);
   return meta.pack === undefined ? segmentPath(meta.id) : packPath(meta.pack.pack);
 }
 
-/** File offset where the segment's or store's image starts (0 unless packed): add it to image positions. */
+/**
+ * File offset where the segment's or subtree store's image starts (0 unless packed): add it to
+ * image positions.
+ */
 export function dataBaseOf(meta: SegmentMeta | SubtreeStoreMeta): number {
-  return isStore(meta) || meta.pack === undefined ? 0 : meta.pack.offset;
+  return isSubtreeStore(meta) || meta.pack === undefined ? 0 : meta.pack.offset;
 }
 
 /** File offsets of the first record and of the end of the last one. */
@@ -64,19 +67,19 @@ export function recordSpanOf(meta: SegmentMeta | SubtreeStoreMeta): {
   end: number;
 } {
   const base = dataBaseOf(meta);
-  const dataStart = isStore(meta)
+  const dataStart = isSubtreeStore(meta)
     ? meta.dataStart
     : base + FILE_HEADER_FIXED_BYTES + meta.partition.length;
   return { path: dataPathOf(meta), dataStart, end: base + meta.bytes };
 }
 
-/** Where the index of a segment or store lies: file, offset and bytes (-1: the whole file). */
+/** Where the index of a segment or subtree store lies: file, offset and bytes (-1: the whole file). */
 export function indexSpanOf(meta: SegmentMeta | SubtreeStoreMeta): {
   path: string;
   position: number;
   bytes: number;
 } {
-  if (isStore(meta) || meta.pack === undefined)
+  if (isSubtreeStore(meta) || meta.pack === undefined)
     return { path: indexPath(meta.id), position: 0, bytes: -1 };
   return {
     path: packPath(meta.pack.pack),
@@ -85,8 +88,8 @@ export function indexSpanOf(meta: SegmentMeta | SubtreeStoreMeta): {
   };
 }
 
-/** Encodes the file header and topic block of a store. */
-export function encodeStoreHead(
+/** Encodes the file header and topic block of a subtree store. */
+export function encodeSubtreeStoreHead(
   head: {
     id: number;
     partition: string;
@@ -130,8 +133,8 @@ function ascii(bytes: Uint8Array, from: number, to: number): string {
   return String.fromCharCode.apply(null, bytes.subarray(from, to) as unknown as number[]);
 }
 
-/** The decoded head of a store file. */
-export type StoreHead = {
+/** The decoded head of a subtree store file. */
+export type SubtreeStoreHead = {
   id: number;
   partition: string;
   firstSeq: number;
@@ -141,8 +144,11 @@ export type StoreHead = {
   dataStart: number;
 };
 
-/** Decodes a store file's head from its first bytes: the head, "short" (read more), or why it is invalid. */
-export function decodeStoreHead(bytes: Uint8Array, crc32: Crc32): StoreHead | string {
+/**
+ * Decodes a subtree store file's head from its first bytes: the head, "short" (read more), or
+ * why it is invalid.
+ */
+export function decodeSubtreeStoreHead(bytes: Uint8Array, crc32: Crc32): SubtreeStoreHead | string {
   const header = decodeFileHeader(bytes, "store", crc32);
   if (typeof header === "string") return header;
   const at = header.bytes;
@@ -178,8 +184,11 @@ export function decodeStoreHead(bytes: Uint8Array, crc32: Crc32): StoreHead | st
   };
 }
 
-/** Reads and decodes the head of store `id`. */
-export async function readStoreHead(file: DiskFile, crc32: Crc32): Promise<StoreHead | string> {
+/** Reads and decodes the head of subtree store `id`. */
+export async function readSubtreeStoreHead(
+  file: DiskFile,
+  crc32: Crc32,
+): Promise<SubtreeStoreHead | string> {
   for (let probe = 4096; ; probe *= 4) {
     const bytes = new Uint8Array(Math.min(probe, await file.size()));
     let filled = 0;
@@ -188,7 +197,7 @@ export async function readStoreHead(file: DiskFile, crc32: Crc32): Promise<Store
       if (read === 0) break;
       filled += read;
     }
-    const head = decodeStoreHead(bytes.subarray(0, filled), crc32);
+    const head = decodeSubtreeStoreHead(bytes.subarray(0, filled), crc32);
     if (head !== "short") return head;
     if (filled < bytes.length || bytes.length === (await file.size()))
       return "store head cut short";
@@ -196,12 +205,12 @@ export async function readStoreHead(file: DiskFile, crc32: Crc32): Promise<Store
 }
 
 /**
- * Builds one store file in memory, chunk by chunk: `add` records in seq order, `drain` the full
- * chunks to write at `written`, `finish` for the last bytes, the index and the summary. Pure.
+ * Builds one subtree store file in memory, chunk by chunk: `add` records in seq order, `drain` the
+ * full chunks to write at `written`, `finish` for the last bytes, the index and the summary. Pure.
  *
  *   [head][records ...............]   bytes handed out by drain()/finish(), in file order
  */
-export class StoreFileBuilder {
+export class SubtreeStoreBuilder {
   private readonly index: SegmentIndexBuilder;
   private chunk: Uint8Array;
   private chunkBytes = 0;
@@ -236,7 +245,7 @@ export class StoreFileBuilder {
     if (this.headBytes < 0) {
       // The head names the first seq, known only now.
       this.firstSeq = seq;
-      const head = encodeStoreHead({ ...this.head, firstSeq: seq }, this.options.crc32);
+      const head = encodeSubtreeStoreHead({ ...this.head, firstSeq: seq }, this.options.crc32);
       this.headBytes = head.length;
       this.put(head, 0, head.length);
       this.position = head.length;
@@ -268,9 +277,9 @@ export class StoreFileBuilder {
     return out;
   }
 
-  /** The remaining chunks, the index file's bytes and the store's summary. */
+  /** The remaining chunks, the index file's bytes and the subtree store's summary. */
   finish(): { chunks: Uint8Array[]; index: Uint8Array; meta: SubtreeStoreMeta } {
-    assert(this.index.records > 0, "store_file: a store holds at least one record");
+    assert(this.index.records > 0, "subtree_store_file: a store holds at least one record");
     const chunks = this.drain();
     if (this.chunkBytes > 0) chunks.push(this.chunk.subarray(0, this.chunkBytes));
     this.chunkBytes = 0;
@@ -291,20 +300,20 @@ export class StoreFileBuilder {
   }
 }
 
-/** Reads store `id`, checking every record, and writes a fresh index: its summary, or why not. */
-export async function rebuildStoreIndex(
+/** Reads subtree store `id`, checking every record, and writes a fresh index: its summary, or why not. */
+export async function rebuildSubtreeStoreIndex(
   disk: Disk,
   id: number,
   options: { intervalBytes: number; crc32: Crc32 },
 ): Promise<SubtreeStoreMeta | string> {
   let file: DiskFile;
   try {
-    file = await disk.open(storePath(id), "read");
+    file = await disk.open(subtreeStorePath(id), "read");
   } catch (error) {
     return `cannot open: ${(error as Error).message}`;
   }
   try {
-    const head = await readStoreHead(file, options.crc32);
+    const head = await readSubtreeStoreHead(file, options.crc32);
     if (typeof head === "string") return `${head} at offset 0`;
     if (head.id !== id) return `header names store ${head.id} at offset 16`;
     const topics = new Set(head.topics);
