@@ -220,7 +220,7 @@ async function rewriteNow(context: StoreContext): Promise<void> {
   for (const [id, topics] of context.inForce.fileCounts)
     records.push({ kind: MANIFEST_TOPICS, id, topics });
   const stores: SubtreeStoreMeta[] = [];
-  for (const log of context.partitions.list) stores.push(...log.stores);
+  for (const log of context.partitions.list) stores.push(...log.subtreeStores);
   if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
   for (const log of context.partitions.list) {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
@@ -253,7 +253,8 @@ async function rewriteNow(context: StoreContext): Promise<void> {
 /** Rewrites the manifest when it holds many more records than the live set needs. */
 export async function compactManifestMaybe(context: StoreContext): Promise<void> {
   let live = 0;
-  for (const log of context.partitions.list) live += log.segments.length + log.stores.length + 1;
+  for (const log of context.partitions.list)
+    live += log.segments.length + log.subtreeStores.length + 1;
   live += context.inForce.fileCounts.size;
   if (
     context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN &&

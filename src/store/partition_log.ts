@@ -12,9 +12,9 @@
  * until its record is closed into a segment. Indexes count from the partition's first record
  * ever and only grow.
  *
- * After a split, the partition's oldest data lives in subtree stores instead (`stores`: disjoint
- * topic sets, overlapping seq ranges, each seq-ordered); every segment then starts after the
- * last seq of every store, so "stores, then segments, then pending" is still the whole history.
+ * After a split, the partition's oldest data lives in subtree stores instead (`subtreeStores`:
+ * disjoint topic sets, overlapping seq ranges, each seq-ordered); every segment then starts after
+ * the last seq of every store, so "stores, then segments, then pending" is still the whole history.
  *
  * Invariants: segments are in increasing, disjoint seq ranges, all <= sortedThrough; pending
  * seqs increase and are all > sortedThrough; `version` changes whenever a segment or pending
@@ -63,7 +63,7 @@ class PendingBlock {
 export class PartitionLog {
   segments: SegmentMeta[] = [];
   /** Subtree stores in force (split output), by id. */
-  stores: SubtreeStoreMeta[] = [];
+  subtreeStores: SubtreeStoreMeta[] = [];
   /** Highest seq of this partition ever sorted into a segment (0: none). */
   sortedThrough = 0;
   version = 0;
@@ -243,16 +243,16 @@ export class PartitionLog {
   /** Bytes of subtree stores. */
   storeBytes(): number {
     let total = 0;
-    for (const store of this.stores) total += store.bytes;
+    for (const store of this.subtreeStores) total += store.bytes;
     return total;
   }
 
   /** Applies a split's switch: segments and stores of `removed` go, `added` stores come. */
   swap(removed: ReadonlySet<number>, added: readonly SubtreeStoreMeta[]): void {
     this.segments = this.segments.filter((segment) => !removed.has(segment.id));
-    this.stores = this.stores.filter((store) => !removed.has(store.id)).concat(added);
+    this.subtreeStores = this.subtreeStores.filter((store) => !removed.has(store.id)).concat(added);
     let storesThrough = 0;
-    for (const store of this.stores) storesThrough = Math.max(storesThrough, store.lastSeq);
+    for (const store of this.subtreeStores) storesThrough = Math.max(storesThrough, store.lastSeq);
     assert(
       this.segments.length === 0 || this.segments[0].firstSeq > storesThrough,
       "partition_log: segments follow the stores",

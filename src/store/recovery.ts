@@ -355,7 +355,7 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
   }
   for (const store of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
     const log = context.partitions.log(store.partition);
-    log.stores.push(store);
+    log.subtreeStores.push(store);
     log.sortedThrough = Math.max(log.sortedThrough, store.lastSeq);
   }
   report.segments += state.stores.size;

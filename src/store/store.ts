@@ -287,7 +287,8 @@ export class Store {
     for (const log of this.context.partitions.list) {
       for (const segment of log.segments)
         units.push({ seq: segment.firstSeq, bytes: segment.bytes });
-      for (const store of log.stores) units.push({ seq: store.firstSeq, bytes: store.bytes });
+      for (const store of log.subtreeStores)
+        units.push({ seq: store.firstSeq, bytes: store.bytes });
       for (let i = log.pendingHead; i < log.pendingTail; i++)
         units.push({ seq: log.pendingSeq(i), bytes: log.pendingLength(i) });
     }
@@ -394,7 +395,7 @@ export class Store {
     const context = this.context;
     const all: (SegmentMeta | SubtreeStoreMeta)[] = [];
     let total = 0;
-    for (const log of context.partitions.list) all.push(...log.segments, ...log.stores);
+    for (const log of context.partitions.list) all.push(...log.segments, ...log.subtreeStores);
     for (const file of all) total += file.bytes;
     all.sort((a, b) => a.lastSeq - b.lastSeq);
     const victims: typeof all = [];
@@ -441,11 +442,11 @@ export class Store {
   /** Every partition's closed segments and subtree stores (copies), partitions in creation order. */
   layout(): PartitionLayout[] {
     return this.context.partitions.list
-      .filter((log) => log.segments.length + log.stores.length > 0)
+      .filter((log) => log.segments.length + log.subtreeStores.length > 0)
       .map((log) => ({
         partition: log.name,
         segments: [...log.segments],
-        stores: [...log.stores],
+        stores: [...log.subtreeStores],
       }));
   }
 
@@ -513,7 +514,7 @@ export class Store {
       const removed = new Set(swap.removed);
       const partitions = new Set([...swap.added.map((store) => store.partition)]);
       for (const log of context.partitions.list) {
-        for (const file of [...log.segments, ...log.stores])
+        for (const file of [...log.segments, ...log.subtreeStores])
           if (removed.has(file.id)) {
             partitions.add(log.name);
             replaced.push(...context.inForce.release(file));
@@ -554,11 +555,11 @@ export class Store {
     for (const log of context.partitions.list) {
       let prefix = true;
       let count = 0;
-      for (const store of log.stores) {
+      for (const store of log.subtreeStores) {
         if (removed.has(store.id)) {
           found++;
           count += store.records;
-        } else if (log.stores.some((other) => removed.has(other.id))) {
+        } else if (log.subtreeStores.some((other) => removed.has(other.id))) {
           return `partition "${log.name}": store ${store.id} is neither kept whole nor replaced with its siblings`;
         }
       }
@@ -674,7 +675,7 @@ export class Store {
     for (const log of this.context.partitions.list) {
       const file =
         log.segments.find((segment) => segment.id === id) ??
-        log.stores.find((store) => store.id === id);
+        log.subtreeStores.find((store) => store.id === id);
       if (file !== undefined) return file;
     }
     return undefined;
@@ -735,7 +736,7 @@ export class Store {
     let stores = 0;
     let storeBytes = 0;
     for (const log of context.partitions.list) {
-      stores += log.stores.length;
+      stores += log.subtreeStores.length;
       storeBytes += log.storeBytes();
       segments += log.segments.length;
       segmentBytes += log.segmentBytes();

@@ -73,7 +73,7 @@ export class PartitionRead {
     this.lanes = [];
     this.headLane = -1;
     const from = { nextSeq: this.nextSeq, timeFloor: this.timeFloor };
-    for (const store of this.log.stores) {
+    for (const store of this.log.subtreeStores) {
       if (store.lastSeq < this.nextSeq) continue;
       const match = this.matchOf(store);
       if (match === MATCH_NONE) continue;
