@@ -119,7 +119,7 @@ export function planOnce(csv: string, algorithm: SplitAlgorithm, maxStores?: num
   return {
     topics: table.topics.length,
     partitions: tree.partitionRoots.length,
-    stores: plan.stores.length,
+    stores: plan.subtrees.length,
     wastedBytes: metrics.wastedBytesTotal,
     parseMs: parsedAt - start,
     planMs: plannedAt - parsedAt,

@@ -44,7 +44,7 @@ test("a split task of 2,000 single-topic stores holds at most a few files open a
       partition: "p/q",
       generation: 1_000_000,
       sources: sourcesOf(layout),
-      stores,
+      subtrees: stores,
       intervalBytes: 4096,
     },
     { crc32 },

@@ -70,7 +70,7 @@ function randomPlan(groupOf: readonly number[]): (table: VolumeTable) => SplitPl
       topics: Int32Array.from(group.topics),
       bytes: group.bytes,
     }));
-    return { algorithm: "adaptive", stores, budget: null, budgetRaisedTo: null };
+    return { algorithm: "adaptive", subtrees: stores, budget: null, budgetRaisedTo: null };
   };
 }
 

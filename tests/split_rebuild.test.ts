@@ -18,7 +18,7 @@ const TOPICS = ["app/orders/a", "app/orders/b"];
 function storePerTopic(table: VolumeTable): SplitPlan {
   return {
     algorithm: "adaptive",
-    stores: table.topics.map((topic, index) => ({
+    subtrees: table.topics.map((topic, index) => ({
       id: topic.replaceAll("/", "+"),
       partition: partitionOf(topic),
       topics: Int32Array.from([index]),

@@ -170,12 +170,12 @@ export function planSummary(table: VolumeTable, report: PlanReport, maxStores?: 
       `reading ${subtrees.worstWaste.subtree}; worst ratio ${subtrees.worstRatio.ratio.toFixed(2)}x reading ${subtrees.worstRatio.subtree}`,
     "",
   ];
-  const idWidth = Math.max(5, ...plan.stores.map((store) => store.id.length));
-  const partitionWidth = Math.max(9, ...plan.stores.map((store) => store.partition.length));
+  const idWidth = Math.max(5, ...plan.subtrees.map((store) => store.id.length));
+  const partitionWidth = Math.max(9, ...plan.subtrees.map((store) => store.partition.length));
   lines.push(
     `${"store".padEnd(idWidth)}  ${"partition".padEnd(partitionWidth)}  ${"topics".padStart(7)}  ${"bytes".padStart(9)}  first topic`,
   );
-  for (const store of plan.stores) {
+  for (const store of plan.subtrees) {
     lines.push(
       `${store.id.padEnd(idWidth)}  ${store.partition.padEnd(partitionWidth)}  ${String(store.topics.length).padStart(7)}  ` +
         `${formatBytes(store.bytes).padStart(9)}  ${table.topics[store.topics[0]]}`,

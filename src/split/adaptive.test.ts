@@ -24,7 +24,7 @@ const EXAMPLE = tableFrom({
 describe("planAdaptive on small trees", () => {
   test("worked example: the heuristic's budget of 4, then 5", () => {
     const four = planAdaptive(EXAMPLE);
-    expect(four.budget).toBe(planHeuristic(EXAMPLE).stores.length);
+    expect(four.budget).toBe(planHeuristic(EXAMPLE).subtrees.length);
     expect(planLines(EXAMPLE, four)).toMatchInlineSnapshot(`
       [
         "app+audit (app/audit): app/audit/log [20]",
@@ -112,9 +112,9 @@ describe("planAdaptive on small trees", () => {
 
   test("a budget below the partition count is raised to it and reported", () => {
     const plan = planAdaptive(EXAMPLE, { maxStores: 1 });
-    expect([plan.budget, plan.budgetRaisedTo, plan.stores.length]).toEqual([2, 2, 2]);
+    expect([plan.budget, plan.budgetRaisedTo, plan.subtrees.length]).toEqual([2, 2, 2]);
     expect(planAdaptive(EXAMPLE, { maxStores: 2 }).budgetRaisedTo).toBeNull();
-    expect(planAdaptive(EXAMPLE, { maxStores: 100 }).stores.length).toBe(EXAMPLE.topics.length);
+    expect(planAdaptive(EXAMPLE, { maxStores: 100 }).subtrees.length).toBe(EXAMPLE.topics.length);
   });
 });
 
@@ -128,9 +128,9 @@ describe("planAdaptive properties on random trees", () => {
         expect(planProblem(table, plan)).toBeNull();
         const partitions = new Set(table.topics.map(partitionOf)).size;
         expect(plan.budget).toBe(Math.max(maxStores, partitions));
-        expect(plan.stores.length).toBeLessThanOrEqual(plan.budget!);
-        if (plan.stores.length < plan.budget!) {
-          for (const store of plan.stores)
+        expect(plan.subtrees.length).toBeLessThanOrEqual(plan.budget!);
+        if (plan.subtrees.length < plan.budget!) {
+          for (const store of plan.subtrees)
             expect(store.topics.length === 1 || store.bytes === 0).toBe(true);
         }
       }),
@@ -142,7 +142,7 @@ describe("planAdaptive properties on random trees", () => {
     fc.assert(
       fc.property(fc.oneof(tableArb(), deepTableArb()), fc.nat(10), (table, extra) => {
         const heuristic = planHeuristic(table);
-        const adaptive = planAdaptive(table, { maxStores: heuristic.stores.length + extra });
+        const adaptive = planAdaptive(table, { maxStores: heuristic.subtrees.length + extra });
         expect(planMetrics(table, adaptive).wastedBytesTotal).toBeLessThanOrEqual(
           planMetrics(table, heuristic).wastedBytesTotal,
         );
@@ -184,7 +184,7 @@ describe("planAdaptive properties on random trees", () => {
             expect(fast.wastedBytes).toBe(reference.wastedBytes);
             const plan = {
               algorithm: "adaptive" as const,
-              stores,
+              subtrees: stores,
               budget: null,
               budgetRaisedTo: null,
             };
@@ -234,7 +234,7 @@ describe("planAdaptive properties on random trees", () => {
       );
       return planLines(table, {
         algorithm: "adaptive",
-        stores: fast,
+        subtrees: fast,
         budget,
         budgetRaisedTo: null,
       });

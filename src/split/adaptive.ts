@@ -49,11 +49,11 @@ export function planAdaptive(table: VolumeTable, options: AdaptiveOptions = {}):
   }
   const plan: SplitPlan = {
     algorithm: "adaptive",
-    stores: best.planStores(),
+    subtrees: best.planStores(),
     budget,
     budgetRaisedTo: budget > requested ? budget : null,
   };
-  assert(plan.stores.length === best.stores, "one store per non-empty region");
+  assert(plan.subtrees.length === best.stores, "one store per non-empty region");
   assert(planProblem(table, plan) === null, "the adaptive plan is valid");
   return plan;
 }

@@ -31,7 +31,7 @@ import { assert } from "../stdx/assert.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { GainHeap } from "./gain_heap.ts";
 import { groupPlan, type GroupName, type PlannedStore } from "./plan.ts";
-import { storeIdOf } from "./store_id.ts";
+import { subtreeStoreIdOf } from "./subtree_store_id.ts";
 import { NODE_SELF, type TopicTree } from "./topic_tree.ts";
 
 /** A plan grown by greedyCuts. */
@@ -303,7 +303,7 @@ class RegionState {
       const exact = tree.kind[node] === NODE_SELF && root[node] === 0;
       groupOfRegion[region] = groups.length;
       groups.push({
-        id: storeIdOf(tree.path[node], exact) + (several ? `~${ordinal}` : ""),
+        id: subtreeStoreIdOf(tree.path[node], exact) + (several ? `~${ordinal}` : ""),
         partition: partitionOf(tree.path[node]),
       });
       if (tree.topicOfNode[node] >= 0) owner[node] = groupOfRegion[region];

@@ -182,7 +182,7 @@ export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayou
       );
     }
   }
-  return { algorithm: "heuristic", stores, budget: null, budgetRaisedTo: null };
+  return { algorithm: "heuristic", subtrees: stores, budget: null, budgetRaisedTo: null };
 }
 
 /** Runs a split against `host`, with tasks run by `runner`; `disk` is the data directory. */
@@ -230,7 +230,7 @@ export async function executeSplit(
 
   // Per partition: the plan's groups; partitions already laid out so are left alone.
   const groups = new Map<string, { label: string; topics: string[] }[]>();
-  for (const store of plan.stores) {
+  for (const store of plan.subtrees) {
     const list = groups.get(store.partition) ?? [];
     list.push({
       label: store.id,
@@ -259,7 +259,7 @@ export async function executeSplit(
       partition: layout.partition,
       generation,
       sources: sourcesOf(layout),
-      stores,
+      subtrees: stores,
       intervalBytes: options.intervalBytes,
     };
   });
@@ -308,7 +308,7 @@ export async function executeSplit(
     // answering): the files stay, and the owner's next open removes them if they are orphans.
     if (switchAsked) throw error;
     for (const task of tasks) {
-      for (const store of task.stores) {
+      for (const store of task.subtrees) {
         await disk.remove(subtreeStorePath(store.id)).catch(() => {});
         await disk.remove(indexPath(store.id)).catch(() => {});
       }

@@ -34,7 +34,7 @@ test("the published rule, exactly, on random tables; the tree-cut form agrees", 
       const plan = planHeuristic(table);
       expect(planProblem(table, plan)).toBeNull();
       const storeOfTopic = new Map<string, string>();
-      for (const store of plan.stores)
+      for (const store of plan.subtrees)
         for (const topic of store.topics) storeOfTopic.set(table.topics[topic], store.id);
       const keys = new Map<string, string>();
       for (const topic of table.topics) {
@@ -48,8 +48,8 @@ test("the published rule, exactly, on random tables; the tree-cut form agrees", 
       expect(new Set(keys.values()).size).toBe(keys.size);
       const tree = buildTopicTree(table);
       const cuts = greedyCuts(tree, heuristicCuts(tree), 0);
-      expect(cuts.planStores()).toEqual([...plan.stores]);
-      expect(cuts.stores).toBe(plan.stores.length);
+      expect(cuts.planStores()).toEqual([...plan.subtrees]);
+      expect(cuts.stores).toBe(plan.subtrees.length);
     }),
     fcParams(),
   );

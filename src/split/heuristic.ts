@@ -9,7 +9,7 @@ import { SPLIT_HEURISTIC_SEGMENTS } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { groupPlan, planProblem, type GroupName, type SplitPlan } from "./plan.ts";
-import { storeIdOf } from "./store_id.ts";
+import { subtreeStoreIdOf } from "./subtree_store_id.ts";
 import type { VolumeTable } from "./volume_table.ts";
 
 /** The prefix naming `topic`'s store: its first three segments, or the whole topic if shorter. */
@@ -33,13 +33,13 @@ export function planHeuristic(table: VolumeTable): SplitPlan {
     if (group === undefined) {
       group = groups.length;
       groupOfKey.set(key, group);
-      groups.push({ id: storeIdOf(key, false), partition: partitionOf(key) });
+      groups.push({ id: subtreeStoreIdOf(key, false), partition: partitionOf(key) });
     }
     groupOfTopic[topic] = group;
   }
   const plan: SplitPlan = {
     algorithm: "heuristic",
-    stores: groupPlan(table, groupOfTopic, groups),
+    subtrees: groupPlan(table, groupOfTopic, groups),
     budget: null,
     budgetRaisedTo: null,
   };

@@ -95,7 +95,7 @@ test("topic and subtree waste match a naive count on random plans", () => {
       const waste = topicWaste(table, plan);
       const read = subtreeReadBytes(tree, plan);
       let total = 0;
-      for (const store of plan.stores) {
+      for (const store of plan.subtrees) {
         total += (store.topics.length - 1) * store.bytes;
         for (const topic of store.topics)
           expect(waste[topic]).toBe(store.bytes - table.bytes[topic]);
@@ -109,7 +109,7 @@ test("topic and subtree waste match a naive count on random plans", () => {
         if (tree.kind[node] !== NODE_PREFIX) continue;
         subtrees++;
         const prefix = tree.path[node];
-        const touching = plan.stores.filter((store) =>
+        const touching = plan.subtrees.filter((store) =>
           Array.from(store.topics).some((topic) => isUnder(table.topics[topic], prefix)),
         );
         const under = table.topics.reduce(

@@ -40,7 +40,7 @@ export interface MetricsOptions {
 /** waste(t) for every topic of the table, in table order. */
 export function topicWaste(table: VolumeTable, plan: SplitPlan): Float64Array {
   const waste = new Float64Array(table.topics.length).fill(-1);
-  for (const store of plan.stores) {
+  for (const store of plan.subtrees) {
     for (let i = 0; i < store.topics.length; i++)
       waste[store.topics[i]] = store.bytes - table.bytes[store.topics[i]];
   }
@@ -55,8 +55,8 @@ export function topicWaste(table: VolumeTable, plan: SplitPlan): Float64Array {
 export function subtreeReadBytes(tree: TopicTree, plan: SplitPlan): Float64Array {
   const read = new Float64Array(tree.nodeCount);
   const stamp = new Int32Array(tree.nodeCount).fill(-1);
-  for (let index = 0; index < plan.stores.length; index++) {
-    const store = plan.stores[index];
+  for (let index = 0; index < plan.subtrees.length; index++) {
+    const store = plan.subtrees[index];
     for (let i = 0; i < store.topics.length; i++) {
       // Climb until a prefix this store already counted: its ancestors are counted too.
       for (
@@ -115,7 +115,7 @@ export function planMetrics(
     }
   }
   return {
-    stores: plan.stores.length,
+    stores: plan.subtrees.length,
     wastedBytesTotal: total,
     worstWaste: { topic: table.topics[worst], wastedBytes: waste[worst] },
     worstRatio: {

@@ -24,5 +24,5 @@ export {
   type PlanMetrics,
 } from "./metrics.ts";
 export { buildTopicTree, type TopicTree } from "./topic_tree.ts";
-export { storeIdOf } from "./store_id.ts";
+export { subtreeStoreIdOf } from "./subtree_store_id.ts";
 export { planSplit, planJson, type PlanReport } from "./plan_report.ts";

@@ -34,7 +34,12 @@ test("planProblem names the first broken invariant", () => {
     ["over budget", [store("a+b", "a/b", [0, 1], 3), store("a+x", "a/x", [2], 4)], 1],
   ];
   const reasons = broken.map(([name, stores, budget]) => {
-    const plan: SplitPlan = { algorithm: "adaptive", stores, budget, budgetRaisedTo: null };
+    const plan: SplitPlan = {
+      algorithm: "adaptive",
+      subtrees: stores,
+      budget,
+      budgetRaisedTo: null,
+    };
     return `${name}: ${planProblem(TABLE, plan)}`;
   });
   expect(reasons).toMatchInlineSnapshot(`

@@ -29,7 +29,7 @@ export interface PlannedStore {
 /** A split plan and the budget it was made under. */
 export interface SplitPlan {
   readonly algorithm: SplitAlgorithm;
-  readonly stores: readonly PlannedStore[];
+  readonly subtrees: readonly PlannedStore[];
   /** The store budget the planner worked under, null for a planner without one (heuristic). */
   readonly budget: number | null;
   /** Set when the requested budget was below the partition count and was raised to it. */
@@ -38,7 +38,7 @@ export interface SplitPlan {
 
 /** What groupPlan needs to know about each group. */
 export interface GroupName {
-  /** The id before de-duplication (see storeIdOf). */
+  /** The id before de-duplication (see subtreeStoreIdOf). */
   id: string;
   partition: string;
 }
@@ -75,7 +75,7 @@ export function groupPlan(
     });
   }
   stores.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : a.topics[0] - b.topics[0]));
-  // Ids collide only when two long prefixes share a hash (storeIdOf): number the later ones.
+  // Ids collide only when two long prefixes share a hash (subtreeStoreIdOf): number the later ones.
   // Sorted, so equal ids are neighbours.
   let runId = "";
   let times = 0;
@@ -94,8 +94,8 @@ const ID_PATTERN = /^[A-Za-z0-9._%+=~-]+$/;
 export function planProblem(table: VolumeTable, plan: SplitPlan): string | null {
   const storeOfTopic = new Int32Array(table.topics.length).fill(-1);
   const ids = new Set<string>();
-  for (let index = 0; index < plan.stores.length; index++) {
-    const store = plan.stores[index];
+  for (let index = 0; index < plan.subtrees.length; index++) {
+    const store = plan.subtrees[index];
     if (
       !ID_PATTERN.test(store.id) ||
       store.id.startsWith(".") ||
@@ -132,7 +132,7 @@ export function planProblem(table: VolumeTable, plan: SplitPlan): string | null 
   }
   const missing = storeOfTopic.indexOf(-1);
   if (missing >= 0) return `topic "${table.topics[missing]}" is in no store`;
-  if (plan.budget !== null && plan.stores.length > plan.budget)
-    return `${plan.stores.length} stores, over the budget of ${plan.budget}`;
+  if (plan.budget !== null && plan.subtrees.length > plan.budget)
+    return `${plan.subtrees.length} stores, over the budget of ${plan.budget}`;
   return null;
 }

@@ -42,7 +42,7 @@ export function planJson(table: VolumeTable, report: PlanReport): unknown {
     algorithm: plan.algorithm,
     ...(plan.budget === null ? {} : { budget: plan.budget }),
     ...(plan.budgetRaisedTo === null ? {} : { budgetRaisedTo: plan.budgetRaisedTo }),
-    stores: plan.stores.map((store) => ({
+    stores: plan.subtrees.map((store) => ({
       id: store.id,
       partition: store.partition,
       topics: Array.from(store.topics, (topic) => table.topics[topic]),

@@ -36,7 +36,7 @@ export type SplitTask = {
   generation: number;
   /** Seq-ordered runs: each old store alone, and the segments one after another. */
   sources: SourceFile[][];
-  stores: StoreAssignment[];
+  subtrees: StoreAssignment[];
   intervalBytes: number;
 };
 
@@ -178,20 +178,20 @@ export async function runSplitTask(
   const sources = task.sources
     .filter((files) => files.length > 0)
     .map((files) => new FileChainSource(disk, files, options.crc32, chunkBytes));
-  const rewriter = new PartitionRewriter(task.partition, task.stores, {
+  const rewriter = new PartitionRewriter(task.partition, task.subtrees, {
     generation: task.generation,
     intervalBytes: task.intervalBytes,
     crc32: options.crc32,
     chunkBytes,
   });
-  const outputs: (DiskFile | null)[] = task.stores.map(() => null);
-  const written = new Float64Array(task.stores.length);
+  const outputs: (DiskFile | null)[] = task.subtrees.map(() => null);
+  const written = new Float64Array(task.subtrees.length);
   let bytesWritten = 0;
   const write = async (store: number, chunks: Uint8Array[]) => {
     if (chunks.length === 0) return;
     let file = outputs[store];
     if (file === null) {
-      file = await disk.open(subtreeStorePath(task.stores[store].id), "create");
+      file = await disk.open(subtreeStorePath(task.subtrees[store].id), "create");
       outputs[store] = file;
     }
     for (const chunk of chunks) {
@@ -207,7 +207,7 @@ export async function runSplitTask(
       const chunks = rewriter.builders[store].drain();
       return chunks.length === 0 ? undefined : write(store, chunks);
     });
-    for (let store = 0; store < task.stores.length; store++) {
+    for (let store = 0; store < task.subtrees.length; store++) {
       const builder = rewriter.builders[store];
       if (builder.records === 0) continue;
       const { chunks, index, meta } = builder.finish();

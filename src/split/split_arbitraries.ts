@@ -82,7 +82,7 @@ export function tableFrom(bytesOfTopic: Record<string, number>): VolumeTable {
 
 /** A plan as `id (partition): topics [bytes]` lines. */
 export function planLines(table: VolumeTable, plan: SplitPlan): string[] {
-  return plan.stores.map(
+  return plan.subtrees.map(
     (store) =>
       `${store.id} (${store.partition}): ${Array.from(store.topics, (topic) => table.topics[topic]).join(" ")} [${store.bytes}]`,
   );

@@ -3,16 +3,16 @@ import fc from "fast-check";
 import { SPLIT_STORE_ID_BYTES_MAX } from "../constants.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { validateTopic } from "../topic/mod.ts";
-import { storeIdOf } from "./store_id.ts";
+import { subtreeStoreIdOf } from "./subtree_store_id.ts";
 
 test("ids: '/' as '+', unsafe characters escaped, '=' for a topic alone", () => {
   const ids = [
-    storeIdOf("app/orders/new", false),
-    storeIdOf("app/orders", true),
-    storeIdOf("v1.2/a_b/c-d", false),
-    storeIdOf(".hidden/x", false),
-    storeIdOf("a/../b", false),
-    storeIdOf("a:b/c?d/e%f/g=h/~", false),
+    subtreeStoreIdOf("app/orders/new", false),
+    subtreeStoreIdOf("app/orders", true),
+    subtreeStoreIdOf("v1.2/a_b/c-d", false),
+    subtreeStoreIdOf(".hidden/x", false),
+    subtreeStoreIdOf("a/../b", false),
+    subtreeStoreIdOf("a:b/c?d/e%f/g=h/~", false),
   ];
   expect(ids).toMatchInlineSnapshot(`
     [
@@ -28,11 +28,11 @@ test("ids: '/' as '+', unsafe characters escaped, '=' for a topic alone", () => 
 
 test("long prefixes keep a readable head and a hash; distinct prefixes stay distinct", () => {
   const long = `${"x".repeat(120)}/${"?".repeat(120)}`;
-  const id = storeIdOf(long, false);
+  const id = subtreeStoreIdOf(long, false);
   expect(id.length).toBeLessThanOrEqual(SPLIT_STORE_ID_BYTES_MAX);
   expect(id.startsWith(`${"x".repeat(120)}+%3F`)).toBe(true);
   expect(id).toMatch(/[^%][^%]~[0-9a-f]{8}$/);
-  expect(storeIdOf(`${long}a`, false)).not.toBe(id);
+  expect(subtreeStoreIdOf(`${long}a`, false)).not.toBe(id);
 });
 
 test("ids are file-name safe, bounded and one-to-one on topics", () => {
@@ -53,7 +53,7 @@ test("ids are file-name safe, bounded and one-to-one on topics", () => {
         selector: ([name, exact]) => `${name}${exact}`,
       }),
       (entries) => {
-        const ids = entries.map(([name, exact]) => storeIdOf(name, exact));
+        const ids = entries.map(([name, exact]) => subtreeStoreIdOf(name, exact));
         for (const id of ids) {
           expect(id).toMatch(/^[A-Za-z0-9._%+=~-]+$/);
           expect(id.startsWith(".")).toBe(false);

@@ -1,7 +1,7 @@
 /**
- * Store ids: the stable, readable, file-name-safe name of a subtree store.
+ * Subtree store ids: the stable, readable, file-name-safe name of a subtree store.
  *
- * An id is the topic prefix the store is cut at, with `/` written `+` (a character no topic may
+ * An id is the topic prefix the subtree store is cut at, with `/` written `+` (a character no topic may
  * hold, so the mapping is one-to-one) and every character outside `[A-Za-z0-9._-]` written `%XX`:
  * `app/orders/new` -> `app+orders+new`. A store holding only the topic named exactly by a prefix
  * that also has topics below it gets a trailing `=` (`app/orders` alone -> `app+orders=`).
@@ -15,8 +15,8 @@ const HASH_SUFFIX_BYTES = 9; // "~" + 8 hex digits
 /** Prefixes needing no escape (the common case): safe characters and "/", no leading ".". */
 const PLAIN = /^[A-Za-z0-9_-][A-Za-z0-9._/-]*$/;
 
-/** The id of the store cut at `prefix`; `exact` when it holds only the topic `prefix` itself. */
-export function storeIdOf(prefix: string, exact: boolean): string {
+/** The id of the subtree store cut at `prefix`; `exact` when it holds only the topic `prefix` itself. */
+export function subtreeStoreIdOf(prefix: string, exact: boolean): string {
   if (PLAIN.test(prefix)) {
     const plain = prefix.replaceAll("/", "+") + (exact ? "=" : "");
     if (plain.length <= SPLIT_STORE_ID_BYTES_MAX) return plain;
