@@ -121,10 +121,10 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
       state.stores.delete(id);
       state.counts.delete(id);
     }
-    for (const store of record.added) {
-      state.stores.set(store.id, store);
-      state.maxSegmentId = Math.max(state.maxSegmentId, store.id);
-      raise(state.sortedThrough, store.partition, store.lastSeq);
+    for (const subtree of record.added) {
+      state.stores.set(subtree.id, subtree);
+      state.maxSegmentId = Math.max(state.maxSegmentId, subtree.id);
+      raise(state.sortedThrough, subtree.partition, subtree.lastSeq);
     }
     // A split's SWAP (a retention's adds nothing); the SPLIT record after it, when there is one,
     // says the rest.
@@ -135,23 +135,23 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
 }
 
 /**
- * The last split as its stores alone tell it (no SPLIT record: a build before it, a SPLIT lost
- * with a torn tail, a manifest rebuilt from files): the newest generation among `stores`, its
- * stores and bytes; null without stores.
+ * The last split as its subtree stores alone tell it (no SPLIT record: a build before it, a SPLIT
+ * lost with a torn tail, a manifest rebuilt from files): the newest generation among `subtrees`,
+ * its subtree stores and bytes; null without subtree stores.
  */
-export function splitOfSubtreeStores(stores: Iterable<SubtreeStoreMeta>): SplitSummary | null {
+export function splitOfSubtreeStores(subtrees: Iterable<SubtreeStoreMeta>): SplitSummary | null {
   let generation = -1;
   let storesWritten = 0;
   let storeBytes = 0;
-  for (const store of stores) {
-    if (store.generation > generation) {
-      generation = store.generation;
+  for (const subtree of subtrees) {
+    if (subtree.generation > generation) {
+      generation = subtree.generation;
       storesWritten = 0;
       storeBytes = 0;
     }
-    if (store.generation === generation) {
+    if (subtree.generation === generation) {
       storesWritten++;
-      storeBytes += store.bytes;
+      storeBytes += subtree.bytes;
     }
   }
   if (generation < 0) return null;
@@ -219,9 +219,9 @@ async function rewriteNow(context: StoreContext): Promise<void> {
   // Each file's counts before the record that puts it in force, as the sorter and a switch write them.
   for (const [id, topics] of context.inForce.fileCounts)
     records.push({ kind: MANIFEST_TOPICS, id, topics });
-  const stores: SubtreeStoreMeta[] = [];
-  for (const log of context.partitions.list) stores.push(...log.subtreeStores);
-  if (stores.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: stores });
+  const subtrees: SubtreeStoreMeta[] = [];
+  for (const log of context.partitions.list) subtrees.push(...log.subtreeStores);
+  if (subtrees.length > 0) records.push({ kind: MANIFEST_SWAP, removed: [], added: subtrees });
   for (const log of context.partitions.list) {
     for (const segment of log.segments) records.push({ kind: MANIFEST_ADD, segment });
     if (log.sortedThrough > 0)

@@ -14,7 +14,8 @@
  *
  * After a split, the partition's oldest data lives in subtree stores instead (`subtreeStores`:
  * disjoint topic sets, overlapping seq ranges, each seq-ordered); every segment then starts after
- * the last seq of every store, so "stores, then segments, then pending" is still the whole history.
+ * the last seq of every subtree store, so "subtree stores, then segments, then pending" is still
+ * the whole history.
  *
  * Invariants: segments are in increasing, disjoint seq ranges, all <= sortedThrough; pending
  * seqs increase and are all > sortedThrough; `version` changes whenever a segment or pending
@@ -243,21 +244,24 @@ export class PartitionLog {
   /** Bytes of subtree stores. */
   storeBytes(): number {
     let total = 0;
-    for (const store of this.subtreeStores) total += store.bytes;
+    for (const subtree of this.subtreeStores) total += subtree.bytes;
     return total;
   }
 
-  /** Applies a split's switch: segments and stores of `removed` go, `added` stores come. */
+  /** Applies a split's switch: segments and subtree stores of `removed` go, `added` subtree stores come. */
   swap(removed: ReadonlySet<number>, added: readonly SubtreeStoreMeta[]): void {
     this.segments = this.segments.filter((segment) => !removed.has(segment.id));
-    this.subtreeStores = this.subtreeStores.filter((store) => !removed.has(store.id)).concat(added);
-    let storesThrough = 0;
-    for (const store of this.subtreeStores) storesThrough = Math.max(storesThrough, store.lastSeq);
+    this.subtreeStores = this.subtreeStores
+      .filter((subtree) => !removed.has(subtree.id))
+      .concat(added);
+    let subtreesThrough = 0;
+    for (const subtree of this.subtreeStores)
+      subtreesThrough = Math.max(subtreesThrough, subtree.lastSeq);
     assert(
-      this.segments.length === 0 || this.segments[0].firstSeq > storesThrough,
+      this.segments.length === 0 || this.segments[0].firstSeq > subtreesThrough,
       "partition_log: segments follow the stores",
     );
-    this.sortedThrough = Math.max(this.sortedThrough, storesThrough);
+    this.sortedThrough = Math.max(this.sortedThrough, subtreesThrough);
     this.changed();
   }
 

@@ -136,7 +136,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // 1. Manifest.
   const files = await listDataFiles(disk);
   const manifest = await loadOrRebuildManifest(run, files);
-  // 2. Segments and stores against the files present, then in the partitions.
+  // 2. Segments and subtree stores against the files present, then in the partitions.
   if (await dropMissingFiles(run, manifest.state, files)) manifest.rewrite = true;
   const orphans = orphanFiles(manifest.state, files);
   let nextSeq = installFiles(context, manifest.state, report);
@@ -242,8 +242,8 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
 }
 
 /**
- * Phase 2a: a live segment or store whose file is missing is dropped; a missing index is rebuilt
- * (the file dropped if unreadable). Whether anything was dropped (the manifest is then rewritten).
+ * Phase 2a: a live segment or subtree store whose file is missing is dropped; a missing index is
+ * rebuilt (the file dropped if unreadable). Whether anything was dropped (the manifest is then rewritten).
  */
 async function dropMissingFiles(
   run: Recovery,
@@ -267,9 +267,9 @@ async function dropMissingFiles(
   });
   const droppedStores = await dropMissing(run, files.indexIds, {
     files: state.stores,
-    present: (store) => files.storeIds.has(store.id),
+    present: (subtree) => files.storeIds.has(subtree.id),
     kind: "store",
-    holding: (store) => `${store.topics.length} topics of "${store.partition}"`,
+    holding: (subtree) => `${subtree.topics.length} topics of "${subtree.partition}"`,
     rebuildIndex: (id) => rebuildSubtreeStoreIndex(disk, id, indexOptions),
   });
   return droppedSegments || droppedStores;
@@ -320,8 +320,8 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
 }
 
 /**
- * Phase 2b: files no live segment or store owns (an interrupted close, retention or split), to be
- * removed once open is sure to go ahead. Also raises `state.maxSegmentId` past every file present.
+ * Phase 2b: files no live segment or subtree store owns (an interrupted close, retention or split),
+ * to be removed once open is sure to go ahead. Also raises `state.maxSegmentId` past every file present.
  */
 function orphanFiles(state: ManifestState, files: DataFiles): string[] {
   const { segmentIds, indexIds, storeIds, packIds } = files;
@@ -343,9 +343,9 @@ function orphanFiles(state: ManifestState, files: DataFiles): string[] {
 }
 
 /**
- * Phase 2c: the live segments and stores into their partitions, with what they hold per topic,
- * their sorted-through seqs, the newest publish time and the next file id. The next seq they
- * imply (journal replay below may raise it).
+ * Phase 2c: the live segments and subtree stores into their partitions, with what they hold per
+ * topic, their sorted-through seqs, the newest publish time and the next file id. The next seq
+ * they imply (journal replay below may raise it).
  */
 function installFiles(context: StoreContext, state: ManifestState, report: RecoveryReport): number {
   const live = [...state.live.values()].sort((a, b) => a.firstSeq - b.firstSeq);
@@ -353,13 +353,13 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
     context.partitions.log(segment.partition).segments.push(segment);
     context.inForce.hold(segment);
   }
-  for (const store of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
-    const log = context.partitions.log(store.partition);
-    log.subtreeStores.push(store);
-    log.sortedThrough = Math.max(log.sortedThrough, store.lastSeq);
+  for (const subtree of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
+    const log = context.partitions.log(subtree.partition);
+    log.subtreeStores.push(subtree);
+    log.sortedThrough = Math.max(log.sortedThrough, subtree.lastSeq);
   }
   report.segments += state.stores.size;
-  // A manifest rebuilt from files has no SPLIT record: the stores in force say what they can.
+  // A manifest rebuilt from files has no SPLIT record: the subtree stores in force say what they can.
   context.manifest.lastSplit = state.lastSplit ?? splitOfSubtreeStores(state.stores.values());
   // What the closed files hold per topic, from their TOPICS records (no file is read); files
   // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
@@ -701,7 +701,7 @@ async function rebuildFromSegments(
 
 /**
  * Store files found without a usable manifest: per partition, each candidate layout is a split
- * generation's stores with the segments after their last seq, or the segments alone; the one
+ * generation's subtree stores with the segments after their last seq, or the segments alone; the one
  * holding the most records wins (a complete layout beats one a crash cut short; on a tie the
  * newest split), and the segments it replaces go. Each generation is weighed together with the
  * segments after it: weighed alone, a re-split that a crash cut short could win over the complete
@@ -720,7 +720,7 @@ async function rebuildStores(
       intervalBytes: context.options.indexIntervalBytes,
       crc32: context.crc32,
     });
-    if (typeof meta === "string") continue; // an unreadable store is an interrupted split's: an orphan
+    if (typeof meta === "string") continue; // an unreadable subtree store is an interrupted split's: an orphan
     report.filesRebuilt.push(indexPath(id));
     const generations = byPartition.get(meta.partition) ?? new Map<number, SubtreeStoreMeta[]>();
     byPartition.set(meta.partition, generations);
@@ -734,21 +734,22 @@ async function rebuildStores(
     let bestLast = 0;
     let bestRecords = recordsAfter(0);
     for (const generation of [...generations.keys()].sort((a, b) => b - a)) {
-      const stores = generations.get(generation) as SubtreeStoreMeta[];
-      const last = stores.reduce((most, store) => Math.max(most, store.lastSeq), 0);
-      const records = stores.reduce((sum, store) => sum + store.records, 0) + recordsAfter(last);
+      const subtrees = generations.get(generation) as SubtreeStoreMeta[];
+      const last = subtrees.reduce((most, subtree) => Math.max(most, subtree.lastSeq), 0);
+      const records =
+        subtrees.reduce((sum, subtree) => sum + subtree.records, 0) + recordsAfter(last);
       if (records > bestRecords || (records === bestRecords && best === null)) {
-        best = stores;
+        best = subtrees;
         bestLast = last;
         bestRecords = records;
       }
     }
     if (best === null) continue;
     for (const segment of segments) if (segment.firstSeq <= bestLast) state.live.delete(segment.id);
-    for (const store of best) {
-      state.stores.set(store.id, store);
-      if ((state.sortedThrough.get(partition) ?? 0) < store.lastSeq)
-        state.sortedThrough.set(partition, store.lastSeq);
+    for (const subtree of best) {
+      state.stores.set(subtree.id, subtree);
+      if ((state.sortedThrough.get(partition) ?? 0) < subtree.lastSeq)
+        state.sortedThrough.set(partition, subtree.lastSeq);
     }
   }
 }

@@ -69,13 +69,14 @@ export type PartitionLayout = {
   stores: SubtreeStoreMeta[];
 };
 
-/** What a split says of itself at its switch; the store adds its generation, stores and bytes. */
+/** What a split says of itself at its switch; the store adds its generation, subtree stores and bytes. */
 export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "algorithm" | "plan">;
 
 /**
- * A split's switch: the segments and stores it replaces and the stores replacing them, what the
- * split was (kept in the manifest as the last split; without it, the stores alone tell), and the
- * per-topic messages and record bytes of each new store (without them, `countFiles` measures it).
+ * A split's switch: the segments and subtree stores it replaces and the subtree stores replacing
+ * them, what the split was (kept in the manifest as the last split; without it, the subtree stores
+ * alone tell), and the per-topic messages and record bytes of each new subtree store (without
+ * them, `countFiles` measures it).
  */
 export type LayoutSwap = {
   removed: number[];
@@ -287,8 +288,8 @@ export class Store {
     for (const log of this.context.partitions.list) {
       for (const segment of log.segments)
         units.push({ seq: segment.firstSeq, bytes: segment.bytes });
-      for (const store of log.subtreeStores)
-        units.push({ seq: store.firstSeq, bytes: store.bytes });
+      for (const subtree of log.subtreeStores)
+        units.push({ seq: subtree.firstSeq, bytes: subtree.bytes });
       for (let i = log.pendingHead; i < log.pendingTail; i++)
         units.push({ seq: log.pendingSeq(i), bytes: log.pendingLength(i) });
     }
@@ -408,14 +409,18 @@ export class Store {
     }
     if (victims.length === 0) return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
     const segments = victims.filter((file) => !isSubtreeStore(file));
-    const stores = victims.filter(isSubtreeStore);
+    const subtrees = victims.filter(isSubtreeStore);
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
     const records: ManifestRecord[] = segments.map((segment) => ({
       kind: MANIFEST_REMOVE,
       id: segment.id,
     }));
-    if (stores.length > 0)
-      records.push({ kind: MANIFEST_SWAP, removed: stores.map((store) => store.id), added: [] });
+    if (subtrees.length > 0)
+      records.push({
+        kind: MANIFEST_SWAP,
+        removed: subtrees.map((subtree) => subtree.id),
+        added: [],
+      });
     try {
       await appendManifestLocked(context, records);
     } catch (error) {
@@ -436,7 +441,7 @@ export class Store {
       paths.push(...context.inForce.release(file));
       bytesRemoved += file.bytes;
     }
-    return { segmentsRemoved: segments.length, storesRemoved: stores.length, bytesRemoved };
+    return { segmentsRemoved: segments.length, storesRemoved: subtrees.length, bytesRemoved };
   }
 
   /** Every partition's closed segments and subtree stores (copies), partitions in creation order. */
@@ -450,7 +455,7 @@ export class Store {
       }));
   }
 
-  /** Reserves `count` file ids for a split's new stores; returns the first. */
+  /** Reserves `count` file ids for a split's new subtree stores; returns the first. */
   reserveIds(count: number): number {
     const first = this.context.inForce.nextSegmentId;
     this.context.inForce.nextSegmentId += count;
@@ -483,8 +488,8 @@ export class Store {
           ? null
           : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
       // The SPLIT record after the SWAP, in one append: torn off by a crash, the SWAP still says
-      // which stores the split wrote (manifest.ts).
-      // The new stores' counts before the SWAP that puts them in force (counts of files not in
+      // which subtree stores the split wrote (manifest.ts).
+      // The new subtree stores' counts before the SWAP that puts them in force (counts of files not in
       // force are never used, so a tail torn after them changes nothing).
       const counted = new Map(
         (swap.topics ?? []).map((entry) => [
@@ -512,7 +517,7 @@ export class Store {
         throw error;
       }
       const removed = new Set(swap.removed);
-      const partitions = new Set([...swap.added.map((store) => store.partition)]);
+      const partitions = new Set([...swap.added.map((subtree) => subtree.partition)]);
       for (const log of context.partitions.list) {
         for (const file of [...log.segments, ...log.subtreeStores])
           if (removed.has(file.id)) {
@@ -523,21 +528,21 @@ export class Store {
       for (const name of partitions)
         context.partitions.log(name).swap(
           removed,
-          swap.added.filter((store) => store.partition === name),
+          swap.added.filter((subtree) => subtree.partition === name),
         );
       for (const id of removed) {
         context.reads.indexes.delete(id);
         context.inForce.uncount(id);
       }
-      for (const store of swap.added) {
-        const topics = counted.get(store.id);
-        if (topics === undefined) context.inForce.uncounted.add(store.id);
-        else context.inForce.count(store.id, topics, true);
+      for (const subtree of swap.added) {
+        const topics = counted.get(subtree.id);
+        if (topics === undefined) context.inForce.uncounted.add(subtree.id);
+        else context.inForce.count(subtree.id, topics, true);
       }
       if (split !== null) context.manifest.lastSplit = split;
       // A reservation serves one switch.
       this.reserved = this.reserved.filter(
-        (range) => !swap.added.some((store) => inRange(range, store.id)),
+        (range) => !swap.added.some((subtree) => inRange(range, subtree.id)),
       );
     });
     // The switch is in force: a replaced file that cannot be removed now is never a reason to
@@ -545,7 +550,7 @@ export class Store {
     await removeReleased(context, replaced);
   }
 
-  /** Null when `swap` replaces, per partition, all its stores and its oldest segments by stores holding the same records. */
+  /** Null when `swap` replaces, per partition, all its subtree stores and its oldest segments by subtree stores holding the same records. */
   private async swapProblem(swap: LayoutSwap): Promise<string | null> {
     const context = this.context;
     const removed = new Set(swap.removed);
@@ -555,12 +560,12 @@ export class Store {
     for (const log of context.partitions.list) {
       let prefix = true;
       let count = 0;
-      for (const store of log.subtreeStores) {
-        if (removed.has(store.id)) {
+      for (const subtree of log.subtreeStores) {
+        if (removed.has(subtree.id)) {
           found++;
-          count += store.records;
+          count += subtree.records;
         } else if (log.subtreeStores.some((other) => removed.has(other.id))) {
-          return `partition "${log.name}": store ${store.id} is neither kept whole nor replaced with its siblings`;
+          return `partition "${log.name}": store ${subtree.id} is neither kept whole nor replaced with its siblings`;
         }
       }
       for (const segment of log.segments) {
@@ -576,37 +581,37 @@ export class Store {
     }
     if (found !== removed.size)
       return `${removed.size - found} replaced file(s) are no longer in force (retention or another split)`;
-    for (const store of swap.added)
-      records.set(store.partition, (records.get(store.partition) ?? 0) - store.records);
+    for (const subtree of swap.added)
+      records.set(subtree.partition, (records.get(subtree.partition) ?? 0) - subtree.records);
     for (const [partition, difference] of records) {
       if (difference !== 0)
         return `partition "${partition}": the new stores hold ${-difference} records more than the files they replace`;
     }
     const ids = new Set<number>();
-    for (const store of swap.added) {
+    for (const subtree of swap.added) {
       // Reserved from this store, in this process: ids reserved from a server since restarted
       // are the new one's to give to its own segments and packs.
-      if (!this.reserved.some((range) => inRange(range, store.id)))
-        return `store id ${store.id} was never reserved (by this server since it started)`;
-      if (ids.has(store.id)) return `store id ${store.id} is added twice`;
-      ids.add(store.id);
+      if (!this.reserved.some((range) => inRange(range, subtree.id)))
+        return `store id ${subtree.id} was never reserved (by this server since it started)`;
+      if (ids.has(subtree.id)) return `store id ${subtree.id} is added twice`;
+      ids.add(subtree.id);
       const head = await context.files
-        .with(subtreeStorePath(store.id), (file) => readSubtreeStoreHead(file, context.crc32))
+        .with(subtreeStorePath(subtree.id), (file) => readSubtreeStoreHead(file, context.crc32))
         .catch((error: Error) => error.message);
-      if (typeof head === "string") return `store file ${subtreeStorePath(store.id)}: ${head}`;
+      if (typeof head === "string") return `store file ${subtreeStorePath(subtree.id)}: ${head}`;
       if (
-        head.partition !== store.partition ||
-        head.topics.length !== store.topics.length ||
-        head.dataStart !== store.dataStart
+        head.partition !== subtree.partition ||
+        head.topics.length !== subtree.topics.length ||
+        head.dataStart !== subtree.dataStart
       ) {
-        return `store file ${subtreeStorePath(store.id)} does not match its entry`;
+        return `store file ${subtreeStorePath(subtree.id)} does not match its entry`;
       }
       if (
         !(await context.disk.list(SEGMENT_DIR)).includes(
-          indexPath(store.id).slice(SEGMENT_DIR.length + 1),
+          indexPath(subtree.id).slice(SEGMENT_DIR.length + 1),
         )
       )
-        return `index of store ${store.id} is missing`;
+        return `index of store ${subtree.id} is missing`;
     }
     return null;
   }
@@ -675,7 +680,7 @@ export class Store {
     for (const log of this.context.partitions.list) {
       const file =
         log.segments.find((segment) => segment.id === id) ??
-        log.subtreeStores.find((store) => store.id === id);
+        log.subtreeStores.find((subtree) => subtree.id === id);
       if (file !== undefined) return file;
     }
     return undefined;
@@ -733,10 +738,10 @@ export class Store {
     let segmentBytes = 0;
     let pendingRecords = 0;
     let pendingBytes = 0;
-    let stores = 0;
+    let subtrees = 0;
     let storeBytes = 0;
     for (const log of context.partitions.list) {
-      stores += log.subtreeStores.length;
+      subtrees += log.subtreeStores.length;
       storeBytes += log.storeBytes();
       segments += log.segments.length;
       segmentBytes += log.segmentBytes();
@@ -761,7 +766,7 @@ export class Store {
       manifestBytes: context.manifest.bytes,
       openFiles: context.files.size,
       fileOpens: context.files.opens,
-      stores,
+      stores: subtrees,
       storeBytes,
       bytesRead: context.reads.bytesRead,
     };
@@ -860,22 +865,22 @@ function detailsProblem(details: SplitDetails | undefined): string | null {
 
 /**
  * Null when the per-topic counts of `swap` (which may come over HTTP) add up: one entry per new
- * store at most, its topics among the store's, messages summing to its records and record bytes
- * to its records' bytes.
+ * subtree store at most, its topics among the subtree store's, messages summing to its records
+ * and record bytes to its records' bytes.
  */
 function topicsProblem(swap: LayoutSwap): string | null {
   if (swap.topics === undefined) return null;
   if (!Array.isArray(swap.topics)) return "topics is not a list";
-  const stores = new Map(swap.added.map((store) => [store.id, store]));
+  const subtrees = new Map(swap.added.map((subtree) => [subtree.id, subtree]));
   const seen = new Set<number>();
   const count = (value: unknown) =>
     typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
   for (const entry of swap.topics) {
-    const store = stores.get(entry?.id);
-    if (store === undefined || seen.has(store.id) || !Array.isArray(entry.topics))
+    const subtree = subtrees.get(entry?.id);
+    if (subtree === undefined || seen.has(subtree.id) || !Array.isArray(entry.topics))
       return `topics: entry for id ${entry?.id} is not one per new store`;
-    seen.add(store.id);
-    const held = new Set(store.topics);
+    seen.add(subtree.id);
+    const held = new Set(subtree.topics);
     let messages = 0;
     let bytes = 0;
     for (const topic of entry.topics) {
@@ -885,12 +890,12 @@ function topicsProblem(swap: LayoutSwap): string | null {
         !count(topic.messages) ||
         !count(topic.bytes)
       )
-        return `topics of store ${store.id}: not its topics with counts`;
+        return `topics of store ${subtree.id}: not its topics with counts`;
       messages += topic.messages;
       bytes += topic.bytes;
     }
-    if (messages !== store.records || bytes !== store.bytes - store.dataStart)
-      return `topics of store ${store.id}: ${messages} messages of ${bytes} bytes, the store holds ${store.records} of ${store.bytes - store.dataStart}`;
+    if (messages !== subtree.records || bytes !== subtree.bytes - subtree.dataStart)
+      return `topics of store ${subtree.id}: ${messages} messages of ${bytes} bytes, the store holds ${subtree.records} of ${subtree.bytes - subtree.dataStart}`;
   }
   return null;
 }

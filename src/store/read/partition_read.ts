@@ -1,12 +1,12 @@
 /**
  * partition_read: PartitionRead, one partition's part of a read — a lane per subtree store
- * holding a matching topic (stores holding none are never opened), and a lane for the segments
- * and journal records after them, merged by seq with a linear min (a filter matches few stores
- * of a partition).
+ * holding a matching topic (subtree stores holding none are never opened), and a lane for the
+ * segments and journal records after them, merged by seq with a linear min (a filter matches few
+ * subtree stores of a partition).
  *
- *   store lane (app/a/**) ─┐
- *   store lane (app/b/x)  ─┼─ min of next seqs ─▶ headLane ─▶ the reader's merge
- *   segments + journal    ─┘
+ *   subtree store lane (app/a/**) ─┐
+ *   subtree store lane (app/b/x)  ─┼─ min of next seqs ─▶ headLane ─▶ the reader's merge
+ *   segments + journal            ─┘
  *
  * When the partition's layout changes (a segment closed or retired, a split switched) the lanes
  * are rebuilt from the next seq the partition may yield, inheriting what the old ones had read.
@@ -51,7 +51,7 @@ export class PartitionRead {
     private readonly filter: Filter,
     from: ReadFrom,
     private readonly chunkBytes: number,
-    private readonly storeMatches: Map<number, number>,
+    private readonly subtreeMatches: Map<number, number>,
     private readonly pool: BufferPool | null,
     private readonly access: { sparse: boolean },
   ) {
@@ -73,14 +73,14 @@ export class PartitionRead {
     this.lanes = [];
     this.headLane = -1;
     const from = { nextSeq: this.nextSeq, timeFloor: this.timeFloor };
-    for (const store of this.log.subtreeStores) {
-      if (store.lastSeq < this.nextSeq) continue;
-      const match = this.matchOf(store);
+    for (const subtree of this.log.subtreeStores) {
+      if (subtree.lastSeq < this.nextSeq) continue;
+      const match = this.matchOf(subtree);
       if (match === MATCH_NONE) continue;
       this.lanes.push(
         new Lane(
           this.log,
-          [store],
+          [subtree],
           false,
           this.filter,
           match === MATCH_ALL,
@@ -104,7 +104,7 @@ export class PartitionRead {
         this.pool,
       ),
     );
-    // Keep what the old lanes read: a journal chunk or store chunk is still valid bytes.
+    // Keep what the old lanes read: a journal chunk or subtree store chunk is still valid bytes.
     for (const lane of old) {
       const heir = lane.withPending
         ? this.lanes[this.lanes.length - 1]
@@ -114,15 +114,15 @@ export class PartitionRead {
     }
   }
 
-  /** Whether `store` holds none, some or only topics of the filter (cached per reader). */
-  private matchOf(store: SubtreeStoreMeta): number {
+  /** Whether `subtree` holds none, some or only topics of the filter (cached per reader). */
+  private matchOf(subtree: SubtreeStoreMeta): number {
     if (this.matchesAll) return MATCH_ALL;
-    let match = this.storeMatches.get(store.id);
+    let match = this.subtreeMatches.get(subtree.id);
     if (match === undefined) {
       let count = 0;
-      for (const topic of store.topics) if (this.filter.matches(topic)) count++;
-      match = count === 0 ? MATCH_NONE : count === store.topics.length ? MATCH_ALL : MATCH_SOME;
-      this.storeMatches.set(store.id, match);
+      for (const topic of subtree.topics) if (this.filter.matches(topic)) count++;
+      match = count === 0 ? MATCH_NONE : count === subtree.topics.length ? MATCH_ALL : MATCH_SOME;
+      this.subtreeMatches.set(subtree.id, match);
     }
     return match;
   }

@@ -56,7 +56,7 @@ export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 export class StoreReader {
   private readonly parts: PartitionRead[] = [];
   /** Per store id: whether it holds none, some or only matching topics. */
-  private readonly storeMatches = new Map<number, number>();
+  private readonly subtreeMatches = new Map<number, number>();
   /**
    * Whether this reader reads few of the store's partitions (a 1% subtree): then the small
    * packed images it reads are read without the kernel's read-ahead, which would read the
@@ -403,7 +403,7 @@ export class StoreReader {
           this.filter,
           from,
           chunkBytes,
-          this.storeMatches,
+          this.subtreeMatches,
           this.pool,
           this.access,
         ),
