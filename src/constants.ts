@@ -98,15 +98,16 @@ export const JOURNAL_RETAINED_BYTES_MAX = 512 * 1024 * 1024;
  * The store is *backlogged* (the sorter is not keeping up) when its retained journal bytes or its
  * unsorted records pass this many times their budgets (JOURNAL_RETAINED_BYTES_MAX,
  * PENDING_RECORDS_MAX): the broker then stops reading publishers until the sorter is back under.
- * Without it, 10,000 partitions ingested at 270 MB/s grew the journals by ~270 MB/s without end.
+ * Without it, publishers faster than the sorter grew the journals without end
+ * (docs/benchmarks.md#sustained-ingestion-and-back-pressure).
  */
 export const STORE_BACKLOG_FACTOR = 2;
 /** Bytes of one group-commit write: a flush takes at most this from the append buffer. */
 export const JOURNAL_FLUSH_BYTES_MAX = 8 * 1024 * 1024;
 /**
  * Written journal chunks kept for the next appends, at most this many bytes (memory held after a
- * burst): a fresh buffer costs a page fault per 4 KiB on first touch (~3.7 µs on the project
- * machine, ~0.9 µs per KiB appended). A 1 KiB-message burst keeps ~40 MiB in flight.
+ * burst): a fresh buffer costs a page fault per 4 KiB on first touch (the machine's first-touch
+ * cost: docs/benchmarks.md#machine). A 1 KiB-message burst keeps ~40 MiB in flight.
  */
 export const JOURNAL_SPARE_BYTES_MAX = 8 * JOURNAL_FLUSH_BYTES_MAX;
 /**

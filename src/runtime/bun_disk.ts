@@ -68,9 +68,9 @@ function adviseRandom(fd: number): void {
  * Reads that bring a mapped region's pages into the page cache go in pieces of this size,
  * PREFETCH_IN_FLIGHT of them at a time, into one scratch buffer they all share: their bytes are
  * never looked at (the mapping shows them), so reads into the same memory at once do no harm.
- * Each piece's successor is issued by its completion, on the event loop's thread: with the loop
- * busy 4 ms at a time (a merge between pauses), four 64 MiB packs came in at 715–828 MB/s one
- * piece at a time and 1,053–1,220 MB/s four at a time (1,213–1,487 with the loop idle).
+ * Each piece's successor is issued by its completion, on the event loop's thread, so with the
+ * loop busy (a merge between pauses) several pieces in flight keep the disk busy where one would
+ * not (figures: docs/benchmarks.md#design-notes-figures-moved-from-code-comments).
  */
 const PREFETCH_PIECE_BYTES = 1024 * 1024;
 const PREFETCH_IN_FLIGHT = 4;
@@ -204,10 +204,10 @@ class BunFile implements DiskFile {
   /**
    * Maps the region (Bun.mmap, private) and reads its pages that are not in the page cache
    * through a scratch buffer, on the thread pool, so that touching the view then waits for no
-   * I/O on the event loop's thread. A read into fresh memory faults every 4 KiB page of it in
-   * (~5 µs each here: 84 ms per 64 MiB); a mapping of cached pages costs a fault per 64 KiB (the
-   * kernel's fault-around). The mapping lives as long as views of it: a region of its own per
-   * call, so nothing stays mapped once its readers let go.
+   * I/O on the event loop's thread. A read into fresh memory faults every 4 KiB page of it in; a
+   * mapping of cached pages costs a fault per 64 KiB (the kernel's fault-around). The mapping
+   * lives as long as views of it: a region of its own per call, so nothing stays mapped once its
+   * readers let go.
    */
   async map(position: number, length: number, options?: MapOptions): Promise<Uint8Array | null> {
     if (typeof Bun === "undefined") return null;

@@ -1,9 +1,9 @@
 /**
  * bytes: copying a byte range between buffers without allocating. `dst.set(src.subarray(..))`
  * builds a view object per call, which on per-message paths (frames, segment records) is young
- * garbage at the message rate; short ranges are copied by an unrolled loop instead (44 B: 29 vs
- * 64 ns, 64 B: 40 vs 57 ns; from ~100 B on `set()` is faster; measured 2026-11-29 on the project
- * machine, Bun 1.4.5).
+ * garbage at the message rate; short ranges are copied by an unrolled loop instead, which is
+ * faster up to about 100 bytes (figures:
+ * docs/benchmarks.md#design-notes-figures-moved-from-code-comments).
  */
 
 /** Ranges up to this many bytes are copied by the loop. */
@@ -33,8 +33,8 @@ export function copyBytes(
 
 /**
  * Ranges up to this many bytes are copied four bytes at a time through DataViews by
- * copyBytesViews; longer ones by `set()` (64 B, unaligned source: 48 against copyBytes' 67 ns;
- * 200 B: 101 against 70 for `set()`; measured 2026-12-01 on the project machine, Bun 1.4.5).
+ * copyBytesViews; longer ones by `set()`, which is faster past this length (figures:
+ * docs/benchmarks.md#design-notes-figures-moved-from-code-comments).
  */
 export const COPY_VIEWS_BYTES_MAX = 128;
 

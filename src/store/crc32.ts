@@ -14,10 +14,9 @@ export type Crc32 = (bytes: Uint8Array, seed?: number) => number;
 /**
  * Signed 32-bit throughout: the tables are an Int32Array and the running value starts at -1 (the
  * same bits as 0xFFFFFFFF). With a Uint32Array (entries above 2^31 read back as doubles) and an
- * unsigned start, the engine compiled this loop well in some callers and not in others: inside
- * the journal's record encoder it took ~1.5 µs per 108-byte record (a standalone loop: ~80 ns),
- * so a server appending ~100 messages per socket read spent 1.6-2.0 µs per append instead of
- * 0.4-0.8. Why exactly was not found; this form measured fast in every caller tried.
+ * unsigned start, the engine compiled this loop well in some callers and not in others (inside
+ * the journal's record encoder, many times slower than standalone: docs/benchmarks.md#design-notes-figures-moved-from-code-comments).
+ * Why exactly was not found; this form measured fast in every caller tried.
  */
 const TABLES = buildTables();
 

@@ -6,9 +6,8 @@
  * A merge of thousands of partitions takes each message from another partition read. Going
  * through it for each (partition read, lane, file meta, buffer, view, topic string, the record's
  * header) reached every one of those out of cache, and the record headers one after the other (each
- * record's length says where the next one starts): a walk of six records at a time over the
- * 10,000 partitions' images took ~190 ns a record in a scratch loop, whatever the pages (mapped,
- * anonymous, transparent huge pages). The same records walked in file order, as a span read
+ * record's length says where the next one starts), whatever the pages (mapped, anonymous,
+ * transparent huge pages; figures: docs/benchmarks.md#design-notes-figures-moved-from-code-comments). The same records walked in file order, as a span read
  * lands, stream through the caches. So a span read tabulates each whole image it brought (its
  * records CRC matched) in one pass: seq, publish time, offset and payload length of every
  * record, in flat typed arrays, when the image holds one topic and its records are well formed

@@ -12,9 +12,9 @@
  * Why: an fdatasync after appending to a file also commits the file's new size and newly
  * allocated blocks (a commit of the file system's journal); after overwriting written blocks it
  * flushes the data alone. A publisher that waits for every acknowledgement pays one such round
- * trip per group commit: on the project machine a 64 KiB write and fdatasync took a median of
- * ~180–230 µs appending and ~105–130 µs overwriting (RocksDB's recycle_log_file_num and
- * PostgreSQL's recycled WAL segments do the same).
+ * trip per group commit, and the overwrite is the shorter one (the machine's figures:
+ * docs/benchmarks.md#machine). RocksDB's recycle_log_file_num and PostgreSQL's recycled WAL
+ * segments do the same.
  *
  * A recycled file holds the old generation's bytes after the new records. Recovery reads the
  * newest journal up to its first record that is not the next seq (the old records' seqs are all

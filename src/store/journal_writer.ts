@@ -366,7 +366,7 @@ function batchBytes(batch: Chunk[]): number {
 function writeChunk(file: DiskFile, chunk: Chunk): Promise<void> | void {
   // Zeros to the end of the last page the records touch (as room allows): a write that ends
   // inside a page of a file whose blocks exist (a recycled or zero-filled journal) must first read
-  // that page from the disk when it is not cached, ~50 µs per group commit; a whole page is not
+  // that page from the disk when it is not cached, once per group commit; a whole page is not
   // read. The next write starts inside that page, cached now. Recovery cuts zeros after the last
   // record as a torn tail; a seal truncates them.
   const padded = Math.min(

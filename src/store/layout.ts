@@ -36,12 +36,9 @@ const PATHS_KEPT = 4096;
 
 /**
  * `build`, each path built once per id and kept: a reader asks for the path of the file holding
- * a segment's records at every segment it reaches (~150 ns to build one), and compares it with
- * the path its buffer came from at every record, which for the same string object is a pointer
- * comparison (two equal strings built apart are compared character by character). A warm
- * whole-stream read over 10,000 partitions took a median 0.56 s against 0.61 with paths built
- * per call (twelve reads each in alternating processes; three first reads each, cold: 0.89-1.00 s
- * against 1.04-1.16).
+ * a segment's records at every segment it reaches, and compares it with the path its buffer came
+ * from at every record, which for the same string object is a pointer comparison (two equal
+ * strings built apart are compared character by character; figures: docs/benchmarks.md#design-notes-figures-moved-from-code-comments).
  */
 function kept(build: (id: number) => string): (id: number) => string {
   const paths = new Map<number, string>();
