@@ -248,7 +248,10 @@ export class PartitionLog {
     return total;
   }
 
-  /** Applies a split's switch: segments and subtree stores of `removed` go, `added` subtree stores come. */
+  /**
+   * Applies a split's switch: segments and subtree stores of `removed` go, `added` subtree stores
+   * come.
+   */
   swap(removed: ReadonlySet<number>, added: readonly SubtreeStoreMeta[]): void {
     this.segments = this.segments.filter((segment) => !removed.has(segment.id));
     this.subtreeStores = this.subtreeStores

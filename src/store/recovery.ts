@@ -243,7 +243,8 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
 
 /**
  * Phase 2a: a live segment or subtree store whose file is missing is dropped; a missing index is
- * rebuilt (the file dropped if unreadable). Whether anything was dropped (the manifest is then rewritten).
+ * rebuilt (the file dropped if unreadable). Whether anything was dropped (the manifest is then
+ * rewritten).
  */
 async function dropMissingFiles(
   run: Recovery,
@@ -321,7 +322,8 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
 
 /**
  * Phase 2b: files no live segment or subtree store owns (an interrupted close, retention or split),
- * to be removed once open is sure to go ahead. Also raises `state.maxSegmentId` past every file present.
+ * to be removed once open is sure to go ahead. Also raises `state.maxSegmentId` past every file
+ * present.
  */
 function orphanFiles(state: ManifestState, files: DataFiles): string[] {
   const { segmentIds, indexIds, storeIds, packIds } = files;
@@ -359,7 +361,8 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
     log.sortedThrough = Math.max(log.sortedThrough, subtree.lastSeq);
   }
   report.segments += state.stores.size;
-  // A manifest rebuilt from files has no SPLIT record: the subtree stores in force say what they can.
+  // A manifest rebuilt from files has no SPLIT record: the subtree stores in force say what they
+  // can.
   context.manifest.lastSplit = state.lastSplit ?? splitOfSubtreeStores(state.stores.values());
   // What the closed files hold per topic, from their TOPICS records (no file is read); files
   // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
@@ -700,10 +703,10 @@ async function rebuildFromSegments(
 }
 
 /**
- * Store files found without a usable manifest: per partition, each candidate layout is a split
- * generation's subtree stores with the segments after their last seq, or the segments alone; the one
- * holding the most records wins (a complete layout beats one a crash cut short; on a tie the
- * newest split), and the segments it replaces go. Each generation is weighed together with the
+ * Subtree store files found without a usable manifest: per partition, each candidate layout is a
+ * split generation's subtree stores with the segments after their last seq, or the segments alone;
+ * the one holding the most records wins (a complete layout beats one a crash cut short; on a tie
+ * the newest split), and the segments it replaces go. Each generation is weighed together with the
  * segments after it: weighed alone, a re-split that a crash cut short could win over the complete
  * split before it and the segments after that, and drop both.
  */
@@ -720,7 +723,8 @@ async function rebuildStores(
       intervalBytes: context.options.indexIntervalBytes,
       crc32: context.crc32,
     });
-    if (typeof meta === "string") continue; // an unreadable subtree store is an interrupted split's: an orphan
+    // An unreadable subtree store is an interrupted split's: an orphan.
+    if (typeof meta === "string") continue;
     report.filesRebuilt.push(indexPath(id));
     const generations = byPartition.get(meta.partition) ?? new Map<number, SubtreeStoreMeta[]>();
     byPartition.set(meta.partition, generations);

@@ -69,7 +69,10 @@ export type PartitionLayout = {
   stores: SubtreeStoreMeta[];
 };
 
-/** What a split says of itself at its switch; the store adds its generation, subtree stores and bytes. */
+/**
+ * What a split says of itself at its switch; the store adds its generation, subtree stores and
+ * bytes.
+ */
 export type SplitDetails = Pick<SplitSummary, "finishedUs" | "durationUs" | "algorithm" | "plan">;
 
 /**
@@ -489,8 +492,8 @@ export class Store {
           : { ...stored, ...(swap.split === undefined ? {} : pickDetails(swap.split)) };
       // The SPLIT record after the SWAP, in one append: torn off by a crash, the SWAP still says
       // which subtree stores the split wrote (manifest.ts).
-      // The new subtree stores' counts before the SWAP that puts them in force (counts of files not in
-      // force are never used, so a tail torn after them changes nothing).
+      // The new subtree stores' counts before the SWAP that puts them in force (counts of files
+      // not in force are never used, so a tail torn after them changes nothing).
       const counted = new Map(
         (swap.topics ?? []).map((entry) => [
           entry.id,
@@ -550,7 +553,10 @@ export class Store {
     await removeReleased(context, replaced);
   }
 
-  /** Null when `swap` replaces, per partition, all its subtree stores and its oldest segments by subtree stores holding the same records. */
+  /**
+   * Null when `swap` replaces, per partition, all its subtree stores and its oldest segments by
+   * subtree stores holding the same records.
+   */
   private async swapProblem(swap: LayoutSwap): Promise<string | null> {
     const context = this.context;
     const removed = new Set(swap.removed);

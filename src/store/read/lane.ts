@@ -121,8 +121,9 @@ export class Lane extends LaneReadAhead {
       const at = this.recordAt(context, this.filePath, this.position, this.fileEnd);
       if (at === NEEDS_READ) return NEEDS_READ;
       // Stop at the batch's limit here too, not only in the journal: a segment the sorter closed
-      // (or a subtree store a split switched in) while this batch awaited a read may hold later seqs, and
-      // yielding them would pass over other partitions' records at or below them, still pending.
+      // (or a subtree store a split switched in) while this batch awaited a read may hold later
+      // seqs, and yielding them would pass over other partitions' records at or below them, still
+      // pending.
       if (recordSeq(this.view, at) > limit) return Infinity;
       const length = this.view.getUint32(at, true);
       this.position += length;

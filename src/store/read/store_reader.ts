@@ -55,7 +55,7 @@ export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
   private readonly parts: PartitionRead[] = [];
-  /** Per store id: whether it holds none, some or only matching topics. */
+  /** Per subtree store id: whether it holds none, some or only matching topics. */
   private readonly subtreeMatches = new Map<number, number>();
   /**
    * Whether this reader reads few of the store's partitions (a 1% subtree): then the small
