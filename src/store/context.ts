@@ -325,7 +325,7 @@ export class ReadState {
   inFlight = 0;
   /** Reads ahead in flight that no batch waits for (read/span_read.ts); close waits for them. */
   readonly prefetches = new Set<Promise<void>>();
-  /** Bytes readers have read from data files (segments, stores, journals): read amplification. */
+  /** Bytes readers have read from data files (segments, subtree stores, journals): read amplification. */
   bytesRead = 0;
   /** Parsed segment indexes by id, least recently used first (null: unreadable, scan instead). */
   readonly indexes = new Map<number, SegmentIndex | null>();

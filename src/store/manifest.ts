@@ -33,7 +33,7 @@ import type { SubtreeStoreMeta } from "./subtree_store_file.ts";
 export type ManifestState = {
   live: Map<number, SegmentMeta>;
   /** Live subtree stores by id (ids are shared with segments). */
-  stores: Map<number, SubtreeStoreMeta>;
+  subtrees: Map<number, SubtreeStoreMeta>;
   sortedThrough: Map<string, number>;
   maxSegmentId: number;
   records: number;
@@ -91,7 +91,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
   }
   const state: ManifestState = {
     live: new Map(),
-    stores: new Map(),
+    subtrees: new Map(),
     sortedThrough: new Map(),
     maxSegmentId: 0,
     records: decoded.records.length,
@@ -118,11 +118,11 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
   } else if (record.kind === MANIFEST_SWAP) {
     for (const id of record.removed) {
       state.live.delete(id);
-      state.stores.delete(id);
+      state.subtrees.delete(id);
       state.counts.delete(id);
     }
     for (const subtree of record.added) {
-      state.stores.set(subtree.id, subtree);
+      state.subtrees.set(subtree.id, subtree);
       state.maxSegmentId = Math.max(state.maxSegmentId, subtree.id);
       raise(state.sortedThrough, subtree.partition, subtree.lastSeq);
     }

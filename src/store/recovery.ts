@@ -102,7 +102,7 @@ type Recovery = {
 type DataFiles = {
   segmentIds: Set<number>;
   indexIds: Set<number>;
-  storeIds: Set<number>;
+  subtreeIds: Set<number>;
   packIds: Set<number>;
 };
 
@@ -184,14 +184,14 @@ async function listDataFiles(disk: Disk): Promise<DataFiles> {
   const files: DataFiles = {
     segmentIds: new Set(),
     indexIds: new Set(),
-    storeIds: new Set(),
+    subtreeIds: new Set(),
     packIds: new Set(),
   };
   for (const name of await disk.list(SEGMENT_DIR)) {
     const parsed = parseFileName(name);
     if (parsed?.kind === "segment") files.segmentIds.add(parsed.n);
     else if (parsed?.kind === "index") files.indexIds.add(parsed.n);
-    else if (parsed?.kind === "store") files.storeIds.add(parsed.n);
+    else if (parsed?.kind === "store") files.subtreeIds.add(parsed.n);
     else if (parsed?.kind === "pack") files.packIds.add(parsed.n);
   }
   return files;
@@ -203,7 +203,7 @@ async function listDataFiles(disk: Disk): Promise<DataFiles> {
  */
 async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<ManifestInForce> {
   const { context, disk, report } = run;
-  const dataFiles = files.segmentIds.size + files.storeIds.size + files.packIds.size;
+  const dataFiles = files.segmentIds.size + files.subtreeIds.size + files.packIds.size;
   const loaded = await loadManifest(context);
   if (loaded.ok) {
     // What was read may sit only in the page cache (an append whose fsync failed, then kill -9):
@@ -237,7 +237,7 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
   // The rebuild wrote fresh indexes for segment files of their own (a packed one's is in its pack).
   for (const segment of state.live.values())
     if (segment.pack === undefined) files.indexIds.add(segment.id);
-  for (const id of state.stores.keys()) files.indexIds.add(id);
+  for (const id of state.subtrees.keys()) files.indexIds.add(id);
   return { state, rewrite: true, bytes: 0 };
 }
 
@@ -267,8 +267,8 @@ async function dropMissingFiles(
     rebuildIndex: (id) => rebuildSegmentIndex(disk, id, indexOptions),
   });
   const droppedStores = await dropMissing(run, files.indexIds, {
-    files: state.stores,
-    present: (subtree) => files.storeIds.has(subtree.id),
+    files: state.subtrees,
+    present: (subtree) => files.subtreeIds.has(subtree.id),
     kind: "store",
     holding: (subtree) => `${subtree.topics.length} topics of "${subtree.partition}"`,
     rebuildIndex: (id) => rebuildSubtreeStoreIndex(disk, id, indexOptions),
@@ -326,19 +326,19 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
  * present.
  */
 function orphanFiles(state: ManifestState, files: DataFiles): string[] {
-  const { segmentIds, indexIds, storeIds, packIds } = files;
+  const { segmentIds, indexIds, subtreeIds, packIds } = files;
   const orphans: string[] = [];
   const packsInForce = new Set<number>();
   for (const segment of state.live.values())
     if (segment.pack !== undefined) packsInForce.add(segment.pack.pack);
-  for (const id of new Set([...segmentIds, ...indexIds, ...storeIds, ...packIds])) {
+  for (const id of new Set([...segmentIds, ...indexIds, ...subtreeIds, ...packIds])) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
     if (packIds.has(id) && !packsInForce.has(id)) orphans.push(packPath(id));
     const owned =
-      (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.stores.has(id);
+      (state.live.has(id) && state.live.get(id)?.pack === undefined) || state.subtrees.has(id);
     if (owned) continue;
     if (segmentIds.has(id)) orphans.push(segmentPath(id));
-    if (storeIds.has(id)) orphans.push(subtreeStorePath(id));
+    if (subtreeIds.has(id)) orphans.push(subtreeStorePath(id));
     if (indexIds.has(id)) orphans.push(indexPath(id));
   }
   return orphans;
@@ -355,18 +355,18 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
     context.partitions.log(segment.partition).segments.push(segment);
     context.inForce.hold(segment);
   }
-  for (const subtree of [...state.stores.values()].sort((a, b) => a.id - b.id)) {
+  for (const subtree of [...state.subtrees.values()].sort((a, b) => a.id - b.id)) {
     const log = context.partitions.log(subtree.partition);
     log.subtreeStores.push(subtree);
     log.sortedThrough = Math.max(log.sortedThrough, subtree.lastSeq);
   }
-  report.segments += state.stores.size;
+  report.segments += state.subtrees.size;
   // A manifest rebuilt from files has no SPLIT record: the subtree stores in force say what they
   // can.
-  context.manifest.lastSplit = state.lastSplit ?? splitOfSubtreeStores(state.stores.values());
+  context.manifest.lastSplit = state.lastSplit ?? splitOfSubtreeStores(state.subtrees.values());
   // What the closed files hold per topic, from their TOPICS records (no file is read); files
   // without one (closed by an earlier build, or a manifest rebuilt from files) are counted later.
-  for (const file of [...live, ...state.stores.values()]) {
+  for (const file of [...live, ...state.subtrees.values()]) {
     const counts = state.counts.get(file.id);
     // Counts that do not add up to the file's records are not trusted: measured again.
     if (
@@ -383,7 +383,7 @@ function installFiles(context: StoreContext, state: ManifestState, report: Recov
   }
   // The newest publish time so far (journal replay below may raise it): the broker's times go
   // on from it after a restart, whatever the clock says.
-  for (const file of [...live, ...state.stores.values()])
+  for (const file of [...live, ...state.subtrees.values()])
     context.journal.newestTimeUs = Math.max(context.journal.newestTimeUs, file.lastTimeUs);
   context.inForce.nextSegmentId = state.maxSegmentId + 1;
   report.segments += live.length;
@@ -645,14 +645,14 @@ async function sizeOf(disk: Disk, path: string): Promise<number> {
 
 async function rebuildFromSegments(
   context: StoreContext,
-  ids: { segmentIds: Set<number>; storeIds: Set<number>; packIds: Set<number> },
+  ids: { segmentIds: Set<number>; subtreeIds: Set<number>; packIds: Set<number> },
   report: RecoveryReport,
   problem: ProblemSink,
 ): Promise<ManifestState> {
-  const { segmentIds, storeIds, packIds } = ids;
+  const { segmentIds, subtreeIds, packIds } = ids;
   const state: ManifestState = {
     live: new Map(),
-    stores: new Map(),
+    subtrees: new Map(),
     sortedThrough: new Map(),
     maxSegmentId: 0,
     records: 0,
@@ -698,7 +698,7 @@ async function rebuildFromSegments(
     state.live.set(meta.id, meta);
     state.sortedThrough.set(meta.partition, meta.lastSeq);
   }
-  await rebuildStores(context, storeIds, state, report);
+  await rebuildSubtreeStores(context, subtreeIds, state, report);
   return state;
 }
 
@@ -710,14 +710,14 @@ async function rebuildFromSegments(
  * segments after it: weighed alone, a re-split that a crash cut short could win over the complete
  * split before it and the segments after that, and drop both.
  */
-async function rebuildStores(
+async function rebuildSubtreeStores(
   context: StoreContext,
-  storeIds: Set<number>,
+  subtreeIds: Set<number>,
   state: ManifestState,
   report: RecoveryReport,
 ): Promise<void> {
   const byPartition = new Map<string, Map<number, SubtreeStoreMeta[]>>();
-  for (const id of [...storeIds].sort((a, b) => a - b)) {
+  for (const id of [...subtreeIds].sort((a, b) => a - b)) {
     state.maxSegmentId = Math.max(state.maxSegmentId, id);
     const meta = await rebuildSubtreeStoreIndex(context.disk, id, {
       intervalBytes: context.options.indexIntervalBytes,
@@ -751,7 +751,7 @@ async function rebuildStores(
     if (best === null) continue;
     for (const segment of segments) if (segment.firstSeq <= bestLast) state.live.delete(segment.id);
     for (const subtree of best) {
-      state.stores.set(subtree.id, subtree);
+      state.subtrees.set(subtree.id, subtree);
       if ((state.sortedThrough.get(partition) ?? 0) < subtree.lastSeq)
         state.sortedThrough.set(partition, subtree.lastSeq);
     }
