@@ -11,7 +11,7 @@ import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { executeSplit } from "../src/split/executor.ts";
 import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
-import type { PlannedStore, SplitPlan } from "../src/split/plan.ts";
+import type { PlannedSubtreeStore, SplitPlan } from "../src/split/plan.ts";
 import type { VolumeTable } from "../src/split/volume_table.ts";
 import { crc32, Store, type StoredMessage } from "../src/store/mod.ts";
 import { fcParams } from "../src/testing/fc_params.ts";
@@ -64,7 +64,7 @@ function randomPlan(groupOf: readonly number[]): (table: VolumeTable) => SplitPl
       group.bytes += table.bytes[index];
       groups.set(key, group);
     });
-    const stores: PlannedStore[] = [...groups].map(([key, group]) => ({
+    const stores: PlannedSubtreeStore[] = [...groups].map(([key, group]) => ({
       id: key.replaceAll("/", "~"),
       partition: group.partition,
       topics: Int32Array.from(group.topics),

@@ -179,8 +179,8 @@ describe("planAdaptive properties on random trees", () => {
           for (const cuts of [rootCuts(tree), heuristicCuts(tree)]) {
             const fast = greedyCuts(tree, cuts, budget);
             const reference = greedyCuts(tree, cuts, budget, { reference: true });
-            const stores = fast.planStores();
-            expect(stores).toEqual(reference.planStores());
+            const stores = fast.planSubtreeStores();
+            expect(stores).toEqual(reference.planSubtreeStores());
             expect(fast.wastedBytes).toBe(reference.wastedBytes);
             const plan = {
               algorithm: "adaptive" as const,
@@ -228,9 +228,9 @@ describe("planAdaptive properties on random trees", () => {
     const plans = cases.map(([bytes, budget]) => {
       const table = tableFrom(bytes);
       const tree = buildTopicTree(table);
-      const fast = greedyCuts(tree, rootCuts(tree), budget).planStores();
+      const fast = greedyCuts(tree, rootCuts(tree), budget).planSubtreeStores();
       expect(fast).toEqual(
-        greedyCuts(tree, rootCuts(tree), budget, { reference: true }).planStores(),
+        greedyCuts(tree, rootCuts(tree), budget, { reference: true }).planSubtreeStores(),
       );
       return planLines(table, {
         algorithm: "adaptive",

@@ -49,7 +49,7 @@ export function planAdaptive(table: VolumeTable, options: AdaptiveOptions = {}):
   }
   const plan: SplitPlan = {
     algorithm: "adaptive",
-    subtrees: best.planStores(),
+    subtrees: best.planSubtreeStores(),
     budget,
     budgetRaisedTo: budget > requested ? budget : null,
   };

@@ -30,7 +30,7 @@
 import { assert } from "../stdx/assert.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { GainHeap } from "./gain_heap.ts";
-import { groupPlan, type GroupName, type PlannedStore } from "./plan.ts";
+import { groupPlan, type GroupName, type PlannedSubtreeStore } from "./plan.ts";
 import { subtreeStoreIdOf } from "./subtree_store_id.ts";
 import { NODE_SELF, type TopicTree } from "./topic_tree.ts";
 
@@ -41,7 +41,7 @@ export interface GreedyCuts {
   /** Sum over stores of (topics - 1) * bytes: the plan's total topic waste. */
   wastedBytes: number;
   /** The plan's stores (built on demand: only the winning candidate pays for it). */
-  planStores(): PlannedStore[];
+  planSubtreeStores(): PlannedSubtreeStore[];
 }
 
 /** Options of greedyCuts. */
@@ -76,7 +76,11 @@ export function greedyCuts(
     }
   }
   assert(stores === state.nonEmptyRegions(), "every cut adds one non-empty store");
-  return { stores, wastedBytes: state.wastedBytes(), planStores: () => state.planStores() };
+  return {
+    stores,
+    wastedBytes: state.wastedBytes(),
+    planSubtreeStores: () => state.planSubtreeStores(),
+  };
 }
 
 /** Residuals, regions and the pruned best-cut search; see the file comment. */
@@ -280,7 +284,7 @@ class RegionState {
   }
 
   /** The plan's stores: one per non-empty region, named by anchor (+ `~i` when it has several). */
-  planStores(): PlannedStore[] {
+  planSubtreeStores(): PlannedSubtreeStore[] {
     const { tree } = this;
     const root = new Uint8Array(tree.nodeCount);
     for (let i = 0; i < tree.partitionRoots.length; i++) root[tree.partitionRoots[i]] = 1;

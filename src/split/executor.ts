@@ -29,9 +29,9 @@ import { indexPath, SEGMENT_DIR, subtreeStorePath } from "../store/layout.ts";
 import { recordSpanOf } from "../store/subtree_store_file.ts";
 import { partitionOf } from "../topic/mod.ts";
 import { planMetrics, type PlanMetrics } from "./metrics.ts";
-import type { PlannedStore, SplitAlgorithm, SplitPlan } from "./plan.ts";
+import type { PlannedSubtreeStore, SplitAlgorithm, SplitPlan } from "./plan.ts";
 import { planSplit } from "./plan_report.ts";
-import type { StoreAssignment } from "./rewrite.ts";
+import type { SubtreeStoreAssignment } from "./rewrite.ts";
 import type { SourceFile, SplitTask, SplitTaskResult } from "./rewrite_files.ts";
 import { volumeTableOf, type VolumeRow, type VolumeTable } from "./volume_table.ts";
 
@@ -146,7 +146,7 @@ function layoutBytes(layout: PartitionLayout): number {
 /** The current layout as a plan: a partition's stores when it has only stores, else one store for the partition. */
 export function currentPlan(table: VolumeTable, layouts: readonly PartitionLayout[]): SplitPlan {
   const topicIndex = new Map(table.topics.map((topic, index) => [topic, index]));
-  const stores: PlannedStore[] = [];
+  const stores: PlannedSubtreeStore[] = [];
   const store = (id: string, partition: string, topics: Iterable<string>) => {
     const indexes = [...topics]
       .map((topic) => topicIndex.get(topic))
@@ -244,14 +244,14 @@ export async function executeSplit(
   report.partitionsRewritten = work.length;
   if (options.dryRun === true || work.length === 0) return report;
 
-  const storeCount = work.reduce(
+  const subtreeCount = work.reduce(
     (sum, layout) => sum + (groups.get(layout.partition)?.length ?? 0),
     0,
   );
-  let nextId = await host.reserveIds(storeCount);
+  let nextId = await host.reserveIds(subtreeCount);
   const generation = nextId;
   const tasks: SplitTask[] = work.map((layout) => {
-    const stores: StoreAssignment[] = (groups.get(layout.partition) ?? []).map((group) => ({
+    const stores: SubtreeStoreAssignment[] = (groups.get(layout.partition) ?? []).map((group) => ({
       id: nextId++,
       ...group,
     }));

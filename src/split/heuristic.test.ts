@@ -33,22 +33,22 @@ test("the published rule, exactly, on random tables; the tree-cut form agrees", 
     fc.property(tableArb(), (table) => {
       const plan = planHeuristic(table);
       expect(planProblem(table, plan)).toBeNull();
-      const storeOfTopic = new Map<string, string>();
+      const subtreeOfTopic = new Map<string, string>();
       for (const store of plan.subtrees)
-        for (const topic of store.topics) storeOfTopic.set(table.topics[topic], store.id);
+        for (const topic of store.topics) subtreeOfTopic.set(table.topics[topic], store.id);
       const keys = new Map<string, string>();
       for (const topic of table.topics) {
         const segments = topic.split("/");
         const key = segments.length < 3 ? topic : segments.slice(0, 3).join("/");
         // Same key <=> same store.
-        const id = storeOfTopic.get(topic)!;
+        const id = subtreeOfTopic.get(topic)!;
         if (keys.has(key)) expect(id).toBe(keys.get(key)!);
         keys.set(key, id);
       }
       expect(new Set(keys.values()).size).toBe(keys.size);
       const tree = buildTopicTree(table);
       const cuts = greedyCuts(tree, heuristicCuts(tree), 0);
-      expect(cuts.planStores()).toEqual([...plan.subtrees]);
+      expect(cuts.planSubtreeStores()).toEqual([...plan.subtrees]);
       expect(cuts.stores).toBe(plan.subtrees.length);
     }),
     fcParams(),

@@ -10,7 +10,7 @@ export {
 export {
   SPLIT_ALGORITHMS,
   planProblem,
-  type PlannedStore,
+  type PlannedSubtreeStore,
   type SplitAlgorithm,
   type SplitPlan,
 } from "./plan.ts";

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { planHeuristic } from "./heuristic.ts";
-import { groupPlan, planProblem, type PlannedStore, type SplitPlan } from "./plan.ts";
+import { groupPlan, planProblem, type PlannedSubtreeStore, type SplitPlan } from "./plan.ts";
 import { tableFrom } from "./split_arbitraries.ts";
 
 const TABLE = tableFrom({ "a/b/c": 1, "a/b/d": 2, "a/x/y": 4 });
@@ -8,13 +8,18 @@ const TABLE = tableFrom({ "a/b/c": 1, "a/b/d": 2, "a/x/y": 4 });
 test("planProblem names the first broken invariant", () => {
   const good = planHeuristic(TABLE);
   expect(planProblem(TABLE, good)).toBeNull();
-  const store = (id: string, partition: string, topics: number[], bytes: number): PlannedStore => ({
+  const store = (
+    id: string,
+    partition: string,
+    topics: number[],
+    bytes: number,
+  ): PlannedSubtreeStore => ({
     id,
     partition,
     topics: Int32Array.from(topics),
     bytes,
   });
-  const broken: [string, PlannedStore[], number | null][] = [
+  const broken: [string, PlannedSubtreeStore[], number | null][] = [
     ["mixed partitions", [store("a+b", "a/b", [0, 1, 2], 7)], null],
     [
       "a topic twice",

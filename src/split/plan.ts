@@ -18,7 +18,7 @@ export type SplitAlgorithm = "heuristic" | "adaptive";
 export const SPLIT_ALGORITHMS: readonly SplitAlgorithm[] = ["heuristic", "adaptive"];
 
 /** One subtree store of a plan. */
-export interface PlannedStore {
+export interface PlannedSubtreeStore {
   readonly id: string;
   readonly partition: string;
   /** Indexes into the table's topics, ascending. */
@@ -29,7 +29,7 @@ export interface PlannedStore {
 /** A split plan and the budget it was made under. */
 export interface SplitPlan {
   readonly algorithm: SplitAlgorithm;
-  readonly subtrees: readonly PlannedStore[];
+  readonly subtrees: readonly PlannedSubtreeStore[];
   /** The store budget the planner worked under, null for a planner without one (heuristic). */
   readonly budget: number | null;
   /** Set when the requested budget was below the partition count and was raised to it. */
@@ -48,7 +48,7 @@ export function groupPlan(
   table: VolumeTable,
   groupOfTopic: Int32Array,
   groups: readonly GroupName[],
-): PlannedStore[] {
+): PlannedSubtreeStore[] {
   const groupCount = groups.length;
   const sizes = new Int32Array(groupCount);
   const bytes = new Float64Array(groupCount);
@@ -63,7 +63,7 @@ export function groupPlan(
   const filled = starts.slice(0, groupCount);
   for (let topic = 0; topic < groupOfTopic.length; topic++)
     members[filled[groupOfTopic[topic]]++] = topic;
-  const stores: PlannedStore[] = [];
+  const stores: PlannedSubtreeStore[] = [];
   for (let group = 0; group < groupCount; group++) {
     if (sizes[group] === 0) continue;
     const topics = members.subarray(starts[group], starts[group + 1]);
@@ -92,7 +92,7 @@ const ID_PATTERN = /^[A-Za-z0-9._%+=~-]+$/;
 
 /** Null when `plan` is a valid plan of `table`, else the first broken invariant. */
 export function planProblem(table: VolumeTable, plan: SplitPlan): string | null {
-  const storeOfTopic = new Int32Array(table.topics.length).fill(-1);
+  const subtreeOfTopic = new Int32Array(table.topics.length).fill(-1);
   const ids = new Set<string>();
   for (let index = 0; index < plan.subtrees.length; index++) {
     const store = plan.subtrees[index];
@@ -116,8 +116,8 @@ export function planProblem(table: VolumeTable, plan: SplitPlan): string | null 
       const topic = store.topics[i];
       if (!(topic >= 0 && topic < table.topics.length))
         return `store "${store.id}": topic index ${topic} out of range`;
-      if (storeOfTopic[topic] >= 0) return `topic "${table.topics[topic]}" is in two stores`;
-      storeOfTopic[topic] = index;
+      if (subtreeOfTopic[topic] >= 0) return `topic "${table.topics[topic]}" is in two stores`;
+      subtreeOfTopic[topic] = index;
       if (
         exact
           ? table.topics[topic] !== store.partition
@@ -130,7 +130,7 @@ export function planProblem(table: VolumeTable, plan: SplitPlan): string | null 
     if (bytes !== store.bytes)
       return `store "${store.id}": bytes ${store.bytes}, its topics sum to ${bytes}`;
   }
-  const missing = storeOfTopic.indexOf(-1);
+  const missing = subtreeOfTopic.indexOf(-1);
   if (missing >= 0) return `topic "${table.topics[missing]}" is in no store`;
   if (plan.budget !== null && plan.subtrees.length > plan.budget)
     return `${plan.subtrees.length} stores, over the budget of ${plan.budget}`;

@@ -16,7 +16,7 @@ import { type Crc32, SubtreeStoreBuilder, type TopicCount } from "../store/mod.t
 import { recordSeq, recordTopic, recordTopicEquals } from "../store/record.ts";
 
 /** One new store of a partition: its file id, plan id and topics (sorted). */
-export type StoreAssignment = { id: number; label: string; topics: string[] };
+export type SubtreeStoreAssignment = { id: number; label: string; topics: string[] };
 
 /** A seq-ordered run of records; `seq` is Infinity at the end, NaN while a refill is needed. */
 export interface RecordSource {
@@ -38,16 +38,16 @@ export class PartitionRewriter {
   readonly builders: SubtreeStoreBuilder[];
   /** Messages and record bytes per topic of each new store: its TOPICS record in the manifest. */
   readonly counts: Map<string, TopicCount>[];
-  private readonly storeOfTopic = new Map<string, number>();
+  private readonly subtreeOfTopic = new Map<string, number>();
   private lastTopic = "";
-  private lastStore = -1;
+  private lastSubtree = -1;
   private lastCount: TopicCount = { topic: "", messages: 0, bytes: 0 };
   private lastSeq = 0;
   records = 0;
 
   constructor(
     readonly partition: string,
-    stores: readonly StoreAssignment[],
+    stores: readonly SubtreeStoreAssignment[],
     options: { generation: number; intervalBytes: number; crc32: Crc32; chunkBytes?: number },
   ) {
     this.builders = stores.map(
@@ -65,7 +65,7 @@ export class PartitionRewriter {
     );
     this.counts = stores.map(() => new Map());
     stores.forEach((store, index) => {
-      for (const topic of store.topics) this.storeOfTopic.set(topic, index);
+      for (const topic of store.topics) this.subtreeOfTopic.set(topic, index);
     });
   }
 
@@ -79,22 +79,22 @@ export class PartitionRewriter {
     this.lastSeq = seq;
     if (!recordTopicEquals(bytes, view, at, this.lastTopic)) {
       const topic = recordTopic(bytes, view, at);
-      const store = this.storeOfTopic.get(topic);
+      const store = this.subtreeOfTopic.get(topic);
       if (store === undefined)
         throw new Error(
           `partition "${this.partition}": topic "${topic}" (seq ${seq}) is in no store of the plan`,
         );
       this.lastTopic = topic;
-      this.lastStore = store;
+      this.lastSubtree = store;
       const counts = this.counts[store];
       this.lastCount = counts.get(topic) ?? { topic, messages: 0, bytes: 0 };
       counts.set(topic, this.lastCount);
     }
     this.lastCount.messages++;
     this.lastCount.bytes += length;
-    this.builders[this.lastStore].add(bytes, view, at, length);
+    this.builders[this.lastSubtree].add(bytes, view, at, length);
     this.records++;
-    return this.lastStore;
+    return this.lastSubtree;
   }
 }
 

@@ -24,7 +24,7 @@ import {
   mergeSources,
   PartitionRewriter,
   type RecordSource,
-  type StoreAssignment,
+  type SubtreeStoreAssignment,
 } from "./rewrite.ts";
 
 /** A run of records in a file: path, offset of the first record, offset of the end of the last (a file of its own, or an image in a pack). */
@@ -36,7 +36,7 @@ export type SplitTask = {
   generation: number;
   /** Seq-ordered runs: each old store alone, and the segments one after another. */
   sources: SourceFile[][];
-  subtrees: StoreAssignment[];
+  subtrees: SubtreeStoreAssignment[];
   intervalBytes: number;
 };
 

@@ -191,7 +191,7 @@ function decodeSplit(view: DataView, at: number): ManifestRecord | string {
   const algorithm = SPLIT_ALGORITHM_CODES[view.getUint8(at + 9)];
   if (algorithm === undefined) return "split record names an unknown algorithm";
   const finishedUs = getU64(view, at + 20);
-  const planStores = getU64(view, at + 52);
+  const planSubtreeStores = getU64(view, at + 52);
   const split: SplitSummary = {
     generation: getU64(view, at + 12),
     storesWritten: getU64(view, at + 36),
@@ -200,10 +200,10 @@ function decodeSplit(view: DataView, at: number): ManifestRecord | string {
     durationUs: finishedUs === 0 ? null : getU64(view, at + 28),
     algorithm: algorithm === "" ? null : algorithm,
     plan:
-      planStores === 0
+      planSubtreeStores === 0
         ? null
         : {
-            stores: planStores,
+            stores: planSubtreeStores,
             wastedBytesTotal: view.getFloat64(at + 60, true),
             worstRatio: view.getFloat64(at + 68, true),
           },
