@@ -4,9 +4,6 @@
  * switches while it serves. Otherwise this process takes the lock itself, opens the store (the
  * only process using it) and switches locally. Also the source of the default worker count.
  */
-import { availableParallelism } from "node:os";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import type { SplitHost } from "../split/executor.ts";
 import { storeHost } from "../split/in_process.ts";
 import { Store } from "../store/mod.ts";
@@ -25,9 +22,10 @@ export type SplitOwner = {
 
 /** Finds or becomes the owner of `dataDir`; a reason string when neither is possible. */
 export async function openSplitOwner(dataDir: string): Promise<SplitOwner | string> {
-  if (!existsSync(join(dataDir, "MANIFEST")) && !existsSync(join(dataDir, "segments")))
-    return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
   const disk = runtime.openDisk(dataDir);
+  const names = await disk.list("").catch((): string[] => []);
+  if (!names.includes("MANIFEST") && !names.includes("segments"))
+    return `"${dataDir}" is not an Aria data directory (no MANIFEST)`;
   for (let attempt = 0; attempt < 2; attempt++) {
     const holder = await readLock(dataDir);
     if (holder !== null) {
@@ -71,7 +69,7 @@ export async function openSplitOwner(dataDir: string): Promise<SplitOwner | stri
 
 /** Worker threads by default: the machine's cores. */
 export function defaultWorkers(): number {
-  return Math.max(1, availableParallelism());
+  return Math.max(1, navigator.hardwareConcurrency);
 }
 
 /** True when standard error is a terminal (progress is drawn there only then). */
