@@ -11,7 +11,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { formatBytes } from "../src/bench/table.ts";
+import { formatBytes } from "../src/stdx/format_bytes.ts";
 import { connect } from "../src/server/mod.ts";
 import { parseVolumeTable, planSplit } from "../src/split/mod.ts";
 import { launchChromium } from "./fixtures/browser_chromium.ts";

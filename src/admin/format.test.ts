@@ -1,9 +1,9 @@
 /**
  * The web UI and the command line print a byte size the same way: the UI's formatBytes
- * (ui/format.js, plain JavaScript served to the browser) against the CLI's (src/bench/table.ts).
+ * (ui/format.js, plain JavaScript served to the browser) against the CLI's (src/stdx/format_bytes.ts).
  */
 import { expect, test } from "bun:test";
-import { formatBytes } from "../bench/table.ts";
+import { formatBytes } from "../stdx/format_bytes.ts";
 
 test("the web UI formats bytes exactly as the command line does (binary units)", async () => {
   const ui = (await import(new URL("./ui/format.js", import.meta.url).href)) as {

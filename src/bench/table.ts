@@ -47,6 +47,8 @@ export function formatNumber(value: number): string {
   return value.toPrecision(3);
 }
 
+export { formatBytes } from "../stdx/format_bytes.ts";
+
 /** A count or rate with an SI prefix: 1.23 M, 456 k, 789. */
 export function formatSi(value: number): string {
   const magnitude = Math.abs(value);
@@ -55,20 +57,6 @@ export function formatSi(value: number): string {
   if (magnitude >= 1e4) return `${(value / 1e3).toFixed(0)} k`;
   if (magnitude >= 1e3) return `${(value / 1e3).toFixed(1)} k`;
   return value.toFixed(0);
-}
-
-/** Bytes in binary units: 512 B, 4.0 KiB, 256 MiB. */
-export function formatBytes(bytes: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = bytes;
-  let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return unit === 0
-    ? `${value.toFixed(0)} B`
-    : `${value.toFixed(value >= 100 ? 0 : 1)} ${units[unit]}`;
 }
 
 /** Milliseconds with precision that fits their size: 0.123, 4.56, 78.9, 1234. */

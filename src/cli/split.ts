@@ -6,7 +6,7 @@
  * Planning is pure (src/split); this file reads the file, formats and prints.
  */
 import { SPLIT_VOLUMES_FILE_BYTES_MAX } from "../constants.ts";
-import { formatBytes } from "../bench/table.ts";
+import { formatBytes } from "../stdx/format_bytes.ts";
 import { runtime } from "../runtime/mod.ts";
 import {
   parseVolumeTable,

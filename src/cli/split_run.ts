@@ -3,7 +3,7 @@
  * directory (a running server or this process: src/server/split_owner.ts), the worker pool, the
  * progress line and the before/after table. The work itself is src/split/executor.ts.
  */
-import { formatBytes } from "../bench/table.ts";
+import { formatBytes } from "../stdx/format_bytes.ts";
 import {
   SEGMENT_AGE_US_MAX,
   SEGMENT_BYTES_MAX,

@@ -1,6 +1,6 @@
 // Formatting and DOM helpers shared by the views. Byte sizes use binary units exactly as the
-// command line prints them (formatBytes of src/bench/table.ts; a test keeps the two equal), so a
-// figure in the UI and in `aria split plan` reads the same.
+// command line prints them (formatBytes of src/stdx/format_bytes.ts; a test keeps the two
+// equal), so a figure in the UI and in `aria split plan` reads the same.
 
 const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
 
