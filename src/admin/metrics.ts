@@ -79,6 +79,13 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   writePartitions(out, snapshot.volumes, snapshot.partitionsMax);
 
   out.single("aria_connections", "gauge", "Open protocol connections.", broker.connections);
+  if (snapshot.stats.eventLoop !== undefined)
+    out.single(
+      "aria_event_loop_lag_max_seconds",
+      "gauge",
+      "The longest the event loop was kept from running a timer in the last 30-60 s: a pause every client felt.",
+      snapshot.stats.eventLoop.lagMaxSeconds,
+    );
   out.family(
     "aria_subscriptions",
     "gauge",

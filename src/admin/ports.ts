@@ -14,6 +14,8 @@ export interface ServerStats {
   broker: BrokerStats;
   tip: TipStats;
   store: StoreStats;
+  /** The largest event-loop pause of the last 30–60 s (absent where nothing measures it). */
+  eventLoop?: { lagMaxSeconds: number };
 }
 
 /**

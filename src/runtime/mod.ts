@@ -26,3 +26,4 @@ export {
   type LockInfo,
 } from "./data_dir_lock.ts";
 export { buildCommit } from "./build_info.ts";
+export { type EventLoopLag, watchEventLoopLag } from "./event_loop_lag.ts";

@@ -26,6 +26,7 @@ import {
   type HttpServer,
   runtime,
   type TcpListener,
+  watchEventLoopLag,
 } from "../runtime/mod.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
@@ -168,8 +169,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       FATAL_EXIT.port,
     );
   }
+  const lag = watchEventLoopLag({ log: runtime.writeStderr });
   const app = createAdminApp({
-    stats: () => ({ broker: broker.stats(), tip: tip.stats(), store: store.stats() }),
+    stats: () => ({
+      broker: broker.stats(),
+      tip: tip.stats(),
+      store: store.stats(),
+      eventLoop: { lagMaxSeconds: lag.maxSeconds() },
+    }),
     // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
     volumes: (source) =>
       source === "live"
@@ -244,6 +251,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     stop: () =>
       (stopping ??= (async () => {
         clearInterval(timer);
+        lag.stop();
         tcp.stop();
         await broker.shutdown();
         await admin.stop();
