@@ -310,10 +310,27 @@ export const ADMIN_HOST_DEFAULT = "127.0.0.1";
 /** Bytes of a volume table uploaded to the admin app: ~100k rows; bigger tables go to `aria split plan`. */
 export const ADMIN_VOLUMES_BODY_BYTES_MAX = 8 * 1024 * 1024;
 /**
- * Topics the admin app plans in-process: planning runs on the server's event loop (~0.3 s per
- * 100,000 topics and planner), so a bigger table would stall every client for seconds.
+ * Topics the admin app plans: planning runs on a worker thread, but its memory and time grow with
+ * the table (a compare of 100,000 topics answers ~9 MB of JSON); bigger tables go to the CLI.
  */
 export const ADMIN_SPLIT_TOPICS_MAX = 100_000;
+/**
+ * Body of POST /internal/split/commit: a split's swap lists every topic of the partitions it
+ * rewrote with its counts, ~90 bytes a topic (9.0 MB for 100,000 topics, measured): room for
+ * ~700,000, under the HTTP server's own 128 MiB cap on any request.
+ */
+export const ADMIN_COMMIT_BODY_BYTES_MAX = 64 * 1024 * 1024;
+/** Body of the admin routes that take a small JSON object or nothing (reserve, seal): ~20 bytes. */
+export const ADMIN_SMALL_BODY_BYTES_MAX = 1024;
+/**
+ * Worker threads that plan for the admin app (fewer where the machine has fewer cores to spare):
+ * planning is occasional, and each thread holds a table and its plans while it works.
+ */
+export const ADMIN_PLAN_WORKERS_MAX = 2;
+/** Plan and compare requests waiting for a worker; beyond them the app answers 503 at once. */
+export const ADMIN_PLAN_QUEUE_MAX = 4;
+/** Retry-After of that 503: about one compare of the largest table the app plans. */
+export const ADMIN_PLAN_RETRY_AFTER_SECONDS = 2;
 /** Levels of the topic tree one /api/topics answer holds below its prefix: the UI fetches one at a time. */
 export const ADMIN_TREE_DEPTH_MAX = 8;
 /** Children listed per node of /api/topics (the largest): a page a person can scan, a bounded answer. */
@@ -330,5 +347,10 @@ assert(
   "an upload is a valid volume table file",
 );
 assert(ADMIN_SPLIT_TOPICS_MAX <= SPLIT_TOPICS_MAX, "the admin app plans only valid tables");
+assert(
+  ADMIN_VOLUMES_BODY_BYTES_MAX <= ADMIN_COMMIT_BODY_BYTES_MAX,
+  "a commit may list what an upload can",
+);
+assert(ADMIN_PLAN_WORKERS_MAX >= 1 && ADMIN_PLAN_QUEUE_MAX >= 1, "planning can run and wait");
 assert(ADMIN_TREE_DEPTH_MAX <= TOPIC_SEGMENTS_MAX, "a tree is no deeper than a topic");
 assert(ADMIN_RATE_SAMPLES_MAX >= 2, "a rate needs two samples");
