@@ -38,5 +38,6 @@ export { type Disk, DiskError, type DiskFile, type OpenMode } from "./disk.ts";
 export { StoreError, type StoreErrorCode } from "./layout.ts";
 export type { ReadFrom, ReadOptions, StoreReader } from "./read/mod.ts";
 export type { StoredMessage } from "./record.ts";
-export type { RecoveryProblem, RecoveryReport } from "./recovery.ts";
+export type { LostSeqs, RecoveryProblem, RecoveryReport } from "./recovery.ts";
+export { type MovedRegion, type RepairOptions, type RepairReport, repairStore } from "./repair.ts";
 export { crc32, type Crc32 } from "./crc32.ts";

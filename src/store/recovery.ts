@@ -68,6 +68,9 @@ export type RecoveryProblem = {
   dataLost: boolean;
 };
 
+/** An inclusive range of seqs whose records are lost, and the file they were in. */
+export type LostSeqs = { first: number; last: number; file: string };
+
 /** What Store.open found and did. */
 export type RecoveryReport = {
   nextSeq: number;
@@ -83,6 +86,8 @@ export type RecoveryReport = {
   filesRemoved: string[];
   manifestRebuilt: boolean;
   problems: RecoveryProblem[];
+  /** Inclusive seq ranges whose records are not in the store after a repair open (empty otherwise). */
+  lostSeqs: LostSeqs[];
 };
 
 const HEADER_PROBE_BYTES = 512;
@@ -176,6 +181,7 @@ function emptyReport(): RecoveryReport {
     filesRemoved: [],
     manifestRebuilt: false,
     problems: [],
+    lostSeqs: [],
   };
 }
 
