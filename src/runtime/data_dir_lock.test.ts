@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { acquireLock, readLock } from "./data_dir_lock.ts";
+import { acquireLock, readLock, startTimeOf } from "./data_dir_lock.ts";
 
 const root = mkdtempSync(join(tmpdir(), "aria-lock-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -79,4 +79,55 @@ test("a LOCK this process cannot read counts as held, not as missing", async () 
   chmodSync(join(dir, "LOCK"), 0);
   expect((await readLock(dir))?.command).toContain("cannot be read");
   expect((await acquireLock(dir, serve)).ok).toBe(false);
+});
+
+test("a LOCK naming a live process that is not its owner is stale (pid reuse): taken over with a message; a live owner's is refused", async () => {
+  // A live process that is no Aria server: a `sleep` this test starts (ended below).
+  const sleeper = Bun.spawn(["sleep", "30"]);
+  // A live process that could be one (bun), for the older LOCKs that name only a pid.
+  const bun = Bun.spawn([process.execPath, "-e", "setTimeout(() => {}, 30000)"]);
+  try {
+    const started = startTimeOf(sleeper.pid);
+    if (started === null) {
+      console.log("skipped: /proc/PID/stat cannot be read here (not Linux)");
+      return;
+    }
+    const write = (dir: string, lock: object) =>
+      writeFileSync(
+        join(dir, "LOCK"),
+        JSON.stringify({ command: "serve", adminUrl: null, ...lock }),
+      );
+    // Its start time is not the owner's (the pid was reused), or an older LOCK (pid only) names
+    // a program that is neither aria nor bun: stale, taken over, and the taker is told why.
+    for (const lock of [
+      { pid: sleeper.pid, startTime: `${Number(started) + 1}` },
+      { pid: sleeper.pid },
+    ]) {
+      const dir = fresh();
+      write(dir, lock);
+      expect(await readLock(dir)).toBeNull();
+      const taken = await acquireLock(dir, serve);
+      expect(taken.ok).toBe(true);
+      if (!taken.ok) return;
+      expect(taken.replaced).toContain(`pid ${sleeper.pid}`);
+      expect(taken.replaced).toContain(
+        lock.startTime === undefined ? "another program" : "another process",
+      );
+      const written = JSON.parse(readFileSync(join(dir, "LOCK"), "utf8"));
+      expect(written.pid).toBe(process.pid);
+      expect(written.startTime).toBe(startTimeOf(process.pid));
+      await taken.lock.release();
+    }
+    // The owner's own start time, or an older LOCK naming a live bun: held.
+    for (const lock of [{ pid: sleeper.pid, startTime: started }, { pid: bun.pid }]) {
+      const dir = fresh();
+      write(dir, lock);
+      expect((await readLock(dir))?.pid).toBe(lock.pid);
+      const refused = await acquireLock(dir, serve);
+      expect(refused.ok).toBe(false);
+    }
+  } finally {
+    sleeper.kill();
+    bun.kill();
+  }
 });

@@ -1,7 +1,7 @@
 /**
  * data_dir_lock: the LOCK file of a data directory — one process at a time owns it (`aria serve`,
  * or `aria split` / `aria split stats` when no server runs). It holds JSON
- * `{"pid", "command", "adminUrl", "adminToken"}`: a split finds the running server there and asks
+ * `{"pid", "command", "adminUrl", "adminToken", "startTime"}`: a split finds the running server there and asks
  * it to switch. Mode 0600 (it may hold the admin token).
  *
  * Taking it: the JSON is written to a file of this process's own and hard-linked to LOCK, which
@@ -16,8 +16,15 @@
  * stale lock at once, one may link its fresh lock in the moment another has a grabbed fresh lock
  * aside, which then cannot go back (two would hold it); a kernel lock (flock) would close that,
  * and the runtime layer has none yet under both runtimes.
+ *
+ * A live pid is not proof of a live owner: after a container restart or pid reuse it may be
+ * another program (pid 1, say). The LOCK names its process's start time (`/proc/PID/stat` field
+ * 22, in clock ticks since boot): a live pid whose start time differs is stale. A LOCK of an older
+ * build names only the pid: then a live pid whose command line (`/proc/PID/cmdline`) names
+ * neither aria nor bun is stale. Where /proc cannot be read (not Linux), a live pid counts as
+ * the owner, as before.
  */
-import { promises as fs } from "node:fs";
+import { promises as fs, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** Who holds a data directory. */
@@ -27,6 +34,8 @@ export type LockInfo = {
   adminUrl: string | null;
   adminToken?: string;
   taker?: string;
+  /** The holder's start time (/proc/PID/stat field 22); absent in LOCKs of older builds. */
+  startTime?: string;
 };
 
 const LOCK_NAME = "LOCK";
@@ -68,32 +77,76 @@ export async function readLock(dataDir: string): Promise<LockInfo | null> {
 }
 
 function alive(info: LockInfo): boolean {
+  return staleReason(info) === null;
+}
+
+/** Why the holder `info` names is not a live owner of the lock, or null when it is. */
+function staleReason(info: LockInfo): string | null {
   const pid = info.pid;
-  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
-  if (pid === process.pid) return info.taker !== undefined && liveTakers.has(info.taker);
+  if (!Number.isSafeInteger(pid) || pid <= 0) return "it names no process";
+  if (pid === process.pid)
+    return info.taker !== undefined && liveTakers.has(info.taker)
+      ? null
+      : `pid ${pid} is this process, which did not take it`;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return `pid ${pid} is not running`;
+  }
+  if (info.startTime !== undefined) {
+    const started = startTimeOf(pid);
+    if (started !== null && started !== info.startTime)
+      return `pid ${pid} is another process (started at ${started}, the owner at ${info.startTime})`;
+    return null;
+  }
+  const command = commandLineOf(pid);
+  if (command !== null && !/aria|bun/i.test(command))
+    return `pid ${pid} is another program (${JSON.stringify(command.slice(0, 80))})`;
+  return null;
+}
+
+/** Process `pid`'s start time, field 22 of /proc/PID/stat (clock ticks since boot), or null. */
+export function startTimeOf(pid: number): string | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return null;
+  }
+  // Field 2 is the command in parentheses and may hold spaces or parentheses: count after it.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return fields[22 - 3] ?? null;
+}
+
+/** Process `pid`'s command line, its arguments joined by spaces, or null. */
+function commandLineOf(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+  } catch {
+    return null;
   }
 }
 
 /** A held lock. */
 export type HeldLock = { update(info: Partial<LockInfo>): Promise<void>; release(): Promise<void> };
 
-/** Takes `dataDir`'s lock, or returns its live holder. Rejects only when the directory cannot be written. */
+/**
+ * Takes `dataDir`'s lock, or returns its live holder; `replaced` says which stale lock it took
+ * over and why it was stale. Rejects only when the directory cannot be written.
+ */
 export async function acquireLock(
   dataDir: string,
-  info: Omit<LockInfo, "pid">,
-): Promise<{ ok: true; lock: HeldLock } | { ok: false; holder: LockInfo }> {
+  info: Omit<LockInfo, "pid" | "startTime">,
+): Promise<{ ok: true; lock: HeldLock; replaced?: string } | { ok: false; holder: LockInfo }> {
   const path = join(dataDir, LOCK_NAME);
   // This taker's name and own file (a process may try more than once at a time: tests, a split
   // beside a server's start). It counts as live from before its link until its release.
   // (Random too: a restarted pid 1's first taker must not write the bytes its dead predecessor's did.)
   const taker = `${process.pid}.${++takers}.${Math.random().toString(36).slice(2, 10)}`;
   const mine = `${path}.${taker}`;
-  let current: LockInfo = { pid: process.pid, ...info, taker };
+  const startTime = startTimeOf(process.pid) ?? undefined;
+  let current: LockInfo = { pid: process.pid, ...info, taker, startTime };
+  let replaced: string | undefined;
   const write = async (target: string) => {
     await fs.writeFile(target, JSON.stringify(current), { mode: 0o600 });
   };
@@ -124,12 +177,15 @@ export async function acquireLock(
           liveTakers.delete(taker);
         },
       };
-      return { ok: true, lock };
+      return replaced === undefined ? { ok: true, lock } : { ok: true, lock, replaced };
     }
     const found = await lockFile(path);
     if (found === "missing") continue;
     if (found === "unreadable") return { ok: false, holder: UNREADABLE };
-    if (found.info !== null && alive(found.info)) return { ok: false, holder: found.info };
+    const stale = found.info === null ? "it names no owner" : staleReason(found.info);
+    if (stale === null && found.info !== null) return { ok: false, holder: found.info };
+    // Not its text: it may hold the old owner's admin token.
+    replaced = `a stale LOCK of pid ${found.info?.pid ?? "?"} (aria ${found.info?.command ?? "?"}): ${stale}`;
     // Stale: its owner died. Moved aside (atomic: of two takers one gets it), then removed if it
     // is the file judged stale (the same bytes: every fresh lock names its own taker; an inode
     // number is no proof, a removed file's is soon reused); a fresh lock another taker linked

@@ -112,6 +112,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     );
   }
   const lock: HeldLock = locked.lock;
+  if (locked.replaced !== undefined)
+    runtime.writeStderr(`aria: took over ${locked.replaced} in "${options.dataDir}"\n`);
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
     opened = await Store.open(runtime.openDisk(options.dataDir), {
