@@ -33,7 +33,7 @@
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
-import { encodeFileHeader, FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import { encodeJournalHeader, encodeSyncSlot, JOURNAL_HEADER_BYTES } from "./file_header.ts";
 import { JOURNAL_DIR, journalPath, sparePath, stagedPath } from "./layout.ts";
 
 /**
@@ -60,7 +60,7 @@ export async function startJournal(
     gen,
     path: journalPath(gen),
     firstSeq,
-    bytes: FILE_HEADER_FIXED_BYTES,
+    bytes: JOURNAL_HEADER_BYTES,
     pendingRecords: 0,
     created: true,
   };
@@ -154,7 +154,9 @@ async function writeJournalHeader(
   recycle: boolean,
   durable: boolean,
 ): Promise<boolean> {
-  const header = encodeFileHeader({ kind: "journal", id: gen, firstSeq, name: "" }, context.crc32);
+  // The header and two empty synced-point slots in one write (a recycled file's old slots name
+  // another generation, so a torn write cannot make them count).
+  const header = encodeJournalHeader(gen, firstSeq, context.crc32);
   const spare = recycle ? context.journal.spares.pop() : undefined;
   // A spare that went missing (removed by hand, say) only means a new file.
   const recycled =
@@ -207,4 +209,45 @@ export async function retireJournalFile(context: StoreContext, info: JournalInfo
     return;
   }
   await context.disk.remove(info.path);
+}
+
+/**
+ * The newest journal's synced point, written into its header's slots (file_header.ts) so that
+ * recovery can tell a torn tail (past it) from damage (before it). The writer calls `beforeSync`
+ * with the file it is about to fsync and `synced` once that fsync completed: the slot written
+ * before an fsync claims what the *previous completed* fsync covered, so it never claims more
+ * than is durable, and the fsync that follows makes it durable with the records. No fsync of its
+ * own: one 16-byte write into the file's first page, which is cached (its header is there).
+ * Claims lag one fsync: a bad record in the last group commit cannot be told from a torn tail.
+ */
+export class SyncSlots {
+  private gen = -1;
+  /** What the last completed fsync of journal `gen` covered, and what its slots already claim. */
+  private covered = 0;
+  private claimed = 0;
+  private written = 0;
+
+  constructor(private readonly context: StoreContext) {}
+
+  /** Writes a slot claiming what the last completed fsync of `journal` covered, if it claims more. */
+  beforeSync(file: DiskFile, journal: JournalInfo): Promise<void> | void {
+    if (journal.gen !== this.gen) {
+      this.gen = journal.gen;
+      this.covered = this.claimed = 0;
+    }
+    if (this.covered <= this.claimed) return;
+    const slot = encodeSyncSlot(journal.gen, this.written++, this.covered, this.context.crc32);
+    this.claimed = this.covered;
+    if (file.writeNow === undefined) return file.write(slot.position, slot.bytes);
+    file.writeNow(slot.position, slot.bytes);
+  }
+
+  /** Records that an fsync of `journal` completed over its first `bytes` bytes. */
+  synced(journal: JournalInfo, bytes: number): void {
+    if (journal.gen !== this.gen) {
+      this.gen = journal.gen;
+      this.covered = this.claimed = 0;
+    }
+    if (bytes > this.covered) this.covered = bytes;
+  }
 }

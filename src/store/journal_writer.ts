@@ -23,8 +23,8 @@ import {
 import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, JournalState, Partitions, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
-import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
-import { promoteJournalFile, stageJournalFile } from "./journal_files.ts";
+import { JOURNAL_HEADER_BYTES } from "./file_header.ts";
+import { SyncSlots, promoteJournalFile, stageJournalFile } from "./journal_files.ts";
 import { StoreError, journalPath, stagedPath } from "./layout.ts";
 import { ViewCache } from "../stdx/bytes.ts";
 import { encodeRecord, recordBytes } from "./record.ts";
@@ -60,6 +60,8 @@ export class JournalWriter {
   private promotion: Promise<void> | null = null;
   /** Zero-fills a spare journal ahead, a piece after each group commit (under `always`). */
   readonly spareFiller: SpareFiller;
+  /** The newest journal's synced point, written into its header before each fsync (journal_files.ts). */
+  private readonly syncSlots: SyncSlots;
   private syncScheduled = false;
   private plannedBytes: number;
   /** A DataView of the arrays payloads are copied from (one per PUBLISH frame, not per message). */
@@ -80,6 +82,7 @@ export class JournalWriter {
     this.partitions = context.partitions;
     this.plannedBytes = this.active().bytes;
     this.spareFiller = new SpareFiller(context);
+    this.syncSlots = new SyncSlots(context);
   }
 
   private active(): JournalInfo {
@@ -105,18 +108,18 @@ export class JournalWriter {
     let journal = this.active();
     if (
       this.plannedBytes + length > context.options.journalBytesMax &&
-      this.plannedBytes > FILE_HEADER_FIXED_BYTES
+      this.plannedBytes > JOURNAL_HEADER_BYTES
     ) {
       journal = {
         gen: journal.gen + 1,
         path: journalPath(journal.gen + 1),
         firstSeq: seq,
-        bytes: FILE_HEADER_FIXED_BYTES,
+        bytes: JOURNAL_HEADER_BYTES,
         pendingRecords: 0,
         created: false,
       };
       journals.generations.push(journal);
-      this.plannedBytes = FILE_HEADER_FIXED_BYTES;
+      this.plannedBytes = JOURNAL_HEADER_BYTES;
     }
     const chunk = this.chunkFor(journal.gen, length);
     const position = this.plannedBytes;
@@ -186,12 +189,17 @@ export class JournalWriter {
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
     const journal = this.lastCreated();
+    const covered = journal.bytes;
     try {
-      await context.files.with(journal.path, (file) => file.sync());
+      await context.files.with(journal.path, async (file) => {
+        await this.syncSlots.beforeSync(file, journal);
+        await file.sync();
+      });
     } catch (error) {
       this.fail(error);
       throw context.failure;
     }
+    this.syncSlots.synced(journal, covered);
     if (target > context.journal.syncedSeq) context.journal.syncedSeq = target;
   }
 

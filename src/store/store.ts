@@ -26,7 +26,7 @@ import { appendManifestLocked, splitOfSubtreeStores } from "./manifest.ts";
 import { type ReadFrom, type ReadOptions, StoreReader } from "./read/mod.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
 import { type RecoveryReport, recover } from "./recovery.ts";
-import { FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import { JOURNAL_HEADER_BYTES } from "./file_header.ts";
 import { dropDrainedJournals, sealJournalFile, startJournal } from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
@@ -790,7 +790,7 @@ export class Store {
         await this.sorter.sortAll();
         // Everything is in segments: start an empty journal so the next open replays nothing.
         const active = context.journal.generations[context.journal.generations.length - 1];
-        if (active.pendingRecords === 0 && active.bytes > FILE_HEADER_FIXED_BYTES) {
+        if (active.pendingRecords === 0 && active.bytes > JOURNAL_HEADER_BYTES) {
           // Sealed first, as a roll seals the journal before the next one has its name: once it is
           // not the newest, recovery takes bytes after its records (a write's page padding, a
           // recycled file's older records) for damage, and it is there until its retirement below
