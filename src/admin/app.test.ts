@@ -9,7 +9,11 @@ import { join } from "node:path";
 import { RECOVERY_SECONDS_BOUNDS } from "../broker/broker.ts";
 import { runCli } from "../cli/mod.ts";
 import {
+  ADMIN_COMMIT_BODY_BYTES_MAX,
   ADMIN_METRICS_PARTITIONS_MAX,
+  ADMIN_PLAN_QUEUE_MAX,
+  ADMIN_PLAN_RETRY_AFTER_SECONDS,
+  ADMIN_SMALL_BODY_BYTES_MAX,
   ADMIN_SPLIT_TOPICS_MAX,
   ADMIN_TREE_CHILDREN_MAX,
   ADMIN_TREE_DEPTH_MAX,
@@ -17,7 +21,10 @@ import {
 } from "../constants.ts";
 import type { VolumeRow } from "../split/mod.ts";
 import { Histogram } from "../stdx/histogram.ts";
+import type { SplitHost } from "../split/executor.ts";
 import { createAdminApp } from "./app.ts";
+import { type PlanAnswer, type PlanWork, runPlanWork } from "./plan_work.ts";
+import { addSplitRoutes } from "./split_routes.ts";
 import type { AdminDependencies, ServerStats } from "./ports.ts";
 import { UI_ASSETS } from "./ui_assets.ts";
 
@@ -29,7 +36,12 @@ const DATASETS = join(import.meta.dir, "../../../shared/datasets");
  * server that cannot measure them).
  */
 function fakeServer(
-  options: { token?: string; rows?: VolumeRow[]; persisted?: VolumeRow[] | null } = {},
+  options: {
+    token?: string;
+    rows?: VolumeRow[];
+    persisted?: VolumeRow[] | null;
+    more?: Partial<AdminDependencies>;
+  } = {},
 ) {
   const state = {
     nowUs: 1_700_000_000_000_000,
@@ -109,6 +121,7 @@ function fakeServer(
     split: () => ({ storeBytes: 0, last: null }),
     clock: { nowUs: () => state.nowUs },
     token: options.token,
+    ...options.more,
   };
   return { app: createAdminApp(dependencies), state };
 }
@@ -727,7 +740,7 @@ describe("/api/split/plan", () => {
     );
     expect(many.status).toBe(413);
     expect(many.body.error).toBe(
-      `the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`,
+      `the table has ${ADMIN_SPLIT_TOPICS_MAX + 1} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans; use 'aria split plan'`,
     );
   });
 
@@ -840,6 +853,348 @@ describe("--admin-token", () => {
     expect((await app.request("/metrics")).status).toBe(200);
   });
 });
+
+describe("Host and Origin", () => {
+  const refusedHosts = [
+    "",
+    " ",
+    "a".repeat(10_000),
+    `${"a".repeat(63)}.`.repeat(5),
+    "évil.com",
+    "xn--vil-9la.com",
+    "localhost, evil.com",
+    "localhost.evil.com",
+    "evil.com",
+    "127.0.0.1.nip.io",
+    "0x7f.1",
+    "0x7f000001",
+    "2130706433",
+    "127.1",
+    "a@127.0.0.1",
+    "127.0.0.1:99999",
+    "127.0.0.1:",
+    ":7401",
+    "[::1",
+    "[::1]x",
+    "[::ffff:127.0.0.1]",
+    "[::1%eth0]",
+    "[zz::1]",
+    "localhost/x",
+    "..",
+    "http://localhost",
+  ];
+  const loopback = [
+    "localhost",
+    "LOCALHOST:7401",
+    "localhost.",
+    "LocalHost.:1",
+    "127.0.0.1",
+    "127.0.0.1:7401",
+    "[::1]",
+    "[::1]:7401",
+    "[0:0:0:0:0:0:0:1]:7401",
+  ];
+
+  async function statusOf(
+    app: ReturnType<typeof fakeServer>["app"],
+    host: string,
+    path = "/api/stats",
+  ) {
+    const answer = await app.request(path, { headers: { Host: host } });
+    const body = await answer.json();
+    return { host, status: answer.status, error: body.error as string | undefined };
+  }
+
+  test("by default loopback names only, with any port; anything else is 403 with the reason", async () => {
+    const { app } = fakeServer();
+    for (const host of loopback) expect(await statusOf(app, host)).toMatchObject({ status: 200 });
+    for (const host of refusedHosts) {
+      for (const path of ["/api/stats", "/healthz", "/", "/internal/split/layout"]) {
+        const answer = await statusOf(app, host, path);
+        expect({ host, path, status: answer.status }).toEqual({ host, path, status: 403 });
+        expect(answer.error).toMatch(/host/i);
+        expect(answer.error?.length).toBeLessThan(300);
+      }
+    }
+    expect((await statusOf(app, "evil.com")).error).toBe(
+      'this server does not answer as host "evil.com" (a web page reaching it under another name is refused); allow the name with --admin-allowed-hosts',
+    );
+    // Two Host headers arrive joined: not one host.
+    const two = await app.request("/api/stats", {
+      headers: [
+        ["Host", "localhost"],
+        ["Host", "evil.com"],
+      ],
+    });
+    expect(two.status).toBe(403);
+  });
+
+  test("allowed names, *, and the listener's own address", async () => {
+    const named = fakeServer({ more: { allowedHosts: ["aria.example.com", "Bus.Local."] } }).app;
+    for (const host of ["aria.example.com", "ARIA.example.com.:443", "bus.local", "localhost"])
+      expect(await statusOf(named, host)).toMatchObject({ status: 200 });
+    for (const host of ["example.com", "x.aria.example.com", "aria.example.com.evil.com"])
+      expect(await statusOf(named, host)).toMatchObject({ status: 403 });
+
+    const any = fakeServer({ more: { allowedHosts: ["*"] } }).app;
+    for (const host of ["evil.com", "127.0.0.1.nip.io", "0x7f.1"])
+      expect(await statusOf(any, host)).toMatchObject({ status: 200 });
+    for (const host of ["", "a@127.0.0.1", "évil.com", "a, b"])
+      expect(await statusOf(any, host)).toMatchObject({ status: 403 });
+
+    const bound = fakeServer({ more: { listenHost: "10.1.2.3" } }).app;
+    expect(await statusOf(bound, "10.1.2.3:7401")).toMatchObject({ status: 200 });
+    expect(await statusOf(bound, "10.1.2.4:7401")).toMatchObject({ status: 403 });
+    const bound6 = fakeServer({ more: { listenHost: "fd00::5" } }).app;
+    expect(await statusOf(bound6, "[fd00::5]:7401")).toMatchObject({ status: 200 });
+
+    // Every interface: any IP literal is one of its own addresses (no name, no rebinding).
+    for (const listenHost of ["0.0.0.0", "::"]) {
+      const wildcard = fakeServer({ more: { listenHost } }).app;
+      for (const host of ["192.168.0.9:7401", "[fe80::1]:7401", "localhost"])
+        expect(await statusOf(wildcard, host)).toMatchObject({ status: 200 });
+      for (const host of ["evil.com", "0x7f.1", "1.2.3.4.nip.io", "256.1.1.1", "01.2.3.4"])
+        expect(await statusOf(wildcard, host)).toMatchObject({ status: 403 });
+    }
+  });
+
+  const csv = "topic,bytes,messages\na/b,1,1\n";
+  const post = (headers: Record<string, string>) => ({ method: "POST", body: csv, headers });
+
+  test("a POST must come from the server's own origin, or carry no Origin (a non-browser)", async () => {
+    const { app } = fakeServer();
+    const path = "/api/split/plan?algorithm=heuristic";
+    const host = "localhost:7401";
+    const accepted: Record<string, string>[] = [
+      {},
+      { Origin: "http://localhost:7401" },
+      { Origin: "https://LOCALHOST:7401" },
+      { Origin: "http://localhost.:7401" },
+      { "Sec-Fetch-Site": "same-origin", Origin: "http://localhost:7401" },
+      { "Sec-Fetch-Site": "none" },
+    ];
+    for (const headers of accepted) {
+      const answer = await app.request(path, post({ Host: host, ...headers }));
+      expect({ headers, status: answer.status }).toEqual({ headers, status: 200 });
+    }
+    const refused = [
+      "http://evil.com",
+      "http://localhost:7402",
+      "http://localhost",
+      "http://127.0.0.1:7401",
+      "null",
+      "",
+      "localhost:7401",
+      "http://localhost:7401/",
+      "http://a@localhost:7401",
+      "http://localhost:7401, http://evil.com",
+      "ftp://localhost:7401",
+      `http://${"a".repeat(20_000)}`,
+      "http://évil.com",
+    ];
+    for (const origin of refused) {
+      const answer = await app.request(path, post({ Host: host, Origin: origin }));
+      expect({ origin, status: answer.status }).toEqual({ origin, status: 403 });
+      expect((await answer.json()).error).toMatch(/^the Origin .* is not this server's/);
+    }
+    const crossSite = await app.request(path, post({ Host: host, "Sec-Fetch-Site": "cross-site" }));
+    expect(crossSite.status).toBe(403);
+    expect((await crossSite.json()).error).toBe(
+      "a request from another site (Sec-Fetch-Site: cross-site) may not call this server",
+    );
+    // Without a port in Host, the Origin's scheme's default port.
+    const bare = await app.request(path, post({ Host: "localhost", Origin: "http://localhost" }));
+    expect(bare.status).toBe(200);
+  });
+
+  test("GETs of the API refuse another site's Origin; the UI shell and /healthz do not", async () => {
+    const { app } = fakeServer();
+    const evil = { Host: "localhost:7401", Origin: "http://evil.com" };
+    for (const path of ["/api/stats", "/api/topics", "/metrics", "/internal/split/layout"]) {
+      expect({ path, status: (await app.request(path, { headers: evil })).status }).toEqual({
+        path,
+        status: 403,
+      });
+      const site = { Host: "localhost:7401", "Sec-Fetch-Site": "cross-site" };
+      expect((await app.request(path, { headers: site })).status).toBe(403);
+    }
+    for (const path of ["/", "/ui/app.js", "/healthz"])
+      expect((await app.request(path, { headers: evil })).status).toBe(200);
+    const own = { Host: "localhost:7401", Origin: "http://localhost:7401" };
+    expect((await app.request("/api/stats", { headers: own })).status).toBe(200);
+  });
+
+  test("the right bearer token is not ambient: with it another Origin passes, without it not", async () => {
+    const token = "t0ken";
+    const { app } = fakeServer({ token });
+    const path = "/api/split/plan?algorithm=heuristic";
+    const evil = { Host: "localhost:7401", Origin: "http://evil.com" };
+    expect(
+      (await app.request(path, post({ ...evil, Authorization: `Bearer ${token}` }))).status,
+    ).toBe(200);
+    expect((await app.request(path, post({ ...evil, Authorization: "Bearer wrong" }))).status).toBe(
+      403,
+    );
+    expect((await app.request(path, post(evil))).status).toBe(403);
+    // The Host check holds whatever the token.
+    const rebound = { Host: "evil.com", Authorization: `Bearer ${token}` };
+    expect((await app.request(path, post(rebound))).status).toBe(403);
+  });
+});
+
+describe("body limits", () => {
+  function splitApp() {
+    const swaps: unknown[] = [];
+    const host: SplitHost = {
+      layout: async () => [],
+      reserveIds: async (count) => count,
+      switchLayout: async (swap) => void swaps.push(swap),
+      seal: async () => ({ segmentsClosed: 0, records: 0, bytes: 0 }),
+    };
+    const { app } = fakeServer({ more: { routes: (app) => addSplitRoutes(app, host) } });
+    return { app, swaps };
+  }
+  const streamOf = (bytes: Uint8Array) =>
+    ({
+      method: "POST",
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let at = 0; at < bytes.length; at += 1 << 16)
+            controller.enqueue(bytes.subarray(at, at + (1 << 16)));
+          controller.close();
+        },
+      }),
+      duplex: "half",
+    }) as RequestInit;
+
+  test("each split route takes at most its limit: 413 beyond it, declared or streamed", async () => {
+    const { app, swaps } = splitApp();
+    for (const [path, limit] of [
+      ["/internal/split/reserve", ADMIN_SMALL_BODY_BYTES_MAX],
+      ["/internal/split/seal", ADMIN_SMALL_BODY_BYTES_MAX],
+      ["/internal/split/commit", ADMIN_COMMIT_BODY_BYTES_MAX],
+    ] as const) {
+      const over = new Uint8Array(limit + 1).fill(0x20);
+      const declared = await app.request(path, { method: "POST", body: over });
+      expect({ path, status: declared.status }).toEqual({ path, status: 413 });
+      expect((await declared.json()).error).toBe(
+        `the body is larger than the limit of ${limit} bytes for this route`,
+      );
+      const streamed = await app.request(path, streamOf(over));
+      expect({ path, status: streamed.status }).toEqual({ path, status: 413 });
+    }
+    expect(swaps).toEqual([]);
+    // What the routes legitimately take passes: a count, nothing, a split of 100,000 topics
+    // (~90 bytes a topic with its counts).
+    const reserve = await app.request("/internal/split/reserve", {
+      method: "POST",
+      body: JSON.stringify({ count: 5 }),
+    });
+    expect(await reserve.json()).toEqual({ first: 5 });
+    expect((await app.request("/internal/split/seal", { method: "POST" })).status).toBe(200);
+    const topics = Array.from({ length: 100_000 }, (_, index) => ({
+      topic: `team${index % 97}/service${index % 1013}/region${index % 7}/topic${index}`,
+      messages: 123_456,
+      bytes: 98_765_432,
+    }));
+    const swap = { removed: [1, 2], added: [], topics: [{ id: 3, topics }] };
+    const body = JSON.stringify(swap);
+    expect(body.length).toBeGreaterThan(8_000_000);
+    const commit = await app.request("/internal/split/commit", { method: "POST", body });
+    expect(commit.status).toBe(200);
+    expect(swaps).toHaveLength(1);
+  });
+});
+
+describe("planning off the event loop", () => {
+  /** A planner whose jobs finish when the test says. */
+  function heldPlanner(concurrency: number) {
+    const held: { work: PlanWork; finish: () => void }[] = [];
+    return {
+      held,
+      planner: {
+        concurrency,
+        run: (work: PlanWork) =>
+          new Promise<PlanAnswer>((resolve) =>
+            held.push({ work, finish: () => resolve(runPlanWork(work)) }),
+          ),
+      },
+    };
+  }
+  const csv = "topic,bytes,messages\na/b,10,1\na/c,5,1\n";
+  const upload = (path: string) => ({ path, init: { method: "POST", body: csv } });
+
+  test("the planner does the work: uploads as CSV, live volumes packed", async () => {
+    const { held, planner } = heldPlanner(2);
+    const { app } = fakeServer({ more: { planner } });
+    const answers = [
+      app.request("/api/split/compare", { method: "POST", body: csv }),
+      app.request("/api/split/plan?algorithm=adaptive&maxStores=2"),
+    ];
+    await Bun.sleep(5);
+    const jobOf = (kind: string) => held.find((job) => job.work.kind === kind)?.work;
+    expect(held.length).toBe(2);
+    expect(jobOf("compare")?.input).toEqual({ csv });
+    const live = jobOf("plan")?.input as { packed: { topics: string } };
+    expect(live.packed.topics.split("\n")).toContain("app/orders/created");
+    for (const job of held) job.finish();
+    const [compared, planned] = await Promise.all(answers);
+    expect(compared.status).toBe(200);
+    expect(compared.headers.get("content-type")).toBe("application/json");
+    expect((await compared.json()).plans.heuristic.algorithm).toBe("heuristic");
+    expect((await planned.json()).algorithm).toBe("adaptive");
+  });
+
+  test("at most the planner's concurrency run, a few wait, the rest are 503 with Retry-After", async () => {
+    const concurrency = 2;
+    const { held, planner } = heldPlanner(concurrency);
+    const { app } = fakeServer({ more: { planner } });
+    const admitted = concurrency + ADMIN_PLAN_QUEUE_MAX;
+    const answers: (Response | Promise<Response>)[] = [];
+    for (let index = 0; index < admitted; index++) {
+      const { path, init } = upload(
+        index % 2 === 0 ? "/api/split/compare" : "/api/split/plan?algorithm=heuristic",
+      );
+      answers.push(app.request(path, init));
+    }
+    await Bun.sleep(5);
+    expect(held.length).toBe(concurrency);
+    for (const path of ["/api/split/compare", "/api/split/plan?algorithm=heuristic"]) {
+      const busy = await app.request(path, { method: "POST", body: csv });
+      expect(busy.status).toBe(503);
+      expect(busy.headers.get("retry-after")).toBe(String(ADMIN_PLAN_RETRY_AFTER_SECONDS));
+      expect((await busy.json()).error).toBe(
+        `split planning is busy (${concurrency} running, ${ADMIN_PLAN_QUEUE_MAX} waiting); retry in ${ADMIN_PLAN_RETRY_AFTER_SECONDS} s`,
+      );
+      const live = await app.request(path.replace("?algorithm", "?source=live&algorithm"));
+      expect(live.status).toBe(503);
+    }
+    // Finishing one lets the next waiting one run, never more than the concurrency at once.
+    for (let done = 0; done < admitted; done++) {
+      const running = held.filter((job) => job.finish !== noop);
+      expect(running.length).toBeLessThanOrEqual(concurrency);
+      const next = running[0];
+      next.finish();
+      next.finish = noop;
+      await Bun.sleep(1);
+    }
+    for (const answer of await Promise.all(answers)) expect(answer.status).toBe(200);
+    expect(held.length).toBe(admitted);
+    // The gate is free again; a failed job frees its place too.
+    const failing = fakeServer({
+      more: {
+        planner: { concurrency: 1, run: async () => Promise.reject(new Error("worker died")) },
+      },
+    }).app;
+    for (let index = 0; index < ADMIN_PLAN_QUEUE_MAX + 3; index++) {
+      const answer = await failing.request("/api/split/compare", { method: "POST", body: csv });
+      expect(answer.status).toBe(500);
+      expect((await answer.json()).error).toBe("internal error: worker died");
+    }
+  });
+});
+
+const noop = () => {};
 
 describe("web UI", () => {
   test("the page and its files are served with their types and a same-origin-only policy", async () => {

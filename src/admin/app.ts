@@ -14,40 +14,49 @@
  *   POST /api/split/plan            plan an uploaded volume table (CSV body, size-limited)
  *   GET|POST /api/split/compare     both planners on one table, plus the table (the UI's split view)
  *
+ * Before any route: the Host must be one the app answers as, and a browser's cross-site request
+ * (Origin or Sec-Fetch-Site) may not reach the API (host_origin.ts; 403). Planning (the split
+ * routes) runs on the injected planner's threads, at most its concurrency at once and
+ * ADMIN_PLAN_QUEUE_MAX waiting (work_gate.ts); beyond that 503 with Retry-After.
+ *
  * Errors are JSON `{"error": reason}`: 400 bad parameters or table, 401 missing or wrong token,
- * 404 no such route or prefix, 413 body or table over the limit, 409 nothing to plan yet, 501 a
- * volume source this server cannot measure. Does not read clocks or files itself.
+ * 403 a Host or Origin refused, 404 no such route or prefix, 413 body or table over the limit,
+ * 409 nothing to plan yet, 501 a volume source this server cannot measure, 503 planning busy.
+ * Does not read clocks or files itself.
  */
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import {
   ADMIN_METRICS_PARTITIONS_MAX,
+  ADMIN_PLAN_QUEUE_MAX,
+  ADMIN_PLAN_RETRY_AFTER_SECONDS,
   ADMIN_RATE_SAMPLES_MAX,
   ADMIN_RATE_WINDOW_MS,
   ADMIN_SPLIT_TOPICS_MAX,
   ADMIN_TREE_CHILDREN_MAX,
   ADMIN_VOLUMES_BODY_BYTES_MAX,
 } from "../constants.ts";
-import {
-  parseVolumeTable,
-  planJson,
-  planSplit,
-  volumeTableOf,
-  type VolumeTable,
-  type VolumeTableResult,
-} from "../split/mod.ts";
 import { bearerTokenMatches } from "./auth.ts";
+import { hostPolicyOf, hostRefusal, originRefusal } from "./host_origin.ts";
 import { renderMetrics } from "./metrics.ts";
 import { compareParams, planParams, topicsParams, type Query } from "./params.ts";
+import {
+  packVolumes,
+  type PlanWork,
+  type Planner,
+  runPlanWork,
+  tooManyTopics,
+} from "./plan_work.ts";
 import type { AdminDependencies, VolumeSource } from "./ports.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./prometheus.ts";
 import { RateMeter } from "./rate_meter.ts";
 import { topicTreeOf } from "./topic_tree_view.ts";
 import { UI_ASSETS, UI_CONTENT_SECURITY_POLICY, UI_INDEX } from "./ui_assets.ts";
+import { WorkGate } from "./work_gate.ts";
 
 export type { AdminDependencies } from "./ports.ts";
 
-type Status = 400 | 401 | 404 | 409 | 413 | 500 | 501;
+type Status = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 501 | 503;
 
 /** Builds the admin app. */
 export function createAdminApp(dependencies: AdminDependencies): Hono {
@@ -58,6 +67,24 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   app.use("*", async (c, next) => {
     await next();
     c.header("X-Content-Type-Options", "nosniff");
+  });
+
+  const token = dependencies.token;
+  const hosts = hostPolicyOf({
+    listenHost: dependencies.listenHost ?? "127.0.0.1",
+    allowedHosts: dependencies.allowedHosts,
+  });
+  app.use("*", async (c, next) => {
+    const host = hostOf(c.req.raw);
+    const refused =
+      hostRefusal(host, hosts) ??
+      // A bearer token is never a browser's ambient credential: a page can send it cross-origin
+      // only after a CORS preflight, which this app never grants. A request that carries the right
+      // token was made by someone who holds it, so its Origin says nothing to refuse.
+      (token !== undefined && bearerTokenMatches(c.req.header("Authorization"), token)
+        ? null
+        : crossSiteRefusal(c.req.raw, c.req.path, host as string));
+    return refused === null ? next() : fail(c, 403, refused);
   });
   app.get("/healthz", (c) => c.json({ ok: true }));
 
@@ -74,7 +101,6 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   app.get("/", (c) => serveAsset(c, UI_INDEX));
   app.get("/ui/:name", (c) => serveAsset(c, UI_ASSETS.get(c.req.param("name"))));
 
-  const token = dependencies.token;
   if (token !== undefined) {
     app.use("*", async (c, next) => {
       if (bearerTokenMatches(c.req.header("Authorization"), token)) return next();
@@ -135,38 +161,86 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
       ),
   });
 
+  const planner: Planner = dependencies.planner ?? {
+    run: async (work) => runPlanWork(work),
+    concurrency: 1,
+  };
+  const gate = new WorkGate(planner.concurrency, ADMIN_PLAN_QUEUE_MAX);
+  /**
+   * Runs one plan or compare through the gate: `work` is built only once the request is admitted,
+   * so a refused request reads no body and packs no table.
+   */
+  async function planned(c: Context, work: () => Promise<PlanWork | Response>) {
+    const entered = gate.enter();
+    if (entered === null) {
+      c.header("Retry-After", String(ADMIN_PLAN_RETRY_AFTER_SECONDS));
+      const { active, waiting } = gate.load;
+      return fail(
+        c,
+        503,
+        `split planning is busy (${active} running, ${waiting} waiting); retry in ${ADMIN_PLAN_RETRY_AFTER_SECONDS} s`,
+      );
+    }
+    const leave = await entered;
+    try {
+      const built = await work();
+      if (built instanceof Response) return built;
+      const answer = await planner.run(built);
+      return c.body(answer.body as Uint8Array<ArrayBuffer>, answer.status, {
+        "Content-Type": "application/json",
+      });
+    } finally {
+      leave();
+    }
+  }
+
   app.get("/api/split/plan", (c) => {
     const params = planParams(queryOf(c), true);
     if (!params.ok) return fail(c, 400, params.reason);
-    const table = liveTable(c, params.value.source);
-    if (table instanceof Response) return table;
-    return c.json(planJson(table, planSplit(table, params.value)));
+    const { source, algorithm, maxStores } = params.value;
+    return planned(c, async () => {
+      const input = liveInput(c, source);
+      return input instanceof Response
+        ? input
+        : { kind: "plan", source, input, algorithm, maxStores };
+    });
   });
-  app.post("/api/split/plan", limitBody, async (c) => {
+  app.post("/api/split/plan", limitBody, (c) => {
     const params = planParams(queryOf(c), false);
     if (!params.ok) return fail(c, 400, params.reason);
-    const table = uploadedTable(c, await c.req.text());
-    if (table instanceof Response) return table;
-    return c.json(planJson(table, planSplit(table, params.value)));
+    const { algorithm, maxStores } = params.value;
+    return planned(c, async () => ({
+      kind: "plan",
+      source: "upload",
+      input: { csv: await c.req.text() },
+      algorithm,
+      maxStores,
+    }));
   });
 
   app.get("/api/split/compare", (c) => {
     const params = compareParams(queryOf(c), true);
     if (!params.ok) return fail(c, 400, params.reason);
-    const table = liveTable(c, params.value.source);
-    if (table instanceof Response) return table;
-    return c.json(compare(table, params.value.source, params.value.maxStores));
+    const { source, maxStores } = params.value;
+    return planned(c, async () => {
+      const input = liveInput(c, source);
+      return input instanceof Response ? input : { kind: "compare", source, input, maxStores };
+    });
   });
-  app.post("/api/split/compare", limitBody, async (c) => {
+  app.post("/api/split/compare", limitBody, (c) => {
     const params = compareParams(queryOf(c), false);
     if (!params.ok) return fail(c, 400, params.reason);
-    const table = uploadedTable(c, await c.req.text());
-    if (table instanceof Response) return table;
-    return c.json(compare(table, "upload", params.value.maxStores));
+    const { maxStores } = params.value;
+    return planned(c, async () => ({
+      kind: "compare",
+      source: "upload",
+      input: { csv: await c.req.text() },
+      maxStores,
+    }));
   });
 
-  /** The table of a volume source, or the error response. */
-  function liveTable(c: Context, source: VolumeSource): VolumeTable | Response {
+  /** The volumes of a source, packed for the planner, or the error response. */
+  function liveInput(c: Context, source: VolumeSource): PlanWork["input"] | Response {
     const rows = dependencies.volumes(source);
     if (rows === null) return fail(c, 501, unavailable(source));
     if (rows.length === 0)
@@ -176,50 +250,13 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
         `no topic volumes in the ${source} source yet: publish messages, or upload a volume table`,
       );
     if (rows.length > ADMIN_SPLIT_TOPICS_MAX) return fail(c, 409, tooManyTopics(rows.length));
-    return tableOrFail(c, volumeTableOf(rows), 500);
-  }
-
-  /** The table of an uploaded CSV body, or the error response. */
-  function uploadedTable(c: Context, text: string): VolumeTable | Response {
-    const table = tableOrFail(c, parseVolumeTable(text), 400);
-    if (!(table instanceof Response) && table.topics.length > ADMIN_SPLIT_TOPICS_MAX)
-      return fail(c, 413, tooManyTopics(table.topics.length));
-    return table;
-  }
-
-  function tableOrFail(
-    c: Context,
-    result: VolumeTableResult,
-    status: 400 | 500,
-  ): VolumeTable | Response {
-    return result.ok ? result.table : fail(c, status, `volume table: ${result.reason}`);
+    return { packed: packVolumes(rows) };
   }
 
   dependencies.routes?.(app);
   app.notFound((c) => fail(c, 404, `no route ${c.req.method} ${c.req.path}`));
   app.onError((error, c) => fail(c, 500, `internal error: ${error.message}`));
   return app;
-}
-
-/** Both planners on one table, and the table itself (the UI draws it). */
-function compare(
-  table: VolumeTable,
-  source: VolumeSource | "upload",
-  maxStores: number | undefined,
-): unknown {
-  return {
-    source,
-    table: {
-      topics: table.topics,
-      bytes: Array.from(table.bytes),
-      messages: Array.from(table.messages),
-      bytesTotal: table.bytesTotal,
-    },
-    plans: {
-      heuristic: planJson(table, planSplit(table, { algorithm: "heuristic" })),
-      adaptive: planJson(table, planSplit(table, { algorithm: "adaptive", maxStores })),
-    },
-  };
 }
 
 function queryOf(c: Context): Query {
@@ -230,6 +267,28 @@ function unavailable(source: VolumeSource): string {
   return `the ${source} volume source is not available on this server yet`;
 }
 
-function tooManyTopics(count: number): string {
-  return `the table has ${count} topics, more than the ${ADMIN_SPLIT_TOPICS_MAX} the admin app plans in-process; use 'aria split plan'`;
+/** Where the request was sent: its Host header, or the host of an absolute URL (HTTP/1.0, tests). */
+function hostOf(request: Request): string | null {
+  const header = request.headers.get("Host");
+  if (header !== null) return header;
+  return /^https?:\/\/([^/?#]*)/i.exec(request.url)?.[1] ?? null;
+}
+
+/** The API's paths: what a cross-site page must not read even with a GET. */
+const API_PATH = /^\/(api|internal)(\/|$)|^\/metrics$/;
+
+/**
+ * Why a browser's request from another site is refused, or null. Every method but GET and HEAD
+ * (they change state or start work), and GETs of the API: with an Origin it must be this server's;
+ * without one, a browser's Sec-Fetch-Site must not say another site (an `<img src>` of
+ * /api/split/compare is a GET with no Origin). A request with neither is not a browser's.
+ */
+function crossSiteRefusal(request: Request, path: string, host: string): string | null {
+  if ((request.method === "GET" || request.method === "HEAD") && !API_PATH.test(path)) return null;
+  const origin = request.headers.get("Origin");
+  if (origin !== null) return originRefusal(origin, host);
+  const site = request.headers.get("Sec-Fetch-Site");
+  if (site === "cross-site" || site === "same-site")
+    return `a request from another site (Sec-Fetch-Site: ${site}) may not call this server`;
+  return null;
 }

@@ -1,5 +1,12 @@
 /** admin: the admin HTTP app (Hono) and its web UI, built from injected dependencies. */
 export { createAdminApp } from "./app.ts";
+export { allowedHostProblem } from "./host_origin.ts";
+export {
+  runPlanWork,
+  type PlanAnswer,
+  type PlanWork,
+  type Planner,
+} from "./plan_work.ts";
 export {
   VOLUME_SOURCES,
   type AdminClock,

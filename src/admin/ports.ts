@@ -8,6 +8,7 @@ import type { SplitAlgorithm, VolumeRow } from "../split/mod.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
 import type { TipStats } from "../tip/tip.ts";
+import type { Planner } from "./plan_work.ts";
 
 /** The counters of the server's parts, read together. */
 export interface ServerStats {
@@ -77,6 +78,15 @@ export interface AdminDependencies {
   clock: AdminClock;
   /** When set, every route but /healthz and the static UI shell requires `Authorization: Bearer <token>`. */
   token?: string;
+  /**
+   * The address the app listens on (its own name is answered; `0.0.0.0`/`::`: any IP literal).
+   * Default: a loopback listener, which answers loopback names only (host_origin.ts).
+   */
+  listenHost?: string;
+  /** More Host names the app answers as (`--admin-allowed-hosts`); `*` allows any. */
+  allowedHosts?: readonly string[];
+  /** Runs split planning off the event loop (the server's worker pool); absent: inline. */
+  planner?: Planner;
   /** Extra routes the runtime adds behind the token check (the split's switch: split_routes.ts). */
   routes?: (app: import("hono").Hono) => void;
 }

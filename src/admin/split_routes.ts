@@ -11,9 +11,14 @@
  *   POST /internal/split/seal      {"sealed": {segmentsClosed, records, bytes}} once every record
  *                                  published before it is in a closed segment (500: the store failed)
  *
- * Registered on the admin app through its `routes` hook, behind its token check.
+ * Registered on the admin app through its `routes` hook, behind its Host, Origin and token checks.
+ * Each POST reads at most its limit of body (413 beyond it, before the body is parsed): the
+ * commit ADMIN_COMMIT_BODY_BYTES_MAX (a split's swap with its per-topic counts), reserve and seal
+ * ADMIN_SMALL_BODY_BYTES_MAX (a count, or nothing).
  */
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { ADMIN_COMMIT_BODY_BYTES_MAX, ADMIN_SMALL_BODY_BYTES_MAX } from "../constants.ts";
 import type { SplitHost } from "../split/executor.ts";
 import type { LayoutSwap } from "../store/mod.ts";
 
@@ -23,15 +28,16 @@ export function addSplitRoutes(
   host: SplitHost,
   onSwitched?: (swap: LayoutSwap) => void,
 ): void {
+  const small = limitOf(ADMIN_SMALL_BODY_BYTES_MAX);
   app.get("/internal/split/layout", async (c) => c.json({ layout: await host.layout() }));
-  app.post("/internal/split/reserve", async (c) => {
+  app.post("/internal/split/reserve", small, async (c) => {
     const body = (await c.req.json().catch(() => null)) as { count?: unknown } | null;
     const count = body?.count;
     if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 1 || count > 1 << 24)
       return c.json({ error: "count must be an integer in 1..2^24" }, 400);
     return c.json({ first: await host.reserveIds(count) });
   });
-  app.post("/internal/split/commit", async (c) => {
+  app.post("/internal/split/commit", limitOf(ADMIN_COMMIT_BODY_BYTES_MAX), async (c) => {
     const swap = (await c.req.json().catch(() => null)) as LayoutSwap | null;
     if (swap === null || !Array.isArray(swap.removed) || !Array.isArray(swap.added))
       return c.json({ error: "body must be {removed, added}" }, 400);
@@ -48,7 +54,7 @@ export function addSplitRoutes(
       return c.json({ error: "this server does not report open segments" }, 501);
     return c.json({ open: await host.openData() });
   });
-  app.post("/internal/split/seal", async (c) => {
+  app.post("/internal/split/seal", small, async (c) => {
     if (host.seal === undefined)
       return c.json({ error: "this server does not seal on request" }, 501);
     try {
@@ -56,5 +62,14 @@ export function addSplitRoutes(
     } catch (error) {
       return c.json({ error: `sealing failed: ${(error as Error).message}` }, 500);
     }
+  });
+}
+
+/** A body limit of `bytes`, answered like the app's other 413s. */
+function limitOf(bytes: number) {
+  return bodyLimit({
+    maxSize: bytes,
+    onError: (c: Context) =>
+      c.json({ error: `the body is larger than the limit of ${bytes} bytes for this route` }, 413),
   });
 }
