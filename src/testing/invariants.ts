@@ -12,13 +12,20 @@
  *   the last message, CAUGHT_UP comes at most once, and at the end of the run every matching
  *   visible message was delivered;
  * - accounting: tip pool used + free = max, index entries = ring records, ring seqs contiguous;
- *   send queues within their bound.
+ *   send queues within their bound;
+ * - retention: a seq is *gone* once retention removed the closed file holding it (the simulator
+ *   marks it, from the files it predicted and saw removed); a gone seq may be skipped by a
+ *   subscription and absent from the store, and may come back after a crash (the REMOVE record
+ *   was not durable). Every seq not gone must be read back. Seqs below `goneFloor` are all gone,
+ *   so a check walks only the window from there, which retention keeps bounded: a step's checks
+ *   cost the same however long the run.
  *
  * A violation throws InvariantViolation(name, details); the simulator adds the seed and the step.
  */
 import type { StartPosition } from "../protocol/mod.ts";
 import type { TipStats } from "../tip/tip.ts";
 import type { Filter } from "../topic/filter.ts";
+import { partitionOf } from "../topic/topic.ts";
 import type { ReferenceMessage } from "./reference_stream.ts";
 
 /** A broken invariant. */
@@ -57,15 +64,6 @@ function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
-/** Seqs below `nextSeq` absent from `stored` (the first 20). */
-function missingSeqs(stored: readonly ReferenceMessage[], nextSeq: number): number[] {
-  const held = new Set(stored.map((m) => m.seq));
-  const missing: number[] = [];
-  for (let seq = 1; seq < nextSeq && missing.length < 20; seq++)
-    if (!held.has(seq)) missing.push(seq);
-  return missing;
-}
-
 function describeStart(start: StartPosition): string {
   return start.kind === "seq"
     ? `seq ${start.seq}`
@@ -78,6 +76,12 @@ function describeStart(start: StartPosition): string {
 export class Checker {
   /** reference[seq - 1]: what the store holds (or will, once committed). */
   readonly reference: ReferenceMessage[] = [];
+  /** partitions[seq - 1]: the partition of the message at seq (for retention's files). */
+  private readonly partitions: string[] = [];
+  /** gone[seq]: 1 when retention removed the file holding seq (it may come back after a crash). */
+  private gone = new Uint8Array(1024);
+  /** Every seq below it is gone: checks start here. */
+  goneFloor = 1;
   private readonly ackedSeqs = new Set<number>();
   ackedMaxSeq = 0;
   acksSeen = 0;
@@ -99,6 +103,118 @@ export class Checker {
       () => `seq ${seq} at ${timeUs} µs, before seq ${seq - 1} at ${last?.timeUs} µs`,
     );
     this.reference.push({ seq, timeUs, topic, payload: payload.slice() });
+    this.partitions[seq - 1] = partitionOf(topic);
+    this.setGone(seq, false);
+  }
+
+  // ---- Retention -----------------------------------------------------------------------------
+
+  /** Whether retention removed the file holding `seq`. */
+  isGone(seq: number): boolean {
+    return seq < this.goneFloor || (seq < this.gone.length && this.gone[seq] === 1);
+  }
+
+  /**
+   * Retention removes (or is about to remove) a closed file of `partition` holding its seqs from
+   * `firstSeq` to `lastSeq` — of `topics` only, for a subtree store. Returns how many it marked.
+   */
+  onRemoved(
+    partition: string,
+    firstSeq: number,
+    lastSeq: number,
+    topics: ReadonlySet<string> | null,
+  ): number {
+    let marked = 0;
+    const last = Math.min(lastSeq, this.reference.length);
+    for (let seq = Math.max(firstSeq, this.goneFloor); seq <= last; seq++) {
+      if (this.partitions[seq - 1] !== partition || this.isGone(seq)) continue;
+      if (topics !== null && !topics.has(this.reference[seq - 1].topic)) continue;
+      this.setGone(seq, true);
+      marked++;
+    }
+    while (this.goneFloor <= this.reference.length && this.gone[this.goneFloor] === 1)
+      this.goneFloor++;
+    return marked;
+  }
+
+  private setGone(seq: number, gone: boolean): void {
+    if (seq >= this.gone.length) {
+      if (!gone) return;
+      const grown = new Uint8Array(Math.max(seq + 1, this.gone.length * 2));
+      grown.set(this.gone);
+      this.gone = grown;
+    }
+    this.gone[seq] = gone ? 1 : 0;
+  }
+
+  /**
+   * `read` is a `**` read of the whole store from seq 1, whose next seq is `nextSeq`: seqs strictly
+   * increase, each message equals the stream, none is gone (`recovered`: a gone one came back, as a
+   * crash may undo retention), and every seq not gone below the last read, and below `completeTo`
+   * (`nextSeq` when absent), is there. Walks `read` and the window from `goneFloor`, not the whole
+   * stream.
+   */
+  checkHolds(
+    read: readonly ReferenceMessage[],
+    nextSeq: number,
+    when: string,
+    options: { recovered: boolean; completeTo?: number },
+  ): void {
+    const recovered = options.recovered;
+    if (recovered) {
+      for (const message of read) {
+        if (!this.isGone(message.seq)) continue;
+        if (message.seq < this.goneFloor) {
+          for (let seq = message.seq + 1; seq < this.goneFloor; seq++) this.setGone(seq, true);
+          this.goneFloor = message.seq;
+        }
+        this.setGone(message.seq, false);
+      }
+    }
+    let expected = this.goneFloor;
+    let previous = 0;
+    for (const message of read) {
+      const seq = message.seq;
+      check(
+        seq > previous,
+        "store-read-once",
+        () => `${when}, a ** read yields seq ${seq} after seq ${previous}`,
+      );
+      check(
+        seq < nextSeq,
+        "no-invented-seq",
+        () => `${when}, a ** read yields seq ${seq}, the store's next seq is ${nextSeq}`,
+      );
+      const held = this.reference[seq - 1];
+      check(
+        held !== undefined &&
+          held.topic === message.topic &&
+          held.timeUs === message.timeUs &&
+          bytesEqual(held.payload, message.payload),
+        "store-matches-stream",
+        () => `${when} seq ${seq} reads ${message.topic}, appended was ${held?.topic}`,
+      );
+      check(
+        !this.isGone(seq),
+        "retention-removes",
+        () => `${when} seq ${seq} (${held.topic}) still reads, but retention removed its file`,
+      );
+      this.checkAllGone(expected, seq, when);
+      expected = Math.max(expected, seq + 1);
+      previous = seq;
+    }
+    this.checkAllGone(expected, options.completeTo ?? nextSeq, when);
+  }
+
+  /** Every seq in [from, to) is gone: a ** read that skipped them lost nothing. */
+  private checkAllGone(from: number, to: number, when: string): void {
+    for (let seq = from; seq < to; seq++)
+      check(
+        this.isGone(seq),
+        "store-complete",
+        () =>
+          `${when}, a ** read skips seq ${seq} (${this.reference[seq - 1]?.topic}), which retention did not remove`,
+      );
   }
 
   /** A publisher got PUBLISH_ACK for a batch. */
@@ -162,26 +278,11 @@ export class Checker {
       () =>
         `recovery ends the stream at ${nextSeq - 1}, only ${this.reference.length} were appended`,
     );
-    check(
-      stored.length === nextSeq - 1,
-      "store-complete",
-      () =>
-        `the store reads back ${stored.length} messages, its next seq is ${nextSeq}; missing: ${missingSeqs(stored, nextSeq).join(" ")}`,
-    );
-    for (const message of stored) {
-      const held = this.reference[message.seq - 1];
-      check(
-        held !== undefined &&
-          held.topic === message.topic &&
-          held.timeUs === message.timeUs &&
-          bytesEqual(held.payload, message.payload),
-        "store-matches-stream",
-        () =>
-          `after recovery seq ${message.seq} reads ${message.topic}, appended was ${held?.topic}`,
-      );
-    }
+    this.checkHolds(stored, nextSeq, "after recovery", { recovered: true });
     // Lost seqs were never acknowledged nor visible: the next life may give them to new messages.
     this.reference.length = nextSeq - 1;
+    this.partitions.length = nextSeq - 1;
+    this.goneFloor = Math.min(this.goneFloor, nextSeq);
   }
 
   // ---- Subscriptions -------------------------------------------------------------------------
@@ -207,12 +308,15 @@ export class Checker {
         () => `${client} sub ${sub.id}: earliest starts at ${firstSeq}`,
       );
     if (asked.kind === "time") {
-      const before = this.reference[firstSeq - 2];
+      // The message before the start, past those retention removed, is older than the time.
+      let beforeSeq = firstSeq - 1;
+      while (beforeSeq >= this.goneFloor && this.isGone(beforeSeq)) beforeSeq--;
+      const before = beforeSeq < this.goneFloor ? undefined : this.reference[beforeSeq - 1];
       check(
         before === undefined || before.timeUs < asked.timeUs,
         "start-time",
         () =>
-          `${client} sub ${sub.id}: from time ${asked.timeUs} starts at ${firstSeq}, but seq ${firstSeq - 1} has time ${before?.timeUs}`,
+          `${client} sub ${sub.id}: from time ${asked.timeUs} starts at ${firstSeq}, but seq ${beforeSeq} has time ${before?.timeUs}`,
       );
     }
     sub.nextExpected = firstSeq;
@@ -303,10 +407,10 @@ export class Checker {
     toSeq: number,
     invariant = "sub-no-gap",
   ): void {
-    for (let seq = fromSeq; seq < toSeq; seq++) {
+    for (let seq = Math.max(fromSeq, this.goneFloor); seq < toSeq; seq++) {
       const held = this.reference[seq - 1];
       check(
-        held === undefined || !filter.matches(held.topic),
+        held === undefined || this.isGone(seq) || !filter.matches(held.topic),
         invariant,
         () =>
           `${name}: seq ${seq} (${held.topic}) was skipped (got up to ${fromSeq - 1}, next delivered ${toSeq})`,

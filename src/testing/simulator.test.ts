@@ -32,6 +32,7 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
     splitsSwitched: 0,
     splitsCut: 0,
     splitsFailed: 0,
+    filesRetained: 0,
   };
   for (let seed = FIRST_SEED; seed < FIRST_SEED + SEEDS; seed++) {
     const result = await simulate({ seed, steps: STEPS });
@@ -47,6 +48,7 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
     totals.splitsSwitched += s.splitsSwitched;
     totals.splitsCut += s.splitsCut;
     totals.splitsFailed += s.splitsFailed;
+    totals.filesRetained += s.filesRetained;
     if (s.fsync === "always") totals.always++;
     else totals.weaker++;
   }
@@ -64,8 +66,10 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   expect(totals.splitsSwitched).toBeGreaterThan(SEEDS * 1.5);
   expect(totals.splitsCut).toBeGreaterThan(SEEDS / 2);
   expect(totals.splitsFailed).toBeGreaterThan(SEEDS / 5);
+  // Retention keeps every run's log bounded (so a step costs the same however long the run).
+  expect(totals.filesRetained).toBeGreaterThan(SEEDS);
   console.log(
-    `simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault`,
+    `simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault, ${totals.filesRetained} files removed by retention`,
   );
 }, 600_000);
 
