@@ -223,10 +223,20 @@ export const HANDSHAKE_TIMEOUT_US = 10_000_000;
 /** A connection closing after a fatal ERROR is ended this long after, read or not (Broker.expire). */
 export const CLOSING_LINGER_US = 2_000_000;
 /**
- * Bytes queued for sending on one connection. Above this the connection's subscriptions stop and
- * catch up later from the tip or disk: a slow client is never buffered without bound.
+ * Bytes the server holds for one connection beyond what its socket took (queued, plus built and
+ * not yet handed over). Above this the connection's subscriptions stop, keep a position and catch
+ * up later from the tip or disk: a reader that stops reading costs a position, not a copy of the
+ * stream. Small, because the kernel's socket buffer (MiBs on Linux) already absorbs a healthy
+ * client's bursts. With the queue's chunks and the writer, a stalled subscriber costs the server
+ * under 256 KiB (docs/benchmarks.md, stalled readers).
  */
-export const CONNECTION_BUFFERED_BYTES_MAX = 4 * 1024 * 1024;
+export const CONNECTION_BUFFERED_BYTES_MAX = 128 * 1024;
+/**
+ * Bytes of frames a session builds before it hands them to its socket, within one event: one
+ * commit's fan-out goes out in socket writes of about this size instead of being built whole in
+ * the session's writer first (a DATA frame's target size, so a write carries whole frames).
+ */
+export const CONNECTION_WRITE_BYTES = 64 * 1024;
 /** Bytes of an auth token in HELLO (u16 length field): room for a JWT, small enough to compare. */
 export const AUTH_TOKEN_BYTES_MAX = 1024;
 /** Bytes of a client name in HELLO (u8 length field): a label for logs and the admin app. */
@@ -241,8 +251,8 @@ assert(
 assert(FRAME_BYTES_MAX < 2 ** 32, "frame length fits the u32 header field");
 assert(TOPIC_BYTES_MAX <= 255, "topic length fits the u8 field of a message");
 assert(
-  CONNECTION_BUFFERED_BYTES_MAX >= 2 * FRAME_BYTES_MAX,
-  "a send buffer holds two largest frames",
+  CONNECTION_WRITE_BYTES <= CONNECTION_BUFFERED_BYTES_MAX / 2,
+  "a session hands frames to its socket well before it counts as backed up",
 );
 assert(
   AUTH_TOKEN_BYTES_MAX <= 0xffff && ERROR_REASON_BYTES_MAX <= 0xffff,
@@ -273,8 +283,8 @@ export const STALLED_DISK_READERS_KEPT_MAX = 64;
 export const MAINTENANCE_INTERVAL_MS = 1000;
 
 assert(
-  CATCH_UP_SLICE_BYTES <= CONNECTION_BUFFERED_BYTES_MAX,
-  "a catch-up slice fits a session's send buffer",
+  CATCH_UP_SLICE_BYTES >= CONNECTION_WRITE_BYTES,
+  "a catch-up slice fills at least one socket write",
 );
 
 // ---- Split ----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /**
  * End to end: a stalled subscriber. A raw connection subscribes to everything from the start and
- * then stops reading, while a publisher pushes 256 MiB through the server (a 1 MiB tip, a 4 MiB
+ * then stops reading, while a publisher pushes 256 MiB through the server (a 1 MiB tip, a 128 KiB
  * per-connection send limit). The server must stop that subscription instead of buffering for it:
  * its RSS (VmRSS from /proc) stays within a fixed bound, while a well-behaved live subscriber on
  * another connection keeps getting everything. When the stalled connection reads again it
@@ -25,7 +25,7 @@ const BATCH_MESSAGES = 16;
 const BATCHES = 256;
 /**
  * How much the server's RSS may grow while the subscriber is stalled: the tip (1 MiB), the
- * stalled connection's send queue (4 MiB plus one commit's DATA), the store's write buffers,
+ * stalled connection's send queue (128 KiB plus one message), the store's write buffers,
  * and garbage between collections. Measured: 80-100 MiB. Buffering for the stalled
  * subscriber would grow it by the 256 MiB published.
  */

@@ -1,13 +1,18 @@
 /**
  * Session: one client connection inside the broker — its decoder, its frame writer, its bounded
  * send queue and its subscriptions. Frames are built in the writer during an event and handed to
- * the connection in one write by flush(); what the socket does not take is copied to the queue
- * and written on drain, in order. The queue is made of fixed chunks from a pool the broker's
- * sessions share: a slow client's backlog allocates nothing per flush, and a session that is
- * not backed up holds no queue memory.
+ * the connection by flush(), at the end of the event and whenever CONNECTION_WRITE_BYTES are
+ * built; what the socket does not take is copied to the queue and written on drain, in order.
+ * The queue is made of fixed chunks from a pool the broker's sessions share: a slow client's
+ * backlog allocates nothing per flush, and a session that is not backed up holds no queue memory.
  *
- *   events ─▶ writer (frames of this event) ─flush─▶ connection.write ─▶ kernel
- *                                              └─ rest ─▶ queue ─drain─▶ connection.write
+ *   events ─▶ writer (≤ CONNECTION_WRITE_BYTES + a frame) ─flush─▶ connection.write ─▶ kernel
+ *                                                         └─ rest ─▶ queue ─drain─▶ write
+ *
+ * The kernel's socket buffer is the one large buffer a connection has: the session holds at most
+ * queueBytesMax (plus one message) beyond it, then its subscriptions stop and keep a position
+ * (catch_up.ts), and its writer shrinks back, so a client that stopped reading costs a few
+ * chunks, not a copy of the stream.
  *
  * A session holds its subscriptions by id but does not look into them (`Sub` is the broker's
  * Subscription): it knows frames and bytes, not where a subscription stands.
@@ -15,13 +20,15 @@
  * Invariants: queuedBytes === sum of queue chunk lengths; bytes reach the connection in the order
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
  */
-import { CONNECTION_BUFFERED_BYTES_MAX } from "../constants.ts";
+import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTION_WRITE_BYTES } from "../constants.ts";
 import { FrameDecoder, FrameWriter, type TopicCache } from "../protocol/mod.ts";
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
 
-/** Bytes of one send-queue chunk. */
-export const QUEUE_CHUNK_BYTES = 256 * 1024;
+/** Bytes of one send-queue chunk: small beside the queue's limit, so a stalled queue holds few. */
+export const QUEUE_CHUNK_BYTES = 64 * 1024;
+/** First capacity of a session's writer, and what a backed-up session keeps. */
+const WRITER_BYTES_INITIAL = 16 * 1024;
 
 /** Free send-queue chunks shared by the sessions of one broker (keeps at most `keepChunks`). */
 export class QueueChunkPool {
@@ -42,7 +49,7 @@ type QueueChunk = { bytes: Uint8Array; start: number; end: number };
 /** One connected client; `Sub` is what it holds per subscription id. */
 export class Session<Sub = unknown> {
   readonly decoder: FrameDecoder;
-  readonly writer = new FrameWriter({ capacityBytes: 64 * 1024 });
+  readonly writer = new FrameWriter({ capacityBytes: WRITER_BYTES_INITIAL });
   readonly subscriptions = new Map<number, Sub>();
   handshaken = false;
   closing = false;
@@ -72,6 +79,17 @@ export class Session<Sub = unknown> {
   /** Bytes held for the client: queued, plus built in the writer and not yet flushed. */
   get bufferedBytes(): number {
     return this.queuedBytes + this.writer.bytesUsed;
+  }
+
+  /**
+   * Memory this session holds for its client: its queue's chunks, its writer's buffer and its
+   * decoder's carry (what a stalled subscriber costs the server beyond the kernel's buffers).
+   */
+  get heldBytes(): number {
+    let queueBytes = 0;
+    for (let i = this.queueHead; i < this.queue.length; i++)
+      queueBytes += this.queue[i].bytes.length;
+    return queueBytes + this.writer.capacity + this.decoder.carryCapacityBytes;
   }
 
   /** True when this session's subscriptions must wait for the client to read. */
@@ -110,6 +128,7 @@ export class Session<Sub = unknown> {
       dataFrameFull(writer, topic.length, length)
     ) {
       this.endData();
+      if (writer.bytesUsed >= CONNECTION_WRITE_BYTES) this.flush();
       writer.beginData(subscriptionId);
       this.openDataSubscription = subscriptionId;
     }
@@ -127,6 +146,7 @@ export class Session<Sub = unknown> {
       const frame = shared.frame(i);
       if (this.bufferedBytes + frame.length >= this.queueBytesMax) return i;
       this.writer.copyDataFrame(frame, subscriptionId);
+      if (this.writer.bytesUsed >= CONNECTION_WRITE_BYTES) this.flush();
     }
     return shared.frameCount;
   }
@@ -142,7 +162,9 @@ export class Session<Sub = unknown> {
     const bytes = writer.bytes();
     const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
     if (written < bytes.length) this.enqueue(bytes, written);
-    writer.reset();
+    // A client that stopped reading keeps a position, not buffers: the writer shrinks back.
+    if (this.backedUp) writer.release();
+    else writer.reset();
   }
 
   /** Copies bytes[from..] to the end of the queue. */

@@ -87,6 +87,18 @@ export class FrameWriter {
     this.frameKind = null;
   }
 
+  /**
+   * Forgets everything written and goes back to its first capacity: a session whose client
+   * stopped reading keeps no buffer sized for the bursts it can no longer take.
+   */
+  release(): void {
+    this.reset();
+    if (this.buffer.length > this.capacityBytes) {
+      this.buffer = new Uint8Array(this.capacityBytes);
+      this.view = new DataView(this.buffer.buffer);
+    }
+  }
+
   /** Drops the first `byteCount` bytes (sent by the caller) and moves the rest to the front. */
   consume(byteCount: number): void {
     assert(this.frameStart < 0, "consume() with no frame open");

@@ -1,0 +1,368 @@
+/**
+ * Stalled readers: what subscribers that never read cost the server and everyone else. It starts
+ * the built server itself (`aria serve` on port 0, a temp data dir, --fsync never), then in each
+ * run publishes `--mb` MB three times over one publisher connection, with one healthy subscriber
+ * of `**` reading everything:
+ *
+ *   warm-up    fills the tip ring once, so the phases below compare like with like
+ *   baseline   the same publish, no stalled readers
+ *   stalled    `--stalled` raw connections HELLO + SUBSCRIBE `**` (live), then never read
+ *   after      the stalled connections closed: RSS a few seconds later
+ *
+ * For the baseline and stalled phases it prints the publisher's and the healthy subscriber's
+ * rate, the server's peak RSS (VmRSS from /proc), the largest event-loop pause the server saw
+ * (it runs with ARIA_DEBUG_EVENT_LOOP_LAG_MS=1 and logs each pause with its time; the phase's
+ * largest is taken; "<1" when none) and the slowest PING answer a separate connection saw. Memory per stalled subscriber is the peak
+ * RSS of the stalled phase less the baseline's, over `--stalled` (kernel socket buffers are not
+ * in the server's RSS).
+ *
+ *   npx bun bench/stalled_readers.ts --stalled 1000 --mb 200 [--runs 3] [--bin dist/aria]
+ *     [--payload 1024] [--tip-bytes 64MiB]
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import type { Socket } from "bun";
+import { connect } from "../mod.ts";
+import { PROTOCOL_VERSION } from "../src/constants.ts";
+import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
+import { Filter } from "../src/topic/filter.ts";
+
+const { values } = parseArgs({
+  options: {
+    stalled: { type: "string" },
+    mb: { type: "string" },
+    runs: { type: "string" },
+    bin: { type: "string" },
+    payload: { type: "string" },
+    "tip-bytes": { type: "string" },
+  },
+});
+const STALLED = Number(values.stalled ?? 1000);
+const PUBLISH_BYTES = Number(values.mb ?? 200) * 1e6;
+const RUNS = Number(values.runs ?? 1);
+const BIN = values.bin ?? process.env.ARIA_E2E_BIN ?? join(import.meta.dir, "..", "dist", "aria");
+const PAYLOAD_BYTES = Number(values.payload ?? 1024);
+const TIP_BYTES = values["tip-bytes"] ?? "64MiB";
+/** Messages per PUBLISH and PUBLISH frames unacknowledged. */
+const BATCH_MESSAGES = 256;
+const IN_FLIGHT = 8;
+const PING_INTERVAL_MS = 20;
+
+interface Server {
+  pid: number;
+  tcpUrl: string;
+  adminUrl: string;
+  /** The largest event-loop pause (ms) the server logged between two wall-clock times. */
+  pauseMaxMs(fromMs: number, toMs: number): number;
+  stop(): Promise<void>;
+}
+
+/** Pauses the server logged: `aria: event loop paused X ms at T`. */
+const PAUSE_LINE = /^aria: event loop paused ([\d.]+) ms at (\d+)$/gm;
+
+async function startServer(dataDir: string): Promise<Server> {
+  const child = Bun.spawn(
+    [
+      // --bin may be a command: "bun --cpu-prof-md main.ts" profiles the server from source.
+      ...BIN.split(" "),
+      "serve",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--admin-port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--tip-bytes",
+      TIP_BYTES,
+      "--fsync",
+      "never",
+    ],
+    {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ARIA_DEBUG_EVENT_LOOP_LAG_MS: "1" },
+    },
+  );
+  let stderr = "";
+  const stderrDone = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr as unknown as AsyncIterable<Uint8Array>)
+      stderr += decoder.decode(chunk, { stream: true });
+  })();
+  const reader = child.stdout.getReader();
+  let text = "";
+  const deadline = Date.now() + 15_000;
+  while (text.split("\n").length < 3) {
+    if (Date.now() > deadline) {
+      child.kill(9);
+      throw new Error(`aria serve printed no URLs: ${text}`);
+    }
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`aria serve exited: ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  const [tcpUrl, adminUrl] = text.split("\n");
+  return {
+    pid: child.pid,
+    tcpUrl,
+    adminUrl,
+    pauseMaxMs: (fromMs, toMs) => {
+      let max = 0;
+      for (const match of stderr.matchAll(PAUSE_LINE)) {
+        const at = Number(match[2]);
+        if (at >= fromMs && at <= toMs) max = Math.max(max, Number(match[1]));
+      }
+      return max;
+    },
+    stop: async () => {
+      child.kill("SIGTERM");
+      const exited = await Promise.race([child.exited, Bun.sleep(10_000).then(() => null)]);
+      if (exited === null) {
+        child.kill(9);
+        await child.exited;
+      }
+      await stderrDone;
+      const other = stderr.replace(PAUSE_LINE, "").trim();
+      if (other !== "") console.error(other);
+    },
+  };
+}
+
+function rssBytes(pid: number): number {
+  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return match === null ? 0 : Number(match[1]) * 1024;
+}
+
+async function subscriptionCount(server: Server): Promise<number> {
+  const stats = await (await fetch(`${server.adminUrl}/api/stats`)).json();
+  return stats.broker.subscriptions as number;
+}
+
+function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array {
+  const writer = new FrameWriter();
+  for (const frame of frames) encodeFrame(writer, frame);
+  return writer.bytes().slice();
+}
+
+const HELLO_SUBSCRIBE = frameBytes(
+  { kind: "hello", version: PROTOCOL_VERSION, clientName: "stalled", authToken: null },
+  { kind: "subscribe", subscriptionId: 1, start: { kind: "live" }, filter: Filter.of("**") },
+);
+
+/** Opens a raw connection that subscribes to everything and never reads. */
+async function openStalled(server: Server): Promise<Socket<undefined>> {
+  const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
+  const socket = await Bun.connect({
+    hostname: host,
+    port: Number(port),
+    socket: { data() {}, close() {}, error() {} },
+  });
+  socket.pause();
+  socket.write(HELLO_SUBSCRIBE);
+  return socket;
+}
+
+/** A connection that PINGs every PING_INTERVAL_MS and keeps the slowest answer. */
+async function openPinger(server: Server) {
+  const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
+  const decoder = new FrameDecoder();
+  const sentAt = new Map<number, number>();
+  const state = { slowestMs: 0, token: 0 };
+  const socket = await Bun.connect({
+    hostname: host,
+    port: Number(port),
+    socket: {
+      data(_socket, bytes) {
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "pong") continue;
+          const at = sentAt.get(frame.token);
+          if (at === undefined) continue;
+          sentAt.delete(frame.token);
+          state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+        }
+      },
+    },
+  });
+  socket.write(
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "pinger", authToken: null }),
+  );
+  const timer = setInterval(() => {
+    // A PING not answered yet counts as late as it is.
+    for (const at of sentAt.values())
+      state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+    const token = ++state.token;
+    sentAt.set(token, performance.now());
+    socket.write(frameBytes({ kind: "ping", token }));
+  }, PING_INTERVAL_MS);
+  return {
+    /** The slowest PING answer since the previous call (ms). */
+    takeSlowestMs(): number {
+      for (const at of sentAt.values())
+        state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+      const slowest = state.slowestMs;
+      state.slowestMs = 0;
+      return slowest;
+    },
+    close(): void {
+      clearInterval(timer);
+      socket.end();
+    },
+  };
+}
+
+interface PhaseResult {
+  publishMBps: number;
+  healthyMBps: number;
+  rssPeakBytes: number;
+  lagMaxMs: number;
+  pingMaxMs: number;
+}
+
+/** Publishes PUBLISH_BYTES while the healthy subscriber reads; measures the phase. */
+async function publishPhase(
+  server: Server,
+  publisher: Awaited<ReturnType<typeof connect>>,
+  healthy: { received: number; waitFor(count: number): Promise<number> },
+  pinger: Awaited<ReturnType<typeof openPinger>>,
+): Promise<PhaseResult> {
+  const payload = new Uint8Array(PAYLOAD_BYTES).fill(7);
+  const messages = Math.ceil(PUBLISH_BYTES / PAYLOAD_BYTES / BATCH_MESSAGES) * BATCH_MESSAGES;
+  const batch = Array.from({ length: BATCH_MESSAGES }, (_, i) => ({
+    topic: `bench/p${i % 16}/t${i % 64}`,
+    payload,
+  }));
+  pinger.takeSlowestMs();
+  const startWallMs = Date.now();
+  let rssPeak = rssBytes(server.pid);
+  const sampler = setInterval(() => {
+    rssPeak = Math.max(rssPeak, rssBytes(server.pid));
+  }, 50);
+  const target = healthy.received + messages;
+  const start = performance.now();
+  const healthyDone = healthy.waitFor(target);
+  const inFlight: Promise<unknown>[] = [];
+  for (let sent = 0; sent < messages; sent += BATCH_MESSAGES) {
+    inFlight.push(publisher.publishBatch(batch));
+    if (inFlight.length >= IN_FLIGHT) await inFlight.shift();
+  }
+  await Promise.all(inFlight);
+  const publishedMs = performance.now() - start;
+  const healthyMs = (await healthyDone) - start;
+  const endWallMs = Date.now();
+  clearInterval(sampler);
+  rssPeak = Math.max(rssPeak, rssBytes(server.pid));
+  await Bun.sleep(100); // the server's last pause lines reach its stderr
+  const bytes = messages * PAYLOAD_BYTES;
+  return {
+    publishMBps: bytes / 1e3 / publishedMs,
+    healthyMBps: bytes / 1e3 / healthyMs,
+    rssPeakBytes: rssPeak,
+    lagMaxMs: server.pauseMaxMs(startWallMs, endWallMs),
+    pingMaxMs: pinger.takeSlowestMs(),
+  };
+}
+
+interface RunResult {
+  baseline: PhaseResult;
+  stalled: PhaseResult;
+  rssBeforeBytes: number;
+  rssAfterBytes: number;
+}
+
+async function oneRun(): Promise<RunResult> {
+  const dataDir = mkdtempSync(join(tmpdir(), "aria-stalled-"));
+  const server = await startServer(dataDir);
+  try {
+    const publisher = await connect(server.tcpUrl);
+    const subscriber = await connect(server.tcpUrl);
+    const subscription = subscriber.subscribe("**", { from: "live" });
+    await subscription.caughtUpAt;
+    const waiters: { count: number; resolve: (ms: number) => void }[] = [];
+    const healthy = {
+      received: 0,
+      waitFor(count: number): Promise<number> {
+        return new Promise((resolve) => waiters.push({ count, resolve }));
+      },
+    };
+    const consuming = (async () => {
+      for await (const batch of subscription.batches()) {
+        healthy.received += batch.length;
+        for (let i = waiters.length - 1; i >= 0; i--) {
+          if (healthy.received < waiters[i].count) continue;
+          waiters[i].resolve(performance.now());
+          waiters.splice(i, 1);
+        }
+      }
+    })();
+    const pinger = await openPinger(server);
+    await publishPhase(server, publisher, healthy, pinger); // warm-up: the ring filled once
+    const baseline = await publishPhase(server, publisher, healthy, pinger);
+    const stalled: Socket<undefined>[] = [];
+    for (let i = 0; i < STALLED; i++) stalled.push(await openStalled(server));
+    while ((await subscriptionCount(server)) < STALLED + 1) await Bun.sleep(20);
+    const rssBeforeBytes = rssBytes(server.pid);
+    const withStalled = await publishPhase(server, publisher, healthy, pinger);
+    for (const socket of stalled) socket.end();
+    await Bun.sleep(3000);
+    const rssAfterBytes = rssBytes(server.pid);
+    pinger.close();
+    await subscriber.close();
+    await consuming.catch(() => undefined);
+    await publisher.close();
+    return { baseline, stalled: withStalled, rssBeforeBytes, rssAfterBytes };
+  } finally {
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+const MB = 1024 * 1024;
+const results: RunResult[] = [];
+for (let run = 0; run < RUNS; run++) {
+  const result = await oneRun();
+  results.push(result);
+  const perStalledKiB =
+    (result.stalled.rssPeakBytes - result.baseline.rssPeakBytes) / STALLED / 1024;
+  console.error(
+    `run ${run + 1}: baseline ${JSON.stringify(result.baseline)} stalled ${JSON.stringify(result.stalled)} per stalled ${perStalledKiB.toFixed(0)} KiB, RSS before ${(result.rssBeforeBytes / MB).toFixed(0)} MiB after ${(result.rssAfterBytes / MB).toFixed(0)} MiB`,
+  );
+}
+
+const m = (pick: (result: RunResult) => number, digits = 1) =>
+  median(results.map(pick)).toFixed(digits);
+console.log(
+  `stalled readers: ${STALLED} subscribers of ** that never read, ${PUBLISH_BYTES / 1e6} MB ` +
+    `published in ${PAYLOAD_BYTES}-byte messages, tip ${TIP_BYTES}; medians of ${RUNS} run(s)`,
+);
+console.log("| | baseline | stalled | stalled / baseline |");
+console.log("| --- | ---: | ---: | ---: |");
+const row = (name: string, pick: (phase: PhaseResult) => number, digits = 1) => {
+  const base = median(results.map((r) => pick(r.baseline)));
+  const stalled = median(results.map((r) => pick(r.stalled)));
+  console.log(
+    `| ${name} | ${base.toFixed(digits)} | ${stalled.toFixed(digits)} | ${(stalled / base).toFixed(2)} |`,
+  );
+};
+row("publisher MB/s", (p) => p.publishMBps);
+row("healthy subscriber MB/s", (p) => p.healthyMBps);
+row("server RSS peak MiB", (p) => p.rssPeakBytes / MB, 0);
+row("event-loop pause max ms (server)", (p) => p.lagMaxMs);
+row("PING answer max ms (client)", (p) => p.pingMaxMs);
+console.log(
+  `| server memory per stalled subscriber | | ${m((r) => (r.stalled.rssPeakBytes - r.baseline.rssPeakBytes) / STALLED / 1024, 0)} KiB | |`,
+);
+console.log(
+  `| RSS before stalled / after they left | ${m((r) => r.rssBeforeBytes / MB, 0)} MiB | ${m((r) => r.rssAfterBytes / MB, 0)} MiB | |`,
+);

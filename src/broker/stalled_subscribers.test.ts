@@ -1,0 +1,134 @@
+/**
+ * Stalled subscribers cost the server a position, not a copy of the stream: many subscribers of
+ * `**` whose sockets stopped taking bytes (a fake kernel buffer that fills and never drains)
+ * while megabytes are published, with the production limits. Each stalled session's memory (its
+ * queue chunks, writer buffer, decoder carry) stays within STALLED_SESSION_BYTES_MAX, and a
+ * healthy subscriber beside them receives every message, in order.
+ */
+import { expect, test } from "bun:test";
+import { PROTOCOL_VERSION } from "../constants.ts";
+import { encodeFrame, FrameDecoder, FrameWriter, type OutgoingFrame } from "../protocol/mod.ts";
+import { MemoryStore } from "../testing/memory_store.ts";
+import { Tip } from "../tip/tip.ts";
+import { Filter } from "../topic/filter.ts";
+import { TopicTable } from "../topic/topic_table.ts";
+import { Broker } from "./broker.ts";
+import type { Connection } from "./ports.ts";
+import type { SubscriberSession } from "./subscription.ts";
+
+/** The bound of the issue: what one stalled subscriber may cost beyond the kernel's buffers. */
+const STALLED_SESSION_BYTES_MAX = 256 * 1024;
+/** What the fake kernel takes from each stalled connection before it stops taking anything. */
+const KERNEL_BYTES = 256 * 1024;
+const STALLED = 20;
+const PUBLISH_BYTES = 16 * 1024 * 1024;
+const PAYLOAD_BYTES = 1024;
+const BATCH_MESSAGES = 256;
+
+function frameBytes(frame: OutgoingFrame): Uint8Array {
+  const writer = new FrameWriter();
+  encodeFrame(writer, frame);
+  return writer.bytes().slice();
+}
+
+test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB is published; a healthy one gets everything", async () => {
+  const topics = new TopicTable();
+  const tasks: (() => void)[] = [];
+  let timeUs = 1_000_000;
+  const broker = new Broker({
+    topics,
+    tip: new Tip(topics, { capacityBytes: 4 * 1024 * 1024 }),
+    store: new MemoryStore(),
+    clock: { nowUs: () => (timeUs += 10) },
+    scheduler: { soon: (task) => tasks.push(task) },
+  });
+  const settle = async () => {
+    for (let round = 0; round < 100_000; round++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (tasks.length === 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+        if (tasks.length === 0) return;
+      }
+      for (const task of tasks.splice(0)) task();
+    }
+    throw new Error("settle: work never ran out");
+  };
+  const open = (connection: Connection) => {
+    const id = broker.open(connection);
+    broker.receive(
+      id,
+      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "t", authToken: null }),
+    );
+    broker.receive(
+      id,
+      frameBytes({
+        kind: "subscribe",
+        subscriptionId: 1,
+        start: { kind: "live" },
+        filter: Filter.of("**"),
+      }),
+    );
+    return id;
+  };
+
+  // The healthy subscriber reads everything at once and checks order.
+  const decoder = new FrameDecoder();
+  let received = 0;
+  let lastSeq = 0;
+  let outOfOrder = 0;
+  open({
+    write: (bytes) => {
+      decoder.push(bytes);
+      for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+        if (frame.kind !== "data") continue;
+        const messages = frame.messages;
+        while (messages.next()) {
+          if (messages.seq !== lastSeq + 1) outOfOrder++;
+          lastSeq = messages.seq;
+          received++;
+        }
+      }
+      return bytes.length;
+    },
+    close: () => {},
+  });
+  const stalledIds: number[] = [];
+  for (let i = 0; i < STALLED; i++) {
+    let room = KERNEL_BYTES;
+    stalledIds.push(
+      open({
+        write: (bytes) => {
+          const taken = Math.min(room, bytes.length);
+          room -= taken;
+          return taken;
+        },
+        close: () => {},
+      }),
+    );
+  }
+  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
+  broker.receive(
+    publisher,
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
+  );
+  await settle();
+
+  const payload = new Uint8Array(PAYLOAD_BYTES).fill(5);
+  const messages = Array.from({ length: BATCH_MESSAGES }, (_, i) => ({
+    topic: `t/p${i % 8}`,
+    payload,
+  }));
+  const batches = PUBLISH_BYTES / PAYLOAD_BYTES / BATCH_MESSAGES;
+  let heldMax = 0;
+  for (let b = 0; b < batches; b++) {
+    broker.receive(publisher, frameBytes({ kind: "publish", requestId: b + 1, messages }));
+    await settle();
+    const sessions = (broker as unknown as { sessions: Map<number, SubscriberSession> }).sessions;
+    for (const id of stalledIds)
+      heldMax = Math.max(heldMax, (sessions.get(id) as SubscriberSession).heldBytes);
+  }
+  expect(received).toBe(batches * BATCH_MESSAGES);
+  expect(outOfOrder).toBe(0);
+  expect(heldMax).toBeLessThanOrEqual(STALLED_SESSION_BYTES_MAX);
+  expect(broker.stats().subscriptionsByPhase.stalled).toBe(STALLED);
+});
