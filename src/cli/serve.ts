@@ -9,6 +9,7 @@ import {
   TIP_BYTES_MAX,
   TIP_BYTES_MIN,
 } from "../constants.ts";
+import { allowedHostProblem } from "../admin/mod.ts";
 import { runtime } from "../runtime/mod.ts";
 import { FatalError, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
@@ -39,6 +40,9 @@ Options:
   --auth-token TOKEN     clients must present this token in their handshake
   --admin-host HOST      address of the admin HTTP app (default 127.0.0.1)
   --admin-token TOKEN    the admin app requires "Authorization: Bearer TOKEN" (all but /healthz)
+  --admin-allowed-hosts LIST
+                         host names the admin app answers as, comma-separated, beyond localhost,
+                         127.0.0.1, [::1] and --admin-host; * answers any (default: none)
   -h, --help             show this help
 `;
 
@@ -58,6 +62,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     "auth-token": { type: "string" },
     "admin-host": { type: "string" },
     "admin-token": { type: "string" },
+    "admin-allowed-hosts": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -94,6 +99,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
     adminHost: stringFlag(values, "admin-host", ADMIN_HOST_DEFAULT),
     adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
+    adminAllowedHosts: allowedHostsOf(values["admin-allowed-hosts"]),
   };
   if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken))
     throw new UsageError("--admin-token: must be printable ASCII without spaces");
@@ -137,4 +143,20 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   io.err(`aria serve: ${signal}: shutting down\n`);
   await server.stop();
   return EXIT_OK;
+}
+
+/** The names of --admin-allowed-hosts (a DNS rebinding page cannot use any other name). */
+function allowedHostsOf(value: unknown): string[] | undefined {
+  if (typeof value !== "string") return undefined;
+  const names = value
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+  if (names.length === 0)
+    throw new UsageError("--admin-allowed-hosts: give host names separated by commas, or *");
+  for (const name of names) {
+    const problem = allowedHostProblem(name);
+    if (problem !== null) throw new UsageError(`--admin-allowed-hosts: ${problem}`);
+  }
+  return names;
 }

@@ -27,4 +27,4 @@ export {
   type SplitOwner,
   stderrIsTerminal,
 } from "./split_owner.ts";
-export { workerRunner } from "./split_pool.ts";
+export { adminPlanner, planRunner, workerRunner } from "./split_pool.ts";

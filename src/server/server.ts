@@ -30,6 +30,7 @@ import {
 } from "../runtime/mod.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
+import { adminPlanner } from "./split_pool.ts";
 
 /** Options of `aria serve`. */
 export interface ServerOptions {
@@ -46,6 +47,8 @@ export interface ServerOptions {
   adminHost?: string;
   /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
   adminToken?: string;
+  /** Host names the admin app answers as beyond loopback and its own address; `*`: any. */
+  adminAllowedHosts?: readonly string[];
   /** The store's budgets, for embedders and tests (the CLI keeps the defaults of src/constants.ts). */
   storeLimits?: Pick<
     StoreOptions,
@@ -172,6 +175,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     );
   }
   const lag = watchEventLoopLag({ log: runtime.writeStderr });
+  const adminHost = options.adminHost ?? ADMIN_HOST_DEFAULT;
+  // Split planning for the admin app, on worker threads started at the first plan.
+  const planner = adminPlanner();
   const app = createAdminApp({
     stats: () => ({
       broker: broker.stats(),
@@ -193,12 +199,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     routes: (app) => addSplitRoutes(app, storeHost(store)),
     clock: runtime.clock,
     token: options.adminToken,
+    listenHost: adminHost,
+    allowedHosts: options.adminAllowedHosts,
+    planner,
   });
-  const adminHost = options.adminHost ?? ADMIN_HOST_DEFAULT;
   try {
     admin = runtime.serveHttp(app.fetch, { host: adminHost, port: options.adminPort });
   } catch (error) {
     tcp.stop();
+    planner.close();
     await store.close({ sort: false });
     await lock.release();
     throw new FatalError(
@@ -257,6 +266,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         tcp.stop();
         await broker.shutdown();
         await admin.stop();
+        planner.close();
         await store.close();
         await lock.release();
       })()),

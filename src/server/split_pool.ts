@@ -1,10 +1,16 @@
 /**
- * split_pool: runs split tasks on worker threads (split_worker.ts), one task per worker
- * at a time; the executor bounds concurrency to the pool size. `close()` terminates the workers.
+ * split_pool: runs split tasks on worker threads (split_worker.ts), one task per worker at a
+ * time. Two users: `aria split` (workerRunner: measure and rewrite partitions; the executor bounds
+ * concurrency to the pool size) and the server's admin app (planRunner: plan and compare volume
+ * tables, so the event loop only moves bytes; the app's gate bounds the jobs in flight).
+ * `close()` terminates the workers.
  */
-import type { MeasureResult, MeasureTask, TaskRunner } from "../split/executor.ts";
-import type { SplitTask, SplitTaskResult } from "../split/rewrite_files.ts";
+import type { PlanAnswer, PlanWork, Planner } from "../admin/mod.ts";
+import { ADMIN_PLAN_WORKERS_MAX } from "../constants.ts";
+import type { MeasureResult, TaskRunner } from "../split/executor.ts";
+import type { SplitTaskResult } from "../split/rewrite_files.ts";
 import { runtime } from "../runtime/mod.ts";
+import type { SplitWorkerRequest } from "./split_worker.ts";
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
@@ -23,12 +29,56 @@ function workerEntry(): string {
  * task, left the split waiting for ever.)
  */
 export function workerRunner(dataDir: string, count: number): TaskRunner & { close(): void } {
+  const pool = workerPool(count);
+  pool.start();
+  return {
+    measure: (task) => pool.run<MeasureResult>({ id: 0, dataDir, kind: "measure", task }),
+    split: (task) => pool.run<SplitTaskResult>({ id: 0, dataDir, kind: "split", task }),
+    close: pool.close,
+  };
+}
+
+/**
+ * A Planner over `count` worker threads, started at its first job (a server that never plans
+ * spends no thread on it). The job's arrays and the answer's bytes are transferred, not copied.
+ */
+export function planRunner(count: number): Planner & { close(): void } {
+  const pool = workerPool(count);
+  return {
+    concurrency: count,
+    run: (work: PlanWork) => {
+      pool.start();
+      const transfer: ArrayBuffer[] = [];
+      if ("packed" in work.input)
+        transfer.push(
+          work.input.packed.bytes.buffer as ArrayBuffer,
+          work.input.packed.messages.buffer as ArrayBuffer,
+        );
+      return pool.run<PlanAnswer>({ id: 0, kind: "plan", task: work }, transfer);
+    },
+    close: pool.close,
+  };
+}
+
+/**
+ * The admin app's planner: ADMIN_PLAN_WORKERS_MAX threads at most, and one core left to the event
+ * loop (a 2-core machine plans on one thread).
+ */
+export function adminPlanner(): Planner & { close(): void } {
+  return planRunner(
+    Math.min(ADMIN_PLAN_WORKERS_MAX, Math.max(1, navigator.hardwareConcurrency - 1)),
+  );
+}
+
+/** `count` worker threads, each running one request at a time. */
+function workerPool(count: number) {
   type Slot = { worker: Worker; task: Pending | null; dead: boolean };
   const idle: Slot[] = [];
   const waiting: { resolve: (slot: Slot) => void; reject: (error: Error) => void }[] = [];
   const all: Slot[] = [];
   let alive = count;
   let closed = false;
+  let started = false;
   const noWorkers = () => new Error("split: no worker thread is left (each failed)");
   const release = (slot: Slot) => {
     const next = waiting.shift();
@@ -47,7 +97,7 @@ export function workerRunner(dataDir: string, count: number): TaskRunner & { clo
     slot.worker.terminate();
     if (alive === 0) for (const next of waiting.splice(0)) next.reject(noWorkers());
   };
-  for (let i = 0; i < count; i++) {
+  const spawn = () => {
     const slot: Slot = { worker: runtime.spawnWorker(workerEntry()), task: null, dead: false };
     slot.worker.onmessage = (
       event: MessageEvent<{ ok: boolean; result?: unknown; error?: string }>,
@@ -67,27 +117,31 @@ export function workerRunner(dataDir: string, count: number): TaskRunner & { clo
     });
     all.push(slot);
     idle.push(slot);
-  }
+  };
   const acquire = () =>
     new Promise<Slot>((resolve, reject) => {
-      if (alive === 0) return reject(noWorkers());
+      if (alive === 0 || closed) return reject(noWorkers());
       const slot = idle.pop();
       if (slot !== undefined) resolve(slot);
       else waiting.push({ resolve, reject });
     });
-  const run = async <T>(kind: "measure" | "split", task: MeasureTask | SplitTask): Promise<T> => {
-    const slot = await acquire();
-    return new Promise<T>((resolve, reject) => {
-      slot.task = { resolve: resolve as (value: unknown) => void, reject };
-      slot.worker.postMessage({ id: 0, dataDir, kind, task });
-    });
-  };
   return {
-    measure: (task) => run<MeasureResult>("measure", task),
-    split: (task) => run<SplitTaskResult>("split", task),
+    start: () => {
+      if (started || closed) return;
+      started = true;
+      for (let i = 0; i < count; i++) spawn();
+    },
+    run: async <T>(request: SplitWorkerRequest, transfer: ArrayBuffer[] = []): Promise<T> => {
+      const slot = await acquire();
+      return new Promise<T>((resolve, reject) => {
+        slot.task = { resolve: resolve as (value: unknown) => void, reject };
+        slot.worker.postMessage(request, transfer);
+      });
+    },
     close: () => {
       closed = true;
       for (const slot of all) slot.worker.terminate();
+      for (const next of waiting.splice(0)) next.reject(noWorkers());
     },
   };
 }
