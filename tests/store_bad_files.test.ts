@@ -204,7 +204,7 @@ describe("store bad files", () => {
     expect(error).toBeInstanceOf(StoreError);
     expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
     expect(error.message).toContain(`"${sealed}" at offset`);
-    expect(error.message).toContain("--repair");
+    expect(error.message).toContain("aria repair");
     // The refusal changed nothing: it refuses again, the same way.
     expect((await Store.open(disk, SMALL_LIMITS).catch((e) => e)).message).toBe(error.message);
     const repaired = await Store.open(disk, { ...SMALL_LIMITS, repair: true });

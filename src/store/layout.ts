@@ -13,12 +13,15 @@
  *     segments/<id:016x>.sto        one subtree store: some topics of one partition
  *                                   (subtree_store_file.ts)
  *     segments/<id:016x>.pak        one sorter batch's segments and their indexes, back to back (pack_file.ts)
+ *     damaged/<file>@<offset>+<bytes>  damaged bytes `aria repair` moved aside (repair.ts): `file` is
+ *                                   the path they came from, `/` written as `_`; never read
  */
 
 export const MANIFEST_PATH = "MANIFEST";
 export const MANIFEST_TMP_PATH = "MANIFEST.tmp";
 export const JOURNAL_DIR = "journal";
 export const SEGMENT_DIR = "segments";
+export const DAMAGED_DIR = "damaged";
 const JOURNAL_SUFFIX = ".wal";
 const STAGED_SUFFIX = ".next";
 const SPARE_SUFFIX = ".spare";
@@ -66,6 +69,11 @@ export function stagedPath(gen: number): string {
 /** Path of spare journal file `n` (see journal_files.ts). */
 export function sparePath(n: number): string {
   return `${JOURNAL_DIR}/${hex16(n)}${SPARE_SUFFIX}`;
+}
+
+/** Where `aria repair` keeps the damaged bytes [offset, offset + bytes) of `file`. */
+export function damagedPath(file: string, offset: number, bytes: number): string {
+  return `${DAMAGED_DIR}/${file.replaceAll("/", "_")}@${offset}+${bytes}`;
 }
 
 /** Path of segment `id`'s records. */

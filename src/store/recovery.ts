@@ -20,14 +20,16 @@
  * Corruption in the middle is never skipped silently: it is listed with file and offset, and
  * open fails with ARIA_ERR_STORE_CORRUPT unless `repair` is set (then it is skipped, and reported).
  */
-import { JOURNAL_SPARES_MAX } from "../constants.ts";
+import { JOURNAL_SPARES_MAX, STORE_RECORD_HEADER_BYTES } from "../constants.ts";
 import type { StoreContext, JournalInfo } from "./context.ts";
 import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
-import { type FileHeader, decodeFileHeader } from "./file_header.ts";
+import { type FileHeader, decodeFileHeader, decodeSyncedBytes } from "./file_header.ts";
 import { dropDrainedJournals, keepsSpares, startJournal } from "./journal_files.ts";
 import {
+  DAMAGED_DIR,
   JOURNAL_DIR,
+  damagedPath,
   MANIFEST_PATH,
   SEGMENT_DIR,
   StoreError,
@@ -68,6 +70,9 @@ export type RecoveryProblem = {
   dataLost: boolean;
 };
 
+/** Damaged bytes moved aside: from `file` bytes [offset, offset + bytes), copied into `to`. */
+export type MovedRegion = { file: string; offset: number; bytes: number; to: string };
+
 /** An inclusive range of seqs whose records are lost, and the file they were in. */
 export type LostSeqs = { first: number; last: number; file: string };
 
@@ -88,6 +93,8 @@ export type RecoveryReport = {
   problems: RecoveryProblem[];
   /** Inclusive seq ranges whose records are not in the store after a repair open (empty otherwise). */
   lostSeqs: LostSeqs[];
+  /** With repair: damaged bytes copied into `damaged/` (the files they came from are then retired). */
+  damaged: MovedRegion[];
 };
 
 const HEADER_PROBE_BYTES = 512;
@@ -101,6 +108,10 @@ type Recovery = {
   disk: Disk;
   report: RecoveryReport;
   problem: ProblemSink;
+  /** The largest seq seen or possibly written anywhere (records, headers, damaged regions). */
+  maxSeq: number;
+  /** Changes made only once the open is sure to go ahead (a refusal changes nothing). */
+  later: (() => Promise<void>)[];
 };
 
 /** The ids of the files in the segment directory, by kind. */
@@ -134,7 +145,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       dataLost: true,
     });
   };
-  const run: Recovery = { context, disk, report, problem };
+  const run: Recovery = { context, disk, report, problem, maxSeq: 0, later: [] };
   await disk.mkdir(JOURNAL_DIR);
   await disk.mkdir(SEGMENT_DIR);
 
@@ -152,7 +163,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     await context.files.closeAll();
     throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
   }
-  // 4. Manifest in force, orphans gone, fresh journal, drained journals dropped.
+  // 4. Torn tails cut, manifest in force, orphans gone, fresh journal, drained journals dropped.
+  for (const change of run.later) await change();
   await removeOrphans(run, orphans);
   if (manifest.rewrite) await rewriteManifest(context);
   else await openManifestForAppend(context, manifest.bytes, manifest.state.records);
@@ -182,6 +194,7 @@ function emptyReport(): RecoveryReport {
     manifestRebuilt: false,
     problems: [],
     lostSeqs: [],
+    damaged: [],
   };
 }
 
@@ -447,7 +460,8 @@ async function sortJournalDir(run: Recovery): Promise<JournalDir> {
 
 /**
  * Phase 3b: replays the journals oldest first, then adopts or removes the staged generation after
- * the newest. The next seq: past `nextSeq` and every journal's records.
+ * the newest. The next seq: past `nextSeq`, every journal's records and every seq a damaged
+ * region may have held.
  */
 async function replayJournals(
   run: Recovery,
@@ -457,12 +471,15 @@ async function replayJournals(
   const { gens } = journals;
   let { stagedNext } = journals;
   let expected = 0;
+  let previous = "";
   for (let i = 0; i < gens.length; i++) {
     const gen = gens[i];
     const isLast = i === gens.length - 1;
-    const after = await replayJournal(run, gen, { isLast, expected });
+    const missing = i > 0 && gen > gens[i - 1] + 1 ? journalPath(gens[i - 1] + 1) : previous;
+    const after = await replayJournal(run, gen, { isLast, expected, minSeq: nextSeq, missing });
     if (after === null) continue;
     expected = after;
+    previous = journalPath(gen);
     nextSeq = Math.max(nextSeq, expected);
     if (isLast && stagedNext === gen + 1) {
       // The newest journal's seal was under way: the staged generation after it counts when its
@@ -473,68 +490,142 @@ async function replayJournals(
     }
   }
   if (stagedNext >= 0) await removeAsCut(run.disk, stagedPath(stagedNext), run.report);
-  return nextSeq;
+  return Math.max(nextSeq, run.maxSeq + 1);
 }
+
+/** Where journal `gen` stands among the others: see replayJournal. */
+type JournalPosition = {
+  isLast: boolean;
+  /** The seq its first record must have (the previous journal's end), 0 for the first one. */
+  expected: number;
+  /** Records below this seq are an older generation's (a recycled file's), never this one's. */
+  minSeq: number;
+  /** The file to name when seqs are missing before it (a missing generation, or the previous journal). */
+  missing: string;
+};
 
 /**
  * Replays journal `gen` into the partitions and lists it; the seq after its last good record, or
- * null when its header is unusable (the newest is then removed, as a creation a crash cut short;
- * an older one is a problem). The newest journal's first bad record is a torn tail, cut there;
- * elsewhere it is a problem, and the rest of that journal is skipped.
+ * null when it holds nothing to replay (a newest journal whose header is bad with nothing valid
+ * after it is removed, as a creation a crash cut short; an older one is a problem).
+ *
+ * A bad region is a **torn tail** only in the newest journal, with no valid record after it
+ * (nothing with a continuing or later seq), and past the synced point its header's slots claim
+ * (file_header.ts; a version-1 journal claims none). Anything else is **damage**: a problem
+ * (open refuses) naming file and offset. With `repair`, each damaged region's bytes are copied
+ * into `damaged/`, replay resyncs on the next valid record with a continuing or later seq, and
+ * the seqs between are reported lost; a damaged tail of the newest journal may have held seqs up
+ * to what the journal could hold, all reported lost and all skipped (a seq is never reused).
  */
 async function replayJournal(
   run: Recovery,
   gen: number,
-  position: { isLast: boolean; expected: number },
+  position: JournalPosition,
 ): Promise<number | null> {
   const { context, disk, report } = run;
   const { isLast, expected } = position;
   const path = journalPath(gen);
   const file = await disk.open(path, "write");
   try {
-    const header = await readJournalHeader(file, context.crc32);
-    if (typeof header === "string" || header.id !== gen) {
-      const what = typeof header === "string" ? header : `header names generation ${header.id}`;
-      if (isLast) {
-        // A journal whose creation was cut short by a crash: it never held an acknowledged record.
-        await file.close();
-        await removeAsCut(disk, path, report);
-      } else {
-        run.problem(path, 0, what, "journal skipped");
+    const fileBytes = await file.size();
+    const probe = new Uint8Array(HEADER_PROBE_BYTES);
+    const probed = probe.subarray(0, await file.read(0, probe));
+    const header = decodeFileHeader(probed, "journal", context.crc32);
+    const floor = Math.max(expected, position.minSeq) - 1;
+    let start: number;
+    let firstSeq: number;
+    let synced = 0;
+    if (typeof header === "string" || header.id !== gen || header.bytes > fileBytes) {
+      const what =
+        typeof header === "string"
+          ? header
+          : header.id !== gen
+            ? `header names generation ${header.id}`
+            : "file header cut short";
+      const after = await countRecordsAfter(file, 0, floor, context.crc32);
+      if (after.records === 0) {
+        if (isLast) {
+          // A journal whose creation was cut short by a crash: it never held an acknowledged
+          // record (nothing valid follows its header). Removed once the open is sure to go ahead.
+          run.later.push(() => removeAsCut(disk, path, report));
+        } else {
+          run.problem(path, 0, what, "journal skipped");
+        }
+        return null;
       }
-      return null;
-    }
-    if (expected !== 0 && header.firstSeq !== expected) {
-      run.problem(
-        path,
-        0,
-        `journal starts at seq ${header.firstSeq}, expected ${expected}`,
-        "continued at the journal's first seq",
-      );
+      // Valid records follow a bad header: damage, never a creation cut short.
+      await damaged(run, file, path, 0, after.firstOffset, `${what}; valid records follow`);
+      start = after.firstOffset;
+      firstSeq = after.firstSeq;
+      if (expected !== 0 && firstSeq > expected) lose(run, expected, firstSeq - 1, path);
+    } else {
+      start = header.bytes;
+      firstSeq = header.firstSeq;
+      synced = decodeSyncedBytes(probed, gen, context.crc32);
+      run.maxSeq = Math.max(run.maxSeq, firstSeq - 1);
+      if (expected !== 0 && firstSeq !== expected) {
+        run.problem(
+          path,
+          0,
+          `journal starts at seq ${firstSeq}, expected ${expected}`,
+          "continued at the journal's first seq",
+        );
+        if (firstSeq > expected) lose(run, expected, firstSeq - 1, position.missing || path);
+      }
     }
     const info: JournalInfo = {
       gen,
       path,
-      firstSeq: header.firstSeq,
-      bytes: header.bytes,
+      firstSeq,
+      bytes: start,
       pendingRecords: 0,
       created: true,
     };
-    const { scan, next } = await replayRecords(context, file, info, report);
-    info.bytes = scan.end;
-    if (scan.problem !== null) {
-      if (isLast) {
-        const after = await countRecordsAfter(file, scan.end, next - 1, context.crc32);
-        await file.truncate(scan.end);
+    let next = firstSeq;
+    for (;;) {
+      const replayed = await replayRecords(context, file, info, report, next);
+      const scan = replayed.scan;
+      next = replayed.next;
+      info.bytes = scan.end;
+      run.maxSeq = Math.max(run.maxSeq, next - 1);
+      if (scan.problem === null) break;
+      const bad = scan.end;
+      const after = await countRecordsAfter(
+        file,
+        bad,
+        Math.max(next, position.minSeq) - 1,
+        context.crc32,
+      );
+      // Records after the bad region all past the synced point: unsynced writes that a crash
+      // (a power loss) kept out of order; no `always` commit had waited on them.
+      if (isLast && bad >= synced && (after.records === 0 || after.firstOffset >= synced)) {
+        // Cut once the open is sure to go ahead: a refusal changes nothing.
+        run.later.push(() => truncateDurably(disk, path, bad));
         report.cuts.push({
           file: path,
-          offset: scan.end,
-          bytesCut: scan.fileBytes - scan.end,
+          offset: bad,
+          bytesCut: scan.fileBytes - bad,
           recordsAfterCut: after.records,
         });
-      } else {
-        run.problem(path, scan.end, scan.problem, "rest of the journal skipped");
+        break;
       }
+      if (after.records > 0) {
+        await damaged(run, file, path, bad, after.firstOffset, scan.problem);
+        if (after.firstSeq > next) lose(run, next, after.firstSeq - 1, path);
+        run.maxSeq = Math.max(run.maxSeq, after.lastSeq);
+        next = after.firstSeq;
+        info.bytes = after.firstOffset;
+        continue;
+      }
+      await damaged(run, file, path, bad, scan.fileBytes, scan.problem);
+      if (isLast) {
+        // Seqs after the damage may have been written (and acknowledged): none is ever reused.
+        const most = Math.max(scan.fileBytes, synced, context.options.journalBytesMax);
+        const bound = next - 1 + Math.ceil((most - bad) / STORE_RECORD_HEADER_BYTES);
+        lose(run, next, bound, path);
+        run.maxSeq = Math.max(run.maxSeq, bound);
+      }
+      break;
     }
     // What a restart reads back may sit only in the page cache: make it durable before trusting it.
     await file.sync();
@@ -546,19 +637,63 @@ async function replayJournal(
   }
 }
 
+/** Seqs `first`..`last` of `file` are lost (reported; with repair, skipped). */
+function lose(run: Recovery, first: number, last: number, file: string): void {
+  if (last < first) return;
+  run.report.lostSeqs.push({ first, last, file });
+  run.maxSeq = Math.max(run.maxSeq, last);
+}
+
 /**
- * The records of journal `info` from its first seq on, until the first bad one or one whose seq
- * does not continue: those past their partition's sorted-through seq become pending (counted per
- * topic and in `info`). The scan's result and the seq after the last good record.
+ * Damage in `file` (open as `handle`) over bytes [from, to): a problem; with repair, the bytes
+ * are copied into `damaged/` (durably) before anything changes the file.
+ */
+async function damaged(
+  run: Recovery,
+  handle: DiskFile,
+  file: string,
+  from: number,
+  to: number,
+  what: string,
+): Promise<void> {
+  const detail = `${what} (bytes ${from}..${to})`;
+  run.problem(file, from, detail, "bytes moved to damaged/, the records after them kept");
+  if (!run.context.options.repair) return;
+  const to_ = damagedPath(file, from, to - from);
+  run.report.damaged.push({ file, offset: from, bytes: to - from, to: to_ });
+  const bytes = new Uint8Array(to - from);
+  let filled = 0;
+  while (filled < bytes.length) {
+    const read = await handle.read(from + filled, bytes.subarray(filled));
+    if (read === 0) break;
+    filled += read;
+  }
+  await run.disk.mkdir(DAMAGED_DIR);
+  const copy = await run.disk.open(to_, "create");
+  try {
+    await copy.write(0, bytes.subarray(0, filled));
+    await copy.sync();
+  } finally {
+    await copy.close();
+  }
+  await run.disk.syncDir(DAMAGED_DIR);
+}
+
+/**
+ * The records of journal `info` from `bytes` on, expecting seq `first`, until the first bad one
+ * or one whose seq does not continue: those past their partition's sorted-through seq become
+ * pending (counted per topic and in `info`). The scan's result and the seq after the last good
+ * record.
  */
 async function replayRecords(
   context: StoreContext,
   file: DiskFile,
   info: JournalInfo,
   report: RecoveryReport,
+  first: number,
 ): Promise<{ scan: ScanResult; next: number }> {
   const gen = info.gen;
-  let expected = info.firstSeq;
+  let expected = first;
   const scan = await scanRecords(
     file,
     info.bytes,
@@ -624,6 +759,17 @@ async function adoptStaged(
   await disk.syncDir(JOURNAL_DIR);
   report.journalsAdopted++;
   return true;
+}
+
+/** Cuts the file at `path` to `size` bytes, durably. */
+async function truncateDurably(disk: Disk, path: string, size: number): Promise<void> {
+  const file = await disk.open(path, "write");
+  try {
+    await file.truncate(size);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
 }
 
 /** Removes the journal (or staged file) at `path`, reported as a cut at 0: it holds no record that counts. */
@@ -768,7 +914,7 @@ function corruptMessage(report: RecoveryReport): string {
   const lines = report.problems
     .filter((p) => p.dataLost)
     .map((p) => `  "${p.file}" at offset ${p.offset}: ${p.problem}`);
-  return `Cannot open the data directory: ${lines.length} damaged file(s):\n${lines.join("\n")}\nStart with --repair to skip the damaged data (it is reported, and lost).`;
+  return `Cannot open the data directory: ${lines.length} damaged place(s):\n${lines.join("\n")}\nNothing was changed. \`aria repair\` keeps every intact record, moves the damaged bytes into damaged/ and reports the seqs lost (--dry-run: the report alone).`;
 }
 
 /** Decodes an index file's bytes (re-exported for the reader's lazy index loads). */

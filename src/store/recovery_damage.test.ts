@@ -1,0 +1,151 @@
+/**
+ * Damage at rest (issue 28, part 1): a bad record followed by valid ones, a damaged header, a
+ * truncated journal, a missing journal. Each refuses to open naming file and offset (changing
+ * nothing), and repairStore keeps every intact record, moves the damaged bytes into damaged/,
+ * reports exactly the seqs lost, and never lets a seq be given twice.
+ */
+import { describe, expect, test } from "bun:test";
+import { SimDisk } from "../testing/sim_disk.ts";
+import { Filter } from "../topic/mod.ts";
+import { decodeSyncedBytes } from "./file_header.ts";
+import { type LostSeqs, Store, type StoreOptions, crc32, repairStore } from "./mod.ts";
+
+/** Journals large enough that the newest holds many records: nothing sorted, nothing rolled. */
+const LIMITS: StoreOptions = {
+  journalBytesMax: 1 << 20,
+  segmentBytesMax: 1 << 20,
+  segmentAgeUsMax: 1e15,
+  journalRetainedBytesMax: 1 << 24,
+};
+const TOPICS = ["a/x", "a/y", "b/z"];
+
+function payloadOf(seq: number): Uint8Array {
+  const bytes = new Uint8Array(20 + (seq % 13));
+  new DataView(bytes.buffer).setUint32(0, seq, true);
+  for (let i = 4; i < bytes.length; i++) bytes[i] = (seq * 7 + i) & 0xff;
+  return bytes;
+}
+
+/** A store of `count` messages, each committed under `always` in groups of 10, then killed. */
+async function killed(count: number, options: StoreOptions = LIMITS): Promise<SimDisk> {
+  const disk = new SimDisk({ seed: 5 });
+  const { store } = await Store.open(disk, options);
+  for (let seq = 1; seq <= count; seq++) {
+    store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+    if (seq % 10 === 0) await store.commit();
+  }
+  await store.commit();
+  disk.kill();
+  return disk;
+}
+
+function journals(disk: SimDisk): string[] {
+  return disk.paths().filter((p) => p.endsWith(".wal"));
+}
+
+/** Every path's bytes: what a refusal or a dry run must leave as it was. */
+function image(disk: SimDisk): Map<string, string> {
+  return new Map(disk.paths().map((p) => [p, (disk.snapshot(p) as Uint8Array).join(",")]));
+}
+
+/** Seqs read back, each payload checked byte for byte. */
+async function readSeqs(store: Store): Promise<number[]> {
+  const seqs: number[] = [];
+  for await (const message of store.read(Filter.of("**"), { seq: 1 })) {
+    expect([...message.payload]).toEqual([...payloadOf(message.seq)]);
+    seqs.push(message.seq);
+  }
+  return seqs;
+}
+
+/** Offset of record number `n` (0-based) in a journal written by `killed`. */
+function recordOffset(disk: SimDisk, path: string, n: number): number {
+  const bytes = disk.snapshot(path) as Uint8Array;
+  const view = new DataView(bytes.buffer);
+  let at = 68;
+  for (let i = 0; i < n; i++) at += view.getUint32(at, true);
+  return at;
+}
+
+/**
+ * The refusal names `file`, changes nothing; the dry run reports and changes nothing; the repair
+ * keeps everything but `lost`, moves bytes aside, and the next seq is past `past`.
+ */
+async function refusedThenRepaired(
+  disk: SimDisk,
+  file: string,
+  count: number,
+  past = count,
+): Promise<LostSeqs[]> {
+  const before = image(disk);
+  const error = await Store.open(disk, LIMITS).catch((e) => e);
+  expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+  expect(error.message).toContain(`"${file}" at offset`);
+  expect(error.message).toContain("aria repair");
+  expect(image(disk)).toEqual(before);
+  const dry = await repairStore(disk, { ...LIMITS, dryRun: true });
+  expect(image(disk)).toEqual(before);
+  const report = await repairStore(disk, LIMITS);
+  expect(report.lostSeqs).toEqual(dry.lostSeqs);
+  expect(report.moved).toEqual(dry.moved);
+  for (const moved of report.moved) expect(disk.snapshot(moved.to)?.length).toBe(moved.bytes);
+  expect(report.nextSeq).toBeGreaterThan(past);
+  // Servable now: every record not reported lost is there, byte for byte; no seq is reused.
+  const { store, recovery } = await Store.open(disk, LIMITS);
+  expect(recovery.problems).toEqual([]);
+  const lost = (seq: number) => report.lostSeqs.some((r) => r.first <= seq && seq <= r.last);
+  const expected: number[] = [];
+  for (let seq = 1; seq <= count; seq++) if (!lost(seq)) expected.push(seq);
+  expect(await readSeqs(store)).toEqual(expected);
+  expect(store.nextSeq).toBe(report.nextSeq);
+  await store.close();
+  // A second repair finds nothing.
+  const again = await repairStore(disk, LIMITS);
+  expect([again.lostSeqs, again.moved, again.recovery.problems]).toEqual([[], [], []]);
+  return report.lostSeqs;
+}
+
+describe("recovery: damage at rest", () => {
+  test("the writer's synced-point slot claims what a completed fsync covered", async () => {
+    const disk = await killed(200);
+    const [newest] = journals(disk);
+    const bytes = disk.snapshot(newest) as Uint8Array;
+    const synced = decodeSyncedBytes(bytes, 1, crc32);
+    expect(synced).toBeGreaterThan(68);
+    expect(synced).toBeLessThanOrEqual(bytes.length);
+  });
+
+  test("a byte flipped mid-way through the newest journal, valid records after it: refused, then repaired losing one record", async () => {
+    const disk = await killed(500);
+    const [newest] = journals(disk);
+    const at = recordOffset(disk, newest, 200);
+    disk.corrupt(
+      newest,
+      at + 40,
+      new Uint8Array([(disk.snapshot(newest) as Uint8Array)[at + 40] ^ 1]),
+    );
+    const lost = await refusedThenRepaired(disk, newest, 500);
+    expect(lost).toEqual([{ first: 201, last: 201, file: newest }]);
+  });
+
+  test("the newest journal's header flipped, records after it: damage, not a creation cut short", async () => {
+    const disk = await killed(300);
+    const [newest] = journals(disk);
+    disk.corrupt(newest, 20, new Uint8Array([0xff]));
+    const lost = await refusedThenRepaired(disk, newest, 300);
+    expect(lost).toEqual([]);
+  });
+
+  test("the newest journal cut to 80% (synced records): damage; the seqs it may have held are never reused", async () => {
+    const disk = await killed(500);
+    const [newest] = journals(disk);
+    const size = (disk.snapshot(newest) as Uint8Array).length;
+    const cutAt = recordOffset(disk, newest, 400) + 5;
+    expect(cutAt).toBeLessThan(size * 0.85);
+    disk.cut(newest, cutAt);
+    const lost = await refusedThenRepaired(disk, newest, 500);
+    expect(lost.length).toBe(1);
+    expect(lost[0].first).toBe(401);
+    expect(lost[0].last).toBeGreaterThanOrEqual(500);
+  });
+});
