@@ -8,6 +8,7 @@ import { UsageError } from "./args.ts";
 import { BENCH_USAGE, benchCommand } from "./bench.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
 import { PUB_USAGE, pubCommand } from "./pub.ts";
+import { REPAIR_USAGE, repairCommand } from "./repair.ts";
 import { SERVE_USAGE, serveCommand } from "./serve.ts";
 import { SIMULATE_USAGE, simulateCommand } from "./simulate.ts";
 import { SPLIT_USAGE, splitCommand } from "./split.ts";
@@ -51,6 +52,11 @@ const COMMANDS: Record<string, Command> = {
     summary: "split persisted partitions into subtree stores (plan, stats, rewrite)",
     usage: SPLIT_USAGE,
     run: splitCommand,
+  },
+  repair: {
+    summary: "salvage a damaged data directory (moves damaged bytes aside, reports lost seqs)",
+    usage: REPAIR_USAGE,
+    run: repairCommand,
   },
   version: {
     summary: "print the version, the commit it was built from and the runtime",

@@ -87,6 +87,13 @@ function storeExit(error: unknown): number {
     : FATAL_EXIT.dataDir;
 }
 
+/** The command that repairs damage found at start-up (exit 5), as a line to print after it. */
+function repairHint(error: unknown, dataDir: string): string {
+  if (storeExit(error) !== FATAL_EXIT.corrupt) return "";
+  const quoted = /^[\w./-]+$/.test(dataDir) ? dataDir : `'${dataDir.replaceAll("'", "'\\''")}'`;
+  return `\nRepair it with: aria repair --data-dir ${quoted}`;
+}
+
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   try {
@@ -129,7 +136,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   } catch (error) {
     await lock.release();
     throw new FatalError(
-      `Cannot open data directory "${options.dataDir}": ${(error as Error).message}`,
+      `Cannot open data directory "${options.dataDir}": ${(error as Error).message}${repairHint(error, options.dataDir)}`,
       storeExit(error),
     );
   }
@@ -148,10 +155,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await store.close({ sort: false }).catch(() => {});
     await lock.release();
     throw new FatalError(
-      `Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}`,
+      `Cannot read the newest messages of "${options.dataDir}" into the tip: ${(error as Error).message}${repairHint(error, options.dataDir)}`,
       storeExit(error),
     );
   }
+  // The tip holds a contiguous run ending just before the next seq: after a repair the stored
+  // stream may have a hole (lost seqs), or end before the next seq (seqs skipped, never reused).
+  let from = newest.length;
+  while (
+    from > 0 &&
+    newest[from - 1].seq === (from < newest.length ? newest[from].seq : store.nextSeq) - 1
+  )
+    from--;
+  newest = newest.slice(from);
   for (const message of newest)
     tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
   const broker = new Broker({
