@@ -224,7 +224,18 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
   const { context, disk, report } = run;
   const dataFiles = files.segmentIds.size + files.subtreeIds.size + files.packIds.size;
   const loaded = await loadManifest(context);
-  if (loaded.ok) {
+  // A manifest that does not name files whose records are nowhere else lost records (cut, say,
+  // to a length that looks like a torn append): trusted, it would have those files removed.
+  const unheld = loaded.ok ? await unheldOrphans(run, loaded.state, files) : [];
+  if (loaded.ok && unheld.length > 0) {
+    report.problems.push({
+      file: MANIFEST_PATH,
+      offset: loaded.bytes,
+      problem: `does not name ${unheld.join(", ")}, whose records are nowhere else (records lost from the manifest)`,
+      action: "rebuilt from the files",
+      dataLost: false,
+    });
+  } else if (loaded.ok) {
     // What was read may sit only in the page cache (an append whose fsync failed, then kill -9):
     // make it durable before trusting it, as journals are below. Otherwise the journals its ADD
     // records drain are dropped, and a power loss then takes the ADD and the records with it.
@@ -242,7 +253,7 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
     }
     return { state: loaded.state, rewrite: false, bytes: loaded.bytes };
   }
-  if (loaded.exists && dataFiles > 0) {
+  if (!loaded.ok && loaded.exists && dataFiles > 0) {
     report.problems.push({
       file: MANIFEST_PATH,
       offset: loaded.offset,
@@ -258,6 +269,80 @@ async function loadOrRebuildManifest(run: Recovery, files: DataFiles): Promise<M
     if (segment.pack === undefined) files.indexIds.add(segment.id);
   for (const id of state.subtrees.keys()) files.indexIds.add(id);
   return { state, rewrite: true, bytes: 0 };
+}
+
+/**
+ * The data files `state` does not name whose records are not provably held elsewhere: a packed
+ * segment is held when its partition is sorted past it (a later file holds it, or retention
+ * removed it on purpose) or the journals still hold it (it starts at or after the oldest
+ * journal's first seq: a close that never took effect); a subtree store when every file the
+ * manifest names is present (an interrupted split's output: the segments it would replace are
+ * live; or an older generation's). A legacy `.seg` is never provably held (reading it to tell
+ * would write its index). Empty when the manifest names every file it should.
+ */
+async function unheldOrphans(
+  run: Recovery,
+  state: ManifestState,
+  files: DataFiles,
+): Promise<string[]> {
+  const { context, disk } = run;
+  const packsInForce = new Set<number>();
+  let missing = false;
+  for (const segment of state.live.values()) {
+    if (segment.pack !== undefined) packsInForce.add(segment.pack.pack);
+    const present =
+      segment.pack === undefined
+        ? files.segmentIds.has(segment.id)
+        : files.packIds.has(segment.pack.pack);
+    if (!present) missing = true;
+  }
+  for (const subtree of state.subtrees.values())
+    if (!files.subtreeIds.has(subtree.id)) missing = true;
+  const unheld: string[] = [];
+  let journalStart: number | null = null;
+  const heldByJournals = async (firstSeq: number): Promise<boolean> => {
+    journalStart ??= await oldestJournalStart(run);
+    return firstSeq >= journalStart;
+  };
+  for (const id of [...files.packIds].sort((a, b) => a - b)) {
+    if (packsInForce.has(id)) continue;
+    const scan = await scanPack(disk, id, {
+      intervalBytes: context.options.indexIntervalBytes,
+      crc32: context.crc32,
+    });
+    for (const segment of scan.segments) {
+      const through = state.sortedThrough.get(segment.partition) ?? 0;
+      if (segment.lastSeq <= through || (await heldByJournals(segment.firstSeq))) continue;
+      unheld.push(packPath(id));
+      break;
+    }
+  }
+  for (const id of files.segmentIds)
+    if (!state.live.has(id) || state.live.get(id)?.pack !== undefined) unheld.push(segmentPath(id));
+  if (missing)
+    for (const id of files.subtreeIds)
+      if (!state.subtrees.has(id)) unheld.push(subtreeStorePath(id));
+  return unheld;
+}
+
+/** The first seq of the oldest journal whose header reads (Infinity without one). */
+async function oldestJournalStart(run: Recovery): Promise<number> {
+  const gens: number[] = [];
+  for (const name of await run.disk.list(JOURNAL_DIR)) {
+    const parsed = parseFileName(name);
+    if (parsed?.kind === "journal") gens.push(parsed.n);
+  }
+  gens.sort((a, b) => a - b);
+  for (const gen of gens) {
+    const file = await run.disk.open(journalPath(gen), "read");
+    try {
+      const header = await readJournalHeader(file, run.context.crc32);
+      if (typeof header !== "string" && header.id === gen) return header.firstSeq;
+    } finally {
+      await file.close();
+    }
+  }
+  return Number.POSITIVE_INFINITY;
 }
 
 /**
