@@ -393,6 +393,8 @@ export class Dispatch {
     this.moves.drop(subscription);
     subscription.session.subscriptions.delete(subscription.id);
     this.fanout.unregister(subscription);
+    // Out of the topic table's filter index: new topics no longer look at it.
+    subscription.matcher.close();
   }
 
   private closeSession(session: SubscriberSession): void {

@@ -1,8 +1,9 @@
 /**
  * Fanout: which subscriptions a message of a given topic id goes to, without testing every
- * subscription per message. The list for a topic id is computed once (testing each
- * subscription's matcher) and cached until the set of subscriptions changes; topic ids are dense
- * and append-only, so a new topic just has no list yet.
+ * subscription per message. The list for a topic id is computed once, by one walk of the topic
+ * table's filter index (topic/filter_index.ts: O(segments + matches), not O(subscriptions)), and
+ * cached until the set of subscriptions changes; topic ids are dense and append-only, so a new
+ * topic just has no list yet.
  *
  * Lists hold every matching subscription whatever its phase; the broker checks the phase, so a
  * subscription stalling and resuming (which happens often under back-pressure) costs nothing here.
@@ -10,13 +11,20 @@
  * It also groups subscriptions by filter (equal filters print equally): the members of a group
  * receive the same messages, so live fan-out can encode their DATA frames once (shared_data.ts).
  */
+import { assert } from "../stdx/assert.ts";
+import type { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { TopicTable } from "../topic/topic_table.ts";
 import type { Subscription } from "./subscription.ts";
 
 const NONE: readonly Subscription[] = [];
 
 /** Per-topic-id cache of matching subscriptions. */
 export class Fanout {
-  private readonly all = new Set<Subscription>();
+  /** Registered subscriptions by their matcher (the index yields matchers). */
+  private readonly all = new Map<FilterMatcher, Subscription>();
+  /** The table of every registered subscription's matcher (one per server). */
+  private table: TopicTable | null = null;
+  private readonly matched: FilterMatcher[] = [];
   /** Subscriptions by the text of their filter. */
   private readonly byFilter = new Map<string, Subscription[]>();
   private shared: (readonly Subscription[])[] = [];
@@ -30,8 +38,11 @@ export class Fanout {
     return this.all.size;
   }
 
+  /** Registers a subscription (its matcher is registered in its table's filter index). */
   add(subscription: Subscription): void {
-    this.all.add(subscription);
+    this.table ??= subscription.matcher.table;
+    assert(this.table === subscription.matcher.table, "Fanout.add: one topic table");
+    this.all.set(subscription.matcher, subscription);
     const key = subscription.filter.toString();
     const group = this.byFilter.get(key);
     if (group === undefined) this.byFilter.set(key, [subscription]);
@@ -39,8 +50,9 @@ export class Fanout {
     this.version++;
   }
 
+  /** Unregisters a subscription. */
   remove(subscription: Subscription): void {
-    if (!this.all.delete(subscription)) return;
+    if (!this.all.delete(subscription.matcher)) return;
     const key = subscription.filter.toString();
     const group = this.byFilter.get(key) as Subscription[];
     group.splice(group.indexOf(subscription), 1);
@@ -68,8 +80,14 @@ export class Fanout {
     }
     if (this.listVersions[topicId] === this.version + 1) return this.lists[topicId] ?? NONE;
     let list: Subscription[] | undefined;
-    for (const subscription of this.all) {
-      if (subscription.matcher.matches(topicId)) (list ??= []).push(subscription);
+    if (this.table !== null && this.all.size > 0) {
+      const matched = this.matched;
+      this.table.filters.matching(this.table.topicName(topicId), matched);
+      for (let i = 0; i < matched.length; i++) {
+        const subscription = this.all.get(matched[i]);
+        if (subscription !== undefined) (list ??= []).push(subscription);
+      }
+      matched.length = 0;
     }
     this.lists[topicId] = list;
     this.listVersions[topicId] = this.version + 1;

@@ -1,9 +1,12 @@
 /**
- * FilterMatcher: matches topic ids against one filter in O(1) amortised. The answer for each
- * topic id is computed from its name once and cached in a byte per id; since topic ids are dense
- * and never reused, a new topic simply has no cached answer yet (state UNKNOWN), so the cache
- * never needs flushing. Also lists the partitions the filter touches, refreshed when new
- * partitions appear. Pure.
+ * FilterMatcher: matches topic ids against one filter in O(1) amortised, with a byte per id.
+ * A matcher registers with its table's FilterIndex (filter_index.ts) until close(): every topic
+ * interned from then on is matched by the index, which sets YES in the matchers that match, so a
+ * new topic costs O(segments + matches) however many matchers exist, and an id interned after
+ * registration with no answer set is a NO. Ids interned before registration are matched against
+ * the filter on first sight and cached. Topic ids are dense and never reused, so the cache never
+ * needs flushing. Also lists the partitions the filter touches, refreshed when new partitions
+ * appear. Pure.
  */
 import type { Filter } from "./filter.ts";
 import type { TopicTable } from "./topic_table.ts";
@@ -17,21 +20,40 @@ export class FilterMatcher {
   private answers = new Uint8Array(256);
   private partitionList = new Int32Array(0);
   private partitionsSeen = 0;
+  /** Ids in [indexedFrom, indexedEnd) were interned while registered: the index decided them. */
+  private readonly indexedFrom: number;
+  private indexedEnd = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly table: TopicTable,
     readonly filter: Filter,
-  ) {}
+  ) {
+    this.indexedFrom = table.topicCount;
+    table.filters.add(this);
+  }
 
   /** True when topic `topicId` matches the filter. */
   matches(topicId: number): boolean {
+    const answer = topicId < this.answers.length ? this.answers[topicId] : UNKNOWN;
+    if (answer !== UNKNOWN) return answer === YES;
+    if (topicId >= this.indexedFrom && topicId < this.indexedEnd) return false;
+    const matched = this.filter.matches(this.table.topicName(topicId));
     if (topicId >= this.answers.length) this.grow(topicId);
-    let answer = this.answers[topicId];
-    if (answer === UNKNOWN) {
-      answer = this.filter.matches(this.table.topicName(topicId)) ? YES : NO;
-      this.answers[topicId] = answer;
-    }
-    return answer === YES;
+    this.answers[topicId] = matched ? YES : NO;
+    return matched;
+  }
+
+  /** The index found that topic `topicId`, just interned, matches (topic_table.ts calls it). */
+  matched(topicId: number): void {
+    if (topicId >= this.answers.length) this.grow(topicId);
+    this.answers[topicId] = YES;
+  }
+
+  /** Unregisters from the table's index (the subscription ended); answers stay readable. */
+  close(): void {
+    if (this.indexedEnd !== Number.POSITIVE_INFINITY) return;
+    this.indexedEnd = this.table.topicCount;
+    this.table.filters.remove(this);
   }
 
   /** Ids of the known partitions that may hold matching topics, ascending. */

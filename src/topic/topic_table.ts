@@ -5,10 +5,15 @@
  *
  *   topic id ──partitionOfTopic──▶ partition id ──partitionName──▶ "app/codestore"
  *
+ * Interning a new topic also tells the matchers registered in `filters` that match it (one walk
+ * of the index, filter_index.ts), so none has to test the new name itself.
+ *
  * Invariant: topicCount <= TOPICS_MAX, partitionCount <= PARTITIONS_MAX.
  */
 import { PARTITIONS_MAX, TOPICS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
+import { FilterIndex } from "./filter_index.ts";
+import type { FilterMatcher } from "./filter_matcher.ts";
 import { partitionOf, validateTopic } from "./topic.ts";
 
 const CAPACITY_INITIAL = 1024;
@@ -23,6 +28,9 @@ export class TopicTable {
   private readonly topicNames: string[] = [];
   private readonly partitionNames: string[] = [];
   private partitionByTopic = new Int32Array(CAPACITY_INITIAL);
+  /** The open matchers of this table's topics (they register themselves). */
+  readonly filters = new FilterIndex<FilterMatcher>();
+  private readonly matched: FilterMatcher[] = [];
 
   /** Number of topics interned so far; grows only. */
   get topicCount(): number {
@@ -62,6 +70,7 @@ export class TopicTable {
     this.partitionByTopic[topicId] = partitionId;
     this.topicNames.push(name);
     this.topicIds.set(name, topicId);
+    if (this.filters.size > 0) this.tellMatchers(name, topicId);
     return { ok: true, topicId };
   }
 
@@ -109,5 +118,13 @@ export class TopicTable {
    */
   partitionsByTopic(): Int32Array {
     return this.partitionByTopic;
+  }
+
+  /** Sets the answer of topic `topicId` in every registered matcher whose filter matches it. */
+  private tellMatchers(name: string, topicId: number): void {
+    const matched = this.matched;
+    this.filters.matching(name, matched);
+    for (let i = 0; i < matched.length; i++) matched[i].matched(topicId);
+    matched.length = 0;
   }
 }

@@ -1,0 +1,45 @@
+import { describe, expect, test } from "bun:test";
+import { Filter, FilterMatcher, TopicTable } from "../topic/mod.ts";
+import { Fanout } from "./fanout.ts";
+import { type SubscriberSession, Subscription } from "./subscription.ts";
+
+const SESSION = {} as SubscriberSession;
+
+describe("Fanout", () => {
+  test("a new topic's list comes from the filter index, not a test of every subscription", () => {
+    const table = new TopicTable();
+    const fanout = new Fanout();
+    const subscriptions: Subscription[] = [];
+    for (let s = 0; s < 5000; s++) {
+      const filter = Filter.of(`c${s}/x`, `c${s}/y/**`);
+      const subscription = new Subscription(
+        SESSION,
+        s,
+        filter,
+        new FilterMatcher(table, filter),
+        1,
+      );
+      subscriptions.push(subscription);
+      fanout.add(subscription);
+    }
+    let matcherCalls = 0;
+    const original = FilterMatcher.prototype.matches;
+    FilterMatcher.prototype.matches = function (this: FilterMatcher, topicId: number) {
+      matcherCalls++;
+      return original.call(this, topicId);
+    };
+    try {
+      const lists = ["c7/x", "c9/y/z", "c9/yy", "new/topic"].map((name) =>
+        fanout.of(table.internValid(name)).map((subscription) => subscription.id),
+      );
+      expect({ lists, matcherCalls }).toEqual({ lists: [[7], [9], [], []], matcherCalls: 0 });
+      // Removed subscriptions leave the lists; its matcher closed, the index forgets it.
+      fanout.remove(subscriptions[7]);
+      subscriptions[7].matcher.close();
+      expect(fanout.of(table.internValid("c7/x")).length).toBe(0);
+      expect(fanout.of(table.internValid("c7/x/deeper")).length).toBe(0);
+    } finally {
+      FilterMatcher.prototype.matches = original;
+    }
+  });
+});
