@@ -299,7 +299,10 @@ async function oneRun(): Promise<RunResult> {
           waiters.splice(i, 1);
         }
       }
-    })();
+    })().catch((error: unknown) => {
+      console.error(`the healthy subscriber failed: ${error}`);
+      for (const waiter of waiters) waiter.resolve(Number.NaN);
+    });
     const pinger = await openPinger(server);
     await publishPhase(server, publisher, healthy, pinger); // warm-up: the ring filled once
     const baseline = await publishPhase(server, publisher, healthy, pinger);

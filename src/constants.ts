@@ -270,18 +270,39 @@ assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 fi
  */
 export const CATCH_UP_SLICE_BYTES = 256 * 1024;
 /**
+ * Bytes of DATA one event builds for all sessions together — a commit's live fan-out, a round of
+ * catch-up — before the rest waits for the next turn of the event loop (the subscriptions not
+ * reached go on from the tip): a thousand subscribers of one large commit would otherwise hold
+ * the loop, and every other client, for seconds. A few ms of copying and socket writes.
+ */
+export const DELIVERY_EVENT_BYTES_MAX = 4 * 1024 * 1024;
+/**
  * Stalled disk-phase subscriptions that keep their reader and the rest of its batch, so a slow
  * client resumes where it stopped instead of re-reading (and re-checking) every partition's
  * chunk from disk. Past this many, a stall drops its reader: memory stays bounded however many
  * subscribers stall.
  */
-export const STALLED_DISK_READERS_KEPT_MAX = 64;
+export const STALLED_DISK_READERS_KEPT_MAX = 8;
+/**
+ * Disk readers all subscriptions hold at once, stalled ones' included: each holds its read-ahead
+ * and a batch (up to READ_BATCH_BYTES_MAX), so a thousand subscriptions reading from disk at once
+ * held gigabytes. Past this, a subscription's disk phase waits for a slot, holding its position.
+ */
+export const DISK_READERS_MAX = 32;
 /**
  * How often a server runs segment aging and retention (ms): far finer than their limits need
  * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
  */
 export const MAINTENANCE_INTERVAL_MS = 1000;
 
+assert(
+  STALLED_DISK_READERS_KEPT_MAX <= DISK_READERS_MAX / 4,
+  "stalled subscriptions leave most disk reader slots to those that read",
+);
+assert(
+  DELIVERY_EVENT_BYTES_MAX >= 4 * CATCH_UP_SLICE_BYTES,
+  "a round of catch-up serves several subscriptions",
+);
 assert(
   CATCH_UP_SLICE_BYTES >= CONNECTION_WRITE_BYTES,
   "a catch-up slice fills at least one socket write",

@@ -52,6 +52,10 @@ export interface BrokerOptions {
   sendQueueBytesMax?: number;
   /** Bytes one subscription may write per catch-up slice (tests shrink it). */
   catchUpSliceBytes?: number;
+  /** Bytes of DATA one event builds for all sessions together (tests shrink it). */
+  eventBytesMax?: number;
+  /** Disk readers held at once by all subscriptions (tests shrink it). */
+  diskReadersMax?: number;
 }
 
 /** Counters of a broker, for metrics. */
@@ -115,8 +119,10 @@ export class Broker {
       visible: this.sequencer,
       sessions: sessionOutcomes,
       sliceBytes: options.catchUpSliceBytes,
+      roundBytes: options.eventBytesMax,
+      diskReadersMax: options.diskReadersMax,
     });
-    this.fanout = new LiveFanout(tip.records, this.delivery, this.catchUp);
+    this.fanout = new LiveFanout(tip.records, this.delivery, this.catchUp, options.eventBytesMax);
     this.dispatch = new Dispatch({
       topics,
       clock,

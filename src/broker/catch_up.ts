@@ -10,13 +10,22 @@
  *
  * It owns the phases' sets (catching up, live) and the pump that gives each catching-up
  * subscription a bounded slice per round (CATCH_UP_SLICE_BYTES), so one reader far behind cannot
- * starve the rest. A stalled disk-phase subscription keeps its reader and the rest of its batch
+ * starve the rest, and a round at most DELIVERY_EVENT_BYTES_MAX of them all (the next round goes
+ * on with those it did not reach, after other events), so a thousand readers cannot stall the
+ * event loop. A stalled disk-phase subscription keeps its reader and the rest of its batch
  * while there are few (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes without re-reading.
+ * At most DISK_READERS_MAX subscriptions hold a disk reader at once (each holds read-ahead and a
+ * batch): the rest of the disk phase waits for a slot in order, holding only its position.
  *
  * Not here: pushing new seqs to LIVE subscriptions (live_fanout.ts), flushing and closing sessions
  * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
  */
-import { CATCH_UP_SLICE_BYTES, STALLED_DISK_READERS_KEPT_MAX } from "../constants.ts";
+import {
+  CATCH_UP_SLICE_BYTES,
+  DELIVERY_EVENT_BYTES_MAX,
+  DISK_READERS_MAX,
+  STALLED_DISK_READERS_KEPT_MAX,
+} from "../constants.ts";
 import { encodeCaughtUp, encodeSubscribed, type SubscribeFrame } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
 import { Histogram } from "../stdx/histogram.ts";
@@ -57,6 +66,10 @@ export interface CatchUpOptions {
   sessions: SessionOutcomes;
   /** Bytes one subscription may write per catch-up slice (tests shrink it). */
   sliceBytes?: number;
+  /** Bytes all subscriptions may write in one pump round (tests shrink it). */
+  roundBytes?: number;
+  /** Disk readers held at once (tests shrink it). */
+  diskReadersMax?: number;
 }
 
 /** Moves every subscription from its start to LIVE, and back when it falls behind. */
@@ -73,6 +86,11 @@ export class CatchUp {
   private readonly catchingUp = new Set<Subscription>();
   /** Stalled subscriptions holding a disk reader (at most STALLED_DISK_READERS_KEPT_MAX). */
   private readonly stalledReaders = new Set<Subscription>();
+  /** Subscriptions holding a disk reader (at most diskReadersMax). */
+  private readonly readers = new Set<Subscription>();
+  /** Disk-phase subscriptions waiting for a reader, in order: they hold only their position. */
+  private readonly diskWaiting = new Set<Subscription>();
+  private readonly diskReadersMax: number;
   private pumpScheduled = false;
   private readonly tip: Tip;
   private readonly records: TipRecords;
@@ -83,6 +101,7 @@ export class CatchUp {
   private readonly visible: VisibleEnd;
   private readonly sessions: SessionOutcomes;
   private readonly sliceBytes: number;
+  private readonly roundBytes: number;
 
   constructor(options: CatchUpOptions) {
     this.tip = options.tip;
@@ -94,6 +113,8 @@ export class CatchUp {
     this.visible = options.visible;
     this.sessions = options.sessions;
     this.sliceBytes = options.sliceBytes ?? CATCH_UP_SLICE_BYTES;
+    this.roundBytes = options.roundBytes ?? DELIVERY_EVENT_BYTES_MAX;
+    this.diskReadersMax = options.diskReadersMax ?? DISK_READERS_MAX;
   }
 
   /** Starts a new subscription where its SUBSCRIBE says. */
@@ -189,19 +210,34 @@ export class CatchUp {
     this.live.delete(subscription);
     this.catchingUp.add(subscription);
     subscription.phase = Phase.Disk;
+    if (this.readers.size < this.diskReadersMax) this.openReader(subscription);
+    else this.diskWaiting.add(subscription);
+    this.schedulePump();
+  }
+
+  private openReader(subscription: Subscription): void {
     // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
     subscription.diskReader = this.store.read(
       subscription.filter,
       { seq: subscription.nextSeq },
       { borrow: true },
     );
-    this.schedulePump();
+    this.readers.add(subscription);
   }
 
   private dropDiskReader(subscription: Subscription): void {
     subscription.diskReader = null;
     subscription.diskBacklog = null;
     this.stalledReaders.delete(subscription);
+    this.diskWaiting.delete(subscription);
+    if (!this.readers.delete(subscription)) return;
+    // A slot freed: the longest-waiting disk-phase subscription takes it.
+    for (const waiting of this.diskWaiting) {
+      if (this.readers.size >= this.diskReadersMax) break;
+      this.diskWaiting.delete(waiting);
+      this.openReader(waiting);
+      this.schedulePump();
+    }
   }
 
   /** Forgets a closed subscription (its phase is already CLOSED). */
@@ -215,6 +251,7 @@ export class CatchUp {
   stall(subscription: Subscription): void {
     if (subscription.phase === Phase.Stalled || subscription.phase === Phase.Closed) return;
     subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
+    this.diskWaiting.delete(subscription);
     if (subscription.diskReader !== null) {
       if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX)
         this.stalledReaders.add(subscription);
@@ -251,10 +288,17 @@ export class CatchUp {
     });
   }
 
-  /** One round of catch-up: each catching-up subscription gets a bounded slice. */
+  /**
+   * One round of catch-up: each catching-up subscription gets a bounded slice, until the round's
+   * bytes are spent; a subscription served goes to the back, so the next round starts with those
+   * this one did not reach.
+   */
   private pump(): void {
     const touched = new Set<SubscriberSession>();
+    let roundBytes = 0;
     for (const subscription of [...this.catchingUp]) {
+      if (roundBytes >= this.roundBytes) break;
+      if (this.catchingUp.delete(subscription)) this.catchingUp.add(subscription);
       const session = subscription.session;
       // Hand the socket what earlier slices built, so "backed up" means the client is slow,
       // not that this round wrote a lot.
@@ -263,12 +307,20 @@ export class CatchUp {
         this.stall(subscription);
         continue;
       }
-      if (subscription.phase === Phase.Tip) this.tipSlice(subscription);
-      else if (subscription.phase === Phase.Disk && !subscription.diskBusy)
+      if (subscription.phase === Phase.Tip) roundBytes += this.tipSlice(subscription);
+      else if (
+        subscription.phase === Phase.Disk &&
+        !subscription.diskBusy &&
+        subscription.diskReader !== null
+      )
         this.diskSlice(subscription);
       touched.add(session);
     }
     for (const session of touched) this.sessions.settle(session);
+    if (roundBytes >= this.roundBytes) {
+      this.schedulePump();
+      return;
+    }
     for (const subscription of this.catchingUp) {
       if (subscription.phase === Phase.Tip) {
         this.schedulePump();
@@ -277,17 +329,17 @@ export class CatchUp {
     }
   }
 
-  /** Delivers up to a slice of a subscription's backlog from the tip. */
-  private tipSlice(subscription: Subscription): void {
+  /** Delivers up to a slice of a subscription's backlog from the tip; returns the bytes counted. */
+  private tipSlice(subscription: Subscription): number {
     const visibleSeq = this.visible.visibleSeq;
     if (subscription.nextSeq >= visibleSeq) {
       this.goLive(subscription);
-      return;
+      return 0;
     }
     const read = this.tip.read(subscription.matcher, subscription.nextSeq, { endSeq: visibleSeq });
     if (!read.ok) {
       this.toDisk(subscription);
-      return;
+      return 0;
     }
     const cursor = read.cursor;
     const session = subscription.session;
@@ -302,13 +354,14 @@ export class CatchUp {
           subscription.nextSeq = Math.max(subscription.nextSeq, this.visible.visibleSeq);
           this.goLive(subscription);
         }
-        return;
+        return bytes;
       }
       this.delivery.fromTip(subscription, cursor.offset);
       bytes += records.payloadLengthAt(cursor.offset) + SLICE_MESSAGE_OVERHEAD_BYTES;
       subscription.nextSeq = cursor.resumeSeq;
     }
     if (session.backedUp) this.stall(subscription);
+    return bytes;
   }
 
   /** Asks the disk for a subscription's next batch; delivers it when it comes. */

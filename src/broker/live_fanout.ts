@@ -7,8 +7,13 @@
  *   commit ─▶ fanOut(from, to)
  *               ├─ ring dropped `from`? ──▶ every live subscription back to TIP (catch-up)
  *               ├─ groups of equal filters ──▶ frames encoded once, copied per member
- *               └─ the rest, seq by seq ──▶ index.of(topic) ──▶ delivery.fromTip
- *                                                  └─ session backed up ──▶ stall (catch-up)
+ *               ├─ the rest, seq by seq ──▶ index.of(topic) ──▶ delivery.fromTip
+ *               │                                  └─ session backed up ──▶ stall (catch-up)
+ *               └─ event's byte budget spent ──▶ those still behind back to TIP (catch-up)
+ *
+ * One fan-out builds at most `eventBytesMax` of DATA for all sessions together (a thousand
+ * subscribers of one large commit would otherwise hold the event loop for seconds): the
+ * subscriptions it did not reach go on from the tip, in catch-up's rounds, between other events.
  *
  * Not here: which subscriptions are live or how they get there (catch_up.ts owns the phases and
  * the live set; this stage reads it and asks it to move subscriptions through LiveSet).
@@ -16,11 +21,15 @@
  * seq in [from, to) was delivered to it once, or it was stalled or sent back to the tip at the
  * first seq it missed.
  */
+import { DELIVERY_EVENT_BYTES_MAX } from "../constants.ts";
 import type { TipRecords } from "../tip/mod.ts";
 import type { Delivery } from "./delivery.ts";
 import { Fanout } from "./fanout.ts";
 import { SharedData } from "./shared_data.ts";
 import { Phase, type SubscriberSession, type Subscription } from "./subscription.ts";
+
+/** Bytes a message counts against the event's budget beside its payload (DATA head and topic). */
+const MESSAGE_OVERHEAD_BYTES = 64;
 
 /** What live fan-out asks of catch-up: the live set, and moving a subscription off it. */
 export interface LiveSet {
@@ -39,11 +48,15 @@ export class LiveFanout {
   /** Live fan-out's frames encoded once per filter, and the members of the group being served. */
   private readonly sharedData = new SharedData();
   private readonly sharedMembers: Subscription[] = [];
+  /** Bytes of DATA the current fanOut may still build. */
+  private budgetBytes = 0;
 
   constructor(
     private readonly records: TipRecords,
     private readonly delivery: Delivery,
     private readonly liveSet: LiveSet,
+    /** Bytes of DATA one fanOut builds at most (tests shrink it). */
+    private readonly eventBytesMax: number = DELIVERY_EVENT_BYTES_MAX,
   ) {}
 
   /** Adds a new subscription to the topic index. */
@@ -71,13 +84,20 @@ export class LiveFanout {
       for (const subscription of [...live]) this.liveSet.toTip(subscription);
       return;
     }
+    this.budgetBytes = this.eventBytesMax;
     this.fanOutShared(from, to, touched);
     let loopFrom = to;
     for (const subscription of live)
       loopFrom = Math.min(loopFrom, Math.max(from, subscription.nextSeq));
+    // Every live subscription has had [from, doneSeq) once this loop ends.
+    let doneSeq = to;
     if (loopFrom < to) {
       let at = records.offsetOfSeq(loopFrom);
       for (let seq = loopFrom; seq < to; seq++) {
+        if (this.budgetBytes <= 0) {
+          doneSeq = seq;
+          break;
+        }
         const subscriptions = this.index.of(records.topicAt(at));
         for (let i = 0; i < subscriptions.length; i++) {
           const subscription = subscriptions[i];
@@ -91,12 +111,21 @@ export class LiveFanout {
             continue;
           }
           this.delivery.fromTip(subscription, at);
+          this.budgetBytes -= records.payloadLengthAt(at) + MESSAGE_OVERHEAD_BYTES;
           touched.add(subscription.session);
         }
         if (seq + 1 < to) at = records.after(at);
       }
     }
-    for (const subscription of live) subscription.nextSeq = Math.max(subscription.nextSeq, to);
+    if (doneSeq === to && this.budgetBytes > 0) {
+      for (const subscription of live) subscription.nextSeq = Math.max(subscription.nextSeq, to);
+      return;
+    }
+    // The budget ran out: whoever is still behind goes on from the tip, after other events.
+    for (const subscription of [...live]) {
+      subscription.nextSeq = Math.max(subscription.nextSeq, doneSeq);
+      if (subscription.nextSeq < to) this.liveSet.toTip(subscription);
+    }
   }
 
   /**
@@ -109,6 +138,7 @@ export class LiveFanout {
     const records = this.records;
     const members = this.sharedMembers;
     for (const group of this.index.groups()) {
+      if (this.budgetBytes <= 0) return;
       members.length = 0;
       for (const subscription of group) {
         if (
@@ -128,9 +158,18 @@ export class LiveFanout {
         });
         for (let m = members.length - 1; m >= 0; m--) {
           const subscription = members[m];
+          if (this.budgetBytes <= 0) {
+            // Left for the tip (fanOut sends it there): nothing of this round was copied to it.
+            members[m] = members[members.length - 1];
+            members.pop();
+            continue;
+          }
           const copied = subscription.session.addSharedFrames(subscription.id, shared);
           let messages = 0;
-          for (let i = 0; i < copied; i++) messages += shared.messages(i);
+          for (let i = 0; i < copied; i++) {
+            messages += shared.messages(i);
+            this.budgetBytes -= shared.frame(i).length;
+          }
           this.delivery.shared(subscription, messages);
           touched.add(subscription.session);
           if (copied === shared.frameCount) {

@@ -132,3 +132,189 @@ test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB
   expect(heldMax).toBeLessThanOrEqual(STALLED_SESSION_BYTES_MAX);
   expect(broker.stats().subscriptionsByPhase.stalled).toBe(STALLED);
 });
+
+test("one commit's fan-out to many subscribers is cut into turns of the event loop; each still gets every message once, in order", async () => {
+  const topics = new TopicTable();
+  const tasks: (() => void)[] = [];
+  let timeUs = 1_000_000;
+  const EVENT_BYTES_MAX = 64 * 1024;
+  const broker = new Broker({
+    topics,
+    tip: new Tip(topics, { capacityBytes: 8 * 1024 * 1024 }),
+    store: new MemoryStore(),
+    clock: { nowUs: () => (timeUs += 10) },
+    scheduler: { soon: (task) => tasks.push(task) },
+    eventBytesMax: EVENT_BYTES_MAX,
+  });
+  let writtenThisTurn = 0;
+  let writtenPerTurnMax = 0;
+  const endTurn = () => {
+    writtenPerTurnMax = Math.max(writtenPerTurnMax, writtenThisTurn);
+    writtenThisTurn = 0;
+  };
+  const settle = async () => {
+    for (let round = 0; round < 100_000; round++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      endTurn();
+      if (tasks.length === 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+        endTurn();
+        if (tasks.length === 0) return;
+      }
+      for (const task of tasks.splice(0)) {
+        task();
+        endTurn();
+      }
+    }
+    throw new Error("settle: work never ran out");
+  };
+  const SUBSCRIBERS = 20;
+  const received: number[] = new Array(SUBSCRIBERS).fill(0);
+  const problems: string[] = [];
+  for (let s = 0; s < SUBSCRIBERS; s++) {
+    const decoder = new FrameDecoder();
+    let lastSeq = 0;
+    const id = broker.open({
+      write: (bytes) => {
+        writtenThisTurn += bytes.length;
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "data") continue;
+          const messages = frame.messages;
+          while (messages.next()) {
+            if (messages.seq !== lastSeq + 1)
+              problems.push(`${s}: ${messages.seq} after ${lastSeq}`);
+            lastSeq = messages.seq;
+            received[s]++;
+          }
+        }
+        return bytes.length;
+      },
+      close: () => {},
+    });
+    broker.receive(
+      id,
+      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "s", authToken: null }),
+    );
+    broker.receive(
+      id,
+      frameBytes({
+        kind: "subscribe",
+        subscriptionId: 1,
+        start: { kind: "live" },
+        filter: Filter.of("**"),
+      }),
+    );
+  }
+  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
+  broker.receive(
+    publisher,
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
+  );
+  await settle();
+  writtenPerTurnMax = 0;
+  // One PUBLISH of 512 KiB, one commit: 10 MiB of DATA for the 20 subscribers.
+  const payload = new Uint8Array(PAYLOAD_BYTES).fill(9);
+  const messages = Array.from({ length: 512 }, (_, i) => ({ topic: `t/p${i % 8}`, payload }));
+  broker.receive(publisher, frameBytes({ kind: "publish", requestId: 1, messages }));
+  await settle();
+  expect(problems).toEqual([]);
+  expect(received).toEqual(new Array(SUBSCRIBERS).fill(512));
+  // The budget, plus what one subscription's turn may add past it (a shared round, a slice).
+  expect(writtenPerTurnMax).toBeLessThanOrEqual(EVENT_BYTES_MAX + 768 * 1024);
+});
+
+test("subscriptions reading from disk hold at most diskReadersMax readers at once; the rest wait with a position and all get everything", async () => {
+  const topics = new TopicTable();
+  const tasks: (() => void)[] = [];
+  let timeUs = 1_000_000;
+  const store = new MemoryStore();
+  // Readers wait at a gate until the test opens it, so every reader opened is held at once.
+  let gateOpen = false;
+  const opened = new Set<unknown>();
+  const waiting: (() => void)[] = [];
+  const read = store.read.bind(store);
+  store.read = (filter, from, options) => {
+    const inner = read(filter, from, options);
+    const reader = {
+      nextBatch: async () => {
+        if (!gateOpen) await new Promise<void>((resolve) => waiting.push(resolve));
+        return await inner.nextBatch();
+      },
+    };
+    opened.add(reader);
+    return reader;
+  };
+  const broker = new Broker({
+    topics,
+    tip: new Tip(topics, { capacityBytes: 2048, poolBlocks: 16 }),
+    store,
+    clock: { nowUs: () => (timeUs += 10) },
+    scheduler: { soon: (task) => tasks.push(task) },
+    diskReadersMax: 2,
+  });
+  const settle = async () => {
+    for (let round = 0; round < 100_000; round++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (tasks.length === 0) {
+        await new Promise((resolve) => setImmediate(resolve));
+        if (tasks.length === 0) return;
+      }
+      for (const task of tasks.splice(0)) task();
+    }
+    throw new Error("settle: work never ran out");
+  };
+  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
+  broker.receive(
+    publisher,
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
+  );
+  const payload = new Uint8Array(100).fill(3);
+  const MESSAGES = 60;
+  broker.receive(
+    publisher,
+    frameBytes({
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: MESSAGES }, () => ({ topic: "a/b", payload })),
+    }),
+  );
+  await settle();
+  const SUBSCRIBERS = 10;
+  const received: number[] = new Array(SUBSCRIBERS).fill(0);
+  for (let s = 0; s < SUBSCRIBERS; s++) {
+    const decoder = new FrameDecoder();
+    const id = broker.open({
+      write: (bytes) => {
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "data") continue;
+          while (frame.messages.next()) received[s]++;
+        }
+        return bytes.length;
+      },
+      close: () => {},
+    });
+    broker.receive(
+      id,
+      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "s", authToken: null }),
+    );
+    broker.receive(
+      id,
+      frameBytes({
+        kind: "subscribe",
+        subscriptionId: 1,
+        start: { kind: "earliest" },
+        filter: Filter.of("**"),
+      }),
+    );
+  }
+  await settle();
+  // Ten subscriptions in their disk phase, two readers.
+  expect(broker.stats().subscriptionsByPhase.disk).toBe(SUBSCRIBERS);
+  expect(opened.size).toBe(2);
+  gateOpen = true;
+  for (const resolve of waiting.splice(0)) resolve();
+  await settle();
+  expect(received).toEqual(new Array(SUBSCRIBERS).fill(MESSAGES));
+});
