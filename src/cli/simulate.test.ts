@@ -29,7 +29,7 @@ test("aria simulate: exit 0 when every invariant held, with a summary line", asy
   expect(io.stderr).toBe("");
 });
 
-for (const bug of ["drop-one", "reorder", "lose-acked"]) {
+for (const bug of ["drop-one", "reorder", "lose-acked", "stalled-unbounded"]) {
   test(`aria simulate --inject-bug ${bug}: the checker catches it, exit 1 with seed, step and replay`, async () => {
     const io = capture();
     expect(await runCli(["simulate", "--seeds", "5", "--inject-bug", bug], io)).toBe(1);
@@ -48,7 +48,7 @@ test("aria simulate: bad arguments are usage errors (exit 2)", async () => {
   const io = capture();
   expect(await runCli(["simulate", "--inject-bug", "nope"], io)).toBe(2);
   expect(io.stderr.split("\n")[0]).toBe(
-    `aria simulate: --inject-bug: "nope" is not one of drop-one, reorder, lose-acked`,
+    `aria simulate: --inject-bug: "nope" is not one of drop-one, reorder, lose-acked, stalled-unbounded`,
   );
   expect(await runCli(["simulate", "--steps", "x"], capture())).toBe(2);
 });

@@ -2,7 +2,8 @@
  * `aria simulate`: runs the deterministic simulator (src/testing/simulator.ts) over a range of
  * seeds and exits 0 when every invariant held, 1 with the failing seed, step, invariant and a
  * replay command otherwise. `--inject-bug` plants a known bug at the edge of the simulated world
- * (the network drops or swaps a DATA message, the disk loses an acknowledged write) so anyone can
+ * (the network drops or swaps a DATA message, the disk loses an acknowledged write, the broker
+ * forgets a subscriber's send-queue limit) so anyone can
  * watch the checker catch it: with it, the command must fail.
  */
 import { runtime } from "../runtime/mod.ts";
@@ -15,7 +16,8 @@ import { progressLine } from "./progress.ts";
 export const SIMULATE_USAGE = `Usage: aria simulate [--seed N] [--steps M] [--seeds K] [--inject-bug NAME] [--verbose]
 
 Runs the real broker, tip and store under a simulated clock, network and disk with injected
-faults (crashes, torn writes, failing fsyncs, full disk, slow and vanishing clients), checking
+faults (crashes, torn writes, failing fsyncs, full disk, slow, stalled and vanishing clients,
+floods of new topics, retention), checking
 every invariant after every step. Exits 0 when all held; 1 with the seed, step and invariant
 that broke, and the command that replays it. On a terminal, a progress line on stderr shows the
 seed and step it is at.

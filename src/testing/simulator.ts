@@ -38,7 +38,11 @@
 import { Broker } from "../broker/broker.ts";
 import type { BrokerStore, StoredMessageLike } from "../broker/ports.ts";
 import type { Session } from "../broker/session.ts";
-import { FRAME_BYTES_MAX, RECORD_HEADER_BYTES } from "../constants.ts";
+import {
+  CONNECTION_BUFFERED_BYTES_MAX,
+  FRAME_BYTES_MAX,
+  RECORD_HEADER_BYTES,
+} from "../constants.ts";
 import type { StartPosition } from "../protocol/mod.ts";
 import { executeSplit, type SplitHost, type SplitReport } from "../split/executor.ts";
 import { inProcessRunner, storeHost } from "../split/in_process.ts";
@@ -75,6 +79,7 @@ import { NetworkTamper, SimConnection } from "./sim_network.ts";
 import { TraceHash } from "./sim_trace.ts";
 import {
   makeFilter,
+  makeLargePayload,
   makePayload,
   makeStart,
   makeTopicTree,
@@ -83,7 +88,7 @@ import {
 } from "./workload.ts";
 
 /** Bugs `--inject-bug` plants at the edge of the simulated world. */
-export const INJECT_BUGS = ["drop-one", "reorder", "lose-acked"] as const;
+export const INJECT_BUGS = ["drop-one", "reorder", "lose-acked", "stalled-unbounded"] as const;
 /** A plantable bug. */
 export type InjectBug = (typeof INJECT_BUGS)[number];
 
@@ -127,6 +132,8 @@ export interface SimulationResult {
     diskOps: number;
     /** Most bytes a session's send queue held beyond its limit (after a step). */
     queueOvershootBytesMax: number;
+    /** Most bytes a subscriber's session held (Session.heldBytes, after a step). */
+    subscriberHeldBytesMax: number;
     /** Splits that switched the layout. */
     splitsSwitched: number;
     /** Splits that found the layout already planned (or nothing closed). */
@@ -145,6 +152,17 @@ const START_US = 1_700_000_000_000_000;
 const TAMPER_FROM_STEP = 10;
 /** What a subscriber's queue may hold past its limit: one largest simulated message and a few control frames. */
 const SUBSCRIBER_QUEUE_SLACK_BYTES = 4096 + 512;
+/**
+ * Memory a subscriber's session may hold for it (send queue chunks, frame writer, decoder carry:
+ * Session.heldBytes), however long it stops reading: issue 28's target of 256 KiB per stalled
+ * subscriber beyond the kernel's buffers, twice the connection's buffer budget. A stalled
+ * subscriber keeps a position, not a copy of the stream.
+ */
+const SUBSCRIBER_HELD_BYTES_MAX = 2 * CONNECTION_BUFFERED_BYTES_MAX;
+/** Steps a long stall lasts at most (then the subscriber reads again, or hangs up). */
+const LONG_STALL_STEPS_MAX = 300;
+/** Messages one topic flood publishes, each to a topic never seen before (at most). */
+const FLOOD_MESSAGES_MAX = 64;
 /** Steps a run keeps reconnecting and draining at the end before it must be settled. */
 const SETTLE_ROUNDS_MAX = 40;
 /** Subscriptions a simulated client holds at most (closing ones aside). */
@@ -196,6 +214,8 @@ type ActionKind =
   | "disk-full"
   | "time-jump"
   | "split"
+  | "stall-long"
+  | "topic-flood"
   | "idle";
 
 function pick<T>(prng: Prng, values: readonly T[]): T {
@@ -246,6 +266,8 @@ function makeConfig(prng: Prng): Config {
       "disk-full": 0.4 * faults,
       "time-jump": 2,
       split: 1,
+      "stall-long": 1,
+      "topic-flood": 0.5,
       idle: 4,
     },
   };
@@ -342,6 +364,11 @@ class Simulation {
   private restartAtStep = 0;
   private diskFullUntilStep = 0;
   private readonly loseAckedArmed: boolean;
+  /** `--inject-bug stalled-unbounded`: subscriber sessions get no send-queue limit. */
+  private readonly unboundedQueues: boolean;
+  /** Subscribers stopped for many steps: the step they stop stalling, and whether they hang up then. */
+  private readonly longStalls = new Map<SimClient, { untilStep: number; hangUp: boolean }>();
+  private nextFloodTopic = 1;
   private nextConnectionLabel = 1;
   private nextPayloadTag = 1;
   private readonly counters = {
@@ -349,6 +376,7 @@ class Simulation {
     restarts: 0,
     storageFailures: 0,
     queueOvershootBytesMax: 0,
+    subscriberHeldBytesMax: 0,
     /** Messages delivered through shared frames by the brokers of lives that ended. */
     deliveredShared: 0,
     splitsSwitched: 0,
@@ -381,6 +409,7 @@ class Simulation {
       TAMPER_FROM_STEP,
     );
     this.loseAckedArmed = bug === "lose-acked";
+    this.unboundedQueues = bug === "stalled-unbounded";
     this.opClock.onCrash = () =>
       this.crash(
         this.config.fsync === "always" && this.prng.nextInt(2) === 0 ? "power" : "process",
@@ -427,6 +456,7 @@ class Simulation {
         failedPublishes: clientCounters.reduce((sum, c) => sum + c.failedPublishes, 0),
         diskOps: this.opClock.ops,
         queueOvershootBytesMax: this.counters.queueOvershootBytesMax,
+        subscriberHeldBytesMax: this.counters.subscriberHeldBytesMax,
         splitsSwitched: this.counters.splitsSwitched,
         splitsUnchanged: this.counters.splitsUnchanged,
         splitsCut: this.counters.splitsCut,
@@ -621,6 +651,11 @@ class Simulation {
     client.connection = connection;
     life.connections.add(connection);
     connection.sessionId = life.broker.open(connection);
+    if (this.unboundedQueues && client.subscribes) {
+      // The planted bug: the broker forgets the subscriber's send-queue limit.
+      const session = sessionsOf(life.broker).get(connection.sessionId);
+      if (session !== undefined) (session as { queueBytesMax: number }).queueBytesMax = Infinity;
+    }
     for (const frame of client.opening()) this.send(client, frame);
   }
 
@@ -684,7 +719,11 @@ class Simulation {
       this.diskFullUntilStep = 0;
     }
     await this.drain();
+    this.endLongStalls(false);
     this.prepareClients(false);
+    // While a subscriber is stalled, publishers often send bursts of large messages (issue 28:
+    // readers that never read while 200 MB is published): the broker must not buffer them for it.
+    if (this.longStalls.size > 0 && this.prng.nextInt(2) === 0) this.burst();
     await this.act(this.chooseAction());
     await this.drain();
     await this.retainMaybe();
@@ -746,6 +785,15 @@ class Simulation {
       throw error;
     }
     this.checker.checkHolds(read, life.store.nextSeq, "after retention", { recovered: false });
+  }
+
+  /** Long stalls that are over (all of them when settling): the subscriber reads or hangs up. */
+  private endLongStalls(settling: boolean): void {
+    for (const [client, stall] of this.longStalls) {
+      if (!settling && stall.untilStep > this.step) continue;
+      this.longStalls.delete(client);
+      if (stall.hangUp) this.hangUp(client);
+    }
   }
 
   /** Reconnects due clients, refreshes read budgets, signals drains. */
@@ -850,8 +898,68 @@ class Simulation {
           if (prng.nextInt(4) !== 0) this.slowDown(subscriber, 1 + prng.nextInt(5));
         }
         return this.startSplit(life, { crash: prng.nextInt(3) === 0, final: false });
+      case "stall-long":
+        return this.stallLong(client);
+      case "topic-flood":
+        return this.floodTopics(client);
       case "idle":
         return;
+    }
+  }
+
+  /**
+   * A subscriber stops reading for many steps (up to LONG_STALL_STEPS_MAX) while the others go
+   * on; then it reads again or hangs up. Its session must hold no more than
+   * SUBSCRIBER_HELD_BYTES_MAX meanwhile (afterStep).
+   */
+  private stallLong(client: SimClient): void {
+    const subscriber = client.subscribes ? client : this.clients.at(-1)!;
+    const steps = 20 + this.prng.nextInt(LONG_STALL_STEPS_MAX - 20);
+    subscriber.readMode = { kind: "stalled" };
+    subscriber.readModeUntilStep = this.step + steps;
+    if (subscriber.connection !== null) subscriber.connection.budgetBytes = 0;
+    this.longStalls.set(subscriber, {
+      untilStep: this.step + steps,
+      hangUp: this.prng.nextInt(2) === 0,
+    });
+  }
+
+  /** A publisher sends 4-16 messages of 1-3 KB to hot topics. */
+  private burst(): void {
+    const prng = this.prng;
+    const publisher = pick(prng, this.clients);
+    if (!publisher.publishes || !publisher.connected) return;
+    const messages = [];
+    for (let i = 4 + prng.nextInt(13); i > 0; i--)
+      messages.push({
+        topic: pickTopic(prng, this.tree),
+        payload: makeLargePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`),
+      });
+    this.send(publisher, publisher.publish(messages));
+  }
+
+  /**
+   * A publisher sends a burst of messages, each to a topic the server has never seen, under the
+   * tree's subtrees (so subtree filters and `**` must match the new names at once).
+   */
+  private floodTopics(client: SimClient): void {
+    const prng = this.prng;
+    const publisher = client.publishes ? client : this.clients[0];
+    if (!publisher.connected) return;
+    const count = 1 + prng.nextInt(FLOOD_MESSAGES_MAX);
+    const prefixes = this.tree.prefixes;
+    for (let sent = 0; sent < count; ) {
+      const batch = Math.min(count - sent, 1 + prng.nextInt(16));
+      const messages = [];
+      for (let i = 0; i < batch; i++) {
+        const root = prefixes.length === 0 ? "flood" : pick(prng, prefixes);
+        messages.push({
+          topic: `${root}/n${this.nextFloodTopic++}`,
+          payload: makePayload(prng, `${publisher.name}#${this.nextPayloadTag++}:`),
+        });
+      }
+      this.send(publisher, publisher.publish(messages));
+      sent += batch;
     }
   }
 
@@ -1198,8 +1306,7 @@ class Simulation {
       "visible-is-committed",
       () => `visible end ${visibleSeq}, committed ${life.store.committedSeq}`,
     );
-    const sessions = (life.broker as unknown as { sessions: Map<number, Session> }).sessions;
-    for (const session of sessions.values()) {
+    for (const session of sessionsOf(life.broker).values()) {
       // A publisher's acks may grow its queue to the flood limit (then it is disconnected); a
       // pure subscriber's subscriptions stop at the limit, so it exceeds it by at most one message.
       const bound = session.clientName.startsWith("sub")
@@ -1211,6 +1318,16 @@ class Simulation {
         () =>
           `session ${session.id} (${session.clientName}) queues ${session.queuedBytes} B, bound ${bound}`,
       );
+      if (session.clientName.startsWith("sub")) {
+        const held = session.heldBytes;
+        check(
+          held <= SUBSCRIBER_HELD_BYTES_MAX,
+          "subscriber-memory-bounded",
+          () =>
+            `session ${session.id} (${session.clientName}) holds ${held} B, budget ${SUBSCRIBER_HELD_BYTES_MAX}`,
+        );
+        this.counters.subscriberHeldBytesMax = Math.max(this.counters.subscriberHeldBytesMax, held);
+      }
       this.counters.queueOvershootBytesMax = Math.max(
         this.counters.queueOvershootBytesMax,
         session.queuedBytes - session.queueBytesMax,
@@ -1239,6 +1356,7 @@ class Simulation {
     for (let round = 0; round < SETTLE_ROUNDS_MAX && !settled; round++) {
       if (this.life !== null && this.life.store.failure !== null) this.crash("process");
       await this.drain();
+      this.endLongStalls(true);
       this.prepareClients(true);
       const life = this.life;
       if (!this.finalSplitDone && life !== null && life.store.failure === null)
@@ -1415,6 +1533,11 @@ function retentionVictims(
     total -= file.bytes;
   }
   return victims;
+}
+
+/** The broker's sessions (the simulator looks into them for the memory checks). */
+function sessionsOf(broker: Broker): Map<number, Session> {
+  return (broker as unknown as { sessions: Map<number, Session> }).sessions;
 }
 
 /** Ids of every closed file (segment or store) in `layouts`. */

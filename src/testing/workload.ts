@@ -106,3 +106,11 @@ export function makePayload(prng: Prng, tag: string): Uint8Array {
   prng.fill(payload.subarray(tag.length));
   return payload;
 }
+
+/** A payload tagged `tag` of 1-3 KB (a burst of large messages, while a subscriber is stalled). */
+export function makeLargePayload(prng: Prng, tag: string): Uint8Array {
+  const payload = new Uint8Array(tag.length + 1024 + prng.nextInt(2048));
+  for (let i = 0; i < tag.length; i++) payload[i] = tag.charCodeAt(i);
+  prng.fill(payload.subarray(tag.length));
+  return payload;
+}
