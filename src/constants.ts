@@ -220,6 +220,24 @@ export const SUBSCRIPTIONS_PER_CONNECTION_MAX = 256;
 export const CONNECTIONS_MAX = 1024;
 /** A connection that sends no HELLO this long after it opened is ended (Broker.expire). */
 export const HANDSHAKE_TIMEOUT_US = 10_000_000;
+/**
+ * A frame that has begun arriving must be whole this long after (Broker.expire ends the
+ * connection with a fatal error): a connection cannot hold a part of a frame, and its buffer,
+ * forever. Generous: a largest frame at dial-up speed still arrives in time.
+ */
+export const FRAME_INCOMPLETE_DEADLINE_US = 30_000_000;
+/**
+ * Bytes of incomplete frames all connections together may hold beyond their first
+ * INPUT_CARRY_BYTES_UNCOUNTED each: a connection whose frame would take the server past it gets a
+ * fatal FRAME_TOO_LARGE instead of a buffer (1,000 connections each holding most of a largest
+ * frame held gigabytes). A few hundred largest frames arriving at once still fit.
+ */
+export const INPUT_BUFFERED_BYTES_MAX = 256 * 1024 * 1024;
+/**
+ * Bytes of one connection's incomplete frame that do not count against INPUT_BUFFERED_BYTES_MAX:
+ * ordinary frames straddling two reads never meet the budget; CONNECTIONS_MAX of them are bounded.
+ */
+export const INPUT_CARRY_BYTES_UNCOUNTED = 64 * 1024;
 /** A connection closing after a fatal ERROR is ended this long after, read or not (Broker.expire). */
 export const CLOSING_LINGER_US = 2_000_000;
 /**
@@ -249,6 +267,10 @@ assert(
   "a frame holds one largest message with its headers",
 );
 assert(FRAME_BYTES_MAX < 2 ** 32, "frame length fits the u32 header field");
+assert(
+  INPUT_BUFFERED_BYTES_MAX >= 64 * FRAME_BYTES_MAX,
+  "the input budget holds many largest frames at once",
+);
 assert(TOPIC_BYTES_MAX <= 255, "topic length fits the u8 field of a message");
 assert(
   CONNECTION_WRITE_BYTES <= CONNECTION_BUFFERED_BYTES_MAX / 2,

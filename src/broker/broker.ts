@@ -56,6 +56,10 @@ export interface BrokerOptions {
   eventBytesMax?: number;
   /** Disk readers held at once by all subscriptions (tests shrink it). */
   diskReadersMax?: number;
+  /** How long a begun frame may take to arrive whole (tests shrink it). */
+  frameDeadlineUs?: number;
+  /** Bytes of incomplete frames all connections may hold (tests shrink it). */
+  inputBytesMax?: number;
 }
 
 /** Counters of a broker, for metrics. */
@@ -132,6 +136,8 @@ export class Broker {
       authToken: options.authToken,
       connectionsMax: options.connectionsMax,
       sendQueueBytesMax: options.sendQueueBytesMax,
+      frameDeadlineUs: options.frameDeadlineUs,
+      inputBytesMax: options.inputBytesMax,
     });
     this.sessions = this.dispatch.sessions;
     this.recoverySeconds = this.catchUp.recoverySeconds;

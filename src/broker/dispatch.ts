@@ -19,7 +19,9 @@ import {
   CONNECTION_BUFFERED_BYTES_MAX,
   CONNECTIONS_MAX,
   FRAME_BYTES_MAX,
+  FRAME_INCOMPLETE_DEADLINE_US,
   HANDSHAKE_TIMEOUT_US,
+  INPUT_BUFFERED_BYTES_MAX,
   PROTOCOL_VERSION,
   SUBSCRIPTIONS_PER_CONNECTION_MAX,
 } from "../constants.ts";
@@ -31,6 +33,7 @@ import {
   encodeUnsubscribed,
   encodeWelcome,
   type Frame,
+  InputBudget,
   type PublishFrame,
   type SubscribeFrame,
   serverLimits,
@@ -77,6 +80,10 @@ export interface DispatchOptions {
   connectionsMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
+  /** How long a begun frame may take to arrive whole (tests shrink it). */
+  frameDeadlineUs?: number;
+  /** Bytes of incomplete frames all sessions may hold (tests shrink it). */
+  inputBytesMax?: number;
 }
 
 /** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
@@ -89,6 +96,8 @@ export class Dispatch {
   /** Send-queue chunks shared by every session. */
   private readonly queueChunks = new QueueChunkPool();
   private readonly topicCache = new TopicCache();
+  /** Incomplete frames' bytes, shared by every session's decoder. */
+  private readonly inputBudget: InputBudget;
   private nextSessionId = 1;
   private readonly publishing: Publishing;
   private readonly moves: SubscriptionMoves;
@@ -98,6 +107,7 @@ export class Dispatch {
     this.publishing = options.publishing;
     this.moves = options.moves;
     this.fanout = options.fanout;
+    this.inputBudget = new InputBudget(options.inputBytesMax ?? INPUT_BUFFERED_BYTES_MAX);
   }
 
   // ---- Events ------------------------------------------------------------------------------
@@ -110,6 +120,7 @@ export class Dispatch {
       this.topicCache,
       this.options.sendQueueBytesMax ?? CONNECTION_BUFFERED_BYTES_MAX,
       this.queueChunks,
+      this.inputBudget,
     );
     session.openedUs = this.options.clock.nowUs();
     const shuttingDown = this.publishing.shuttingDown;
@@ -136,11 +147,17 @@ export class Dispatch {
     if (session === undefined || session.closing) return;
     const decoder = session.decoder;
     decoder.push(bytes);
+    let frames = 0;
     for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+      frames++;
       if (frame.kind === "decode_error") this.decodeFailed(session, frame);
       else this.handle(session, frame);
       if (session.closing) break;
     }
+    // The deadline runs from when a frame began to arrive: a frame completed here restarts it.
+    if (decoder.bufferedBytes === 0) session.partialFrameSinceUs = -1;
+    else if (frames > 0 || session.partialFrameSinceUs < 0)
+      session.partialFrameSinceUs = this.options.clock.nowUs();
     this.afterEvent(session);
   }
 
@@ -170,6 +187,23 @@ export class Dispatch {
           `no HELLO within ${HANDSHAKE_TIMEOUT_US / 1e6} s`,
           { fatal: true },
         );
+        this.afterEvent(session);
+        continue;
+      }
+      const deadlineUs = this.options.frameDeadlineUs ?? FRAME_INCOMPLETE_DEADLINE_US;
+      if (
+        !session.closing &&
+        session.partialFrameSinceUs >= 0 &&
+        nowUs - session.partialFrameSinceUs >= deadlineUs
+      ) {
+        this.fail(
+          session,
+          "ARIA_ERR_MALFORMED_FRAME",
+          `a frame began arriving ${((nowUs - session.partialFrameSinceUs) / 1e6).toFixed(1)} s ago and is still incomplete (${session.decoder.bufferedBytes} bytes); frames must arrive whole within ${deadlineUs / 1e6} s`,
+          { fatal: true },
+        );
+        session.decoder.release();
+        session.partialFrameSinceUs = -1;
         this.afterEvent(session);
         continue;
       }

@@ -21,7 +21,7 @@
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
  */
 import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTION_WRITE_BYTES } from "../constants.ts";
-import { FrameDecoder, FrameWriter, type TopicCache } from "../protocol/mod.ts";
+import { FrameDecoder, FrameWriter, type InputBudget, type TopicCache } from "../protocol/mod.ts";
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
 
@@ -57,6 +57,8 @@ export class Session<Sub = unknown> {
   openedUs = 0;
   /** When Broker.expire first saw it closing (µs), or -1: it is closed CLOSING_LINGER_US after. */
   closingSeenUs = -1;
+  /** Since when (µs) the decoder holds part of a frame, or -1: FRAME_INCOMPLETE_DEADLINE_US. */
+  partialFrameSinceUs = -1;
   closed = false;
   clientName = "";
   private readonly queue: QueueChunk[] = [];
@@ -72,8 +74,9 @@ export class Session<Sub = unknown> {
     /** Bytes queued (plus unflushed) at which this session's subscriptions stop. */
     readonly queueBytesMax: number = CONNECTION_BUFFERED_BYTES_MAX,
     private readonly chunks: QueueChunkPool = new QueueChunkPool(),
+    inputBudget?: InputBudget,
   ) {
-    this.decoder = new FrameDecoder({ topicCache });
+    this.decoder = new FrameDecoder({ topicCache, inputBudget });
   }
 
   /** Bytes held for the client: queued, plus built in the writer and not yet flushed. */
@@ -199,8 +202,9 @@ export class Session<Sub = unknown> {
     return true;
   }
 
-  /** Gives the queue's chunks back to the pool (the session is closed). */
+  /** Gives the queue's chunks back to the pool and the decoder's carry to the input budget (closed). */
   release(): void {
+    this.decoder.release();
     for (let i = this.queueHead; i < this.queue.length; i++) this.chunks.give(this.queue[i].bytes);
     this.queue.length = 0;
     this.queueHead = 0;

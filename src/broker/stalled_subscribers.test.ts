@@ -234,8 +234,8 @@ test("subscriptions reading from disk hold at most diskReadersMax readers at onc
   const opened = new Set<unknown>();
   const waiting: (() => void)[] = [];
   const read = store.read.bind(store);
-  store.read = (filter, from, options) => {
-    const inner = read(filter, from, options);
+  store.read = (filter: Filter, from: { seq: number } | { timeUs: number }) => {
+    const inner = read(filter, from);
     const reader = {
       nextBatch: async () => {
         if (!gateOpen) await new Promise<void>((resolve) => waiting.push(resolve));

@@ -7,12 +7,16 @@
  *
  *   chunk:  [ ...frames parsed in place... | head of a frame ] → carry: [ head | rest from next chunk ]
  *
+ * Memory: a carry past INPUT_CARRY_BYTES_UNCOUNTED is taken from an InputBudget shared by the
+ * server's decoders (when one is given) and given back when its frame completes or the decoder is
+ * released: a frame that would pass the budget is a fatal FRAME_TOO_LARGE, not a buffer.
+ *
  * Fatal errors (length field above the limit or below the header, unsupported version) stop the
  * decoder: it returns the error once, then null forever, and ignores input. Other errors skip one
  * frame. Invariants: carryBytes > 0 ⇒ the chunk is drained; push() only with the previous chunk drained.
  * A frame, its MessageBatch and payload views are valid until the next push() or next().
  */
-import { FRAME_BYTES_MAX } from "../constants.ts";
+import { FRAME_BYTES_MAX, INPUT_CARRY_BYTES_UNCOUNTED } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { FRAME_HEADER_BYTES, HEADER_LENGTH_OFFSET } from "./frame_layout.ts";
 import { FrameParser, PARSE_LIMITS_DEFAULT, type ParseLimits } from "./frame_parser.ts";
@@ -22,16 +26,43 @@ import { TopicCache } from "./topic_cache.ts";
 const CARRY_BYTES_INITIAL = 4096;
 const EMPTY = new Uint8Array(0);
 
+/** Bytes of incomplete frames all of a server's decoders may hold (past their uncounted part). */
+export class InputBudget {
+  /** Bytes taken now. */
+  bytesHeld = 0;
+  constructor(readonly bytesMax: number) {}
+
+  /** Takes `bytes` when they fit; false when they would pass the budget. */
+  take(bytes: number): boolean {
+    if (this.bytesHeld + bytes > this.bytesMax) return false;
+    this.bytesHeld += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.bytesHeld -= bytes;
+    assert(this.bytesHeld >= 0, "InputBudget: gives back what was taken");
+  }
+}
+
 /** Options of a FrameDecoder: limits (the constants by default) and a topic cache to share. */
 export interface FrameDecoderOptions extends Partial<ParseLimits> {
   frameBytesMax?: number;
   topicCache?: TopicCache;
+  /** The server-wide budget a carry past INPUT_CARRY_BYTES_UNCOUNTED is taken from. */
+  inputBudget?: InputBudget;
+}
+
+/** The part of a carry of `capacity` bytes that counts against the input budget. */
+function countedBytes(capacity: number): number {
+  return Math.max(0, capacity - INPUT_CARRY_BYTES_UNCOUNTED);
 }
 
 /** Splits a byte stream into frames and decode errors. */
 export class FrameDecoder {
   private readonly frameBytesMax: number;
   private readonly parser: FrameParser;
+  private readonly inputBudget: InputBudget | null;
   private chunk: Uint8Array = EMPTY;
   private chunkView: DataView = new DataView(EMPTY.buffer);
   private chunkOffset = 0;
@@ -51,6 +82,15 @@ export class FrameDecoder {
       filterEntriesMax: options.filterEntriesMax ?? PARSE_LIMITS_DEFAULT.filterEntriesMax,
     };
     this.parser = new FrameParser(limits, options.topicCache ?? new TopicCache({ slots: 256 }));
+    this.inputBudget = options.inputBudget ?? null;
+  }
+
+  /** Gives the carry (and its part of the input budget) back: the connection is closed. */
+  release(): void {
+    this.inputBudget?.give(countedBytes(this.carry.length));
+    this.carry = EMPTY;
+    this.carryView = new DataView(EMPTY.buffer);
+    this.carryBytes = 0;
   }
 
   /** True once a fatal error was found: the stream can no longer be parsed. */
@@ -83,8 +123,9 @@ export class FrameDecoder {
     if (this.carryBytes > 0) return this.nextFromCarry();
     const available = this.chunk.length - this.chunkOffset;
     if (available === 0) return null;
+    let frameBytes = available;
     if (available >= FRAME_HEADER_BYTES) {
-      const frameBytes = this.chunkView.getUint32(this.chunkOffset + HEADER_LENGTH_OFFSET, true);
+      frameBytes = this.chunkView.getUint32(this.chunkOffset + HEADER_LENGTH_OFFSET, true);
       const lengthError = this.checkLength(frameBytes);
       if (lengthError !== null) return lengthError;
       if (available >= frameBytes) {
@@ -93,7 +134,8 @@ export class FrameDecoder {
         return this.parsed(this.parser.parse(this.chunk, this.chunkView, start, frameBytes));
       }
     }
-    this.take(available);
+    // A header alone is within the uncounted part: only a frame's body can pass the budget.
+    if (!this.take(available)) return this.overBudget(frameBytes);
     return null;
   }
 
@@ -107,14 +149,38 @@ export class FrameDecoder {
     const frameBytes = this.carryView.getUint32(HEADER_LENGTH_OFFSET, true);
     const lengthError = this.checkLength(frameBytes);
     if (lengthError !== null) return lengthError;
-    this.take(Math.min(frameBytes - this.carryBytes, this.chunk.length - this.chunkOffset));
+    if (!this.take(Math.min(frameBytes - this.carryBytes, this.chunk.length - this.chunkOffset)))
+      return this.overBudget(frameBytes);
     if (this.carryBytes < frameBytes) return null;
     this.carryBytes = 0;
-    return this.parsed(this.parser.parse(this.carry, this.carryView, 0, frameBytes));
+    const carry = this.carry;
+    const view = this.carryView;
+    // A carry grown past the uncounted part goes back to the budget once its frame is whole (the
+    // frame parsed below keeps the buffer alive until the caller is done with it).
+    if (countedBytes(carry.length) > 0) this.release();
+    return this.parsed(this.parser.parse(carry, view, 0, frameBytes));
   }
 
-  /** Moves `bytes` from the chunk to the carry buffer, growing it with what arrives. */
-  private take(bytes: number): void {
+  /** The fatal error of a frame of `frameBytes` that would pass the input budget. */
+  private overBudget(frameBytes: number): DecodeError | null {
+    const budget = this.inputBudget as InputBudget;
+    this.fatal = {
+      kind: "decode_error",
+      code: "ARIA_ERR_FRAME_TOO_LARGE",
+      fatal: true,
+      frameKind: null,
+      relatedKind: "none",
+      relatedId: 0,
+      reason: `a frame of ${frameBytes} bytes does not fit the server's input budget now (${budget.bytesHeld} of ${budget.bytesMax} bytes of incomplete frames held); retry later`,
+    };
+    return this.reportFatal();
+  }
+
+  /**
+   * Moves `bytes` from the chunk to the carry buffer, growing it with what arrives; false (nothing
+   * moved) when growing it would pass the input budget.
+   */
+  private take(bytes: number): boolean {
     const needed = this.carryBytes + bytes;
     if (needed > this.carry.length) {
       // needed ≤ a checked frame length (or a header), so capacity never passes the frame limit.
@@ -122,6 +188,8 @@ export class FrameDecoder {
         Math.max(needed, this.carry.length * 2, CARRY_BYTES_INITIAL),
         Math.max(this.frameBytesMax, needed),
       );
+      const more = countedBytes(capacity) - countedBytes(this.carry.length);
+      if (more > 0 && this.inputBudget !== null && !this.inputBudget.take(more)) return false;
       const grown = new Uint8Array(capacity);
       grown.set(this.carry.subarray(0, this.carryBytes));
       this.carry = grown;
@@ -133,6 +201,7 @@ export class FrameDecoder {
     );
     this.carryBytes += bytes;
     this.chunkOffset += bytes;
+    return true;
   }
 
   private checkLength(frameBytes: number): DecodeError | null {
@@ -165,7 +234,7 @@ export class FrameDecoder {
   private reportFatal(): DecodeError | null {
     this.chunk = EMPTY;
     this.chunkOffset = 0;
-    this.carryBytes = 0;
+    this.release();
     if (this.fatalReported) return null;
     this.fatalReported = true;
     return this.fatal;

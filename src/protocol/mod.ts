@@ -57,7 +57,7 @@ export {
   encodeUnsubscribed,
   encodeWelcome,
 } from "./frame_encode.ts";
-export { FrameDecoder, type FrameDecoderOptions } from "./frame_decoder.ts";
+export { FrameDecoder, type FrameDecoderOptions, InputBudget } from "./frame_decoder.ts";
 export { MessageBatch } from "./message_batch.ts";
 export { TopicCache } from "./topic_cache.ts";
 export { describeFrame, hexDump } from "./frame_dump.ts";
