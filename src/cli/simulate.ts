@@ -13,7 +13,7 @@ import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { progressLine } from "./progress.ts";
 
 /** Usage of `aria simulate`. */
-export const SIMULATE_USAGE = `Usage: aria simulate [--seed N] [--steps M] [--seeds K] [--inject-bug NAME] [--verbose]
+export const SIMULATE_USAGE = `Usage: aria simulate [--seed N] [--steps M] [--seeds K] [--inject-bug NAME] [--damage] [--verbose]
 
 Runs the real broker, tip and store under a simulated clock, network and disk with injected
 faults (crashes, torn writes, failing fsyncs, full disk, slow, stalled and vanishing clients,
@@ -27,6 +27,9 @@ Options:
   --seeds K          seeds to run: N, N+1, ... (default 1 with --seed, else ${"20"})
   --steps M          steps per seed (default 300)
   --inject-bug NAME  plant a known bug: ${INJECT_BUGS.join(", ")} (the run must then fail)
+  --damage           also damage files at rest between a crash and the restart (bit flips, cuts,
+                     deleted journals, packs, segments, subtree stores, MANIFEST); a store that
+                     refuses is repaired, and only the seqs the repair reports lost may be missing
   --verbose          one line per seed
   -h, --help         show this help
 `;
@@ -43,6 +46,7 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
     seeds: { type: "string" },
     steps: { type: "string" },
     "inject-bug": { type: "string" },
+    damage: { type: "boolean" },
     verbose: { type: "boolean", short: "v" },
     help: { type: "boolean", short: "h" },
   });
@@ -69,6 +73,7 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
     injectBug = bugText as InjectBug;
   }
   const verbose = values.verbose === true;
+  const damage = values.damage === true;
   const started = runtime.clock.nowUs();
   const progress = progressLine(io, "aria simulate: ");
   let messages = 0;
@@ -81,14 +86,14 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
         );
       }
     };
-    const result = await simulate({ seed, steps, injectBug, onStep: showStep });
+    const result = await simulate({ seed, steps, injectBug, damage, onStep: showStep });
     progress.clear();
     messages += result.summary.messages;
     if (verbose) {
       const s = result.summary;
       io.out(
         `seed ${seed}: ${result.ok ? "ok" : "FAILED"} fsync=${s.fsync} messages=${s.messages} acked=${s.acked} delivered=${s.delivered} ` +
-          `crashes=${s.crashes} disconnects=${s.disconnects} storage-failures=${s.storageFailures} failed-publishes=${s.failedPublishes} disk-ops=${s.diskOps} trace=${result.traceHash}\n`,
+          `crashes=${s.crashes} disconnects=${s.disconnects} storage-failures=${s.storageFailures} failed-publishes=${s.failedPublishes} disk-ops=${s.diskOps}${damage ? ` damaged=${s.damaged} repairs=${s.repairs} seqs-lost=${s.seqsLost}` : ""} trace=${result.traceHash}\n`,
       );
     }
     const failure = result.failure;
@@ -96,7 +101,7 @@ export async function simulateCommand(args: string[], io: CliIo): Promise<number
       io.err(
         `invariant ${failure.invariant} violated at step ${failure.step} (seed ${seed}): ${failure.details}\n`,
       );
-      io.err(`replay: ${replayCommand(seed, failure.step, injectBug)}\n`);
+      io.err(`replay: ${replayCommand(seed, failure.step, injectBug, damage)}\n`);
       return EXIT_FAILURE;
     }
   }

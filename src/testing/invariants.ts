@@ -137,6 +137,13 @@ export class Checker {
     return marked;
   }
 
+  /** A repair reported seqs `first` to `last` lost: they may be missing from now on. */
+  onLost(first: number, last: number): void {
+    for (let seq = Math.max(first, this.goneFloor); seq <= last; seq++) this.setGone(seq, true);
+    while (this.goneFloor <= this.reference.length && this.gone[this.goneFloor] === 1)
+      this.goneFloor++;
+  }
+
   private setGone(seq: number, gone: boolean): void {
     if (seq >= this.gone.length) {
       if (!gone) return;

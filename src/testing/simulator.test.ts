@@ -113,3 +113,28 @@ test("every planted bug is caught on most seeds, quickly", async () => {
     expect(Math.max(...steps)).toBeLessThanOrEqual(300);
   }
 }, 120_000);
+
+// Damage at rest (`damage: true`, `aria simulate --damage`) is off by default until the store's
+// repair (src/store/repair.ts, in progress) handles what these seeds found, each with
+// `aria simulate --seed N --steps S --damage` (findings of 2026-12-03):
+// - seeds 2 (27 steps), 4 (89), 12 (27): a bit flipped in a pack; the store refuses, and after
+//   repairStore it still refuses ("checksum mismatch"): repair does not salvage packs;
+// - seeds 8 (30), 9 (218): a subtree store or pack cut short; the same;
+// - seeds 10 (82), 11 (104): a pack deleted; the store refuses, repair reports no seq lost, and
+//   the next open reads without the pack's records (store-complete);
+// - seed 1 (200): journals with flipped bits, then a segment damaged; seqs missing afterwards.
+// Enable this test (and the option by default) once they pass.
+test.skip("damage at rest: every seed that found a repair bug holds", async () => {
+  const found = [
+    [1, 200],
+    [2, 27],
+    [4, 89],
+    [8, 30],
+    [9, 218],
+    [10, 82],
+    [11, 104],
+    [12, 27],
+  ];
+  for (const [seed, steps] of found)
+    expect(failureText(await simulate({ seed, steps, damage: true }))).toBe("ok");
+}, 60_000);

@@ -57,6 +57,8 @@ import {
   type FsyncPolicy,
   type LayoutSwap,
   type PartitionLayout,
+  type RepairReport,
+  repairStore,
   type SegmentMeta,
   Store,
   StoreError,
@@ -97,6 +99,12 @@ export interface SimulationOptions {
   seed: number;
   steps: number;
   injectBug?: InjectBug | null;
+  /**
+   * Damage files at rest between a kill and the restart (bit flips, cuts, deleted files in
+   * journals, segments, packs, subtree stores and MANIFEST), under `--fsync always`; a store that
+   * refuses is repaired (repairStore) and only the seqs it reports lost may be missing.
+   */
+  damage?: boolean;
   /** Called after each step with its number (a progress display; it must not touch the simulation). */
   onStep?: (step: number) => void;
 }
@@ -144,6 +152,10 @@ export interface SimulationResult {
     splitsFailed: number;
     /** Closed files retention chose to remove (the run's log stays bounded by them). */
     filesRetained: number;
+    /** Files damaged at rest (`damage`), repairs run on a refusal, and seqs they reported lost. */
+    damaged: number;
+    repairs: number;
+    seqsLost: number;
   };
 }
 
@@ -179,8 +191,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
 }
 
 /** The command that replays a failure. */
-export function replayCommand(seed: number, step: number, injectBug?: InjectBug | null): string {
-  return `aria simulate --seed ${seed} --steps ${step}${injectBug ? ` --inject-bug ${injectBug}` : ""}`;
+export function replayCommand(
+  seed: number,
+  step: number,
+  injectBug?: InjectBug | null,
+  damage = false,
+): string {
+  return `aria simulate --seed ${seed} --steps ${step}${injectBug ? ` --inject-bug ${injectBug}` : ""}${damage ? " --damage" : ""}`;
 }
 
 // ---- Configuration -------------------------------------------------------------------------
@@ -216,13 +233,14 @@ type ActionKind =
   | "split"
   | "stall-long"
   | "topic-flood"
+  | "damage"
   | "idle";
 
 function pick<T>(prng: Prng, values: readonly T[]): T {
   return values[prng.nextInt(values.length)];
 }
 
-function makeConfig(prng: Prng): Config {
+function makeConfig(prng: Prng, damage: boolean): Config {
   const fsyncRoll = prng.nextInt(10);
   const fsync: FsyncPolicy = fsyncRoll < 7 ? "always" : fsyncRoll < 9 ? "interval" : "never";
   const journalBytesMax = pick(prng, [1024, 4096, 65536]);
@@ -268,6 +286,8 @@ function makeConfig(prng: Prng): Config {
       split: 1,
       "stall-long": 1,
       "topic-flood": 0.5,
+      // Drawn only when asked for, so runs without it replay as before.
+      damage: damage && fsync === "always" ? 0.5 * faults : 0,
       idle: 4,
     },
   };
@@ -384,7 +404,16 @@ class Simulation {
     splitsCut: 0,
     splitsFailed: 0,
     filesRetained: 0,
+    damaged: 0,
+    repairs: 0,
+    seqsLost: 0,
   };
+  /** Damage done at rest since the last successful open: what a refusal may be about. */
+  private damagedSinceOpen: string[] = [];
+  /** The last few damages of the run, for a failure's details. */
+  private readonly damageLog: string[] = [];
+  /** A repair completed since the last refusal (reset by a new crash or damage, and an open). */
+  private repairedSinceOpen = false;
   /** The split in flight (one at a time, as the data directory's LOCK allows), until it settles. */
   private split: SplitRun | null = null;
   /**
@@ -399,7 +428,7 @@ class Simulation {
 
   constructor(private readonly options: SimulationOptions) {
     this.prng = new Prng(options.seed);
-    this.config = makeConfig(this.prng);
+    this.config = makeConfig(this.prng, options.damage === true);
     this.disk = new SimDisk({ seed: this.prng.nextU32() });
     this.tree = makeTopicTree(this.prng);
     const bug = options.injectBug ?? null;
@@ -462,13 +491,18 @@ class Simulation {
         splitsCut: this.counters.splitsCut,
         splitsFailed: this.counters.splitsFailed,
         filesRetained: this.counters.filesRetained,
+        damaged: this.counters.damaged,
+        repairs: this.counters.repairs,
+        seqsLost: this.counters.seqsLost,
       },
     };
   }
 
   private describe(error: unknown): SimulationFailure {
+    const damage =
+      this.damageLog.length === 0 ? "" : ` [damage at rest so far: ${this.damageLog.join("; ")}]`;
     if (error instanceof InvariantViolation)
-      return { step: this.step, invariant: error.invariant, details: error.details };
+      return { step: this.step, invariant: error.invariant, details: error.details + damage };
     const message =
       error instanceof Error
         ? `${error.message}\n${(error.stack ?? "").split("\n").slice(1, 6).join("\n")}`
@@ -513,6 +547,24 @@ class Simulation {
         });
       } catch (error) {
         if (this.crashPending !== null) continue; // crashed again during recovery: recover again
+        if (
+          error instanceof StoreError &&
+          error.code === "ARIA_ERR_STORE_CORRUPT" &&
+          this.damagedSinceOpen.length > 0
+        ) {
+          // Refused for the damage done at rest: the operator runs `aria repair`, then starts.
+          // Once repaired (and no crash cut the repair), the store must open.
+          check(
+            !this.repairedSinceOpen,
+            "repair-makes-servable",
+            () =>
+              `after ${this.damagedSinceOpen.join("; ")} and a repair, the store still refuses: ${error.message}`,
+          );
+          token.alive = false;
+          this.disk.kill();
+          await this.repair(storeOptions);
+          continue;
+        }
         // An injected fsync failure or a full disk may hit recovery too: the operator retries.
         const code = (error as { code?: string }).code;
         const cause = (error as Error).message;
@@ -525,15 +577,18 @@ class Simulation {
           this.disk.kill();
           continue;
         }
+        const damage = this.damagedSinceOpen.join("; ");
         throw new InvariantViolation(
           "recovery-succeeds",
-          `Store.open after a crash failed: ${cause}`,
+          `Store.open after a crash failed: ${cause}${damage === "" ? "" : ` (damage: ${damage})`}`,
         );
       } finally {
         this.recovering = null;
       }
       this.checkRecoveredLayout(store);
       this.checker.afterRecovery(store.nextSeq, committedBefore, stored);
+      this.damagedSinceOpen = [];
+      this.repairedSinceOpen = false;
       const topics = new TopicTable();
       const tip = new Tip(topics, {
         capacityBytes: this.config.tipBytes,
@@ -563,6 +618,37 @@ class Simulation {
         retentionDue: false,
       };
       return;
+    }
+  }
+
+  /**
+   * `aria repair` on the directory (its own process and disk view): every seq range it reports lost
+   * is marked gone — only those may be missing when the store opens next.
+   */
+  private async repair(storeOptions: StoreOptions): Promise<void> {
+    this.counters.repairs++;
+    check(this.counters.repairs < 1000, "repair-converges", () => "a thousand repairs in one run");
+    const token: LifeToken = { alive: true };
+    this.recovering = token;
+    const disk = faultDisk(this.disk.view(), this.opClock, this.trace, token);
+    let report: RepairReport;
+    try {
+      report = await repairStore(disk, { ...storeOptions, schedule: undefined });
+    } catch (error) {
+      if (this.crashPending !== null) return; // crashed while repairing: the next open refuses again
+      throw new InvariantViolation(
+        "repair-succeeds",
+        `repair after ${this.damagedSinceOpen.join("; ")} failed: ${(error as Error).message}`,
+      );
+    } finally {
+      this.recovering = null;
+      token.alive = false;
+      this.disk.kill();
+    }
+    this.repairedSinceOpen = true;
+    for (const lost of report.lostSeqs) {
+      this.checker.onLost(lost.first, lost.last);
+      this.counters.seqsLost += lost.last - lost.first + 1;
     }
   }
 
@@ -902,6 +988,9 @@ class Simulation {
         return this.stallLong(client);
       case "topic-flood":
         return this.floodTopics(client);
+      case "damage":
+        this.crash("process");
+        return this.damageAtRest();
       case "idle":
         return;
     }
@@ -922,6 +1011,41 @@ class Simulation {
       untilStep: this.step + steps,
       hangUp: this.prng.nextInt(2) === 0,
     });
+  }
+
+  /**
+   * Between a crash and the restart, one data file is damaged at rest: a bit flipped anywhere, the
+   * file cut short, or the file deleted — a journal (sealed, newest or spare), a segment, pack,
+   * index or subtree store, or MANIFEST.
+   */
+  private damageAtRest(): void {
+    const prng = this.prng;
+    const files = this.disk
+      .paths()
+      .filter((path) => path === "MANIFEST" || /^(journal|segments)\//.test(path));
+    if (files.length === 0) return;
+    const path = pick(prng, files);
+    const bytes = this.disk.snapshot(path) ?? new Uint8Array(0);
+    const roll = prng.nextInt(4);
+    let what: string;
+    if (roll <= 1 && bytes.length > 0) {
+      const at = prng.nextInt(bytes.length);
+      const bit = 1 << prng.nextInt(8);
+      this.disk.corrupt(path, at, Uint8Array.of(bytes[at] ^ bit));
+      what = `bit ${bit} flipped at ${at} of ${path} (${bytes.length} B)`;
+    } else if (roll === 2 && bytes.length > 0) {
+      const size = prng.nextInt(bytes.length);
+      this.disk.cut(path, size);
+      what = `${path} cut to ${size} of ${bytes.length} B`;
+    } else {
+      this.disk.erase(path);
+      what = `${path} deleted`;
+    }
+    this.counters.damaged++;
+    this.damagedSinceOpen.push(what);
+    this.damageLog.push(`step ${this.step}: ${what}`);
+    if (this.damageLog.length > 3) this.damageLog.shift();
+    this.repairedSinceOpen = false;
   }
 
   /** A publisher sends 4-16 messages of 1-3 KB to hot topics. */
