@@ -11,6 +11,7 @@ import {
   type Disk,
   DiskError,
   type DiskFile,
+  type DiskSpace,
   type MapOptions,
   type OpenHints,
   type OpenMode,
@@ -178,6 +179,15 @@ export class BunDisk implements Disk {
       await fs.rename(join(this.root, from), join(this.root, to));
     } catch (error) {
       throw toDiskError(error, `rename "${from}" to "${to}"`);
+    }
+  }
+
+  async space(): Promise<DiskSpace | null> {
+    try {
+      const stats = await fs.statfs(this.root);
+      return { freeBytes: stats.bavail * stats.bsize, totalBytes: stats.blocks * stats.bsize };
+    } catch {
+      return null;
     }
   }
 

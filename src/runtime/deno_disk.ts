@@ -9,7 +9,13 @@
  * settled (a promise chain per file); handles of different files still work in parallel. The seek
  * is synchronous (lseek moves an offset, it does no I/O); reads and writes are Deno's async ops.
  */
-import { type Disk, DiskError, type DiskFile, type OpenMode } from "../store/disk.ts";
+import {
+  type Disk,
+  DiskError,
+  type DiskFile,
+  type DiskSpace,
+  type OpenMode,
+} from "../store/disk.ts";
 
 /** A Disk over the directory `root` of the real file system. */
 export class DenoDisk implements Disk {
@@ -66,6 +72,18 @@ export class DenoDisk implements Disk {
       await Deno.rename(this.full(from), this.full(to));
     } catch (error) {
       throw toDiskError(error, `rename "${from}" to "${to}"`);
+    }
+  }
+
+  async space(): Promise<DiskSpace | null> {
+    // Deno has no statfs of its own; its node:fs may have one.
+    try {
+      const { statfs } = await import("node:fs/promises");
+      if (typeof statfs !== "function") return null;
+      const stats = await statfs(this.full(""));
+      return { freeBytes: stats.bavail * stats.bsize, totalBytes: stats.blocks * stats.bsize };
+    } catch {
+      return null;
     }
   }
 

@@ -84,7 +84,15 @@ export interface Disk {
   rename(from: string, to: string): Promise<void>;
   /** Makes creates, renames and removes in `dir` durable (fsync of the directory). */
   syncDir(dir: string): Promise<void>;
+  /**
+   * The file system's size and the bytes an unprivileged writer may still use (statfs), or null
+   * when it cannot tell. Optional: without it callers take the space as unknown.
+   */
+  space?(): Promise<DiskSpace | null>;
 }
+
+/** See Disk.space. */
+export type DiskSpace = { freeBytes: number; totalBytes: number };
 
 /** The directory part of a relative path ("" for the root). */
 export function dirOf(path: string): string {

@@ -12,8 +12,21 @@
  * policy, so only the newest journal can ever have a torn tail (journal_files.ts). A sync waits
  * for that promotion, so `always` acknowledges nothing in a staged file.
  *
+ * A journal write, fsync, roll or seal that fails because the disk is full (ENOSPC, EDQUOT)
+ * stalls the writer instead of failing the store: appends are refused with that reason (no seq is
+ * taken), commit waiters keep waiting, and a retry runs after 100 ms, doubling to 5 s, until one
+ * succeeds. A retry writes every chunk not yet durable again, at its position, before it fsyncs:
+ * after a failed fsync the kernel may have dropped those dirty pages and marked them clean, so
+ * fsyncing the same file again would prove nothing. Under `always` the chunks of the batch in
+ * flight are still in memory (they are recycled only once committed) and a roll's staged file
+ * holds nothing acknowledged, so it is staged afresh; under `interval` and `never` what was
+ * written before the failed fsync was acknowledged at its write, as those policies say, and is not
+ * in memory any more: the retry fsyncs it again (a power loss may lose it, as it may lose an
+ * interval). Any other error (EIO, say) fails the store for good (docs/storage.md, a full disk).
+ *
  * Invariants: chunks are in seq order and contiguous within a generation; committedSeq only
- * grows; after a write or fsync failure the store is failed: waiters reject, appends throw.
+ * grows; nothing is acknowledged before it is durable under the policy; after a failure that is
+ * not a disk error, the store is failed: waiters reject, appends throw.
  */
 import {
   JOURNAL_FLUSH_BYTES_MAX,
@@ -22,7 +35,7 @@ import {
 } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { JournalInfo, JournalState, Partitions, StoreContext } from "./context.ts";
-import type { DiskFile } from "./disk.ts";
+import { DiskError, type DiskFile } from "./disk.ts";
 import { JOURNAL_HEADER_BYTES } from "./file_header.ts";
 import { SyncSlots, promoteJournalFile, stageJournalFile } from "./journal_files.ts";
 import { StoreError, journalPath, stagedPath } from "./layout.ts";
@@ -31,6 +44,10 @@ import { encodeRecord, recordBytes } from "./record.ts";
 import { SpareFiller } from "./spare_filler.ts";
 
 const CHUNK_BYTES_INITIAL = 64 * 1024;
+/** The first retry of a stalled journal comes after this; each next one after twice the last. */
+export const STALL_RETRY_MS_MIN = 100;
+/** The longest wait between retries of a stalled journal. */
+export const STALL_RETRY_MS_MAX = 5000;
 /** The page a write should end on (see writeChunk). */
 const PAGE_BYTES = 4096;
 
@@ -72,6 +89,22 @@ export class JournalWriter {
   onFlushed: () => void = () => {};
   /** Called once the store has failed. */
   onFailed: () => void = () => {};
+  /** Called when the journal stalls (with why) and when it is written again (null), once each. */
+  onStalled: (reason: StoreError | null) => void = () => {};
+
+  /** Why the journal cannot be written now while retries run (null: it can, or the store failed). */
+  private stall: StoreError | null = null;
+  private retryDelayMs = 0;
+  private retryScheduled = false;
+  private retrying: Promise<boolean> | null = null;
+  /** onStalled said so and the journal has not been written since. */
+  private stallAnnounced = false;
+  /** Set by stopRetrying (a shutdown): a stall fails the store instead. */
+  private retriesStopped = false;
+  /** Callers waiting for the stall to end (see whenWritable). */
+  private resumeWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  /** Under `interval`/`never`: a roll whose seal or rename failed, done again by the retry. */
+  private failedPromotion: { previous: JournalInfo; journal: JournalInfo } | null = null;
 
   /** The context's journal state and partitions, held here so an append reads them in one step. */
   private readonly journals: JournalState;
@@ -102,6 +135,7 @@ export class JournalWriter {
     const context = this.context;
     const journals = this.journals;
     if (context.failure !== null) throw context.failure;
+    if (this.stall !== null) throw this.stall;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
     assert(seq === journals.nextSeq, "journal_writer: seqs must be contiguous and increasing");
     const length = recordBytes(topic.length, payloadBytes);
@@ -161,8 +195,33 @@ export class JournalWriter {
     return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
   }
 
-  /** Fsyncs the journal up to everything written so far. */
-  sync(): Promise<void> {
+  /** Why appends are refused for now while the journal retries (null: they are not). */
+  get stalled(): StoreError | null {
+    return this.context.failure === null ? this.stall : null;
+  }
+
+  /** Fsyncs the journal up to everything written so far; a stall meanwhile is waited out. */
+  async sync(): Promise<void> {
+    for (;;) {
+      if (this.stall !== null) await this.whenWritable();
+      try {
+        return await this.syncShared();
+      } catch (error) {
+        if (this.stall === null || this.context.failure !== null) throw error;
+      }
+    }
+  }
+
+  /** Resolves once the journal is not stalled; rejects once the store has failed. */
+  whenWritable(): Promise<void> {
+    const context = this.context;
+    if (context.failure !== null) return Promise.reject(context.failure);
+    if (this.stall === null) return Promise.resolve();
+    return new Promise((resolve, reject) => this.resumeWaiters.push({ resolve, reject }));
+  }
+
+  /** One fsync of everything written so far, shared by its callers; rejects on a stall. */
+  private syncShared(): Promise<void> {
     if (this.syncing === null) {
       this.syncing = this.syncOnce().finally(() => {
         this.syncing = null;
@@ -188,6 +247,7 @@ export class JournalWriter {
     // Records written into a staged journal are durable only once it has its name.
     if (this.promotion !== null) await this.promotion;
     if (context.failure !== null) throw context.failure;
+    if (this.stall !== null) throw this.stall;
     const journal = this.lastCreated();
     const covered = journal.bytes;
     try {
@@ -196,8 +256,8 @@ export class JournalWriter {
         await file.sync();
       });
     } catch (error) {
-      this.fail(error);
-      throw context.failure;
+      this.stallOrFail(error);
+      throw context.failure ?? this.stall;
     }
     this.syncSlots.synced(journal, covered);
     if (target > context.journal.syncedSeq) context.journal.syncedSeq = target;
@@ -253,20 +313,30 @@ export class JournalWriter {
   private async flushLoop(): Promise<void> {
     const context = this.context;
     const policy = context.options.fsync;
+    let batch: Chunk[] = [];
     try {
       // Started by an append: let the appends already queued behind it (publishers woken by the
       // last commit, the rest of a socket read) join this write and its fsync.
       await Promise.resolve();
-      while (this.chunks.length > 0 && context.failure === null) {
-        const batch = this.chunks;
+      while (this.chunks.length > 0 && context.failure === null && this.stall === null) {
+        batch = this.chunks;
         this.chunks = [];
         for (const chunk of batch) {
           if (context.failure !== null) throw context.failure;
+          if (this.stall !== null) throw this.stall;
+          if (chunk.lastSeq <= context.journal.syncedSeq) {
+            // Put back by a stall, and made durable since by a roll's seal that was in flight:
+            // its journal may be sealed, and a write now would leave bytes after its records.
+            this.bufferedBytes -= chunk.length;
+            continue;
+          }
           const journal = context.journal.generation(chunk.gen);
           if (!journal.created && journal !== this.staged) await this.stageJournal(journal);
           await context.files.with(journal.path, (file) => writeChunk(file, chunk));
           journal.bytes = chunk.position + chunk.length;
-          context.journal.writtenSeq = chunk.lastSeq;
+          // A chunk written again after a stall may be older than the last one written.
+          if (chunk.lastSeq > context.journal.writtenSeq)
+            context.journal.writtenSeq = chunk.lastSeq;
           this.bufferedBytes -= chunk.length;
         }
         // A sync started earlier (by the sorter) may cover less than this batch: sync until it does.
@@ -275,7 +345,7 @@ export class JournalWriter {
         if (policy === "always") {
           while (context.journal.syncedSeq < context.journal.writtenSeq) {
             if (context.failure !== null) throw context.failure;
-            await this.sync();
+            await this.syncShared();
           }
           // The disk is idle until the publishers this commit wakes have appended again.
           this.spareFiller.step(batchBytes(batch));
@@ -283,18 +353,20 @@ export class JournalWriter {
         // A failure beside this batch (a journal's seal, a sorter's fsync) stops the loop where
         // it is: nothing written after it becomes visible to readers or subscribers.
         if (context.failure !== null) throw context.failure;
+        if (this.stall !== null) throw this.stall;
         context.journal.committedSeq =
           policy === "always" ? context.journal.syncedSeq : context.journal.writtenSeq;
         if (policy === "interval") this.scheduleSync();
         this.resolveWaiters();
         for (const chunk of batch) this.keepSpare(chunk);
+        batch = [];
       }
     } catch (error) {
-      this.fail(error);
+      this.stallOrFail(error, batch);
     } finally {
       this.flushing = null;
     }
-    if (context.failure === null) this.onFlushed();
+    if (context.failure === null && this.stall === null) this.onFlushed();
   }
 
   /**
@@ -311,6 +383,9 @@ export class JournalWriter {
       const partial = await this.spareFiller.handOver();
       if (partial !== undefined) context.journal.spares.push(partial);
     }
+    // Staged afresh after a failed roll (the retry of a stall): a handle cached under the staged
+    // name could be a file a spare's rename has since replaced.
+    if (journal.path === stagedPath(journal.gen)) await context.files.drop(journal.path);
     await stageJournalFile(context, journal.gen, journal.firstSeq);
     journal.path = stagedPath(journal.gen);
     this.staged = journal;
@@ -324,7 +399,10 @@ export class JournalWriter {
       await promoteJournalFile(context, previous, journal);
       context.journal.syncedSeq = Math.max(context.journal.syncedSeq, journal.firstSeq - 1);
     } catch (error) {
-      this.fail(error);
+      // Under `interval`/`never` the staged file holds acknowledged records: the retry promotes
+      // it again. Under `always` nothing in it is acknowledged: the retry stages it afresh.
+      if (this.context.options.fsync !== "always") this.failedPromotion = { previous, journal };
+      this.stallOrFail(error);
     } finally {
       this.staged = null;
       this.promotion = null;
@@ -348,6 +426,118 @@ export class JournalWriter {
     if (i > 0) this.waiters.splice(0, i);
   }
 
+  /**
+   * After a journal write, fsync, roll or seal failed: a full disk stalls the writer (retried,
+   * see the file's comment), anything else fails the store. `batch`: the chunks of the flush in
+   * flight; those not durable under the policy go back to the front, to be written again.
+   */
+  private stallOrFail(error: unknown, batch: readonly Chunk[] = []): void {
+    const context = this.context;
+    if (context.failure !== null) return this.fail(error);
+    if (!isOutOfSpace(error) && !(error instanceof StoreError && error === this.stall))
+      return this.fail(error);
+    const journal = context.journal;
+    const durable = context.options.fsync === "always" ? journal.syncedSeq : journal.writtenSeq;
+    const again = batch.filter((chunk) => chunk.lastSeq > durable);
+    // Chunks already written counted out of the buffered bytes: they count in again until
+    // their rewrite.
+    for (const chunk of again)
+      if (chunk.lastSeq <= journal.writtenSeq) this.bufferedBytes += chunk.length;
+    if (again.length > 0) this.chunks = again.concat(this.chunks);
+    if (this.stall !== null) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.stall = new StoreError(
+      "ARIA_ERR_STORE_IO",
+      `The store cannot write its journal (${reason}); it retries by itself: publish again later`,
+    );
+    if (this.retriesStopped) return this.fail(this.stall);
+    if (!this.stallAnnounced) {
+      this.stallAnnounced = true;
+      this.onStalled(this.stall);
+    }
+    this.scheduleRetry();
+  }
+
+  /**
+   * No more retries (a shutdown): a stall now, or one later, fails the store, so that whatever
+   * waits for a commit is refused instead of waiting for free space.
+   */
+  stopRetrying(): void {
+    this.retriesStopped = true;
+    if (this.stall !== null && this.context.failure === null) this.fail(this.stall);
+  }
+
+  private scheduleRetry(): void {
+    const schedule = this.context.options.schedule;
+    if (this.retryScheduled || schedule === undefined) return;
+    this.retryScheduled = true;
+    this.retryDelayMs = Math.min(
+      STALL_RETRY_MS_MAX,
+      Math.max(STALL_RETRY_MS_MIN, this.retryDelayMs * 2),
+    );
+    schedule(this.retryDelayMs, () => {
+      this.retryScheduled = false;
+      void this.retry();
+    });
+  }
+
+  /**
+   * Tries a stalled journal again now: writes what is not durable again and fsyncs it. Resolves
+   * true once the journal is written again (commit waiters then resolve as their records are
+   * durable), false while it is still stalled (the next retry is scheduled) or the store failed.
+   */
+  retry(): Promise<boolean> {
+    this.retrying ??= this.retryOnce().finally(() => {
+      this.retrying = null;
+    });
+    return this.retrying;
+  }
+
+  private async retryOnce(): Promise<boolean> {
+    const context = this.context;
+    // Whatever was in flight at the stall settles first (a roll's seal, a shared fsync).
+    await this.flushing;
+    await this.promotion;
+    await this.syncing?.catch(() => {});
+    if (this.stall === null || context.failure !== null || context.closed || this.retriesStopped)
+      return this.stall === null && context.failure === null;
+    const stalled = this.stall;
+    this.stall = null;
+    try {
+      const promotion = this.failedPromotion;
+      this.failedPromotion = null;
+      if (promotion !== null) {
+        this.staged = promotion.journal;
+        this.promotion = this.promote(promotion.previous, promotion.journal);
+        await this.promotion;
+        if (this.stall !== null) throw this.stall;
+      }
+      if (this.chunks.length > 0) {
+        this.flushing ??= this.flushLoop();
+        await this.flushing;
+      } else {
+        await this.syncShared();
+      }
+    } catch {
+      // The stall (or failure) it caused is recorded: looked at below.
+    }
+    if (context.failure !== null) return false;
+    if (this.stall !== null) {
+      // Still stalled: the first stall's reason stands until the journal is written again.
+      this.stall = stalled;
+      this.scheduleRetry();
+      return false;
+    }
+    this.retryDelayMs = 0;
+    const waiters = this.resumeWaiters;
+    this.resumeWaiters = [];
+    for (const waiter of waiters) waiter.resolve();
+    this.stallAnnounced = false;
+    this.onStalled(null);
+    if (this.chunks.length > 0 && this.flushing === null) this.flushing = this.flushLoop();
+    return true;
+  }
+
   /** Puts the store in the failed state: nothing further is acknowledged. */
   fail(error: unknown): void {
     const context = this.context;
@@ -360,8 +550,19 @@ export class JournalWriter {
     }
     for (const waiter of this.waiters) waiter.reject(context.failure);
     this.waiters = [];
+    const resumeWaiters = this.resumeWaiters;
+    this.resumeWaiters = [];
+    for (const waiter of resumeWaiters) waiter.reject(context.failure);
     this.onFailed();
   }
+}
+
+/**
+ * Whether `error` says the file system is out of space (or quota): what a stall waits out. An I/O
+ * error (EIO) is not: a device that fails writes is not trusted again without an operator.
+ */
+function isOutOfSpace(error: unknown): boolean {
+  return error instanceof DiskError && (error.code === "ENOSPC" || error.code === "EDQUOT");
 }
 
 function batchBytes(batch: Chunk[]): number {

@@ -17,6 +17,12 @@
  * write back later, in the middle of other fsyncs. The filled spare joins the spares when whole;
  * a spare found at open is kept as spares are. Its bytes are never read. A failure of the filler
  * (a full disk, say) only stops it: the journal does not depend on it.
+ *
+ * A spare never takes the last of the free space: before each piece the filler asks the disk
+ * (statfs) and writes nothing while the piece would leave less free than the reserve,
+ * max(2 × journalBytesMax, 5% of the file system): the journal and the sorter need that room
+ * more than a faster overwrite later. It tries again at later commits, so filling goes on once
+ * space is freed. A disk that cannot tell its space is filled as before.
  */
 import { JOURNAL_SPARES_MAX } from "../constants.ts";
 import type { StoreContext } from "./context.ts";
@@ -28,6 +34,13 @@ const PIECE_ALIGN = 64 * 1024;
 const PIECE_BYTES_MAX = 256 * 1024;
 /** Blocks written past the page cache must be whole: a spare's length is a multiple of this. */
 const BLOCK_BYTES = 4096;
+/** The share of the file system a spare leaves free at least (see the reserve above). */
+const SPARE_RESERVE_FRACTION = 0.05;
+
+/** The free bytes spare filling leaves on a file system of `totalBytes`: see the file's comment. */
+export function spareReserveBytes(totalBytes: number, journalBytesMax: number): number {
+  return Math.max(2 * journalBytesMax, Math.ceil(totalBytes * SPARE_RESERVE_FRACTION));
+}
 
 let zeros: Uint8Array | null = null;
 
@@ -100,8 +113,24 @@ export class SpareFiller {
     await this.abandon();
   }
 
+  /** Pieces not written because the disk was within its reserve (tests, stats). */
+  skippedForSpace = 0;
+
   private async piece(bytes: number): Promise<void> {
     const context = this.context;
+    const wanted = Math.min(
+      Math.ceil(Math.max(bytes, 1) / PIECE_ALIGN) * PIECE_ALIGN,
+      PIECE_BYTES_MAX,
+    );
+    const space = (await context.disk.space?.()) ?? null;
+    if (
+      space !== null &&
+      space.freeBytes - wanted <
+        spareReserveBytes(space.totalBytes, context.options.journalBytesMax)
+    ) {
+      this.skippedForSpace++;
+      return;
+    }
     if (this.file === null) {
       this.path = sparePath(context.journal.nextSpareId++);
       this.target = Math.ceil(context.options.journalBytesMax / BLOCK_BYTES) * BLOCK_BYTES;

@@ -60,6 +60,8 @@ export type StoreStats = {
   storeBytes: number;
   /** Bytes readers have read from data files since open. */
   bytesRead: number;
+  /** Why the store cannot write now (see Store.unwritable), or null; absent from older builds' fakes. */
+  unwritable?: string | null;
 };
 
 /** One partition's closed data: what a split plans from. */
@@ -137,7 +139,11 @@ export class Store {
     this.sorter = new Sorter(context, this.writer);
     this.writer.onFlushed = () => this.sorter.poke();
     this.sorter.onProgress = () => this.wakeCaughtUp();
-    this.writer.onFailed = () => this.wakeCaughtUp();
+    this.writer.onFailed = () => {
+      this.wakeCaughtUp();
+      this.announce(context.failure);
+    };
+    this.writer.onStalled = (reason) => this.announce(reason);
     // Drained journals whose deletion waited for a read count until deleted; once they are, the
     // sorter may find more to do (publishers may be paused: no flush pokes it).
     context.reads.afterDeferred = () => {
@@ -212,6 +218,44 @@ export class Store {
   /** The failure that stopped the store, or null. */
   get failure(): StoreError | null {
     return this.context.failure;
+  }
+
+  /**
+   * Called when the store stops being able to write (with why: a stall it retries, or a failure
+   * for good) and when it can write again (null). Each change once: the server logs them.
+   */
+  onWritableChanged: (reason: StoreError | null) => void = () => {};
+  private announced: StoreError | null = null;
+
+  private announce(reason: StoreError | null): void {
+    // Once a failure is announced nothing changes any more.
+    if (
+      reason === this.announced ||
+      (this.announced !== null && this.announced === this.context.failure)
+    )
+      return;
+    this.announced = reason;
+    this.onWritableChanged(reason);
+  }
+
+  /** Why the store cannot write now — a full disk it retries, or a failure for good — or null. */
+  get unwritable(): StoreError | null {
+    return this.context.failure ?? this.writer.stalled;
+  }
+
+  /** True while the journal cannot be written and retries run: appends are refused meanwhile. */
+  get retrying(): boolean {
+    return this.writer.stalled !== null;
+  }
+
+  /** Retries a stalled journal now (the retries run by themselves with `schedule`); true once written again. */
+  retryWrites(): Promise<boolean> {
+    return this.writer.retry();
+  }
+
+  /** A shutdown: a journal that cannot be written fails the store now instead of retrying. */
+  stopRetrying(): void {
+    this.writer.stopRetrying();
   }
 
   /**
@@ -775,6 +819,7 @@ export class Store {
       stores: subtrees,
       storeBytes,
       bytesRead: context.reads.bytesRead,
+      unwritable: this.unwritable?.message ?? null,
     };
   }
 
@@ -782,6 +827,7 @@ export class Store {
   async close(options: { sort?: boolean } = {}): Promise<void> {
     const context = this.context;
     if (context.closed) return;
+    this.writer.stopRetrying();
     if (context.failure === null) {
       await this.writer.drain();
       await this.sorter.idle();

@@ -96,6 +96,9 @@ export class SimDisk implements Disk {
   private readonly dirs = new Set<string>([""]);
   private epoch = 0;
   private syncFailures = 0;
+  /** Failing file syncs drop the file's unsynced writes from what a later sync makes durable. */
+  private failedSyncDrops = false;
+  private syncFailureCode = "EIO";
   /** Total current bytes allowed across files; a write beyond fails with ENOSPC. */
   capacityBytes = Infinity;
   /** Counters for tests and benchmarks. */
@@ -198,12 +201,37 @@ export class SimDisk implements Disk {
       remove: (path) => this.remove(path, life),
       rename: (from, to) => this.rename(from, to, life),
       syncDir: (dir) => this.syncDir(dir, life),
+      space: () => this.space(),
     };
   }
 
-  /** Makes the next `count` file or directory syncs fail with EIO (nothing becomes durable). */
-  failNextSyncs(count = 1): void {
+  /**
+   * Makes the next `count` file or directory syncs fail with EIO (nothing becomes durable).
+   * `dropUnsynced`: a failed file sync also loses the file's unsynced writes, as Linux may after
+   * a failed fsync (the dirty pages are marked clean, and may be evicted): no later sync makes
+   * them durable unless they are written again. Here the file reads as its durable bytes at once
+   * (stricter than a page cache that still holds them; keeps pending-free files equal to their
+   * durable bytes, which crash() relies on).
+   */
+  failNextSyncs(
+    count = 1,
+    options: { dropUnsynced?: boolean; code?: "EIO" | "ENOSPC" } = {},
+  ): void {
     this.syncFailures += count;
+    this.failedSyncDrops = options.dropUnsynced ?? false;
+    this.syncFailureCode = options.code ?? "EIO";
+  }
+
+  /** Cancels the sync failures failNextSyncs asked for and not yet used. */
+  clearSyncFailures(): void {
+    this.syncFailures = 0;
+  }
+
+  /** What statfs would say: capacityBytes (or, when unbounded, 2^50) and what is free of it. */
+  async space(): Promise<{ freeBytes: number; totalBytes: number }> {
+    await tick();
+    const totalBytes = Number.isFinite(this.capacityBytes) ? this.capacityBytes : 2 ** 50;
+    return { freeBytes: Math.max(0, totalBytes - this.usedBytes()), totalBytes };
   }
 
   /**
@@ -308,8 +336,14 @@ export class SimDisk implements Disk {
   failSyncMaybe(what: string): void {
     if (this.syncFailures > 0) {
       this.syncFailures--;
-      throw new DiskError("EIO", `${what}: injected I/O error`);
+      const text = this.syncFailureCode === "EIO" ? "I/O error" : "no space left on device";
+      throw new DiskError(this.syncFailureCode, `${what}: injected ${text}`);
     }
+  }
+
+  /** @internal */
+  dropsOnFailedSync(): boolean {
+    return this.failedSyncDrops;
   }
 
   /** @internal */
@@ -400,7 +434,15 @@ class SimFile implements DiskFile {
     await tick();
     this.checkOpen();
     this.disk.checkEpoch(this.epoch, this.path);
-    this.disk.failSyncMaybe(`fsync "${this.path}"`);
+    try {
+      this.disk.failSyncMaybe(`fsync "${this.path}"`);
+    } catch (error) {
+      if (this.disk.dropsOnFailedSync()) {
+        this.inode.current = this.inode.durable.copy();
+        this.inode.pending = [];
+      }
+      throw error;
+    }
     this.disk.stats.syncs++;
     for (const op of this.inode.pending) this.inode.durable.apply(op);
     this.inode.pending = [];
