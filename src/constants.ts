@@ -304,13 +304,13 @@ export const DELIVERY_EVENT_BYTES_MAX = 4 * 1024 * 1024;
  * chunk from disk. Past this many, a stall drops its reader: memory stays bounded however many
  * subscribers stall.
  */
-export const STALLED_DISK_READERS_KEPT_MAX = 8;
+export const STALLED_DISK_READERS_KEPT_MAX = 2;
 /**
  * Disk readers all subscriptions hold at once, stalled ones' included: each holds its read-ahead
  * and a batch (up to READ_BATCH_BYTES_MAX), so a thousand subscriptions reading from disk at once
  * held gigabytes. Past this, a subscription's disk phase waits for a slot, holding its position.
  */
-export const DISK_READERS_MAX = 32;
+export const DISK_READERS_MAX = 8;
 /**
  * How often a server runs segment aging and retention (ms): far finer than their limits need
  * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
