@@ -356,6 +356,41 @@ describe("session rules", () => {
     expect(store.messages.map((m) => m.timeUs >= 8_000_000)).toEqual([false, true, true]);
   });
 
+  test("a store that cannot write for now (a full disk, retrying): a publish is refused without a seq, and once it writes again publishes go on from the next seq", async () => {
+    class FullStore extends MemoryStore {
+      retrying = false;
+      override append(seq: number, timeUs: number, topic: string, payload: Uint8Array): void {
+        if (this.retrying) throw new Error("no space left on device; retrying");
+        super.append(seq, timeUs, topic, payload);
+      }
+    }
+    const store = new FullStore();
+    const world = new World(2048, { store });
+    const publisher = world.handshaken();
+    const publish = (requestId: number) =>
+      world.send(publisher, {
+        kind: "publish",
+        requestId,
+        messages: [{ topic: "a/b", payload: ENCODER.encode(`${requestId}`) }],
+      });
+    publish(1);
+    await world.settle();
+    store.retrying = true;
+    publish(2);
+    await world.settle();
+    store.retrying = false;
+    publish(3);
+    await world.settle();
+    expect(publisher.frames("publish_ack")).toEqual([
+      { requestId: 1, firstSeq: 1, count: 1 },
+      { requestId: 3, firstSeq: 2, count: 1 },
+    ]);
+    expect(publisher.frames("error").map((e) => `${e.code} ${e.relatedId}`)).toEqual([
+      "ARIA_ERR_STORAGE_FAILED 2",
+    ]);
+    expect(store.messages.map((m) => m.seq)).toEqual([1, 2]);
+  });
+
   test("a storage failure after the store committed part of what waited: that part is acknowledged and delivered, the rest refused", async () => {
     /** Commits the first two seqs of what is waiting, then fails. */
     class HalfFailingStore extends MemoryStore {

@@ -57,6 +57,11 @@ export interface BrokerStore {
   ): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;
+  /**
+   * True while storage cannot write for now (a full disk) and retries by itself: an append then
+   * throws, and the publish is refused without the failure being sticky. Absent: never.
+   */
+  readonly retrying?: boolean;
   /** True while storage is behind on its background work: publishers should wait (see whenCaughtUp). */
   readonly backlogged: boolean;
   /** Resolves once storage is no longer backlogged. */

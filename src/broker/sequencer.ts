@@ -10,7 +10,9 @@
  * The visible end. A message becomes visible to subscribers only once it is durable
  * (`visibleSeq` = committed + 1), so no subscriber ever sees a seq that a crash could take back
  * and hand to another message. A storage failure is sticky: what was durable is still
- * acknowledged, the rest refused, and every later PUBLISH refused.
+ * acknowledged, the rest refused, and every later PUBLISH refused — except while the store says
+ * it is `retrying` (a full disk): a PUBLISH is then refused whole, no seq taken, and later ones
+ * are tried again; what was appended before waits for its commit.
  *
  * Not here: sessions (errors and flushing go through SequencerOutput), subscriptions. Invariants:
  * visibleSeq <= nextSeq; publish times never decrease, across a restart too; a batch is sequenced
@@ -139,6 +141,10 @@ export class Sequencer {
         // commit said so. Its failure is sticky and set between events, so this is the batch's
         // first message and nothing was sequenced.
         assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
+        if (this.store.retrying === true) {
+          const reason = error instanceof Error ? error.message : String(error);
+          return output.fail(session, "ARIA_ERR_STORAGE_FAILED", reason, { requestId });
+        }
         this.storageFailed(error);
         return output.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", {
           requestId,
