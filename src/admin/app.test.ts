@@ -47,6 +47,8 @@ function fakeServer(
     nowUs: 1_700_000_000_000_000,
     messages: 0,
     bytes: 0,
+    /** Why the store cannot write (null: it can). */
+    unwritable: null as string | null,
     rows: options.rows ?? [
       { topic: "app/orders/created", bytes: 6000, messages: 60 },
       { topic: "app/orders/filled", bytes: 3000, messages: 30 },
@@ -107,6 +109,7 @@ function fakeServer(
       stores: 0,
       storeBytes: 0,
       bytesRead: 0,
+      unwritable: state.unwritable,
     },
   });
   const dependencies: AdminDependencies = {
@@ -142,6 +145,21 @@ describe("health, stats and rates", () => {
   test("/healthz", async () => {
     const { app } = fakeServer();
     expect(await json(app.request("/healthz"))).toEqual({ status: 200, body: { ok: true } });
+  });
+
+  test("/healthz answers 503 with the reason while the store cannot write; /metrics says so", async () => {
+    const { app, state } = fakeServer();
+    const gauge = async () =>
+      (await (await app.request("/metrics")).text()).match(/^aria_store_writable (\d)$/m)?.[1];
+    expect(await gauge()).toBe("1");
+    state.unwritable = "The store cannot write its journal (no space left on device)";
+    expect(await json(app.request("/healthz"))).toEqual({
+      status: 503,
+      body: { ok: false, reason: state.unwritable },
+    });
+    expect(await gauge()).toBe("0");
+    state.unwritable = null;
+    expect((await app.request("/healthz")).status).toBe(200);
   });
 
   test("/api/stats carries the parts' counters and publish rates over the window", async () => {
@@ -310,6 +328,9 @@ describe("/metrics", () => {
       # HELP aria_store_subtree_stores Subtree stores in force.
       # TYPE aria_store_subtree_stores gauge
       aria_store_subtree_stores 0
+      # HELP aria_store_writable 1 while the store can write its journal; 0 while it cannot (see /healthz for why).
+      # TYPE aria_store_writable gauge
+      aria_store_writable 1
       # aria_split_last_*: absent, no split has switched on this data directory
       "
     `);

@@ -2,7 +2,8 @@
  * The admin HTTP app (Hono), built from injected dependencies (ports.ts) so tests call it with
  * `app.request()` and no socket, and the runtime serves it with any server (Bun.serve today).
  *
- *   /healthz                        always open: {"ok":true}
+ *   /healthz                        always open: {"ok":true}, or 503 {"ok":false,"reason"} while
+ *                                   the store cannot write (a full disk: it retries by itself)
  *   /, /ui/*                        the web UI (static, bundled into the binary: ui_assets.ts)
  *   /metrics                        Prometheus text (metrics.ts)
  *   /api/stats                      counters of broker, tip, store + publish rates + split status
@@ -86,7 +87,10 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
         : crossSiteRefusal(c.req.raw, c.req.path, host as string));
     return refused === null ? next() : fail(c, 403, refused);
   });
-  app.get("/healthz", (c) => c.json({ ok: true }));
+  app.get("/healthz", (c) => {
+    const reason = dependencies.stats().store.unwritable;
+    return typeof reason === "string" ? c.json({ ok: false, reason }, 503) : c.json({ ok: true });
+  });
 
   // The UI shell holds no data, and a browser cannot send a bearer header when it opens a page:
   // it is served openly and sends the token on every API call it makes.

@@ -151,6 +151,12 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   out.sample("aria_disk_bytes", store.manifestBytes, { kind: "manifest" });
   out.single("aria_store_segments", "gauge", "Closed segments in force.", store.segments);
   out.single("aria_store_subtree_stores", "gauge", "Subtree stores in force.", store.stores);
+  out.single(
+    "aria_store_writable",
+    "gauge",
+    "1 while the store can write its journal; 0 while it cannot (see /healthz for why).",
+    typeof store.unwritable === "string" ? 0 : 1,
+  );
 
   const last = snapshot.split.last;
   if (last === null) {
