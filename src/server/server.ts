@@ -141,6 +141,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     );
   }
   const { store, recovery } = opened;
+  // Once each way: the store stops writing (a full disk it retries, or a failure) and resumes.
+  store.onWritableChanged = (reason) =>
+    runtime.writeStderr(
+      reason === null
+        ? "aria: the store writes again: publishes are accepted\n"
+        : `aria: publishes are refused: ${reason.message}\n`,
+    );
   const topics = new TopicTable();
   const tip = new Tip(topics, { capacityBytes: options.tipBytes });
   // Refill the tip so tip recovery works right after a restart.
@@ -280,6 +287,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         clearInterval(timer);
         lag.stop();
         tcp.stop();
+        // A store that cannot write (a full disk) fails now: what waits for a commit is
+        // refused, and the shutdown does not wait for free space.
+        store.stopRetrying();
         await broker.shutdown();
         await admin.stop();
         planner.close();
