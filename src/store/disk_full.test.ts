@@ -12,7 +12,7 @@ import { Filter } from "../topic/mod.ts";
 import { StoreContext, resolveOptions } from "./context.ts";
 import type { StoreError } from "./layout.ts";
 import { Store } from "./mod.ts";
-import { SpareFiller, spareReserveBytes } from "./spare_filler.ts";
+import { SPARE_SPACE_CHECK_BYTES, SpareFiller, spareReserveBytes } from "./spare_filler.ts";
 
 const TOPICS = ["a/x", "a/y", "b/z", "c"];
 const payloadOf = (seq: number) => new TextEncoder().encode(`m${seq}:${"-".repeat(seq % 97)}`);
@@ -201,37 +201,38 @@ describe("store: a full disk", () => {
 
 describe("spare journals and free space", () => {
   test("a spare is filled only while the free space stays above the reserve, max(2 journals, 5%)", async () => {
-    const journalBytesMax = 1024 * 1024;
+    const journalBytesMax = 16 * 1024 * 1024;
     const sim = new SimDisk({ seed: 3 });
     const disk = sim.view();
     const context = new StoreContext(disk, resolveOptions({ fsync: "always", journalBytesMax }));
     await disk.mkdir("journal");
     const filler = new SpareFiller(context);
-    const capacity = 16 * 1024 * 1024;
+    const capacity = 64 * 1024 * 1024;
     const reserve = spareReserveBytes(capacity, journalBytesMax);
     expect(reserve).toBe(2 * journalBytesMax);
     expect(spareReserveBytes(100 * capacity, journalBytesMax)).toBe(5 * capacity);
-    // Free space 70 KiB above the reserve: one 64 KiB piece, then no more.
+    // Free space one check's bytes and 70 KiB above the reserve: that many bytes (64 KiB pieces),
+    // then no more until space is freed.
     sim.capacityBytes = capacity;
     const { freeBytes } = await sim.space();
     const file = await disk.open("filler", "create");
-    await file.write(0, new Uint8Array(freeBytes - reserve - 70 * 1024));
+    await file.write(0, new Uint8Array(freeBytes - reserve - SPARE_SPACE_CHECK_BYTES - 70 * 1024));
     await file.close();
-    for (let i = 0; i < 20; i++) {
+    const pieces = SPARE_SPACE_CHECK_BYTES / (64 * 1024);
+    for (let i = 0; i < pieces + 10; i++) {
       filler.step(64 * 1024);
       await settle();
     }
-    const space = await sim.space();
-    expect(space.freeBytes).toBeGreaterThanOrEqual(reserve);
-    expect(filler.fillingBytes).toBe(64 * 1024);
-    expect(filler.skippedForSpace).toBeGreaterThan(0);
+    expect((await sim.space()).freeBytes).toBeGreaterThanOrEqual(reserve);
+    expect(filler.fillingBytes).toBe(SPARE_SPACE_CHECK_BYTES);
+    expect(filler.skippedForSpace).toBe(10);
     // Space freed: filling goes on.
     await disk.remove("filler");
     for (let i = 0; i < 3; i++) {
       filler.step(64 * 1024);
       await settle();
     }
-    expect(filler.fillingBytes).toBe(4 * 64 * 1024);
+    expect(filler.fillingBytes).toBe(SPARE_SPACE_CHECK_BYTES + 3 * 64 * 1024);
     await filler.stop();
   });
 });

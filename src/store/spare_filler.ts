@@ -18,9 +18,9 @@
  * a spare found at open is kept as spares are. Its bytes are never read. A failure of the filler
  * (a full disk, say) only stops it: the journal does not depend on it.
  *
- * A spare never takes the last of the free space: before each piece the filler asks the disk
- * (statfs) and writes nothing while the piece would leave less free than the reserve,
- * max(2 × journalBytesMax, 5% of the file system): the journal and the sorter need that room
+ * A spare never takes the last of the free space: every SPARE_SPACE_CHECK_BYTES the filler asks
+ * the disk (statfs) and writes nothing while the next that many bytes would leave less free than
+ * the reserve, max(2 × journalBytesMax, 5% of the file system): the journal and the sorter need that room
  * more than a faster overwrite later. It tries again at later commits, so filling goes on once
  * space is freed. A disk that cannot tell its space is filled as before.
  */
@@ -34,6 +34,8 @@ const PIECE_ALIGN = 64 * 1024;
 const PIECE_BYTES_MAX = 256 * 1024;
 /** Blocks written past the page cache must be whole: a spare's length is a multiple of this. */
 const BLOCK_BYTES = 4096;
+/** Bytes the filler writes between two checks of the free space (see piece). */
+export const SPARE_SPACE_CHECK_BYTES = 4 * 1024 * 1024;
 /** The share of the file system a spare leaves free at least (see the reserve above). */
 const SPARE_RESERVE_FRACTION = 0.05;
 
@@ -115,21 +117,24 @@ export class SpareFiller {
 
   /** Pieces not written because the disk was within its reserve (tests, stats). */
   skippedForSpace = 0;
+  /** Bytes filled since the last space check that passed (Infinity: check before the next piece). */
+  private uncheckedBytes = Number.POSITIVE_INFINITY;
 
   private async piece(bytes: number): Promise<void> {
     const context = this.context;
-    const wanted = Math.min(
-      Math.ceil(Math.max(bytes, 1) / PIECE_ALIGN) * PIECE_ALIGN,
-      PIECE_BYTES_MAX,
-    );
-    const space = (await context.disk.space?.()) ?? null;
-    if (
-      space !== null &&
-      space.freeBytes - wanted <
-        spareReserveBytes(space.totalBytes, context.options.journalBytesMax)
-    ) {
-      this.skippedForSpace++;
-      return;
+    // One statfs per SPARE_SPACE_CHECK_BYTES filled, not per piece (a thread-pool round trip in
+    // the gap between two commits): a check passes only with that much room above the reserve.
+    if (this.uncheckedBytes >= SPARE_SPACE_CHECK_BYTES) {
+      const space = (await context.disk.space?.()) ?? null;
+      if (
+        space !== null &&
+        space.freeBytes - SPARE_SPACE_CHECK_BYTES <
+          spareReserveBytes(space.totalBytes, context.options.journalBytesMax)
+      ) {
+        this.skippedForSpace++;
+        return;
+      }
+      this.uncheckedBytes = 0;
     }
     if (this.file === null) {
       this.path = sparePath(context.journal.nextSpareId++);
@@ -144,6 +149,7 @@ export class SpareFiller {
     zeros ??= new Uint8Array(PIECE_BYTES_MAX);
     await this.file.write(this.written, zeros.subarray(0, length));
     this.written += length;
+    this.uncheckedBytes += length;
     if (this.written < this.target) return;
     // Whole: a spare from now on (its blocks' allocation becomes durable with the first fsync of
     // the generation that takes it, or earlier with any commit of the file system's journal).
