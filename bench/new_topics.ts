@@ -1,0 +1,217 @@
+/**
+ * New topics against many subscriptions (issue 28 part 3): starts the built binary on port 0 with
+ * a temp data dir, opens `--connections` × `--subscriptions` subscriptions of `--entries` filter
+ * entries each (none matching what is published: half exact `cC/sS/eK`, half subtrees
+ * `cC/sS/dK/**`), then publishes `--messages` messages per phase from one connection (256 per
+ * PUBLISH frame, 8 frames unacknowledged), alternating a phase on topics the server already
+ * knows with a phase on topics it has never seen, `--rounds` times. Prints both rates (medians and
+ * each round) and the longest event-loop pause in each phase, two ways: the server's own
+ * (ARIA_DEBUG_EVENT_LOOP_LAG_MS=5 makes it log each pause over 5 ms with its time, attributed to
+ * phases by time; "n/a" for a binary without it) and the longest /healthz round trip seen by a
+ * probe in a separate process (so the publisher's own work does not count).
+ *
+ *   bun bench/new_topics.ts [--bin dist/aria] [--connections 4] [--subscriptions 256]
+ *     [--entries 10] [--messages 50000] [--rounds 3]
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { connect } from "../mod.ts";
+
+const { values } = parseArgs({
+  options: {
+    bin: { type: "string" },
+    connections: { type: "string" },
+    subscriptions: { type: "string" },
+    entries: { type: "string" },
+    messages: { type: "string" },
+    rounds: { type: "string" },
+    probe: { type: "string" },
+  },
+});
+
+if (values.probe !== undefined) await probe(values.probe);
+else await main();
+
+/** Probe mode: one /healthz round trip at a time, printing "<epoch ms> <round trip ms>". */
+async function probe(adminUrl: string): Promise<void> {
+  for (;;) {
+    const started = performance.now();
+    try {
+      await (await fetch(`${adminUrl}/healthz`)).arrayBuffer();
+    } catch {
+      return; // the server is gone
+    }
+    const roundTripMs = performance.now() - started;
+    console.log(`${Date.now()} ${roundTripMs.toFixed(2)}`);
+    await Bun.sleep(2);
+  }
+}
+
+async function main(): Promise<void> {
+  const bin = values.bin ?? join(import.meta.dir, "..", "dist", "aria");
+  const connections = Number(values.connections ?? 4);
+  const subscriptions = Number(values.subscriptions ?? 256);
+  const entries = Number(values.entries ?? 10);
+  const messages = Number(values.messages ?? 50_000);
+  const rounds = Number(values.rounds ?? 3);
+  const dataDir = mkdtempSync(join(tmpdir(), "aria-new-topics-"));
+  const server = Bun.spawn(
+    [bin, "serve", "--host", "127.0.0.1", "--port", "0", "--admin-port", "0"].concat([
+      "--data-dir",
+      dataDir,
+      "--fsync",
+      "never",
+    ]),
+    {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ARIA_DEBUG_EVENT_LOOP_LAG_MS: "5" },
+    },
+  );
+  const serverPauses: { at: number; ms: number }[] = [];
+  void collectLines(server.stderr, (line) => {
+    const match = /event loop paused ([\d.]+) ms at (\d+)/.exec(line);
+    if (match === null) process.stderr.write(`${line}\n`);
+    else serverPauses.push({ at: Number(match[2]), ms: Number(match[1]) });
+  });
+  let prober: ReturnType<typeof Bun.spawn> | null = null;
+  try {
+    const [tcpUrl, adminUrl] = await serverUrls(server.stdout);
+    const subscribers = [];
+    for (let c = 0; c < connections; c++) {
+      const client = await connect(tcpUrl);
+      subscribers.push(client);
+      for (let s = 0; s < subscriptions; s++) {
+        const filter = Array.from({ length: entries }, (_, k) =>
+          k % 2 === 0 ? `c${c}/s${s}/e${k}` : `c${c}/s${s}/d${k}/**`,
+        );
+        client.subscribe(filter);
+      }
+    }
+    await untilSubscribed(adminUrl, connections * subscriptions);
+    const pauses: { at: number; ms: number }[] = [];
+    prober = Bun.spawn([process.execPath, import.meta.path, "--probe", adminUrl], {
+      stdout: "pipe",
+      stderr: "inherit",
+    });
+    void collectLines(prober.stdout as ReadableStream<Uint8Array>, (line) => {
+      const [at, ms] = line.split(" ").map(Number);
+      pauses.push({ at, ms });
+    });
+    const lagWatched = (await (await fetch(`${adminUrl}/metrics`)).text()).includes(
+      "aria_event_loop_lag_max_seconds",
+    );
+    const publisher = await connect(tcpUrl);
+    const payload = new Uint8Array(64);
+    const known = (i: number) => `pub/p${i % 64}/t${i % 4096}`;
+    await publishAll(publisher, messages, known, payload); // interns them: known from now on
+    const rows: { phase: string; rate: number; probeMs: number; lagMs: number | null }[] = [];
+    for (let round = 0; round < rounds; round++) {
+      for (const phase of ["repeated", "new"]) {
+        const topicOf = phase === "new" ? (i: number) => `n${round}/p${i % 64}/t${i}` : known;
+        const started = Date.now();
+        const seconds = await publishAll(publisher, messages, topicOf, payload);
+        const ended = Date.now();
+        await Bun.sleep(50); // the probe's last answer
+        const within = (list: { at: number; ms: number }[]) =>
+          Math.max(
+            0,
+            ...list.filter((p) => p.at >= started && p.at <= ended + 50).map((p) => p.ms),
+          );
+        const lagMs = lagWatched ? within(serverPauses) : null;
+        rows.push({ phase, rate: messages / seconds, probeMs: within(pauses), lagMs });
+      }
+    }
+    await publisher.close();
+    for (const client of subscribers) await client.close();
+    print({ connections, subscriptions, entries, messages }, rows);
+  } finally {
+    prober?.kill();
+    server.kill();
+    await server.exited;
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function serverUrls(stdout: ReadableStream<Uint8Array>): Promise<[string, string]> {
+  const reader = stdout.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  while (text.split("\n").length < 3) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`aria serve exited before printing its URLs: ${text}`);
+    text += decoder.decode(value, { stream: true });
+  }
+  reader.releaseLock();
+  const [tcpUrl, adminUrl] = text.split("\n");
+  return [tcpUrl, adminUrl];
+}
+
+async function untilSubscribed(adminUrl: string, count: number): Promise<void> {
+  for (;;) {
+    const stats = await (await fetch(`${adminUrl}/api/stats`)).json();
+    const phases: Record<string, number> = stats.broker.subscriptionsByPhase ?? {};
+    const held = Object.values(phases).reduce((sum, n) => sum + n, 0);
+    if (held >= count) return;
+    await Bun.sleep(100);
+  }
+}
+
+/** Calls `onLine` with each line of `stream`. */
+async function collectLines(
+  stream: ReadableStream<Uint8Array>,
+  onLine: (line: string) => void,
+): Promise<void> {
+  const decoder = new TextDecoder();
+  let rest = "";
+  for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
+    rest += decoder.decode(chunk, { stream: true });
+    const lines = rest.split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) onLine(line);
+  }
+}
+
+/** Publishes `count` messages, 256 per frame and 8 frames in flight; returns the seconds taken. */
+async function publishAll(
+  client: Awaited<ReturnType<typeof connect>>,
+  count: number,
+  topicOf: (i: number) => string,
+  payload: Uint8Array,
+): Promise<number> {
+  const BATCH = 256;
+  const IN_FLIGHT = 8;
+  const started = performance.now();
+  const inFlight: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i += BATCH) {
+    const batch = [];
+    for (let j = i; j < Math.min(count, i + BATCH); j++) batch.push({ topic: topicOf(j), payload });
+    inFlight.push(client.publishBatch(batch));
+    if (inFlight.length >= IN_FLIGHT) await inFlight.shift();
+  }
+  await Promise.all(inFlight);
+  return (performance.now() - started) / 1000;
+}
+
+function print(
+  setup: { connections: number; subscriptions: number; entries: number; messages: number },
+  rows: { phase: string; rate: number; probeMs: number; lagMs: number | null }[],
+): void {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(
+    `${setup.connections} connection(s) × ${setup.subscriptions} subscriptions × ${setup.entries} entries, ${setup.messages} messages a phase`,
+  );
+  console.log("| topics | k msg/s (median) | rounds | max /healthz ms | max server lag ms |");
+  console.log("| --- | ---: | --- | ---: | ---: |");
+  for (const phase of ["repeated", "new"]) {
+    const mine = rows.filter((row) => row.phase === phase);
+    const lags = mine.map((row) => row.lagMs).filter((lag): lag is number => lag !== null);
+    console.log(
+      `| ${phase} | ${(median(mine.map((r) => r.rate)) / 1000).toFixed(1)} | ${mine.map((r) => (r.rate / 1000).toFixed(1)).join(", ")} | ${Math.max(...mine.map((r) => r.probeMs)).toFixed(0)} | ${lags.length === 0 ? "n/a" : Math.max(...lags).toFixed(0)} |`,
+    );
+  }
+  const rate = (phase: string) => median(rows.filter((r) => r.phase === phase).map((r) => r.rate));
+  console.log(`new / repeated: ${((100 * rate("new")) / rate("repeated")).toFixed(0)}%`);
+}
