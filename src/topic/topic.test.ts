@@ -309,3 +309,34 @@ describe("TopicTable", () => {
     expect(table.partitionOfTopic(4999)).toBe(table.lookupPartition("p1/q"));
   });
 });
+
+describe("TopicTable limit", () => {
+  test("a full table refuses new topics with a reason, counts them, and still knows old ones", () => {
+    const table = new TopicTable({ topicsMax: 3 });
+    for (const name of ["a", "b", "c"]) table.internValid(name);
+    const refused = [table.intern("d"), table.intern("e/f")];
+    expect({ refused, known: table.intern("b"), stats: table.stats() }).toMatchInlineSnapshot(`
+      {
+        "known": {
+          "ok": true,
+          "topicId": 1,
+        },
+        "refused": [
+          {
+            "ok": false,
+            "reason": "server holds 3 topics, the limit",
+          },
+          {
+            "ok": false,
+            "reason": "server holds 3 topics, the limit",
+          },
+        ],
+        "stats": {
+          "known": 3,
+          "max": 3,
+          "refused": 2,
+        },
+      }
+    `);
+  });
+});

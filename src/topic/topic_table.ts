@@ -21,8 +21,22 @@ const CAPACITY_INITIAL = 1024;
 /** The result of interning: the topic id, or why the name cannot be interned. */
 export type InternResult = { ok: true; topicId: number } | { ok: false; reason: string };
 
+/** Counts of a table, for metrics and /healthz. */
+export interface TopicStats {
+  /** Topics interned. */
+  known: number;
+  /** The most it may intern. */
+  max: number;
+  /** New topics refused because the table was full, since start. */
+  refused: number;
+}
+
 /** Dense ids for topics and partitions. */
 export class TopicTable {
+  /** The most topics this table interns (TOPICS_MAX; tests shrink it). */
+  readonly topicsMax: number;
+  /** New topics refused at topicsMax, since start. */
+  topicsRefused = 0;
   private readonly topicIds = new Map<string, number>();
   private readonly partitionIds = new Map<string, number>();
   private readonly topicNames: string[] = [];
@@ -31,6 +45,16 @@ export class TopicTable {
   /** The open matchers of this table's topics (they register themselves). */
   readonly filters = new FilterIndex<FilterMatcher>();
   private readonly matched: FilterMatcher[] = [];
+
+  constructor(options: { topicsMax?: number } = {}) {
+    this.topicsMax = options.topicsMax ?? TOPICS_MAX;
+    assert(this.topicsMax >= 1 && this.topicsMax <= TOPICS_MAX, "TopicTable: topicsMax in range");
+  }
+
+  /** Topics known, the limit, and new topics refused at it. */
+  stats(): TopicStats {
+    return { known: this.topicNames.length, max: this.topicsMax, refused: this.topicsRefused };
+  }
 
   /** Number of topics interned so far; grows only. */
   get topicCount(): number {
@@ -48,8 +72,9 @@ export class TopicTable {
     if (known !== undefined) return { ok: true, topicId: known };
     const reason = validateTopic(name);
     if (reason !== null) return { ok: false, reason };
-    if (this.topicNames.length >= TOPICS_MAX) {
-      return { ok: false, reason: `server holds ${TOPICS_MAX} topics, the limit` };
+    if (this.topicNames.length >= this.topicsMax) {
+      this.topicsRefused++;
+      return { ok: false, reason: `server holds ${this.topicsMax} topics, the limit` };
     }
     const partition = partitionOf(name);
     let partitionId = this.partitionIds.get(partition);
