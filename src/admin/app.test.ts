@@ -20,6 +20,7 @@ import {
   ADMIN_VOLUMES_BODY_BYTES_MAX,
 } from "../constants.ts";
 import type { VolumeRow } from "../split/mod.ts";
+import type { TopicStats } from "../topic/mod.ts";
 import { Histogram } from "../stdx/histogram.ts";
 import type { SplitHost } from "../split/executor.ts";
 import { createAdminApp } from "./app.ts";
@@ -41,6 +42,7 @@ function fakeServer(
     rows?: VolumeRow[];
     persisted?: VolumeRow[] | null;
     more?: Partial<AdminDependencies>;
+    topics?: TopicStats;
   } = {},
 ) {
   const state = {
@@ -65,6 +67,7 @@ function fakeServer(
   recovery.tip.observe(0.3);
   recovery.disk.observe(7);
   const stats = (): ServerStats => ({
+    topics: options.topics === undefined ? undefined : { ...options.topics },
     broker: {
       connections: 3,
       subscriptions: 6,
@@ -160,6 +163,27 @@ describe("health, stats and rates", () => {
     expect(await gauge()).toBe("0");
     state.unwritable = null;
     expect((await app.request("/healthz")).status).toBe(200);
+  });
+
+  test("/healthz stays 200 but says degraded when full of topics; /metrics counts topics", async () => {
+    const topics = { known: 3, max: 4, refused: 0 };
+    const { app } = fakeServer({ topics });
+    const metric = async (name: string) =>
+      (await (await app.request("/metrics")).text()).match(
+        new RegExp(`^${name} (\\d+)$`, "m"),
+      )?.[1];
+    expect(await json(app.request("/healthz"))).toEqual({ status: 200, body: { ok: true } });
+    topics.known = 4;
+    topics.refused = 7;
+    expect(await json(app.request("/healthz"))).toEqual({
+      status: 200,
+      body: { ok: true, degraded: "server holds 4 topics, the limit: new topics are refused" },
+    });
+    expect(
+      await Promise.all(
+        ["aria_topics", "aria_topics_max", "aria_topics_refused_total"].map(metric),
+      ),
+    ).toEqual(["4", "4", "7"]);
   });
 
   test("/api/stats carries the parts' counters and publish rates over the window", async () => {

@@ -3,7 +3,8 @@
  * `app.request()` and no socket, and the runtime serves it with any server (Bun.serve today).
  *
  *   /healthz                        always open: {"ok":true}, or 503 {"ok":false,"reason"} while
- *                                   the store cannot write (a full disk: it retries by itself)
+ *                                   the store cannot write (a full disk: it retries by itself);
+ *                                   200 {"ok":true,"degraded"} when full of topics (new refused)
  *   /, /ui/*                        the web UI (static, bundled into the binary: ui_assets.ts)
  *   /metrics                        Prometheus text (metrics.ts)
  *   /api/stats                      counters of broker, tip, store + publish rates + split status
@@ -88,8 +89,17 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     return refused === null ? next() : fail(c, 403, refused);
   });
   app.get("/healthz", (c) => {
-    const reason = dependencies.stats().store.unwritable;
-    return typeof reason === "string" ? c.json({ ok: false, reason }, 503) : c.json({ ok: true });
+    const stats = dependencies.stats();
+    const reason = stats.store.unwritable;
+    if (typeof reason === "string") return c.json({ ok: false, reason }, 503);
+    // Full of topics: every known topic is still served (200), but new ones are refused.
+    const topics = stats.topics;
+    if (topics !== undefined && topics.known >= topics.max)
+      return c.json({
+        ok: true,
+        degraded: `server holds ${topics.known} topics, the limit: new topics are refused`,
+      });
+    return c.json({ ok: true });
   });
 
   // The UI shell holds no data, and a browser cannot send a bearer header when it opens a page:

@@ -79,6 +79,22 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   writePartitions(out, snapshot.volumes, snapshot.partitionsMax);
 
   out.single("aria_connections", "gauge", "Open protocol connections.", broker.connections);
+  const topics = snapshot.stats.topics;
+  if (topics !== undefined) {
+    out.single("aria_topics", "gauge", "Topics the server has interned.", topics.known);
+    out.single(
+      "aria_topics_max",
+      "gauge",
+      "Topics it may intern; at it new topics are refused.",
+      topics.max,
+    );
+    out.single(
+      "aria_topics_refused_total",
+      "counter",
+      "New topics refused since start (a PUBLISH naming one is refused whole): the server held aria_topics_max topics.",
+      topics.refused,
+    );
+  }
   if (snapshot.stats.eventLoop !== undefined)
     out.single(
       "aria_event_loop_lag_max_seconds",

@@ -8,6 +8,7 @@ import type { SplitAlgorithm, VolumeRow } from "../split/mod.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
 import type { TipStats } from "../tip/tip.ts";
+import type { TopicStats } from "../topic/mod.ts";
 import type { Planner } from "./plan_work.ts";
 
 /** The counters of the server's parts, read together. */
@@ -17,6 +18,8 @@ export interface ServerStats {
   store: StoreStats;
   /** The largest event-loop pause of the last 30–60 s (absent where nothing measures it). */
   eventLoop?: { lagMaxSeconds: number };
+  /** Topics interned, the limit, and new topics refused at it (absent in older fakes). */
+  topics?: TopicStats;
 }
 
 /**

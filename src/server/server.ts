@@ -207,6 +207,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       tip: tip.stats(),
       store: store.stats(),
       eventLoop: { lagMaxSeconds: lag.maxSeconds() },
+      topics: topics.stats(),
     }),
     // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
     volumes: (source) =>
