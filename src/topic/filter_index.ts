@@ -11,7 +11,8 @@
  *             "a/b" ─▶ [f3, f4]       (`a/b/**`)
  *   exact:    "a/b/c" ─▶ [f5]         (`a/b/c`)
  *
- *   matching("a/b/c") looks up subtrees at "", "a", "a/b", "a/b/c" and exact at "a/b/c".
+ *   matching("a/b/c") looks up subtrees at "", "a", "a/b", "a/b/c" and exact at "a/b/c",
+ *   skipping the depths at which no subtree entry is registered (subtreesAtDepth).
  *
  * A bucket holds one value as itself and several as an array (most entries belong to one
  * filter). Not here: topic ids and per-id answers (filter_matcher.ts, topic_table.ts).
@@ -19,6 +20,7 @@
  * holds no entry covered by another (filter.ts), a topic matches at most one entry of a filter,
  * so matching() yields each matching value exactly once.
  */
+import { TOPIC_SEGMENTS_MAX } from "../constants.ts";
 import type { Filter } from "./filter.ts";
 
 type Bucket<T> = T | T[];
@@ -27,6 +29,8 @@ type Bucket<T> = T | T[];
 export class FilterIndex<T extends { readonly filter: Filter }> {
   private readonly exact = new Map<string, Bucket<T>>();
   private readonly subtrees = new Map<string, Bucket<T>>();
+  /** Subtree entries registered by their prefix's segment count (0 for `**`). */
+  private readonly subtreesAtDepth = new Int32Array(TOPIC_SEGMENTS_MAX + 1);
   private valueCount = 0;
 
   /** Values registered. */
@@ -38,7 +42,10 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   add(value: T): void {
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") put(this.exact, entry.topic, value);
-      else put(this.subtrees, entry.prefix, value);
+      else {
+        put(this.subtrees, entry.prefix, value);
+        this.subtreesAtDepth[depthOf(entry.prefix)]++;
+      }
     }
     this.valueCount++;
   }
@@ -47,7 +54,10 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   remove(value: T): void {
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") take(this.exact, entry.topic, value);
-      else take(this.subtrees, entry.prefix, value);
+      else {
+        take(this.subtrees, entry.prefix, value);
+        this.subtreesAtDepth[depthOf(entry.prefix)]--;
+      }
     }
     this.valueCount--;
   }
@@ -57,11 +67,23 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
     push(this.exact.get(name), out);
     const subtrees = this.subtrees;
     if (subtrees.size === 0) return;
-    push(subtrees.get(""), out);
-    for (let slash = name.indexOf("/"); slash >= 0; slash = name.indexOf("/", slash + 1))
-      push(subtrees.get(name.slice(0, slash)), out);
-    push(subtrees.get(name), out);
+    const atDepth = this.subtreesAtDepth;
+    if (atDepth[0] > 0) push(subtrees.get(""), out);
+    let depth = 1;
+    for (let slash = name.indexOf("/"); slash >= 0; slash = name.indexOf("/", slash + 1)) {
+      // A prefix string is made only where some subtree entry has that many segments.
+      if (atDepth[depth++] > 0) push(subtrees.get(name.slice(0, slash)), out);
+    }
+    if (atDepth[depth] > 0) push(subtrees.get(name), out);
   }
+}
+
+/** Segments of a subtree prefix ("" for `**`: 0). */
+function depthOf(prefix: string): number {
+  if (prefix === "") return 0;
+  let depth = 1;
+  for (let i = prefix.indexOf("/"); i >= 0; i = prefix.indexOf("/", i + 1)) depth++;
+  return depth;
 }
 
 function put<T>(map: Map<string, Bucket<T>>, key: string, value: T): void {
