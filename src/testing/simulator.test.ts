@@ -2,15 +2,18 @@ import { expect, test } from "bun:test";
 import { INJECT_BUGS, replayCommand, simulate, type SimulationResult } from "./simulator.ts";
 
 /**
- * The deterministic simulator in CI: a few hundred seeds of modest length (more with SIM_SEEDS,
- * longer with SIM_STEPS, another range with SIM_SEED), the same seed twice gives the same bytes,
- * and every planted bug is caught. Splits run interleaved in every seed: the seeds must switch
- * layouts, and crashes must cut splits, often.
+ * The deterministic simulator in CI: many seeds of modest length (more with SIM_SEEDS, longer
+ * with SIM_STEPS, another range with SIM_SEED) and a few long ones (SIM_LONG_SEEDS ×
+ * SIM_LONG_STEPS: a step costs the same however long the run, so a long seed costs its length),
+ * the same seed twice gives the same bytes, and every planted bug is caught. Splits run
+ * interleaved in every seed: the seeds must switch layouts, and crashes must cut splits, often.
  */
 const env = typeof process === "undefined" ? {} : process.env;
-const SEEDS = Number(env.SIM_SEEDS ?? 200);
-const STEPS = Number(env.SIM_STEPS ?? 200);
+const SEEDS = Number(env.SIM_SEEDS ?? 40);
+const STEPS = Number(env.SIM_STEPS ?? 300);
 const FIRST_SEED = Number(env.SIM_SEED ?? 1);
+const LONG_SEEDS = Number(env.SIM_LONG_SEEDS ?? 1);
+const LONG_STEPS = Number(env.SIM_LONG_STEPS ?? 2000);
 
 function failureText(result: SimulationResult): string {
   const failure = result.failure;
@@ -71,6 +74,16 @@ test(`${SEEDS} seeds × ${STEPS} steps: every invariant holds`, async () => {
   console.log(
     `simulator: ${SEEDS} seeds × ${STEPS} steps: ${totals.messages} messages (${totals.deliveredShared} deliveries through shared frames), ${totals.crashes} crashes, splits ${totals.splitsSwitched} switched, ${totals.splitsCut} cut by a crash, ${totals.splitsFailed} failed on a fault, ${totals.filesRetained} files removed by retention`,
   );
+}, 600_000);
+
+test(`${LONG_SEEDS} long seeds × ${LONG_STEPS} steps: every invariant holds`, async () => {
+  // Long histories: retention at its steady state, manifest compaction, many crashes and splits
+  // over one data directory.
+  for (let seed = 100_001; seed < 100_001 + LONG_SEEDS; seed++) {
+    const result = await simulate({ seed, steps: LONG_STEPS });
+    expect(failureText(result)).toBe("ok");
+    expect(result.summary.filesRetained).toBeGreaterThan(0);
+  }
 }, 600_000);
 
 test("seeds that once found a bug hold", async () => {
