@@ -128,24 +128,24 @@ test("every planted bug is caught on most seeds, quickly", async () => {
 }, 120_000);
 
 // Damage at rest (`damage: true`, `aria simulate --damage`) is off by default until the store's
-// repair (src/store/repair.ts, in progress) handles what these seeds found, each with
-// `aria simulate --seed N --steps S --damage` (findings of 2026-12-03):
-// - seeds 2 (27 steps), 4 (89), 12 (27): a bit flipped in a pack; the store refuses, and after
-//   repairStore it still refuses ("checksum mismatch"): repair does not salvage packs;
-// - seeds 8 (30), 9 (218): a subtree store or pack cut short; the same;
-// - seeds 10 (82), 11 (104): a pack deleted; the store refuses, repair reports no seq lost, and
-//   the next open reads without the pack's records (store-complete);
-// - seed 1 (200): journals with flipped bits, then a segment damaged; seqs missing afterwards.
+// repair (src/store/repair.ts) handles what these seeds found, each replayed with
+// `aria simulate --seed N --steps S --damage` (findings of 2026-12-03, at commit 4bb2b0a):
+// - seeds 1 (113 steps), 2 (27), 4 (89), 9 (122), 12 (27): a bit flipped in a pack; reading it
+//   fails ("checksum mismatch"), repairStore runs, and reading it still fails: repair does not
+//   salvage damaged packs (nor subtree stores: seed 8 (52), a store cut short);
+// - seed 11 (248): a pack cut short; the same ("file ends early");
+// - seed 10 (82): a pack deleted; the store refuses, repair reports no seq lost, and the next
+//   open reads without the pack's records (store-complete: acknowledged seqs gone unreported).
 // Enable this test (and the option by default) once they pass.
 test.skip("damage at rest: every seed that found a repair bug holds", async () => {
   const found = [
-    [1, 200],
+    [1, 113],
     [2, 27],
     [4, 89],
-    [8, 30],
-    [9, 218],
+    [8, 52],
+    [9, 122],
     [10, 82],
-    [11, 104],
+    [11, 248],
     [12, 27],
   ];
   for (const [seed, steps] of found)
