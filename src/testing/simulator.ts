@@ -1633,9 +1633,9 @@ function gatedDisk(disk: Disk, gate: OpGate): Disk {
 /**
  * The newest messages from the last hole on. Retention removes whole files, so the newest window
  * may hold a hole (a small partition's recent segment gone, a bigger one's older records kept);
- * the ring needs contiguous seqs. `aria serve` refills its tip from readNewest as it is and stops
- * on the ring's assert (`Ring.append: seqs are contiguous`) after such a retention: seed 3 of
- * `aria simulate --steps 240` found it; this is the fix the simulator assumes.
+ * the ring needs contiguous seqs. Without this cut the simulator's restart stopped on the ring's
+ * assert (`Ring.append: seqs are contiguous`) after such a retention (seed 3, 2026-12-03), and
+ * src/server/server.ts refills its tip from readNewest the same way: this is the fix assumed.
  */
 function contiguousTail(newest: readonly ReferenceMessage[]): readonly ReferenceMessage[] {
   let from = newest.length - 1;
