@@ -11,7 +11,6 @@
  * is flushed. Zero-copy: payloads go to the frame writer as ranges of the ring or of the store's
  * buffers; nothing is allocated per message. Pure.
  */
-import { assert } from "../stdx/assert.ts";
 import type { TipRecords } from "../tip/mod.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import type { StoredMessageLike } from "./ports.ts";
@@ -50,8 +49,11 @@ export class Delivery {
   /** Delivers a message read from the store to `subscription` (copying a borrowed payload). */
   fromStore(subscription: Subscription, message: StoredMessageLike): void {
     const interned = this.topics.intern(message.topic);
-    assert(interned.ok, "diskBatch: stored topics are valid");
-    const topic = this.topicUtf8(interned.topicId);
+    // A stored topic is valid; it is refused only when the table is full (TOPICS_MAX): then its
+    // name is encoded for this message alone, and the reader still gets it.
+    const topic = interned.ok
+      ? this.topicUtf8(interned.topicId)
+      : this.encoder.encode(message.topic);
     const session = subscription.session;
     if (message.source !== undefined)
       session.addData(
