@@ -27,6 +27,7 @@ import { parseArgs } from "node:util";
 import { connect } from "../mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
 import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
+import { rssBytes, type ServedBinary, startServedBinary } from "./served_binary.ts";
 
 const { values } = parseArgs({
   options: {
@@ -65,91 +66,6 @@ function tableCsv(): string {
   return `${lines.join("\n")}\n`;
 }
 
-interface Server {
-  pid: number;
-  tcpUrl: string;
-  adminUrl: string;
-  pauseMaxMs(fromMs: number, toMs: number): number;
-  stop(): Promise<void>;
-}
-
-const PAUSE_LINE = /^aria: event loop paused ([\d.]+) ms at (\d+)$/gm;
-
-async function startServer(dataDir: string): Promise<Server> {
-  const child = Bun.spawn(
-    [
-      ...BIN.split(" "),
-      "serve",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--admin-port",
-      "0",
-      "--data-dir",
-      dataDir,
-      "--tip-bytes",
-      "64MiB",
-      "--fsync",
-      "never",
-    ],
-    {
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-      env: { ...process.env, ARIA_DEBUG_EVENT_LOOP_LAG_MS: "1" },
-    },
-  );
-  let stderr = "";
-  const stderrDone = (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of child.stderr as unknown as AsyncIterable<Uint8Array>)
-      stderr += decoder.decode(chunk, { stream: true });
-  })();
-  const reader = child.stdout.getReader();
-  let text = "";
-  const deadline = Date.now() + 15_000;
-  while (text.split("\n").length < 3) {
-    if (Date.now() > deadline) {
-      child.kill(9);
-      throw new Error(`aria serve printed no URLs: ${text}`);
-    }
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`aria serve exited: ${text}${stderr}`);
-    text += new TextDecoder().decode(value);
-  }
-  const [tcpUrl, adminUrl] = text.split("\n");
-  return {
-    pid: child.pid,
-    tcpUrl,
-    adminUrl,
-    pauseMaxMs: (fromMs, toMs) => {
-      let max = 0;
-      for (const match of stderr.matchAll(PAUSE_LINE)) {
-        const at = Number(match[2]);
-        if (at >= fromMs && at <= toMs) max = Math.max(max, Number(match[1]));
-      }
-      return max;
-    },
-    stop: async () => {
-      child.kill("SIGTERM");
-      const exited = await Promise.race([child.exited, Bun.sleep(10_000).then(() => null)]);
-      if (exited === null) {
-        child.kill(9);
-        await child.exited;
-      }
-      await stderrDone;
-      const other = stderr.replace(PAUSE_LINE, "").trim();
-      if (other !== "") console.error(other);
-    },
-  };
-}
-
-function rssBytes(pid: number): number {
-  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return match === null ? 0 : Number(match[1]) * 1024;
-}
-
 function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array {
   const writer = new FrameWriter();
   for (const frame of frames) encodeFrame(writer, frame);
@@ -157,7 +73,7 @@ function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array 
 }
 
 /** A connection that PINGs every PING_INTERVAL_MS; `slowestMs` is reset per phase. */
-async function openPinger(server: Server) {
+async function openPinger(server: ServedBinary) {
   const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
   const decoder = new FrameDecoder();
   const sentAt = new Map<number, number>();
@@ -211,7 +127,7 @@ interface Phase {
 
 async function oneRun(csv: string): Promise<Phase[]> {
   const dataDir = mkdtempSync(join(tmpdir(), "aria-admin-load-"));
-  const server = await startServer(dataDir);
+  const server = await startServedBinary(BIN, dataDir, "64MiB");
   const publisher = await connect(server.tcpUrl);
   const subscriber = await connect(server.tcpUrl);
   const pinger = await openPinger(server);

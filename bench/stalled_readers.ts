@@ -19,7 +19,7 @@
  *   npx bun bench/stalled_readers.ts --stalled 1000 --mb 200 [--runs 3] [--bin dist/aria]
  *     [--payload 1024] [--tip-bytes 64MiB]
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -28,6 +28,7 @@ import { connect } from "../mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
 import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
 import { Filter } from "../src/topic/filter.ts";
+import { rssBytes, type ServedBinary, startServedBinary } from "./served_binary.ts";
 
 const { values } = parseArgs({
   options: {
@@ -50,95 +51,7 @@ const BATCH_MESSAGES = 256;
 const IN_FLIGHT = 8;
 const PING_INTERVAL_MS = 20;
 
-interface Server {
-  pid: number;
-  tcpUrl: string;
-  adminUrl: string;
-  /** The largest event-loop pause (ms) the server logged between two wall-clock times. */
-  pauseMaxMs(fromMs: number, toMs: number): number;
-  stop(): Promise<void>;
-}
-
-/** Pauses the server logged: `aria: event loop paused X ms at T`. */
-const PAUSE_LINE = /^aria: event loop paused ([\d.]+) ms at (\d+)$/gm;
-
-async function startServer(dataDir: string): Promise<Server> {
-  const child = Bun.spawn(
-    [
-      // --bin may be a command: "bun --cpu-prof-md main.ts" profiles the server from source.
-      ...BIN.split(" "),
-      "serve",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--admin-port",
-      "0",
-      "--data-dir",
-      dataDir,
-      "--tip-bytes",
-      TIP_BYTES,
-      "--fsync",
-      "never",
-    ],
-    {
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-      env: { ...process.env, ARIA_DEBUG_EVENT_LOOP_LAG_MS: "1" },
-    },
-  );
-  let stderr = "";
-  const stderrDone = (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of child.stderr as unknown as AsyncIterable<Uint8Array>)
-      stderr += decoder.decode(chunk, { stream: true });
-  })();
-  const reader = child.stdout.getReader();
-  let text = "";
-  const deadline = Date.now() + 15_000;
-  while (text.split("\n").length < 3) {
-    if (Date.now() > deadline) {
-      child.kill(9);
-      throw new Error(`aria serve printed no URLs: ${text}`);
-    }
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`aria serve exited: ${text}`);
-    text += new TextDecoder().decode(value);
-  }
-  const [tcpUrl, adminUrl] = text.split("\n");
-  return {
-    pid: child.pid,
-    tcpUrl,
-    adminUrl,
-    pauseMaxMs: (fromMs, toMs) => {
-      let max = 0;
-      for (const match of stderr.matchAll(PAUSE_LINE)) {
-        const at = Number(match[2]);
-        if (at >= fromMs && at <= toMs) max = Math.max(max, Number(match[1]));
-      }
-      return max;
-    },
-    stop: async () => {
-      child.kill("SIGTERM");
-      const exited = await Promise.race([child.exited, Bun.sleep(10_000).then(() => null)]);
-      if (exited === null) {
-        child.kill(9);
-        await child.exited;
-      }
-      await stderrDone;
-      const other = stderr.replace(PAUSE_LINE, "").trim();
-      if (other !== "") console.error(other);
-    },
-  };
-}
-
-function rssBytes(pid: number): number {
-  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return match === null ? 0 : Number(match[1]) * 1024;
-}
-
-async function subscriptionCount(server: Server): Promise<number> {
+async function subscriptionCount(server: ServedBinary): Promise<number> {
   const stats = await (await fetch(`${server.adminUrl}/api/stats`)).json();
   return stats.broker.subscriptions as number;
 }
@@ -155,7 +68,7 @@ const HELLO_SUBSCRIBE = frameBytes(
 );
 
 /** Opens a raw connection that subscribes to everything and never reads. */
-async function openStalled(server: Server): Promise<Socket<undefined>> {
+async function openStalled(server: ServedBinary): Promise<Socket<undefined>> {
   const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
   const socket = await Bun.connect({
     hostname: host,
@@ -168,7 +81,7 @@ async function openStalled(server: Server): Promise<Socket<undefined>> {
 }
 
 /** A connection that PINGs every PING_INTERVAL_MS and keeps the slowest answer. */
-async function openPinger(server: Server) {
+async function openPinger(server: ServedBinary) {
   const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
   const decoder = new FrameDecoder();
   const sentAt = new Map<number, number>();
@@ -226,7 +139,7 @@ interface PhaseResult {
 
 /** Publishes PUBLISH_BYTES while the healthy subscriber reads; measures the phase. */
 async function publishPhase(
-  server: Server,
+  server: ServedBinary,
   publisher: Awaited<ReturnType<typeof connect>>,
   healthy: { received: number; waitFor(count: number): Promise<number> },
   pinger: Awaited<ReturnType<typeof openPinger>>,
@@ -277,7 +190,7 @@ interface RunResult {
 
 async function oneRun(): Promise<RunResult> {
   const dataDir = mkdtempSync(join(tmpdir(), "aria-stalled-"));
-  const server = await startServer(dataDir);
+  const server = await startServedBinary(BIN, dataDir, TIP_BYTES);
   try {
     const publisher = await connect(server.tcpUrl);
     const subscriber = await connect(server.tcpUrl);

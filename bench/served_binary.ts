@@ -1,0 +1,102 @@
+/**
+ * served_binary: starts the built `aria serve` for a benchmark script (port 0, a given data
+ * directory, `--fsync never`), with the server's own event-loop pauses logged
+ * (ARIA_DEBUG_EVENT_LOOP_LAG_MS=1: `aria: event loop paused X ms at T`) so a phase can ask for
+ * the largest pause within its time. Also the server's RSS from /proc. Benchmarks only.
+ */
+import { readFileSync } from "node:fs";
+
+/** A running server: its pid, URLs, the largest pause it logged in a time window, and stop. */
+export interface ServedBinary {
+  pid: number;
+  tcpUrl: string;
+  adminUrl: string;
+  /** The largest pause the server logged between `fromMs` and `toMs` (Date.now() times). */
+  pauseMaxMs(fromMs: number, toMs: number): number;
+  /** SIGTERM (kill -9 after 10 s); prints what the server said on stderr besides its pauses. */
+  stop(): Promise<void>;
+}
+
+/** Pauses the server logged: `aria: event loop paused X ms at T`. */
+const PAUSE_LINE = /^aria: event loop paused ([\d.]+) ms at (\d+)$/gm;
+
+/** Starts `bin` (a path, or a command such as "bun main.ts") serving `dataDir` with a tip of `tipBytes`. */
+export async function startServedBinary(
+  bin: string,
+  dataDir: string,
+  tipBytes: string,
+): Promise<ServedBinary> {
+  const child = Bun.spawn(
+    [
+      ...bin.split(" "),
+      "serve",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--admin-port",
+      "0",
+      "--data-dir",
+      dataDir,
+      "--tip-bytes",
+      tipBytes,
+      "--fsync",
+      "never",
+    ],
+    {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, ARIA_DEBUG_EVENT_LOOP_LAG_MS: "1" },
+    },
+  );
+  let stderr = "";
+  const stderrDone = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr as unknown as AsyncIterable<Uint8Array>)
+      stderr += decoder.decode(chunk, { stream: true });
+  })();
+  const reader = child.stdout.getReader();
+  let text = "";
+  const deadline = Date.now() + 15_000;
+  while (text.split("\n").length < 3) {
+    if (Date.now() > deadline) {
+      child.kill(9);
+      throw new Error(`aria serve printed no URLs: ${text}`);
+    }
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`aria serve exited: ${text}${stderr}`);
+    text += new TextDecoder().decode(value);
+  }
+  const [tcpUrl, adminUrl] = text.split("\n");
+  return {
+    pid: child.pid,
+    tcpUrl,
+    adminUrl,
+    pauseMaxMs: (fromMs, toMs) => {
+      let max = 0;
+      for (const match of stderr.matchAll(PAUSE_LINE)) {
+        const at = Number(match[2]);
+        if (at >= fromMs && at <= toMs) max = Math.max(max, Number(match[1]));
+      }
+      return max;
+    },
+    stop: async () => {
+      child.kill("SIGTERM");
+      const exited = await Promise.race([child.exited, Bun.sleep(10_000).then(() => null)]);
+      if (exited === null) {
+        child.kill(9);
+        await child.exited;
+      }
+      await stderrDone;
+      const other = stderr.replace(PAUSE_LINE, "").trim();
+      if (other !== "") console.error(other);
+    },
+  };
+}
+
+/** The resident set of process `pid` in bytes (0 when /proc does not say). */
+export function rssBytes(pid: number): number {
+  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return match === null ? 0 : Number(match[1]) * 1024;
+}
