@@ -25,9 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect } from "../mod.ts";
-import { PROTOCOL_VERSION } from "../src/constants.ts";
-import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
-import { rssBytes, type ServedBinary, startServedBinary } from "./served_binary.ts";
+import { openPinger, rssBytes, startServedBinary } from "./served_binary.ts";
 
 const { values } = parseArgs({
   options: {
@@ -47,7 +45,6 @@ const BASELINE_MS = Number(values["baseline-seconds"] ?? 3) * 1000;
 const TICK_MS = 10;
 const BATCH_MESSAGES = Math.max(1, Math.round((RATE * TICK_MS) / 1000));
 const IN_FLIGHT = 64;
-const PING_INTERVAL_MS = 20;
 const DATASETS = join(import.meta.dir, "..", "..", "shared", "datasets");
 
 /** The volume table the compares upload. */
@@ -64,53 +61,6 @@ function tableCsv(): string {
       lines.push(`r${prefix}/${row}`);
     }
   return `${lines.join("\n")}\n`;
-}
-
-function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array {
-  const writer = new FrameWriter();
-  for (const frame of frames) encodeFrame(writer, frame);
-  return writer.bytes().slice();
-}
-
-/** A connection that PINGs every PING_INTERVAL_MS; `slowestMs` is reset per phase. */
-async function openPinger(server: ServedBinary) {
-  const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
-  const decoder = new FrameDecoder();
-  const sentAt = new Map<number, number>();
-  const state = { slowestMs: 0, token: 0 };
-  const socket = await Bun.connect({
-    hostname: host,
-    port: Number(port),
-    socket: {
-      data(_socket, bytes) {
-        decoder.push(bytes);
-        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-          if (frame.kind !== "pong") continue;
-          const at = sentAt.get(frame.token);
-          if (at === undefined) continue;
-          sentAt.delete(frame.token);
-          state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
-        }
-      },
-    },
-  });
-  socket.write(
-    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "pinger", authToken: null }),
-  );
-  const timer = setInterval(() => {
-    for (const at of sentAt.values())
-      state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
-    const token = ++state.token;
-    sentAt.set(token, performance.now());
-    socket.write(frameBytes({ kind: "ping", token }));
-  }, PING_INTERVAL_MS);
-  return {
-    state,
-    close: () => {
-      clearInterval(timer);
-      socket.end();
-    },
-  };
 }
 
 interface Phase {
@@ -171,7 +121,7 @@ async function oneRun(csv: string): Promise<Phase[]> {
     const received = counters.received;
     counters.deliveryMaxMs = 0;
     counters.rssPeak = rssBytes(server.pid);
-    pinger.state.slowestMs = 0;
+    pinger.takeSlowestMs();
     const fromMs = Date.now();
     const started = performance.now();
     const statuses = await work();
@@ -182,7 +132,7 @@ async function oneRun(csv: string): Promise<Phase[]> {
     return {
       name,
       pauseMaxMs: server.pauseMaxMs(fromMs, Date.now()),
-      pingMaxMs: pinger.state.slowestMs,
+      pingMaxMs: pinger.takeSlowestMs(),
       publishedPerSecond: (counters.acked - acked) / seconds,
       receivedPerSecond: (counters.received - received) / seconds,
       deliveryMaxMs: counters.deliveryMaxMs,

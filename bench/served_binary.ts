@@ -2,9 +2,15 @@
  * served_binary: starts the built `aria serve` for a benchmark script (port 0, a given data
  * directory, `--fsync never`), with the server's own event-loop pauses logged
  * (ARIA_DEBUG_EVENT_LOOP_LAG_MS=1: `aria: event loop paused X ms at T`) so a phase can ask for
- * the largest pause within its time. Also the server's RSS from /proc. Benchmarks only.
+ * the largest pause within its time; the server's RSS from /proc; a connection that PINGs it.
+ * Benchmarks only.
  */
 import { readFileSync } from "node:fs";
+import { PROTOCOL_VERSION } from "../src/constants.ts";
+import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
+
+/** How often the pinger PINGs. */
+const PING_INTERVAL_MS = 20;
 
 /** A running server: its pid, URLs, the largest pause it logged in a time window, and stop. */
 export interface ServedBinary {
@@ -99,4 +105,60 @@ export async function startServedBinary(
 export function rssBytes(pid: number): number {
   const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return match === null ? 0 : Number(match[1]) * 1024;
+}
+
+/** The bytes of `frames`, encoded one after the other. */
+export function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array {
+  const writer = new FrameWriter();
+  for (const frame of frames) encodeFrame(writer, frame);
+  return writer.bytes().slice();
+}
+
+/** A connection that PINGs every PING_INTERVAL_MS and keeps the slowest answer. */
+export async function openPinger(server: ServedBinary) {
+  const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
+  const decoder = new FrameDecoder();
+  const sentAt = new Map<number, number>();
+  const state = { slowestMs: 0, token: 0 };
+  const socket = await Bun.connect({
+    hostname: host,
+    port: Number(port),
+    socket: {
+      data(_socket, bytes) {
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "pong") continue;
+          const at = sentAt.get(frame.token);
+          if (at === undefined) continue;
+          sentAt.delete(frame.token);
+          state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+        }
+      },
+    },
+  });
+  socket.write(
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "pinger", authToken: null }),
+  );
+  const timer = setInterval(() => {
+    // A PING not answered yet counts as late as it is.
+    for (const at of sentAt.values())
+      state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+    const token = ++state.token;
+    sentAt.set(token, performance.now());
+    socket.write(frameBytes({ kind: "ping", token }));
+  }, PING_INTERVAL_MS);
+  return {
+    /** The slowest PING answer since the previous call (ms). */
+    takeSlowestMs(): number {
+      for (const at of sentAt.values())
+        state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
+      const slowest = state.slowestMs;
+      state.slowestMs = 0;
+      return slowest;
+    },
+    close(): void {
+      clearInterval(timer);
+      socket.end();
+    },
+  };
 }

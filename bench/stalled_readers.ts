@@ -26,9 +26,14 @@ import { parseArgs } from "node:util";
 import type { Socket } from "bun";
 import { connect } from "../mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
-import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
 import { Filter } from "../src/topic/filter.ts";
-import { rssBytes, type ServedBinary, startServedBinary } from "./served_binary.ts";
+import {
+  frameBytes,
+  openPinger,
+  rssBytes,
+  type ServedBinary,
+  startServedBinary,
+} from "./served_binary.ts";
 
 const { values } = parseArgs({
   options: {
@@ -49,17 +54,10 @@ const TIP_BYTES = values["tip-bytes"] ?? "64MiB";
 /** Messages per PUBLISH and PUBLISH frames unacknowledged. */
 const BATCH_MESSAGES = 256;
 const IN_FLIGHT = 8;
-const PING_INTERVAL_MS = 20;
 
 async function subscriptionCount(server: ServedBinary): Promise<number> {
   const stats = await (await fetch(`${server.adminUrl}/api/stats`)).json();
   return stats.broker.subscriptions as number;
-}
-
-function frameBytes(...frames: Parameters<typeof encodeFrame>[1][]): Uint8Array {
-  const writer = new FrameWriter();
-  for (const frame of frames) encodeFrame(writer, frame);
-  return writer.bytes().slice();
 }
 
 const HELLO_SUBSCRIBE = frameBytes(
@@ -78,55 +76,6 @@ async function openStalled(server: ServedBinary): Promise<Socket<undefined>> {
   socket.pause();
   socket.write(HELLO_SUBSCRIBE);
   return socket;
-}
-
-/** A connection that PINGs every PING_INTERVAL_MS and keeps the slowest answer. */
-async function openPinger(server: ServedBinary) {
-  const [host, port] = server.tcpUrl.slice("tcp://".length).split(":");
-  const decoder = new FrameDecoder();
-  const sentAt = new Map<number, number>();
-  const state = { slowestMs: 0, token: 0 };
-  const socket = await Bun.connect({
-    hostname: host,
-    port: Number(port),
-    socket: {
-      data(_socket, bytes) {
-        decoder.push(bytes);
-        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-          if (frame.kind !== "pong") continue;
-          const at = sentAt.get(frame.token);
-          if (at === undefined) continue;
-          sentAt.delete(frame.token);
-          state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
-        }
-      },
-    },
-  });
-  socket.write(
-    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "pinger", authToken: null }),
-  );
-  const timer = setInterval(() => {
-    // A PING not answered yet counts as late as it is.
-    for (const at of sentAt.values())
-      state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
-    const token = ++state.token;
-    sentAt.set(token, performance.now());
-    socket.write(frameBytes({ kind: "ping", token }));
-  }, PING_INTERVAL_MS);
-  return {
-    /** The slowest PING answer since the previous call (ms). */
-    takeSlowestMs(): number {
-      for (const at of sentAt.values())
-        state.slowestMs = Math.max(state.slowestMs, performance.now() - at);
-      const slowest = state.slowestMs;
-      state.slowestMs = 0;
-      return slowest;
-    },
-    close(): void {
-      clearInterval(timer);
-      socket.end();
-    },
-  };
 }
 
 interface PhaseResult {
