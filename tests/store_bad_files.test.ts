@@ -139,18 +139,18 @@ describe("store bad files", () => {
   test("a MANIFEST record of a kind this build does not know (a newer build's) refuses the open and changes nothing", async () => {
     const disk = await filled(300, true);
     const before = disk.snapshot("MANIFEST") as Uint8Array;
-    // An intact record of kind 9, appended after the valid ones.
+    // An intact record of kind 10 (9 is the last this build knows), appended after the valid ones.
     const record = new Uint8Array(20);
     const view = new DataView(record.buffer);
     view.setUint32(0, record.length, true);
-    record[8] = 9;
+    record[8] = 10;
     view.setUint32(4, crc32(record.subarray(8)), true);
     disk.corrupt("MANIFEST", before.length, record);
     const paths = disk.paths().sort();
     const error = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
     expect(error).toBeInstanceOf(StoreError);
     expect(error.code).toBe("ARIA_ERR_STORE_FORMAT");
-    expect(error.message).toContain(`record of kind 9 at offset ${before.length}`);
+    expect(error.message).toContain(`record of kind 10 at offset ${before.length}`);
     expect(disk.paths().sort()).toEqual(paths);
     expect(disk.snapshot("MANIFEST")).toEqual(new Uint8Array([...before, ...record]));
     // The same bytes damaged (the CRC fails): a torn tail, cut as before.

@@ -35,6 +35,27 @@ import type { JournalInfo, StoreContext } from "./context.ts";
 import type { DiskFile } from "./disk.ts";
 import { encodeJournalHeader, encodeSyncSlot, JOURNAL_HEADER_BYTES } from "./file_header.ts";
 import { JOURNAL_DIR, journalPath, sparePath, stagedPath } from "./layout.ts";
+import { appendManifestLocked } from "./manifest.ts";
+import { MANIFEST_JOURNAL } from "./manifest_codec.ts";
+
+/**
+ * Records in the manifest (durably) that generation `info` got its name or is being retired:
+ * the evidence recovery checks the journal directory against, so that a journal deleted by hand
+ * is found missing instead of taken for one that never was (docs/storage.md, recovery). Nothing
+ * while the manifest is not open.
+ */
+export function recordJournal(
+  context: StoreContext,
+  event: "started" | "retired",
+  info: { gen: number; firstSeq: number },
+): Promise<void> {
+  return context.manifest.locked(async () => {
+    if (context.manifest.file === null) return;
+    await appendManifestLocked(context, [
+      { kind: MANIFEST_JOURNAL, event, gen: info.gen, firstSeq: info.firstSeq },
+    ]);
+  });
+}
 
 /**
  * Whether drained journals are kept as spares: under `always` only. Under `interval` and `never`
@@ -65,6 +86,7 @@ export async function startJournal(
     created: true,
   };
   context.journal.generations.push(info);
+  await recordJournal(context, "started", info);
   return info;
 }
 
@@ -142,7 +164,9 @@ export async function promoteJournalFile(
   });
   info.path = path;
   await context.disk.syncDir(JOURNAL_DIR);
+  // Named first: a manifest rewrite meanwhile lists it (a record twice says the same).
   info.created = true;
+  await recordJournal(context, "started", info);
 }
 
 /** Writes generation `gen`'s header at `path` (a spare renamed there, or a new file); whether a spare was taken. */
@@ -197,6 +221,8 @@ export async function sealJournalFile(context: StoreContext, info: JournalInfo):
  * nothing: the file reappears as a drained journal and goes again.
  */
 export async function retireJournalFile(context: StoreContext, info: JournalInfo): Promise<void> {
+  // Before the file goes: a crash between leaves a retired journal's file, replayed as drained.
+  await recordJournal(context, "retired", info);
   await context.files.drop(info.path);
   if (
     keepsSpares(context) &&

@@ -15,6 +15,7 @@ import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
 import { MANIFEST_PATH, MANIFEST_TMP_PATH, StoreError } from "./layout.ts";
 import {
   MANIFEST_ADD,
+  MANIFEST_JOURNAL,
   MANIFEST_REMOVE,
   MANIFEST_SPLIT,
   MANIFEST_SWAP,
@@ -41,6 +42,12 @@ export type ManifestState = {
   lastSplit: SplitSummary | null;
   /** Per-topic messages and record bytes of closed files by id (files closed before TOPICS records have none). */
   counts: Map<number, readonly TopicCount[]>;
+  /**
+   * Journal generations started and not retired, with their first seqs, from JOURNAL records:
+   * what recovery checks the journal directory against (empty: a directory written before them,
+   * or a manifest rebuilt from files, which has nothing to check against).
+   */
+  journals: Map<number, number>;
 };
 
 /** Why the manifest could not be used as is (then the store rebuilds it from segment files). */
@@ -97,6 +104,7 @@ export async function loadManifest(context: StoreContext): Promise<ManifestLoad>
     records: decoded.records.length,
     lastSplit: null,
     counts: new Map(),
+    journals: new Map(),
   };
   for (const record of decoded.records) applyRecord(state, record);
   return { ok: true, state, bytes: validBytes, cutBytes: bytes.length - validBytes };
@@ -131,6 +139,9 @@ function applyRecord(state: ManifestState, record: ManifestRecord): void {
     if (record.added.length > 0) state.lastSplit = splitOfSubtreeStores(record.added);
   } else if (record.kind === MANIFEST_SPLIT) {
     state.lastSplit = record.split;
+  } else if (record.kind === MANIFEST_JOURNAL) {
+    if (record.event === "started") state.journals.set(record.gen, record.firstSeq);
+    else state.journals.delete(record.gen);
   }
 }
 
@@ -227,6 +238,15 @@ async function rewriteNow(context: StoreContext): Promise<void> {
     if (log.sortedThrough > 0)
       records.push({ kind: MANIFEST_WATERMARK, partition: log.name, seq: log.sortedThrough });
   }
+  // The journals in force (named: a staged one's record follows its promotion).
+  for (const journal of context.journal.generations)
+    if (journal.created)
+      records.push({
+        kind: MANIFEST_JOURNAL,
+        event: "started",
+        gen: journal.gen,
+        firstSeq: journal.firstSeq,
+      });
   // Last: its SWAP above would otherwise stand for the last split (replay reads them in order).
   if (context.manifest.lastSplit !== null)
     records.push({ kind: MANIFEST_SPLIT, split: context.manifest.lastSplit });
@@ -256,6 +276,7 @@ export async function compactManifestMaybe(context: StoreContext): Promise<void>
   for (const log of context.partitions.list)
     live += log.segments.length + log.subtreeStores.length + 1;
   live += context.inForce.fileCounts.size;
+  live += context.journal.generations.length;
   if (
     context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN &&
     context.manifest.records > 2 * live

@@ -4,6 +4,7 @@ import {
   decodeManifestRecords,
   encodeManifestRecords,
   MANIFEST_ADD,
+  MANIFEST_JOURNAL,
   MANIFEST_REMOVE,
   MANIFEST_SPLIT,
   MANIFEST_SWAP,
@@ -226,5 +227,40 @@ describe("manifest codec", () => {
       validBytes: 0,
       problem: "checksum mismatch",
     });
+  });
+
+  test("JOURNAL records (kind 9) decode as written, started and retired; cut short, a torn tail; an unknown event refused", () => {
+    const records: ManifestRecord[] = [
+      { kind: MANIFEST_JOURNAL, event: "started", gen: 7, firstSeq: 1 },
+      { kind: MANIFEST_JOURNAL, event: "started", gen: 8, firstSeq: 2 ** 40 + 3 },
+      { kind: MANIFEST_JOURNAL, event: "retired", gen: 7, firstSeq: 1 },
+    ];
+    const bytes = encodeManifestRecords(records, crc32);
+    expect(bytes.length).toBe(3 * 28);
+    expect(bytes[8]).toBe(9);
+    expect(decodeManifestRecords(bytes, crc32)).toEqual({
+      records,
+      validBytes: bytes.length,
+      problem: null,
+    });
+    expect(decodeManifestRecords(bytes.subarray(0, bytes.length - 1), crc32)).toEqual({
+      records: records.slice(0, 2),
+      validBytes: 56,
+      problem: "record cut short",
+    });
+    const damaged = bytes.slice();
+    damaged[28 + 20] ^= 1;
+    expect(decodeManifestRecords(damaged, crc32)).toEqual({
+      records: records.slice(0, 1),
+      validBytes: 28,
+      problem: "checksum mismatch",
+    });
+    // An event this build does not know, CRC intact: refused rather than guessed.
+    const unknown = bytes.slice(0, 28);
+    unknown[9] = 3;
+    new DataView(unknown.buffer).setUint32(4, crc32(unknown.subarray(8, 28)), true);
+    expect(decodeManifestRecords(unknown, crc32).problem).toBe(
+      "journal record names an unknown event",
+    );
   });
 });

@@ -45,6 +45,14 @@
  *   8 u8 kind 8   9 u8 0   10 u16 0   12 u64 file id   20 u32 topic count N
  *  24  N × (u64 messages, u64 record bytes, u16 topic bytes, topic)
  * Files closed by a build before it have none: the store counts them once (store.ts).
+ *
+ * Kind 9 JOURNAL (a journal generation's life: the evidence recovery checks the journal
+ * directory against, so a journal deleted by hand is never silent; 28 bytes):
+ *   8 u8 kind 9   9 u8 event (1 started: its file is durable under its name; 2 retired: its
+ *   records are all in closed files and its file is about to go)   10 u16 0
+ *  12 u64 generation   20 u64 first seq
+ * Written when a generation gets its name and before it is retired, and one per journal in
+ * force by a rewrite. Directories written before it hold none: nothing to check them against.
  */
 import type { Crc32 } from "./crc32.ts";
 import { getU64, setU64 } from "./record.ts";
@@ -61,6 +69,7 @@ const SWAP_STORE_FIXED_BYTES = 76;
 const SPLIT_BYTES = 76;
 const TOPICS_FIXED_BYTES = 24;
 const TOPIC_ENTRY_FIXED_BYTES = 18;
+const JOURNAL_BYTES = 28;
 export const MANIFEST_ADD = 1;
 export const MANIFEST_REMOVE = 2;
 export const MANIFEST_WATERMARK = 3;
@@ -71,8 +80,12 @@ const MANIFEST_ADD_PACKED = 5;
 const MANIFEST_ADD_PACKED_CRC = 6;
 export const MANIFEST_SPLIT = 7;
 export const MANIFEST_TOPICS = 8;
+export const MANIFEST_JOURNAL = 9;
 /** The record kinds this build knows; any other intact one was written by a newer build. */
-const KIND_LAST = MANIFEST_TOPICS;
+const KIND_LAST = MANIFEST_JOURNAL;
+
+/** What a JOURNAL record says happened to its generation, by its code. */
+const JOURNAL_EVENT_CODES = ["", "started", "retired"] as const;
 
 /** The messages and record bytes (header, topic, payload) of one topic in one file. */
 export type TopicCount = { topic: string; messages: number; bytes: number };
@@ -102,12 +115,24 @@ export type ManifestRecord =
   | { kind: typeof MANIFEST_WATERMARK; partition: string; seq: number }
   | { kind: typeof MANIFEST_SWAP; removed: readonly number[]; added: readonly SubtreeStoreMeta[] }
   | { kind: typeof MANIFEST_SPLIT; split: SplitSummary }
-  | { kind: typeof MANIFEST_TOPICS; id: number; topics: readonly TopicCount[] };
+  | { kind: typeof MANIFEST_TOPICS; id: number; topics: readonly TopicCount[] }
+  | {
+      kind: typeof MANIFEST_JOURNAL;
+      event: "started" | "retired";
+      gen: number;
+      firstSeq: number;
+    };
 
-/** Records of a fixed part and a name (every kind but SWAP, SPLIT and TOPICS). */
+/** Records of a fixed part and a name (every kind but SWAP, SPLIT, TOPICS and JOURNAL). */
 type NamedRecord = Exclude<
   ManifestRecord,
-  { kind: typeof MANIFEST_SWAP | typeof MANIFEST_SPLIT | typeof MANIFEST_TOPICS }
+  {
+    kind:
+      | typeof MANIFEST_SWAP
+      | typeof MANIFEST_SPLIT
+      | typeof MANIFEST_TOPICS
+      | typeof MANIFEST_JOURNAL;
+  }
 >;
 
 /** Bytes before the name of a named record. */
@@ -118,6 +143,7 @@ function fixedBytesOf(record: NamedRecord): number {
 
 function recordLength(record: ManifestRecord): number {
   if (record.kind === MANIFEST_SPLIT) return SPLIT_BYTES;
+  if (record.kind === MANIFEST_JOURNAL) return JOURNAL_BYTES;
   if (record.kind === MANIFEST_TOPICS) {
     let total = TOPICS_FIXED_BYTES;
     for (const count of record.topics) total += TOPIC_ENTRY_FIXED_BYTES + count.topic.length;
@@ -328,13 +354,19 @@ export function encodeManifestRecords(
     if (
       record.kind === MANIFEST_SWAP ||
       record.kind === MANIFEST_SPLIT ||
-      record.kind === MANIFEST_TOPICS
+      record.kind === MANIFEST_TOPICS ||
+      record.kind === MANIFEST_JOURNAL
     ) {
       const length = recordLength(record);
       view.setUint32(at, length, true);
       if (record.kind === MANIFEST_SWAP) encodeSwap(bytes, view, at, record);
       else if (record.kind === MANIFEST_TOPICS) encodeTopics(bytes, view, at, record);
-      else encodeSplit(view, at, record.split);
+      else if (record.kind === MANIFEST_JOURNAL) {
+        view.setUint8(at + 8, MANIFEST_JOURNAL);
+        view.setUint8(at + 9, JOURNAL_EVENT_CODES.indexOf(record.event));
+        setU64(view, at + 12, record.gen);
+        setU64(view, at + 20, record.firstSeq);
+      } else encodeSplit(view, at, record.split);
       view.setUint32(at + 4, crc32(bytes.subarray(at + 8, at + length)), true);
       at += length;
       continue;
@@ -439,6 +471,25 @@ export function decodeManifestRecords(bytes: Uint8Array, crc32: Crc32): Manifest
           : decodeTopics(bytes, view, at, at + length);
       if (typeof decoded === "string") return { records, validBytes: at, problem: decoded };
       records.push(decoded);
+      at += length;
+      continue;
+    }
+    if (kind === MANIFEST_JOURNAL) {
+      if (length !== JOURNAL_BYTES)
+        return { records, validBytes: at, problem: "impossible record length" };
+      if (bytes.length - at < length)
+        return { records, validBytes: at, problem: "record cut short" };
+      if (view.getUint32(at + 4, true) !== crc32(bytes.subarray(at + 8, at + length)))
+        return { records, validBytes: at, problem: "checksum mismatch" };
+      const event = JOURNAL_EVENT_CODES[view.getUint8(at + 9)];
+      if (event === undefined || event === "")
+        return { records, validBytes: at, problem: "journal record names an unknown event" };
+      records.push({
+        kind: MANIFEST_JOURNAL,
+        event,
+        gen: getU64(view, at + 12),
+        firstSeq: getU64(view, at + 20),
+      });
       at += length;
       continue;
     }

@@ -26,6 +26,7 @@ import type { Crc32 } from "./crc32.ts";
 import type { Disk, DiskFile } from "./disk.ts";
 import { type FileHeader, decodeFileHeader, decodeSyncedBytes } from "./file_header.ts";
 import { dropDrainedJournals, keepsSpares, startJournal } from "./journal_files.ts";
+import { MANIFEST_JOURNAL, type ManifestRecord } from "./manifest_codec.ts";
 import {
   DAMAGED_DIR,
   JOURNAL_DIR,
@@ -45,6 +46,7 @@ import {
 import {
   type ManifestState,
   loadManifest,
+  appendManifest,
   openManifestForAppend,
   rewriteManifest,
   splitOfSubtreeStores,
@@ -159,6 +161,8 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   // 3. Journals.
   const journals = await sortJournalDir(run);
   nextSeq = await replayJournals(run, journals, nextSeq);
+  missingJournals(run, manifest.state.journals, journals.gens);
+  nextSeq = Math.max(nextSeq, run.maxSeq + 1);
   if (report.problems.some((p) => p.dataLost) && !repair) {
     await context.files.closeAll();
     throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
@@ -168,6 +172,7 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   await removeOrphans(run, orphans);
   if (manifest.rewrite) await rewriteManifest(context);
   else await openManifestForAppend(context, manifest.bytes, manifest.state.records);
+  await reconcileJournalRecords(context, manifest.state.journals);
   context.journal.nextSeq = nextSeq;
   context.journal.writtenSeq =
     context.journal.syncedSeq =
@@ -722,6 +727,63 @@ async function replayJournal(
   }
 }
 
+/**
+ * Phase 3c: journals the manifest's JOURNAL records name (started, not retired) whose files are
+ * gone, before the oldest journal present or after the newest (a gap between two present ones
+ * is found by replay: the seqs do not continue). A journal is recorded retired before its file
+ * goes, once its records are all in closed files, so one that is not is damage: a problem naming the file ("missing"), and with repair its seqs are reported lost:
+ * from its first seq to the next generation's first seq - 1, or for the newest, as many seqs as
+ * a journal could hold (none is ever given again). Without JOURNAL records (a directory written
+ * before them, a manifest rebuilt from files) there is nothing to check.
+ */
+function missingJournals(run: Recovery, evidence: Map<number, number>, gens: number[]): void {
+  if (evidence.size === 0) return;
+  const { context } = run;
+  const present = new Set(gens);
+  const firstOf = new Map(evidence);
+  for (const info of context.journal.generations)
+    if (!firstOf.has(info.gen)) firstOf.set(info.gen, info.firstSeq);
+  const known = [...firstOf.keys()].sort((a, b) => a - b);
+  const oldest = gens.length > 0 ? gens[0] : Number.POSITIVE_INFINITY;
+  const newest = gens.length > 0 ? gens[gens.length - 1] : Number.NEGATIVE_INFINITY;
+  const capacity = Math.ceil(context.options.journalBytesMax / STORE_RECORD_HEADER_BYTES);
+  for (const [gen, first] of [...evidence].sort((a, b) => a[0] - b[0])) {
+    if (present.has(gen) || (gen > oldest && gen < newest)) continue;
+    const later = known.find((g) => g > gen);
+    const last = later === undefined ? first - 1 + capacity : (firstOf.get(later) as number) - 1;
+    if (last < first) continue;
+    const path = journalPath(gen);
+    run.problem(
+      path,
+      0,
+      `journal missing: the manifest lists generation ${gen} from seq ${first}, and its records are not all in closed files`,
+      "its seqs reported lost (never given again)",
+    );
+    lose(run, first, last, path);
+  }
+}
+
+/**
+ * Phase 4b: the manifest's JOURNAL records brought in line with the journals replayed (one
+ * append): a missing one (reported above, or a newest one removed as a creation cut short) is
+ * retired, one without a record (a staged one adopted) started. So the next open checks against
+ * what this one left.
+ */
+async function reconcileJournalRecords(
+  context: StoreContext,
+  evidence: Map<number, number>,
+): Promise<void> {
+  const records: ManifestRecord[] = [];
+  const replayed = new Map(context.journal.generations.map((info) => [info.gen, info.firstSeq]));
+  for (const [gen, firstSeq] of evidence)
+    if (!replayed.has(gen))
+      records.push({ kind: MANIFEST_JOURNAL, event: "retired", gen, firstSeq });
+  for (const [gen, firstSeq] of replayed)
+    if (evidence.get(gen) !== firstSeq)
+      records.push({ kind: MANIFEST_JOURNAL, event: "started", gen, firstSeq });
+  await appendManifest(context, records);
+}
+
 /** Seqs `first`..`last` of `file` are lost (reported; with repair, skipped). */
 function lose(run: Recovery, first: number, last: number, file: string): void {
   if (last < first) return;
@@ -895,6 +957,7 @@ async function rebuildFromSegments(
     records: 0,
     lastSplit: null,
     counts: new Map(),
+    journals: new Map(),
   };
   const found: SegmentMeta[] = [];
   for (const id of [...packIds].sort((a, b) => a - b)) {

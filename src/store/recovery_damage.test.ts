@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { SimDisk } from "../testing/sim_disk.ts";
 import { Filter } from "../topic/mod.ts";
-import { decodeSyncedBytes } from "./file_header.ts";
+import { decodeFileHeader, decodeSyncedBytes } from "./file_header.ts";
 import { type LostSeqs, Store, type StoreOptions, crc32, repairStore } from "./mod.ts";
 
 /** Journals large enough that the newest holds many records: nothing sorted, nothing rolled. */
@@ -76,22 +76,23 @@ async function refusedThenRepaired(
   file: string,
   count: number,
   past = count,
+  limits: StoreOptions = LIMITS,
 ): Promise<LostSeqs[]> {
   const before = image(disk);
-  const error = await Store.open(disk, LIMITS).catch((e) => e);
+  const error = await Store.open(disk, limits).catch((e) => e);
   expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
   expect(error.message).toContain(`"${file}" at offset`);
   expect(error.message).toContain("aria repair");
   expect(image(disk)).toEqual(before);
-  const dry = await repairStore(disk, { ...LIMITS, dryRun: true });
+  const dry = await repairStore(disk, { ...limits, dryRun: true });
   expect(image(disk)).toEqual(before);
-  const report = await repairStore(disk, LIMITS);
+  const report = await repairStore(disk, limits);
   expect(report.lostSeqs).toEqual(dry.lostSeqs);
   expect(report.moved).toEqual(dry.moved);
   for (const moved of report.moved) expect(disk.snapshot(moved.to)?.length).toBe(moved.bytes);
   expect(report.nextSeq).toBeGreaterThan(past);
   // Servable now: every record not reported lost is there, byte for byte; no seq is reused.
-  const { store, recovery } = await Store.open(disk, LIMITS);
+  const { store, recovery } = await Store.open(disk, limits);
   expect(recovery.problems).toEqual([]);
   const lost = (seq: number) => report.lostSeqs.some((r) => r.first <= seq && seq <= r.last);
   const expected: number[] = [];
@@ -100,7 +101,7 @@ async function refusedThenRepaired(
   expect(store.nextSeq).toBe(report.nextSeq);
   await store.close();
   // A second repair finds nothing.
-  const again = await repairStore(disk, LIMITS);
+  const again = await repairStore(disk, limits);
   expect([again.lostSeqs, again.moved, again.recovery.problems]).toEqual([[], [], []]);
   return report.lostSeqs;
 }
@@ -148,6 +149,85 @@ describe("recovery: damage at rest", () => {
     expect(lost.length).toBe(1);
     expect(lost[0].first).toBe(1601);
     expect(lost[0].last).toBeGreaterThanOrEqual(2000);
+  });
+});
+
+describe("recovery: a deleted journal is never silent and never makes a seq given twice", () => {
+  /** Small journals that roll often, nothing sorted: every record lives in a journal only. */
+  const ROLLING: StoreOptions = { ...LIMITS, journalBytesMax: 4096 };
+
+  function firstSeqOf(disk: SimDisk, path: string): number {
+    const header = decodeFileHeader(disk.snapshot(path) as Uint8Array, "journal", crc32);
+    if (typeof header === "string") throw new Error(header);
+    return header.firstSeq;
+  }
+
+  test("the newest journal deleted: refused naming it; repaired, its seqs reported lost and never given again", async () => {
+    const disk = await killed(500, ROLLING);
+    const wals = journals(disk).sort();
+    expect(wals.length).toBeGreaterThan(3);
+    const newest = wals[wals.length - 1];
+    const first = firstSeqOf(disk, newest);
+    expect(first).toBeGreaterThan(1);
+    expect(first).toBeLessThanOrEqual(500);
+    disk.erase(newest);
+    const error = await Store.open(disk, ROLLING).catch((e) => e);
+    expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
+    expect(error.message).toContain("missing");
+    const lost = await refusedThenRepaired(disk, newest, 500, 500, ROLLING);
+    expect(lost.length).toBe(1);
+    expect(lost[0].file).toBe(newest);
+    expect(lost[0].first).toBe(first);
+    expect(lost[0].last).toBeGreaterThanOrEqual(500);
+    // The next publish gets a seq past every seq ever acknowledged.
+    const { store } = await Store.open(disk, ROLLING);
+    expect(store.nextSeq).toBeGreaterThan(500);
+    await store.close();
+  });
+
+  test("the oldest journal deleted, its records in no segment: refused naming it; repaired, exactly its seqs reported lost", async () => {
+    const disk = await killed(500, ROLLING);
+    const wals = journals(disk).sort();
+    expect(wals.length).toBeGreaterThan(3);
+    const [oldest, second] = wals;
+    const next = firstSeqOf(disk, second);
+    disk.erase(oldest);
+    const error = await Store.open(disk, ROLLING).catch((e) => e);
+    expect(error.message).toContain("missing");
+    const lost = await refusedThenRepaired(disk, oldest, 500, 500, ROLLING);
+    expect(lost).toEqual([{ first: 1, last: next - 1, file: oldest }]);
+  });
+
+  test("journals retired in the ordinary way are not missing (sorted, rolled, reopened)", async () => {
+    const disk = new SimDisk({ seed: 6 });
+    const options: StoreOptions = {
+      journalBytesMax: 4096,
+      journalRetainedBytesMax: 8192,
+      segmentBytesMax: 1500,
+      segmentAgeUsMax: 50_000,
+    };
+    for (let round = 0; round < 3; round++) {
+      const { store, recovery } = await Store.open(disk, options);
+      expect(recovery.problems).toEqual([]);
+      for (let i = 1; i <= 200; i++) {
+        const seq = round * 200 + i;
+        store.append(seq, seq * 1000, TOPICS[seq % TOPICS.length], payloadOf(seq));
+        if (seq % 20 === 0) {
+          await store.commit();
+          await store.idle();
+        }
+      }
+      await store.commit();
+      if (round === 1) disk.kill();
+      else await store.close();
+    }
+    // Sorted into packs, and journals retired on the way (the newest's generation is far past 1).
+    expect(disk.paths().filter((p) => p.endsWith(".pak")).length).toBeGreaterThan(3);
+    expect(journals(disk)).not.toContain("journal/0000000000000001.wal");
+    const { store, recovery } = await Store.open(disk, options);
+    expect(recovery.problems).toEqual([]);
+    expect(await readSeqs(store)).toEqual(Array.from({ length: 600 }, (_, i) => i + 1));
+    await store.close();
   });
 });
 
