@@ -14,6 +14,8 @@
  *    A bad record anywhere else, or a seq that does not continue, is corruption in the middle.
  *    A staged next generation (`<gen>.next`, written while the newest was being sealed) is
  *    adopted as the newest when its records continue that journal's, else removed.
+ *    A journal the manifest's JOURNAL records name (started, not retired) whose file is gone is
+ *    damage too: its seqs are reported lost and never given again (missingJournals).
  * 4. A fresh journal generation starts at the next seq (its header records it durably, so seqs
  *    are never reused even when every older journal is dropped), then drained journals go.
  *
