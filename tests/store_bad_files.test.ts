@@ -4,11 +4,12 @@
  * crash, never a loop of failing starts.
  */
 import { describe, expect, test } from "bun:test";
-import { crc32, Store, StoreError } from "../src/store/mod.ts";
+import { crc32, repairStore, Store, StoreError } from "../src/store/mod.ts";
 import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
 import { packedImages, packIds, unpack } from "./fixtures/packs.ts";
 import { SMALL_LIMITS, TOPICS, payloadOf } from "./fixtures/store_helpers.ts";
+import { decodeFileHeader } from "../src/store/file_header.ts";
 import { packPath } from "../src/store/layout.ts";
 
 async function filled(count = 300, sort = false, options = SMALL_LIMITS): Promise<SimDisk> {
@@ -99,14 +100,33 @@ describe("store bad files", () => {
       await store.close();
     });
 
-    test(`${layout}: zero-length files: newest journal is dropped, a zero-length segment file is a clear read error`, async () => {
+    test(`${layout}: zero-length files: the newest journal, which the manifest says started, is damage that repair reports; a zero-length segment file is a clear read error`, async () => {
       const disk = await prepared(300, false);
       const journals = disk.paths().filter((p) => p.endsWith(".wal"));
       const newest = journals[journals.length - 1];
+      const header = decodeFileHeader(disk.snapshot(newest) as Uint8Array, "journal", crc32);
+      if (typeof header === "string") throw new Error(header);
       disk.cut(newest, 0);
+      // Its JOURNAL record is written only once its header is durable: emptied since, it held
+      // acknowledged records (from header.firstSeq to 300: an earlier build dropped them without
+      // a word), so the open refuses and repair reports every seq it could have held as lost,
+      // and never gives them again.
+      const refused = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
+      expect(refused.code).toBe("ARIA_ERR_STORE_CORRUPT");
+      expect(refused.message).toContain(newest);
+      const repaired = await repairStore(disk, SMALL_LIMITS);
+      expect(header.firstSeq).toBeLessThanOrEqual(300);
+      expect(repaired.lostSeqs.map((range) => [range.file, range.first])).toEqual([
+        [newest, header.firstSeq],
+      ]);
       const first = await Store.open(disk, SMALL_LIMITS);
       expect(first.recovery.problems).toEqual([]);
-      expect(first.recovery.cuts.map((c) => c.file)).toContain(newest);
+      // The range is an upper bound: what the journal held that was sorted into segments before
+      // it was emptied still reads back; what it alone held (up to 300) is gone.
+      const kept = await readAll(first.store);
+      expect(kept).toBeGreaterThanOrEqual(header.firstSeq - 1);
+      expect(kept).toBeLessThan(300);
+      expect(first.store.nextSeq).toBeGreaterThan(repaired.lostSeqs[0].last);
       await first.store.close();
       const segment = dataFile(disk);
       disk.cut(segment, 0);

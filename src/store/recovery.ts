@@ -116,6 +116,8 @@ type Recovery = {
   maxSeq: number;
   /** Changes made only once the open is sure to go ahead (a refusal changes nothing). */
   later: (() => Promise<void>)[];
+  /** The journals the manifest's JOURNAL records name as started (gen → first seq). */
+  started: Map<number, number>;
 };
 
 /** The ids of the files in the segment directory, by kind. */
@@ -149,13 +151,22 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
       dataLost: true,
     });
   };
-  const run: Recovery = { context, disk, report, problem, maxSeq: 0, later: [] };
+  const run: Recovery = {
+    context,
+    disk,
+    report,
+    problem,
+    maxSeq: 0,
+    later: [],
+    started: new Map(),
+  };
   await disk.mkdir(JOURNAL_DIR);
   await disk.mkdir(SEGMENT_DIR);
 
   // 1. Manifest.
   const files = await listDataFiles(disk);
   const manifest = await loadOrRebuildManifest(run, files);
+  run.started = manifest.state.journals;
   // 2. Segments and subtree stores against the files present, then in the partitions.
   if (await dropMissingFiles(run, manifest.state, files)) manifest.rewrite = true;
   const orphans = orphanFiles(manifest.state, files);
@@ -599,7 +610,8 @@ type JournalPosition = {
 /**
  * Replays journal `gen` into the partitions and lists it; the seq after its last good record, or
  * null when it holds nothing to replay (a newest journal whose header is bad with nothing valid
- * after it is removed, as a creation a crash cut short; an older one is a problem).
+ * after it is removed, as a creation a crash cut short — unless the manifest records it started:
+ * then it is damage, every seq it could hold lost; an older one is a problem).
  *
  * A bad region is a **torn tail** only in the newest journal, with no valid record after it
  * (nothing with a continuing or later seq), and past the synced point its header's slots claim
@@ -635,6 +647,16 @@ async function replayJournal(
             ? `header names generation ${header.id}`
             : "file header cut short";
       const after = await countRecordsAfter(file, 0, floor, context.crc32);
+      const started = run.started.get(gen);
+      if (after.records === 0 && isLast && started !== undefined) {
+        // The manifest records this journal started, which it does only once the file and its
+        // header are durable: a bad header now is damage, not a creation cut short, and the
+        // journal may have held acknowledged records. Every seq it could have held is lost.
+        await damaged(run, file, path, 0, fileBytes, `${what}; the manifest records it started`);
+        lose(run, started, started - 1 + journalCapacity(context), path);
+        run.later.push(() => removeAsCut(disk, path, report));
+        return null;
+      }
       if (after.records === 0) {
         if (isLast) {
           // A journal whose creation was cut short by a crash: it never held an acknowledged
@@ -748,7 +770,7 @@ function missingJournals(run: Recovery, evidence: Map<number, number>, gens: num
   const known = [...firstOf.keys()].sort((a, b) => a - b);
   const oldest = gens.length > 0 ? gens[0] : Number.POSITIVE_INFINITY;
   const newest = gens.length > 0 ? gens[gens.length - 1] : Number.NEGATIVE_INFINITY;
-  const capacity = Math.ceil(context.options.journalBytesMax / STORE_RECORD_HEADER_BYTES);
+  const capacity = journalCapacity(context);
   for (const [gen, first] of [...evidence].sort((a, b) => a[0] - b[0])) {
     if (present.has(gen) || (gen > oldest && gen < newest)) continue;
     const later = known.find((g) => g > gen);
@@ -784,6 +806,11 @@ async function reconcileJournalRecords(
     if (evidence.get(gen) !== firstSeq)
       records.push({ kind: MANIFEST_JOURNAL, event: "started", gen, firstSeq });
   await appendManifest(context, records);
+}
+
+/** The most records a journal can hold (each at least a record header): a bound on its seqs. */
+function journalCapacity(context: StoreContext): number {
+  return Math.ceil(context.options.journalBytesMax / STORE_RECORD_HEADER_BYTES);
 }
 
 /** Seqs `first`..`last` of `file` are lost (reported; with repair, skipped). */

@@ -198,6 +198,21 @@ describe("recovery: a deleted journal is never silent and never makes a seq give
     expect(lost).toEqual([{ first: 1, last: next - 1, file: oldest }]);
   });
 
+  test("the newest journal zeroed, header and records: the manifest says it started, so damage, not a creation cut short", async () => {
+    const disk = await killed(500, ROLLING);
+    const wals = journals(disk).sort();
+    const newest = wals[wals.length - 1];
+    const first = firstSeqOf(disk, newest);
+    const size = (disk.snapshot(newest) as Uint8Array).length;
+    disk.corrupt(newest, 0, new Uint8Array(size));
+    const error = await Store.open(disk, ROLLING).catch((e) => e);
+    expect(error.message).toContain("the manifest records it started");
+    const lost = await refusedThenRepaired(disk, newest, 500, 500, ROLLING);
+    expect(lost.length).toBe(1);
+    expect(lost[0]).toMatchObject({ first, file: newest });
+    expect(lost[0].last).toBeGreaterThanOrEqual(500);
+  });
+
   test("journals retired in the ordinary way are not missing (sorted, rolled, reopened)", async () => {
     const disk = new SimDisk({ seed: 6 });
     const options: StoreOptions = {
