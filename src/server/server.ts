@@ -166,15 +166,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       storeExit(error),
     );
   }
-  // The tip holds a contiguous run ending just before the next seq: after a repair the stored
-  // stream may have a hole (lost seqs), or end before the next seq (seqs skipped, never reused).
-  let from = newest.length;
-  while (
-    from > 0 &&
-    newest[from - 1].seq === (from < newest.length ? newest[from].seq : store.nextSeq) - 1
-  )
-    from--;
-  newest = newest.slice(from);
   for (const message of newest)
     tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
   const broker = new Broker({

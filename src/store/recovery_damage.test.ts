@@ -99,6 +99,10 @@ async function refusedThenRepaired(
   for (let seq = 1; seq <= count; seq++) if (!lost(seq)) expected.push(seq);
   expect(await readSeqs(store)).toEqual(expected);
   expect(store.nextSeq).toBe(report.nextSeq);
+  // What refills the tip: one contiguous run ending just before the next seq (the ring's rule).
+  const newest = await store.readNewest(1 << 20);
+  for (let i = 1; i < newest.length; i++) expect(newest[i].seq).toBe(newest[i - 1].seq + 1);
+  if (newest.length > 0) expect(newest[newest.length - 1].seq).toBe(store.nextSeq - 1);
   await store.close();
   // A second repair finds nothing.
   const again = await repairStore(disk, limits);

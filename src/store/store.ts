@@ -291,7 +291,10 @@ export class Store {
 
   /**
    * The newest messages of the whole stream, oldest first, whose sizes by `bytesOf` sum to at
-   * most `maxBytes`: what refills the tip ring after a restart.
+   * most `maxBytes`: what refills the tip ring after a restart. They are one run of contiguous
+   * seqs ending just before `nextSeq`, as the ring holds them and the broker appends next: where
+   * the stored stream has a hole (retention removed a small partition's recent file; a repair
+   * lost seqs) or ends before `nextSeq` (seqs a repair skipped), only what follows it.
    */
   async readNewest(
     maxBytes: number,
@@ -325,7 +328,7 @@ export class Store {
           head = 0;
         }
       }
-      if (dropped || startSeq <= 1) return window.slice(head);
+      if (dropped || startSeq <= 1) return runBefore(window.slice(head), this.nextSeq);
     }
   }
 
@@ -973,4 +976,15 @@ function pickDetails(details: SplitDetails): SplitDetails {
 /** Whether `id` is one of the range's. */
 function inRange(range: { first: number; end: number }, id: number): boolean {
   return id >= range.first && id < range.end;
+}
+
+/** The messages of `newest` (ascending seqs) after its last hole, ending just before `nextSeq`. */
+function runBefore(newest: StoredMessage[], nextSeq: number): StoredMessage[] {
+  let from = newest.length;
+  while (
+    from > 0 &&
+    newest[from - 1].seq === (from < newest.length ? newest[from].seq : nextSeq) - 1
+  )
+    from--;
+  return from === 0 ? newest : newest.slice(from);
 }

@@ -598,7 +598,7 @@ class Simulation {
         capacityBytes: this.config.tipBytes,
         poolBlocks: this.config.poolBlocks,
       });
-      for (const message of contiguousTail(newest))
+      for (const message of newest)
         tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
       const broker = new Broker({
         topics,
@@ -1628,19 +1628,6 @@ function gatedDisk(disk: Disk, gate: OpGate): Disk {
     rename: (from, to) => gate.through(() => disk.rename(from, to)),
     syncDir: (dir) => gate.through(() => disk.syncDir(dir)),
   };
-}
-
-/**
- * The newest messages from the last hole on. Retention removes whole files, so the newest window
- * may hold a hole (a small partition's recent segment gone, a bigger one's older records kept);
- * the ring needs contiguous seqs. Without this cut the simulator's restart stopped on the ring's
- * assert (`Ring.append: seqs are contiguous`) after such a retention (seed 3, 2026-12-03), and
- * src/server/server.ts refills its tip from readNewest the same way: this is the fix assumed.
- */
-function contiguousTail(newest: readonly ReferenceMessage[]): readonly ReferenceMessage[] {
-  let from = newest.length - 1;
-  while (from > 0 && newest[from - 1].seq === newest[from].seq - 1) from--;
-  return from <= 0 ? newest : newest.slice(from);
 }
 
 /** Retention's limits (the store's `retain` argument). */
