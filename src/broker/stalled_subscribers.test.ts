@@ -31,43 +31,82 @@ function frameBytes(frame: OutgoingFrame): Uint8Array {
   return writer.bytes().slice();
 }
 
-test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB is published; a healthy one gets everything", async () => {
+/**
+ * A broker over a MemoryStore (or `store`) whose `soon` tasks run only in `settle()`: until no
+ * task is queued and no promise pending. `onTurn` hears the end of each event-loop turn.
+ */
+function world(
+  tip: { capacityBytes: number; poolBlocks?: number },
+  options: {
+    store?: MemoryStore;
+    eventBytesMax?: number;
+    diskReadersMax?: number;
+    onTurn?: () => void;
+  } = {},
+) {
   const topics = new TopicTable();
   const tasks: (() => void)[] = [];
   let timeUs = 1_000_000;
   const broker = new Broker({
     topics,
-    tip: new Tip(topics, { capacityBytes: 4 * 1024 * 1024 }),
-    store: new MemoryStore(),
+    tip: new Tip(topics, tip),
+    store: options.store ?? new MemoryStore(),
     clock: { nowUs: () => (timeUs += 10) },
     scheduler: { soon: (task) => tasks.push(task) },
+    eventBytesMax: options.eventBytesMax,
+    diskReadersMax: options.diskReadersMax,
   });
+  const onTurn = options.onTurn ?? (() => {});
   const settle = async () => {
     for (let round = 0; round < 100_000; round++) {
       await new Promise((resolve) => setImmediate(resolve));
+      onTurn();
       if (tasks.length === 0) {
         await new Promise((resolve) => setImmediate(resolve));
+        onTurn();
         if (tasks.length === 0) return;
       }
-      for (const task of tasks.splice(0)) task();
+      for (const task of tasks.splice(0)) {
+        task();
+        onTurn();
+      }
     }
     throw new Error("settle: work never ran out");
   };
+  return { broker, settle };
+}
+
+/** Opens `connection` on `broker` and says HELLO as `name`; its id. */
+function signIn(broker: Broker, connection: Connection, name: string): number {
+  const id = broker.open(connection);
+  broker.receive(
+    id,
+    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: name, authToken: null }),
+  );
+  return id;
+}
+
+/** Subscribes connection `id` to `**` from `start` (subscription id 1). */
+function subscribeAll(broker: Broker, id: number, start: "live" | "earliest"): void {
+  broker.receive(
+    id,
+    frameBytes({
+      kind: "subscribe",
+      subscriptionId: 1,
+      start: { kind: start },
+      filter: Filter.of("**"),
+    }),
+  );
+}
+
+/** A publisher's connection: takes every byte. */
+const TAKES_ALL: Connection = { write: (bytes) => bytes.length, close: () => {} };
+
+test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB is published; a healthy one gets everything", async () => {
+  const { broker, settle } = world({ capacityBytes: 4 * 1024 * 1024 });
   const open = (connection: Connection) => {
-    const id = broker.open(connection);
-    broker.receive(
-      id,
-      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "t", authToken: null }),
-    );
-    broker.receive(
-      id,
-      frameBytes({
-        kind: "subscribe",
-        subscriptionId: 1,
-        start: { kind: "live" },
-        filter: Filter.of("**"),
-      }),
-    );
+    const id = signIn(broker, connection, "t");
+    subscribeAll(broker, id, "live");
     return id;
   };
 
@@ -106,11 +145,7 @@ test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB
       }),
     );
   }
-  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
-  broker.receive(
-    publisher,
-    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
-  );
+  const publisher = signIn(broker, TAKES_ALL, "p");
   await settle();
 
   const payload = new Uint8Array(PAYLOAD_BYTES).fill(5);
@@ -134,83 +169,48 @@ test("stalled subscribers of ** hold a bounded amount of memory each while 16 MB
 });
 
 test("one commit's fan-out to many subscribers is cut into turns of the event loop; each still gets every message once, in order", async () => {
-  const topics = new TopicTable();
-  const tasks: (() => void)[] = [];
-  let timeUs = 1_000_000;
   const EVENT_BYTES_MAX = 64 * 1024;
-  const broker = new Broker({
-    topics,
-    tip: new Tip(topics, { capacityBytes: 8 * 1024 * 1024 }),
-    store: new MemoryStore(),
-    clock: { nowUs: () => (timeUs += 10) },
-    scheduler: { soon: (task) => tasks.push(task) },
-    eventBytesMax: EVENT_BYTES_MAX,
-  });
   let writtenThisTurn = 0;
   let writtenPerTurnMax = 0;
   const endTurn = () => {
     writtenPerTurnMax = Math.max(writtenPerTurnMax, writtenThisTurn);
     writtenThisTurn = 0;
   };
-  const settle = async () => {
-    for (let round = 0; round < 100_000; round++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      endTurn();
-      if (tasks.length === 0) {
-        await new Promise((resolve) => setImmediate(resolve));
-        endTurn();
-        if (tasks.length === 0) return;
-      }
-      for (const task of tasks.splice(0)) {
-        task();
-        endTurn();
-      }
-    }
-    throw new Error("settle: work never ran out");
-  };
+  const { broker, settle } = world(
+    { capacityBytes: 8 * 1024 * 1024 },
+    { eventBytesMax: EVENT_BYTES_MAX, onTurn: endTurn },
+  );
   const SUBSCRIBERS = 20;
   const received: number[] = new Array(SUBSCRIBERS).fill(0);
   const problems: string[] = [];
   for (let s = 0; s < SUBSCRIBERS; s++) {
     const decoder = new FrameDecoder();
     let lastSeq = 0;
-    const id = broker.open({
-      write: (bytes) => {
-        writtenThisTurn += bytes.length;
-        decoder.push(bytes);
-        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-          if (frame.kind !== "data") continue;
-          const messages = frame.messages;
-          while (messages.next()) {
-            if (messages.seq !== lastSeq + 1)
-              problems.push(`${s}: ${messages.seq} after ${lastSeq}`);
-            lastSeq = messages.seq;
-            received[s]++;
+    const id = signIn(
+      broker,
+      {
+        write: (bytes) => {
+          writtenThisTurn += bytes.length;
+          decoder.push(bytes);
+          for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+            if (frame.kind !== "data") continue;
+            const messages = frame.messages;
+            while (messages.next()) {
+              if (messages.seq !== lastSeq + 1)
+                problems.push(`${s}: ${messages.seq} after ${lastSeq}`);
+              lastSeq = messages.seq;
+              received[s]++;
+            }
           }
-        }
-        return bytes.length;
+          return bytes.length;
+        },
+        close: () => {},
       },
-      close: () => {},
-    });
-    broker.receive(
-      id,
-      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "s", authToken: null }),
+      "s",
     );
-    broker.receive(
-      id,
-      frameBytes({
-        kind: "subscribe",
-        subscriptionId: 1,
-        start: { kind: "live" },
-        filter: Filter.of("**"),
-      }),
-    );
+    subscribeAll(broker, id, "live");
   }
-  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
-  broker.receive(
-    publisher,
-    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
-  );
+  const publisher = signIn(broker, TAKES_ALL, "p");
   await settle();
   writtenPerTurnMax = 0;
   // One PUBLISH of 512 KiB, one commit: 10 MiB of DATA for the 20 subscribers.
@@ -225,9 +225,6 @@ test("one commit's fan-out to many subscribers is cut into turns of the event lo
 });
 
 test("subscriptions reading from disk hold at most diskReadersMax readers at once; the rest wait with a position and all get everything", async () => {
-  const topics = new TopicTable();
-  const tasks: (() => void)[] = [];
-  let timeUs = 1_000_000;
   const store = new MemoryStore();
   // Readers wait at a gate until the test opens it, so every reader opened is held at once.
   let gateOpen = false;
@@ -245,30 +242,11 @@ test("subscriptions reading from disk hold at most diskReadersMax readers at onc
     opened.add(reader);
     return reader;
   };
-  const broker = new Broker({
-    topics,
-    tip: new Tip(topics, { capacityBytes: 2048, poolBlocks: 16 }),
-    store,
-    clock: { nowUs: () => (timeUs += 10) },
-    scheduler: { soon: (task) => tasks.push(task) },
-    diskReadersMax: 2,
-  });
-  const settle = async () => {
-    for (let round = 0; round < 100_000; round++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      if (tasks.length === 0) {
-        await new Promise((resolve) => setImmediate(resolve));
-        if (tasks.length === 0) return;
-      }
-      for (const task of tasks.splice(0)) task();
-    }
-    throw new Error("settle: work never ran out");
-  };
-  const publisher = broker.open({ write: (bytes) => bytes.length, close: () => {} });
-  broker.receive(
-    publisher,
-    frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "p", authToken: null }),
+  const { broker, settle } = world(
+    { capacityBytes: 2048, poolBlocks: 16 },
+    { store, diskReadersMax: 2 },
   );
+  const publisher = signIn(broker, TAKES_ALL, "p");
   const payload = new Uint8Array(100).fill(3);
   const MESSAGES = 60;
   broker.receive(
@@ -284,30 +262,22 @@ test("subscriptions reading from disk hold at most diskReadersMax readers at onc
   const received: number[] = new Array(SUBSCRIBERS).fill(0);
   for (let s = 0; s < SUBSCRIBERS; s++) {
     const decoder = new FrameDecoder();
-    const id = broker.open({
-      write: (bytes) => {
-        decoder.push(bytes);
-        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-          if (frame.kind !== "data") continue;
-          while (frame.messages.next()) received[s]++;
-        }
-        return bytes.length;
+    const id = signIn(
+      broker,
+      {
+        write: (bytes) => {
+          decoder.push(bytes);
+          for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+            if (frame.kind !== "data") continue;
+            while (frame.messages.next()) received[s]++;
+          }
+          return bytes.length;
+        },
+        close: () => {},
       },
-      close: () => {},
-    });
-    broker.receive(
-      id,
-      frameBytes({ kind: "hello", version: PROTOCOL_VERSION, clientName: "s", authToken: null }),
+      "s",
     );
-    broker.receive(
-      id,
-      frameBytes({
-        kind: "subscribe",
-        subscriptionId: 1,
-        start: { kind: "earliest" },
-        filter: Filter.of("**"),
-      }),
-    );
+    subscribeAll(broker, id, "earliest");
   }
   await settle();
   // Ten subscriptions in their disk phase, two readers.
