@@ -139,6 +139,8 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   for (const problem of recovery.problems)
     io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
+  // SIGHUP (systemctl reload) must not end the server; what it reloads is listed in docs/operations.md.
+  runtime.onReloadSignal(() => io.err("aria serve: SIGHUP: reloading\n"));
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   io.err(`aria serve: ${signal}: shutting down\n`);
   await server.stop();

@@ -11,6 +11,7 @@ import { nativeCrc32 } from "./crc32.ts";
 import { readBytesFile, readTextFile } from "./files.ts";
 import {
   onShutdownSignal,
+  onReloadSignal,
   processArgs,
   processExit,
   stdinChunks,
@@ -52,6 +53,7 @@ export const bunRuntime = (): Runtime => ({
   writeStdoutAsync,
   stdinChunks,
   onShutdownSignal,
+  onReloadSignal,
   stderrIsTerminal: () => process.stderr.isTTY === true,
   readTextFile,
   readBytesFile,

@@ -69,6 +69,7 @@ export const denoRuntime = (): Runtime => ({
       });
     }
   },
+  onReloadSignal: (handler) => Deno.addSignalListener("SIGHUP", handler),
   stderrIsTerminal: () => Deno.stderr.isTerminal(),
   readTextFile: async (path, options) => {
     const read = await readWholeFile(path, options.bytesMax, {

@@ -99,7 +99,7 @@ declare namespace Deno {
     writeSync(bytes: Uint8Array): number;
     isTerminal(): boolean;
   };
-  function addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
+  function addSignalListener(signal: "SIGINT" | "SIGTERM" | "SIGHUP", handler: () => void): void;
   function unrefTimer(id: ReturnType<typeof setTimeout>): void;
 
   class Command {

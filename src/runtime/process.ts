@@ -107,3 +107,11 @@ export function onShutdownSignal(handler: (signal: string) => void): void {
   process.on("SIGINT", () => once("SIGINT"));
   process.on("SIGTERM", () => once("SIGTERM"));
 }
+
+/**
+ * Calls `handler` on every SIGHUP (`systemctl reload`, `kill -HUP`), which would otherwise end the
+ * process: the server reloads what it can without dropping connections.
+ */
+export function onReloadSignal(handler: () => void): void {
+  process.on("SIGHUP", handler);
+}

@@ -106,6 +106,8 @@ export interface Runtime {
   stdinChunks(): AsyncIterable<Uint8Array>;
   /** Calls `handler` once, on the first SIGINT or SIGTERM. */
   onShutdownSignal(handler: (signal: string) => void): void;
+  /** Calls `handler` on every SIGHUP (a reload), which then no longer ends the process. */
+  onReloadSignal(handler: () => void): void;
   /** True when standard error is a terminal. */
   stderrIsTerminal(): boolean;
   /** Reads `path` as UTF-8, refusing files over `bytesMax`; the reason when it cannot. */
