@@ -25,6 +25,12 @@ export interface Connection {
   pause?(): void;
   /** Starts reading again after `pause`. */
   resume?(): void;
+  /**
+   * The subject of the certificate the peer presented over mutual TLS (`aria serve
+   * --tls-client-ca`), e.g. "CN=alice,O=Example" (docs/security.md gives the form); undefined on
+   * a connection without one. Set once the TLS handshake completed, before the peer's first byte.
+   */
+  readonly peerSubject?: string;
 }
 
 /** A message read back from storage. */
