@@ -10,6 +10,8 @@ export interface CliIo {
   err(text: string): void;
   /** True when `err` goes to a terminal, where a progress line may be rewritten in place (absent: not a terminal). */
   errIsTerminal?(): boolean;
+  /** The environment the command reads ARIA_* settings from (absent: none; tests pass their own). */
+  env?(): Record<string, string | undefined>;
 }
 
 /** The process's own stdout and stderr. */
@@ -17,6 +19,7 @@ export const processIo: CliIo = {
   out: (text) => runtime.writeStdout(text),
   err: (text) => runtime.writeStderr(text),
   errIsTerminal: () => runtime.stderrIsTerminal(),
+  env: () => runtime.environment(),
 };
 
 /** Exit codes every subcommand shares. */

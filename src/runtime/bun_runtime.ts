@@ -47,6 +47,7 @@ export const bunRuntime = (): Runtime => ({
   collectGarbage: () => Bun.gc(false),
   spawnWorker: (url) => new Worker(url),
   args: processArgs,
+  environment: () => ({ ...process.env }) as Record<string, string>,
   exit: processExit,
   writeStdout,
   writeStderr,

@@ -43,6 +43,7 @@ export const denoRuntime = (): Runtime => ({
   collectGarbage: () => {},
   spawnWorker: (url) => new Worker(url, { type: "module" }),
   args: () => [...Deno.args],
+  environment: () => Deno.env.toObject(),
   // Every write below is whole when it returns (writeSync in a loop; writeStdoutAsync is awaited),
   // so nothing is buffered to drain before the exit.
   exit: async (code) => Deno.exit(code),

@@ -7,6 +7,7 @@
 declare namespace Deno {
   const version: { deno: string; v8: string; typescript: string };
   const args: readonly string[];
+  const env: { toObject(): Record<string, string> };
   function exit(code?: number): never;
 
   interface NetAddr {

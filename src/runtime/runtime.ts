@@ -93,6 +93,8 @@ export interface Runtime {
 
   /** Command-line arguments after the program (and script) name. */
   args(): string[];
+  /** The process's environment variables (a copy). */
+  environment(): Record<string, string>;
   /**
    * Ends the process with `code` once everything written to stdout and stderr has reached them
    * (a pipe, a file, a terminal), or once they failed (a pipe whose reader exited).
