@@ -27,3 +27,4 @@ export {
 } from "./data_dir_lock.ts";
 export { buildCommit } from "./build_info.ts";
 export { type EventLoopLag, watchEventLoopLag } from "./event_loop_lag.ts";
+export { hashToken, newToken, tokenDigest, tokenHashProblem, verifyToken } from "./token_kdf.ts";
