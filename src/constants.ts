@@ -122,6 +122,15 @@ export const JOURNAL_WRITE_NOW_BYTES_MAX = 256 * 1024;
  * other pair of generations of a steady 64 × 1 `always` load was a fresh file again.
  */
 export const JOURNAL_SPARES_MAX = 4;
+/**
+ * A write the disk refused for lack of space (the journal's, a sort's pack, a manifest append) is
+ * tried again after this long, then after twice the last wait: space freed by an operator or by
+ * retention is used within a fraction of a second, and a disk that stays full costs one attempt
+ * per STORE_RETRY_MS_MAX instead of a busy loop.
+ */
+export const STORE_RETRY_MS_MIN = 100;
+/** The longest wait between two retries of a write refused for lack of space (see above). */
+export const STORE_RETRY_MS_MAX = 5000;
 /** A partition's open segment closes at this size (Kafka's segment.bytes, smaller). */
 export const SEGMENT_BYTES_MAX = 64 * 1024 * 1024;
 /** A partition's open segment closes when its oldest message is this old (µs): bounds journal life. */
@@ -195,6 +204,7 @@ assert(SPAN_SHARE_CHUNKS * READ_CHUNK_BYTES_MAX <= SPAN_BYTES_MAX, "a lane's sha
 assert(STORE_RECORD_BYTES_MAX <= JOURNAL_FLUSH_BYTES_MAX, "a flush holds the largest record");
 assert(JOURNAL_FLUSH_BYTES_MAX <= JOURNAL_BYTES_MAX, "a flush fits a journal");
 assert(JOURNAL_BYTES_MAX <= JOURNAL_RETAINED_BYTES_MAX, "at least one full journal is retained");
+assert(STORE_RETRY_MS_MIN <= STORE_RETRY_MS_MAX, "retry waits ordered");
 assert(SEGMENT_INDEX_INTERVAL_BYTES < SEGMENT_BYTES_MAX, "a segment has several index entries");
 assert(STORE_OPEN_FILES_MAX >= 8, "a reader and the writer need a few files at once");
 assert(

@@ -31,6 +31,8 @@ import {
   SEGMENT_BYTES_MAX,
   SEGMENT_INDEX_INTERVAL_BYTES,
   STORE_OPEN_FILES_MAX,
+  STORE_RETRY_MS_MAX,
+  STORE_RETRY_MS_MIN,
 } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { partitionOf } from "../topic/mod.ts";
@@ -110,6 +112,32 @@ export function resolveOptions(options: StoreOptions): ResolvedOptions {
     readBufferBytes: options.readBufferBytes ?? READ_BUFFER_BYTES_TOTAL,
     readBatchBytesMax: options.readBatchBytesMax ?? READ_BATCH_BYTES_MAX,
   };
+}
+
+/**
+ * The waits between the retries of a write the disk refused for lack of space: STORE_RETRY_MS_MIN,
+ * then twice the last wait, up to STORE_RETRY_MS_MAX; one retry scheduled at a time. The journal
+ * writer and the sorter each keep one (docs/storage.md, a full disk).
+ */
+export class RetryBackoff {
+  private delayMs = 0;
+  private scheduled = false;
+
+  /** Runs `retry` after the next wait; nothing when one is scheduled already or without `schedule`. */
+  later(schedule: StoreOptions["schedule"], retry: () => void): void {
+    if (this.scheduled || schedule === undefined) return;
+    this.scheduled = true;
+    this.delayMs = Math.min(STORE_RETRY_MS_MAX, Math.max(STORE_RETRY_MS_MIN, this.delayMs * 2));
+    schedule(this.delayMs, () => {
+      this.scheduled = false;
+      retry();
+    });
+  }
+
+  /** The write went through: the next stall's first wait is the shortest again. */
+  reset(): void {
+    this.delayMs = 0;
+  }
 }
 
 /** One journal generation on disk. */

@@ -22,6 +22,15 @@ export class DiskError extends Error {
   }
 }
 
+/**
+ * Whether `error` says the file system is out of space (or quota): what the store waits out and
+ * retries (docs/storage.md, a full disk). An I/O error (EIO) is not: a device that fails writes
+ * is not trusted again without an operator.
+ */
+export function isOutOfSpace(error: unknown): boolean {
+  return error instanceof DiskError && (error.code === "ENOSPC" || error.code === "EDQUOT");
+}
+
 /** How a file is opened: `read` and `write` need it to exist; `create` makes it new and empty. */
 export type OpenMode = "read" | "write" | "create";
 

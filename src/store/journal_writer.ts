@@ -34,8 +34,14 @@ import {
   JOURNAL_WRITE_NOW_BYTES_MAX,
 } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import type { JournalInfo, JournalState, Partitions, StoreContext } from "./context.ts";
-import { DiskError, type DiskFile } from "./disk.ts";
+import {
+  type JournalInfo,
+  type JournalState,
+  type Partitions,
+  RetryBackoff,
+  type StoreContext,
+} from "./context.ts";
+import { type DiskFile, isOutOfSpace } from "./disk.ts";
 import { JOURNAL_HEADER_BYTES } from "./file_header.ts";
 import { SyncSlots, promoteJournalFile, stageJournalFile } from "./journal_files.ts";
 import { StoreError, journalPath, stagedPath } from "./layout.ts";
@@ -44,10 +50,6 @@ import { encodeRecord, recordBytes } from "./record.ts";
 import { SpareFiller } from "./spare_filler.ts";
 
 const CHUNK_BYTES_INITIAL = 64 * 1024;
-/** The first retry of a stalled journal comes after this; each next one after twice the last. */
-export const STALL_RETRY_MS_MIN = 100;
-/** The longest wait between retries of a stalled journal. */
-export const STALL_RETRY_MS_MAX = 5000;
 /** The page a write should end on (see writeChunk). */
 const PAGE_BYTES = 4096;
 
@@ -94,8 +96,8 @@ export class JournalWriter {
 
   /** Why the journal cannot be written now while retries run (null: it can, or the store failed). */
   private stall: StoreError | null = null;
-  private retryDelayMs = 0;
-  private retryScheduled = false;
+  /** The waits between retries (STORE_RETRY_MS_MIN doubling to STORE_RETRY_MS_MAX). */
+  private readonly backoff = new RetryBackoff();
   private retrying: Promise<boolean> | null = null;
   /** onStalled said so and the journal has not been written since. */
   private stallAnnounced = false;
@@ -468,17 +470,7 @@ export class JournalWriter {
   }
 
   private scheduleRetry(): void {
-    const schedule = this.context.options.schedule;
-    if (this.retryScheduled || schedule === undefined) return;
-    this.retryScheduled = true;
-    this.retryDelayMs = Math.min(
-      STALL_RETRY_MS_MAX,
-      Math.max(STALL_RETRY_MS_MIN, this.retryDelayMs * 2),
-    );
-    schedule(this.retryDelayMs, () => {
-      this.retryScheduled = false;
-      void this.retry();
-    });
+    this.backoff.later(this.context.options.schedule, () => void this.retry());
   }
 
   /**
@@ -528,7 +520,7 @@ export class JournalWriter {
       this.scheduleRetry();
       return false;
     }
-    this.retryDelayMs = 0;
+    this.backoff.reset();
     const waiters = this.resumeWaiters;
     this.resumeWaiters = [];
     for (const waiter of waiters) waiter.resolve();
@@ -555,14 +547,6 @@ export class JournalWriter {
     for (const waiter of resumeWaiters) waiter.reject(context.failure);
     this.onFailed();
   }
-}
-
-/**
- * Whether `error` says the file system is out of space (or quota): what a stall waits out. An I/O
- * error (EIO) is not: a device that fails writes is not trusted again without an operator.
- */
-function isOutOfSpace(error: unknown): boolean {
-  return error instanceof DiskError && (error.code === "ENOSPC" || error.code === "EDQUOT");
 }
 
 function batchBytes(batch: Chunk[]): number {
