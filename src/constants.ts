@@ -340,6 +340,11 @@ assert(
   "a catch-up slice fills at least one socket write",
 );
 
+// ---- Command line ---------------------------------------------------------------------------
+
+/** Bytes of a config file (`aria serve --config`): a few hundred settings at most. */
+export const CONFIG_FILE_BYTES_MAX = 1024 * 1024;
+
 // ---- Split ----------------------------------------------------------------------------------
 
 /** Bytes of a volume table file (`split plan --volumes`): ~250 bytes a row for SPLIT_TOPICS_MAX rows. */
