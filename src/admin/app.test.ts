@@ -43,6 +43,8 @@ function fakeServer(
     persisted?: VolumeRow[] | null;
     more?: Partial<AdminDependencies>;
     topics?: TopicStats;
+    /** More of the server's stats (process, build). */
+    extra?: Partial<ServerStats>;
   } = {},
 ) {
   const state = {
@@ -67,6 +69,7 @@ function fakeServer(
   recovery.tip.observe(0.3);
   recovery.disk.observe(7);
   const stats = (): ServerStats => ({
+    ...options.extra,
     topics: options.topics === undefined ? undefined : { ...options.topics },
     broker: {
       connections: 3,
@@ -233,6 +236,33 @@ describe("health, stats and rates", () => {
 });
 
 describe("/metrics", () => {
+  test("the process and the build, under the usual names", async () => {
+    const { app } = fakeServer({
+      extra: {
+        process: {
+          residentBytes: 123_456_789,
+          cpuUserSeconds: 1.5,
+          cpuSystemSeconds: 0.25,
+          openFiles: 17,
+          openFilesMax: 65536,
+          startTimeSeconds: 1_796_300_000.5,
+        },
+        build: { version: "0.1.0", commit: "abc123", runtime: "bun 1.4.5" },
+      },
+    });
+    const text = await (await app.request("/metrics")).text();
+    checkExposition(text);
+    const samples = text.split("\n").filter((line) => /^(process_|aria_build_info)/.test(line));
+    expect(samples).toEqual([
+      "process_resident_memory_bytes 123456789",
+      "process_cpu_seconds_total 1.75",
+      "process_open_fds 17",
+      "process_max_fds 65536",
+      "process_start_time_seconds 1796300000.5",
+      'aria_build_info{version="0.1.0",commit="abc123",runtime="bun 1.4.5"} 1',
+    ]);
+  });
+
   test("the whole document", async () => {
     const { app, state } = fakeServer();
     state.messages = 116;

@@ -95,6 +95,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       topics.refused,
     );
   }
+  writeProcess(out, snapshot.stats);
   if (snapshot.stats.eventLoop !== undefined)
     out.single(
       "aria_event_loop_lag_max_seconds",
@@ -231,6 +232,49 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
 }
 
 /** Per-partition counters: the top `partitionsMax` by bytes, the rest summed as OTHER_PARTITION_LABEL. */
+/** The process metrics every Prometheus client library exports, under their usual names, and the build. */
+function writeProcess(out: PrometheusText, stats: ServerStats): void {
+  const process = stats.process;
+  if (process !== undefined) {
+    out.single(
+      "process_resident_memory_bytes",
+      "gauge",
+      "Resident memory of the server process.",
+      process.residentBytes,
+    );
+    out.single(
+      "process_cpu_seconds_total",
+      "counter",
+      "CPU time of the server process, user and system.",
+      process.cpuUserSeconds + process.cpuSystemSeconds,
+    );
+    if (process.openFiles !== null)
+      out.single(
+        "process_open_fds",
+        "gauge",
+        "Open file descriptors: files and sockets.",
+        process.openFiles,
+      );
+    if (process.openFilesMax !== null)
+      out.single(
+        "process_max_fds",
+        "gauge",
+        "The limit on open file descriptors (soft).",
+        process.openFilesMax,
+      );
+    out.single(
+      "process_start_time_seconds",
+      "gauge",
+      "When the server process started, seconds since the epoch.",
+      process.startTimeSeconds,
+    );
+  }
+  if (stats.build !== undefined) {
+    out.family("aria_build_info", "gauge", "The build this server runs (always 1).");
+    out.sample("aria_build_info", 1, { ...stats.build });
+  }
+}
+
 function writePartitions(
   out: PrometheusText,
   volumes: readonly VolumeRow[],

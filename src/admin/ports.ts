@@ -20,6 +20,28 @@ export interface ServerStats {
   eventLoop?: { lagMaxSeconds: number };
   /** Topics interned, the limit, and new topics refused at it (absent in older fakes). */
   topics?: TopicStats;
+  /** The server process's resources (absent in fakes). */
+  process?: ProcessView;
+  /** What this server is: version, commit, runtime (absent in fakes). */
+  build?: BuildView;
+}
+
+/** The server process's resources, as the runtime reads them (null: this system cannot tell). */
+export interface ProcessView {
+  residentBytes: number;
+  cpuUserSeconds: number;
+  cpuSystemSeconds: number;
+  openFiles: number | null;
+  openFilesMax: number | null;
+  startTimeSeconds: number;
+}
+
+/** The build a server runs. */
+export interface BuildView {
+  version: string;
+  commit: string;
+  /** "bun 1.4.5", "deno 2.9.6". */
+  runtime: string;
 }
 
 /**

@@ -1,0 +1,55 @@
+/**
+ * process_stats: what `/metrics` says about the server's process — resident memory, CPU time,
+ * open files and their limit, start time — read with node:process and Linux's /proc (Bun and Deno
+ * both implement them). Not here: rendering (src/admin/metrics.ts). Never throws: what this
+ * system cannot tell is left out (null).
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import process from "node:process";
+
+/** The process's resources now. */
+export interface ProcessStats {
+  residentBytes: number;
+  cpuUserSeconds: number;
+  cpuSystemSeconds: number;
+  /** Open file descriptors (sockets included), or null off Linux. */
+  openFiles: number | null;
+  /** The soft limit on open file descriptors, or null when unknown. */
+  openFilesMax: number | null;
+  /** When the process started, seconds since the epoch. */
+  startTimeSeconds: number;
+}
+
+const startTimeSeconds = Date.now() / 1000 - process.uptime();
+
+/** Reads the process's resources (a directory listing of /proc/self/fd: ~µs per open file). */
+export function processStats(): ProcessStats {
+  const cpu = process.cpuUsage();
+  return {
+    residentBytes: process.memoryUsage.rss(),
+    cpuUserSeconds: cpu.user / 1e6,
+    cpuSystemSeconds: cpu.system / 1e6,
+    openFiles: openFiles(),
+    openFilesMax: openFilesMax(),
+    startTimeSeconds,
+  };
+}
+
+function openFiles(): number | null {
+  try {
+    // The listing's own descriptor is among them.
+    return readdirSync("/proc/self/fd").length - 1;
+  } catch {
+    return null;
+  }
+}
+
+function openFilesMax(): number | null {
+  try {
+    const limits = readFileSync("/proc/self/limits", "utf8");
+    const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits)?.[1];
+    return soft === undefined || soft === "unlimited" ? null : Number(soft);
+  } catch {
+    return null;
+  }
+}
