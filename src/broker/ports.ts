@@ -52,6 +52,11 @@ export interface BrokerStore {
   readonly committedSeq: number;
   /** The newest publish time stored (0 when empty): publish times go on from it after a restart. */
   readonly newestTimeUs: number;
+  /**
+   * Every seq below this is gone (retention removed it): topics with no newer record may give
+   * their ids back (topic_table.ts). Absent: the store does not say, and no id is reclaimed.
+   */
+  readonly firstSeqHeld?: number;
   /** Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame). */
   append(
     seq: number,

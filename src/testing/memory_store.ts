@@ -2,7 +2,8 @@
  * MemoryStore: an in-memory stand-in for the durable store, for broker tests and the simulator.
  * It keeps every message in an array, commits when told (or on the next microtask), and reads
  * committed messages in seq order in small batches — the same contract as src/store's Store,
- * with none of the disk. `holdCommits` lets a test keep messages unacknowledged on purpose.
+ * with none of the disk. `holdCommits` lets a test keep messages unacknowledged on purpose;
+ * `retainFrom` removes the oldest messages as retention would.
  */
 import type { BrokerStore, StoredMessageLike } from "../broker/ports.ts";
 import type { Filter } from "../topic/filter.ts";
@@ -11,6 +12,8 @@ import type { Filter } from "../topic/filter.ts";
 export class MemoryStore implements BrokerStore {
   readonly messages: StoredMessageLike[] = [];
   nextSeq = 1;
+  /** Every seq below this was removed by `retainFrom` (messages[0] has this seq when held). */
+  firstSeqHeld = 1;
   committedSeq = 0;
   /** While true, commit() waits until release() is called. */
   holdCommits = false;
@@ -65,6 +68,14 @@ export class MemoryStore implements BrokerStore {
     });
   }
 
+  /** Removes the committed messages below `seq`, as retention would. */
+  retainFrom(seq: number): void {
+    const to = Math.min(seq, this.committedSeq + 1);
+    if (to <= this.firstSeqHeld) return;
+    this.messages.splice(0, to - this.firstSeqHeld);
+    this.firstSeqHeld = to;
+  }
+
   /** Lets held commits complete. */
   release(): void {
     const waiting = this.waiting;
@@ -78,12 +89,15 @@ export class MemoryStore implements BrokerStore {
   ): { nextBatch(): Promise<StoredMessageLike[]> } {
     let index =
       "seq" in from
-        ? Math.max(0, from.seq - 1)
+        ? Math.max(0, from.seq - this.firstSeqHeld)
         : this.messages.findIndex((m) => m.timeUs >= from.timeUs);
     if (index < 0) index = this.messages.length;
+    // Where the read is, as a seq: retention may remove messages before it between batches.
+    let seq = this.firstSeqHeld + index;
     return {
       nextBatch: async () => {
         const batch: StoredMessageLike[] = [];
+        index = Math.max(0, seq - this.firstSeqHeld);
         while (
           index < this.messages.length &&
           this.messages[index].seq <= this.committedSeq &&
@@ -92,6 +106,7 @@ export class MemoryStore implements BrokerStore {
           const message = this.messages[index++];
           if (filter.matches(message.topic)) batch.push(message);
         }
+        seq = this.firstSeqHeld + index;
         return batch;
       },
     };
