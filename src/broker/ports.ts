@@ -31,6 +31,8 @@ export interface Connection {
    * a connection without one. Set once the TLS handshake completed, before the peer's first byte.
    */
   readonly peerSubject?: string;
+  /** The peer's address (IP), for throttling failed sign-ins per source; undefined: unknown. */
+  readonly remoteAddress?: string;
 }
 
 /** A message read back from storage. */
