@@ -1,0 +1,63 @@
+/**
+ * Permissions: deny wins over allow; a subscription is refused when any entry reaches outside
+ * (never narrowed); publish answers cached per topic id agree with the uncached answer.
+ */
+import { expect, test } from "bun:test";
+import { Filter } from "../topic/mod.ts";
+import { Permissions, type Rule } from "./permissions.ts";
+
+const rule = (allow: string[], deny: string[] = []): Rule => ({
+  allow: allow.length === 0 ? null : Filter.of(...allow),
+  deny: deny.length === 0 ? null : Filter.of(...deny),
+});
+
+test("publish: allowed subtrees and exact topics; deny wins over allow", () => {
+  const permissions = new Permissions(
+    rule(["app/orders/**", "metrics/cpu"], ["app/orders/audit/**", "app/orders/eu/secret"]),
+    rule([]),
+  );
+  const cases: [string, boolean][] = [
+    ["app/orders", true],
+    ["app/orders/eu", true],
+    ["app/orders/eu/secret", false],
+    ["app/orders/audit", false],
+    ["app/orders/audit/2026", false],
+    ["app/ordersx", false],
+    ["app/payments", false],
+    ["metrics/cpu", true],
+    ["metrics/cpu/0", false],
+  ];
+  for (const [topic, allowed] of cases) {
+    expect([topic, permissions.mayPublish(topic, -1)]).toEqual([topic, allowed]);
+  }
+  // Cached by id: the same answers, twice (the second from the cache), ids past the first array.
+  for (let round = 0; round < 2; round++) {
+    cases.forEach(([topic, allowed], index) => {
+      expect(permissions.mayPublish(topic, 1000 + index)).toBe(allowed);
+    });
+  }
+});
+
+test("no allow rule: nothing may be published or subscribed", () => {
+  const permissions = new Permissions(rule([]), rule([]));
+  expect(permissions.mayPublish("a", -1)).toBe(false);
+  expect(permissions.subscribeRefusal(Filter.of("a"))).toBe("a");
+});
+
+test("subscribe: a filter reaching outside is refused whole, naming the entry", () => {
+  const permissions = new Permissions(
+    rule([]),
+    rule(["app/orders/**", "metrics/cpu"], ["app/orders/audit/**", "app/orders/eu/secret"]),
+  );
+  const refusal = (...texts: string[]) => permissions.subscribeRefusal(Filter.of(...texts));
+  expect(refusal("app/orders/**")).toBe("app/orders/**"); // holds denied topics
+  expect(refusal("app/**")).toBe("app/**"); // wider than allowed: not narrowed
+  expect(refusal("**")).toBe("**");
+  expect(refusal("app/orders/us/**")).toBeNull();
+  expect(refusal("app/orders/eu/**")).toBe("app/orders/eu/**"); // holds app/orders/eu/secret
+  expect(refusal("app/orders/eu/fr/**", "metrics/cpu")).toBeNull();
+  expect(refusal("app/orders/audit/x")).toBe("app/orders/audit/x");
+  expect(refusal("app/orders/audit/x/**")).toBe("app/orders/audit/x/**"); // inside a denied one
+  expect(refusal("metrics/cpu/**")).toBe("metrics/cpu/**"); // only the exact topic is allowed
+  expect(refusal("app/orders/us", "app/payments")).toBe("app/payments");
+});
