@@ -137,6 +137,23 @@ export class PackWriter {
     return this.putRange(bytes, at, length);
   }
 
+  /**
+   * Appends the checked record bytes[at, at + length) (copied), its seq past the image's last:
+   * one record at a time, for a repair rewriting the intact records of a damaged file.
+   */
+  addRecord(
+    bytes: Uint8Array,
+    view: DataView,
+    at: number,
+    length: number,
+  ): Promise<void> | undefined {
+    const image = this.image;
+    assert(image !== null, "pack_file: records outside a segment");
+    image.index.add(recordSeq(view, at), recordTime(view, at), this.position - image.start);
+    image.recordsCrc = this.options.crc32(bytes.subarray(at, at + length), image.recordsCrc);
+    return this.putRange(bytes, at, length);
+  }
+
   /** Ends the open segment: appends its index image; its summary, placed in this pack. */
   async end(): Promise<SegmentMeta> {
     const image = this.image;

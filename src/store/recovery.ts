@@ -4,10 +4,13 @@
  *
  * 1. Manifest: replay it (a torn last append is cut); if it is missing or damaged in the middle
  *    while segment files exist, rebuild it from the segment files, checking every record.
- * 2. Segments: a live segment without its file (its pack, or its own `.seg`) is a problem;
- *    without its index, the index is rebuilt (a packed one carries its index in the pack); files
- *    no live segment owns (an interrupted close or retention) are removed — a pack once no live
- *    segment lies in it.
+ * 2. Segments: a live segment or subtree store without its file (its pack, its own `.seg`, its
+ *    `.sto`) is damage: with repair it is dropped and its seqs reported lost; without its index,
+ *    the index is rebuilt (a packed one carries its index in the pack). A file shorter than its
+ *    manifest entries is damage (one size per file: no checksum at an ordinary open; reads check
+ *    them). With repair every closed file is checked record by record and a damaged one rewritten
+ *    from its intact records (salvage.ts). Files no live segment owns (an interrupted close or
+ *    retention) are removed — a pack once no live segment lies in it.
  * 3. Journals, oldest first: records already in a segment of their partition are skipped (so a
  *    crash between "segment in force" and "journal dropped" never duplicates), the rest become
  *    pending. The first bad record of the newest journal is a torn tail: the file is cut there.
@@ -58,10 +61,13 @@ import { countRecordsAfter, type ScanResult, scanRecords } from "./scan.ts";
 import { scanPack } from "./pack_file.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
+import { type SalvageRun, salvageClosedFiles } from "./salvage.ts";
 import {
   dataPathOf,
+  indexSpanOf,
   isSubtreeStore,
   rebuildSubtreeStoreIndex,
+  recordSpanOf,
   type SubtreeStoreMeta,
 } from "./subtree_store_file.ts";
 
@@ -167,8 +173,15 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
   const files = await listDataFiles(disk);
   const manifest = await loadOrRebuildManifest(run, files);
   run.started = manifest.state.journals;
-  // 2. Segments and subtree stores against the files present, then in the partitions.
+  // 2. Segments and subtree stores against the files present (with repair, checked record by
+  // record and the damaged ones rewritten), then in the partitions.
   if (await dropMissingFiles(run, manifest.state, files)) manifest.rewrite = true;
+  if (repair) {
+    raiseMaxSegmentId(manifest.state, files);
+    if (await salvageClosedFiles(salvageRun(run), manifest.state)) manifest.rewrite = true;
+  } else {
+    await checkClosedSizes(run, manifest.state);
+  }
   const orphans = orphanFiles(manifest.state, files);
   let nextSeq = installFiles(context, manifest.state, report);
   // 3. Journals.
@@ -419,12 +432,16 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
         dataPathOf(file),
         0,
         `${of.kind} file missing (seqs ${file.firstSeq}..${file.lastSeq} of ${of.holding(file)})`,
-        "dropped from the manifest",
+        "dropped from the manifest, its seqs reported lost",
       );
+      // Which seqs of the range were this file's is not known: the whole range, an upper bound.
+      lose(run, file.firstSeq, file.lastSeq, dataPathOf(file));
       of.files.delete(id);
       dropped = true;
     } else if (!packed && !indexIds.has(id)) {
       const rebuilt = await of.rebuildIndex(id);
+      // With repair, salvageClosedFiles keeps the records that are intact and rebuilds the index.
+      if (typeof rebuilt === "string" && run.context.options.repair) continue;
       if (typeof rebuilt === "string") {
         run.problem(
           dataPathOf(file),
@@ -440,6 +457,51 @@ async function dropMissing<M extends SegmentMeta | SubtreeStoreMeta>(
     }
   }
   return dropped;
+}
+
+/** Raises `state.maxSegmentId` past every file present: ids a salvage takes are fresh. */
+function raiseMaxSegmentId(state: ManifestState, files: DataFiles): void {
+  for (const ids of [files.segmentIds, files.indexIds, files.subtreeIds, files.packIds])
+    for (const id of ids) state.maxSegmentId = Math.max(state.maxSegmentId, id);
+}
+
+/** What salvage.ts needs of this recovery. */
+function salvageRun(run: Recovery): SalvageRun {
+  return {
+    disk: run.disk,
+    crc32: run.context.crc32,
+    intervalBytes: run.context.options.indexIntervalBytes,
+    damaged: (handle, file, from, to, what) => damaged(run, handle, file, from, to, what),
+    lose: (first, last, file) => lose(run, first, last, file),
+    filesRebuilt: run.report.filesRebuilt,
+  };
+}
+
+/**
+ * Phase 2a without repair: every closed file the manifest names is at least as long as its
+ * entries say (one size per file: an open stays cheap; checksums are checked as records are read,
+ * and by `aria repair`). A shorter one is damage: the open refuses, naming it.
+ */
+async function checkClosedSizes(run: Recovery, state: ManifestState): Promise<void> {
+  const needed = new Map<string, number>();
+  const files: (SegmentMeta | SubtreeStoreMeta)[] = [...state.live.values()];
+  files.push(...state.subtrees.values());
+  for (const meta of files) {
+    const span = recordSpanOf(meta);
+    const index = indexSpanOf(meta);
+    const end = index.bytes >= 0 ? index.position + index.bytes : span.end;
+    needed.set(span.path, Math.max(needed.get(span.path) ?? 0, end));
+  }
+  for (const [path, bytes] of needed) {
+    const size = await sizeOf(run.disk, path);
+    if (size < bytes)
+      run.problem(
+        path,
+        size,
+        `file ends early: ${size} bytes, the manifest's entries need ${bytes}`,
+        "its intact records rewritten, the seqs after the cut reported lost",
+      );
+  }
 }
 
 /**
@@ -834,7 +896,7 @@ async function damaged(
 ): Promise<void> {
   const detail = `${what} (bytes ${from}..${to})`;
   run.problem(file, from, detail, "bytes moved to damaged/, the records after them kept");
-  if (!run.context.options.repair) return;
+  if (!run.context.options.repair || to <= from) return;
   const to_ = damagedPath(file, from, to - from);
   run.report.damaged.push({ file, offset: from, bytes: to - from, to: to_ });
   const bytes = new Uint8Array(to - from);

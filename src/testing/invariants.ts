@@ -82,6 +82,11 @@ export class Checker {
   private gone = new Uint8Array(1024);
   /** Every seq below it is gone: checks start here. */
   goneFloor = 1;
+  /**
+   * The largest seq a repair reported lost: seqs a lost journal may have held, past the stream
+   * the broker appended (a repair cannot know how far it went), are never given again.
+   */
+  private lostMaxSeq = 0;
   private readonly ackedSeqs = new Set<number>();
   ackedMaxSeq = 0;
   acksSeen = 0;
@@ -139,6 +144,7 @@ export class Checker {
 
   /** A repair reported seqs `first` to `last` lost: they may be missing from now on. */
   onLost(first: number, last: number): void {
+    this.lostMaxSeq = Math.max(this.lostMaxSeq, last);
     for (let seq = Math.max(first, this.goneFloor); seq <= last; seq++) this.setGone(seq, true);
     while (this.goneFloor <= this.reference.length && this.gone[this.goneFloor] === 1)
       this.goneFloor++;
@@ -280,15 +286,18 @@ export class Checker {
       () => `recovery ends the stream at ${nextSeq - 1}, but ${committedBefore} was committed`,
     );
     check(
-      nextSeq - 1 <= this.reference.length,
+      nextSeq - 1 <= Math.max(this.reference.length, this.lostMaxSeq),
       "no-invented-seq",
       () =>
-        `recovery ends the stream at ${nextSeq - 1}, only ${this.reference.length} were appended`,
+        `recovery ends the stream at ${nextSeq - 1}, only ${this.reference.length} were appended${this.lostMaxSeq > 0 ? ` and seqs up to ${this.lostMaxSeq} reported lost` : ""}`,
     );
     this.checkHolds(stored, nextSeq, "after recovery", { recovered: true });
     // Lost seqs were never acknowledged nor visible: the next life may give them to new messages.
+    // A store whose next seq passes the stream (seqs a repair reported lost) leaves holes: gone.
+    const appended = this.reference.length;
     this.reference.length = nextSeq - 1;
     this.partitions.length = nextSeq - 1;
+    for (let seq = appended + 1; seq < nextSeq; seq++) this.setGone(seq, true);
     this.goneFloor = Math.min(this.goneFloor, nextSeq);
   }
 
