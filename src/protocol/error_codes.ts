@@ -29,6 +29,7 @@ export const ARIA_ERROR_WIRE_CODES = {
   ARIA_ERR_CONNECTION_LOST: 20,
   ARIA_ERR_INVALID_URL: 21,
   ARIA_ERR_INVALID_ARGUMENT: 22,
+  ARIA_ERR_PERMISSION_DENIED: 23,
 } as const;
 
 /** A stable error code of Aria. */
@@ -64,6 +65,8 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
   ARIA_ERR_INVALID_URL: "client side: the server URL is not tcp://HOST:PORT",
   ARIA_ERR_INVALID_ARGUMENT:
     "client side: an argument of a client call is out of range (a client name or auth token too long)",
+  ARIA_ERR_PERMISSION_DENIED:
+    "the signed-in user may not publish to the topic or subscribe to the filter entry named in the reason",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */
