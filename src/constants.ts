@@ -373,6 +373,12 @@ assert(SPLIT_STORE_ID_BYTES_MAX >= 64, "store ids keep a readable prefix");
 
 // ---- Admin ----------------------------------------------------------------------------------
 
+/** Subscriptions `/metrics` lists by lag (aria_subscription_lag_seqs), furthest behind first. */
+export const METRICS_LAGS_MAX = 10;
+
+/** Characters of a label value made from client input (a filter), beyond which it is cut. */
+export const METRICS_LABEL_CHARS_MAX = 200;
+
 /** Address the admin app listens on unless told: this machine only, whatever `--host` the protocol uses. */
 export const ADMIN_HOST_DEFAULT = "127.0.0.1";
 /** Bytes of a volume table uploaded to the admin app: ~100k rows; bigger tables go to `aria split plan`. */

@@ -236,7 +236,7 @@ describe("health, stats and rates", () => {
 });
 
 describe("/metrics", () => {
-  test("the process and the build, under the usual names", async () => {
+  test("the process and the build under the usual names; the subscriptions furthest behind", async () => {
     const { app } = fakeServer({
       extra: {
         process: {
@@ -248,17 +248,25 @@ describe("/metrics", () => {
           startTimeSeconds: 1_796_300_000.5,
         },
         build: { version: "0.1.0", commit: "abc123", runtime: "bun 1.4.5" },
+        lags: [
+          { session: 4, subscription: 2, filter: "app/**", phase: "disk", seqsBehind: 90210 },
+          { session: 3, subscription: 1, filter: "x".repeat(300), phase: "live", seqsBehind: 0 },
+        ],
       },
     });
     const text = await (await app.request("/metrics")).text();
     checkExposition(text);
-    const samples = text.split("\n").filter((line) => /^(process_|aria_build_info)/.test(line));
+    const samples = text
+      .split("\n")
+      .filter((line) => /^(process_|aria_build_info|aria_subscription_lag)/.test(line));
     expect(samples).toEqual([
       "process_resident_memory_bytes 123456789",
       "process_cpu_seconds_total 1.75",
       "process_open_fds 17",
       "process_max_fds 65536",
       "process_start_time_seconds 1796300000.5",
+      'aria_subscription_lag_seqs{session="4",subscription="2",filter="app/**",phase="disk"} 90210',
+      `aria_subscription_lag_seqs{session="3",subscription="1",filter="${"x".repeat(199)}…",phase="live"} 0`,
       'aria_build_info{version="0.1.0",commit="abc123",runtime="bun 1.4.5"} 1',
     ]);
   });

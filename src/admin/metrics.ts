@@ -7,6 +7,7 @@
  * `partition` label; the rest are summed under OTHER_PARTITION_LABEL, a value no partition can
  * have (topics never contain `*`), so a real partition named "other" is never confused with it.
  */
+import { METRICS_LABEL_CHARS_MAX, METRICS_LAGS_MAX } from "../constants.ts";
 import { partitionOf } from "../topic/mod.ts";
 import type { VolumeRow } from "../split/mod.ts";
 import type { HistogramView, ServerStats, SplitStatus } from "./ports.ts";
@@ -269,10 +270,31 @@ function writeProcess(out: PrometheusText, stats: ServerStats): void {
       process.startTimeSeconds,
     );
   }
+  if (stats.lags !== undefined && stats.lags.length > 0) {
+    out.family(
+      "aria_subscription_lag_seqs",
+      "gauge",
+      `Seqs between a subscription's position and the visible end, for the ${METRICS_LAGS_MAX} furthest behind (session and subscription ids, filter, phase).`,
+    );
+    for (const lag of stats.lags)
+      out.sample("aria_subscription_lag_seqs", lag.seqsBehind, {
+        session: String(lag.session),
+        subscription: String(lag.subscription),
+        filter: labelCut(lag.filter),
+        phase: lag.phase,
+      });
+  }
   if (stats.build !== undefined) {
     out.family("aria_build_info", "gauge", "The build this server runs (always 1).");
     out.sample("aria_build_info", 1, { ...stats.build });
   }
+}
+
+/** A label value cut to METRICS_LABEL_CHARS_MAX characters (a filter may hold 256 entries). */
+function labelCut(text: string): string {
+  return text.length <= METRICS_LABEL_CHARS_MAX
+    ? text
+    : `${text.slice(0, METRICS_LABEL_CHARS_MAX - 1)}…`;
 }
 
 function writePartitions(

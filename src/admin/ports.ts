@@ -3,7 +3,7 @@
  * runtime binds to the real broker, tip and store (src/server/server.ts) and tests bind to fakes.
  * The app never reaches past these: no sockets, files or clocks of its own.
  */
-import type { BrokerStats } from "../broker/broker.ts";
+import type { BrokerStats, SubscriptionLag } from "../broker/broker.ts";
 import type { SplitAlgorithm, VolumeRow } from "../split/mod.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
@@ -24,6 +24,8 @@ export interface ServerStats {
   process?: ProcessView;
   /** What this server is: version, commit, runtime (absent in fakes). */
   build?: BuildView;
+  /** The subscriptions furthest behind, largest first (absent in fakes). */
+  lags?: readonly SubscriptionLag[];
 }
 
 /** The server process's resources, as the runtime reads them (null: this system cannot tell). */

@@ -727,3 +727,48 @@ describe("property: no gap, duplicate or reordering at any handoff", () => {
     expect(coverage.shared).toBeGreaterThan(params.numRuns);
   }, 120_000);
 });
+
+describe("metrics", () => {
+  test("largestLags: the subscriptions furthest behind the visible end, largest first, at most count", async () => {
+    const world = new World(64 * 1024);
+    const publisher = world.handshaken();
+    const reader = world.handshaken();
+    const deaf = world.handshaken();
+    deaf.budget = 0;
+    for (const [client, id, filter] of [
+      [reader, 1, ["**"]],
+      [deaf, 1, ["a/**"]],
+      [deaf, 2, ["b", "a/x"]],
+    ] as const)
+      world.send(client, {
+        kind: "subscribe",
+        subscriptionId: id,
+        start: { kind: "earliest" },
+        filter: [...filter],
+      });
+    await world.settle();
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: 200 }, (_, i) => ({
+        topic: i % 2 === 0 ? "a/x" : "b",
+        payload: ENCODER.encode(`message ${i} ${"x".repeat(40)}`),
+      })),
+    });
+    await world.settle();
+    const lags = world.broker.largestLags(2);
+    expect(lags).toHaveLength(2);
+    expect(lags.map((lag) => [lag.session, lag.filter])).toEqual(
+      expect.arrayContaining([
+        [deaf.sessionId, "a/**"],
+        [deaf.sessionId, "a/x,b"],
+      ]),
+    );
+    expect(lags[0].seqsBehind).toBeGreaterThanOrEqual(lags[1].seqsBehind);
+    expect(lags[1].seqsBehind).toBeGreaterThan(0);
+    const all = world.broker.largestLags(10);
+    expect(all).toHaveLength(3);
+    expect(all[2]).toMatchObject({ session: reader.sessionId, filter: "**", seqsBehind: 0 });
+    expect(all[2].phase).toBe("live");
+  });
+});

@@ -81,6 +81,17 @@ export interface BrokerStats {
 
 const PHASE_NAMES = ["resolving", "disk", "tip", "live", "stalled"] as const;
 
+/** How far one subscription is behind the visible end (Broker.largestLags). */
+export interface SubscriptionLag {
+  session: number;
+  subscription: number;
+  /** Its filter's entries, comma-separated. */
+  filter: string;
+  phase: (typeof PHASE_NAMES)[number];
+  /** Seqs between its position and the visible end (not all of them match it). */
+  seqsBehind: number;
+}
+
 /** The server's state machine. */
 export class Broker {
   /** How long subscriptions took from SUBSCRIBED to CAUGHT_UP, by where they started. */
@@ -210,6 +221,37 @@ export class Broker {
       visibleSeq: this.sequencer.visibleSeq,
       recoveries: { disk: this.catchUp.recoveries.disk, tip: this.catchUp.recoveries.tip },
     };
+  }
+
+  /**
+   * The `count` subscriptions furthest behind the visible end (seqs behind, largest first), for
+   * metrics: a reader falling behind shows before it stalls. One pass, a sorted array of `count`.
+   */
+  largestLags(count: number): SubscriptionLag[] {
+    const largest: SubscriptionLag[] = [];
+    if (count <= 0) return largest;
+    const visibleSeq = this.sequencer.visibleSeq;
+    for (const session of this.sessions.values()) {
+      for (const subscription of session.subscriptions.values()) {
+        if (subscription.phase === Phase.Closed) continue;
+        const seqsBehind = Math.max(0, visibleSeq - subscription.nextSeq);
+        if (largest.length === count && seqsBehind <= largest[count - 1].seqsBehind) continue;
+        const lag: SubscriptionLag = {
+          session: session.id,
+          subscription: subscription.id,
+          filter: subscription.filter.toStrings().join(","),
+          phase: PHASE_NAMES[subscription.phase],
+          seqsBehind,
+        };
+        let at = largest.length === count ? count - 1 : largest.length;
+        while (at > 0 && largest[at - 1].seqsBehind < seqsBehind) {
+          largest[at] = largest[at - 1];
+          at--;
+        }
+        largest[at] = lag;
+      }
+    }
+    return largest;
   }
 
   /** Messages and payload bytes published per topic since this broker started. */

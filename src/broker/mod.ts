@@ -3,6 +3,7 @@ export {
   Broker,
   type BrokerOptions,
   type BrokerStats,
+  type SubscriptionLag,
   RECOVERY_SECONDS_BOUNDS,
 } from "./broker.ts";
 export type {
