@@ -1,7 +1,7 @@
 /**
  * `aria serve`: runs the TCP protocol server and the admin HTTP app until SIGINT or SIGTERM.
- * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`), so a
- * script started with --port 0 learns the ports it got.
+ * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`; `tls://` and
+ * `https://` with --tls-cert), so a script started with --port 0 learns the ports it got.
  */
 import {
   ADMIN_HOST_DEFAULT,
@@ -11,7 +11,7 @@ import {
 } from "../constants.ts";
 import { allowedHostProblem } from "../admin/mod.ts";
 import { runtime } from "../runtime/mod.ts";
-import { FatalError, startServer } from "../server/mod.ts";
+import { FATAL_EXIT, FatalError, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import {
   parseCommand,
@@ -22,6 +22,7 @@ import {
   UsageError,
 } from "./args.ts";
 import { EXIT_OK, type CliIo } from "./cli_io.ts";
+import { SERVE_TLS_FLAGS, SERVE_TLS_USAGE, serveTlsOf } from "./tls_files.ts";
 
 /** Usage of `aria serve`. */
 export const SERVE_USAGE = `Usage: aria serve [options]
@@ -43,7 +44,7 @@ Options:
   --admin-allowed-hosts LIST
                          host names the admin app answers as, comma-separated, beyond localhost,
                          127.0.0.1, [::1] and --admin-host; * answers any (default: none)
-  -h, --help             show this help
+${SERVE_TLS_USAGE}  -h, --help             show this help
 `;
 
 const FSYNC_POLICIES: FsyncPolicy[] = ["always", "interval", "never"];
@@ -63,6 +64,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     "admin-host": { type: "string" },
     "admin-token": { type: "string" },
     "admin-allowed-hosts": { type: "string" },
+    ...SERVE_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -111,9 +113,14 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     throw new UsageError(
       "--auth-token: must not be empty (leave the flag out for a server without auth)",
     );
+  const tls = await serveTlsOf(values);
+  if (!tls.ok) {
+    io.err(`aria serve: Cannot serve TLS: ${tls.message}\n`);
+    return FATAL_EXIT.tls;
+  }
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    server = await startServer(options);
+    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls });
   } catch (error) {
     if (error instanceof FatalError) {
       io.err(`aria serve: ${error.message}\n`);

@@ -33,7 +33,7 @@ import {
   type ServerLimits,
   type StartPosition,
 } from "../protocol/mod.ts";
-import type { ClientSocket, Dialer } from "./dialer.ts";
+import type { ClientSocket, DialTls, Dialer } from "./dialer.ts";
 import { Filter } from "../topic/filter.ts";
 import { validateTopic } from "../topic/topic.ts";
 import {
@@ -46,6 +46,11 @@ import {
 export interface ClientOptions {
   clientName?: string;
   authToken?: string;
+  /**
+   * TLS material for a `tls://` URL: `ca` (PEM) to trust a private CA, `cert` and `key` (PEM) for
+   * mutual TLS. Refused with a `tcp://` URL, which would otherwise ignore it in silence.
+   */
+  tls?: DialTls;
   /** Reconnect and resume after a dropped connection (default true). */
   reconnect?: boolean;
   /** First back-off delay; doubles up to 2 s. */
@@ -89,15 +94,36 @@ interface QueuedPublish {
 
 const ENCODER = new TextEncoder();
 
-/** Parses `tcp://host:port`. */
-export function parseTcpUrl(url: string): { host: string; port: number } {
-  const match = /^tcp:\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(url);
+/** Parses `tcp://host:port` (plain TCP) or `tls://host:port` (TLS over TCP). */
+export function parseTcpUrl(url: string): { host: string; port: number; tls: boolean } {
+  const match = /^(tcp|tls):\/\/(\[[^\]]+\]|[^:/]+):(\d+)\/?$/.exec(url);
   if (match === null)
-    throw new AriaError("ARIA_ERR_INVALID_URL", `"${url}" is not a tcp://HOST:PORT URL`);
-  const port = Number(match[2]);
+    throw new AriaError(
+      "ARIA_ERR_INVALID_URL",
+      `"${url}" is not a tcp://HOST:PORT or tls://HOST:PORT URL`,
+    );
+  const port = Number(match[3]);
   if (port < 1 || port > 65535)
     throw new AriaError("ARIA_ERR_INVALID_URL", `port ${port} of "${url}" is out of range`);
-  return { host: match[1].replace(/^\[|\]$/g, ""), port };
+  return { host: match[2].replace(/^\[|\]$/g, ""), port, tls: match[1] === "tls" };
+}
+
+/**
+ * True when `bytes` open a TLS record (alert 0x15 or handshake 0x16, version 3.1–3.4): read as an
+ * Aria frame header, that length would be over 64 KiB, which no first frame of a server is.
+ */
+function isTlsRecord(bytes: Uint8Array): boolean {
+  return (
+    bytes.length >= 3 &&
+    (bytes[0] === 0x15 || bytes[0] === 0x16) &&
+    bytes[1] === 0x03 &&
+    bytes[2] >= 1 &&
+    bytes[2] <= 4
+  );
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
 }
 
 /** A connection to an Aria server. */
@@ -135,6 +161,7 @@ export class AriaClient {
     private readonly port: number,
     private readonly dial: Dialer,
     private readonly options: ClientOptions,
+    private readonly dialTls: DialTls | undefined,
   ) {}
 
   /** Connects and completes the handshake. */
@@ -143,7 +170,12 @@ export class AriaClient {
     dial: Dialer,
     options: ClientOptions = {},
   ): Promise<AriaClient> {
-    const { host, port } = parseTcpUrl(url);
+    const { host, port, tls } = parseTcpUrl(url);
+    if (!tls && options.tls !== undefined)
+      throw new AriaError(
+        "ARIA_ERR_INVALID_ARGUMENT",
+        `TLS options were given for "${url}", a plain TCP URL: use tls://HOST:PORT`,
+      );
     const name = options.clientName ?? "aria-client";
     if (ENCODER.encode(name).length > CLIENT_NAME_BYTES_MAX)
       throw new AriaError(
@@ -159,7 +191,9 @@ export class AriaClient {
         `auth token is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`,
       );
     }
-    const client = new AriaClient(host, port, dial, options);
+    // A tls:// URL always dials TLS, with the system's CAs when no `ca` is given.
+    const dialTls = tls ? (options.tls ?? {}) : undefined;
+    const client = new AriaClient(host, port, dial, options, dialTls);
     try {
       await client.open();
     } catch (error) {
@@ -264,18 +298,32 @@ export class AriaClient {
         this.welcomed = { resolve, reject };
       });
       welcomed.catch(() => {});
-      const socket = await this.dial(this.host, this.port, {
-        data: (bytes) => {
-          if (this.link === link) this.received(bytes);
+      let firstBytes = true;
+      const handlers = {
+        data: (bytes: Uint8Array) => {
+          if (this.link !== link) return;
+          if (firstBytes && this.dialTls === undefined && isTlsRecord(bytes)) {
+            // A TLS server read our plain HELLO as a broken handshake and answered with an alert.
+            this.protocolError(
+              new AriaError(
+                "ARIA_ERR_CONNECTION_LOST",
+                `${this.host}:${this.port} answered with TLS: connect with tls://${hostForUrl(this.host)}:${this.port}`,
+              ),
+            );
+            return;
+          }
+          firstBytes = false;
+          this.received(bytes);
         },
         drain: () => {
           if (this.link === link) this.drain();
         },
-        close: (error) => {
+        close: (error?: Error) => {
           link.closed = true;
           if (this.link === link) this.lost(error);
         },
-      });
+      };
+      const socket = await this.dial(this.host, this.port, handlers, { tls: this.dialTls });
       if (this.link !== link || link.closed) {
         // Closed while dialling (by the client or the peer): not this client's connection.
         socket.end();

@@ -5,7 +5,9 @@
  * memory. Only the methods the client calls.
  *
  * Invariants: `close` is reported at most once per connection; a failed connect rejects the
- * Dialer's promise and reports nothing else.
+ * Dialer's promise and reports nothing else. With `tls`, the promise resolves only once the
+ * server's certificate was verified (chain, expiry, host name); a failed verification rejects it
+ * (never a plain-TCP connection instead).
  */
 
 /** What a dialled connection reports back. */
@@ -25,5 +27,24 @@ export interface ClientSocket {
   resume(): void;
 }
 
+/** TLS for a dialled connection: PEM text, never file names (the client reads no files). */
+export interface DialTls {
+  /** The CAs the server's certificate must chain to; absent: the system's CAs. */
+  ca?: string;
+  /** A client certificate and its key, for servers that require one (mutual TLS). */
+  cert?: string;
+  key?: string;
+}
+
+/** How to dial: `tls` set means TLS over TCP (a `tls://` URL), absent means plain TCP. */
+export interface DialOptions {
+  tls?: DialTls;
+}
+
 /** Opens a connection to host:port. */
-export type Dialer = (host: string, port: number, handlers: DialHandlers) => Promise<ClientSocket>;
+export type Dialer = (
+  host: string,
+  port: number,
+  handlers: DialHandlers,
+  options?: DialOptions,
+) => Promise<ClientSocket>;

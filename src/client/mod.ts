@@ -22,5 +22,5 @@ export {
   type StartFrom,
   type SubscribeOptions,
 } from "./client_subscription.ts";
-export type { ClientSocket, DialHandlers, Dialer } from "./dialer.ts";
+export type { ClientSocket, DialHandlers, DialOptions, DialTls, Dialer } from "./dialer.ts";
 export type { MessageBatch } from "../protocol/message_batch.ts";

@@ -1,9 +1,10 @@
 /**
  * bunRuntime: the Runtime over Bun's natives — Bun.listen / Bun.connect (tcp_listener.ts,
- * tcp_dialer.ts), Bun.serve for the admin app, node:fs as Bun implements it (bun_disk.ts,
- * files.ts), Bun.hash.crc32, Bun.spawn, and the node `process` object (process.ts). Built only
- * when Bun runs Aria (current_runtime.ts): every `Bun.` reference sits inside `bunRuntime()` or a
- * function it hands out, so importing this module under Deno evaluates none of them.
+ * tcp_dialer.ts; their `tls` option for TLS), Bun.serve for the admin app (HTTPS with its `tls`),
+ * node:fs as Bun implements it (bun_disk.ts, files.ts), Bun.hash.crc32, Bun.spawn, and the node
+ * `process` object (process.ts). Built only when Bun runs Aria (current_runtime.ts): every `Bun.`
+ * reference sits inside `bunRuntime()` or a function it hands out, so importing this module under
+ * Deno evaluates none of them.
  */
 import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
@@ -30,7 +31,12 @@ export const bunRuntime = (): Runtime => ({
   listenTcp,
   dialTcp,
   serveHttp: (fetch, options) => {
-    const server = Bun.serve({ hostname: options.host, port: options.port, fetch });
+    const server = Bun.serve({
+      hostname: options.host,
+      port: options.port,
+      fetch,
+      tls: options.tls === undefined ? undefined : { cert: options.tls.cert, key: options.tls.key },
+    });
     return {
       port: server.port ?? options.port,
       stop: async () => {

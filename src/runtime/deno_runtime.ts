@@ -1,10 +1,11 @@
 /**
- * denoRuntime: the Runtime over Deno's natives — Deno.listen / Deno.connect (deno_tcp.ts),
- * Deno.open with fdatasync / fsync (deno_disk.ts), Deno.serve for the admin app, module workers,
- * Deno.args / Deno.exit / Deno.stdout / Deno.stdin / Deno.addSignalListener for the process.
- * Built only when Deno runs Aria (current_runtime.ts); importing this module under Bun evaluates
- * no `Deno.` reference. CRC-32 is node:zlib's crc32, which Deno implements natively (Deno has no
- * Bun.hash); the clock and the scheduler are the web platform's, shared with Bun (clock.ts).
+ * denoRuntime: the Runtime over Deno's natives — Deno.listen / Deno.connect and their TLS forms
+ * (deno_tcp.ts), Deno.open with fdatasync / fsync (deno_disk.ts), Deno.serve for the admin app
+ * (HTTPS with cert and key), module workers, Deno.args / Deno.exit / Deno.stdout / Deno.stdin /
+ * Deno.addSignalListener for the process. Built only when Deno runs Aria (current_runtime.ts);
+ * importing this module under Bun evaluates no `Deno.` reference. CRC-32 is node:zlib's crc32,
+ * which Deno implements natively (Deno has no Bun.hash); the clock and the scheduler are the web
+ * platform's, shared with Bun (clock.ts).
  */
 import { crc32 as zlibCrc32 } from "node:zlib";
 import type { Crc32 } from "../store/crc32.ts";
@@ -25,7 +26,12 @@ export const denoRuntime = (): Runtime => ({
   serveHttp: (fetch, options): HttpServer => {
     // onListen replaces Deno's "Listening on …" line: `aria serve` owns its stdout.
     const server = Deno.serve(
-      { hostname: options.host, port: options.port, onListen: () => {} },
+      {
+        hostname: options.host,
+        port: options.port,
+        onListen: () => {},
+        ...(options.tls === undefined ? {} : { cert: options.tls.cert, key: options.tls.key }),
+      },
       fetch,
     );
     return {

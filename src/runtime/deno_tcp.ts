@@ -17,10 +17,16 @@
  *
  *   write() ──▶ [ queue ≤ SOCKET_QUEUE_BYTES_MAX ] ──pump──▶ conn.write ──▶ kernel
  *   data()  ◀── copy ◀── conn.read ◀── kernel            (paused: no read is issued)
+ *
+ * TLS: Deno.listenTls / Deno.connectTls give a TlsConn with the same read / write / closeWrite, so
+ * the same DenoSocket carries it. A dial completes the handshake (chain, expiry, host name) before
+ * it resolves, and a failure rejects it in words (tls.ts). Deno's listenTls cannot ask for client
+ * certificates: `clientCa` (mutual TLS) is refused under Deno, never ignored.
  */
 import type { Connection } from "../broker/ports.ts";
 import type { ConnectionEvents, TcpListener } from "./runtime.ts";
 import type { ClientSocket, DialHandlers, Dialer } from "../client/mod.ts";
+import { handshakeError, tlsAlertError, type TlsServerOptions } from "./tls.ts";
 
 /** Outbound bytes a socket takes before write() returns short (about a loopback send buffer). */
 const SOCKET_QUEUE_BYTES_MAX = 1024 * 1024;
@@ -39,13 +45,23 @@ const END_LINGER_MS = 2000;
 /** Listens on host:port with Deno.listen and feeds each accepted connection to `events`. */
 export function denoListenTcp(
   events: ConnectionEvents,
-  options: { host: string; port: number },
+  options: { host: string; port: number; tls?: TlsServerOptions },
 ): TcpListener {
-  const listener = Deno.listen({ hostname: options.host, port: options.port, transport: "tcp" });
+  const tls = options.tls;
+  if (tls?.clientCa !== undefined)
+    throw new Error(
+      "mutual TLS (a client CA) is not available under Deno: " +
+        "Deno.listenTls cannot ask for client certificates; run Aria on Bun",
+    );
+  const address = { hostname: options.host, port: options.port, transport: "tcp" } as const;
+  const listener: Deno.TcpListener | Deno.TlsListener =
+    tls === undefined
+      ? Deno.listen(address)
+      : Deno.listenTls({ ...address, cert: tls.cert, key: tls.key });
   let stopped = false;
   void (async () => {
     for (;;) {
-      let conn: Deno.TcpConn;
+      let conn: Deno.TcpConn | Deno.TlsConn;
       try {
         conn = await listener.accept();
       } catch (error) {
@@ -77,9 +93,30 @@ export function denoListenTcp(
 }
 
 /** The Deno implementation of Dialer: a failed connect rejects and reports nothing else. */
-export const denoDialTcp: Dialer = async (host, port, handlers) => {
-  const conn = await Deno.connect({ hostname: host, port, transport: "tcp" });
-  const socket = new DenoSocket(conn, handlers);
+export const denoDialTcp: Dialer = async (host, port, handlers, options) => {
+  const tls = options?.tls;
+  let conn: Deno.TcpConn | Deno.TlsConn;
+  if (tls === undefined) {
+    conn = await Deno.connect({ hostname: host, port, transport: "tcp" });
+  } else {
+    conn = await Deno.connectTls({
+      hostname: host,
+      port,
+      caCerts: tls.ca === undefined ? undefined : [tls.ca],
+      cert: tls.cert,
+      key: tls.key,
+    });
+    try {
+      await conn.handshake();
+    } catch (error) {
+      conn.close();
+      throw handshakeError(host, port, error);
+    }
+  }
+  const socket = new DenoSocket(conn, {
+    ...handlers,
+    close: (error) => handlers.close(error && tls !== undefined ? tlsAlertError(error) : error),
+  });
   socket.start();
   return socket.clientSocket();
 };
@@ -96,11 +133,11 @@ class DenoSocket {
   private resumeReading: (() => void) | null = null;
 
   constructor(
-    private readonly conn: Deno.TcpConn,
+    private readonly conn: Deno.TcpConn | Deno.TlsConn,
     private readonly handlers: DialHandlers,
   ) {
     try {
-      conn.setNoDelay(true);
+      if ("setNoDelay" in conn) conn.setNoDelay(true);
     } catch {
       // not fatal: only latency
     }

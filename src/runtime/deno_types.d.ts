@@ -33,6 +33,32 @@ declare namespace Deno {
     port: number;
     transport?: "tcp";
   }): Promise<TcpConn>;
+  interface TlsConn {
+    read(into: Uint8Array): Promise<number | null>;
+    write(bytes: Uint8Array): Promise<number>;
+    closeWrite(): Promise<void>;
+    close(): void;
+    handshake(): Promise<{ alpnProtocol: string | null }>;
+  }
+  interface TlsListener {
+    readonly addr: NetAddr;
+    accept(): Promise<TlsConn>;
+    close(): void;
+  }
+  function listenTls(options: {
+    hostname?: string;
+    port: number;
+    transport?: "tcp";
+    cert: string;
+    key: string;
+  }): TlsListener;
+  function connectTls(options: {
+    hostname?: string;
+    port: number;
+    caCerts?: string[];
+    cert?: string;
+    key?: string;
+  }): Promise<TlsConn>;
 
   interface HttpServer {
     readonly addr: NetAddr;
@@ -40,7 +66,13 @@ declare namespace Deno {
     shutdown(): Promise<void>;
   }
   function serve(
-    options: { hostname?: string; port?: number; onListen?: (addr: NetAddr) => void },
+    options: {
+      hostname?: string;
+      port?: number;
+      onListen?: (addr: NetAddr) => void;
+      cert?: string;
+      key?: string;
+    },
     handler: (request: Request) => Response | Promise<Response>,
   ): HttpServer;
 

@@ -18,7 +18,9 @@ export {
   type ReadTextResult,
   type Runtime,
   type TcpListener,
+  type TlsServerOptions,
 } from "./runtime.ts";
+export { serverTlsProblem } from "./tls.ts";
 export {
   acquireLock,
   readLock,

@@ -16,8 +16,10 @@ import type { Crc32 } from "../store/crc32.ts";
 import type { Disk } from "../store/disk.ts";
 import type { ReadTextResult } from "./files.ts";
 import type { Dialer } from "../client/mod.ts";
+import type { TlsServerOptions } from "./tls.ts";
 
 export type { ReadTextResult } from "./files.ts";
+export type { TlsServerOptions } from "./tls.ts";
 
 /** A file's bytes, or why it could not be read (a one-line reason). */
 export type ReadBytesResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: string };
@@ -65,12 +67,21 @@ export interface Runtime {
   /** The runtime's version, e.g. "1.4.5". */
   readonly version: string;
 
-  /** Listens on host:port (port 0 picks a free one); throws when it cannot bind. */
-  listenTcp(events: ConnectionEvents, options: { host: string; port: number }): TcpListener;
-  /** Opens client connections (the client library's default dialer). */
+  /**
+   * Listens on host:port (port 0 picks a free one), over TLS with `tls` (the runtime's native
+   * TLS; check the material first with serverTlsProblem); throws when it cannot bind.
+   */
+  listenTcp(
+    events: ConnectionEvents,
+    options: { host: string; port: number; tls?: TlsServerOptions },
+  ): TcpListener;
+  /** Opens client connections (the client library's default dialer; TLS for a `tls` option). */
   readonly dialTcp: Dialer;
-  /** Serves `fetch` over HTTP on host:port; throws when it cannot bind. */
-  serveHttp(fetch: FetchHandler, options: { host: string; port: number }): HttpServer;
+  /** Serves `fetch` over HTTP on host:port, HTTPS with `tls`; throws when it cannot bind. */
+  serveHttp(
+    fetch: FetchHandler,
+    options: { host: string; port: number; tls?: Pick<TlsServerOptions, "cert" | "key"> },
+  ): HttpServer;
 
   /** The real file system under `root` (relative paths, fsync of files and directories). */
   openDisk(root: string): Disk;

@@ -2,28 +2,56 @@
  * TCP listener (Bun): connects Bun's sockets to the broker's events. Each accepted socket becomes a
  * session; bytes, drain and close become broker.receive / writable / closed. The broker never
  * sees a socket, only the Connection port (write what the kernel takes now, close).
+ *
+ * With `tls`, Bun's native TLS (the `tls` option of Bun.listen) wraps each socket: the broker
+ * still sees plaintext. With `tls.clientCa`, a client without a certificate signed by it fails the
+ * handshake (Bun closes it); an accepted one's subject becomes Connection.peerSubject once the
+ * handshake completed, which is before the client's first byte (its HELLO) arrives.
  */
 import type { Socket, TCPSocketListener } from "bun";
 import type { Connection } from "../broker/ports.ts";
 import type { ConnectionEvents, TcpListener } from "./runtime.ts";
+import { type SubjectFields, subjectText, type TlsServerOptions } from "./tls.ts";
 
 interface SocketData {
   sessionId: number;
+  /** The client certificate's subject (mutual TLS), once the handshake completed. */
+  peerSubject?: string;
 }
 
 /** Listens on host:port (port 0 picks a free one) and feeds connections to `broker`. */
 export function listenTcp(
   broker: ConnectionEvents,
-  options: { host: string; port: number },
+  options: { host: string; port: number; tls?: TlsServerOptions },
 ): TcpListener {
+  const tls = options.tls;
+  const mutual = tls?.clientCa !== undefined;
   const listener: TCPSocketListener<SocketData> = Bun.listen<SocketData>({
     hostname: options.host,
     port: options.port,
+    tls:
+      tls === undefined
+        ? undefined
+        : {
+            cert: tls.cert,
+            key: tls.key,
+            ...(mutual ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}),
+          },
     socket: {
       open(socket) {
         socket.setNoDelay(true);
         socket.data = { sessionId: 0 };
         socket.data.sessionId = broker.open(connectionOf(socket));
+      },
+      handshake(socket, success, authorizationError) {
+        if (!mutual) return;
+        // rejectUnauthorized has Bun close an unverified client; never let one through regardless.
+        if (!success || authorizationError !== null) {
+          socket.end();
+          return;
+        }
+        const subject = socket.getPeerCertificate()?.subject as SubjectFields | undefined;
+        if (subject !== undefined) socket.data.peerSubject = subjectText(subject);
       },
       data(socket, bytes) {
         broker.receive(socket.data.sessionId, bytes);
@@ -54,5 +82,8 @@ function connectionOf(socket: Socket<SocketData>): Connection {
     },
     pause: () => socket.pause(),
     resume: () => socket.resume(),
+    get peerSubject() {
+      return socket.data.peerSubject;
+    },
   };
 }

@@ -25,7 +25,9 @@ import {
   type HeldLock,
   type HttpServer,
   runtime,
+  serverTlsProblem,
   type TcpListener,
+  type TlsServerOptions,
   watchEventLoopLag,
 } from "../runtime/mod.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
@@ -43,6 +45,10 @@ export interface ServerOptions {
   retainAgeUs?: number;
   retainBytes?: number;
   authToken?: string;
+  /** Serve the TCP protocol over TLS with this certificate and key (PEM); `clientCa`: mutual TLS. */
+  tls?: TlsServerOptions;
+  /** Serve the admin app over HTTPS with this certificate and key (PEM). */
+  adminTls?: Pick<TlsServerOptions, "cert" | "key">;
   /** Address of the admin HTTP app (default 127.0.0.1: reachable from this machine only). */
   adminHost?: string;
   /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
@@ -78,7 +84,7 @@ export class FatalError extends Error {
 }
 
 /** Exit codes of fatal start-up conditions. */
-export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5 } as const;
+export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5, tls: 6 } as const;
 
 /** The exit code of a store error at start-up: damage found, or anything else about the directory. */
 function storeExit(error: unknown): number {
@@ -96,6 +102,7 @@ function repairHint(error: unknown, dataDir: string): string {
 
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  checkTls(options);
   try {
     await mkdir(options.dataDir, { recursive: true });
   } catch (error) {
@@ -179,7 +186,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let tcp: TcpListener;
   let admin: HttpServer;
   try {
-    tcp = runtime.listenTcp(broker, { host: options.host, port: options.port });
+    tcp = runtime.listenTcp(broker, { host: options.host, port: options.port, tls: options.tls });
   } catch (error) {
     await store.close({ sort: false });
     await lock.release();
@@ -219,7 +226,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     planner,
   });
   try {
-    admin = runtime.serveHttp(app.fetch, { host: adminHost, port: options.adminPort });
+    admin = runtime.serveHttp(app.fetch, {
+      host: adminHost,
+      port: options.adminPort,
+      tls: options.adminTls,
+    });
   } catch (error) {
     tcp.stop();
     planner.close();
@@ -239,8 +250,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       );
     });
   }
+  const adminScheme = options.adminTls === undefined ? "http" : "https";
   await lock.update({
-    adminUrl: `http://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}`,
+    adminUrl: `${adminScheme}://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}`,
   });
   let maintaining = false;
   const timer = setInterval(() => {
@@ -268,8 +280,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }, MAINTENANCE_INTERVAL_MS);
   let stopping: Promise<void> | null = null;
   return {
-    tcpUrl: `tcp://${hostForUrl(options.host)}:${tcp.port}`,
-    adminUrl: `http://${hostForUrl(adminHost)}:${admin.port}`,
+    tcpUrl: `${options.tls === undefined ? "tcp" : "tls"}://${hostForUrl(options.host)}:${tcp.port}`,
+    adminUrl: `${adminScheme}://${hostForUrl(adminHost)}:${admin.port}`,
     broker,
     store,
     tip,
@@ -289,6 +301,23 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await lock.release();
       })()),
   };
+}
+
+/**
+ * Refuses TLS material that cannot serve (a key of another certificate, an expired certificate,
+ * text that is not PEM) before anything opens, naming the flags to change.
+ */
+function checkTls(options: ServerOptions): void {
+  const nowMs = runtime.clock.nowUs() / 1000;
+  const checks = [
+    { tls: options.tls, flags: "--tls-cert and --tls-key" },
+    { tls: options.adminTls, flags: "the admin app's certificate and key (--admin-tls-*)" },
+  ];
+  for (const { tls, flags } of checks) {
+    const problem = tls === undefined ? null : serverTlsProblem(tls, nowMs);
+    if (problem !== null)
+      throw new FatalError(`Cannot serve TLS: ${problem}; check ${flags}`, FATAL_EXIT.tls);
+  }
 }
 
 /** The store's record of the last split, as the admin app reports it. */
