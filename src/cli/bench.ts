@@ -32,6 +32,7 @@ import {
 } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { progressLine } from "./progress.ts";
+import { CLIENT_TLS_FLAGS, clientTlsOf, clientTlsUsage } from "./tls_files.ts";
 
 /** Usage of `aria bench`. */
 export const BENCH_USAGE = `Usage: aria bench [options]
@@ -64,8 +65,8 @@ Options:
   --json                 print the results as JSON instead of markdown tables
   --url URL              benchmark this running server (its own fsync policy and tip size:
                          pass its --tip-bytes; disk-recovery needs a tip much smaller than
-                         --messages of 256 B)
-  --data-dir DIR         parent of the temporary data directories (default: the OS temp dir)
+                         --messages of 256 B); tls://HOST:PORT for TLS
+${clientTlsUsage(25)}  --data-dir DIR         parent of the temporary data directories (default: the OS temp dir)
   -h, --help             show this help
 `;
 
@@ -86,6 +87,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     json: { type: "boolean" },
     url: { type: "string" },
     "data-dir": { type: "string" },
+    ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -113,10 +115,16 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
   if (typeof values.payload === "string")
     overrides.payloadBytes = parseCountList(values.payload, "--payload");
   const url = typeof values.url === "string" ? checkUrl(values.url) : null;
+  const tls = await clientTlsOf(values, url ?? "the in-process server", io);
+  if (!tls.ok) {
+    io.err(`aria bench: ${tls.message}\n`);
+    return EXIT_FAILURE;
+  }
   const options = benchOptions(overrides);
   const progress = benchProgress(io);
   const env = benchEnv({
     url,
+    tls: tls.tls,
     parentDir: stringFlag(values, "data-dir", defaultParentDir()),
     progress: progress.update,
   });

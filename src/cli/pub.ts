@@ -13,6 +13,7 @@ import { validateTopic } from "../topic/topic.ts";
 import { parseCommand, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { byteLinesOf, checkForeignSyntax } from "./input.ts";
+import { CLIENT_TLS_FLAGS, clientTlsOf, clientTlsUsage } from "./tls_files.ts";
 
 /** Usage of `aria pub`. */
 export const PUB_USAGE = `Usage: aria pub [--url tcp://127.0.0.1:7400] TOPIC [MESSAGE]
@@ -26,8 +27,9 @@ not text, {"topic": "...", "payloadBase64": "..."} (as 'aria sub --format json' 
 Exits 0 once every message is acknowledged; prints the seq range on stderr.
 
 Options:
-  --url URL        the server (default tcp://127.0.0.1:7400)
-  --file PATH      publish the bytes of PATH as one message on TOPIC
+  --url URL        the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
+                   (default tcp://127.0.0.1:7400)
+${clientTlsUsage(19)}  --file PATH      publish the bytes of PATH as one message on TOPIC
   --json-lines     read {"topic", "payload" or "payloadBase64"} lines from stdin
   -h, --help       show this help
 `;
@@ -41,6 +43,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     url: { type: "string" },
     "json-lines": { type: "boolean" },
     file: { type: "string" },
+    ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -66,6 +69,11 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     throw new UsageError("--json-lines takes topics from the input, not as an argument");
   }
   const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
+  const tls = await clientTlsOf(values, url, io);
+  if (!tls.ok) {
+    io.err(`aria pub: ${tls.message}\n`);
+    return EXIT_FAILURE;
+  }
   let fileBytes: Uint8Array | null = null;
   if (file !== null) {
     // Read before connecting: a missing file fails alone, whether a server runs or not.
@@ -78,7 +86,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   }
   let client: Awaited<ReturnType<typeof connect>>;
   try {
-    client = await connect(url, { clientName: "aria-pub", reconnect: false });
+    client = await connect(url, { clientName: "aria-pub", reconnect: false, tls: tls.tls });
   } catch (error) {
     io.err(`aria pub: cannot connect to ${url}: ${(error as Error).message}\n`);
     return EXIT_FAILURE;

@@ -10,6 +10,7 @@ import { OutputClosedError, runtime } from "../runtime/mod.ts";
 import { connect } from "../server/mod.ts";
 import { Filter } from "../topic/filter.ts";
 import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
+import { CLIENT_TLS_FLAGS, clientTlsOf, clientTlsUsage } from "./tls_files.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { checkForeignSyntax } from "./input.ts";
 
@@ -19,8 +20,9 @@ export const SUB_USAGE = `Usage: aria sub [--url tcp://127.0.0.1:7400] FILTER...
 Subscribes to FILTERs (a topic, a subtree like app/orders/**, or **) and prints each message.
 
 Options:
-  --url URL                  the server (default tcp://127.0.0.1:7400)
-  --from live|earliest|SEQ|AGO|TIME
+  --url URL                  the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
+                             (default tcp://127.0.0.1:7400)
+${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
                              where to start (default live): the live end, the oldest
                              message, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w)
                              or an ISO-8601 time (2026-01-31T12:00:00Z)
@@ -147,6 +149,7 @@ export async function subCommand(
     limit: { type: "string" },
     "until-caught-up": { type: "boolean" },
     format: { type: "string" },
+    ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -163,11 +166,17 @@ export async function subCommand(
   const from = parseFrom(stringFlag(values, "from", "live"), runtime.clock.nowUs());
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
   const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
+  const tls = await clientTlsOf(values, url, io);
+  if (!tls.ok) {
+    io.err(`aria sub: ${tls.message}\n`);
+    return EXIT_FAILURE;
+  }
   let client: Awaited<ReturnType<typeof connect>>;
   let subscription: ClientSubscription | null = null;
   try {
     client = await connect(url, {
       clientName: "aria-sub",
+      tls: tls.tls,
       onConnectionEvent: (event) => io.err(connectionEventLine(event, subscription)),
     });
   } catch (error) {

@@ -24,12 +24,16 @@ export const CLIENT_TLS_FLAGS = {
   key: { type: "string" },
 } as const;
 
-/** The client commands' TLS flags, as their usage lists them. */
-export const CLIENT_TLS_USAGE = `  --ca FILE        trust this CA (PEM) for a tls:// URL (default: ARIA_CA, else the
-                   system's CAs)
-  --cert FILE      client certificate (PEM) for a server that requires one (mutual TLS)
-  --key FILE       the client certificate's private key (PEM)
-`;
+/** The client commands' TLS flags, as their usage lists them, descriptions at `column`. */
+export function clientTlsUsage(column: number): string {
+  const lines: [string, string][] = [
+    ["--ca FILE", "trust this CA (PEM) for a tls:// URL (default: ARIA_CA, else the"],
+    ["", "system's CAs)"],
+    ["--cert FILE", "client certificate (PEM), for a server that requires one"],
+    ["--key FILE", "the client certificate's private key (PEM)"],
+  ];
+  return lines.map(([flag, text]) => `  ${flag.padEnd(column - 2)}${text}\n`).join("");
+}
 
 /** The flags of `aria serve`'s TLS, for parseCommand. */
 export const SERVE_TLS_FLAGS = {

@@ -9,6 +9,7 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BenchEnv, BenchServer, IoCounters } from "../bench/mod.ts";
+import type { DialTls } from "../client/mod.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
 import { runtime } from "../runtime/mod.ts";
 import { connect } from "./connect.ts";
@@ -45,6 +46,8 @@ export function machineInfo(url: string | null): MachineInfo {
 /** The environment the scenarios run in: servers, clients, clocks, temp dirs, I/O counters. */
 export function benchEnv(options: {
   url: string | null;
+  /** TLS material for a tls:// `url` (its CA, a client certificate). */
+  tls?: DialTls;
   parentDir: string;
   progress: (text: string) => void;
 }): BenchEnv {
@@ -53,7 +56,8 @@ export function benchEnv(options: {
       options.url !== null
         ? Promise.resolve(externalServer(options.url))
         : inProcessServer(options.parentDir, serverOptions),
-    connect: (url) => connect(url, { clientName: "aria-bench", reconnect: false }),
+    connect: (url) =>
+      connect(url, { clientName: "aria-bench", reconnect: false, tls: options.tls }),
     nowMs: () => performance.now(),
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     progress: options.progress,
