@@ -719,15 +719,21 @@ async function replayJournal(
         run.later.push(() => removeAsCut(disk, path, report));
         return null;
       }
-      if (after.records === 0) {
-        if (isLast) {
-          // A journal whose creation was cut short by a crash: it never held an acknowledged
-          // record (nothing valid follows its header). Removed once the open is sure to go ahead.
-          run.later.push(() => removeAsCut(disk, path, report));
-        } else {
-          run.problem(path, 0, what, "journal skipped");
-        }
+      if (after.records === 0 && isLast) {
+        // A journal whose creation was cut short by a crash: it never held an acknowledged
+        // record (nothing valid follows its header). Removed once the open is sure to go ahead.
+        run.later.push(() => removeAsCut(disk, path, report));
         return null;
+      }
+      if (after.records === 0) {
+        // A sealed journal whose header is gone and no record of it reads: its bytes go to
+        // damaged/ and the file goes (left, every open would refuse it again). The seqs it held
+        // are reported lost by the next journal (from the seq this one started at, when the
+        // manifest records it, else from where the journal before ended).
+        await damaged(run, file, path, 0, fileBytes, `${what}; no valid record follows`);
+        run.later.push(() => removeAsCut(disk, path, report));
+        // Returned as where this journal ended: the next one's lost seqs are named after it.
+        return (expected !== 0 ? expected : started) ?? null;
       }
       // Valid records follow a bad header: damage, never a creation cut short.
       await damaged(run, file, path, 0, after.firstOffset, `${what}; valid records follow`);

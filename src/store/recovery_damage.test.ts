@@ -217,6 +217,21 @@ describe("recovery: a deleted journal is never silent and never makes a seq give
     expect(lost[0].last).toBeGreaterThanOrEqual(500);
   });
 
+  for (const which of ["oldest", "middle"] as const)
+    test(`the ${which} sealed journal cut inside its header (simulator seed 14): repaired, its seqs reported lost, the file gone`, async () => {
+      const disk = await killed(500, ROLLING);
+      const wals = journals(disk).sort();
+      expect(wals.length).toBeGreaterThan(3);
+      const i = which === "oldest" ? 0 : wals.length >> 1;
+      const [cut, next] = [wals[i], wals[i + 1]];
+      const [first, after] = [firstSeqOf(disk, cut), firstSeqOf(disk, next)];
+      disk.cut(cut, 49);
+      const lost = await refusedThenRepaired(disk, cut, 500, 500, ROLLING);
+      expect(lost).toEqual([{ first, last: after - 1, file: cut }]);
+      expect(journals(disk)).not.toContain(cut);
+      expect(disk.snapshot(`damaged/${cut.replace("/", "_")}@0+49`)?.length).toBe(49);
+    });
+
   test("journals retired in the ordinary way are not missing (sorted, rolled, reopened)", async () => {
     const disk = new SimDisk({ seed: 6 });
     const options: StoreOptions = {
