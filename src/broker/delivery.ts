@@ -1,7 +1,8 @@
 /**
  * Delivery: the last step of every path a message takes to a subscriber — one message written to
  * one subscription's session, and counted. Catch-up (tip and disk) and live fan-out all end here,
- * so they share these counters and the topic names' UTF-8 bytes, encoded once per topic id.
+ * so they share these counters and the topic names' UTF-8 bytes, encoded once per topic id (and
+ * dropped when the table reclaims the id).
  *
  *   tip record (position) ──fromTip───┐
  *   stored message ─────────fromStore─┼─▶ session.addData ─▶ DATA frame of subscription id
@@ -22,7 +23,7 @@ export class Delivery {
   messagesDelivered = 0;
   /** Of those, delivered live through frames encoded once for a group of equal filters. */
   messagesDeliveredShared = 0;
-  private readonly topicBytes: Uint8Array[] = [];
+  private readonly topicBytes: (Uint8Array | undefined)[] = [];
   private readonly encoder = new TextEncoder();
   /** topicUtf8 as a function value (for SharedData.encode), made once. */
   readonly topicUtf8Of = (topicId: number): Uint8Array => this.topicUtf8(topicId);
@@ -30,7 +31,11 @@ export class Delivery {
   constructor(
     private readonly topics: TopicTable,
     private readonly records: TipRecords,
-  ) {}
+  ) {
+    topics.onReclaim((ids) => {
+      for (let i = 0; i < ids.length; i++) this.topicBytes[ids[i]] = undefined;
+    });
+  }
 
   /** The UTF-8 bytes of topic `topicId`'s name (encoded on first use). */
   topicUtf8(topicId: number): Uint8Array {
@@ -48,7 +53,7 @@ export class Delivery {
 
   /** Delivers a message read from the store to `subscription` (copying a borrowed payload). */
   fromStore(subscription: Subscription, message: StoredMessageLike): void {
-    const interned = this.topics.intern(message.topic);
+    const interned = this.topics.intern(message.topic, message.seq);
     // A stored topic is valid; it is refused only when the table is full (TOPICS_MAX): then its
     // name is encoded for this message alone, and the reader still gets it.
     const topic = interned.ok

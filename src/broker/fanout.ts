@@ -2,8 +2,8 @@
  * Fanout: which subscriptions a message of a given topic id goes to, without testing every
  * subscription per message. The list for a topic id is computed once, by one walk of the topic
  * table's filter index (topic/filter_index.ts: O(segments + matches), not O(subscriptions)), and
- * cached until the set of subscriptions changes; topic ids are dense and append-only, so a new
- * topic just has no list yet.
+ * cached until the set of subscriptions changes. A new topic just has no list yet; an id the table
+ * reclaims has its list dropped (the table tells every batch), so its next topic gets its own.
  *
  * Lists hold every matching subscription whatever its phase; the broker checks the phase, so a
  * subscription stalling and resuming (which happens often under back-pressure) costs nothing here.
@@ -40,7 +40,10 @@ export class Fanout {
 
   /** Registers a subscription (its matcher is registered in its table's filter index). */
   add(subscription: Subscription): void {
-    this.table ??= subscription.matcher.table;
+    if (this.table === null) {
+      this.table = subscription.matcher.table;
+      this.table.onReclaim((ids) => this.forget(ids));
+    }
     assert(this.table === subscription.matcher.table, "Fanout.add: one topic table");
     this.all.set(subscription.matcher, subscription);
     const key = subscription.filter.toString();
@@ -67,6 +70,15 @@ export class Fanout {
       this.sharedVersion = this.version;
     }
     return this.shared;
+  }
+
+  /** Drops the lists of reclaimed ids. */
+  private forget(ids: Int32Array): void {
+    for (let i = 0; i < ids.length; i++) {
+      if (ids[i] >= this.listVersions.length) continue;
+      this.listVersions[ids[i]] = 0;
+      this.lists[ids[i]] = undefined;
+    }
   }
 
   /** The subscriptions whose filter matches topic `topicId`. */

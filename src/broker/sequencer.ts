@@ -100,6 +100,17 @@ export class Sequencer {
     const records = this.tip.records;
     if (records.count === 0) this.tip.startAt(this.nextSeq);
     assert(records.nextSeq === this.nextSeq, "Broker: the tip ends where the store does");
+    // A topic with no record left in the tip or the store gives its id back when the table is
+    // full (topic_table.ts); its counts go with it.
+    const store = this.store;
+    this.topics.reclaimBelow(() => Math.min(records.firstSeq, store.firstSeqHeld ?? 0));
+    this.topics.onReclaim((ids) => {
+      for (let i = 0; i < ids.length; i++) {
+        if (ids[i] >= this.topicMessages.length) continue;
+        this.topicMessages[ids[i]] = 0;
+        this.topicBytesPublished[ids[i]] = 0;
+      }
+    });
   }
 
   /** Sequences one PUBLISH frame, or refuses it whole with an ERROR. */
@@ -113,10 +124,11 @@ export class Sequencer {
         requestId,
       });
     const messages = frame.messages;
-    // Intern every topic first, so a batch is sequenced whole or not at all.
+    // Intern every topic first, so a batch is sequenced whole or not at all. Each with the seq it
+    // is about to get, so interning a later one never reclaims the id of an earlier one.
     const topicIds = new Int32Array(messages.count);
     for (let i = 0; messages.next(); i++) {
-      const interned = this.topics.intern(messages.topic);
+      const interned = this.topics.intern(messages.topic, this.nextSeq + i);
       if (!interned.ok)
         return output.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
       topicIds[i] = interned.topicId;
@@ -191,7 +203,7 @@ export class Sequencer {
     }
   }
 
-  /** Messages and payload bytes published per topic since this broker started. */
+  /** Messages and payload bytes published per topic since this broker started (topics held). */
   topicVolumes(): { topic: string; bytes: number; messages: number }[] {
     const rows = [];
     const count = Math.min(this.topics.topicCount, this.topicMessages.length);

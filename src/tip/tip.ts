@@ -91,6 +91,8 @@ export class Tip {
       this.partitionByTopic = this.topics.partitionsByTopic();
     assert(topicId < this.topics.topicCount, "Tip.append: topic id is interned");
     const partition = this.partitionByTopic[topicId];
+    // The topic's id is not reclaimed while this record is held (topic_table.ts).
+    this.topics.seen(topicId, seq);
     if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
     const at = this.ring.append(topicId, seq, timeUs, payload, start, length);
     if (at < 0) return;

@@ -2,10 +2,15 @@
  * FilterMatcher: matches topic ids against one filter in O(1) amortised, with a byte per id.
  * A matcher registers with its table's FilterIndex (filter_index.ts) until close(): every topic
  * interned from then on is matched by the index, which sets YES in the matchers that match, so a
- * new topic costs O(segments + matches) however many matchers exist, and an id interned after
- * registration with no answer set is a NO. Ids interned before registration are matched against
- * the filter on first sight and cached. Topic ids are dense and never reused, so the cache never
- * needs flushing. Also lists the partitions the filter touches, refreshed when new partitions
+ * new topic costs O(segments + matches) however many matchers exist, and an id interned while
+ * registered with no answer set is a NO. Other ids are matched against the filter on first sight
+ * and cached. "Interned while registered" compares the id's intern stamp (topic_table.ts), not
+ * the id, since a reclaimed id is handed out again.
+ *
+ * Reclaimed ids: before any read or write of an answer, a matcher that saw an older reclaim
+ * epoch clears the answers of the ids reclaimed since (or, too far behind, all of them, and then
+ * decides every id interned so far by the filter again), so an answer is never one for an id's
+ * previous name. Also lists the partitions the filter touches, refreshed when new partitions
  * appear. Pure.
  */
 import type { Filter } from "./filter.ts";
@@ -20,23 +25,28 @@ export class FilterMatcher {
   private answers = new Uint8Array(256);
   private partitionList = new Int32Array(0);
   private partitionsSeen = 0;
-  /** Ids in [indexedFrom, indexedEnd) were interned while registered: the index decided them. */
-  private readonly indexedFrom: number;
+  /** Ids whose intern stamp is in [indexedFrom, indexedEnd) were decided by the index. */
+  private indexedFrom: number;
   private indexedEnd = Number.POSITIVE_INFINITY;
+  /** The table's reclaim epoch the answers are up to date with. */
+  private epoch: number;
 
   constructor(
     readonly table: TopicTable,
     readonly filter: Filter,
   ) {
-    this.indexedFrom = table.topicCount;
+    this.indexedFrom = table.internStamp;
+    this.epoch = table.reclaimEpoch;
     table.filters.add(this);
   }
 
   /** True when topic `topicId` matches the filter. */
   matches(topicId: number): boolean {
+    if (this.epoch !== this.table.reclaimEpoch) this.forgetReclaimed();
     const answer = topicId < this.answers.length ? this.answers[topicId] : UNKNOWN;
     if (answer !== UNKNOWN) return answer === YES;
-    if (topicId >= this.indexedFrom && topicId < this.indexedEnd) return false;
+    const stamp = this.table.internedAt(topicId);
+    if (stamp >= this.indexedFrom && stamp < this.indexedEnd) return false;
     const matched = this.filter.matches(this.table.topicName(topicId));
     if (topicId >= this.answers.length) this.grow(topicId);
     this.answers[topicId] = matched ? YES : NO;
@@ -45,6 +55,7 @@ export class FilterMatcher {
 
   /** The index found that topic `topicId`, just interned, matches (topic_table.ts calls it). */
   matched(topicId: number): void {
+    if (this.epoch !== this.table.reclaimEpoch) this.forgetReclaimed();
     if (topicId >= this.answers.length) this.grow(topicId);
     this.answers[topicId] = YES;
   }
@@ -52,7 +63,7 @@ export class FilterMatcher {
   /** Unregisters from the table's index (the subscription ended); answers stay readable. */
   close(): void {
     if (this.indexedEnd !== Number.POSITIVE_INFINITY) return;
-    this.indexedEnd = this.table.topicCount;
+    this.indexedEnd = this.table.internStamp;
     this.table.filters.remove(this);
   }
 
@@ -69,6 +80,22 @@ export class FilterMatcher {
       this.partitionsSeen = count;
     }
     return this.partitionList;
+  }
+
+  /** Clears the answers of ids reclaimed since this matcher's epoch. */
+  private forgetReclaimed(): void {
+    const batches = this.table.reclaimedSince(this.epoch);
+    this.epoch = this.table.reclaimEpoch;
+    const answers = this.answers;
+    if (batches === null) {
+      // Too far behind to know which: forget everything, and let the filter decide every id
+      // interned so far (the YES answers the index gave are gone with the rest).
+      answers.fill(UNKNOWN);
+      this.indexedFrom = this.table.internStamp;
+      return;
+    }
+    for (const ids of batches)
+      for (let i = 0; i < ids.length; i++) if (ids[i] < answers.length) answers[ids[i]] = UNKNOWN;
   }
 
   private grow(topicId: number): void {

@@ -1,14 +1,27 @@
 /**
  * TopicTable: interns topic and partition names as dense integer ids, so hot paths index typed
- * arrays instead of hashing strings. Ids are handed out 0, 1, 2, … and never reused or removed:
- * anything cached per id (filter matches, partition of a topic) stays valid when topics are added.
+ * arrays instead of hashing strings. Ids are handed out 0, 1, 2, … up to topicsMax; once the
+ * table is full, the ids of topics that have no record left in the tip or the store (retention
+ * removed them) are reclaimed and handed out again. Partitions are never reclaimed.
  *
  *   topic id ──partitionOfTopic──▶ partition id ──partitionName──▶ "app/codestore"
  *
  * Interning a new topic also tells the matchers registered in `filters` that match it (one walk
  * of the index, filter_index.ts), so none has to test the new name itself.
  *
- * Invariant: topicCount <= TOPICS_MAX, partitionCount <= PARTITIONS_MAX.
+ * Reclaim. Every id carries the newest seq of a record of its topic the server holds
+ * (`lastSeq`: the tip's appends and the store's reads set it). The broker says below which seq
+ * nothing is held any more (`reclaimBelow`: the tip's and the store's oldest seqs); an id whose
+ * lastSeq is below that names a topic no reader can meet again. When a new topic finds the table
+ * full and no free id, one bounded step scans ids from where the last one stopped and releases
+ * those it finds in one batch (`reclaimScanIds`, `reclaimBatchIds`: no step pauses for long with
+ * millions of ids). A batch is an epoch: caches by id hear it through `onReclaim` (one listener
+ * per cache: the fan-out lists, delivery's topic bytes, the sequencer's counts) or, for the many
+ * matchers, read `reclaimEpoch` and `reclaimedSince` on their next use (filter_matcher.ts).
+ *
+ * Invariants: topicCount <= topicsMax, partitionCount <= PARTITIONS_MAX; a free id has no name
+ * and no record in the tip; every id a reader can meet (a record held, a caller between intern
+ * and use) has lastSeq >= reclaimBelow(), so it is never released under it.
  */
 import { PARTITIONS_MAX, TOPICS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
@@ -17,9 +30,20 @@ import type { FilterMatcher } from "./filter_matcher.ts";
 import { partitionOf, validateTopic } from "./topic.ts";
 
 const CAPACITY_INITIAL = 1024;
+/** The name slot of a free id ("" is never a valid topic). */
+const FREE = "";
+/** Ids one reclaim step looks at: a compare each, well under a millisecond. */
+const RECLAIM_SCAN_IDS = 1 << 18;
+/** Ids one step releases: a map delete each, plus every listener's slot (a few milliseconds). */
+const RECLAIM_BATCH_IDS = 1 << 15;
+/** Epochs whose ids stay listed for matchers catching up; older ones reset whole. */
+const RECLAIM_LOG_EPOCHS = 16;
 
 /** The result of interning: the topic id, or why the name cannot be interned. */
 export type InternResult = { ok: true; topicId: number } | { ok: false; reason: string };
+
+/** Told the ids of a reclaimed batch (their names already forgotten); clears its slots. */
+export type ReclaimListener = (topicIds: Int32Array) => void;
 
 /** Counts of a table, for metrics and /healthz. */
 export interface TopicStats {
@@ -31,32 +55,70 @@ export interface TopicStats {
   refused: number;
 }
 
+/** Sizes of a table; tests shrink them. */
+export interface TopicTableOptions {
+  /** The most topics held at once (TOPICS_MAX). */
+  topicsMax?: number;
+  /** Ids one reclaim step looks at. */
+  reclaimScanIds?: number;
+  /** Ids one reclaim step releases at most. */
+  reclaimBatchIds?: number;
+}
+
 /** Dense ids for topics and partitions. */
 export class TopicTable {
   /** The most topics this table interns (TOPICS_MAX; tests shrink it). */
   readonly topicsMax: number;
   /** New topics refused at topicsMax, since start. */
   topicsRefused = 0;
+  /** Ids reclaimed, since start. */
+  topicsReclaimed = 0;
+  /** Bumped by each reclaimed batch: a cache that saw another epoch clears what it names. */
+  reclaimEpoch = 0;
   private readonly topicIds = new Map<string, number>();
   private readonly partitionIds = new Map<string, number>();
   private readonly topicNames: string[] = [];
   private readonly partitionNames: string[] = [];
   private partitionByTopic = new Int32Array(CAPACITY_INITIAL);
+  private lastSeqByTopic = new Float64Array(CAPACITY_INITIAL);
+  private stampByTopic = new Float64Array(CAPACITY_INITIAL);
+  /** Interns of a new name so far: the stamp the next one gets. */
+  private stamp = 0;
+  private readonly freeIds: number[] = [];
+  private horizon: (() => number) | null = null;
+  private readonly listeners: ReclaimListener[] = [];
+  /** The ids of the last RECLAIM_LOG_EPOCHS epochs; log[i] is epoch reclaimEpoch - length + 1 + i. */
+  private readonly log: Int32Array[] = [];
+  /** Where the next reclaim step looks, and what the pass it belongs to found. */
+  private sweepAt = 0;
+  private passBelow = 0;
+  private passFound = 0;
+  /** A whole pass found nothing below this: no step runs until the horizon passes it. */
+  private idleBelow = 0;
+  private readonly scanIds: number;
+  private readonly batchIds: number;
   /** The open matchers of this table's topics (they register themselves). */
   readonly filters = new FilterIndex<FilterMatcher>();
   private readonly matched: FilterMatcher[] = [];
 
-  constructor(options: { topicsMax?: number } = {}) {
+  constructor(options: TopicTableOptions = {}) {
     this.topicsMax = options.topicsMax ?? TOPICS_MAX;
+    this.scanIds = options.reclaimScanIds ?? RECLAIM_SCAN_IDS;
+    this.batchIds = options.reclaimBatchIds ?? RECLAIM_BATCH_IDS;
     assert(this.topicsMax >= 1 && this.topicsMax <= TOPICS_MAX, "TopicTable: topicsMax in range");
+    assert(this.scanIds >= 1 && this.batchIds >= 1, "TopicTable: reclaim steps do work");
   }
 
   /** Topics known, the limit, and new topics refused at it. */
   stats(): TopicStats {
-    return { known: this.topicNames.length, max: this.topicsMax, refused: this.topicsRefused };
+    return {
+      known: this.topicNames.length - this.freeIds.length,
+      max: this.topicsMax,
+      refused: this.topicsRefused,
+    };
   }
 
-  /** Number of topics interned so far; grows only. */
+  /** Ids handed out so far (every id is below it; some may be free); grows only. */
   get topicCount(): number {
     return this.topicNames.length;
   }
@@ -66,34 +128,36 @@ export class TopicTable {
     return this.partitionNames.length;
   }
 
-  /** The id of `name`, interning it (and its partition) when new. */
-  intern(name: string): InternResult {
+  /**
+   * The id of `name`, interning it (and its partition) when new. `seq`, when given, is a record
+   * of the topic the caller will read or write with this id: the id is not reclaimed under it.
+   */
+  intern(name: string, seq = 0): InternResult {
     const known = this.topicIds.get(name);
-    if (known !== undefined) return { ok: true, topicId: known };
+    if (known !== undefined) {
+      if (seq > this.lastSeqByTopic[known]) this.lastSeqByTopic[known] = seq;
+      return { ok: true, topicId: known };
+    }
     const reason = validateTopic(name);
     if (reason !== null) return { ok: false, reason };
-    if (this.topicNames.length >= this.topicsMax) {
+    const partition = partitionOf(name);
+    let partitionId = this.partitionIds.get(partition);
+    if (partitionId === undefined && this.partitionNames.length >= PARTITIONS_MAX)
+      return { ok: false, reason: `server holds ${PARTITIONS_MAX} partitions, the limit` };
+    const topicId = this.takeId();
+    if (topicId < 0) {
       this.topicsRefused++;
       return { ok: false, reason: `server holds ${this.topicsMax} topics, the limit` };
     }
-    const partition = partitionOf(name);
-    let partitionId = this.partitionIds.get(partition);
     if (partitionId === undefined) {
-      if (this.partitionNames.length >= PARTITIONS_MAX) {
-        return { ok: false, reason: `server holds ${PARTITIONS_MAX} partitions, the limit` };
-      }
       partitionId = this.partitionNames.length;
       this.partitionNames.push(partition);
       this.partitionIds.set(partition, partitionId);
     }
-    const topicId = this.topicNames.length;
-    if (topicId === this.partitionByTopic.length) {
-      const grown = new Int32Array(this.partitionByTopic.length * 2);
-      grown.set(this.partitionByTopic);
-      this.partitionByTopic = grown;
-    }
     this.partitionByTopic[topicId] = partitionId;
-    this.topicNames.push(name);
+    this.lastSeqByTopic[topicId] = seq;
+    this.stampByTopic[topicId] = this.stamp++;
+    this.topicNames[topicId] = name;
     this.topicIds.set(name, topicId);
     if (this.filters.size > 0) this.tellMatchers(name, topicId);
     return { ok: true, topicId };
@@ -106,7 +170,12 @@ export class TopicTable {
     return result.topicId;
   }
 
-  /** The id of `name`, or -1 when it was never interned. */
+  /** A record of topic `topicId` with seq `seq` is held (the tip appended it). */
+  seen(topicId: number, seq: number): void {
+    if (seq > this.lastSeqByTopic[topicId]) this.lastSeqByTopic[topicId] = seq;
+  }
+
+  /** The id of `name`, or -1 when it is not interned. */
   lookup(name: string): number {
     return this.topicIds.get(name) ?? -1;
   }
@@ -119,7 +188,19 @@ export class TopicTable {
   /** The name of topic `topicId`. */
   topicName(topicId: number): string {
     assert(topicId >= 0 && topicId < this.topicNames.length, "topicName: id in range");
-    return this.topicNames[topicId];
+    const name = this.topicNames[topicId];
+    assert(name !== FREE, "topicName: id is interned");
+    return name;
+  }
+
+  /** The stamp of the intern that gave `topicId` its current name (interns count up). */
+  internedAt(topicId: number): number {
+    return this.stampByTopic[topicId];
+  }
+
+  /** The stamp the next new name gets: every id interned so far has a lower one. */
+  get internStamp(): number {
+    return this.stamp;
   }
 
   /** The partition id of topic `topicId`. */
@@ -143,6 +224,110 @@ export class TopicTable {
    */
   partitionsByTopic(): Int32Array {
     return this.partitionByTopic;
+  }
+
+  /**
+   * Lets ids be reclaimed: `horizon()` is the oldest seq still held anywhere (0: none may be).
+   * One caller (the broker's sequencer) sets it.
+   */
+  reclaimBelow(horizon: () => number): void {
+    this.horizon = horizon;
+  }
+
+  /** Registers a cache to be told each reclaimed batch. */
+  onReclaim(listener: ReclaimListener): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * The batches reclaimed after epoch `epoch` (oldest first), or null when some are no longer
+   * listed: the caller then forgets every answer it holds.
+   */
+  reclaimedSince(epoch: number): readonly Int32Array[] | null {
+    const behind = this.reclaimEpoch - epoch;
+    if (behind > this.log.length) return null;
+    return this.log.slice(this.log.length - behind);
+  }
+
+  /**
+   * One bounded reclaim step: looks at up to reclaimScanIds ids from where the last step stopped
+   * and releases those whose topic holds no record (at most reclaimBatchIds) as one epoch.
+   * Returns the ids released. Runs by itself when a new topic finds the table full.
+   */
+  reclaim(): number {
+    if (this.horizon === null) return 0;
+    const below = this.horizon();
+    if (below <= this.idleBelow) return 0;
+    const end = this.topicNames.length;
+    if (end === 0) return 0;
+    const names = this.topicNames;
+    const lastSeq = this.lastSeqByTopic;
+    const found: number[] = [];
+    let at = this.sweepAt;
+    // At most one look at each id per step (found ids are released only after the loop).
+    const scanIds = Math.min(this.scanIds, end);
+    for (let scanned = 0; scanned < scanIds && found.length < this.batchIds; scanned++) {
+      if (at === 0) {
+        this.passBelow = below;
+        this.passFound = 0;
+      }
+      if (names[at] !== FREE && lastSeq[at] < below) found.push(at);
+      if (++at === end) {
+        at = 0;
+        // A whole pass without finding anything: idle until the horizon moves past its start.
+        if (this.passFound + found.length === 0) {
+          this.idleBelow = this.passBelow;
+          break;
+        }
+      }
+    }
+    this.sweepAt = at;
+    this.passFound += found.length;
+    if (found.length > 0) this.release(Int32Array.from(found));
+    return found.length;
+  }
+
+  /** A free id, a new one below topicsMax, or one a reclaim step frees; -1 when none is. */
+  private takeId(): number {
+    const free = this.freeIds;
+    if (free.length > 0) return free.pop() as number;
+    const topicId = this.topicNames.length;
+    if (topicId < this.topicsMax) {
+      if (topicId === this.partitionByTopic.length) this.grow();
+      this.topicNames.push(FREE);
+      return topicId;
+    }
+    if (this.reclaim() === 0) return -1;
+    return free.pop() as number;
+  }
+
+  private release(ids: Int32Array): void {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i];
+      this.topicIds.delete(this.topicNames[id]);
+      this.topicNames[id] = FREE;
+      this.lastSeqByTopic[id] = 0;
+    }
+    this.reclaimEpoch++;
+    this.log.push(ids);
+    if (this.log.length > RECLAIM_LOG_EPOCHS) this.log.shift();
+    this.topicsReclaimed += ids.length;
+    for (const listener of this.listeners) listener(ids);
+    // Reused lowest first (popped from the end), so ids stay as dense as they can.
+    for (let i = ids.length - 1; i >= 0; i--) this.freeIds.push(ids[i]);
+  }
+
+  private grow(): void {
+    const length = this.partitionByTopic.length * 2;
+    const partitions = new Int32Array(length);
+    partitions.set(this.partitionByTopic);
+    this.partitionByTopic = partitions;
+    const lastSeq = new Float64Array(length);
+    lastSeq.set(this.lastSeqByTopic);
+    this.lastSeqByTopic = lastSeq;
+    const stamps = new Float64Array(length);
+    stamps.set(this.stampByTopic);
+    this.stampByTopic = stamps;
   }
 
   /** Sets the answer of topic `topicId` in every registered matcher whose filter matches it. */
