@@ -48,9 +48,11 @@ export type { ReadFrom } from "./partition_read.ts";
 /**
  * Options of a read. `borrow`: a batch's payloads are views into the reader's buffers, valid
  * only until the next `nextBatch()` call (no copy per message; the broker encodes each batch
- * into frames at once). Without it every payload is a copy the caller may keep.
+ * into frames at once). Without it every payload is a copy the caller may keep. `bufferBytes`:
+ * the read-ahead its partition reads share (default the store's readBufferBytes), so a reader
+ * that hands out a little at a time (a subscriber's catch-up) holds little.
  */
-export type ReadOptions = { batchBytesMax?: number; borrow?: boolean };
+export type ReadOptions = { batchBytesMax?: number; borrow?: boolean; bufferBytes?: number };
 
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
@@ -97,6 +99,8 @@ export class StoreReader {
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
+  /** Read-ahead bytes this reader's partition reads share (see ReadOptions). */
+  private readonly bufferBytes: number;
   private readonly pool: BufferPool | null;
   /** Message objects a borrowing reader hands out again in every batch. */
   private readonly borrowed: BorrowedMessage[] | null;
@@ -110,6 +114,7 @@ export class StoreReader {
     options: ReadOptions = {},
   ) {
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
+    this.bufferBytes = options.bufferBytes ?? context.options.readBufferBytes;
     this.pool =
       options.borrow === true
         ? new BufferPool(2 * this.batchBytesMax + READ_CHUNK_BYTES_MAX)
@@ -393,7 +398,7 @@ export class StoreReader {
     if (fresh.length === 0) return;
     const chunkBytes = Math.min(
       READ_CHUNK_BYTES_MAX,
-      Math.floor(context.options.readBufferBytes / (this.parts.length + fresh.length)),
+      Math.floor(this.bufferBytes / (this.parts.length + fresh.length)),
     );
     const from: ReadFrom = this.lastSeq > 0 ? { afterSeq: this.lastSeq } : this.from;
     for (const log of fresh)
