@@ -61,3 +61,10 @@ test("subscribe: a filter reaching outside is refused whole, naming the entry", 
   expect(refusal("metrics/cpu/**")).toBe("metrics/cpu/**"); // only the exact topic is allowed
   expect(refusal("app/orders/us", "app/payments")).toBe("app/payments");
 });
+
+test("subscribe: a subtree wider than the allowed one is refused, with no deny rule at all", () => {
+  const permissions = new Permissions(rule([]), rule(["app/orders/**"]));
+  expect(permissions.subscribeRefusal(Filter.of("app/**"))).toBe("app/**");
+  expect(permissions.subscribeRefusal(Filter.of("app"))).toBe("app");
+  expect(permissions.subscribeRefusal(Filter.of("app/orders/eu/**"))).toBeNull();
+});

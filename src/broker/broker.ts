@@ -30,7 +30,7 @@ import type { Tip } from "../tip/mod.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import { CatchUp, RECOVERY_SECONDS_BOUNDS } from "./catch_up.ts";
 import { Delivery } from "./delivery.ts";
-import { Dispatch } from "./dispatch.ts";
+import { Dispatch, type DispatchOptions } from "./dispatch.ts";
 import { LiveFanout } from "./live_fanout.ts";
 import type { BrokerStore, Clock, Connection, Scheduler } from "./ports.ts";
 import { Sequencer } from "./sequencer.ts";
@@ -47,6 +47,8 @@ export interface BrokerOptions {
   scheduler: Scheduler;
   /** When set, HELLO must carry this token. */
   authToken?: string;
+  /** Users, failed sign-in throttle, timer and log of signing in (see dispatch.ts). */
+  signIn?: Pick<DispatchOptions, "users" | "throttle" | "scheduleAfter" | "log">;
   connectionsMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
@@ -77,6 +79,8 @@ export interface BrokerStats {
   nextSeq: number;
   visibleSeq: number;
   recoveries: { disk: number; tip: number };
+  /** Failed sign-ins (a missing or wrong token or certificate) since start (absent in fakes). */
+  authFailures?: number;
 }
 
 const PHASE_NAMES = ["resolving", "disk", "tip", "live", "stalled"] as const;
@@ -145,6 +149,7 @@ export class Broker {
       moves: this.catchUp,
       fanout: this.fanout,
       authToken: options.authToken,
+      ...options.signIn,
       connectionsMax: options.connectionsMax,
       sendQueueBytesMax: options.sendQueueBytesMax,
       frameDeadlineUs: options.frameDeadlineUs,
@@ -179,6 +184,11 @@ export class Broker {
    */
   expire(nowUs: number): void {
     this.dispatch.expire(nowUs);
+  }
+
+  /** The users were reloaded (--users on SIGHUP): open sessions take the new permissions. */
+  usersReplaced(): void {
+    this.dispatch.usersReplaced();
   }
 
   /** The connection of session `sessionId` closed. */
@@ -220,6 +230,7 @@ export class Broker {
       nextSeq: this.sequencer.nextSeq,
       visibleSeq: this.sequencer.visibleSeq,
       recoveries: { disk: this.catchUp.recoveries.disk, tip: this.catchUp.recoveries.tip },
+      authFailures: this.dispatch.authFailures,
     };
   }
 

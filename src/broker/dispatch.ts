@@ -10,10 +10,20 @@
  *                                        └ PING, bad bytes, frames out of place ─▶ PONG, ERROR
  *   after each event: a commit if due, then settle ─▶ flush ─▶ backed up? stall : resume
  *
+ * Signing in. Without users a HELLO carries the one shared token (or none is asked). With users
+ * (auth/users.ts) a HELLO signs in as a user; a token not yet verified is checked off the event
+ * loop, and until the answer comes the session reads no further frame (what arrives is held). A
+ * failed sign-in is counted, logged, and answered after a delay that grows per source address
+ * (auth/throttle.ts). A signed-in user's PUBLISH and SUBSCRIBE are checked against its
+ * permissions (refused whole with PERMISSION_DENIED); a reload of the users (usersReplaced)
+ * applies the new permissions to open sessions, dropping the subscriptions they no longer allow.
+ *
  * Not here: sequencing, catch-up and fan-out themselves; the stages are reached through the small
  * interfaces below. Invariants: a session is in `sessions` from open until closeSession; a
- * closed session holds no subscription; no frame but HELLO is handled before the handshake.
+ * closed session holds no subscription; no frame but HELLO is handled before the handshake; no
+ * frame is read while a session's sign-in is pending (`signingIn`).
  */
+import type { FailureThrottle, User, Users } from "../auth/mod.ts";
 import {
   CLOSING_LINGER_US,
   CONNECTION_BUFFERED_BYTES_MAX,
@@ -77,6 +87,14 @@ export interface DispatchOptions {
   fanout: FanoutIndex;
   /** When set, HELLO must carry this token. */
   authToken?: string;
+  /** When set, HELLO signs in as one of these users (a token `NAME:SECRET` or a certificate). */
+  users?: Users;
+  /** Failed sign-ins per source address and the delay before their ERROR (absent: at once). */
+  throttle?: FailureThrottle;
+  /** Runs `run` after `delayMs` (the runtime's timer; absent: at once). */
+  scheduleAfter?: (delayMs: number, run: () => void) => void;
+  /** Says one line, e.g. a failed sign-in (the server writes it to stderr). */
+  log?: (line: string) => void;
   connectionsMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
@@ -89,10 +107,17 @@ export interface DispatchOptions {
 /** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
 export type ErrorRelated = { fatal?: boolean; requestId?: number; subscriptionId?: number };
 
+/** Bytes a connection may send while its sign-in is pending (a HELLO's pipelined followers). */
+const SIGN_IN_HELD_BYTES_MAX = 256 * 1024;
+
 /** Sessions, frames in, errors out. */
 export class Dispatch {
   /** Open sessions by id. */
   readonly sessions = new Map<number, SubscriberSession>();
+  /** Failed sign-ins since start (HELLO with a missing or wrong credential). */
+  authFailures = 0;
+  /** Sessions whose sign-in is pending, with the chunks that arrived meanwhile (copies). */
+  private readonly signingIn = new Map<SubscriberSession, Uint8Array[]>();
   /** Send-queue chunks shared by every session. */
   private readonly queueChunks = new QueueChunkPool();
   private readonly topicCache = new TopicCache();
@@ -145,19 +170,42 @@ export class Dispatch {
   receive(sessionId: number, bytes: Uint8Array): void {
     const session = this.sessions.get(sessionId);
     if (session === undefined || session.closing) return;
+    const held = this.signingIn.get(session);
+    if (held !== undefined) return this.hold(session, held, bytes);
+    session.decoder.push(bytes);
+    this.readFrames(session);
+    this.afterEvent(session);
+  }
+
+  /** Handles the frames the decoder holds, until it is empty, the session closes or signs in. */
+  private readFrames(session: SubscriberSession): void {
     const decoder = session.decoder;
-    decoder.push(bytes);
     let frames = 0;
     for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
       frames++;
       if (frame.kind === "decode_error") this.decodeFailed(session, frame);
       else this.handle(session, frame);
-      if (session.closing) break;
+      if (session.closing || this.signingIn.has(session)) break;
     }
     // The deadline runs from when a frame began to arrive: a frame completed here restarts it.
     if (decoder.bufferedBytes === 0) session.partialFrameSinceUs = -1;
     else if (frames > 0 || session.partialFrameSinceUs < 0)
       session.partialFrameSinceUs = this.options.clock.nowUs();
+  }
+
+  /** Keeps a chunk that arrived while the session signs in (bounded: past it, the session ends). */
+  private hold(session: SubscriberSession, held: Uint8Array[], bytes: Uint8Array): void {
+    held.push(bytes.slice());
+    let heldBytes = 0;
+    for (const chunk of held) heldBytes += chunk.length;
+    if (heldBytes <= SIGN_IN_HELD_BYTES_MAX) return;
+    this.signingIn.delete(session);
+    this.fail(
+      session,
+      "ARIA_ERR_HANDSHAKE_REQUIRED",
+      `${heldBytes} bytes sent before the HELLO was answered; wait for WELCOME`,
+      { fatal: true },
+    );
     this.afterEvent(session);
   }
 
@@ -176,6 +224,8 @@ export class Dispatch {
   /** Ends connections that hold a slot for nothing (see Broker.expire). */
   expire(nowUs: number): void {
     for (const session of [...this.sessions.values()]) {
+      // A pending sign-in ends by itself (a verification, or a failure's bounded delay).
+      if (this.signingIn.has(session)) continue;
       if (
         !session.handshaken &&
         !session.closing &&
@@ -242,6 +292,7 @@ export class Dispatch {
       );
     switch (frame.kind) {
       case "publish":
+        if (session.user !== null && !this.publishAllowed(session, session.user, frame)) return;
         return this.publishing.publish(session, frame);
       case "subscribe":
         return this.subscribe(session, frame);
@@ -277,26 +328,142 @@ export class Dispatch {
         { fatal: true },
       );
     }
+    const users = this.options.users;
+    if (users !== undefined) {
+      const outcome = users.signIn(authToken, session.connection.peerSubject);
+      if (!(outcome instanceof Promise))
+        return outcome.ok
+          ? this.welcome(session, clientName, outcome.user)
+          : this.signInFailed(session, outcome.reason);
+      // Off the event loop: no frame of this session is read until the answer comes.
+      this.signingIn.set(session, []);
+      void outcome.then((signIn) => {
+        if (session.closed) return;
+        const held = this.signingIn.get(session) ?? [];
+        this.signingIn.delete(session);
+        if (signIn.ok) this.welcome(session, clientName, signIn.user);
+        else this.signInFailed(session, signIn.reason);
+        this.readOn(session, held);
+      });
+      return;
+    }
     const expected = this.options.authToken;
     if (
       expected !== undefined &&
       expected !== "" &&
       (authToken === null || !sameSecret(authToken, expected))
-    ) {
-      return this.fail(
+    )
+      return this.signInFailed(
         session,
-        "ARIA_ERR_AUTH_FAILED",
         authToken === null ? "this server requires an auth token" : "wrong auth token",
-        { fatal: true },
       );
-    }
+    this.welcome(session, clientName, null);
+  }
+
+  private welcome(session: SubscriberSession, clientName: string, user: User | null): void {
     session.handshaken = true;
     session.clientName = clientName;
+    session.user = user;
     encodeWelcome(session.writer, {
       version: PROTOCOL_VERSION,
       limits: serverLimits(),
       nextSeq: this.publishing.visibleSeq,
     });
+  }
+
+  /**
+   * Counts and logs a failed sign-in, and answers it with a fatal AUTH_FAILED after the delay
+   * its source address has earned; the session reads nothing meanwhile.
+   */
+  private signInFailed(session: SubscriberSession, reason: string): void {
+    this.authFailures++;
+    const address = session.connection.remoteAddress ?? "unknown address";
+    const delayUs = this.options.throttle?.failed(address, this.options.clock.nowUs()) ?? 0;
+    this.options.log?.(
+      `aria: sign-in failed from ${address}: ${reason} (ERROR after ${Math.round(delayUs / 1000)} ms)\n`,
+    );
+    const answer = () => {
+      this.signingIn.delete(session);
+      this.fail(session, "ARIA_ERR_AUTH_FAILED", reason, { fatal: true });
+    };
+    const scheduleAfter = this.options.scheduleAfter;
+    if (delayUs === 0 || scheduleAfter === undefined) return answer();
+    this.signingIn.set(session, []);
+    scheduleAfter(delayUs / 1000, () => {
+      if (session.closed) return;
+      answer();
+      this.afterEvent(session);
+    });
+  }
+
+  /** Reads on after a sign-in answered: what the decoder holds, then the chunks held meanwhile. */
+  private readOn(session: SubscriberSession, held: Uint8Array[]): void {
+    if (!session.closing && !this.signingIn.has(session)) this.readFrames(session);
+    while (held.length > 0 && !session.closing && !this.signingIn.has(session)) {
+      session.decoder.push(held.shift() as Uint8Array);
+      this.readFrames(session);
+    }
+    this.afterEvent(session);
+  }
+
+  /** True when `user` may publish every topic of `frame`; else answers PERMISSION_DENIED. */
+  private publishAllowed(session: SubscriberSession, user: User, frame: PublishFrame): boolean {
+    const messages = frame.messages;
+    const topics = this.options.topics;
+    let checked = "";
+    let refused: string | null = null;
+    while (messages.next()) {
+      const topic = messages.topic;
+      // A batch's messages share one string per topic: a run of one topic is checked once.
+      if (topic === checked) continue;
+      checked = topic;
+      if (!user.permissions.mayPublish(topic, topics.lookup(topic))) {
+        refused = topic;
+        break;
+      }
+    }
+    messages.rewind();
+    if (refused === null) return true;
+    this.fail(
+      session,
+      "ARIA_ERR_PERMISSION_DENIED",
+      `user "${user.name}" may not publish to "${refused}"`,
+      { requestId: frame.requestId },
+    );
+    return false;
+  }
+
+  /**
+   * The users were reloaded: each session's user is the one of that name now, and keeps only
+   * the subscriptions its permissions still allow; a session whose user is gone ends.
+   */
+  usersReplaced(): void {
+    const users = this.options.users;
+    if (users === undefined) return;
+    for (const session of [...this.sessions.values()]) {
+      const before = session.user;
+      if (before === null || session.closing) continue;
+      const user = users.user(before.name);
+      if (user === undefined) {
+        this.fail(session, "ARIA_ERR_AUTH_FAILED", `user "${before.name}" was removed`, {
+          fatal: true,
+        });
+      } else {
+        session.user = user;
+        for (const subscription of [...session.subscriptions.values()]) {
+          const refused = user.permissions.subscribeRefusal(subscription.filter);
+          if (refused === null) continue;
+          this.dropSubscription(subscription);
+          this.fail(
+            session,
+            "ARIA_ERR_PERMISSION_DENIED",
+            `user "${user.name}" may no longer subscribe to "${refused}": subscription ${subscription.id} ended`,
+            { subscriptionId: subscription.id },
+          );
+        }
+      }
+      this.settle(session);
+    }
   }
 
   private subscribe(session: SubscriberSession, frame: SubscribeFrame): void {
@@ -316,6 +483,15 @@ export class Dispatch {
         { subscriptionId: id },
       );
     }
+    const user = session.user;
+    const refused = user === null ? null : user.permissions.subscribeRefusal(frame.filter);
+    if (refused !== null)
+      return this.fail(
+        session,
+        "ARIA_ERR_PERMISSION_DENIED",
+        `user "${user?.name}" may not subscribe to "${refused}" (a filter is refused whole, never narrowed)`,
+        { subscriptionId: id },
+      );
     const matcher = new FilterMatcher(this.options.topics, frame.filter);
     const visibleSeq = this.publishing.visibleSeq;
     const subscription = new Subscription(session, id, frame.filter, matcher, visibleSeq);
@@ -436,6 +612,7 @@ export class Dispatch {
     for (const subscription of [...session.subscriptions.values()])
       this.dropSubscription(subscription);
     session.closed = true;
+    this.signingIn.delete(session);
     session.release();
     this.sessions.delete(session.id);
     session.connection.close();

@@ -20,6 +20,7 @@
  * Invariants: queuedBytes === sum of queue chunk lengths; bytes reach the connection in the order
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
  */
+import type { User } from "../auth/mod.ts";
 import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTION_WRITE_BYTES } from "../constants.ts";
 import { FrameDecoder, FrameWriter, type InputBudget, type TopicCache } from "../protocol/mod.ts";
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
@@ -61,6 +62,8 @@ export class Session<Sub = unknown> {
   partialFrameSinceUs = -1;
   closed = false;
   clientName = "";
+  /** The user signed in on this connection (a server with --users), or null. */
+  user: User | null = null;
   private readonly queue: QueueChunk[] = [];
   private queueHead = 0;
   queuedBytes = 0;

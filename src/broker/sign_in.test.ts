@@ -1,0 +1,234 @@
+/**
+ * Users in the broker: HELLO signs in as a user (a token verified off the event loop, then
+ * remembered), a failed sign-in is counted, logged and answered after a delay that grows per
+ * address, a publish or subscription outside the user's permissions is refused naming the topic
+ * or entry, and a reload keeps connections while it applies the new permissions.
+ */
+import { expect, test } from "bun:test";
+import { FailureThrottle, type User, userFromRecord, Users } from "../auth/mod.ts";
+import { PROTOCOL_VERSION } from "../constants.ts";
+import {
+  encodeFrame,
+  type ErrorFrame,
+  FrameDecoder,
+  FrameWriter,
+  type OutgoingFrame,
+} from "../protocol/mod.ts";
+import { MemoryStore } from "../testing/memory_store.ts";
+import { Tip } from "../tip/tip.ts";
+import { Filter } from "../topic/filter.ts";
+import { TopicTable } from "../topic/topic_table.ts";
+import { Broker } from "./broker.ts";
+
+const ENCODER = new TextEncoder();
+
+function user(name: string, publish: string[], subscribe: string[], deny: string[] = []): User {
+  return userFromRecord({
+    name,
+    tokenHash: `fake$${name}-secret`,
+    certSubject: null,
+    publish: { allow: publish, deny },
+    subscribe: { allow: subscribe, deny },
+    roles: [],
+  });
+}
+
+/** A client connection that decodes what the broker writes to it. */
+class Client {
+  id = 0;
+  closed = false;
+  readonly frames: { kind: string; [key: string]: unknown }[] = [];
+  private readonly decoder = new FrameDecoder();
+  readonly connection = {
+    remoteAddress: "10.0.0.7",
+    write: (bytes: Uint8Array) => {
+      this.decoder.push(bytes.slice());
+      for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
+        this.frames.push(frame.kind === "data" ? { kind: "data" } : (frame as never));
+      return bytes.length;
+    },
+    close: () => {
+      this.closed = true;
+    },
+  };
+  errors(): string[] {
+    return (this.frames.filter((f) => f.kind === "error") as unknown as ErrorFrame[]).map(
+      (e) => `${e.code}${e.fatal ? " fatal" : ""}: ${e.reason}`,
+    );
+  }
+  kinds(): string[] {
+    return this.frames.map((f) => f.kind);
+  }
+}
+
+function world(users: User[]) {
+  const topics = new TopicTable();
+  const tasks: (() => void)[] = [];
+  const timers: { delayMs: number; run: () => void }[] = [];
+  const logged: string[] = [];
+  const verified: string[] = [];
+  const registry = new Users(users, {
+    verify: async (secret, stored) => {
+      verified.push(secret);
+      return stored === `fake$${secret}`;
+    },
+    digest: (token) => `digest:${token}`,
+  });
+  let timeUs = 1_000_000;
+  const broker = new Broker({
+    topics,
+    tip: new Tip(topics, { capacityBytes: 1 << 16, poolBlocks: 16 }),
+    store: new MemoryStore(),
+    clock: { nowUs: () => (timeUs += 10) },
+    scheduler: { soon: (task) => tasks.push(task) },
+    signIn: {
+      users: registry,
+      throttle: new FailureThrottle(),
+      scheduleAfter: (delayMs, run) => timers.push({ delayMs, run }),
+      log: (line) => logged.push(line),
+    },
+  });
+  const send = (client: Client, ...frames: OutgoingFrame[]) => {
+    const writer = new FrameWriter();
+    for (const frame of frames) encodeFrame(writer, frame);
+    broker.receive(client.id, writer.bytes().slice());
+  };
+  const connect = () => {
+    const client = new Client();
+    client.id = broker.open(client.connection);
+    return client;
+  };
+  const hello = (token: string | null): OutgoingFrame => ({
+    kind: "hello",
+    version: PROTOCOL_VERSION,
+    clientName: "t",
+    authToken: token,
+  });
+  const settle = async () => {
+    for (let round = 0; round < 1000; round++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (tasks.length === 0) return;
+      for (const task of tasks.splice(0)) task();
+    }
+  };
+  /** A client signed in with `token`. */
+  const signedIn = async (token: string) => {
+    const client = connect();
+    send(client, hello(token));
+    await settle();
+    expect(client.kinds()).toEqual(["welcome"]);
+    return client;
+  };
+  return { broker, registry, send, connect, hello, settle, signedIn, timers, logged, verified };
+}
+
+const publish = (requestId: number, ...topics: string[]): OutgoingFrame => ({
+  kind: "publish",
+  requestId,
+  messages: topics.map((topic) => ({ topic, payload: ENCODER.encode("x") })),
+});
+const subscribe = (subscriptionId: number, ...filter: string[]): OutgoingFrame => ({
+  kind: "subscribe",
+  subscriptionId,
+  start: { kind: "live" },
+  filter: Filter.of(...filter),
+});
+
+test("a publish outside the user's permissions is refused whole, naming the topic", async () => {
+  const w = world([user("orders", ["app/orders/**"], [], ["app/orders/audit/**"])]);
+  const client = await w.signedIn("orders:orders-secret");
+  w.send(client, publish(1, "app/orders/eu"));
+  w.send(client, publish(2, "app/orders/eu", "app/payments/eu", "app/orders/us"));
+  w.send(client, publish(3, "app/orders/audit/x"));
+  await w.settle();
+  expect(client.errors()).toEqual([
+    'ARIA_ERR_PERMISSION_DENIED: user "orders" may not publish to "app/payments/eu"',
+    'ARIA_ERR_PERMISSION_DENIED: user "orders" may not publish to "app/orders/audit/x"',
+  ]);
+  const acks = client.frames.filter((f) => f.kind === "publish_ack");
+  expect(acks.map((a) => [a.requestId, a.count])).toEqual([[1, 1]]);
+  expect(w.broker.stats().messagesPublished).toBe(1);
+  expect(client.closed).toBe(false);
+});
+
+test("a subscription reaching outside is refused, never narrowed", async () => {
+  const w = world([user("reader", [], ["app/orders/**"])]);
+  const client = await w.signedIn("reader:reader-secret");
+  w.send(client, subscribe(1, "app/**"), subscribe(2, "app/orders/eu", "app/x"));
+  w.send(client, subscribe(3, "app/orders/**"));
+  await w.settle();
+  expect(client.errors()).toEqual([
+    'ARIA_ERR_PERMISSION_DENIED: user "reader" may not subscribe to "app/**" (a filter is refused whole, never narrowed)',
+    'ARIA_ERR_PERMISSION_DENIED: user "reader" may not subscribe to "app/x" (a filter is refused whole, never narrowed)',
+  ]);
+  expect(w.broker.stats().subscriptions).toBe(1);
+});
+
+test("a token is verified once, off the event loop; frames sent behind HELLO wait for it", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  const client = w.connect();
+  // HELLO and a PUBLISH in one chunk: the PUBLISH is read only after WELCOME.
+  w.send(client, w.hello("orders:orders-secret"), publish(1, "app/a"));
+  expect(client.kinds()).toEqual([]);
+  await w.settle();
+  expect(client.kinds()).toEqual(["welcome", "publish_ack"]);
+  // A reconnect with the same token is answered at once, without the KDF.
+  const again = w.connect();
+  w.send(again, w.hello("orders:orders-secret"));
+  expect(again.kinds()).toEqual(["welcome"]);
+  expect(w.verified).toEqual(["orders-secret"]);
+});
+
+test("failed sign-ins are counted, logged and answered after a delay growing per address", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  const tries = ["orders:wrong", "nobody:x", null, "no-colon"];
+  const clients = [];
+  for (const token of tries) {
+    const client = w.connect();
+    w.send(client, w.hello(token), publish(1, "app/a"));
+    await w.settle();
+    // Nothing yet: the ERROR waits for its delay.
+    expect(client.kinds()).toEqual([]);
+    clients.push(client);
+  }
+  expect(w.timers.map((t) => t.delayMs)).toEqual([100, 200, 400, 800]);
+  for (const timer of w.timers) timer.run();
+  expect(clients.map((c) => c.errors())).toEqual([
+    ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
+    ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
+    ["ARIA_ERR_AUTH_FAILED fatal: this server requires an auth token"],
+    ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
+  ]);
+  expect(w.broker.stats().authFailures).toBe(4);
+  expect(w.broker.stats().messagesPublished).toBe(0);
+  expect(w.logged[0]).toBe(
+    "aria: sign-in failed from 10.0.0.7: wrong auth token (ERROR after 100 ms)\n",
+  );
+  // Only the token naming a user with a hash ran the KDF.
+  expect(w.verified).toEqual(["wrong"]);
+});
+
+test("a reload keeps connections and applies the new permissions to them", async () => {
+  const w = world([user("orders", ["app/**"], ["app/**"]), user("old", ["x"], [])]);
+  const client = await w.signedIn("orders:orders-secret");
+  const removed = await w.signedIn("old:old-secret");
+  w.send(client, subscribe(1, "app/orders/**"), subscribe(2, "app/payments/**"));
+  await w.settle();
+  w.registry.replace([user("orders", ["app/orders/**"], ["app/orders/**"])]);
+  w.broker.usersReplaced();
+  await w.settle();
+  expect(client.closed).toBe(false);
+  expect(client.errors()).toEqual([
+    'ARIA_ERR_PERMISSION_DENIED: user "orders" may no longer subscribe to "app/payments/**": subscription 2 ended',
+  ]);
+  expect(w.broker.stats().subscriptions).toBe(1); // orders keeps subscription 1
+  w.send(client, publish(7, "app/payments/eu"), publish(8, "app/orders/eu"));
+  await w.settle();
+  expect(client.errors().at(-1)).toBe(
+    'ARIA_ERR_PERMISSION_DENIED: user "orders" may not publish to "app/payments/eu"',
+  );
+  expect(client.frames.filter((f) => f.kind === "publish_ack").map((a) => a.requestId)).toEqual([
+    8,
+  ]);
+  expect(removed.errors()).toEqual(['ARIA_ERR_AUTH_FAILED fatal: user "old" was removed']);
+});
