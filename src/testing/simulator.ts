@@ -650,6 +650,9 @@ class Simulation {
       this.disk.kill();
     }
     this.repairedSinceOpen = true;
+    // A repair rewrites damaged closed files under fresh ids: the layout a cut split left is no
+    // longer the one to check (split-old-or-new), only what the repair reports.
+    if (report.moved.length > 0 || report.lostSeqs.length > 0) this.splitCut = null;
     for (const lost of report.lostSeqs) {
       this.checker.onLost(lost.first, lost.last);
       this.counters.seqsLost += lost.last - lost.first + 1;
@@ -856,7 +859,10 @@ class Simulation {
     if (!life.token.alive) return; // a crash cut it: recovery says which files are left
     if (settled.error !== null) {
       const code = (settled.error as { code?: string }).code;
-      const faulted = code === "EIO" || code === "ENOSPC" || life.store.failure !== null;
+      // A full disk or an injected I/O error, also as the store words it (retention retries).
+      const injected = /no space left|injected I\/O error/.test(String(settled.error));
+      const faulted =
+        code === "EIO" || code === "ENOSPC" || injected || life.store.failure !== null;
       check(faulted, "retention-succeeds", () => `retention failed: ${String(settled.error)}`);
       return;
     }
