@@ -80,6 +80,13 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   writePartitions(out, snapshot.volumes, snapshot.partitionsMax);
 
   out.single("aria_connections", "gauge", "Open protocol connections.", broker.connections);
+  if (broker.authFailures !== undefined)
+    out.single(
+      "aria_auth_failures_total",
+      "counter",
+      "Failed sign-ins (HELLO with a missing or wrong token or certificate) since start.",
+      broker.authFailures,
+    );
   const topics = snapshot.stats.topics;
   if (topics !== undefined) {
     out.single("aria_topics", "gauge", "Topics the server has interned.", topics.known);
