@@ -82,6 +82,7 @@ function connectionOf(socket: Socket<SocketData>): Connection {
     },
     pause: () => socket.pause(),
     resume: () => socket.resume(),
+    remoteAddress: socket.remoteAddress,
     get peerSubject() {
       return socket.data.peerSubject;
     },
