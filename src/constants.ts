@@ -322,6 +322,19 @@ export const STALLED_DISK_READERS_KEPT_MAX = 2;
  */
 export const DISK_READERS_MAX = 8;
 /**
+ * Bytes of one batch of a subscription's disk reader: one catch-up slice, as from the tip. The
+ * batch is what a stalled subscription's reader holds, with the read buffers its payloads point
+ * into: with the store's 4 MiB batches a reader of `**` over 16 partitions whose records were
+ * still in the journal read and held ~84 MB (docs/benchmarks.md, stalled readers).
+ */
+export const CATCH_UP_READ_BATCH_BYTES = CATCH_UP_SLICE_BYTES;
+/**
+ * Read-ahead bytes a subscription's disk reader shares among its partition reads (the store's
+ * readers share READ_BUFFER_BYTES_TOTAL): a subscriber takes a slice at a time, and a reader of
+ * few partitions still reads READ_CHUNK_BYTES_MAX at once.
+ */
+export const CATCH_UP_READ_BUFFER_BYTES = 4 * 1024 * 1024;
+/**
  * How often a server runs segment aging and retention (ms): far finer than their limits need
  * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
  */
@@ -334,6 +347,11 @@ assert(
 assert(
   DELIVERY_EVENT_BYTES_MAX >= 4 * CATCH_UP_SLICE_BYTES,
   "a round of catch-up serves several subscriptions",
+);
+assert(
+  CATCH_UP_READ_BATCH_BYTES >= CATCH_UP_SLICE_BYTES &&
+    CATCH_UP_READ_BUFFER_BYTES >= 4 * READ_CHUNK_BYTES_MAX,
+  "a catch-up batch fills a slice; a reader of up to four partitions reads whole chunks",
 );
 assert(
   CATCH_UP_SLICE_BYTES >= CONNECTION_WRITE_BYTES,

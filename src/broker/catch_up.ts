@@ -21,6 +21,8 @@
  * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
  */
 import {
+  CATCH_UP_READ_BATCH_BYTES,
+  CATCH_UP_READ_BUFFER_BYTES,
   CATCH_UP_SLICE_BYTES,
   DELIVERY_EVENT_BYTES_MAX,
   DISK_READERS_MAX,
@@ -217,10 +219,16 @@ export class CatchUp {
 
   private openReader(subscription: Subscription): void {
     // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
+    // Small batches and read-ahead: what a stalled subscription's reader holds is its batch and
+    // the buffers that batch points into.
     subscription.diskReader = this.store.read(
       subscription.filter,
       { seq: subscription.nextSeq },
-      { borrow: true },
+      {
+        borrow: true,
+        batchBytesMax: CATCH_UP_READ_BATCH_BYTES,
+        bufferBytes: CATCH_UP_READ_BUFFER_BYTES,
+      },
     );
     this.readers.add(subscription);
   }

@@ -81,11 +81,12 @@ export interface BrokerStore {
   whenCaughtUp(): Promise<void>;
   /**
    * Reads a filter's committed messages in seq order; an empty batch means caught up. With
-   * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call.
+   * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call;
+   * `batchBytesMax` and `bufferBytes` bound a batch and the read-ahead (the store's defaults).
    */
   read(
     filter: Filter,
     from: { seq: number } | { timeUs: number },
-    options?: { borrow?: boolean },
+    options?: { borrow?: boolean; batchBytesMax?: number; bufferBytes?: number },
   ): { nextBatch(): Promise<StoredMessageLike[]> };
 }
