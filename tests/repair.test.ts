@@ -128,3 +128,66 @@ test("a byte flipped mid-journal after kill -9: serve exits 5, repair salvages a
   expect(read.get(seq)).toEqual(new TextEncoder().encode("after"));
   await server.stop();
 }, 60_000);
+
+test("a byte flipped in a pack: a subscriber reading it gets an error naming the pack, the server serves on; repair salvages the rest", async () => {
+  const dataDir = makeTempDir("aria-e2e-repair-pack-");
+  let server = await startAria({ dataDir, fsync: "always" });
+  const client = await connect(server.tcpUrl, { clientName: "repair-pack", reconnect: false });
+  const acked = new Map<number, Uint8Array>();
+  for (let i = 0; i < MESSAGES; i += 100) {
+    const batch = Array.from({ length: 100 }, (_, j) =>
+      new TextEncoder().encode(`message ${i + j} ${"x".repeat(1000 + ((i + j) % 50))}`),
+    );
+    // Two partitions: the tip's refill at start reads the newest (b), not the damaged one (a).
+    const topic = `${i < MESSAGES / 2 ? "a" : "b"}/${i % 7}`;
+    const seqs = await Promise.all(batch.map((payload) => client.publish(topic, payload)));
+    for (const [j, seq] of seqs.entries()) acked.set(seq, batch[j]);
+  }
+  await client.close();
+  await server.stop();
+
+  // One byte flipped in the payload of message 10 (partition a), in its pack.
+  const packs = readdirSync(join(dataDir, "segments")).filter((name) => name.endsWith(".pak"));
+  const marker = Buffer.from("message 10 x");
+  const pack = `segments/${packs.find((name) => readFileSync(join(dataDir, "segments", name)).includes(marker))}`;
+  const bytes = readFileSync(join(dataDir, pack));
+  bytes[bytes.indexOf(marker) + 4] ^= 0x10;
+  writeFileSync(join(dataDir, pack), bytes);
+
+  // An ordinary open checks sizes, not checksums: the server starts; the read finds the damage.
+  server = await startAria({ dataDir, fsync: "always" });
+  const failed = await runAria(
+    ["sub", "--url", server.tcpUrl, "**", "--from", "earliest", "--until-caught-up"],
+    { timeoutMs: 30_000 },
+  );
+  expect(failed.exitCode).not.toBe(0);
+  expect(failed.stderr).toContain(`"${pack}"`);
+  expect(failed.stderr).toContain("checksum mismatch at offset");
+  // The server serves on: a publish is acknowledged, a live subscriber works.
+  const after = await connect(server.tcpUrl, { clientName: "after", reconnect: false });
+  const seq = await after.publish("t/after", new TextEncoder().encode("after"));
+  await after.close();
+  expect(seq).toBeGreaterThan(Math.max(...acked.keys()));
+  await server.stop();
+
+  const repaired = await runAria(["repair", "--data-dir", dataDir, "--json"]);
+  expect(repaired.exitCode).toBe(0);
+  const report = JSON.parse(repaired.stdout);
+  expect(report.moved.map((m: { file: string }) => m.file)).toEqual([pack]);
+  const lost = report.lostSeqs as { first: number; last: number; file: string }[];
+  expect(lost.length).toBe(1);
+  expect(lost[0].file).toBe(pack);
+  expect(lost[0].last - lost[0].first).toBeLessThan(10);
+
+  server = await startAria({ dataDir, fsync: "always" });
+  const sub = await runAria(
+    ["sub", "--url", server.tcpUrl, "**", "--from", "earliest", "--until-caught-up"],
+    { timeoutMs: 30_000 },
+  );
+  expect(sub.exitCode).toBe(0);
+  const read = new Map(parseSubLines(sub.stdout).map((line) => [line.seq, payloadOfLine(line)]));
+  for (const [s, payload] of acked)
+    if (s < lost[0].first || s > lost[0].last) expect(read.get(s)).toEqual(payload);
+  expect(read.get(seq)).toEqual(new TextEncoder().encode("after"));
+  await server.stop();
+}, 60_000);
