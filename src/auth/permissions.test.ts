@@ -3,7 +3,7 @@
  * (never narrowed); publish answers cached per topic id agree with the uncached answer.
  */
 import { expect, test } from "bun:test";
-import { Filter } from "../topic/mod.ts";
+import { Filter, TopicTable } from "../topic/mod.ts";
 import { Permissions, type Rule } from "./permissions.ts";
 
 const rule = (allow: string[], deny: string[] = []): Rule => ({
@@ -27,20 +27,20 @@ test("publish: allowed subtrees and exact topics; deny wins over allow", () => {
     ["metrics/cpu", true],
     ["metrics/cpu/0", false],
   ];
-  for (const [topic, allowed] of cases) {
-    expect([topic, permissions.mayPublish(topic, -1)]).toEqual([topic, allowed]);
-  }
-  // Cached by id: the same answers, twice (the second from the cache), ids past the first array.
-  for (let round = 0; round < 2; round++) {
-    cases.forEach(([topic, allowed], index) => {
-      expect(permissions.mayPublish(topic, 1000 + index)).toBe(allowed);
-    });
+  // Not interned yet (decided by the rules), then interned past the first array (cached by id).
+  const topics = new TopicTable();
+  for (let i = 0; i < 300; i++) topics.internValid(`filler/${i}`);
+  for (let round = 0; round < 3; round++) {
+    for (const [topic, allowed] of cases) {
+      expect([topic, permissions.mayPublish(topic, topics)]).toEqual([topic, allowed]);
+      if (round === 1) topics.internValid(topic);
+    }
   }
 });
 
 test("no allow rule: nothing may be published or subscribed", () => {
   const permissions = new Permissions(rule([]), rule([]));
-  expect(permissions.mayPublish("a", -1)).toBe(false);
+  expect(permissions.mayPublish("a", new TopicTable())).toBe(false);
   expect(permissions.subscribeRefusal(Filter.of("a"))).toBe("a");
 });
 
@@ -67,4 +67,16 @@ test("subscribe: a subtree wider than the allowed one is refused, with no deny r
   expect(permissions.subscribeRefusal(Filter.of("app/**"))).toBe("app/**");
   expect(permissions.subscribeRefusal(Filter.of("app"))).toBe("app");
   expect(permissions.subscribeRefusal(Filter.of("app/orders/eu/**"))).toBeNull();
+});
+
+test("publish: an id the table reclaimed and gave another topic is decided again", () => {
+  const permissions = new Permissions(rule(["app/orders/**"]), rule([]));
+  const topics = new TopicTable({ topicsMax: 1 });
+  const first = topics.intern("app/orders/eu", 1);
+  expect(permissions.mayPublish("app/orders/eu", topics)).toBe(true);
+  // Retention removed everything below seq 10: the full table reclaims the id for a new topic.
+  topics.reclaimBelow(() => 10);
+  const second = topics.intern("app/payments/eu", 11);
+  expect(second.ok && first.ok && second.topicId === first.topicId).toBe(true);
+  expect(permissions.mayPublish("app/payments/eu", topics)).toBe(false);
 });

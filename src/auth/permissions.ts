@@ -4,12 +4,14 @@
  * subscription per filter entry, and refused whole when any entry reaches outside: an entry must
  * lie inside an allowed entry and touch no denied topic (`app/**` for a user allowed only
  * `app/orders/**` is refused, never narrowed). Publish answers are cached per topic id, a byte
- * per id like FilterMatcher, so the publish path pays an array read per topic once warmed.
+ * per id like FilterMatcher, so the publish path pays a lookup and an array read per topic once
+ * warmed. Ids the table reclaims (topics retention removed) are forgotten before the next answer,
+ * as FilterMatcher does: an answer is never one for an id's previous name.
  *
- * Not here: who the user is (users.ts), the file format (users_file.ts). Invariants: an answer
- * cached for a topic id never changes (a reload builds new Permissions). Pure.
+ * Not here: who the user is (users.ts), the file format (users_file.ts). Invariants: a cached
+ * answer is for the name the id has now (a reload builds new Permissions). Pure.
  */
-import { type Filter, type FilterEntry, isUnder } from "../topic/mod.ts";
+import { type Filter, type FilterEntry, isUnder, type TopicTable } from "../topic/mod.ts";
 
 /** Allowed and denied filters of one action; null: none. */
 export interface Rule {
@@ -24,15 +26,20 @@ const YES = 2;
 /** A user's publish and subscribe rules, with the publish answers cached per topic id. */
 export class Permissions {
   private publishAnswers = new Uint8Array(256);
+  /** The table the answers are for, and its reclaim epoch they are up to date with. */
+  private table: TopicTable | null = null;
+  private epoch = 0;
 
   constructor(
     readonly publish: Rule,
     readonly subscribe: Rule,
   ) {}
 
-  /** Whether `topic` may be published to (`topicId`: its id, or -1 when not interned yet). */
-  mayPublish(topic: string, topicId: number): boolean {
+  /** Whether `topic` may be published to (answers cached by its id in `topics`, when it has one). */
+  mayPublish(topic: string, topics: TopicTable): boolean {
+    const topicId = topics.lookup(topic);
     if (topicId < 0) return ruleAllows(this.publish, topic);
+    if (this.table !== topics || this.epoch !== topics.reclaimEpoch) this.forgetReclaimed(topics);
     const answers = this.publishAnswers;
     const answer = topicId < answers.length ? answers[topicId] : UNKNOWN;
     if (answer !== UNKNOWN) return answer === YES;
@@ -49,6 +56,18 @@ export class Permissions {
       if (!entryAllowed(this.subscribe, filter.entries[i])) return texts[i];
     }
     return null;
+  }
+
+  /** Clears the answers of ids `topics` reclaimed since the last look (all of them if unknown). */
+  private forgetReclaimed(topics: TopicTable): void {
+    const batches = this.table === topics ? topics.reclaimedSince(this.epoch) : null;
+    this.table = topics;
+    this.epoch = topics.reclaimEpoch;
+    const answers = this.publishAnswers;
+    if (batches === null) answers.fill(UNKNOWN);
+    else
+      for (const ids of batches)
+        for (let i = 0; i < ids.length; i++) if (ids[i] < answers.length) answers[ids[i]] = UNKNOWN;
   }
 
   private grow(topicId: number): void {

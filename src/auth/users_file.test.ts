@@ -3,6 +3,7 @@
  * with their permissions; what `aria users` writes reads back the same.
  */
 import { describe, expect, test } from "bun:test";
+import { TopicTable } from "../topic/mod.ts";
 import { formatUsersFile, parseUsersFile, type UsersParse } from "./users_file.ts";
 
 const HASH = "scrypt$16384$8$1$c2FsdA==$aGFzaA==";
@@ -83,11 +84,12 @@ test("a good file gives users with permissions and roles", () => {
   );
   if (!parsed.ok) throw new Error(parsed.error);
   const [orders, ops] = parsed.users;
+  const topics = new TopicTable();
   expect(orders.admin).toBe(false);
   expect(ops.admin).toBe(true);
-  expect(orders.permissions.mayPublish("app/orders/eu", -1)).toBe(true);
-  expect(orders.permissions.mayPublish("app/orders/audit/x", -1)).toBe(false);
-  expect(ops.permissions.mayPublish("app/orders/eu", -1)).toBe(false);
+  expect(orders.permissions.mayPublish("app/orders/eu", topics)).toBe(true);
+  expect(orders.permissions.mayPublish("app/orders/audit/x", topics)).toBe(false);
+  expect(ops.permissions.mayPublish("app/orders/eu", topics)).toBe(false);
   // What `aria users` writes reads back as the same records.
   const again = parse(formatUsersFile(parsed.users.map((user) => user.record)));
   if (!again.ok) throw new Error(again.error);

@@ -417,7 +417,7 @@ export class Dispatch {
       // A batch's messages share one string per topic: a run of one topic is checked once.
       if (topic === checked) continue;
       checked = topic;
-      if (!user.permissions.mayPublish(topic, topics.lookup(topic))) {
+      if (!user.permissions.mayPublish(topic, topics)) {
         refused = topic;
         break;
       }
