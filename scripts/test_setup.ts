@@ -27,6 +27,13 @@ export const SYSTEM_REQUIREMENTS: readonly SystemRequirement[] = [
     debianPackage: "chromium",
     neededBy: "tests/browser.test.ts (the web UI in a real browser, driven by playwright-core)",
   },
+  {
+    path: "/usr/bin/openssl",
+    debianPackage: "openssl",
+    neededBy:
+      "tests/tls.test.ts and src/runtime/tls_transport.test.ts (test certificates made at run " +
+      "time; openssl s_client as a third-party TLS client)",
+  },
 ];
 
 /** The requirements missing on this machine, given how to tell whether a path exists. */

@@ -18,9 +18,12 @@ export interface TestCerts {
   remove(): void;
 }
 
+/** The openssl npm test's set-up installs (scripts/test_setup.ts). */
+export const OPENSSL = "/usr/bin/openssl";
+
 /** Runs openssl with `args` in `dir`; throws with its stderr when it fails. */
 function openssl(dir: string, args: string[]): void {
-  const run = Bun.spawnSync(["openssl", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  const run = Bun.spawnSync([OPENSSL, ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
   if (run.exitCode !== 0)
     throw new Error(`openssl ${args.join(" ")} failed: ${run.stderr.toString()}`);
 }
