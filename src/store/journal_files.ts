@@ -101,7 +101,14 @@ export async function dropDrainedJournals(context: StoreContext): Promise<void> 
     context.journal.generations[0].pendingRecords === 0 &&
     context.journal.generations[1].created
   ) {
-    await retireJournalFile(context, context.journal.generations.shift() as JournalInfo);
+    const info = context.journal.generations.shift() as JournalInfo;
+    try {
+      await retireJournalFile(context, info);
+    } catch (error) {
+      // Not retired (its manifest record found no room, say): it stays listed, for the next try.
+      context.journal.generations.unshift(info);
+      throw error;
+    }
   }
 }
 
