@@ -99,6 +99,8 @@ export class JournalWriter {
   /** The waits between retries (STORE_RETRY_MS_MIN doubling to STORE_RETRY_MS_MAX). */
   private readonly backoff = new RetryBackoff();
   private retrying: Promise<boolean> | null = null;
+  /** The stall a retry in flight is trying to end (see stalled). */
+  private retryingStall: StoreError | null = null;
   /** onStalled said so and the journal has not been written since. */
   private stallAnnounced = false;
   /** Set by stopRetrying (a shutdown): a stall fails the store instead. */
@@ -197,9 +199,11 @@ export class JournalWriter {
     return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
   }
 
-  /** Why appends are refused for now while the journal retries (null: they are not). */
+  /** Why the journal cannot be written for now while it retries (null: it can, or the store failed). */
   get stalled(): StoreError | null {
-    return this.context.failure === null ? this.stall : null;
+    // During a retry `stall` is cleared (so that the flush it runs may write): still stalled
+    // until that retry has gone through.
+    return this.context.failure === null ? (this.stall ?? this.retryingStall) : null;
   }
 
   /** Fsyncs the journal up to everything written so far; a stall meanwhile is waited out. */
@@ -495,6 +499,7 @@ export class JournalWriter {
       return this.stall === null && context.failure === null;
     const stalled = this.stall;
     this.stall = null;
+    this.retryingStall = stalled;
     try {
       const promotion = this.failedPromotion;
       this.failedPromotion = null;
@@ -513,6 +518,7 @@ export class JournalWriter {
     } catch {
       // The stall (or failure) it caused is recorded: looked at below.
     }
+    this.retryingStall = null;
     if (context.failure !== null) return false;
     if (this.stall !== null) {
       // Still stalled: the first stall's reason stands until the journal is written again.

@@ -3,6 +3,10 @@
  * segments close or retire, and rewriting it whole (into MANIFEST.tmp, then an atomic rename)
  * when it was rebuilt or has grown far past the live set. The codec is manifest_codec.ts.
  *
+ * An append the disk has no room for (ENOSPC, EDQUOT) is cut back (MANIFEST truncated to its
+ * length before it, fsynced) before its error goes to the caller, which may try it again; a
+ * rewrite that fails before its rename removes MANIFEST.tmp and keeps the old file.
+ *
  * Invariant: a segment is live exactly when the durable manifest holds its ADD and no REMOVE;
  * a subtree store is live exactly when a durable SWAP added it and no later SWAP removed it (a
  * SWAP also removes the segments it replaced, in the same record: the split's one switch).
@@ -10,7 +14,7 @@
 import { MANIFEST_RECORDS_COMPACT_MIN } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { StoreContext } from "./context.ts";
-import type { DiskFile } from "./disk.ts";
+import { type DiskFile, isOutOfSpace } from "./disk.ts";
 import { decodeFileHeader, encodeFileHeader } from "./file_header.ts";
 import { MANIFEST_PATH, MANIFEST_TMP_PATH, StoreError } from "./layout.ts";
 import {
@@ -212,12 +216,38 @@ export async function appendManifestLocked(
 
 async function appendNow(context: StoreContext, records: readonly ManifestRecord[]): Promise<void> {
   const manifest = context.manifest;
-  assert(manifest.file !== null, "manifest: not open");
+  const file = manifest.file;
+  assert(file !== null, "manifest: not open");
   const bytes = encodeManifestRecords(records, context.crc32);
-  await manifest.file.write(manifest.bytes, bytes);
-  await manifest.file.sync();
+  try {
+    await file.write(manifest.bytes, bytes);
+    await file.sync();
+  } catch (error) {
+    if (isOutOfSpace(error)) await cutBack(file, manifest.bytes, error as Error);
+    throw error;
+  }
   manifest.bytes += bytes.length;
   manifest.records += records.length;
+}
+
+/**
+ * After an append that failed for lack of space: cuts MANIFEST back to `bytes`, its length before
+ * the append, and fsyncs it, so that no part of the append can take effect (a record written but
+ * not synced could otherwise reach the disk later, or survive a crash, and put in force a pack the
+ * sorter removed); the append can then be tried again at the same place. A cut that fails throws
+ * an error that is not a lack of space: the caller fails the store, as only the next open can tell
+ * where the manifest ends.
+ */
+async function cutBack(file: DiskFile, bytes: number, cause: Error): Promise<void> {
+  try {
+    await file.truncate(bytes);
+    await file.sync();
+  } catch (error) {
+    throw new StoreError(
+      "ARIA_ERR_STORE_IO",
+      `"${MANIFEST_PATH}": an append failed (${cause.message}) and cutting it back to ${bytes} bytes failed too: ${(error as Error).message}`,
+    );
+  }
 }
 
 /** Rewrites MANIFEST from the live state in `context` (tmp file, sync, rename, directory sync). */
@@ -255,13 +285,20 @@ async function rewriteNow(context: StoreContext): Promise<void> {
     context.crc32,
   );
   const body = encodeManifestRecords(records, context.crc32);
-  const tmp: DiskFile = await context.disk.open(MANIFEST_TMP_PATH, "create");
   try {
-    await tmp.write(0, header);
-    await tmp.write(header.length, body);
-    await tmp.sync();
-  } finally {
-    await tmp.close();
+    const tmp: DiskFile = await context.disk.open(MANIFEST_TMP_PATH, "create");
+    try {
+      await tmp.write(0, header);
+      await tmp.write(header.length, body);
+      await tmp.sync();
+    } finally {
+      await tmp.close();
+    }
+  } catch (error) {
+    // The old MANIFEST is untouched and stays in use: a half-written tmp goes (the next open
+    // would remove it too), so that a full disk gets its space back.
+    await context.disk.remove(MANIFEST_TMP_PATH).catch(() => {});
+    throw error;
   }
   if (context.manifest.file !== null) await context.manifest.file.close();
   context.manifest.file = null;
@@ -270,7 +307,10 @@ async function rewriteNow(context: StoreContext): Promise<void> {
   await openManifestForAppend(context, header.length + body.length, records.length);
 }
 
-/** Rewrites the manifest when it holds many more records than the live set needs. */
+/**
+ * Rewrites the manifest when it holds many more records than the live set needs. A rewrite the
+ * disk has no room for leaves the old manifest in use and is tried again after the next sort.
+ */
 export async function compactManifestMaybe(context: StoreContext): Promise<void> {
   let live = 0;
   for (const log of context.partitions.list)
@@ -280,6 +320,11 @@ export async function compactManifestMaybe(context: StoreContext): Promise<void>
   if (
     context.manifest.records > MANIFEST_RECORDS_COMPACT_MIN &&
     context.manifest.records > 2 * live
-  )
-    await rewriteManifest(context);
+  ) {
+    try {
+      await rewriteManifest(context);
+    } catch (error) {
+      if (!isOutOfSpace(error)) throw error;
+    }
+  }
 }

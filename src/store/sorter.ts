@@ -13,12 +13,19 @@
  *   4. drop the records from the partitions' pending lists; remove drained journals
  * A crash before 3 leaves an orphan pack (removed at open); after 3, replay skips the records
  * already in segments by seq, so nothing is lost or duplicated.
+ *
+ * A batch the disk has no room for (ENOSPC or EDQUOT from its pack or its manifest append, which
+ * manifest.ts cuts back) does not fail the store: its pack is removed (it is in no manifest), the
+ * sorter *stalls* — `stalled` says why, the store reports it as it reports the journal's stall —
+ * and it tries again on the journal's backoff (RetryBackoff) until a pass goes through, while the
+ * journal keeps the records. Pokes meanwhile wait for the retry. Drained journals are still
+ * retired (they free space). Any other error still fails the store.
  */
 import { SEGMENT_AGE_SCAN_US } from "../constants.ts";
-import type { StoreContext } from "./context.ts";
-import { readFully } from "./disk.ts";
+import { RetryBackoff, type StoreContext } from "./context.ts";
+import { isOutOfSpace, readFully } from "./disk.ts";
 import type { JournalWriter } from "./journal_writer.ts";
-import { SEGMENT_DIR, StoreError } from "./layout.ts";
+import { SEGMENT_DIR, StoreError, packPath } from "./layout.ts";
 import { checkRecord, recordProblem, recordTopic, recordTopicEquals } from "./record.ts";
 import {
   MANIFEST_ADD,
@@ -89,14 +96,72 @@ export class Sorter {
   segmentsWritten = 0;
   /** Called after each batch of closes and when the background sort stops (the store's backlog check). */
   onProgress: () => void = () => {};
+  /** Called when the sorter stalls for lack of space and when a pass goes through again. */
+  onStalled: () => void = () => {};
+  /** Why sorting cannot proceed now while retries run (null: it can). */
+  private stall: StoreError | null = null;
+  private readonly backoff = new RetryBackoff();
+  /** Set by stopRetrying (a shutdown): no retry is scheduled any more. */
+  private retriesStopped = false;
 
   constructor(
     private readonly context: StoreContext,
     private readonly writer: JournalWriter,
   ) {}
 
-  /** Checks the triggers (cheap unless a journal rolled or `nowUs` aged something) and sorts in the background. */
-  poke(nowUs: number = this.context.journal.newestTimeUs): void {
+  /** Why sorting cannot proceed for now while it retries (null: it can, or the store failed). */
+  get stalled(): StoreError | null {
+    return this.context.failure === null ? this.stall : null;
+  }
+
+  /**
+   * Records that sorting failed for lack of space (`error`, which isOutOfSpace): the sorter
+   * stalls, says so once, and tries again later. A shutdown's stop or a closed store only records it.
+   */
+  stallOn(error: unknown): void {
+    if (this.stall === null) {
+      const reason = error instanceof Error ? error.message : String(error);
+      this.stall = new StoreError(
+        "ARIA_ERR_STORE_IO",
+        `The store cannot sort its journal into segments (${reason}); it retries by itself: publish again later`,
+      );
+      this.onStalled();
+    }
+    if (this.retriesStopped || this.context.closed) return;
+    this.backoff.later(this.context.options.schedule, () => this.retry());
+  }
+
+  /** A retry's time has come: a pass from scratch (the triggers are checked again). */
+  private retry(): void {
+    if (this.stall === null || this.context.closed || this.context.failure !== null) return;
+    // The triggers consumed by the failed pass come back: oversized partitions are found again
+    // by the size check, aged ones by a scan now.
+    for (const log of this.context.partitions.list)
+      if (log.pendingBytes >= this.context.options.segmentBytesMax)
+        this.context.partitions.oversized.add(log);
+    this.lastAgeScanUs = -Infinity;
+    this.poke(this.context.journal.newestTimeUs, true);
+  }
+
+  /** No more retries (a shutdown); a stall stays as it is. */
+  stopRetrying(): void {
+    this.retriesStopped = true;
+  }
+
+  /** A pass went through: a stall is over. */
+  private resumed(): void {
+    if (this.stall === null) return;
+    this.stall = null;
+    this.backoff.reset();
+    this.onStalled();
+  }
+
+  /**
+   * Checks the triggers (cheap unless a journal rolled or `nowUs` aged something) and sorts in the
+   * background; while stalled, only the retry (`retrying`) sorts.
+   */
+  poke(nowUs: number = this.context.journal.newestTimeUs, retrying = false): void {
+    if (this.stall !== null && !retrying) return;
     if (this.running !== null) {
       this.again = true;
       return;
@@ -194,11 +259,29 @@ export class Sorter {
         closed = await this.run(closes, imageGens);
         this.onProgress();
       } catch (error) {
-        // The journal still holds every record, but a disk that fails here fails the store.
+        if (isOutOfSpace(error) && this.context.failure === null) {
+          // The journal still holds every record: wait for space, then try again.
+          this.stallOn(error);
+          await this.retireDrained();
+          return;
+        }
+        // A disk that fails otherwise fails the store.
         this.writer.fail(error);
         throw error;
       }
     }
+    this.resumed();
+  }
+
+  /**
+   * Retires the journals the batches before a stall drained: they free space. One the disk has
+   * no room to retire now (its manifest record) stays for the next pass.
+   */
+  private async retireDrained(): Promise<void> {
+    const context = this.context;
+    await context.reads.whenNoReads(() => dropDrainedJournals(context)).catch((error) => {
+      if (!isOutOfSpace(error)) this.writer.fail(error);
+    });
   }
 
   private plan(nowUs: number): { closes: PartitionLog[]; imageGens: number[] | null } {
@@ -321,9 +404,9 @@ export class Sorter {
       }
     } catch (error) {
       await pack.abandon();
+      if (isOutOfSpace(error)) await removePack(context, pack.id);
       throw error;
     }
-    await context.disk.syncDir(SEGMENT_DIR);
     // Each segment's per-topic counts before its ADD, in one append: a torn tail that keeps the
     // ADD keeps them (counts of a file not in force are never used).
     const records: ManifestRecord[] = [];
@@ -332,7 +415,14 @@ export class Sorter {
         { kind: MANIFEST_TOPICS, id: meta.id, topics: [...close.topics.values()] },
         { kind: MANIFEST_ADD, segment: meta },
       );
-    await appendManifest(context, records);
+    try {
+      await context.disk.syncDir(SEGMENT_DIR);
+      await appendManifest(context, records);
+    } catch (error) {
+      // Out of space, the append was cut back (manifest.ts): the pack is in force nowhere.
+      if (isOutOfSpace(error)) await removePack(context, pack.id);
+      throw error;
+    }
     for (const { close, meta } of written) {
       for (const [gen, records] of close.recordsByGen)
         context.journal.generation(gen).pendingRecords -= records;
@@ -452,6 +542,16 @@ export class Sorter {
     await this.context.files.with(journal.path, (file) => readFully(file, 0, bytes));
     return bytes;
   }
+}
+
+/**
+ * Removes the pack of a batch that failed for lack of space (in no manifest: its space comes
+ * back at once instead of at the next open); a removal that fails leaves an orphan the next open
+ * removes.
+ */
+async function removePack(context: StoreContext, id: number): Promise<void> {
+  await context.files.drop(packPath(id)).catch(() => {});
+  await context.disk.remove(packPath(id)).catch(() => {});
 }
 
 /** Topics of a segment compared byte by byte before its record's topic is decoded and looked up. */

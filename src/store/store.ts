@@ -10,7 +10,7 @@
 import { STORE_BACKLOG_FACTOR, STORE_RECORD_HEADER_BYTES } from "../constants.ts";
 import { Filter } from "../topic/mod.ts";
 import { type JournalState, StoreContext, type StoreOptions, resolveOptions } from "./context.ts";
-import type { Disk } from "./disk.ts";
+import { type Disk, isOutOfSpace } from "./disk.ts";
 import { JournalWriter } from "./journal_writer.ts";
 import { SEGMENT_DIR, StoreError, indexPath, subtreeStorePath } from "./layout.ts";
 import {
@@ -141,9 +141,14 @@ export class Store {
     this.sorter.onProgress = () => this.wakeCaughtUp();
     this.writer.onFailed = () => {
       this.wakeCaughtUp();
-      this.announce(context.failure);
+      this.announce();
     };
-    this.writer.onStalled = (reason) => this.announce(reason);
+    this.writer.onStalled = () => this.announce();
+    this.sorter.onStalled = () => {
+      // Stalled, the sorter no longer holds publishers back: they are refused (append) instead.
+      this.wakeCaughtUp();
+      this.announce();
+    };
     // Drained journals whose deletion waited for a read count until deleted; once they are, the
     // sorter may find more to do (publishers may be paused: no flush pokes it).
     context.reads.afterDeferred = () => {
@@ -181,15 +186,21 @@ export class Store {
    * True while the sorter is behind by more than STORE_BACKLOG_FACTOR times its budgets (journal
    * bytes kept for unsorted records, or unsorted records): appends should stop until
    * `whenCaughtUp()` resolves, or journals and memory grow without bound. False once the store
-   * has failed or closed (nothing more will be sorted; appends fail on their own).
+   * has failed or closed (nothing more will be sorted; appends fail on their own), and while the
+   * sorter is stalled on a full disk (appends are refused then: see append).
    */
   get backlogged(): boolean {
     const context = this.context;
-    if (context.failure !== null || context.closed) return false;
-    const options = context.options;
+    if (context.failure !== null || context.closed || this.sorter.stalled !== null) return false;
+    return this.overBudget();
+  }
+
+  /** Whether the sealed journals' bytes or the unsorted records exceed STORE_BACKLOG_FACTOR times their budget. */
+  private overBudget(): boolean {
+    const options = this.context.options;
     // Sealed journals only: the sorter never drains the active one by its bytes, so a large
     // `journalBytesMax` could otherwise hold the store backlogged for ever.
-    const { sealedBytes, pendingRecords } = context.journal.totals();
+    const { sealedBytes, pendingRecords } = this.context.journal.totals();
     return (
       sealedBytes > STORE_BACKLOG_FACTOR * options.journalRetainedBytesMax ||
       pendingRecords > STORE_BACKLOG_FACTOR * options.pendingRecordsMax
@@ -222,30 +233,41 @@ export class Store {
 
   /**
    * Called when the store stops being able to write (with why: a stall it retries, or a failure
-   * for good) and when it can write again (null). Each change once: the server logs them.
+   * for good) and when it can write again (null). Each change once: the server logs them. One
+   * part stalling while another already is (the sorter behind the journal) changes nothing.
    */
   onWritableChanged: (reason: StoreError | null) => void = () => {};
   private announced: StoreError | null = null;
+  /** Why retention's last manifest append found no room (null: it did, or none failed so). */
+  private retentionStall: StoreError | null = null;
 
-  private announce(reason: StoreError | null): void {
-    // Once a failure is announced nothing changes any more.
-    if (
-      reason === this.announced ||
-      (this.announced !== null && this.announced === this.context.failure)
-    )
-      return;
+  private announce(): void {
+    const reason = this.unwritable;
+    const failure = this.context.failure;
+    // Once a failure is announced nothing changes any more; a stall for another while one is
+    // announced is the same state.
+    if (this.announced !== null && this.announced === failure) return;
+    if ((reason === null) === (this.announced === null) && reason !== failure) return;
     this.announced = reason;
     this.onWritableChanged(reason);
   }
 
-  /** Why the store cannot write now — a full disk it retries, or a failure for good — or null. */
+  /**
+   * Why the store cannot write now — a full disk it retries (the journal's, the sorter's, or
+   * retention's manifest append), or a failure for good — or null.
+   */
   get unwritable(): StoreError | null {
-    return this.context.failure ?? this.writer.stalled;
+    return (
+      this.context.failure ?? this.writer.stalled ?? this.sorter.stalled ?? this.retentionStall
+    );
   }
 
-  /** True while the journal cannot be written and retries run: appends are refused meanwhile. */
+  /**
+   * True while some write is refused for lack of space and retries run (see unwritable): a
+   * refused append is then to be tried again later, not a reason to stop.
+   */
   get retrying(): boolean {
-    return this.writer.stalled !== null;
+    return this.context.failure === null && this.unwritable !== null;
   }
 
   /** Retries a stalled journal now (the retries run by themselves with `schedule`); true once written again. */
@@ -253,9 +275,10 @@ export class Store {
     return this.writer.retry();
   }
 
-  /** A shutdown: a journal that cannot be written fails the store now instead of retrying. */
+  /** A shutdown: a journal that cannot be written fails the store now instead of retrying; the sorter stops retrying. */
   stopRetrying(): void {
     this.writer.stopRetrying();
+    this.sorter.stopRetrying();
   }
 
   /**
@@ -271,6 +294,10 @@ export class Store {
     start = 0,
     length = payload.length - start,
   ): void {
+    // The sorter stalled on a full disk: the journal keeps what it cannot sort up to the backlog
+    // bound, where publishers would otherwise wait for it; past that, appends are refused.
+    const sortStall = this.sorter.stalled;
+    if (sortStall !== null && this.overBudget()) throw sortStall;
     this.writer.append(seq, timeUs, topic, payload, start, length);
   }
 
@@ -404,6 +431,12 @@ export class Store {
     try {
       await this.sorter.sortThrough(through);
     } catch (error) {
+      // No room for a pack or its manifest append: nothing of the failed batch is in force, and
+      // the sorter retries in the background; the caller may seal again later.
+      if (isOutOfSpace(error) && context.failure === null) {
+        this.sorter.stallOn(error);
+        throw this.sorter.stalled ?? error;
+      }
       this.writer.fail(error);
       throw error;
     }
@@ -474,11 +507,25 @@ export class Store {
     try {
       await appendManifestLocked(context, records);
     } catch (error) {
-      // The records may still reach the disk (a failed fsync), and the manifest's length here
-      // no longer says where its records end: only the next open can tell, so the store stops
-      // here, as after a failed append of the sorter or of a switch.
+      if (isOutOfSpace(error)) {
+        // Cut back (manifest.ts): nothing is removed, and the next call tries again.
+        const reason = error instanceof Error ? error.message : String(error);
+        this.retentionStall = new StoreError(
+          "ARIA_ERR_STORE_IO",
+          `The store cannot write its manifest (${reason}); retention retries by itself`,
+        );
+        this.announce();
+        throw this.retentionStall;
+      }
+      // Otherwise the records may still reach the disk (a failed fsync), and the manifest's
+      // length here no longer says where its records end: only the next open can tell, so the
+      // store stops here, as after a failed append of the sorter or of a switch.
       this.writer.fail(error);
       throw error;
+    }
+    if (this.retentionStall !== null) {
+      this.retentionStall = null;
+      this.announce();
     }
     let bytesRemoved = 0;
     for (const file of victims) {
@@ -561,9 +608,11 @@ export class Store {
       try {
         await appendManifestLocked(context, records);
       } catch (error) {
-        // The SWAP record may still reach the disk (a failed fsync, like the sorter's): only the
-        // next open can tell which layout is in force, so the store stops here.
-        this.writer.fail(error);
+        // Out of space, the append was cut back (manifest.ts): the switch did not happen, and
+        // the split may try it again. Otherwise the SWAP record may still reach the disk (a
+        // failed fsync, like the sorter's): only the next open can tell which layout is in force,
+        // so the store stops here.
+        if (!isOutOfSpace(error)) this.writer.fail(error);
         throw error;
       }
       const removed = new Set(swap.removed);
@@ -717,8 +766,9 @@ export class Store {
         try {
           await appendManifestLocked(context, [{ kind: MANIFEST_TOPICS, id, topics }]);
         } catch (error) {
-          // As after any failed append: only the next open can tell where the manifest ends.
-          this.writer.fail(error);
+          // Out of space, the append was cut back: the file stays uncounted (the next call or
+          // open counts it). Otherwise only the next open can tell where the manifest ends.
+          if (!isOutOfSpace(error)) this.writer.fail(error);
           throw error;
         }
         context.inForce.count(id, topics, true);
@@ -830,13 +880,22 @@ export class Store {
   async close(options: { sort?: boolean } = {}): Promise<void> {
     const context = this.context;
     if (context.closed) return;
-    this.writer.stopRetrying();
+    this.stopRetrying();
     if (context.failure === null) {
       await this.writer.drain();
       await this.sorter.idle();
       await this.writer.sync().catch(() => {});
-      if (options.sort ?? true) {
-        await this.sorter.sortAll();
+      // No room to sort (a full disk): the journal keeps the records, and the next open replays them.
+      const sorted =
+        (options.sort ?? true) &&
+        (await this.sorter.sortAll().then(
+          () => true,
+          (error) => {
+            if (isOutOfSpace(error) && context.failure === null) return false;
+            throw error;
+          },
+        ));
+      if (sorted) {
         // Everything is in segments: start an empty journal so the next open replays nothing.
         const active = context.journal.generations[context.journal.generations.length - 1];
         if (active.pendingRecords === 0 && active.bytes > JOURNAL_HEADER_BYTES) {
@@ -845,9 +904,15 @@ export class Store {
           // recycled file's older records) for damage, and it is there until its retirement below
           // is on disk (a kill or a power loss before that left a store that would not open).
           await sealJournalFile(context, active);
-          // A new file, not a spare: it stays empty, and the next open starts a generation of its own.
-          await startJournal(context, active.gen + 1, context.journal.nextSeq, false);
-          await context.reads.whenNoReads(() => dropDrainedJournals(context));
+          // A new file, not a spare: it stays empty, and the next open starts a generation of its
+          // own. No room for it (or for its manifest record): the sealed journal stays the newest,
+          // drained, and the next open starts after it.
+          try {
+            await startJournal(context, active.gen + 1, context.journal.nextSeq, false);
+            await context.reads.whenNoReads(() => dropDrainedJournals(context));
+          } catch (error) {
+            if (!isOutOfSpace(error)) throw error;
+          }
         }
       }
       // A recycled newest journal ends with an older generation's bytes: a clean close cuts them,
