@@ -395,6 +395,27 @@ describe("store: a full disk under the sorter and the manifest", () => {
     expect(changes[1]).toBeNull();
   });
 
+  test("a seal, then a clean close, with no room for packs: the seal is refused without failing the store, the close leaves the records in the journal, and the next open has them all", async () => {
+    const sim = new SimDisk({ seed: 10 });
+    let packsFull = false;
+    const { store, timers } = await openStore(sim, 64 * 1024, true, {
+      wrap: (disk) => refusing(disk, (path) => packsFull && path.endsWith(".pak")),
+    });
+    appendRange(store, 1, 100);
+    await store.commit();
+    packsFull = true;
+    await expect(store.seal()).rejects.toThrow(/cannot sort its journal.*retries by itself/);
+    expect(store.failure).toBeNull();
+    expect(store.retrying).toBe(true);
+    expect(timers.length).toBe(1);
+    appendRange(store, 101, 120);
+    await store.commit();
+    await store.close();
+    expect(sim.paths().filter((path) => path.endsWith(".pak"))).toEqual([]);
+    sim.crash();
+    expect(await recoveredSeqs(sim)).toEqual(through(120));
+  });
+
   test("the sorter stalled and the journals past the backlog bound: appends are refused without a seq (not paused), and go on once it sorts again", async () => {
     const sim = new SimDisk({ seed: 5 });
     let packsFull = true;
