@@ -265,6 +265,13 @@ export const CONNECTION_BUFFERED_BYTES_MAX = 128 * 1024;
  * the session's writer first (a DATA frame's target size, so a write carries whole frames).
  */
 export const CONNECTION_WRITE_BYTES = 64 * 1024;
+/**
+ * Bytes a connection must take before its client counts as reading without having drained a
+ * backlog: more than the kernel's buffers at both ends can hold unread (Linux: tcp_wmem up to
+ * 4 MiB, tcp_rmem up to 6 MiB; a loopback socket never read took ~4.2 MB). Catch-up serves such
+ * clients, and those that drained, before clients that have not shown they read.
+ */
+export const READING_SHOWN_BYTES = 16 * 1024 * 1024;
 /** Bytes of an auth token in HELLO (u16 length field): room for a JWT, small enough to compare. */
 export const AUTH_TOKEN_BYTES_MAX = 1024;
 /** Bytes of a client name in HELLO (u8 length field): a label for logs and the admin app. */
@@ -322,6 +329,12 @@ export const STALLED_DISK_READERS_KEPT_MAX = 2;
  */
 export const DISK_READERS_MAX = 8;
 /**
+ * Of DISK_READERS_MAX, the readers subscriptions of clients that have not shown they read
+ * (Session.showsReading) may hold: a thousand subscribers that never read went through every slot
+ * in turn, each reading a batch its client would never take, while a healthy one waited its turn.
+ */
+export const DISK_READERS_UNSHOWN_MAX = 2;
+/**
  * Bytes of one batch of a subscription's disk reader: one catch-up slice, as from the tip. The
  * batch is what a stalled subscription's reader holds, with the read buffers its payloads point
  * into: with the store's 4 MiB batches a reader of `**` over 16 partitions whose records were
@@ -340,6 +353,10 @@ export const CATCH_UP_READ_BUFFER_BYTES = 4 * 1024 * 1024;
  */
 export const MAINTENANCE_INTERVAL_MS = 1000;
 
+assert(
+  DISK_READERS_UNSHOWN_MAX <= DISK_READERS_MAX / 4,
+  "clients that have not shown they read leave most disk reader slots to those that have",
+);
 assert(
   STALLED_DISK_READERS_KEPT_MAX <= DISK_READERS_MAX / 4,
   "stalled subscriptions leave most disk reader slots to those that read",

@@ -12,10 +12,17 @@
  * subscription a bounded slice per round (CATCH_UP_SLICE_BYTES), so one reader far behind cannot
  * starve the rest, and a round at most DELIVERY_EVENT_BYTES_MAX of them all (the next round goes
  * on with those it did not reach, after other events), so a thousand readers cannot stall the
- * event loop. A stalled disk-phase subscription keeps its reader and the rest of its batch
- * while there are few (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes without re-reading.
+ * event loop. A stalled disk-phase subscription of a client known to read keeps its reader and the
+ * rest of its batch while there are few (STALLED_DISK_READERS_KEPT_MAX), so a slow client resumes
+ * without re-reading.
  * At most DISK_READERS_MAX subscriptions hold a disk reader at once (each holds read-ahead and a
  * batch): the rest of the disk phase waits for a slot in order, holding only its position.
+ *
+ * Clients first: a session whose client has shown it reads (Session.showsReading) is served
+ * before those that have not — first in each round, first to a free disk reader — and the latter
+ * hold at most DISK_READERS_UNSHOWN_MAX readers. A socket never read takes megabytes before it
+ * refuses anything, so a thousand such subscribers looked healthy, went through every reader in
+ * turn and left a reading subscriber behind them all.
  *
  * Not here: pushing new seqs to LIVE subscriptions (live_fanout.ts), flushing and closing sessions
  * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
@@ -26,6 +33,7 @@ import {
   CATCH_UP_SLICE_BYTES,
   DELIVERY_EVENT_BYTES_MAX,
   DISK_READERS_MAX,
+  DISK_READERS_UNSHOWN_MAX,
   STALLED_DISK_READERS_KEPT_MAX,
 } from "../constants.ts";
 import { encodeCaughtUp, encodeSubscribed, type SubscribeFrame } from "../protocol/mod.ts";
@@ -212,9 +220,18 @@ export class CatchUp {
     this.live.delete(subscription);
     this.catchingUp.add(subscription);
     subscription.phase = Phase.Disk;
-    if (this.readers.size < this.diskReadersMax) this.openReader(subscription);
+    if (this.mayOpenReader(subscription)) this.openReader(subscription);
     else this.diskWaiting.add(subscription);
     this.schedulePump();
+  }
+
+  /** True when `subscription` may take a disk reader now (see the head comment: clients first). */
+  private mayOpenReader(subscription: Subscription): boolean {
+    if (this.readers.size >= this.diskReadersMax) return false;
+    if (subscription.session.showsReading) return true;
+    let unshown = 0;
+    for (const holder of this.readers) if (!holder.session.showsReading) unshown++;
+    return unshown < DISK_READERS_UNSHOWN_MAX;
   }
 
   private openReader(subscription: Subscription): void {
@@ -239,12 +256,16 @@ export class CatchUp {
     this.stalledReaders.delete(subscription);
     this.diskWaiting.delete(subscription);
     if (!this.readers.delete(subscription)) return;
-    // A slot freed: the longest-waiting disk-phase subscription takes it.
-    for (const waiting of this.diskWaiting) {
-      if (this.readers.size >= this.diskReadersMax) break;
-      this.diskWaiting.delete(waiting);
-      this.openReader(waiting);
-      this.schedulePump();
+    // A slot freed: the longest-waiting disk-phase subscription of a reading client takes it,
+    // else the longest-waiting one that may.
+    for (const readingFirst of [true, false]) {
+      for (const waiting of this.diskWaiting) {
+        if (this.readers.size >= this.diskReadersMax) return;
+        if (waiting.session.showsReading !== readingFirst || !this.mayOpenReader(waiting)) continue;
+        this.diskWaiting.delete(waiting);
+        this.openReader(waiting);
+        this.schedulePump();
+      }
     }
   }
 
@@ -261,7 +282,11 @@ export class CatchUp {
     subscription.stalledFrom = subscription.phase === Phase.Disk ? Phase.Disk : Phase.Tip;
     this.diskWaiting.delete(subscription);
     if (subscription.diskReader !== null) {
-      if (this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX)
+      // Only a client known to read is likely to come back for the rest of its batch.
+      if (
+        subscription.session.showsReading &&
+        this.stalledReaders.size < STALLED_DISK_READERS_KEPT_MAX
+      )
         this.stalledReaders.add(subscription);
       else this.dropDiskReader(subscription);
     }
@@ -304,7 +329,13 @@ export class CatchUp {
   private pump(): void {
     const touched = new Set<SubscriberSession>();
     let roundBytes = 0;
-    for (const subscription of [...this.catchingUp]) {
+    // Clients that have shown they read first, each group in its turn order.
+    const order: Subscription[] = [];
+    for (const subscription of this.catchingUp)
+      if (subscription.session.showsReading) order.push(subscription);
+    for (const subscription of this.catchingUp)
+      if (!subscription.session.showsReading) order.push(subscription);
+    for (const subscription of order) {
       if (roundBytes >= this.roundBytes) break;
       if (this.catchingUp.delete(subscription)) this.catchingUp.add(subscription);
       const session = subscription.session;

@@ -14,6 +14,11 @@
  * (catch_up.ts), and its writer shrinks back, so a client that stopped reading costs a few
  * chunks, not a copy of the stream.
  *
+ * Whether its client reads shows only over time: a socket that is never read still takes the
+ * kernel's buffers' worth (~4 MB on loopback) first. A session shows it reads once the connection
+ * drained a backlog, or took more than any socket's buffers hold (READING_SHOWN_BYTES); catch-up
+ * serves those first (catch_up.ts).
+ *
  * A session holds its subscriptions by id but does not look into them (`Sub` is the broker's
  * Subscription): it knows frames and bytes, not where a subscription stands.
  *
@@ -21,7 +26,11 @@
  * frames were written; at most one DATA frame is open, for `openDataSubscription`.
  */
 import type { User } from "../auth/mod.ts";
-import { CONNECTION_BUFFERED_BYTES_MAX, CONNECTION_WRITE_BYTES } from "../constants.ts";
+import {
+  CONNECTION_BUFFERED_BYTES_MAX,
+  CONNECTION_WRITE_BYTES,
+  READING_SHOWN_BYTES,
+} from "../constants.ts";
 import { FrameDecoder, FrameWriter, type InputBudget, type TopicCache } from "../protocol/mod.ts";
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
@@ -69,6 +78,10 @@ export class Session<Sub = unknown> {
   queuedBytes = 0;
   /** Subscription id of the open DATA frame, or -1. */
   openDataSubscription = -1;
+  /** Bytes the connection took (handed to the kernel) since it opened. */
+  bytesTaken = 0;
+  /** True once the connection drained a backlog: its client read what the kernel held. */
+  drainedBacklog = false;
 
   constructor(
     readonly id: number,
@@ -101,6 +114,14 @@ export class Session<Sub = unknown> {
   /** True when this session's subscriptions must wait for the client to read. */
   get backedUp(): boolean {
     return this.bufferedBytes >= this.queueBytesMax;
+  }
+
+  /**
+   * True when the client has shown it reads: its connection drained a backlog, or took more than
+   * a socket's buffers hold. Until then its subscriptions wait behind those that have.
+   */
+  get showsReading(): boolean {
+    return this.drainedBacklog || this.bytesTaken >= READING_SHOWN_BYTES;
   }
 
   /** True when the queue drained enough for stopped subscriptions to go on. */
@@ -167,6 +188,7 @@ export class Session<Sub = unknown> {
     }
     const bytes = writer.bytes();
     const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
+    this.bytesTaken += written;
     if (written < bytes.length) this.enqueue(bytes, written);
     // A client that stopped reading keeps a position, not buffers: the writer shrinks back.
     if (this.backedUp) writer.release();
@@ -195,6 +217,9 @@ export class Session<Sub = unknown> {
       const chunk = this.queue[this.queueHead];
       const written = this.connection.write(chunk.bytes.subarray(chunk.start, chunk.end));
       this.queuedBytes -= written;
+      this.bytesTaken += written;
+      // The kernel took bytes it had refused: the client read some of what it held.
+      if (written > 0) this.drainedBacklog = true;
       chunk.start += written;
       if (chunk.start < chunk.end) return false;
       this.chunks.give(chunk.bytes);

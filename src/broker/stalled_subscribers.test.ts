@@ -332,3 +332,78 @@ test("a stalled subscriber catching up from disk reads (and holds) a slice's bat
   expect(readPerSubscriber).toBeLessThanOrEqual(16 * 1024 * 1024);
   await store.close();
 });
+
+test("a client that has shown it reads takes a disk reader before those that have not, which hold at most DISK_READERS_UNSHOWN_MAX", async () => {
+  const store = new MemoryStore();
+  // Readers wait at a gate until the test opens it, so every reader opened is held at once.
+  let gateOpen = false;
+  const opened: string[] = [];
+  const waiting: (() => void)[] = [];
+  const read = store.read.bind(store);
+  let nextReader = "";
+  store.read = (filter: Filter, from: { seq: number } | { timeUs: number }) => {
+    const inner = read(filter, from);
+    opened.push(nextReader);
+    return {
+      nextBatch: async () => {
+        if (!gateOpen) await new Promise<void>((resolve) => waiting.push(resolve));
+        return await inner.nextBatch();
+      },
+    };
+  };
+  const { broker, settle } = world(
+    { capacityBytes: 2048, poolBlocks: 16 },
+    { store, diskReadersMax: 4 },
+  );
+  const publisher = signIn(broker, TAKES_ALL, "p");
+  const payload = new Uint8Array(100).fill(3);
+  const MESSAGES = 60;
+  broker.receive(
+    publisher,
+    frameBytes({
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: MESSAGES }, () => ({ topic: "a/b", payload })),
+    }),
+  );
+  await settle();
+  const received = new Map<string, number>();
+  const counting = (name: string, refuseFirst: boolean): Connection => {
+    const decoder = new FrameDecoder();
+    let refuse = refuseFirst;
+    return {
+      write: (bytes) => {
+        if (refuse) {
+          refuse = false;
+          return 0;
+        }
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "data") continue;
+          while (frame.messages.next()) received.set(name, (received.get(name) ?? 0) + 1);
+        }
+        return bytes.length;
+      },
+      close: () => {},
+    };
+  };
+  // Eight subscribers whose sockets take bytes but that never had to drain: not shown yet.
+  nextReader = "unshown";
+  for (let s = 0; s < 8; s++)
+    subscribeAll(broker, signIn(broker, counting(`u${s}`, false), "u"), "earliest");
+  await settle();
+  expect(opened).toEqual(["unshown", "unshown"]);
+  // One whose socket refused its WELCOME, then drained it: its client reads.
+  const reading = signIn(broker, counting("reader", true), "r");
+  broker.writable(reading);
+  nextReader = "reading";
+  subscribeAll(broker, reading, "earliest");
+  await settle();
+  // It takes a free slot at once, though eight subscriptions waited before it.
+  expect(opened).toEqual(["unshown", "unshown", "reading"]);
+  expect(broker.stats().subscriptionsByPhase.disk).toBe(9);
+  gateOpen = true;
+  for (const resolve of waiting.splice(0)) resolve();
+  await settle();
+  expect([...received.values()]).toEqual(new Array(9).fill(MESSAGES));
+});
