@@ -83,7 +83,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
       // A bearer token is never a browser's ambient credential: a page can send it cross-origin
       // only after a CORS preflight, which this app never grants. A request that carries the right
       // token was made by someone who holds it, so its Origin says nothing to refuse.
-      (token !== undefined && bearerTokenMatches(c.req.header("Authorization"), token)
+      (token !== undefined && (await bearerTokenMatches(c.req.header("Authorization"), token))
         ? null
         : crossSiteRefusal(c.req.raw, c.req.path, host as string));
     return refused === null ? next() : fail(c, 403, refused);
@@ -117,7 +117,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
 
   if (token !== undefined) {
     app.use("*", async (c, next) => {
-      if (bearerTokenMatches(c.req.header("Authorization"), token)) return next();
+      if (await bearerTokenMatches(c.req.header("Authorization"), token)) return next();
       c.header("WWW-Authenticate", 'Bearer realm="aria-admin"');
       return fail(
         c,

@@ -1,14 +1,23 @@
 /**
  * Bearer-token check of the admin app: `Authorization: Bearer <token>` (scheme case-insensitive,
- * RFC 6750). The comparison takes the same time wherever the first difference is, so response
- * times do not leak a prefix of the token (sameSecret). Pure.
+ * RFC 6750). The credential is one token, compared in the same time wherever the first
+ * difference is, so response times do not leak a prefix of the token (sameSecret); or, with a
+ * users file, a check that the bearer signs in as a user with the `admin` role (the server's,
+ * src/server/server.ts), which may take a KDF's time once per token. Pure.
  */
 import { sameSecret } from "../stdx/secret.ts";
 
-/** Whether an Authorization header carries exactly `token`. */
-export function bearerTokenMatches(header: string | undefined, token: string): boolean {
+/** The admin app's credential: one token, or a check of a bearer token (users with `admin`). */
+export type AdminCredential = string | ((bearer: string) => boolean | Promise<boolean>);
+
+/** Whether an Authorization header carries a bearer token `credential` accepts. */
+export function bearerTokenMatches(
+  header: string | undefined,
+  credential: AdminCredential,
+): boolean | Promise<boolean> {
   if (header === undefined) return false;
   const match = /^Bearer +(\S+) *$/i.exec(header);
   if (match === null) return false;
-  return sameSecret(match[1], token);
+  if (typeof credential === "function") return credential(match[1]);
+  return sameSecret(match[1], credential);
 }

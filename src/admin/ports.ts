@@ -4,6 +4,7 @@
  * The app never reaches past these: no sockets, files or clocks of its own.
  */
 import type { BrokerStats, SubscriptionLag } from "../broker/broker.ts";
+import type { AdminCredential } from "./auth.ts";
 import type { SplitAlgorithm, VolumeRow } from "../split/mod.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
@@ -104,7 +105,7 @@ export interface AdminDependencies {
   split(): SplitStatus;
   clock: AdminClock;
   /** When set, every route but /healthz and the static UI shell requires `Authorization: Bearer <token>`. */
-  token?: string;
+  token?: AdminCredential;
   /**
    * The address the app listens on (its own name is answered; `0.0.0.0`/`::`: any IP literal).
    * Default: a loopback listener, which answers loopback names only (host_origin.ts).
