@@ -42,4 +42,32 @@ describe("Fanout", () => {
       FilterMatcher.prototype.matches = original;
     }
   });
+
+  test("a new topic's list is built from the walk the table made when interning it: one walk, not two", () => {
+    const table = new TopicTable();
+    const fanout = new Fanout();
+    for (let s = 0; s < 100; s++) {
+      const filter = Filter.of(`c${s}/x`, `c${s % 10}/y/**`);
+      fanout.add(new Subscription(SESSION, s, filter, new FilterMatcher(table, filter), 1));
+    }
+    let walks = 0;
+    const original = table.filters.matching.bind(table.filters);
+    table.filters.matching = (name, out) => {
+      walks++;
+      original(name, out);
+    };
+    const names = ["c7/x", "c3/y/z", "new/topic", "c3/y/z/w"];
+    const lists = names.map((name) =>
+      fanout
+        .of(table.internValid(name))
+        .map((subscription) => subscription.id)
+        .sort((x, y) => x - y),
+    );
+    const c3y = Array.from({ length: 10 }, (_, k) => 3 + 10 * k);
+    expect({ lists, walks }).toEqual({ lists: [[7], c3y, [], c3y], walks: names.length });
+    // A list dropped by a change of subscriptions is walked for again, once.
+    fanout.remove(fanout.of(table.lookup("c7/x"))[0]);
+    expect(fanout.of(table.lookup("c7/x"))).toEqual([]);
+    expect(walks).toBe(names.length + 1);
+  });
 });

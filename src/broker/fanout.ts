@@ -1,7 +1,8 @@
 /**
  * Fanout: which subscriptions a message of a given topic id goes to, without testing every
- * subscription per message. The list for a topic id is computed once, by one walk of the topic
- * table's filter index (topic/filter_index.ts: O(segments + matches), not O(subscriptions)), and
+ * subscription per message. The list for a topic id is computed once, from one walk of the topic
+ * table's filter index (topic/filter_index.ts: O(segments + matches), not O(subscriptions)) — for a
+ * new topic the walk the table makes when interning it (onIntern), so it costs no second one — and
  * cached until the set of subscriptions changes. A new topic just has no list yet; an id the table
  * reclaims has its list dropped (the table tells every batch), so its next topic gets its own.
  *
@@ -43,6 +44,7 @@ export class Fanout {
     if (this.table === null) {
       this.table = subscription.matcher.table;
       this.table.onReclaim((ids) => this.forget(ids));
+      this.table.onIntern((topicId, matched) => this.interned(topicId, matched));
     }
     assert(this.table === subscription.matcher.table, "Fanout.add: one topic table");
     this.all.set(subscription.matcher, subscription);
@@ -72,6 +74,27 @@ export class Fanout {
     return this.shared;
   }
 
+  /** A new topic: its list from the matchers the table's walk found. */
+  private interned(topicId: number, matched: readonly FilterMatcher[]): void {
+    if (this.all.size === 0) return;
+    if (topicId >= this.listVersions.length) this.growVersions(topicId);
+    let list: Subscription[] | undefined;
+    for (let i = 0; i < matched.length; i++) {
+      const subscription = this.all.get(matched[i]);
+      if (subscription !== undefined) (list ??= []).push(subscription);
+    }
+    this.lists[topicId] = list;
+    this.listVersions[topicId] = this.version + 1;
+  }
+
+  private growVersions(topicId: number): void {
+    let length = this.listVersions.length;
+    while (length <= topicId) length *= 2;
+    const grown = new Int32Array(length);
+    grown.set(this.listVersions);
+    this.listVersions = grown;
+  }
+
   /** Drops the lists of reclaimed ids. */
   private forget(ids: Int32Array): void {
     for (let i = 0; i < ids.length; i++) {
@@ -83,13 +106,7 @@ export class Fanout {
 
   /** The subscriptions whose filter matches topic `topicId`. */
   of(topicId: number): readonly Subscription[] {
-    if (topicId >= this.listVersions.length) {
-      let length = this.listVersions.length;
-      while (length <= topicId) length *= 2;
-      const grown = new Int32Array(length);
-      grown.set(this.listVersions);
-      this.listVersions = grown;
-    }
+    if (topicId >= this.listVersions.length) this.growVersions(topicId);
     if (this.listVersions[topicId] === this.version + 1) return this.lists[topicId] ?? NONE;
     let list: Subscription[] | undefined;
     if (this.table !== null && this.all.size > 0) {

@@ -128,7 +128,8 @@ export class Sequencer {
     // is about to get, so interning a later one never reclaims the id of an earlier one.
     const topicIds = new Int32Array(messages.count);
     for (let i = 0; messages.next(); i++) {
-      const interned = this.topics.intern(messages.topic, this.nextSeq + i);
+      // The decoder validated the topics (protocol/topic_cache.ts).
+      const interned = this.topics.internValidated(messages.topic, this.nextSeq + i);
       if (!interned.ok)
         return output.fail(session, "ARIA_ERR_INVALID_TOPIC", interned.reason, { requestId });
       topicIds[i] = interned.topicId;

@@ -42,6 +42,9 @@ const RECLAIM_LOG_EPOCHS = 16;
 /** The result of interning: the topic id, or why the name cannot be interned. */
 export type InternResult = { ok: true; topicId: number } | { ok: false; reason: string };
 
+/** Told each new topic's id with the registered matchers that match it (the index's walk). */
+export type InternListener = (topicId: number, matched: readonly FilterMatcher[]) => void;
+
 /** Told the ids of a reclaimed batch (their names already forgotten); clears its slots. */
 export type ReclaimListener = (topicIds: Int32Array) => void;
 
@@ -87,6 +90,7 @@ export class TopicTable {
   private readonly freeIds: number[] = [];
   private horizon: (() => number) | null = null;
   private readonly listeners: ReclaimListener[] = [];
+  private readonly internListeners: InternListener[] = [];
   /** The ids of the last RECLAIM_LOG_EPOCHS epochs; log[i] is epoch reclaimEpoch - length + 1 + i. */
   private readonly log: Int32Array[] = [];
   /** Where the next reclaim step looks, and what the pass it belongs to found. */
@@ -140,6 +144,23 @@ export class TopicTable {
     }
     const reason = validateTopic(name);
     if (reason !== null) return { ok: false, reason };
+    return this.internNew(name, seq);
+  }
+
+  /**
+   * As intern, for a name validated already (a PUBLISH frame's topics are, by the decoder's
+   * TopicCache): a new topic costs one validation, not two.
+   */
+  internValidated(name: string, seq: number): InternResult {
+    const known = this.topicIds.get(name);
+    if (known !== undefined) {
+      if (seq > this.lastSeqByTopic[known]) this.lastSeqByTopic[known] = seq;
+      return { ok: true, topicId: known };
+    }
+    return this.internNew(name, seq);
+  }
+
+  private internNew(name: string, seq: number): InternResult {
     const partition = partitionOf(name);
     let partitionId = this.partitionIds.get(partition);
     if (partitionId === undefined && this.partitionNames.length >= PARTITIONS_MAX)
@@ -232,6 +253,14 @@ export class TopicTable {
    */
   reclaimBelow(horizon: () => number): void {
     this.horizon = horizon;
+  }
+
+  /**
+   * Registers a cache to be told each new topic with the matchers the index found for it, so it
+   * needs no walk of its own (the fan-out lists); told only while some matcher is registered.
+   */
+  onIntern(listener: InternListener): void {
+    this.internListeners.push(listener);
   }
 
   /** Registers a cache to be told each reclaimed batch. */
@@ -330,11 +359,15 @@ export class TopicTable {
     this.stampByTopic = stamps;
   }
 
-  /** Sets the answer of topic `topicId` in every registered matcher whose filter matches it. */
+  /**
+   * Sets the answer of topic `topicId` in every registered matcher whose filter matches it, and
+   * hands the same walk's result to the intern listeners.
+   */
   private tellMatchers(name: string, topicId: number): void {
     const matched = this.matched;
     this.filters.matching(name, matched);
     for (let i = 0; i < matched.length; i++) matched[i].matched(topicId);
+    for (const listener of this.internListeners) listener(topicId, matched);
     matched.length = 0;
   }
 }
