@@ -279,9 +279,11 @@ export class Sorter {
    */
   private async retireDrained(): Promise<void> {
     const context = this.context;
-    await context.reads.whenNoReads(() => dropDrainedJournals(context)).catch((error) => {
-      if (!isOutOfSpace(error)) this.writer.fail(error);
-    });
+    await context.reads
+      .whenNoReads(() => dropDrainedJournals(context))
+      .catch((error) => {
+        if (!isOutOfSpace(error)) this.writer.fail(error);
+      });
   }
 
   private plan(nowUs: number): { closes: PartitionLog[]; imageGens: number[] | null } {

@@ -456,6 +456,8 @@ export class Store {
   /**
    * Removes whole closed files — segments and a split's subtree stores — whose newest message is
    * older than `ageUs` before `nowUs`, then the oldest (by last seq) until at most `bytes` remain.
+   * When the manifest has no room for the removal (a full disk) nothing is removed: the store is
+   * `unwritable` (said once through onWritableChanged, not at every call) until a call goes through.
    */
   async retain(limits: { ageUs?: number; bytes?: number }, nowUs: number): Promise<RetainResult> {
     const context = this.context;
@@ -515,7 +517,7 @@ export class Store {
           `The store cannot write its manifest (${reason}); retention retries by itself`,
         );
         this.announce();
-        throw this.retentionStall;
+        return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
       }
       // Otherwise the records may still reach the disk (a failed fsync), and the manifest's
       // length here no longer says where its records end: only the next open can tell, so the
