@@ -7,6 +7,8 @@
  * is freed, and after a crash every acknowledged message is there, once, in seq order.
  */
 import { describe, expect, test } from "bun:test";
+import { executeSplit } from "../split/executor.ts";
+import { inProcessRunner, storeHost } from "../split/in_process.ts";
 import { Prng } from "../stdx/prng.ts";
 import { SimDisk } from "../testing/sim_disk.ts";
 import { Filter } from "../topic/mod.ts";
@@ -20,7 +22,13 @@ import {
   openManifestForAppend,
   rewriteManifest,
 } from "./manifest.ts";
-import { MANIFEST_JOURNAL, MANIFEST_REMOVE, decodeManifestRecords } from "./manifest_codec.ts";
+import {
+  MANIFEST_JOURNAL,
+  MANIFEST_REMOVE,
+  MANIFEST_TOPICS,
+  decodeManifestRecords,
+  encodeManifestRecords,
+} from "./manifest_codec.ts";
 import { Store } from "./mod.ts";
 import { SPARE_SPACE_CHECK_BYTES, SpareFiller, spareReserveBytes } from "./spare_filler.ts";
 
@@ -553,6 +561,52 @@ describe("store: a full disk under the sorter and the manifest", () => {
     expect(store.unwritable).toBeNull();
     expect(changes).toEqual([expect.stringContaining("manifest"), null]);
     await store.close();
+  });
+
+  test("a split's switch, and the counting of a file's topics, whose manifest append finds no room: refused, nothing changes, the store goes on, and both go through later", async () => {
+    const sim = new SimDisk({ seed: 11 });
+    let manifestFull = false;
+    const options = { segmentBytesMax: 2048, indexIntervalBytes: 128, segmentAgeUsMax: 1e15 };
+    const wrap = (disk: Disk) =>
+      refusing(disk, (path, op) => manifestFull && path === MANIFEST_PATH && op === "write");
+    const { store } = await Store.open(wrap(sim.view()), options);
+    appendRange(store, 1, 200);
+    await store.close();
+    // The manifest as an earlier build wrote it, without TOPICS records: files to count.
+    const crc32 = resolveOptions({}).crc32;
+    const bytes = sim.snapshot(MANIFEST_PATH) as Uint8Array;
+    const headerBytes = new DataView(bytes.buffer, bytes.byteOffset).getUint16(6, true);
+    const kept = decodeManifestRecords(bytes.subarray(headerBytes), crc32).records.filter(
+      (record) => record.kind !== MANIFEST_TOPICS,
+    );
+    const file = await sim.view().open(MANIFEST_PATH, "write");
+    await file.truncate(headerBytes);
+    await file.write(headerBytes, encodeManifestRecords(kept, crc32));
+    await file.sync();
+    await file.close();
+
+    const { store: reopened } = await Store.open(wrap(sim.view()), options);
+    const uncounted = reopened.uncountedFiles;
+    expect(uncounted).toBeGreaterThan(0);
+    const layout = reopened.layout();
+    manifestFull = true;
+    await expect(reopened.countFiles()).rejects.toThrow(/no space left on device/);
+    expect(reopened.uncountedFiles).toBe(uncounted);
+    const split = () =>
+      executeSplit(storeHost(reopened), inProcessRunner(sim.view(), { crc32 }), sim.view(), {
+        plan: { algorithm: "heuristic" },
+        workers: 1,
+        intervalBytes: 128,
+      });
+    await expect(split()).rejects.toThrow(/no space left on device/);
+    expect(reopened.failure).toBeNull();
+    expect(reopened.layout()).toEqual(layout);
+    manifestFull = false;
+    expect(await reopened.countFiles()).toBe(uncounted);
+    expect((await split()).switched).toBe(true);
+    expect(reopened.layout()).not.toEqual(layout);
+    await reopened.close();
+    expect(await recoveredSeqs(sim)).toEqual(through(200));
   });
 
   test("a drained journal whose retirement finds no room in the manifest stays listed, and is retired once there is room", async () => {
