@@ -1,5 +1,6 @@
 /** admin: the admin HTTP app (Hono) and its web UI, built from injected dependencies. */
 export { createAdminApp } from "./app.ts";
+export type { AdminCredential } from "./auth.ts";
 export { allowedHostProblem } from "./host_origin.ts";
 export {
   runPlanWork,

@@ -113,3 +113,57 @@ export function checkUrl(url: string): string {
   }
   return url;
 }
+
+/** The flag of the client commands' credential (besides --url). */
+export const CLIENT_AUTH_FLAGS = { "auth-token": { type: "string" } } as const;
+
+/** The client commands' auth flag, as their usage lists it, its description at `column`. */
+export function clientAuthUsage(column: number): string {
+  return `  ${"--auth-token TOKEN".padEnd(column - 2)}sign in with this token (default: ARIA_AUTH_TOKEN)\n`;
+}
+
+/** The server URL of a client command: --url, else ARIA_URL, else `fallback`. */
+export function clientUrlOf(
+  values: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+  fallback: string,
+): string;
+export function clientUrlOf(
+  values: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+  fallback: null,
+): string | null;
+export function clientUrlOf(
+  values: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+  fallback: string | null,
+): string | null {
+  if (typeof values.url === "string") return checkUrl(values.url);
+  const fromEnvironment = environment.ARIA_URL;
+  if (fromEnvironment !== undefined && fromEnvironment !== "") {
+    try {
+      parseTcpUrl(fromEnvironment);
+    } catch (error) {
+      throw new UsageError(`ARIA_URL: ${(error as Error).message}`);
+    }
+    return fromEnvironment;
+  }
+  return fallback;
+}
+
+/**
+ * The token of a client command: --auth-token, else ARIA_AUTH_TOKEN, else none. An empty flag is
+ * a usage error (an unset variable in `--auth-token "$TOKEN"` would otherwise sign in without).
+ */
+export function authTokenOf(
+  values: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+): string | undefined {
+  const flag = values["auth-token"];
+  if (typeof flag === "string") {
+    if (flag === "") throw new UsageError("--auth-token: must not be empty");
+    return flag;
+  }
+  const fromEnvironment = environment.ARIA_AUTH_TOKEN;
+  return fromEnvironment === undefined || fromEnvironment === "" ? undefined : fromEnvironment;
+}

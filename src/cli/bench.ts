@@ -22,13 +22,16 @@ import {
 import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import {
+  authTokenOf,
+  CLIENT_AUTH_FLAGS,
+  clientAuthUsage,
+  clientUrlOf,
   parseCommand,
   parseCount,
   parseDuration,
   parseSize,
   stringFlag,
   UsageError,
-  checkUrl,
 } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { progressLine } from "./progress.ts";
@@ -65,8 +68,8 @@ Options:
   --json                 print the results as JSON instead of markdown tables
   --url URL              benchmark this running server (its own fsync policy and tip size:
                          pass its --tip-bytes; disk-recovery needs a tip much smaller than
-                         --messages of 256 B); tls://HOST:PORT for TLS
-${clientTlsUsage(25)}  --data-dir DIR         parent of the temporary data directories (default: the OS temp dir)
+                         --messages of 256 B); tls://HOST:PORT for TLS (default: ARIA_URL)
+${clientAuthUsage(25)}${clientTlsUsage(25)}  --data-dir DIR         parent of the temporary data directories (default: the OS temp dir)
   -h, --help             show this help
 `;
 
@@ -87,6 +90,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     json: { type: "boolean" },
     url: { type: "string" },
     "data-dir": { type: "string" },
+    ...CLIENT_AUTH_FLAGS,
     ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
@@ -114,7 +118,12 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     overrides.publishers = parseCountList(values.publishers, "--publishers");
   if (typeof values.payload === "string")
     overrides.payloadBytes = parseCountList(values.payload, "--payload");
-  const url = typeof values.url === "string" ? checkUrl(values.url) : null;
+  const environment = io.env?.() ?? {};
+  const url = clientUrlOf(values, environment, null);
+  // The in-process servers ask no token: a flag for them is a mistake, the variable is not.
+  if (url === null && typeof values["auth-token"] === "string")
+    throw new UsageError("--auth-token is for a server of --url (or ARIA_URL)");
+  const authToken = url === null ? undefined : authTokenOf(values, environment);
   const tls = await clientTlsOf(values, url ?? "the in-process server", io);
   if (!tls.ok) {
     io.err(`aria bench: ${tls.message}\n`);
@@ -125,6 +134,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
   const env = benchEnv({
     url,
     tls: tls.tls,
+    authToken,
     parentDir: stringFlag(values, "data-dir", defaultParentDir()),
     progress: progress.update,
   });

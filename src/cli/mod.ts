@@ -13,6 +13,7 @@ import { SERVE_USAGE, serveCommand } from "./serve.ts";
 import { SIMULATE_USAGE, simulateCommand } from "./simulate.ts";
 import { SPLIT_USAGE, splitCommand } from "./split.ts";
 import { SUB_USAGE, subCommand } from "./sub.ts";
+import { USERS_USAGE, usersCommand } from "./users.ts";
 
 export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
 
@@ -57,6 +58,11 @@ const COMMANDS: Record<string, Command> = {
     summary: "salvage a damaged data directory (moves damaged bytes aside, reports lost seqs)",
     usage: REPAIR_USAGE,
     run: repairCommand,
+  },
+  users: {
+    summary: "add, list and remove the users of --users FILE (tokens, topic permissions)",
+    usage: USERS_USAGE,
+    run: usersCommand,
   },
   version: {
     summary: "print the version, the commit it was built from and the runtime",

@@ -10,7 +10,15 @@ import { PAYLOAD_BYTES_MAX } from "../constants.ts";
 import { AriaError } from "../protocol/mod.ts";
 import { runtime } from "../runtime/mod.ts";
 import { validateTopic } from "../topic/topic.ts";
-import { parseCommand, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
+import {
+  authTokenOf,
+  CLIENT_AUTH_FLAGS,
+  clientAuthUsage,
+  clientUrlOf,
+  parseCommand,
+  UsageError,
+  URL_DEFAULT,
+} from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { byteLinesOf, checkForeignSyntax } from "./input.ts";
 import { CLIENT_TLS_FLAGS, clientTlsOf, clientTlsUsage } from "./tls_files.ts";
@@ -28,8 +36,8 @@ Exits 0 once every message is acknowledged; prints the seq range on stderr.
 
 Options:
   --url URL        the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
-                   (default tcp://127.0.0.1:7400)
-${clientTlsUsage(19)}  --file PATH      publish the bytes of PATH as one message on TOPIC
+                   (default ARIA_URL, else tcp://127.0.0.1:7400)
+${clientAuthUsage(19)}${clientTlsUsage(19)}  --file PATH      publish the bytes of PATH as one message on TOPIC
   --json-lines     read {"topic", "payload" or "payloadBase64"} lines from stdin
   -h, --help       show this help
 `;
@@ -43,6 +51,7 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     url: { type: "string" },
     "json-lines": { type: "boolean" },
     file: { type: "string" },
+    ...CLIENT_AUTH_FLAGS,
     ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
@@ -68,7 +77,9 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   } else if (topic !== undefined) {
     throw new UsageError("--json-lines takes topics from the input, not as an argument");
   }
-  const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
+  const environment = io.env?.() ?? {};
+  const url = clientUrlOf(values, environment, URL_DEFAULT);
+  const authToken = authTokenOf(values, environment);
   const tls = await clientTlsOf(values, url, io);
   if (!tls.ok) {
     io.err(`aria pub: ${tls.message}\n`);
@@ -86,7 +97,12 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   }
   let client: Awaited<ReturnType<typeof connect>>;
   try {
-    client = await connect(url, { clientName: "aria-pub", reconnect: false, tls: tls.tls });
+    client = await connect(url, {
+      clientName: "aria-pub",
+      reconnect: false,
+      tls: tls.tls,
+      authToken,
+    });
   } catch (error) {
     io.err(`aria pub: cannot connect to ${url}: ${(error as Error).message}\n`);
     return EXIT_FAILURE;

@@ -39,6 +39,8 @@ Options:
   --retain-age DURATION  delete segments older than this, e.g. 7d (default: keep)
   --retain-bytes SIZE    delete the oldest segments beyond this size, e.g. 50GiB (default: keep)
   --auth-token TOKEN     clients must present this token in their handshake
+  --users FILE           users with tokens and topic permissions (docs/security.md); reloaded on
+                         SIGHUP; not with --auth-token
   --admin-host HOST      address of the admin HTTP app (default 127.0.0.1)
   --admin-token TOKEN    the admin app requires "Authorization: Bearer TOKEN" (all but /healthz)
   --admin-allowed-hosts LIST
@@ -61,6 +63,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     "retain-age": { type: "string" },
     "retain-bytes": { type: "string" },
     "auth-token": { type: "string" },
+    users: { type: "string" },
     "admin-host": { type: "string" },
     "admin-token": { type: "string" },
     "admin-allowed-hosts": { type: "string" },
@@ -99,6 +102,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
         ? parseSize(values["retain-bytes"], "--retain-bytes")
         : undefined,
     authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
+    usersFile: typeof values.users === "string" ? values.users : undefined,
     adminHost: stringFlag(values, "admin-host", ADMIN_HOST_DEFAULT),
     adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
     adminAllowedHosts: allowedHostsOf(values["admin-allowed-hosts"]),
@@ -113,6 +117,11 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     throw new UsageError(
       "--auth-token: must not be empty (leave the flag out for a server without auth)",
     );
+  if (options.usersFile !== undefined && options.authToken !== undefined)
+    throw new UsageError(
+      "--users and --auth-token: choose one (with --users each client signs in with its user's token)",
+    );
+  if (options.usersFile === "") throw new UsageError("--users: must not be empty");
   const tls = await serveTlsOf(values);
   if (!tls.ok) {
     io.err(`aria serve: Cannot serve TLS: ${tls.message}\n`);
@@ -147,7 +156,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
   // SIGHUP (systemctl reload) must not end the server; what it reloads is listed in docs/operations.md.
-  runtime.onReloadSignal(() => io.err("aria serve: SIGHUP: reloading\n"));
+  runtime.onReloadSignal(() => {
+    io.err("aria serve: SIGHUP: reloading\n");
+    void server.reloadUsers().then((reloaded) => io.err(reloaded.line));
+  });
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   io.err(`aria serve: ${signal}: shutting down\n`);
   await server.stop();

@@ -9,7 +9,17 @@ import { AriaError, type StartPosition } from "../protocol/mod.ts";
 import { OutputClosedError, runtime } from "../runtime/mod.ts";
 import { connect } from "../server/mod.ts";
 import { Filter } from "../topic/filter.ts";
-import { parseCommand, parseCount, stringFlag, UsageError, checkUrl, URL_DEFAULT } from "./args.ts";
+import {
+  authTokenOf,
+  CLIENT_AUTH_FLAGS,
+  clientAuthUsage,
+  clientUrlOf,
+  parseCommand,
+  parseCount,
+  stringFlag,
+  UsageError,
+  URL_DEFAULT,
+} from "./args.ts";
 import { CLIENT_TLS_FLAGS, clientTlsOf, clientTlsUsage } from "./tls_files.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
 import { checkForeignSyntax } from "./input.ts";
@@ -21,8 +31,8 @@ Subscribes to FILTERs (a topic, a subtree like app/orders/**, or **) and prints 
 
 Options:
   --url URL                  the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
-                             (default tcp://127.0.0.1:7400)
-${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
+                             (default ARIA_URL, else tcp://127.0.0.1:7400)
+${clientAuthUsage(29)}${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
                              where to start (default live): the live end, the oldest
                              message, a seq (1200), a time ago (30s, 15m, 2h, 7d, 1w)
                              or an ISO-8601 time (2026-01-31T12:00:00Z)
@@ -149,6 +159,7 @@ export async function subCommand(
     limit: { type: "string" },
     "until-caught-up": { type: "boolean" },
     format: { type: "string" },
+    ...CLIENT_AUTH_FLAGS,
     ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
   });
@@ -165,7 +176,9 @@ export async function subCommand(
     throw new UsageError(`--format: "${format}" is not json or raw`);
   const from = parseFrom(stringFlag(values, "from", "live"), runtime.clock.nowUs());
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
-  const url = checkUrl(stringFlag(values, "url", URL_DEFAULT));
+  const environment = io.env?.() ?? {};
+  const url = clientUrlOf(values, environment, URL_DEFAULT);
+  const authToken = authTokenOf(values, environment);
   const tls = await clientTlsOf(values, url, io);
   if (!tls.ok) {
     io.err(`aria sub: ${tls.message}\n`);
@@ -177,6 +190,7 @@ export async function subCommand(
     client = await connect(url, {
       clientName: "aria-sub",
       tls: tls.tls,
+      authToken,
       onConnectionEvent: (event) => io.err(connectionEventLine(event, subscription)),
     });
   } catch (error) {

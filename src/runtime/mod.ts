@@ -30,3 +30,4 @@ export {
 export { buildCommit } from "./build_info.ts";
 export { type EventLoopLag, watchEventLoopLag } from "./event_loop_lag.ts";
 export { hashToken, newToken, tokenDigest, tokenHashProblem, verifyToken } from "./token_kdf.ts";
+export { writeTextFileAtomic } from "./text_file_write.ts";

@@ -48,6 +48,8 @@ export function benchEnv(options: {
   url: string | null;
   /** TLS material for a tls:// `url` (its CA, a client certificate). */
   tls?: DialTls;
+  /** The token the clients sign in with (a `url` server's). */
+  authToken?: string;
   parentDir: string;
   progress: (text: string) => void;
 }): BenchEnv {
@@ -57,7 +59,12 @@ export function benchEnv(options: {
         ? Promise.resolve(externalServer(options.url))
         : inProcessServer(options.parentDir, serverOptions),
     connect: (url) =>
-      connect(url, { clientName: "aria-bench", reconnect: false, tls: options.tls }),
+      connect(url, {
+        clientName: "aria-bench",
+        reconnect: false,
+        tls: options.tls,
+        authToken: options.authToken,
+      }),
     nowMs: () => performance.now(),
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     progress: options.progress,

@@ -8,6 +8,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { createAdminApp, type LastSplit } from "../admin/mod.ts";
+import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import { ADMIN_HOST_DEFAULT, MAINTENANCE_INTERVAL_MS, RECORD_HEADER_BYTES } from "../constants.ts";
 import {
@@ -33,6 +34,7 @@ import {
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { adminPlanner } from "./split_pool.ts";
+import { adminCredentialOf, readUsersFile, reloadUsers, usersOf } from "./users_source.ts";
 
 /** Options of `aria serve`. */
 export interface ServerOptions {
@@ -45,6 +47,8 @@ export interface ServerOptions {
   retainAgeUs?: number;
   retainBytes?: number;
   authToken?: string;
+  /** Users with tokens or certificate subjects and topic permissions (src/auth/); see reloadUsers. */
+  usersFile?: string;
   /** Serve the TCP protocol over TLS with this certificate and key (PEM); `clientCa`: mutual TLS. */
   tls?: TlsServerOptions;
   /** Serve the admin app over HTTPS with this certificate and key (PEM). */
@@ -70,6 +74,8 @@ export interface RunningServer {
   store: Store;
   tip: Tip;
   recovery: RecoveryReport;
+  /** Reads the users file again (SIGHUP): applied to open connections, or kept on an error. */
+  reloadUsers(): Promise<{ ok: boolean; line: string }>;
   stop(): Promise<void>;
 }
 
@@ -84,7 +90,7 @@ export class FatalError extends Error {
 }
 
 /** Exit codes of fatal start-up conditions. */
-export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5, tls: 6 } as const;
+export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5, tls: 6, users: 7 } as const;
 
 /** The exit code of a store error at start-up: damage found, or anything else about the directory. */
 function storeExit(error: unknown): number {
@@ -103,6 +109,16 @@ function repairHint(error: unknown, dataDir: string): string {
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   checkTls(options);
+  let users: Users | undefined;
+  if (options.usersFile !== undefined) {
+    const read = await readUsersFile(options.usersFile);
+    if (!read.ok)
+      throw new FatalError(
+        `Cannot read the users file: ${read.error}; fix it, or choose another with --users`,
+        FATAL_EXIT.users,
+      );
+    users = usersOf(read.users);
+  }
   try {
     await mkdir(options.dataDir, { recursive: true });
   } catch (error) {
@@ -182,6 +198,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     clock: runtime.clock,
     scheduler: runtime.scheduler,
     authToken: options.authToken,
+    signIn: {
+      users,
+      throttle: new FailureThrottle(),
+      scheduleAfter: runtime.scheduleAfter,
+      log: runtime.writeStderr,
+    },
   });
   let tcp: TcpListener;
   let admin: HttpServer;
@@ -220,7 +242,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
     routes: (app) => addSplitRoutes(app, storeHost(store)),
     clock: runtime.clock,
-    token: options.adminToken,
+    // With users, a user with the admin role (or the admin token, for `aria split`).
+    token: users === undefined ? options.adminToken : adminCredentialOf(users, options.adminToken),
     listenHost: adminHost,
     allowedHosts: options.adminAllowedHosts,
     planner,
@@ -286,6 +309,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     store,
     tip,
     recovery,
+    reloadUsers: async () => {
+      if (users === undefined || options.usersFile === undefined)
+        return { ok: true, line: "aria: no users file to reload (--users)\n" };
+      const reloaded = await reloadUsers(options.usersFile, users);
+      if (reloaded.ok) broker.usersReplaced();
+      return reloaded;
+    },
     stop: () =>
       (stopping ??= (async () => {
         clearInterval(timer);
