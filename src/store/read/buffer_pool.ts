@@ -16,6 +16,8 @@ export class BufferPool {
   private readonly free = new Map<number, Uint8Array[]>();
   private lent: Uint8Array[] = [];
   private freeBytes = 0;
+  /** Bytes of the buffers it had to allocate (none free of the size): what the collector reclaims. */
+  allocatedBytes = 0;
 
   constructor(private readonly keepBytes: number) {}
 
@@ -23,7 +25,10 @@ export class BufferPool {
   take(bytes: number): Uint8Array {
     const size = bytes <= 1 ? 1 : 2 ** Math.ceil(Math.log2(bytes));
     const buffer = this.free.get(size)?.pop();
-    if (buffer === undefined) return new Uint8Array(size);
+    if (buffer === undefined) {
+      this.allocatedBytes += size;
+      return new Uint8Array(size);
+    }
     this.freeBytes -= size;
     return buffer;
   }
