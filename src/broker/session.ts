@@ -35,15 +35,18 @@ import { FrameDecoder, FrameWriter, type InputBudget, type TopicCache } from "..
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
 
-/** Bytes of one send-queue chunk: small beside the queue's limit, so a stalled queue holds few. */
-export const QUEUE_CHUNK_BYTES = 64 * 1024;
+/**
+ * Bytes of one send-queue chunk: small beside the queue's limit, so a stalled queue holds little
+ * past it (with 64 KiB chunks a stalled session held 208 KiB, 160 KiB with 16 KiB).
+ */
+export const QUEUE_CHUNK_BYTES = 16 * 1024;
 /** First capacity of a session's writer, and what a backed-up session keeps. */
 const WRITER_BYTES_INITIAL = 16 * 1024;
 
-/** Free send-queue chunks shared by the sessions of one broker (keeps at most `keepChunks`). */
+/** Free send-queue chunks shared by the sessions of one broker (keeps at most `keepChunks`: 4 MiB). */
 export class QueueChunkPool {
   private readonly free: Uint8Array[] = [];
-  constructor(private readonly keepChunks: number = 64) {}
+  constructor(private readonly keepChunks: number = 256) {}
 
   take(): Uint8Array {
     return this.free.pop() ?? new Uint8Array(QUEUE_CHUNK_BYTES);
