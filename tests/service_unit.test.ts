@@ -64,7 +64,9 @@ test("the unit runs as a dedicated user, sandboxed, restarting on failure", () =
   // A JIT needs writable executable memory.
   expect(values("MemoryDenyWriteExecute")).toEqual([]);
   const noRestart = value("RestartPreventExitStatus").split(/\s+/).map(Number).sort();
-  expect(noRestart).toEqual([EXIT_USAGE, FATAL_EXIT.corrupt].sort());
+  expect(noRestart).toEqual(
+    [EXIT_USAGE, FATAL_EXIT.corrupt, FATAL_EXIT.tls, FATAL_EXIT.users].sort(),
+  );
 });
 
 test("ExecStart serves on the StateDirectory; ExecReload (SIGHUP) keeps it up; a stop is clean", async () => {
