@@ -85,12 +85,13 @@ function startNode(args: string[], env: Record<string, string> = {}) {
   return { child, stdout: new StreamText(child.stdout), stderr: new StreamText(child.stderr) };
 }
 
-/** Runs `node args` in the project to its end: exit code, stdout, stderr. */
-async function node(args: string[], env: Record<string, string> = {}) {
+/** Runs `node args` in the project to its end: exit code, stdout, stderr (printed on a failure
+ * unless `failureExpected`). */
+async function node(args: string[], env: Record<string, string> = {}, failureExpected = false) {
   const { child, stdout, stderr } = startNode(args, env);
   const exitCode = await child.exited;
   await Promise.all([stdout.done, stderr.done]);
-  if (exitCode !== 0) console.error(stdout.text, stderr.text);
+  if (exitCode !== 0 && !failureExpected) console.error(stdout.text, stderr.text);
   return { exitCode, stdout: stdout.text, stderr: stderr.text };
 }
 
@@ -178,6 +179,24 @@ test("under Node over TLS: the same through tls:// with the test CA", async () =
   const result = await node(["client.mjs", "pubsub", server.tcpUrl, "500", certs.path("ca.pem")]);
   expect(result.exitCode).toBe(0);
   expect(JSON.parse(result.stdout.trim())).toMatchObject({ published: 500, received: 500 });
+  await server.stop();
+}, 60_000);
+
+test("under Node with mutual TLS: the client's certificate is accepted by --tls-client-ca", async () => {
+  const server = await startAria({
+    args: ["--tls-cert", certs.path("server.pem"), "--tls-key", certs.path("server.key")].concat([
+      "--tls-client-ca",
+      certs.path("ca.pem"),
+    ]),
+  });
+  const pems = ["ca.pem", "client.pem", "client.key"].map((name) => certs.path(name));
+  const result = await node(["client.mjs", "pubsub", server.tcpUrl, "100", ...pems]);
+  expect(result.exitCode).toBe(0);
+  expect(JSON.parse(result.stdout.trim())).toMatchObject({ published: 100, received: 100 });
+  // Without a client certificate the server refuses the connection.
+  const refused = await node(["client.mjs", "pubsub", server.tcpUrl, "100", pems[0]], {}, true);
+  expect(refused.exitCode).not.toBe(0);
+  expect(refused.stderr).toMatch(/client certificate/);
   await server.stop();
 }, 60_000);
 
