@@ -83,14 +83,12 @@ test("serve prints tls:// and https://; pub with --ca and sub with ARIA_CA go ov
 test("openssl s_client completes the handshake and gets WELCOME for a HELLO", async () => {
   const port = secure.tcpUrl.split(":")[2];
   const client = Bun.spawn(
-    [
-      OPENSSL,
-      "s_client",
-      "-connect",
-      `127.0.0.1:${port}`,
-      "-CAfile",
-      certs.path("ca.pem"),
-    ].concat(["-verify_return_error", "-verify_ip", "127.0.0.1", "-quiet"]),
+    [OPENSSL, "s_client", "-connect", `127.0.0.1:${port}`, "-CAfile", certs.path("ca.pem")].concat([
+      "-verify_return_error",
+      "-verify_ip",
+      "127.0.0.1",
+      "-quiet",
+    ]),
     { stdin: "pipe", stdout: "pipe", stderr: "pipe" },
   );
   const timer = setTimeout(() => client.kill("SIGKILL"), 10_000);
@@ -200,9 +198,9 @@ test("the client refuses an unknown CA, another host's certificate, an expired o
   `);
 });
 
-test("a plain client at a TLS port is told to use tls://; --ca with tcp:// is a usage error", async () => {
+test("a plain client (with a token) at a TLS port is told to use tls://; --ca with tcp:// is a usage error", async () => {
   const plainUrl = secure.tcpUrl.replace("tls://", "tcp://");
-  const plain = await runAria(["pub", "--url", plainUrl, "tls/x", "m"]);
+  const plain = await runAria(["pub", "--url", plainUrl, "--auth-token", "s3cret", "tls/x", "m"]);
   expect(plain.exitCode).toBe(1);
   expect(portless(plain.stderr)).toBe(
     "aria pub: cannot connect to tcp://127.0.0.1:PORT: 127.0.0.1:PORT answered with TLS: connect with tls://127.0.0.1:PORT\n",
