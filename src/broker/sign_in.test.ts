@@ -232,3 +232,42 @@ test("a reload keeps connections and applies the new permissions to them", async
   ]);
   expect(removed.errors()).toEqual(['ARIA_ERR_AUTH_FAILED fatal: user "old" was removed']);
 });
+
+test("bytes held while a sign-in is pending are bounded; past the bound the connection ends", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  const client = w.connect();
+  w.send(client, w.hello("orders:orders-secret"));
+  // 300 KiB of publishes arrive before the verification answers: more than the 256 KiB held.
+  const payload = new Uint8Array(60 * 1024);
+  for (let i = 0; i < 5; i++)
+    w.send(client, { kind: "publish", requestId: i + 1, messages: [{ topic: "app/a", payload }] });
+  await w.settle();
+  expect(client.errors()).toEqual([
+    "ARIA_ERR_HANDSHAKE_REQUIRED fatal: 307330 bytes sent before the HELLO was answered; wait for WELCOME",
+  ]);
+  expect(w.broker.stats().messagesPublished).toBe(0);
+});
+
+test("a certificate subject signs in as its user without a token", async () => {
+  const alice = userFromRecord({
+    name: "alice",
+    tokenHash: null,
+    certSubject: "CN=alice,O=Example",
+    publish: { allow: ["app/**"], deny: [] },
+    subscribe: { allow: [], deny: [] },
+    roles: [],
+  });
+  const w = world([alice]);
+  const client = new Client();
+  client.id = w.broker.open({ ...client.connection, peerSubject: "CN=alice,O=Example" });
+  w.send(client, w.hello(null), publish(1, "app/a"));
+  await w.settle();
+  expect(client.kinds()).toEqual(["welcome", "publish_ack"]);
+  const stranger = new Client();
+  stranger.id = w.broker.open({ ...stranger.connection, peerSubject: "CN=mallory" });
+  w.send(stranger, w.hello(null));
+  for (const timer of w.timers) timer.run();
+  expect(stranger.errors()).toEqual([
+    'ARIA_ERR_AUTH_FAILED fatal: no user has the certificate subject "CN=mallory"',
+  ]);
+});
