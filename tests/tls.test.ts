@@ -76,6 +76,12 @@ test("serve prints tls:// and https://; pub with --ca and sub with ARIA_CA go ov
   );
   expect(sub.exitCode).toBe(0);
   expect(JSON.parse(sub.stdout)).toMatchObject({ seq: 1, topic: "tls/check", payload: "over tls" });
+  // The flag wins over the environment: ARIA_CA names a file that does not exist.
+  const flagWins = await runWithEnv(
+    ["pub", "--url", secure.tcpUrl, "--ca", certs.path("ca.pem"), "tls/check", "again"],
+    { ARIA_CA: certs.path("missing.pem") },
+  );
+  expect(flagWins.exitCode).toBe(0);
   const health = await fetch(`${secure.adminUrl}/healthz`, { tls: { ca: certs.text("ca.pem") } });
   expect(health.status).toBe(200);
 });
