@@ -8,12 +8,14 @@
  * each round) and the longest event-loop pause in each phase, two ways: the server's own
  * (ARIA_DEBUG_EVENT_LOOP_LAG_MS=5 makes it log each pause over 5 ms with its time, attributed to
  * phases by time; "n/a" for a binary without it) and the longest /healthz round trip seen by a
- * probe in a separate process (so the publisher's own work does not count).
+ * probe in a separate process (so the publisher's own work does not count). Also the server's
+ * CPU time per message in each phase (its main thread, from /proc/PID/schedstat; "n/a" off
+ * Linux): on a shared machine the rates swing with other load, the CPU a message costs much less.
  *
  *   bun bench/new_topics.ts [--bin dist/aria] [--connections 4] [--subscriptions 256]
  *     [--entries 10] [--messages 50000] [--rounds 3]
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -107,12 +109,14 @@ async function main(): Promise<void> {
     const payload = new Uint8Array(64);
     const known = (i: number) => `pub/p${i % 64}/t${i % 4096}`;
     await publishAll(publisher, messages, known, payload); // interns them: known from now on
-    const rows: { phase: string; rate: number; probeMs: number; lagMs: number | null }[] = [];
+    const rows: Row[] = [];
     for (let round = 0; round < rounds; round++) {
       for (const phase of ["repeated", "new"]) {
         const topicOf = phase === "new" ? (i: number) => `n${round}/p${i % 64}/t${i}` : known;
         const started = Date.now();
+        const cpuBefore = cpuNs(server.pid);
         const seconds = await publishAll(publisher, messages, topicOf, payload);
+        const cpuAfter = cpuNs(server.pid);
         const ended = Date.now();
         await Bun.sleep(50); // the probe's last answer
         const within = (list: { at: number; ms: number }[]) =>
@@ -121,7 +125,15 @@ async function main(): Promise<void> {
             ...list.filter((p) => p.at >= started && p.at <= ended + 50).map((p) => p.ms),
           );
         const lagMs = lagWatched ? within(serverPauses) : null;
-        rows.push({ phase, rate: messages / seconds, probeMs: within(pauses), lagMs });
+        const cpuNsPerMessage =
+          cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / messages;
+        rows.push({
+          phase,
+          rate: messages / seconds,
+          probeMs: within(pauses),
+          lagMs,
+          cpuNsPerMessage,
+        });
       }
     }
     await publisher.close();
@@ -197,21 +209,51 @@ async function publishAll(
 
 function print(
   setup: { connections: number; subscriptions: number; entries: number; messages: number },
-  rows: { phase: string; rate: number; probeMs: number; lagMs: number | null }[],
+  rows: Row[],
 ): void {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(
     `${setup.connections} connection(s) × ${setup.subscriptions} subscriptions × ${setup.entries} entries, ${setup.messages} messages a phase`,
   );
-  console.log("| topics | k msg/s (median) | rounds | max /healthz ms | max server lag ms |");
-  console.log("| --- | ---: | --- | ---: | ---: |");
+  console.log(
+    "| topics | k msg/s (median) | rounds | max /healthz ms | max server lag ms | server CPU µs/msg (median) |",
+  );
+  console.log("| --- | ---: | --- | ---: | ---: | ---: |");
+  const cpu = (phase: string) => {
+    const values = rows
+      .filter((row) => row.phase === phase)
+      .map((row) => row.cpuNsPerMessage)
+      .filter((ns): ns is number => ns !== null);
+    return values.length === 0 ? null : median(values);
+  };
   for (const phase of ["repeated", "new"]) {
     const mine = rows.filter((row) => row.phase === phase);
     const lags = mine.map((row) => row.lagMs).filter((lag): lag is number => lag !== null);
+    const cpuNs = cpu(phase);
     console.log(
-      `| ${phase} | ${(median(mine.map((r) => r.rate)) / 1000).toFixed(1)} | ${mine.map((r) => (r.rate / 1000).toFixed(1)).join(", ")} | ${Math.max(...mine.map((r) => r.probeMs)).toFixed(0)} | ${lags.length === 0 ? "n/a" : Math.max(...lags).toFixed(0)} |`,
+      `| ${phase} | ${(median(mine.map((r) => r.rate)) / 1000).toFixed(1)} | ${mine.map((r) => (r.rate / 1000).toFixed(1)).join(", ")} | ${Math.max(...mine.map((r) => r.probeMs)).toFixed(0)} | ${lags.length === 0 ? "n/a" : Math.max(...lags).toFixed(0)} | ${cpuNs === null ? "n/a" : (cpuNs / 1000).toFixed(2)} |`,
     );
   }
   const rate = (phase: string) => median(rows.filter((r) => r.phase === phase).map((r) => r.rate));
+  const cpuRepeated = cpu("repeated");
+  const cpuNew = cpu("new");
+  if (cpuRepeated !== null && cpuNew !== null)
+    console.log(`CPU per message, repeated / new: ${((100 * cpuRepeated) / cpuNew).toFixed(0)}%`);
   console.log(`new / repeated: ${((100 * rate("new")) / rate("repeated")).toFixed(0)}%`);
+}
+
+interface Row {
+  phase: string;
+  rate: number;
+  probeMs: number;
+  lagMs: number | null;
+  /** The server's main-thread CPU time per message in the phase, or null off Linux. */
+  cpuNsPerMessage: number | null;
+}
+
+/** Nanoseconds the main thread of process `pid` has run (Linux schedstat), or null. */
+function cpuNs(pid: number): number | null {
+  const path = `/proc/${pid}/schedstat`;
+  if (!existsSync(path)) return null;
+  return Number(readFileSync(path, "utf8").split(" ")[0]);
 }
