@@ -12,6 +12,9 @@
  *   ├─ manifest    ManifestState     the manifest file, its lock, the last split — manifest.ts
  *   └─ reads       ReadState         reads in flight, deferred removals, index cache — read/
  *
+ * Also here: RetryBackoff, the waits between retries of a write refused for lack of space, which
+ * the journal writer and the sorter each keep (not shared state: one per part).
+ *
  * Recovery (recovery.ts) writes every group once at open, before any other part runs.
  *
  * Seq watermarks, always ordered:  committedSeq <= writtenSeq < nextSeq, syncedSeq <= writtenSeq

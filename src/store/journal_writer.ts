@@ -14,10 +14,11 @@
  *
  * A journal write, fsync, roll or seal that fails because the disk is full (ENOSPC, EDQUOT)
  * stalls the writer instead of failing the store: appends are refused with that reason (no seq is
- * taken), commit waiters keep waiting, and a retry runs after 100 ms, doubling to 5 s, until one
- * succeeds. A retry writes every chunk not yet durable again, at its position, before it fsyncs:
- * after a failed fsync the kernel may have dropped those dirty pages and marked them clean, so
- * fsyncing the same file again would prove nothing. Under `always` the chunks of the batch in
+ * taken), commit waiters keep waiting, and a retry runs after 100 ms, doubling to 5 s
+ * (STORE_RETRY_MS_MIN/MAX in a RetryBackoff, as the sorter's), until one succeeds. A retry writes
+ * every chunk not yet durable again, at its position, before it fsyncs: after a failed fsync the
+ * kernel may have dropped those dirty pages and marked them clean, so fsyncing the same file
+ * again would prove nothing. Under `always` the chunks of the batch in
  * flight are still in memory (they are recycled only once committed) and a roll's staged file
  * holds nothing acknowledged, so it is staged afresh; under `interval` and `never` what was
  * written before the failed fsync was acknowledged at its write, as those policies say, and is not
