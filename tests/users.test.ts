@@ -5,7 +5,8 @@
  * permissions is refused naming the topic or entry; a wrong token is refused after a growing
  * delay and counted in /metrics, which wants an admin user's token; SIGHUP reloads the file
  * without dropping a connection, and a broken file keeps the users loaded before. A broken file
- * at start is exit 7 with its line and column.
+ * at start is exit 7 with its line and column. Over mutual TLS a certificate's subject signs in
+ * as the user that names it, without a token.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -18,6 +19,7 @@ import {
   runAria,
   startAria,
 } from "./fixtures/e2e_server.ts";
+import { makeTestCerts } from "./tls_certs.ts";
 
 let dir: string;
 let usersFile: string;
@@ -290,4 +292,49 @@ test("a broken users file at start is exit 7 with its line and column", async ()
   expect(run.stderr).toContain(
     `Cannot read the users file: ${broken}:1:39: "tokenHash": not a token hash`,
   );
+});
+
+test("mutual TLS: the client certificate's subject signs in as its user, held to its permissions", async () => {
+  const certs = makeTestCerts();
+  const file = join(dir, "cert-users.json");
+  const add = await runAria([
+    "users",
+    "add",
+    "alice",
+    "--users",
+    file,
+    "--no-token",
+    "--cert-subject",
+    "CN=alice,O=Example",
+    "--publish",
+    "certs/**",
+  ]);
+  expect(add.exitCode).toBe(0);
+  const secure = await startAria({
+    args: [
+      "--tls-cert",
+      certs.path("server.pem"),
+      "--tls-key",
+      certs.path("server.key"),
+      "--tls-client-ca",
+      certs.path("ca.pem"),
+      "--users",
+      file,
+    ],
+  });
+  try {
+    const tls = ["--ca", certs.path("ca.pem"), "--cert", certs.path("client.pem")];
+    const key = ["--key", certs.path("client.key")];
+    const allowed = await runAria(["pub", "--url", secure.tcpUrl, ...tls, ...key, "certs/a", "m"]);
+    expect({ exitCode: allowed.exitCode, stderr: allowed.stderr }).toEqual({
+      exitCode: 0,
+      stderr: "acknowledged seq 1..1 (1 message)\n",
+    });
+    const denied = await runAria(["pub", "--url", secure.tcpUrl, ...tls, ...key, "other/a", "m"]);
+    expect(denied.exitCode).toBe(1);
+    expect(denied.stderr).toContain('user "alice" may not publish to "other/a"');
+  } finally {
+    await secure.stop();
+    certs.remove();
+  }
 });
