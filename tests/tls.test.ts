@@ -9,6 +9,7 @@
  * client at a TLS port: each a clear error and its exit code.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { join } from "node:path";
 import { encodeHello, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../src/constants.ts";
 import {
@@ -16,7 +17,9 @@ import {
   cleanupAll,
   ensureBinary,
   makeTempDir,
+  ROOT,
   runAria,
+  StreamText,
   startAria,
 } from "./fixtures/e2e_server.ts";
 import { makeTestCerts, OPENSSL, type TestCerts } from "./tls_certs.ts";
@@ -217,3 +220,60 @@ test("a plain client (with a token) at a TLS port is told to use tls://; --ca wi
     "aria pub: --ca is for a tls:// URL; tcp://127.0.0.1:PORT is plain TCP",
   );
 });
+
+test("under Deno: serve over TLS (listenTls) takes pub over tls://; mutual TLS is refused at start", async () => {
+  const deno = join(ROOT, "node_modules", ".bin", "deno");
+  const pair = ["--tls-cert", certs.path("server.pem"), "--tls-key", certs.path("server.key")];
+  const serve = (extra: string[]) =>
+    Bun.spawn(
+      [deno, "run", "--allow-all", "--no-check", "main.ts", "serve", "--port", "0"].concat([
+        "--admin-port",
+        "0",
+        "--data-dir",
+        makeTempDir(),
+        ...pair,
+        ...extra,
+      ]),
+      {
+        cwd: ROOT,
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, NO_COLOR: "1" },
+      },
+    );
+  const mutualRefused = serve(["--tls-client-ca", certs.path("ca.pem")]);
+  const killMutual = setTimeout(() => mutualRefused.kill("SIGKILL"), 15_000);
+  expect(await mutualRefused.exited).toBe(6);
+  clearTimeout(killMutual);
+  expect(await new Response(mutualRefused.stderr).text()).toContain(
+    "Cannot serve mutual TLS under Deno",
+  );
+  const server = serve([]);
+  const stdout = new StreamText(server.stdout);
+  try {
+    const deadline = Date.now() + 15_000;
+    while (stdout.text.split("\n").length < 3 && Date.now() < deadline) await Bun.sleep(20);
+    const [tcpUrl, adminUrl] = stdout.text.split("\n");
+    expect(tcpUrl).toMatch(/^tls:\/\/127\.0\.0\.1:\d+$/);
+    expect(adminUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const pub = await runAria([
+      "pub",
+      "--url",
+      tcpUrl,
+      "--ca",
+      certs.path("ca.pem"),
+      "deno/x",
+      "m",
+    ]);
+    expect({ exitCode: pub.exitCode, stderr: pub.stderr }).toEqual({
+      exitCode: 0,
+      stderr: "acknowledged seq 1..1 (1 message)\n",
+    });
+    const health = await fetch(`${adminUrl}/healthz`, { tls: { ca: certs.text("ca.pem") } });
+    expect(health.status).toBe(200);
+  } finally {
+    server.kill("SIGKILL");
+    await server.exited;
+  }
+}, 30_000);

@@ -338,6 +338,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
  * text that is not PEM) before anything opens, naming the flags to change.
  */
 function checkTls(options: ServerOptions): void {
+  if (options.tls?.clientCa !== undefined && runtime.name === "deno")
+    throw new FatalError(
+      "Cannot serve mutual TLS under Deno: Deno.listenTls cannot ask for client certificates; run the Bun build or leave out --tls-client-ca",
+      FATAL_EXIT.tls,
+    );
   const nowMs = runtime.clock.nowUs() / 1000;
   const checks = [
     { tls: options.tls, flags: "--tls-cert and --tls-key" },
