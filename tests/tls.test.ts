@@ -89,6 +89,23 @@ test("serve prints tls:// and https://; pub with --ca and sub with ARIA_CA go ov
   expect(health.status).toBe(200);
 });
 
+test("aria bench --url tls:// with --ca measures the TLS server", async () => {
+  const bench = await runAria(
+    ["bench", "--scenario", "publish", "--quick", "--publishers", "1"].concat([
+      "--payload",
+      "64",
+      "--json",
+      "--url",
+      secure.tcpUrl,
+      "--ca",
+      certs.path("ca.pem"),
+    ]),
+  );
+  expect(bench.exitCode).toBe(0);
+  const row = JSON.parse(bench.stdout).scenarios[0].rows[0];
+  expect(row.messagesPerSecond).toBeGreaterThan(0);
+});
+
 test("openssl s_client completes the handshake and gets WELCOME for a HELLO", async () => {
   const port = secure.tcpUrl.split(":")[2];
   const client = Bun.spawn(
