@@ -65,7 +65,7 @@ describe("store bad files", () => {
       await store.close({ sort: false });
     });
 
-    test(`${layout}: a missing segment file refuses to open naming it; --repair drops its segments from the manifest and opens`, async () => {
+    test(`${layout}: a missing segment file refuses to open naming it; --repair drops its segments from the manifest, reports their seqs lost, and opens`, async () => {
       const disk = await prepared(300, true);
       const segment = dataFile(disk);
       disk.erase(segment);
@@ -77,8 +77,17 @@ describe("store bad files", () => {
       const { store, recovery } = await Store.open(disk, { ...SMALL_LIMITS, repair: true });
       expect(recovery.problems.length).toBeGreaterThan(0);
       for (const p of recovery.problems)
-        expect([p.file, p.action]).toEqual([segment, "dropped from the manifest"]);
-      expect(await readAll(store)).toBeLessThan(300);
+        expect([p.file, p.action]).toEqual([
+          segment,
+          "dropped from the manifest, its seqs reported lost",
+        ]);
+      // Every seq of its segments (an upper bound: other partitions' seqs in the range still read).
+      expect(recovery.lostSeqs.length).toBe(recovery.problems.length);
+      for (const lost of recovery.lostSeqs) expect(lost.file).toBe(segment);
+      const lost = recovery.lostSeqs.reduce((sum, r) => sum + r.last - r.first + 1, 0);
+      const read = await readAll(store);
+      expect(read).toBeLessThan(300);
+      expect(read).toBeGreaterThanOrEqual(300 - lost);
       await store.close();
       // What repair dropped stays dropped: the next open finds nothing wrong.
       const again = await Store.open(disk, SMALL_LIMITS);
@@ -100,7 +109,7 @@ describe("store bad files", () => {
       await store.close();
     });
 
-    test(`${layout}: zero-length files: the newest journal, which the manifest says started, is damage that repair reports; a zero-length segment file is a clear read error`, async () => {
+    test(`${layout}: zero-length files: the newest journal, which the manifest says started, is damage that repair reports; a zero-length segment file refuses the open (a size check)`, async () => {
       const disk = await prepared(300, false);
       const journals = disk.paths().filter((p) => p.endsWith(".wal"));
       const newest = journals[journals.length - 1];
@@ -130,10 +139,15 @@ describe("store bad files", () => {
       await first.store.close();
       const segment = dataFile(disk);
       disk.cut(segment, 0);
-      const second = await Store.open(disk, SMALL_LIMITS);
-      const error = await readAll(second.store).catch((e) => e);
+      const error = await Store.open(disk, SMALL_LIMITS).catch((e) => e);
       expect(error.code).toBe("ARIA_ERR_STORE_CORRUPT");
-      expect(error.message).toContain(segment);
+      expect(error.message).toContain(`"${segment}" at offset 0: file ends early`);
+      const salvaged = await repairStore(disk, SMALL_LIMITS);
+      expect(salvaged.lostSeqs.length).toBeGreaterThan(0);
+      for (const lost of salvaged.lostSeqs) expect(lost.file).toBe(segment);
+      const second = await Store.open(disk, SMALL_LIMITS);
+      expect(second.recovery.problems).toEqual([]);
+      await readAll(second.store);
       await second.store.close({ sort: false });
     });
 
