@@ -214,6 +214,27 @@ export class Store {
     return new Promise((resolve) => this.catchUpWaiters.push(resolve));
   }
 
+  /**
+   * Every seq below this is gone (retention removed it): the oldest seq a closed file or a live
+   * journal holds. The broker gives back the ids of topics with no record from here on
+   * (topic/topic_table.ts). O(partitions), recomputed only once a file was closed or removed or
+   * the oldest journal retired (a new file's records come from the live journals).
+   */
+  get firstSeqHeld(): number {
+    const oldest = this.journal.generations[0];
+    const version = this.context.partitions.layout.version;
+    const held = this.held;
+    if (held.gen === oldest.gen && held.version === version) return held.seq;
+    let first = oldest.firstSeq;
+    for (const log of this.context.partitions.list) {
+      if (log.segments.length > 0) first = Math.min(first, log.segments[0].firstSeq);
+      for (const store of log.subtreeStores) first = Math.min(first, store.firstSeq);
+    }
+    this.held = { gen: oldest.gen, version, seq: first };
+    return first;
+  }
+  private held = { gen: -1, version: -1, seq: 0 };
+
   private wakeCaughtUp(): void {
     if (this.catchUpWaiters.length === 0 || this.backlogged) return;
     const waiters = this.catchUpWaiters;
