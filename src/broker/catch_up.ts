@@ -221,7 +221,11 @@ export class CatchUp {
     this.catchingUp.add(subscription);
     subscription.phase = Phase.Disk;
     if (this.mayOpenReader(subscription)) this.openReader(subscription);
-    else this.diskWaiting.add(subscription);
+    else {
+      // It waits with a position only: its session's writer need not stay grown meanwhile.
+      this.diskWaiting.add(subscription);
+      subscription.session.shrinkWriter();
+    }
     this.schedulePump();
   }
 

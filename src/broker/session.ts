@@ -85,6 +85,8 @@ export class Session<Sub = unknown> {
   bytesTaken = 0;
   /** True once the connection drained a backlog: its client read what the kernel held. */
   drainedBacklog = false;
+  /** The writer gives back its grown buffer at the next flush (see shrinkWriter). */
+  private shrinkWriterPending = false;
 
   constructor(
     readonly id: number,
@@ -181,21 +183,30 @@ export class Session<Sub = unknown> {
     return shared.frameCount;
   }
 
+  /**
+   * The writer gives its grown buffer back once what it holds is flushed: for a session whose
+   * subscriptions wait for a turn, holding only their positions (catch_up.ts).
+   */
+  shrinkWriter(): void {
+    this.shrinkWriterPending = true;
+    if (this.writer.bytesUsed === 0) this.flush();
+  }
+
   /** Hands what the writer holds to the connection; queues what it does not take. */
   flush(): void {
     this.endData();
     const writer = this.writer;
-    if (writer.bytesUsed === 0 || this.closed) {
-      writer.reset();
-      return;
+    if (writer.bytesUsed > 0 && !this.closed) {
+      const bytes = writer.bytes();
+      const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
+      this.bytesTaken += written;
+      if (written < bytes.length) this.enqueue(bytes, written);
     }
-    const bytes = writer.bytes();
-    const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
-    this.bytesTaken += written;
-    if (written < bytes.length) this.enqueue(bytes, written);
     // A client that stopped reading keeps a position, not buffers: the writer shrinks back.
-    if (this.backedUp) writer.release();
-    else writer.reset();
+    if (this.backedUp || this.shrinkWriterPending) {
+      writer.release();
+      this.shrinkWriterPending = false;
+    } else writer.reset();
   }
 
   /** Copies bytes[from..] to the end of the queue. */

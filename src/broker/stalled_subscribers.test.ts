@@ -6,7 +6,11 @@
  * healthy subscriber beside them receives every message, in order.
  */
 import { expect, test } from "bun:test";
-import { CONNECTION_BUFFERED_BYTES_MAX, PROTOCOL_VERSION } from "../constants.ts";
+import {
+  CONNECTION_BUFFERED_BYTES_MAX,
+  DISK_READERS_UNSHOWN_MAX,
+  PROTOCOL_VERSION,
+} from "../constants.ts";
 import { encodeFrame, FrameDecoder, FrameWriter, type OutgoingFrame } from "../protocol/mod.ts";
 import { Store } from "../store/mod.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
@@ -409,4 +413,46 @@ test("a client that has shown it reads takes a disk reader before those that hav
   for (const resolve of waiting.splice(0)) resolve();
   await settle();
   expect([...received.values()]).toEqual(new Array(9).fill(MESSAGES));
+});
+
+test("a subscription left waiting for a disk reader holds its position, not a grown writer", async () => {
+  const store = new MemoryStore();
+  // Readers never return: the subscriptions that get one keep it, the rest wait.
+  store.read = () => ({ nextBatch: () => new Promise(() => {}) });
+  const { broker, settle } = world(
+    { capacityBytes: 512 * 1024 },
+    { store, diskReadersMax: 4, eventBytesMax: 64 * 1024 },
+  );
+  const SUBSCRIBERS = 10;
+  const ids: number[] = [];
+  for (let s = 0; s < SUBSCRIBERS; s++) {
+    const id = signIn(broker, TAKES_ALL, "s");
+    subscribeAll(broker, id, "live");
+    ids.push(id);
+  }
+  const publisher = signIn(broker, TAKES_ALL, "p");
+  await settle();
+  const sessions = (broker as unknown as { sessions: Map<number, SubscriberSession> }).sessions;
+  const capacities = () => ids.map((id) => (sessions.get(id) as SubscriberSession).writer.capacity);
+  // Live delivery of 256 KiB commits grows their writers (a socket write's worth and a frame).
+  const payload = new Uint8Array(PAYLOAD_BYTES).fill(6);
+  const messages = Array.from({ length: 256 }, (_, i) => ({ topic: `t/p${i % 8}`, payload }));
+  let requestId = 0;
+  for (let i = 0; i < 2; i++) {
+    broker.receive(publisher, frameBytes({ kind: "publish", requestId: ++requestId, messages }));
+    await settle();
+  }
+  for (const capacity of capacities()) expect(capacity).toBeGreaterThan(64 * 1024);
+  // 2 MiB at once: the ring moves past them all, and they go to the disk, where two get a reader.
+  const frames = Array.from({ length: 8 }, () =>
+    frameBytes({ kind: "publish", requestId: ++requestId, messages }),
+  );
+  const bytes = new Uint8Array(frames.reduce((sum, frame) => sum + frame.length, 0));
+  frames.reduce((at, frame) => (bytes.set(frame, at), at + frame.length), 0);
+  broker.receive(publisher, bytes);
+  await settle();
+  expect(broker.stats().subscriptionsByPhase.disk).toBe(SUBSCRIBERS);
+  // The eight without a reader are back to the writer's first 16 KiB (128 KiB each before).
+  const small = capacities().filter((capacity) => capacity <= 16 * 1024);
+  expect(small.length).toBe(SUBSCRIBERS - DISK_READERS_UNSHOWN_MAX);
 });
