@@ -390,7 +390,8 @@ export class Dispatch {
     if (delayUs === 0 || scheduleAfter === undefined) return answer();
     this.signingIn.set(session, []);
     scheduleAfter(delayUs / 1000, () => {
-      if (session.closed) return;
+      // Ended meanwhile (closed, or failed for sending too much while it waited): said already.
+      if (session.closing || session.closed) return;
       answer();
       this.afterEvent(session);
     });

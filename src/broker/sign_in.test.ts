@@ -37,11 +37,14 @@ function user(name: string, publish: string[], subscribe: string[], deny: string
 class Client {
   id = 0;
   closed = false;
+  /** While true the connection takes no byte (a client that does not read). */
+  blocked = false;
   readonly frames: { kind: string; [key: string]: unknown }[] = [];
   private readonly decoder = new FrameDecoder();
   readonly connection = {
     remoteAddress: "10.0.0.7",
     write: (bytes: Uint8Array) => {
+      if (this.blocked) return 0;
       this.decoder.push(bytes.slice());
       for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
         this.frames.push(frame.kind === "data" ? { kind: "data" } : (frame as never));
@@ -269,5 +272,23 @@ test("a certificate subject signs in as its user without a token", async () => {
   for (const timer of w.timers) timer.run();
   expect(stranger.errors()).toEqual([
     'ARIA_ERR_AUTH_FAILED fatal: no user has the certificate subject "CN=mallory"',
+  ]);
+});
+
+test("a connection that floods while its failed sign-in waits gets one fatal ERROR, not two", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  const client = w.connect();
+  w.send(client, w.hello("orders:wrong"));
+  await w.settle();
+  // It does not read either: its ERROR waits in the queue, the session closing but not closed.
+  client.blocked = true;
+  const payload = new Uint8Array(60 * 1024);
+  for (let i = 0; i < 5; i++)
+    w.send(client, { kind: "publish", requestId: i + 1, messages: [{ topic: "app/a", payload }] });
+  for (const timer of w.timers) timer.run();
+  client.blocked = false;
+  w.broker.writable(client.id);
+  expect(client.errors()).toEqual([
+    "ARIA_ERR_HANDSHAKE_REQUIRED fatal: 307330 bytes sent before the HELLO was answered; wait for WELCOME",
   ]);
 });
