@@ -103,7 +103,20 @@ export async function startServedBinary(
 
 /** The resident set of process `pid` in bytes (0 when /proc does not say). */
 export function rssBytes(pid: number): number {
-  const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return statusBytes(pid, "VmRSS");
+}
+
+/**
+ * The anonymous part of `pid`'s resident set in bytes: the server's own memory, without the
+ * page-cache pages of files it maps (RssFile), which the kernel may take back at any time.
+ */
+export function rssAnonBytes(pid: number): number {
+  return statusBytes(pid, "RssAnon");
+}
+
+function statusBytes(pid: number, field: string): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status);
   return match === null ? 0 : Number(match[1]) * 1024;
 }
 

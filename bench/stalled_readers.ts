@@ -7,7 +7,7 @@
  *   warm-up    fills the tip ring once, so the phases below compare like with like
  *   baseline   the same publish, no stalled readers
  *   stalled    `--stalled` raw connections HELLO + SUBSCRIBE `**` (live), then never read
- *   after      the stalled connections closed: RSS a few seconds later
+ *   after      the stalled connections closed: RSS 3 s and 10 s later
  *
  * For the baseline and stalled phases it prints the publisher's and the healthy subscriber's
  * rate, the server's peak RSS (VmRSS from /proc), the largest event-loop pause the server saw
@@ -18,6 +18,10 @@
  *
  *   npx bun bench/stalled_readers.ts --stalled 1000 --mb 200 [--runs 3] [--bin dist/aria]
  *     [--payload 1024] [--tip-bytes 64MiB]
+ *
+ * `--kernel` measures the kernel's part alone instead (kernelOnly): the same sockets against a
+ * trivial Bun server writing the same bytes; it prints the reading connection's rate beside
+ * `--stalled` sockets that never read, against it alone.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,6 +34,7 @@ import { Filter } from "../src/topic/filter.ts";
 import {
   frameBytes,
   openPinger,
+  rssAnonBytes,
   rssBytes,
   type ServedBinary,
   startServedBinary,
@@ -43,6 +48,7 @@ const { values } = parseArgs({
     bin: { type: "string" },
     payload: { type: "string" },
     "tip-bytes": { type: "string" },
+    kernel: { type: "boolean" },
   },
 });
 const STALLED = Number(values.stalled ?? 1000);
@@ -82,6 +88,8 @@ interface PhaseResult {
   publishMBps: number;
   healthyMBps: number;
   rssPeakBytes: number;
+  /** The peak of the anonymous part of RSS (without mapped files' page-cache pages). */
+  rssAnonPeakBytes: number;
   lagMaxMs: number;
   pingMaxMs: number;
 }
@@ -102,8 +110,10 @@ async function publishPhase(
   pinger.takeSlowestMs();
   const startWallMs = Date.now();
   let rssPeak = rssBytes(server.pid);
+  let anonPeak = rssAnonBytes(server.pid);
   const sampler = setInterval(() => {
     rssPeak = Math.max(rssPeak, rssBytes(server.pid));
+    anonPeak = Math.max(anonPeak, rssAnonBytes(server.pid));
   }, 50);
   const target = healthy.received + messages;
   const start = performance.now();
@@ -125,6 +135,7 @@ async function publishPhase(
     publishMBps: bytes / 1e3 / publishedMs,
     healthyMBps: bytes / 1e3 / healthyMs,
     rssPeakBytes: rssPeak,
+    rssAnonPeakBytes: Math.max(anonPeak, rssAnonBytes(server.pid)),
     lagMaxMs: server.pauseMaxMs(startWallMs, endWallMs),
     pingMaxMs: pinger.takeSlowestMs(),
   };
@@ -135,6 +146,8 @@ interface RunResult {
   stalled: PhaseResult;
   rssBeforeBytes: number;
   rssAfterBytes: number;
+  /** RSS 10 s after they left (the collector may not have run by 3 s on an idle server). */
+  rssAfterLateBytes: number;
 }
 
 async function oneRun(): Promise<RunResult> {
@@ -176,11 +189,13 @@ async function oneRun(): Promise<RunResult> {
     for (const socket of stalled) socket.end();
     await Bun.sleep(3000);
     const rssAfterBytes = rssBytes(server.pid);
+    await Bun.sleep(7000);
+    const rssAfterLateBytes = rssBytes(server.pid);
     pinger.close();
     await subscriber.close();
     await consuming.catch(() => undefined);
     await publisher.close();
-    return { baseline, stalled: withStalled, rssBeforeBytes, rssAfterBytes };
+    return { baseline, stalled: withStalled, rssBeforeBytes, rssAfterBytes, rssAfterLateBytes };
   } finally {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
@@ -193,7 +208,83 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
+/**
+ * The kernel's part, measured alone: a trivial Bun server that writes the same bytes (64 KiB
+ * writes, as fast as each socket takes them) to one reading connection and to `stalled` that
+ * never read. Returns the reading connection's rate (MB/s) over PUBLISH_BYTES.
+ */
+async function kernelOnly(stalled: number): Promise<number> {
+  const chunk = new Uint8Array(64 * 1024).fill(7);
+  const pump = (socket: Socket<{ left: number }>) => {
+    while (socket.data.left > 0) {
+      const written = socket.write(chunk);
+      if (written <= 0) return;
+      socket.data.left -= written;
+      if (written < chunk.length) return;
+    }
+  };
+  let readerSocket: Socket<{ left: number }> | null = null;
+  const server = Bun.listen<{ left: number }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { left: 0 };
+      },
+      data(socket, bytes) {
+        // One byte says "start": 1 for the reading connection, 0 for a stalled one.
+        socket.data.left = PUBLISH_BYTES;
+        if (bytes[0] === 1) readerSocket = socket;
+        pump(socket);
+      },
+      drain(socket) {
+        pump(socket);
+      },
+    },
+  });
+  const dial = (handlers: Parameters<typeof Bun.connect>[0]["socket"]) =>
+    Bun.connect({ hostname: "127.0.0.1", port: server.port, socket: handlers });
+  const sockets: Socket<unknown>[] = [];
+  for (let i = 0; i < stalled; i++) {
+    const socket = await dial({ data() {}, close() {}, error() {} });
+    socket.pause();
+    socket.write(new Uint8Array([0]));
+    sockets.push(socket);
+  }
+  await Bun.sleep(stalled > 0 ? 2000 : 0); // the stalled sockets' buffers fill first
+  let received = 0;
+  const start = performance.now();
+  const done = new Promise<number>((resolve) => {
+    dial({
+      data(_socket, bytes) {
+        received += bytes.length;
+        if (received >= PUBLISH_BYTES) resolve(performance.now());
+      },
+      close() {},
+      error() {},
+    }).then((socket) => socket.write(new Uint8Array([1])));
+  });
+  const endMs = await done;
+  for (const socket of sockets) socket.end();
+  (readerSocket as Socket<{ left: number }> | null)?.end();
+  server.stop(true);
+  return PUBLISH_BYTES / 1e3 / (endMs - start);
+}
+
 const MB = 1024 * 1024;
+if (values.kernel === true) {
+  const baseline = await kernelOnly(0);
+  const withStalled = await kernelOnly(STALLED);
+  const stalledAgain = await kernelOnly(STALLED);
+  const baselineAgain = await kernelOnly(0);
+  console.log(
+    `kernel only (a trivial Bun server writing ${PUBLISH_BYTES / 1e6} MB): reading connection ` +
+      `alone ${baseline.toFixed(0)} / ${baselineAgain.toFixed(0)} MB/s, beside ${STALLED} ` +
+      `stalled ${withStalled.toFixed(0)} / ${stalledAgain.toFixed(0)} MB/s: ratio ` +
+      `${((withStalled + stalledAgain) / (baseline + baselineAgain)).toFixed(2)}`,
+  );
+  process.exit(0);
+}
 const results: RunResult[] = [];
 for (let run = 0; run < RUNS; run++) {
   const result = await oneRun();
@@ -201,7 +292,7 @@ for (let run = 0; run < RUNS; run++) {
   const perStalledKiB =
     (result.stalled.rssPeakBytes - result.baseline.rssPeakBytes) / STALLED / 1024;
   console.error(
-    `run ${run + 1}: baseline ${JSON.stringify(result.baseline)} stalled ${JSON.stringify(result.stalled)} per stalled ${perStalledKiB.toFixed(0)} KiB, RSS before ${(result.rssBeforeBytes / MB).toFixed(0)} MiB after ${(result.rssAfterBytes / MB).toFixed(0)} MiB`,
+    `run ${run + 1}: baseline ${JSON.stringify(result.baseline)} stalled ${JSON.stringify(result.stalled)} per stalled ${perStalledKiB.toFixed(0)} KiB, RSS before ${(result.rssBeforeBytes / MB).toFixed(0)} MiB after ${(result.rssAfterBytes / MB).toFixed(0)} MiB (10 s: ${(result.rssAfterLateBytes / MB).toFixed(0)} MiB)`,
   );
 }
 
@@ -223,11 +314,15 @@ const row = (name: string, pick: (phase: PhaseResult) => number, digits = 1) => 
 row("publisher MB/s", (p) => p.publishMBps);
 row("healthy subscriber MB/s", (p) => p.healthyMBps);
 row("server RSS peak MiB", (p) => p.rssPeakBytes / MB, 0);
+row("of which anonymous (RssAnon) MiB", (p) => p.rssAnonPeakBytes / MB, 0);
 row("event-loop pause max ms (server)", (p) => p.lagMaxMs);
 row("PING answer max ms (client)", (p) => p.pingMaxMs);
 console.log(
   `| server memory per stalled subscriber | | ${m((r) => (r.stalled.rssPeakBytes - r.baseline.rssPeakBytes) / STALLED / 1024, 0)} KiB | |`,
 );
 console.log(
-  `| RSS before stalled / after they left | ${m((r) => r.rssBeforeBytes / MB, 0)} MiB | ${m((r) => r.rssAfterBytes / MB, 0)} MiB | |`,
+  `| of which anonymous (RssAnon) | | ${m((r) => (r.stalled.rssAnonPeakBytes - r.baseline.rssAnonPeakBytes) / STALLED / 1024, 0)} KiB | |`,
+);
+console.log(
+  `| RSS before stalled / 3 s and 10 s after they left | ${m((r) => r.rssBeforeBytes / MB, 0)} MiB | ${m((r) => r.rssAfterBytes / MB, 0)} / ${m((r) => r.rssAfterLateBytes / MB, 0)} MiB | |`,
 );
