@@ -51,7 +51,7 @@ export function verifyToken(token: string, stored: string): Promise<boolean> {
       Buffer.from(match[4], "base64"),
       expected.length,
       { ...cost, maxmem: MEMORY_BYTES_MAX },
-      (error, hash) => resolve(error === null && timingSafeEqual(hash, expected)),
+      (error, hash) => resolve(!error && timingSafeEqual(hash, expected)),
     );
   });
 }
