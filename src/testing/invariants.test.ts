@@ -69,3 +69,21 @@ test("a removed subtree store makes only its topics gone; a repair's lost range 
     "store-matches-stream",
   );
 });
+
+test("retention that kept its files (no room to record it) un-marks only the seqs it marked", () => {
+  const { checker, stream } = checkerWith(["app/a/x", "app/a/x", "app/a/x", "sys/b/y"]);
+  checker.onLost(2, 2); // a repair lost seq 2
+  const marked: number[] = [];
+  expect(checker.onRemoved("app/a", 1, 3, null, marked)).toBe(2);
+  expect(marked).toEqual([1, 3]);
+  checker.onKept(marked);
+  expect([1, 2, 3].map((seq) => checker.isGone(seq))).toEqual([false, true, false]);
+  expect(checker.goneFloor).toBe(1);
+  // The kept seqs must read; the lost one may be missing.
+  const read = stream.filter((m) => m.seq !== 2);
+  expect(violation(() => checker.checkHolds(read, 5, "test", { recovered: false }))).toBe("none");
+  const lossy = read.filter((m) => m.seq !== 3);
+  expect(violation(() => checker.checkHolds(lossy, 5, "test", { recovered: false }))).toBe(
+    "store-complete",
+  );
+});

@@ -121,25 +121,42 @@ export class Checker {
 
   /**
    * Retention removes (or is about to remove) a closed file of `partition` holding its seqs from
-   * `firstSeq` to `lastSeq` — of `topics` only, for a subtree store. Returns how many it marked.
+   * `firstSeq` to `lastSeq` — of `topics` only, for a subtree store. Returns how many it marked
+   * (listed in `marked` when given).
    */
   onRemoved(
     partition: string,
     firstSeq: number,
     lastSeq: number,
     topics: ReadonlySet<string> | null,
+    marked?: number[],
   ): number {
-    let marked = 0;
+    let count = 0;
     const last = Math.min(lastSeq, this.reference.length);
     for (let seq = Math.max(firstSeq, this.goneFloor); seq <= last; seq++) {
       if (this.partitions[seq - 1] !== partition || this.isGone(seq)) continue;
       if (topics !== null && !topics.has(this.reference[seq - 1].topic)) continue;
       this.setGone(seq, true);
-      marked++;
+      marked?.push(seq);
+      count++;
     }
     while (this.goneFloor <= this.reference.length && this.gone[this.goneFloor] === 1)
       this.goneFloor++;
-    return marked;
+    return count;
+  }
+
+  /**
+   * Retention meant to remove a file and kept it (no room to record the removal): the `seqs`
+   * onRemoved marked for it are not gone after all.
+   */
+  onKept(seqs: readonly number[]): void {
+    for (const seq of seqs) {
+      if (seq < this.goneFloor) {
+        for (let below = seq + 1; below < this.goneFloor; below++) this.setGone(below, true);
+        this.goneFloor = seq;
+      }
+      this.setGone(seq, false);
+    }
   }
 
   /** A repair reported seqs `first` to `last` lost: they may be missing from now on. */
