@@ -203,7 +203,8 @@ export class Sorter {
     const sorting = this.sortEverything(throughSeq);
     this.running = sorting
       .then(
-        () => {},
+        // Everything due went through: a stall is over, its retry need not wait.
+        () => this.resumed(),
         () => {},
       )
       .finally(() => {
