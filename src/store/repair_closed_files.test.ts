@@ -10,6 +10,7 @@ import { describe, expect, test } from "bun:test";
 import { executeSplit } from "../split/executor.ts";
 import { inProcessRunner, storeHost } from "../split/in_process.ts";
 import { SimDisk } from "../testing/sim_disk.ts";
+import { unpack } from "../../tests/fixtures/packs.ts";
 import { Filter } from "../topic/mod.ts";
 import { crc32 } from "./crc32.ts";
 import { type LostSeqs, type RepairReport, Store, type StoreOptions, repairStore } from "./mod.ts";
@@ -157,6 +158,27 @@ describe("repair: damaged closed files", () => {
     expect(recovery.problems).toEqual([]);
     expect(await readSeqs(store)).toEqual(Array.from({ length: COUNT }, (_, i) => i + 1));
     await store.close();
+  });
+
+  test("a legacy .seg with a record damaged: repair rewrites its intact records into a pack; a damaged .idx is rebuilt, nothing lost", async () => {
+    const disk = await sorted();
+    await unpack(disk, OPTIONS.indexIntervalBytes as number);
+    const segs = disk.paths().filter((p) => p.endsWith(".seg"));
+    expect(segs.length).toBeGreaterThan(5);
+    const seg = segs[segs.length >> 1];
+    const bytes = disk.snapshot(seg) as Uint8Array;
+    const at = bytes.length >> 1;
+    disk.corrupt(seg, at, Uint8Array.of(bytes[at] ^ 64));
+    const idx = segs[1].replace(".seg", ".idx");
+    const index = disk.snapshot(idx) as Uint8Array;
+    disk.corrupt(idx, index.length - 2, Uint8Array.of(index[index.length - 2] ^ 1));
+    const report = await refusedThenRepaired(disk, seg);
+    expect(report.lostSeqs.every((r) => r.file === seg)).toBe(true);
+    expect(report.moved.map((m) => m.file).sort()).toEqual([idx, seg].sort());
+    expect(report.recovery.filesRebuilt).toContain(idx);
+    // The damaged .seg went (its bytes are in damaged/); its records live in a new pack.
+    expect(disk.paths()).not.toContain(seg);
+    expect(disk.paths().filter((p) => p.endsWith(".pak")).length).toBe(1);
   });
 
   test("a subtree store cut short: the open refuses; repair keeps the records before the cut", async () => {
