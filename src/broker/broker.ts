@@ -186,6 +186,11 @@ export class Broker {
     this.dispatch.expire(nowUs);
   }
 
+  /** Counts a failed sign-in made elsewhere (a bearer token the admin app refused). */
+  countAuthFailure(): void {
+    this.dispatch.authFailures++;
+  }
+
   /** The users were reloaded (--users on SIGHUP): open sessions take the new permissions. */
   usersReplaced(): void {
     this.dispatch.usersReplaced();

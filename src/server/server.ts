@@ -243,7 +243,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     routes: (app) => addSplitRoutes(app, storeHost(store)),
     clock: runtime.clock,
     // With users, a user with the admin role (or the admin token, for `aria split`).
-    token: users === undefined ? options.adminToken : adminCredentialOf(users, options.adminToken),
+    token:
+      users === undefined
+        ? options.adminToken
+        : adminCredentialOf(users, options.adminToken, (reason) => {
+            broker.countAuthFailure();
+            runtime.writeStderr(`aria: admin app refused a bearer token: ${reason}\n`);
+          }),
     listenHost: adminHost,
     allowedHosts: options.adminAllowedHosts,
     planner,

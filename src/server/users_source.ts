@@ -49,11 +49,20 @@ export async function reloadUsers(
 /**
  * The admin app's credential with a users file: a user's token whose user has the `admin` role,
  * or `adminToken` when one is set too (what `aria split` finds in the data directory's lock).
+ * A bearer token refused is told to `onRefused` (counted with the failed sign-ins, and logged).
  */
-export function adminCredentialOf(users: Users, adminToken: string | undefined): AdminCredential {
+export function adminCredentialOf(
+  users: Users,
+  adminToken: string | undefined,
+  onRefused: (reason: string) => void = () => {},
+): AdminCredential {
   return async (bearer) => {
     if (adminToken !== undefined && sameSecret(bearer, adminToken)) return true;
     const signIn = await users.signIn(bearer);
-    return signIn.ok && signIn.user.admin;
+    if (signIn.ok && signIn.user.admin) return true;
+    onRefused(
+      signIn.ok ? `user "${signIn.user.name}" does not have the admin role` : signIn.reason,
+    );
+    return false;
   };
 }
