@@ -56,6 +56,11 @@ async function readSeqs(store: Store): Promise<number[]> {
   return seqs;
 }
 
+/** Every path's bytes. */
+function image(disk: SimDisk): Map<string, string> {
+  return new Map(disk.paths().map((p) => [p, (disk.snapshot(p) as Uint8Array).join(",")]));
+}
+
 /** Opens and reads everything: the error it refuses with, or null. */
 async function openAndRead(disk: SimDisk): Promise<{ code: string; message: string } | null> {
   try {
@@ -87,7 +92,12 @@ async function refusedThenRepaired(disk: SimDisk, file: string): Promise<RepairR
   expect(refused?.code).toBe("ARIA_ERR_STORE_CORRUPT");
   expect(refused?.message).toContain(`"${file}"`);
   expect(refused?.message).toContain("offset");
+  // A dry run reports the same and changes no byte.
+  const before = image(disk);
+  const dry = await repairStore(disk, { ...OPTIONS, dryRun: true });
+  expect(image(disk)).toEqual(before);
   const report = await repairStore(disk, OPTIONS);
+  expect([report.lostSeqs, report.moved]).toEqual([dry.lostSeqs, dry.moved]);
   for (const moved of report.moved) expect(disk.snapshot(moved.to)?.length).toBe(moved.bytes);
   expect(report.nextSeq).toBe(COUNT + 1);
   const { store, recovery } = await Store.open(disk, OPTIONS);
