@@ -176,7 +176,11 @@ test("a wrong token is refused after a growing delay, logged and counted in /met
     headers: { Authorization: `Bearer ${opsToken}` },
   });
   expect(metrics.status).toBe(200);
-  expect(await metrics.text()).toContain("\naria_auth_failures_total 3\n");
+  // Three refused HELLOs and the bearer token without the admin role.
+  expect(await metrics.text()).toContain("\naria_auth_failures_total 4\n");
+  expect(server.stderr()).toContain(
+    'aria: admin app refused a bearer token: user "orders" does not have the admin role',
+  );
 });
 
 test("the delay grows: a client that guesses waits longer each time", async () => {

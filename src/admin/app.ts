@@ -76,6 +76,17 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     listenHost: dependencies.listenHost ?? "127.0.0.1",
     allowedHosts: dependencies.allowedHosts,
   });
+  // Asked once per request (a users file's check may run a KDF, and counts each refusal).
+  const bearerAnswers = new WeakMap<Request, boolean>();
+  const bearerAccepted = async (c: Context): Promise<boolean> => {
+    if (token === undefined) return false;
+    let answer = bearerAnswers.get(c.req.raw);
+    if (answer === undefined) {
+      answer = await bearerTokenMatches(c.req.header("Authorization"), token);
+      bearerAnswers.set(c.req.raw, answer);
+    }
+    return answer;
+  };
   app.use("*", async (c, next) => {
     const host = hostOf(c.req.raw);
     const refused =
@@ -83,9 +94,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
       // A bearer token is never a browser's ambient credential: a page can send it cross-origin
       // only after a CORS preflight, which this app never grants. A request that carries the right
       // token was made by someone who holds it, so its Origin says nothing to refuse.
-      (token !== undefined && (await bearerTokenMatches(c.req.header("Authorization"), token))
-        ? null
-        : crossSiteRefusal(c.req.raw, c.req.path, host as string));
+      ((await bearerAccepted(c)) ? null : crossSiteRefusal(c.req.raw, c.req.path, host as string));
     return refused === null ? next() : fail(c, 403, refused);
   });
   app.get("/healthz", (c) => {
@@ -117,7 +126,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
 
   if (token !== undefined) {
     app.use("*", async (c, next) => {
-      if (await bearerTokenMatches(c.req.header("Authorization"), token)) return next();
+      if (await bearerAccepted(c)) return next();
       c.header("WWW-Authenticate", 'Bearer realm="aria-admin"');
       return fail(
         c,
