@@ -12,6 +12,9 @@
  * last seq at its ends). Which of them were this file's partition's is not known, so the range is
  * an upper bound. A damaged index alone is rebuilt from the records: nothing is lost.
  *
+ * Memory: a whole file is checked streaming (a read chunk); a damaged one is read whole to be
+ * salvaged (repair needs as much memory as the largest damaged file).
+ *
  * Not here: files missing altogether (recovery.ts drops them and reports their seqs), journals,
  * the manifest. Runs only under repair: an ordinary open checks sizes alone (checkClosedSizes),
  * and a read finds a bad checksum (ARIA_ERR_STORE_CORRUPT).
@@ -25,6 +28,7 @@ import { SEGMENT_DIR, indexPath, subtreeStorePath } from "./layout.ts";
 import type { ManifestState } from "./manifest.ts";
 import { PackWriter } from "./pack_file.ts";
 import { checkRecord, recordSeq, recordTopic } from "./record.ts";
+import { scanRecords } from "./scan.ts";
 import { rebuildSegmentIndex } from "./segment_file.ts";
 import { decodeSegmentIndex, type SegmentMeta } from "./segment_index.ts";
 import {
@@ -88,6 +92,8 @@ export async function salvageClosedFiles(run: SalvageRun, state: ManifestState):
     const path = recordSpanOf(meta).path;
     const handle = await run.disk.open(path, "read");
     try {
+      // Most files are whole: checked streaming, in bounded memory. A damaged one is read whole.
+      if (await isIntact(run, handle, meta)) continue;
       const checked = await checkFile(run, handle, meta);
       if (checked.regions.length === 0 && checked.indexBad === null) continue;
       for (const region of checked.regions) {
@@ -127,6 +133,39 @@ export async function salvageClosedFiles(run: SalvageRun, state: ManifestState):
 function describeLost(region: Region): string {
   if (region.before - region.after <= 1) return "no record lost";
   return `seqs ${region.after + 1}..${region.before - 1} at most lost`;
+}
+
+/**
+ * Whether `meta`'s head, records (each checked, in seq order within its first..last, of its
+ * topics for a store) and index are whole: one streaming scan, no more memory than a read chunk.
+ */
+async function isIntact(
+  run: SalvageRun,
+  handle: DiskFile,
+  meta: SegmentMeta | SubtreeStoreMeta,
+): Promise<boolean> {
+  const span = recordSpanOf(meta);
+  const base = dataBaseOf(meta);
+  const head = new Uint8Array(span.dataStart - base);
+  if ((await readFully(handle, base, head)) < head.length) return false;
+  if (checkHead(meta, head, run.crc32) !== null) return false;
+  const topics = isSubtreeStore(meta) ? new Set(meta.topics) : null;
+  let last = meta.firstSeq - 1;
+  const scan = await scanRecords(
+    handle,
+    span.dataStart,
+    run.crc32,
+    (bytes, view, at) => {
+      const seq = recordSeq(view, at);
+      if (seq <= last || seq > meta.lastSeq) return "record out of place";
+      if (topics !== null && !topics.has(recordTopic(bytes, view, at))) return "foreign topic";
+      last = seq;
+      return undefined;
+    },
+    { end: span.end },
+  );
+  if (scan.problem !== null || scan.end !== span.end || last !== meta.lastSeq) return false;
+  return (await checkIndex(run, handle, meta)) === null;
 }
 
 /** Checks the head, records and index of `meta` in `handle`. */
