@@ -154,6 +154,7 @@ class DenoSocket {
       close: () => this.end(),
       pause: () => this.pause(),
       resume: () => this.resume(),
+      remoteAddress: this.conn.remoteAddr.hostname,
     };
   }
 

@@ -16,6 +16,7 @@ declare namespace Deno {
     port: number;
   }
   interface TcpConn {
+    readonly remoteAddr: NetAddr;
     read(into: Uint8Array): Promise<number | null>;
     write(bytes: Uint8Array): Promise<number>;
     closeWrite(): Promise<void>;
@@ -34,6 +35,7 @@ declare namespace Deno {
     transport?: "tcp";
   }): Promise<TcpConn>;
   interface TlsConn {
+    readonly remoteAddr: NetAddr;
     read(into: Uint8Array): Promise<number | null>;
     write(bytes: Uint8Array): Promise<number>;
     closeWrite(): Promise<void>;
