@@ -97,7 +97,7 @@ export async function salvageClosedFiles(run: SalvageRun, state: ManifestState):
       const checked = await checkFile(run, handle, meta);
       if (checked.regions.length === 0 && checked.indexBad === null) continue;
       for (const region of checked.regions) {
-        const detail = `${region.what} (${describeLost(region)})`;
+        const detail = `${region.what}; ${describeLost(region)}`;
         // Bytes past the end of a file cut short are not there to copy.
         const { from, to } = region;
         await run.damaged(
