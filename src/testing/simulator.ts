@@ -544,7 +544,12 @@ class Simulation {
       let stored: ReferenceMessage[];
       let newest: ReferenceMessage[];
       try {
-        store = (await Store.open(disk, storeOptions)).store;
+        const opened = await Store.open(disk, storeOptions);
+        store = opened.store;
+        // A manifest rebuilt from the files (one a crash tore, or damage) picks each partition's
+        // layout by what its files hold (docs/storage.md): a cut split's stores may win in some
+        // partitions and not others, both holding the same records. Only the reads are checked.
+        if (opened.recovery.manifestRebuilt) this.splitCut = null;
         stored = await readAll(store);
         newest = await store.readNewest(this.config.tipBytes, {
           bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7),
