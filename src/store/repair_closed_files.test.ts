@@ -170,6 +170,23 @@ describe("repair: damaged closed files", () => {
     await store.close();
   });
 
+  test("a pack's own header damaged: reads do not need it, a rebuilt manifest does; repair rewrites its images, nothing lost", async () => {
+    const disk = await sorted();
+    const pack = middlePack(disk);
+    const bytes = disk.snapshot(pack) as Uint8Array;
+    disk.corrupt(pack, 20, Uint8Array.of(bytes[20] ^ 2));
+    const report = await repairStore(disk, OPTIONS);
+    expect(report.lostSeqs).toEqual([]);
+    expect(report.moved.map((m) => [m.file, m.offset])).toEqual([[pack, 0]]);
+    expect(disk.paths()).not.toContain(pack);
+    // The MANIFEST lost now: rebuilt from the files, every record is there.
+    disk.erase("MANIFEST");
+    const { store, recovery } = await Store.open(disk, OPTIONS);
+    expect(recovery.problems).toEqual([]);
+    expect(await readSeqs(store)).toEqual(Array.from({ length: COUNT }, (_, i) => i + 1));
+    await store.close();
+  });
+
   test("a legacy .seg with a record damaged: repair rewrites its intact records into a pack; a damaged .idx is rebuilt, nothing lost", async () => {
     const disk = await sorted();
     await unpack(disk, OPTIONS.indexIntervalBytes as number);

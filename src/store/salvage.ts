@@ -23,8 +23,8 @@
  */
 import type { Crc32 } from "./crc32.ts";
 import { type Disk, type DiskFile, readFully } from "./disk.ts";
-import { decodeFileHeader } from "./file_header.ts";
-import { SEGMENT_DIR, indexPath, subtreeStorePath } from "./layout.ts";
+import { decodeFileHeader, FILE_HEADER_FIXED_BYTES } from "./file_header.ts";
+import { SEGMENT_DIR, indexPath, packPath, subtreeStorePath } from "./layout.ts";
 import type { ManifestState } from "./manifest.ts";
 import { PackWriter } from "./pack_file.ts";
 import { checkRecord, recordSeq, recordTopic } from "./record.ts";
@@ -86,16 +86,20 @@ type Checked = {
  */
 export async function salvageClosedFiles(run: SalvageRun, state: ManifestState): Promise<boolean> {
   let changed = false;
+  const badPacks = await damagedPackHeaders(run, state);
   const files: (SegmentMeta | SubtreeStoreMeta)[] = [...state.live.values()];
   files.push(...state.subtrees.values());
   for (const meta of files) {
     const path = recordSpanOf(meta).path;
+    // Its pack's header is damaged: reads do not need it, a manifest rebuilt from the files
+    // does. Every image of the pack is rewritten (nothing lost).
+    const moved = !isSubtreeStore(meta) && meta.pack !== undefined && badPacks.has(meta.pack.pack);
     const handle = await run.disk.open(path, "read");
     try {
       // Most files are whole: checked streaming, in bounded memory. A damaged one is read whole.
-      if (await isIntact(run, handle, meta)) continue;
+      if (!moved && (await isIntact(run, handle, meta))) continue;
       const checked = await checkFile(run, handle, meta);
-      if (checked.regions.length === 0 && checked.indexBad === null) continue;
+      if (checked.regions.length === 0 && checked.indexBad === null && !moved) continue;
       for (const region of checked.regions) {
         const detail = `${region.what}; ${describeLost(region)}`;
         // Bytes past the end of a file cut short are not there to copy.
@@ -115,7 +119,7 @@ export async function salvageClosedFiles(run: SalvageRun, state: ManifestState):
         await rebuildIndex(run, meta, checked.indexBad as string);
         continue;
       }
-      if (checked.regions.length === 0 && packed) {
+      if (checked.regions.length === 0 && packed && checked.indexBad !== null) {
         const { position, bytes } = indexSpanOf(meta);
         const what = `index image: ${checked.indexBad}`;
         const end = Math.min(position + bytes, checked.size);
@@ -128,6 +132,34 @@ export async function salvageClosedFiles(run: SalvageRun, state: ManifestState):
     }
   }
   return changed;
+}
+
+/**
+ * The packs holding segments in force whose own file header is damaged (or names another pack),
+ * each header's bytes copied into damaged/ first.
+ */
+async function damagedPackHeaders(run: SalvageRun, state: ManifestState): Promise<Set<number>> {
+  const bad = new Set<number>();
+  const packs = new Set<number>();
+  for (const meta of state.live.values()) if (meta.pack !== undefined) packs.add(meta.pack.pack);
+  for (const id of packs) {
+    const path = packPath(id);
+    const handle = await run.disk.open(path, "read");
+    try {
+      const head = new Uint8Array(FILE_HEADER_FIXED_BYTES);
+      const read = await readFully(handle, 0, head);
+      const header = decodeFileHeader(head.subarray(0, read), "pack", run.crc32);
+      const problem =
+        typeof header === "string" ? header : header.id === id ? null : `names pack ${header.id}`;
+      if (problem === null) continue;
+      const what = `pack header: ${problem}; its images rewritten, no record lost`;
+      await run.damaged(handle, path, 0, read, what);
+      bad.add(id);
+    } finally {
+      await handle.close();
+    }
+  }
+  return bad;
 }
 
 function describeLost(region: Region): string {
