@@ -100,6 +100,8 @@ export class CatchUp {
   private readonly readers = new Set<Subscription>();
   /** Disk-phase subscriptions waiting for a reader, in order: they hold only their position. */
   private readonly diskWaiting = new Set<Subscription>();
+  /** Readers opened small, for clients that had not shown they read (see openReader). */
+  private readonly smallReaders = new WeakSet<object>();
   private readonly diskReadersMax: number;
   private pumpScheduled = false;
   private readonly tip: Tip;
@@ -238,19 +240,28 @@ export class CatchUp {
     return unshown < DISK_READERS_UNSHOWN_MAX;
   }
 
+  /**
+   * Opens a disk reader at the subscription's position. Borrowed payloads: diskBatch copies each
+   * into the session's frames before the next batch. Its size follows what the client has shown:
+   * a client that reads gets the store's batches and read-ahead (a whole-stream replay needs
+   * them); one that has not shown it yet gets a slice per batch and a small read-ahead, since what
+   * a reader holds is its batch and the buffers the batch points into (diskSlice upgrades it).
+   */
   private openReader(subscription: Subscription): void {
-    // Borrowed payloads: diskBatch copies each into the session's frames before the next batch.
-    // Small batches and read-ahead: what a stalled subscription's reader holds is its batch and
-    // the buffers that batch points into.
-    subscription.diskReader = this.store.read(
+    const reading = subscription.session.showsReading;
+    const reader = this.store.read(
       subscription.filter,
       { seq: subscription.nextSeq },
-      {
-        borrow: true,
-        batchBytesMax: CATCH_UP_READ_BATCH_BYTES,
-        bufferBytes: CATCH_UP_READ_BUFFER_BYTES,
-      },
+      reading
+        ? { borrow: true }
+        : {
+            borrow: true,
+            batchBytesMax: CATCH_UP_READ_BATCH_BYTES,
+            bufferBytes: CATCH_UP_READ_BUFFER_BYTES,
+          },
     );
+    if (!reading) this.smallReaders.add(reader);
+    subscription.diskReader = reader;
     this.readers.add(subscription);
   }
 
@@ -409,7 +420,7 @@ export class CatchUp {
 
   /** Asks the disk for a subscription's next batch; delivers it when it comes. */
   private diskSlice(subscription: Subscription): void {
-    const reader = subscription.diskReader;
+    let reader = subscription.diskReader;
     assert(reader !== null, "diskSlice: a disk-phase subscription has a reader");
     const backlog = subscription.diskBacklog;
     if (backlog !== null) {
@@ -417,6 +428,16 @@ export class CatchUp {
       subscription.diskBacklog = null;
       this.diskBatch(subscription, backlog, -1);
       return;
+    }
+    if (this.smallReaders.has(reader) && subscription.session.showsReading) {
+      // Its client has shown it reads since: the store's batches and read-ahead from here on
+      // (nothing of the small reader's last batch is borrowed any more).
+      reader = this.store.read(
+        subscription.filter,
+        { seq: subscription.nextSeq },
+        { borrow: true },
+      );
+      subscription.diskReader = reader;
     }
     subscription.diskBusy = true;
     const committedBefore = this.store.committedSeq;

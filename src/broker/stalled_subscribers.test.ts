@@ -7,6 +7,7 @@
  */
 import { expect, test } from "bun:test";
 import {
+  CATCH_UP_READ_BATCH_BYTES,
   CONNECTION_BUFFERED_BYTES_MAX,
   DISK_READERS_UNSHOWN_MAX,
   PROTOCOL_VERSION,
@@ -455,4 +456,70 @@ test("a subscription left waiting for a disk reader holds its position, not a gr
   // The eight without a reader are back to the writer's first 16 KiB (128 KiB each before).
   const small = capacities().filter((capacity) => capacity <= 16 * 1024);
   expect(small.length).toBe(SUBSCRIBERS - DISK_READERS_UNSHOWN_MAX);
+});
+
+test("a client that has shown it reads catches up from disk with the store's batches and read-ahead; one that has not yet, with small ones until it does", async () => {
+  const store = new MemoryStore();
+  const opened: (number | "store's")[] = [];
+  const read = store.read.bind(store);
+  // Batches wait at a gate until the test opens it.
+  let openGate = () => {};
+  const gate = new Promise<void>((resolve) => {
+    openGate = resolve;
+  });
+  (store as { read: BrokerStore["read"] }).read = (filter, from, options) => {
+    opened.push(options?.batchBytesMax ?? "store's");
+    const inner = read(filter, from);
+    return {
+      nextBatch: async () => {
+        await gate;
+        return await inner.nextBatch();
+      },
+    };
+  };
+  const { broker, settle } = world({ capacityBytes: 2048, poolBlocks: 16 }, { store });
+  const publisher = signIn(broker, TAKES_ALL, "p");
+  const payload = new Uint8Array(100).fill(3);
+  const MESSAGES = 200;
+  broker.receive(
+    publisher,
+    frameBytes({
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: MESSAGES }, () => ({ topic: "a/b", payload })),
+    }),
+  );
+  await settle();
+  // A socket that refuses its first write and takes the rest once drained.
+  const decoder = new FrameDecoder();
+  let refuse = true;
+  const seqs: number[] = [];
+  const id = signIn(
+    broker,
+    {
+      write: (bytes) => {
+        if (refuse) return 0;
+        decoder.push(bytes);
+        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
+          if (frame.kind !== "data") continue;
+          while (frame.messages.next()) seqs.push(frame.messages.seq);
+        }
+        return bytes.length;
+      },
+      close: () => {},
+    },
+    "s",
+  );
+  subscribeAll(broker, id, "earliest");
+  await settle();
+  // Not shown yet: a small reader.
+  expect(opened).toEqual([CATCH_UP_READ_BATCH_BYTES]);
+  refuse = false;
+  broker.writable(id);
+  openGate();
+  await settle();
+  // It drained a backlog: after the batch asked for, the reader is replaced by one of the
+  // store's size at the subscription's position.
+  expect(opened).toEqual([CATCH_UP_READ_BATCH_BYTES, "store's"]);
+  expect(seqs).toEqual(Array.from({ length: MESSAGES }, (_, i) => i + 1));
 });
