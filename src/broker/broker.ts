@@ -188,7 +188,7 @@ export class Broker {
 
   /** Counts a failed sign-in made elsewhere (a bearer token the admin app refused). */
   countAuthFailure(): void {
-    this.dispatch.authFailures++;
+    this.dispatch.signIn.failures++;
   }
 
   /** The users were reloaded (--users on SIGHUP): open sessions take the new permissions. */
@@ -235,7 +235,7 @@ export class Broker {
       nextSeq: this.sequencer.nextSeq,
       visibleSeq: this.sequencer.visibleSeq,
       recoveries: { disk: this.catchUp.recoveries.disk, tip: this.catchUp.recoveries.tip },
-      authFailures: this.dispatch.authFailures,
+      authFailures: this.dispatch.signIn.failures,
     };
   }
 

@@ -10,20 +10,18 @@
  *                                        └ PING, bad bytes, frames out of place ─▶ PONG, ERROR
  *   after each event: a commit if due, then settle ─▶ flush ─▶ backed up? stall : resume
  *
- * Signing in. Without users a HELLO carries the one shared token (or none is asked). With users
- * (auth/users.ts) a HELLO signs in as a user; a token not yet verified is checked off the event
- * loop, and until the answer comes the session reads no further frame (what arrives is held). A
- * failed sign-in is counted, logged, and answered after a delay that grows per source address
- * (auth/throttle.ts). A signed-in user's PUBLISH and SUBSCRIBE are checked against its
- * permissions (refused whole with PERMISSION_DENIED); a reload of the users (usersReplaced)
- * applies the new permissions to open sessions, dropping the subscriptions they no longer allow.
+ * Users. HELLO's credential goes to the sign-in stage (sign_in.ts), which may keep a session
+ * pending (no frame of it read) until a token is verified or a failure's delay ran out. A
+ * signed-in user's PUBLISH and SUBSCRIBE are checked against its permissions (refused whole with
+ * PERMISSION_DENIED); a reload of the users (usersReplaced) applies the new permissions to open
+ * sessions, dropping the subscriptions they no longer allow.
  *
  * Not here: sequencing, catch-up and fan-out themselves; the stages are reached through the small
  * interfaces below. Invariants: a session is in `sessions` from open until closeSession; a
  * closed session holds no subscription; no frame but HELLO is handled before the handshake; no
- * frame is read while a session's sign-in is pending (`signingIn`).
+ * frame is read while a session's sign-in is pending.
  */
-import type { FailureThrottle, User, Users } from "../auth/mod.ts";
+import type { User } from "../auth/mod.ts";
 import {
   CLOSING_LINGER_US,
   CONNECTION_BUFFERED_BYTES_MAX,
@@ -49,11 +47,11 @@ import {
   serverLimits,
   TopicCache,
 } from "../protocol/mod.ts";
-import { sameSecret } from "../stdx/secret.ts";
 import { FilterMatcher } from "../topic/filter_matcher.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import type { Clock, Connection } from "./ports.ts";
 import { QueueChunkPool, Session } from "./session.ts";
+import { SignIn, type SignInOptions } from "./sign_in.ts";
 import { Phase, type SubscriberSession, Subscription } from "./subscription.ts";
 
 /** What dispatch asks of the sequencer (sequencer.ts). */
@@ -78,23 +76,13 @@ export interface FanoutIndex {
   unregister(subscription: Subscription): void;
 }
 
-/** What dispatch is built from. */
-export interface DispatchOptions {
+/** What dispatch is built from (with how HELLO signs in: sign_in.ts). */
+export interface DispatchOptions extends SignInOptions {
   topics: TopicTable;
   clock: Clock;
   publishing: Publishing;
   moves: SubscriptionMoves;
   fanout: FanoutIndex;
-  /** When set, HELLO must carry this token. */
-  authToken?: string;
-  /** When set, HELLO signs in as one of these users (a token `NAME:SECRET` or a certificate). */
-  users?: Users;
-  /** Failed sign-ins per source address and the delay before their ERROR (absent: at once). */
-  throttle?: FailureThrottle;
-  /** Runs `run` after `delayMs` (the runtime's timer; absent: at once). */
-  scheduleAfter?: (delayMs: number, run: () => void) => void;
-  /** Says one line, e.g. a failed sign-in (the server writes it to stderr). */
-  log?: (line: string) => void;
   connectionsMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
@@ -107,17 +95,12 @@ export interface DispatchOptions {
 /** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
 export type ErrorRelated = { fatal?: boolean; requestId?: number; subscriptionId?: number };
 
-/** Bytes a connection may send while its sign-in is pending (a HELLO's pipelined followers). */
-const SIGN_IN_HELD_BYTES_MAX = 256 * 1024;
-
 /** Sessions, frames in, errors out. */
 export class Dispatch {
   /** Open sessions by id. */
   readonly sessions = new Map<number, SubscriberSession>();
-  /** Failed sign-ins since start (HELLO with a missing or wrong credential). */
-  authFailures = 0;
-  /** Sessions whose sign-in is pending, with the chunks that arrived meanwhile (copies). */
-  private readonly signingIn = new Map<SubscriberSession, Uint8Array[]>();
+  /** HELLO's credential to a user; failed sign-ins counted there. */
+  readonly signIn: SignIn;
   /** Send-queue chunks shared by every session. */
   private readonly queueChunks = new QueueChunkPool();
   private readonly topicCache = new TopicCache();
@@ -133,6 +116,13 @@ export class Dispatch {
     this.moves = options.moves;
     this.fanout = options.fanout;
     this.inputBudget = new InputBudget(options.inputBytesMax ?? INPUT_BUFFERED_BYTES_MAX);
+    this.signIn = new SignIn(options, {
+      clock: options.clock,
+      welcome: (session, clientName, user) => this.welcome(session, clientName, user),
+      fail: (session, code, reason, related) => this.fail(session, code, reason, related),
+      readOn: (session, held) => this.readOn(session, held),
+      afterEvent: (session) => this.afterEvent(session),
+    });
   }
 
   // ---- Events ------------------------------------------------------------------------------
@@ -170,8 +160,7 @@ export class Dispatch {
   receive(sessionId: number, bytes: Uint8Array): void {
     const session = this.sessions.get(sessionId);
     if (session === undefined || session.closing) return;
-    const held = this.signingIn.get(session);
-    if (held !== undefined) return this.hold(session, held, bytes);
+    if (this.signIn.isPending(session)) return this.signIn.hold(session, bytes);
     session.decoder.push(bytes);
     this.readFrames(session);
     this.afterEvent(session);
@@ -185,28 +174,12 @@ export class Dispatch {
       frames++;
       if (frame.kind === "decode_error") this.decodeFailed(session, frame);
       else this.handle(session, frame);
-      if (session.closing || this.signingIn.has(session)) break;
+      if (session.closing || this.signIn.isPending(session)) break;
     }
     // The deadline runs from when a frame began to arrive: a frame completed here restarts it.
     if (decoder.bufferedBytes === 0) session.partialFrameSinceUs = -1;
     else if (frames > 0 || session.partialFrameSinceUs < 0)
       session.partialFrameSinceUs = this.options.clock.nowUs();
-  }
-
-  /** Keeps a chunk that arrived while the session signs in (bounded: past it, the session ends). */
-  private hold(session: SubscriberSession, held: Uint8Array[], bytes: Uint8Array): void {
-    held.push(bytes.slice());
-    let heldBytes = 0;
-    for (const chunk of held) heldBytes += chunk.length;
-    if (heldBytes <= SIGN_IN_HELD_BYTES_MAX) return;
-    this.signingIn.delete(session);
-    this.fail(
-      session,
-      "ARIA_ERR_HANDSHAKE_REQUIRED",
-      `${heldBytes} bytes sent before the HELLO was answered; wait for WELCOME`,
-      { fatal: true },
-    );
-    this.afterEvent(session);
   }
 
   /** The connection of session `sessionId` can take more bytes. */
@@ -225,7 +198,7 @@ export class Dispatch {
   expire(nowUs: number): void {
     for (const session of [...this.sessions.values()]) {
       // A pending sign-in ends by itself (a verification, or a failure's bounded delay).
-      if (this.signingIn.has(session)) continue;
+      if (this.signIn.isPending(session)) continue;
       if (
         !session.handshaken &&
         !session.closing &&
@@ -328,36 +301,7 @@ export class Dispatch {
         { fatal: true },
       );
     }
-    const users = this.options.users;
-    if (users !== undefined) {
-      const outcome = users.signIn(authToken, session.connection.peerSubject);
-      if (!(outcome instanceof Promise))
-        return outcome.ok
-          ? this.welcome(session, clientName, outcome.user)
-          : this.signInFailed(session, outcome.reason);
-      // Off the event loop: no frame of this session is read until the answer comes.
-      this.signingIn.set(session, []);
-      void outcome.then((signIn) => {
-        if (session.closed) return;
-        const held = this.signingIn.get(session) ?? [];
-        this.signingIn.delete(session);
-        if (signIn.ok) this.welcome(session, clientName, signIn.user);
-        else this.signInFailed(session, signIn.reason);
-        this.readOn(session, held);
-      });
-      return;
-    }
-    const expected = this.options.authToken;
-    if (
-      expected !== undefined &&
-      expected !== "" &&
-      (authToken === null || !sameSecret(authToken, expected))
-    )
-      return this.signInFailed(
-        session,
-        authToken === null ? "this server requires an auth token" : "wrong auth token",
-      );
-    this.welcome(session, clientName, null);
+    this.signIn.hello(session, clientName, authToken);
   }
 
   private welcome(session: SubscriberSession, clientName: string, user: User | null): void {
@@ -371,36 +315,10 @@ export class Dispatch {
     });
   }
 
-  /**
-   * Counts and logs a failed sign-in, and answers it with a fatal AUTH_FAILED after the delay
-   * its source address has earned; the session reads nothing meanwhile.
-   */
-  private signInFailed(session: SubscriberSession, reason: string): void {
-    this.authFailures++;
-    const address = session.connection.remoteAddress ?? "unknown address";
-    const delayUs = this.options.throttle?.failed(address, this.options.clock.nowUs()) ?? 0;
-    this.options.log?.(
-      `aria: sign-in failed from ${address}: ${reason} (ERROR after ${Math.round(delayUs / 1000)} ms)\n`,
-    );
-    const answer = () => {
-      this.signingIn.delete(session);
-      this.fail(session, "ARIA_ERR_AUTH_FAILED", reason, { fatal: true });
-    };
-    const scheduleAfter = this.options.scheduleAfter;
-    if (delayUs === 0 || scheduleAfter === undefined) return answer();
-    this.signingIn.set(session, []);
-    scheduleAfter(delayUs / 1000, () => {
-      // Ended meanwhile (closed, or failed for sending too much while it waited): said already.
-      if (session.closing || session.closed) return;
-      answer();
-      this.afterEvent(session);
-    });
-  }
-
   /** Reads on after a sign-in answered: what the decoder holds, then the chunks held meanwhile. */
   private readOn(session: SubscriberSession, held: Uint8Array[]): void {
-    if (!session.closing && !this.signingIn.has(session)) this.readFrames(session);
-    while (held.length > 0 && !session.closing && !this.signingIn.has(session)) {
+    if (!session.closing && !this.signIn.isPending(session)) this.readFrames(session);
+    while (held.length > 0 && !session.closing && !this.signIn.isPending(session)) {
       session.decoder.push(held.shift() as Uint8Array);
       this.readFrames(session);
     }
@@ -613,7 +531,7 @@ export class Dispatch {
     for (const subscription of [...session.subscriptions.values()])
       this.dropSubscription(subscription);
     session.closed = true;
-    this.signingIn.delete(session);
+    this.signIn.forget(session);
     session.release();
     this.sessions.delete(session.id);
     session.connection.close();

@@ -1,0 +1,155 @@
+/**
+ * SignIn: the stage where a HELLO's credential becomes a session's user (or none). Without users
+ * a HELLO carries the server's one shared token, or none is asked. With users (auth/users.ts) it
+ * signs in as a user by a token `NAME:SECRET` or a TLS client certificate's subject; a token not
+ * yet verified is checked off the event loop, and until the answer comes the session is pending:
+ * dispatch reads none of its frames, and what arrives meanwhile is held here (bounded).
+ *
+ *   HELLO ─▶ credential known? ─yes─▶ welcome ─▶ read on
+ *                  └ no: verify (KDF, async) ─▶ pending ─▶ answer ─▶ welcome | failed
+ *   failed ─▶ count, log ─▶ pending for the address's delay (auth/throttle.ts) ─▶ fatal AUTH_FAILED
+ *
+ * Not here: the handshake's version check and WELCOME (dispatch.ts), users and their tokens
+ * (auth/). Invariants: a session is pending from a verification or a failure's delay until its
+ * answer; a pending session holds at most SIGN_IN_HELD_BYTES_MAX of input; a failure is counted
+ * and logged once and answered once. Pure: the timer and the log are ports.
+ */
+import type { FailureThrottle, User, Users } from "../auth/mod.ts";
+import type { AriaErrorCode } from "../protocol/mod.ts";
+import { sameSecret } from "../stdx/secret.ts";
+import type { Clock } from "./ports.ts";
+import type { SubscriberSession } from "./subscription.ts";
+
+/** Bytes a connection may send while its sign-in is pending (a HELLO's pipelined followers). */
+export const SIGN_IN_HELD_BYTES_MAX = 256 * 1024;
+
+/** What signing in is built from (the users, the shared token, the failures' throttle). */
+export interface SignInOptions {
+  /** When set, HELLO must carry this token. */
+  authToken?: string;
+  /** When set, HELLO signs in as one of these users (a token `NAME:SECRET` or a certificate). */
+  users?: Users;
+  /** Failed sign-ins per source address and the delay before their ERROR (absent: at once). */
+  throttle?: FailureThrottle;
+  /** Runs `run` after `delayMs` (the runtime's timer; absent: at once). */
+  scheduleAfter?: (delayMs: number, run: () => void) => void;
+  /** Says one line, e.g. a failed sign-in (the server writes it to stderr). */
+  log?: (line: string) => void;
+}
+
+/** What signing in asks of dispatch. */
+export interface SignInOutput {
+  readonly clock: Clock;
+  /** Completes the handshake as `user` (null: no users). */
+  welcome(session: SubscriberSession, clientName: string, user: User | null): void;
+  /** Writes an ERROR frame (see dispatch.ts). */
+  fail(
+    session: SubscriberSession,
+    code: AriaErrorCode,
+    reason: string,
+    related: { fatal: true },
+  ): void;
+  /** Reads what the decoder still holds, then `held`, as frames; settles the session. */
+  readOn(session: SubscriberSession, held: Uint8Array[]): void;
+  /** Settles a session after an event of its own (a timer). */
+  afterEvent(session: SubscriberSession): void;
+}
+
+/** HELLO's credential to a user, the pending sessions, and the failures. */
+export class SignIn {
+  /** Failed sign-ins since start (a missing or wrong token or certificate). */
+  failures = 0;
+  /** Pending sessions, with the chunks that arrived meanwhile (copies). */
+  private readonly pending = new Map<SubscriberSession, Uint8Array[]>();
+
+  constructor(
+    private readonly options: SignInOptions,
+    private readonly output: SignInOutput,
+  ) {}
+
+  /** True while `session` waits for its sign-in's answer: none of its frames may be read. */
+  isPending(session: SubscriberSession): boolean {
+    return this.pending.has(session);
+  }
+
+  /** Signs `session` in with HELLO's token (and its connection's certificate subject). */
+  hello(session: SubscriberSession, clientName: string, authToken: string | null): void {
+    const users = this.options.users;
+    if (users === undefined) {
+      const expected = this.options.authToken;
+      if (
+        expected !== undefined &&
+        expected !== "" &&
+        (authToken === null || !sameSecret(authToken, expected))
+      )
+        return this.failed(
+          session,
+          authToken === null ? "this server requires an auth token" : "wrong auth token",
+        );
+      return this.output.welcome(session, clientName, null);
+    }
+    const outcome = users.signIn(authToken, session.connection.peerSubject);
+    if (!(outcome instanceof Promise))
+      return outcome.ok
+        ? this.output.welcome(session, clientName, outcome.user)
+        : this.failed(session, outcome.reason);
+    this.pending.set(session, []);
+    void outcome.then((signIn) => {
+      if (session.closed) return;
+      const held = this.pending.get(session) ?? [];
+      this.pending.delete(session);
+      if (signIn.ok) this.output.welcome(session, clientName, signIn.user);
+      else this.failed(session, signIn.reason);
+      this.output.readOn(session, held);
+    });
+  }
+
+  /** Keeps a chunk that arrived while `session` is pending; past the bound the session ends. */
+  hold(session: SubscriberSession, bytes: Uint8Array): void {
+    const held = this.pending.get(session);
+    if (held === undefined) return;
+    held.push(bytes.slice());
+    let heldBytes = 0;
+    for (const chunk of held) heldBytes += chunk.length;
+    if (heldBytes <= SIGN_IN_HELD_BYTES_MAX) return;
+    this.pending.delete(session);
+    this.output.fail(
+      session,
+      "ARIA_ERR_HANDSHAKE_REQUIRED",
+      `${heldBytes} bytes sent before the HELLO was answered; wait for WELCOME`,
+      { fatal: true },
+    );
+    this.output.afterEvent(session);
+  }
+
+  /** The session closed: nothing of it is kept. */
+  forget(session: SubscriberSession): void {
+    this.pending.delete(session);
+  }
+
+  /**
+   * Counts and logs a failed sign-in, and answers it with a fatal AUTH_FAILED after the delay
+   * its source address has earned; the session is pending meanwhile.
+   */
+  private failed(session: SubscriberSession, reason: string): void {
+    this.failures++;
+    const address = session.connection.remoteAddress ?? "unknown address";
+    const delayUs = this.options.throttle?.failed(address, this.output.clock.nowUs()) ?? 0;
+    this.options.log?.(
+      `aria: sign-in failed from ${address}: ${reason} (ERROR after ${Math.round(delayUs / 1000)} ms)\n`,
+    );
+    const answer = () => {
+      this.pending.delete(session);
+      this.output.fail(session, "ARIA_ERR_AUTH_FAILED", reason, { fatal: true });
+    };
+    const scheduleAfter = this.options.scheduleAfter;
+    if (delayUs === 0 || scheduleAfter === undefined) return answer();
+    this.pending.set(session, []);
+    scheduleAfter(delayUs / 1000, () => {
+      // Ended meanwhile (closed, or failed for sending too much while it waited): said already.
+      if (session.closing || session.closed) return;
+      answer();
+      this.output.afterEvent(session);
+    });
+  }
+}
