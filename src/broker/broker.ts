@@ -6,6 +6,8 @@
  *
  *   dispatch.ts     sessions, frames in (HELLO, PUBLISH, SUBSCRIBE, UNSUBSCRIBE), errors out,
  *                   settling and closing sessions
+ *   sign_in.ts      HELLO's credential ─▶ a user (a token verified off the event loop, or a
+ *                   certificate subject) or a failure, counted and answered after a delay
  *   sequencer.ts    publish ─▶ seq ─▶ tip.append + store.append ─▶ commit ─▶ ack publishers
  *                                                                    └──▶ visibleSeq
  *   live_fanout.ts  visibleSeq moved ─▶ new seqs to LIVE subscriptions (shared frames per filter)
@@ -14,7 +16,7 @@
  *
  * Stages reach each other only through the small interfaces each declares for what it calls
  * (Publishing, SubscriptionMoves, FanoutIndex, SequencerOutput, SessionOutcomes, LiveSet,
- * VisibleEnd);
+ * VisibleEnd, SignInOutput);
  * the constructor below is the one place they are wired. Where two stages call each other
  * (dispatch settles what catch-up delivered; catch-up stalls what dispatch settles), the wiring
  * goes through arrow functions, so the order of construction does not matter.
