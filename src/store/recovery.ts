@@ -193,11 +193,14 @@ export async function recover(context: StoreContext): Promise<RecoveryReport> {
     await context.files.closeAll();
     throw new StoreError("ARIA_ERR_STORE_CORRUPT", corruptMessage(report));
   }
-  // 4. Torn tails cut, manifest in force, orphans gone, fresh journal, drained journals dropped.
+  // 4. Torn tails cut, manifest in force, then orphans gone, fresh journal, drained journals
+  // dropped.
   for (const change of run.later) await change();
-  await removeOrphans(run, orphans);
+  // The manifest in force before the orphans go: a file a repair rewrote (salvage.ts) is named by
+  // the old manifest until the rewrite; removed first, a crash between would lose its records.
   if (manifest.rewrite) await rewriteManifest(context);
   else await openManifestForAppend(context, manifest.bytes, manifest.state.records);
+  await removeOrphans(run, orphans);
   await reconcileJournalRecords(context, manifest.state.journals);
   context.journal.nextSeq = nextSeq;
   context.journal.writtenSeq =
