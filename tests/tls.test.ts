@@ -89,6 +89,25 @@ test("serve prints tls:// and https://; pub with --ca and sub with ARIA_CA go ov
   expect(health.status).toBe(200);
 });
 
+test("--admin-tls-cert/--admin-tls-key alone: the protocol stays tcp://, the admin app is HTTPS", async () => {
+  const server = await startAria({
+    args: [
+      "--admin-tls-cert",
+      certs.path("server.pem"),
+      "--admin-tls-key",
+      certs.path("server.key"),
+    ],
+  });
+  try {
+    expect(server.tcpUrl).toMatch(/^tcp:\/\//);
+    expect(server.adminUrl).toMatch(/^https:\/\//);
+    const health = await fetch(`${server.adminUrl}/healthz`, { tls: { ca: certs.text("ca.pem") } });
+    expect(health.status).toBe(200);
+  } finally {
+    await server.stop();
+  }
+});
+
 test("aria bench --url tls:// with --ca measures the TLS server", async () => {
   const bench = await runAria(
     ["bench", "--scenario", "publish", "--quick", "--publishers", "1"].concat([
