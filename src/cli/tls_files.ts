@@ -45,8 +45,7 @@ export const SERVE_TLS_FLAGS = {
 } as const;
 
 /** `aria serve`'s TLS flags, as its usage lists them. */
-export const SERVE_TLS_USAGE = `  --tls-cert FILE        serve the TCP protocol over TLS (tls://) with this certificate
-                         (PEM)
+export const SERVE_TLS_USAGE = `  --tls-cert FILE        serve the TCP protocol over TLS (tls://) with this certificate (PEM)
   --tls-key FILE         the certificate's private key (PEM)
   --tls-client-ca FILE   require client certificates signed by this CA (mutual TLS)
   --admin-tls-cert FILE  serve the admin app over HTTPS with this certificate (default: with
