@@ -17,6 +17,19 @@ describe("TopicCache", () => {
     expect(cache.resolve(buffer, 0, 3)).toBe("a/b");
   });
 
+  test("a cached topic never answers for bytes beyond ASCII, nor for a longer or shorter run", () => {
+    const cache = new TopicCache({ slots: 1 });
+    expect(cache.resolve(bytesOf("a/b"), 0, 3)).toBe("a/b");
+    // "a/é" is 4 bytes: a slot compared by char codes must not take its first 3 for "a/b".
+    expect(cache.resolve(bytesOf("a/\u00e9"), 0, 4)).toBeNull();
+    expect(cache.reason).toBe("topic has a non-ASCII character at byte 2");
+    expect(cache.resolve(bytesOf("a/bc"), 0, 4)).toBe("a/bc");
+    expect(cache.resolve(bytesOf("a/bc"), 0, 3)).toBe("a/b");
+    expect(cache.resolve(Uint8Array.of(0x61, 0x2f, 0xe2), 0, 3)).toBeNull();
+    expect(cache.reason).toBe("topic is not valid UTF-8");
+    expect(cache.resolve(bytesOf("a/b"), 0, 3)).toBe("a/b");
+  });
+
   test("matches a reference decoder for any sequence of topics", () => {
     fc.assert(
       fc.property(
