@@ -6,6 +6,9 @@
  */
 import { assert } from "./stdx/assert.ts";
 
+/** Aria's version, printed by `aria version` (package.json's "version"; a test keeps them equal). */
+export const ARIA_VERSION = "0.1.0";
+
 // ---- Topics ---------------------------------------------------------------------------------
 
 /** Bytes in a topic name: keeps names short enough to repeat in every persisted record. */

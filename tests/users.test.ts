@@ -163,11 +163,18 @@ test("a wrong token is refused after a growing delay, logged and counted in /met
     expect(run.exitCode).toBe(1);
     expect(run.stderr).toContain("wrong auth token");
   }
-  const log = await stderrMatches(/ERROR after 400 ms/);
-  expect(log).toContain(
-    "aria: sign-in failed from 127.0.0.1: wrong auth token (ERROR after 100 ms)",
+  const log = await stderrMatches(/errorAfterMs=400/);
+  // Each connection's end is logged with who it was, from where and why.
+  expect(log).toMatch(
+    / INFO connection closed session=\d+ address=127\.0\.0\.1 reason="ARIA_ERR_AUTH_FAILED: wrong auth token"\n/,
   );
-  expect(log).toContain("(ERROR after 200 ms)");
+  expect(log).toMatch(
+    / INFO connection closed session=\d+ user=orders client=\S+ address=127\.0\.0\.1 reason="closed by the client"\n/,
+  );
+  expect(log).toMatch(
+    / WARN sign-in failed session=\d+ address=127\.0\.0\.1 reason="wrong auth token" errorAfterMs=100\n/,
+  );
+  expect(log).toContain("errorAfterMs=200\n");
   // The admin app wants an admin user's token: none, or a user without the role, is a 401.
   expect((await fetch(`${server.adminUrl}/metrics`)).status).toBe(401);
   const notAdmin = { headers: { Authorization: `Bearer ${ordersToken}` } };
@@ -179,7 +186,7 @@ test("a wrong token is refused after a growing delay, logged and counted in /met
   // Three refused HELLOs and the bearer token without the admin role.
   expect(await metrics.text()).toContain("\naria_auth_failures_total 4\n");
   expect(server.stderr()).toContain(
-    'aria: admin app refused a bearer token: user "orders" does not have the admin role',
+    ' WARN admin app refused a bearer token reason="user \\"orders\\" does not have the admin role"',
   );
 });
 
@@ -264,7 +271,7 @@ test("SIGHUP reloads the users without dropping connections; a broken file keeps
   process.kill(server.pid, "SIGHUP");
   const log = await stderrMatches(/users not reloaded/);
   expect(log).toContain(
-    `aria: users not reloaded: ${usersFile}:2:21: expected a key in quotes, found ","; keeping the 2 users loaded before`,
+    `ERROR users not reloaded: ${usersFile}:2:21: expected a key in quotes, found ","; keeping the 2 users loaded before`,
   );
   const still = await runAria([
     "pub",

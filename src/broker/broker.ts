@@ -27,6 +27,7 @@
  * is built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
  * moved past them.
  */
+import type { Log } from "../stdx/log.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/mod.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
@@ -49,8 +50,10 @@ export interface BrokerOptions {
   scheduler: Scheduler;
   /** When set, HELLO must carry this token. */
   authToken?: string;
-  /** Users, failed sign-in throttle, timer and log of signing in (see dispatch.ts). */
-  signIn?: Pick<DispatchOptions, "users" | "throttle" | "scheduleAfter" | "log">;
+  /** Users, failed sign-in throttle and timer of signing in (see dispatch.ts). */
+  signIn?: Pick<DispatchOptions, "users" | "throttle" | "scheduleAfter">;
+  /** Where connections opened and closed, failed sign-ins and stalls are logged (absent: nowhere). */
+  log?: Log;
   connectionsMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
@@ -152,6 +155,7 @@ export class Broker {
       fanout: this.fanout,
       authToken: options.authToken,
       ...options.signIn,
+      log: options.log,
       connectionsMax: options.connectionsMax,
       sendQueueBytesMax: options.sendQueueBytesMax,
       frameDeadlineUs: options.frameDeadlineUs,

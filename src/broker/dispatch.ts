@@ -153,6 +153,10 @@ export class Dispatch {
       return session.id;
     }
     this.sessions.set(session.id, session);
+    this.options.log?.info("connection opened", {
+      session: session.id,
+      address: connection.remoteAddress,
+    });
     return session.id;
   }
 
@@ -232,7 +236,8 @@ export class Dispatch {
       }
       if (!session.closing || session.closed) continue;
       if (session.closingSeenUs < 0) session.closingSeenUs = nowUs;
-      else if (nowUs - session.closingSeenUs >= CLOSING_LINGER_US) this.closeSession(session);
+      else if (nowUs - session.closingSeenUs >= CLOSING_LINGER_US)
+        this.closeSession(session, "lingered after its fatal error without reading");
     }
   }
 
@@ -490,7 +495,10 @@ export class Dispatch {
       relatedKind,
       relatedId: related.requestId ?? related.subscriptionId ?? 0,
     });
-    if (fatal) session.closing = true;
+    if (fatal) {
+      session.closing = true;
+      session.closeReason ??= `${code}: ${reason}`;
+    }
   }
 
   private decodeFailed(session: SubscriberSession, error: DecodeError): void {
@@ -499,7 +507,10 @@ export class Dispatch {
     // HELLO first is a fatal HANDSHAKE_REQUIRED; bad bytes are no better).
     const fatal = error.fatal || !session.handshaken;
     encodeError(session.writer, { ...error, fatal });
-    if (fatal) session.closing = true;
+    if (fatal) {
+      session.closing = true;
+      session.closeReason ??= `${error.code}: ${error.reason}`;
+    }
   }
 
   /** Reading a subscription from storage failed: drop it and tell its client. */
@@ -526,8 +537,15 @@ export class Dispatch {
     subscription.matcher.close();
   }
 
-  private closeSession(session: SubscriberSession): void {
+  private closeSession(session: SubscriberSession, how = "closed by the client"): void {
     if (session.closed) return;
+    this.options.log?.info("connection closed", {
+      session: session.id,
+      user: session.user?.name,
+      client: session.clientName === "" ? undefined : session.clientName,
+      address: session.connection.remoteAddress,
+      reason: session.closeReason ?? how,
+    });
     for (const subscription of [...session.subscriptions.values()])
       this.dropSubscription(subscription);
     session.closed = true;

@@ -76,6 +76,8 @@ export class Session<Sub = unknown> {
   clientName = "";
   /** The user signed in on this connection (a server with --users), or null. */
   user: User | null = null;
+  /** Why the server ends this connection (its fatal error), for the log; null: it has not said. */
+  closeReason: string | null = null;
   private readonly queue: QueueChunk[] = [];
   private queueHead = 0;
   queuedBytes = 0;

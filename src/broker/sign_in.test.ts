@@ -4,6 +4,7 @@
  * address, a publish or subscription outside the user's permissions is refused naming the topic
  * or entry, and a reload keeps connections while it applies the new permissions.
  */
+import { createLog } from "../stdx/log.ts";
 import { expect, test } from "bun:test";
 import { FailureThrottle, type User, userFromRecord, Users } from "../auth/mod.ts";
 import { PROTOCOL_VERSION } from "../constants.ts";
@@ -88,8 +89,13 @@ function world(users: User[]) {
       users: registry,
       throttle: new FailureThrottle(),
       scheduleAfter: (delayMs, run) => timers.push({ delayMs, run }),
-      log: (line) => logged.push(line),
     },
+    log: createLog({
+      level: "info",
+      format: "text",
+      sink: (line) => logged.push(line),
+      nowMs: () => Date.UTC(2026, 11, 3),
+    }),
   });
   const send = (client: Client, ...frames: OutgoingFrame[]) => {
     const writer = new FrameWriter();
@@ -204,8 +210,8 @@ test("failed sign-ins are counted, logged and answered after a delay growing per
   ]);
   expect(w.broker.stats().authFailures).toBe(4);
   expect(w.broker.stats().messagesPublished).toBe(0);
-  expect(w.logged[0]).toBe(
-    "aria: sign-in failed from 10.0.0.7: wrong auth token (ERROR after 100 ms)\n",
+  expect(w.logged.filter((line) => line.includes("sign-in failed"))[0]).toMatch(
+    /^2026-12-03T00:00:00\.000Z WARN sign-in failed session=\d+ address=10\.0\.0\.7 reason="wrong auth token" errorAfterMs=100\n$/,
   );
   // Only the token naming a user with a hash ran the KDF.
   expect(w.verified).toEqual(["wrong"]);

@@ -14,6 +14,7 @@
  * answer; a pending session holds at most SIGN_IN_HELD_BYTES_MAX of input; a failure is counted
  * and logged once and answered once. Pure: the timer and the log are ports.
  */
+import type { Log } from "../stdx/log.ts";
 import type { FailureThrottle, User, Users } from "../auth/mod.ts";
 import type { AriaErrorCode } from "../protocol/mod.ts";
 import { sameSecret } from "../stdx/secret.ts";
@@ -33,8 +34,8 @@ export interface SignInOptions {
   throttle?: FailureThrottle;
   /** Runs `run` after `delayMs` (the runtime's timer; absent: at once). */
   scheduleAfter?: (delayMs: number, run: () => void) => void;
-  /** Says one line, e.g. a failed sign-in (the server writes it to stderr). */
-  log?: (line: string) => void;
+  /** Where failed sign-ins (and, in dispatch, connections) are logged. */
+  log?: Log;
 }
 
 /** What signing in asks of dispatch. */
@@ -135,9 +136,12 @@ export class SignIn {
     this.failures++;
     const address = session.connection.remoteAddress ?? "unknown address";
     const delayUs = this.options.throttle?.failed(address, this.output.clock.nowUs()) ?? 0;
-    this.options.log?.(
-      `aria: sign-in failed from ${address}: ${reason} (ERROR after ${Math.round(delayUs / 1000)} ms)\n`,
-    );
+    this.options.log?.warn("sign-in failed", {
+      session: session.id,
+      address,
+      reason,
+      errorAfterMs: Math.round(delayUs / 1000),
+    });
     const answer = () => {
       this.pending.delete(session);
       this.output.fail(session, "ARIA_ERR_AUTH_FAILED", reason, { fatal: true });

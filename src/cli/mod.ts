@@ -3,6 +3,7 @@
  * parses its own flags (node:util parseArgs), prints usage on --help, and answers wrong arguments
  * with a usage message on stderr and exit code 2.
  */
+import { ARIA_VERSION } from "../constants.ts";
 import { buildCommit, runtime } from "../runtime/mod.ts";
 import { UsageError } from "./args.ts";
 import { BENCH_USAGE, benchCommand } from "./bench.ts";
@@ -17,8 +18,7 @@ import { USERS_USAGE, usersCommand } from "./users.ts";
 
 export { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, type CliIo } from "./cli_io.ts";
 
-/** Aria's version, printed by `aria version` (package.json's "version"; a test keeps them equal). */
-export const ARIA_VERSION = "0.1.0";
+export { ARIA_VERSION };
 
 /** The line `aria version` and `aria --version` print: the version, the commit and the runtime. */
 export function versionLine(): string {

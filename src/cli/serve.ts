@@ -10,19 +10,22 @@ import {
   TIP_BYTES_MIN,
 } from "../constants.ts";
 import { allowedHostProblem } from "../admin/mod.ts";
-import { runtime } from "../runtime/mod.ts";
+import { processLog, runtime } from "../runtime/mod.ts";
 import { FATAL_EXIT, FatalError, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
-import {
-  parseCommand,
-  parseDuration,
-  parsePort,
-  parseSize,
-  stringFlag,
-  UsageError,
-} from "./args.ts";
+import { LOG_LEVELS, type LogFields } from "../stdx/log.ts";
+import { parseDuration, parsePort, parseSize, UsageError } from "./args.ts";
 import { EXIT_OK, type CliIo } from "./cli_io.ts";
+import {
+  describeSettings,
+  type ResolvedSettings,
+  resolveSettings,
+  type SettingSpecs,
+  settingLabel,
+} from "./settings.ts";
 import { SERVE_TLS_FLAGS, SERVE_TLS_USAGE, serveTlsOf } from "./tls_files.ts";
+
+const LOG_FORMATS = ["text", "json"] as const;
 
 /** Usage of `aria serve`. */
 export const SERVE_USAGE = `Usage: aria serve [options]
@@ -46,90 +49,114 @@ Options:
   --admin-allowed-hosts LIST
                          host names the admin app answers as, comma-separated, beyond localhost,
                          127.0.0.1, [::1] and --admin-host; * answers any (default: none)
-${SERVE_TLS_USAGE}  -h, --help             show this help
+${SERVE_TLS_USAGE}  --log-format FORMAT    text | json: one line per event on stderr (default text)
+  --log-level LEVEL      debug | info | warn | error: the least severe written (default info)
+  --config FILE          settings from a TOML or JSON file, keys named as these flags
+                         (docs/configuration.md)
+  --print-config         print the settings in force and where each came from, tokens
+                         redacted, and exit
+  -h, --help             show this help
+
+Every setting can also come from the environment: ARIA_ and the flag's name in capitals, "-" as
+"_" (ARIA_ADMIN_PORT=7401; ARIA_CONFIG names a config file). A flag wins over the environment,
+which wins over the config file.
 `;
 
 const FSYNC_POLICIES: FsyncPolicy[] = ["always", "interval", "never"];
 
+/** The settings of `aria serve`: its flags, `ARIA_*` variables and config-file keys (settings.ts). */
+export const SERVE_SETTINGS: SettingSpecs = {
+  host: { type: "string", default: "127.0.0.1" },
+  port: { type: "string", default: "7400" },
+  "admin-port": { type: "string", default: "7401" },
+  "data-dir": { type: "string", default: "./aria-data" },
+  "tip-bytes": { type: "string", default: `${TIP_BYTES_DEFAULT / 1024 ** 2}MiB` },
+  fsync: { type: "string", default: "always" },
+  "retain-age": { type: "string" },
+  "retain-bytes": { type: "string" },
+  "auth-token": { type: "string", secret: true },
+  users: { type: "string" },
+  "admin-host": { type: "string", default: ADMIN_HOST_DEFAULT },
+  "admin-token": { type: "string", secret: true },
+  "admin-allowed-hosts": { type: "string", list: true },
+  ...Object.fromEntries(Object.keys(SERVE_TLS_FLAGS).map((name) => [name, { type: "string" }])),
+  "log-format": { type: "string", default: "text" },
+  "log-level": { type: "string", default: "info" },
+};
+
 /** Runs `aria serve`; resolves to the exit code after a signal stopped the server. */
 export async function serveCommand(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommand(args, {
-    host: { type: "string" },
-    port: { type: "string" },
-    "admin-port": { type: "string" },
-    "data-dir": { type: "string" },
-    "tip-bytes": { type: "string" },
-    fsync: { type: "string" },
-    "retain-age": { type: "string" },
-    "retain-bytes": { type: "string" },
-    "auth-token": { type: "string" },
-    users: { type: "string" },
-    "admin-host": { type: "string" },
-    "admin-token": { type: "string" },
-    "admin-allowed-hosts": { type: "string" },
-    ...SERVE_TLS_FLAGS,
-    help: { type: "boolean", short: "h" },
-  });
+  const settings = await resolveSettings(SERVE_SETTINGS, args, io);
+  const { values, positionals } = settings;
   if (values.help === true) {
     io.out(SERVE_USAGE);
     return EXIT_OK;
   }
+  const label = (name: string) => settingLabel(settings, name);
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const fsync = stringFlag(values, "fsync", "always") as FsyncPolicy;
+  const fsync = values.fsync as FsyncPolicy;
   if (!FSYNC_POLICIES.includes(fsync))
-    throw new UsageError(`--fsync: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`);
-  const tipBytes =
-    typeof values["tip-bytes"] === "string"
-      ? parseSize(values["tip-bytes"], "--tip-bytes")
-      : TIP_BYTES_DEFAULT;
+    throw new UsageError(
+      `${label("fsync")}: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`,
+    );
+  const tipBytes = parseSize(values["tip-bytes"] as string, label("tip-bytes"));
   if (tipBytes < TIP_BYTES_MIN || tipBytes > TIP_BYTES_MAX)
     throw new UsageError(
-      `--tip-bytes: must be between ${TIP_BYTES_MIN} and ${TIP_BYTES_MAX} bytes`,
+      `${label("tip-bytes")}: must be between ${TIP_BYTES_MIN} and ${TIP_BYTES_MAX} bytes`,
     );
+  const logFormat = oneOf(values["log-format"], LOG_FORMATS, label("log-format"));
+  const logLevel = oneOf(values["log-level"], LOG_LEVELS, label("log-level"));
+  const text = (name: string) => values[name] as string | undefined;
   const options = {
-    host: stringFlag(values, "host", "127.0.0.1"),
-    port: parsePort(stringFlag(values, "port", "7400"), "--port"),
-    adminPort: parsePort(stringFlag(values, "admin-port", "7401"), "--admin-port"),
-    dataDir: stringFlag(values, "data-dir", "./aria-data"),
+    host: text("host") as string,
+    port: parsePort(text("port") as string, label("port")),
+    adminPort: parsePort(text("admin-port") as string, label("admin-port")),
+    dataDir: text("data-dir") as string,
     tipBytes: tipBytes - (tipBytes % 8),
     fsync,
     retainAgeUs:
-      typeof values["retain-age"] === "string"
-        ? parseDuration(values["retain-age"], "--retain-age") * 1000
-        : undefined,
+      text("retain-age") === undefined
+        ? undefined
+        : parseDuration(text("retain-age") as string, label("retain-age")) * 1000,
     retainBytes:
-      typeof values["retain-bytes"] === "string"
-        ? parseSize(values["retain-bytes"], "--retain-bytes")
-        : undefined,
-    authToken: typeof values["auth-token"] === "string" ? values["auth-token"] : undefined,
-    usersFile: typeof values.users === "string" ? values.users : undefined,
-    adminHost: stringFlag(values, "admin-host", ADMIN_HOST_DEFAULT),
-    adminToken: typeof values["admin-token"] === "string" ? values["admin-token"] : undefined,
-    adminAllowedHosts: allowedHostsOf(values["admin-allowed-hosts"]),
+      text("retain-bytes") === undefined
+        ? undefined
+        : parseSize(text("retain-bytes") as string, label("retain-bytes")),
+    authToken: text("auth-token"),
+    usersFile: text("users"),
+    adminHost: text("admin-host") as string,
+    adminToken: text("admin-token"),
+    adminAllowedHosts: allowedHostsOf(text("admin-allowed-hosts"), label("admin-allowed-hosts")),
   };
   if (options.adminToken !== undefined && !/^[\x21-\x7e]+$/.test(options.adminToken))
-    throw new UsageError("--admin-token: must be printable ASCII without spaces");
+    throw new UsageError(`${label("admin-token")}: must be printable ASCII without spaces`);
   // An empty host could mean every interface to the runtime: the admin app and its split routes open to all.
-  if (options.host === "") throw new UsageError("--host: must not be empty");
-  if (options.adminHost === "") throw new UsageError("--admin-host: must not be empty");
+  if (options.host === "") throw new UsageError(`${label("host")}: must not be empty`);
+  if (options.adminHost === "") throw new UsageError(`${label("admin-host")}: must not be empty`);
   // An empty token (an unset variable in `--auth-token "$TOKEN"`) would mean no auth at all.
   if (options.authToken === "")
     throw new UsageError(
-      "--auth-token: must not be empty (leave the flag out for a server without auth)",
+      `${label("auth-token")}: must not be empty (leave it out for a server without auth)`,
     );
   if (options.usersFile !== undefined && options.authToken !== undefined)
     throw new UsageError(
-      "--users and --auth-token: choose one (with --users each client signs in with its user's token)",
+      `${label("users")} and ${label("auth-token")}: choose one (with users each client signs in with its user's token)`,
     );
-  if (options.usersFile === "") throw new UsageError("--users: must not be empty");
+  if (options.usersFile === "") throw new UsageError(`${label("users")}: must not be empty`);
+  if (values["print-config"] === true) {
+    io.out(describeSettings(SERVE_SETTINGS, settings));
+    return EXIT_OK;
+  }
   const tls = await serveTlsOf(values);
   if (!tls.ok) {
     io.err(`aria serve: Cannot serve TLS: ${tls.message}\n`);
     return FATAL_EXIT.tls;
   }
+  const log = processLog({ level: logLevel, format: logFormat });
+  log.info("starting", startFields(settings));
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls });
+    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls, log });
   } catch (error) {
     if (error instanceof FatalError) {
       io.err(`aria serve: ${error.message}\n`);
@@ -144,40 +171,63 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       cut.recordsAfterCut === 0
         ? "no valid record after it"
         : `${cut.recordsAfterCut} valid-looking records after it, unsynced writes the crash kept out of order`;
-    io.err(
-      `aria serve: recovery cut ${cut.file} at offset ${cut.offset} after its last whole record: ${cut.bytesCut} bytes, ${after}\n`,
-    );
+    log.warn("recovery cut a journal after its last whole record", {
+      file: cut.file,
+      offset: cut.offset,
+      bytesCut: cut.bytesCut,
+      after,
+    });
   }
   if (recovery.journalsAdopted > 0)
-    io.err(
-      `aria serve: recovery adopted the journal staged at the last roll (written while the one before it was sealed; its records continue it)\n`,
+    log.info(
+      "recovery adopted the journal staged at the last roll (written while the one before it was sealed; its records continue it)",
     );
   for (const problem of recovery.problems)
-    io.err(`aria serve: recovery: ${JSON.stringify(problem)}\n`);
+    log.warn("recovery found a problem", { problem: JSON.stringify(problem) });
+  log.info("serving", { protocol: server.tcpUrl, admin: server.adminUrl });
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
-  // SIGHUP (systemctl reload) must not end the server; what it reloads is listed in docs/operations.md.
+  // SIGHUP (systemctl reload) must not end the server; what it reloads: docs/operations.md.
   runtime.onReloadSignal(() => {
-    io.err("aria serve: SIGHUP: reloading\n");
-    void server.reloadUsers().then((reloaded) => io.err(reloaded.line));
+    log.info("SIGHUP: reloading");
+    void server
+      .reloadUsers()
+      .then((reloaded) => (reloaded.ok ? log.info(reloaded.message) : log.error(reloaded.message)));
   });
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
-  io.err(`aria serve: ${signal}: shutting down\n`);
+  log.info("shutting down", { signal });
   await server.stop();
+  log.info("stopped");
   return EXIT_OK;
 }
 
+/** The start-up line's fields: every setting that is set, secrets redacted, and the config file. */
+function startFields(settings: ResolvedSettings): LogFields {
+  const fields: LogFields = { configFile: settings.configFile };
+  for (const [name, spec] of Object.entries(SERVE_SETTINGS)) {
+    const value = settings.values[name];
+    if (value !== undefined) fields[name] = spec.secret === true ? "<redacted>" : value;
+  }
+  return fields;
+}
+
 /** The names of --admin-allowed-hosts (a DNS rebinding page cannot use any other name). */
-function allowedHostsOf(value: unknown): string[] | undefined {
-  if (typeof value !== "string") return undefined;
+function allowedHostsOf(value: string | undefined, label: string): string[] | undefined {
+  if (value === undefined) return undefined;
   const names = value
     .split(",")
     .map((name) => name.trim())
     .filter((name) => name !== "");
   if (names.length === 0)
-    throw new UsageError("--admin-allowed-hosts: give host names separated by commas, or *");
+    throw new UsageError(`${label}: give host names separated by commas, or *`);
   for (const name of names) {
     const problem = allowedHostProblem(name);
-    if (problem !== null) throw new UsageError(`--admin-allowed-hosts: ${problem}`);
+    if (problem !== null) throw new UsageError(`${label}: ${problem}`);
   }
   return names;
+}
+
+/** `value` if it is one of `allowed`; a usage error naming `label` otherwise. */
+function oneOf<T extends string>(value: unknown, allowed: readonly T[], label: string): T {
+  if (allowed.includes(value as T)) return value as T;
+  throw new UsageError(`${label}: "${String(value)}" is not one of ${allowed.join(", ")}`);
 }

@@ -66,6 +66,17 @@ export function settingLabel(resolved: ResolvedSettings, name: string): string {
   return `--${name}`;
 }
 
+/** The flags of `specs`, as parseCommand takes them. */
+export function flagsOf(
+  specs: SettingSpecs,
+): Record<string, { type: "string" | "boolean"; short?: string }> {
+  const flags: Record<string, { type: "string" | "boolean"; short?: string }> = {};
+  for (const [name, spec] of Object.entries(specs))
+    flags[name] =
+      spec.short === undefined ? { type: spec.type } : { type: spec.type, short: spec.short };
+  return flags;
+}
+
 /** Resolves `specs` from `args`, `io.env()` and the config file they name. Throws UsageError. */
 export async function resolveSettings(
   specs: SettingSpecs,
@@ -73,10 +84,10 @@ export async function resolveSettings(
   io: CliIo,
 ): Promise<ResolvedSettings> {
   const all = { ...specs, ...SETTINGS_FLAGS };
-  const flagOptions: Record<string, { type: "string" | "boolean"; short?: string }> = {};
-  for (const [name, spec] of Object.entries(all))
-    flagOptions[name] = spec.short === undefined ? { type: spec.type } : spec;
-  const { values: flags, positionals } = parseCommand(args, flagOptions);
+  const { values: flags, positionals } = parseCommand(args, flagsOf(all));
+  // --help needs no other source to be valid (a broken ARIA_CONFIG must not hide the usage).
+  if (flags.help === true)
+    return { values: { help: true }, sources: { help: "flag" }, positionals };
   const environment = io.env?.() ?? {};
   const fromEnvironment: Record<string, string | boolean> = {};
   for (const [name, spec] of Object.entries(specs)) {

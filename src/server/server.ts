@@ -10,7 +10,13 @@ import { mkdir } from "node:fs/promises";
 import { createAdminApp, type LastSplit } from "../admin/mod.ts";
 import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
-import { ADMIN_HOST_DEFAULT, MAINTENANCE_INTERVAL_MS, RECORD_HEADER_BYTES } from "../constants.ts";
+import {
+  ADMIN_HOST_DEFAULT,
+  ARIA_VERSION,
+  MAINTENANCE_INTERVAL_MS,
+  METRICS_LAGS_MAX,
+  RECORD_HEADER_BYTES,
+} from "../constants.ts";
 import {
   Store,
   StoreError,
@@ -23,14 +29,18 @@ import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import {
   acquireLock,
+  buildCommit,
   type HeldLock,
   type HttpServer,
   runtime,
   serverTlsProblem,
   type TcpListener,
   type TlsServerOptions,
+  processLog,
+  processStats,
   watchEventLoopLag,
 } from "../runtime/mod.ts";
+import type { Log } from "../stdx/log.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { adminPlanner } from "./split_pool.ts";
@@ -57,6 +67,8 @@ export interface ServerOptions {
   adminHost?: string;
   /** When set, the admin app requires `Authorization: Bearer <adminToken>` (all but /healthz and the UI shell). */
   adminToken?: string;
+  /** Where the server logs (default: text lines at info and above on stderr). */
+  log?: Log;
   /** Host names the admin app answers as beyond loopback and its own address; `*`: any. */
   adminAllowedHosts?: readonly string[];
   /** The store's budgets, for embedders and tests (the CLI keeps the defaults of src/constants.ts). */
@@ -75,7 +87,7 @@ export interface RunningServer {
   tip: Tip;
   recovery: RecoveryReport;
   /** Reads the users file again (SIGHUP): applied to open connections, or kept on an error. */
-  reloadUsers(): Promise<{ ok: boolean; line: string }>;
+  reloadUsers(): Promise<{ ok: boolean; message: string }>;
   stop(): Promise<void>;
 }
 
@@ -109,6 +121,7 @@ function repairHint(error: unknown, dataDir: string): string {
 /** Starts a server; throws FatalError when the data directory or a port is unusable. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   checkTls(options);
+  const log = options.log ?? processLog({ level: "info", format: "text" });
   let users: Users | undefined;
   if (options.usersFile !== undefined) {
     const read = await readUsersFile(options.usersFile);
@@ -146,7 +159,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   const lock: HeldLock = locked.lock;
   if (locked.replaced !== undefined)
-    runtime.writeStderr(`aria: took over ${locked.replaced} in "${options.dataDir}"\n`);
+    log.warn("took over the data directory from a process that is gone", {
+      from: locked.replaced,
+      dataDir: options.dataDir,
+    });
   let opened: Awaited<ReturnType<typeof Store.open>>;
   try {
     opened = await Store.open(runtime.openDisk(options.dataDir), {
@@ -166,11 +182,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { store, recovery } = opened;
   // Once each way: the store stops writing (a full disk it retries, or a failure) and resumes.
   store.onWritableChanged = (reason) =>
-    runtime.writeStderr(
-      reason === null
-        ? "aria: the store writes again: publishes are accepted\n"
-        : `aria: publishes are refused: ${reason.message}\n`,
-    );
+    reason === null
+      ? log.info("the store writes again")
+      : log.error("the store cannot write: publishes are refused while it cannot", {
+          reason: reason.message,
+        });
   const topics = new TopicTable();
   const tip = new Tip(topics, { capacityBytes: options.tipBytes });
   // Refill the tip so tip recovery works right after a restart.
@@ -202,8 +218,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       users,
       throttle: new FailureThrottle(),
       scheduleAfter: runtime.scheduleAfter,
-      log: runtime.writeStderr,
     },
+    log,
   });
   let tcp: TcpListener;
   let admin: HttpServer;
@@ -228,6 +244,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       store: store.stats(),
       eventLoop: { lagMaxSeconds: lag.maxSeconds() },
       topics: topics.stats(),
+      process: processStats(),
+      build: {
+        version: ARIA_VERSION,
+        commit: buildCommit(),
+        runtime: `${runtime.name} ${runtime.version}`,
+      },
+      lags: broker.largestLags(METRICS_LAGS_MAX),
     }),
     // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
     volumes: (source) =>
@@ -248,7 +271,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         ? options.adminToken
         : adminCredentialOf(users, options.adminToken, (reason) => {
             broker.countAuthFailure();
-            runtime.writeStderr(`aria: admin app refused a bearer token: ${reason}\n`);
+            log.warn("admin app refused a bearer token", { reason });
           }),
     listenHost: adminHost,
     allowedHosts: options.adminAllowedHosts,
@@ -274,9 +297,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (store.uncountedFiles > 0) {
     void store.countFiles().catch((error: unknown) => {
       if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
-      runtime.writeStderr(
-        `aria: counting the topics of closed files failed: ${error instanceof Error ? error.message : String(error)}\n`,
-      );
+      log.error("counting the topics of closed files failed", {
+        reason: error instanceof Error ? error.message : String(error),
+      });
     });
   }
   const adminScheme = options.adminTls === undefined ? "http" : "https";
@@ -299,9 +322,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         // append has stopped the store (publishes fail from then on); a closed or failed store
         // refuses retention, which says nothing new.
         if (error instanceof StoreError && error.code === "ARIA_ERR_STORE_CLOSED") return;
-        runtime.writeStderr(
-          `aria: retention failed: ${error instanceof Error ? error.message : String(error)}\n`,
-        );
+        log.error("retention failed", {
+          reason: error instanceof Error ? error.message : String(error),
+        });
       })
       .finally(() => {
         maintaining = false;
@@ -317,7 +340,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     recovery,
     reloadUsers: async () => {
       if (users === undefined || options.usersFile === undefined)
-        return { ok: true, line: "aria: no users file to reload (--users)\n" };
+        return { ok: true, message: "no users file to reload (--users)" };
       const reloaded = await reloadUsers(options.usersFile, users);
       if (reloaded.ok) broker.usersReplaced();
       return reloaded;

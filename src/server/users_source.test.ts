@@ -32,13 +32,13 @@ test("a reload replaces the users; a broken file keeps the ones loaded before", 
   writeFileSync(path, formatUsersFile([record("a", "sa")]));
   expect(await reloadUsers(path, users)).toEqual({
     ok: true,
-    line: `aria: users reloaded from ${path}: 1 users\n`,
+    message: `users reloaded from ${path}: 1 users`,
   });
   expect(users.user("b")).toBeUndefined();
   writeFileSync(path, '{"users": [\n  {"name": "a"}]}');
   expect(await reloadUsers(path, users)).toEqual({
     ok: false,
-    line: `aria: users not reloaded: ${path}:2:3: user "a" needs a "tokenHash" or a "certSubject" to sign in with; keeping the 1 users loaded before\n`,
+    message: `users not reloaded: ${path}:2:3: user "a" needs a "tokenHash" or a "certSubject" to sign in with; keeping the 1 users loaded before`,
   });
   expect(users.user("a")).toBeDefined();
   expect(await readUsersFile(join(dir, "missing.json"))).toMatchObject({ ok: false });

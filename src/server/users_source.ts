@@ -30,20 +30,20 @@ export function usersOf(list: readonly User[]): Users {
   return new Users(list, { verify: verifyToken, digest: tokenDigest });
 }
 
-/** Reads `path` again into `users`; the line to log, saying what changed or why nothing did. */
+/** Reads `path` again into `users`; what to log, saying what changed or why nothing did. */
 export async function reloadUsers(
   path: string,
   users: Users,
-): Promise<{ ok: boolean; line: string }> {
+): Promise<{ ok: boolean; message: string }> {
   const read = await readUsersFile(path);
   const before = users.all().length;
   if (!read.ok)
     return {
       ok: false,
-      line: `aria: users not reloaded: ${read.error}; keeping the ${before} users loaded before\n`,
+      message: `users not reloaded: ${read.error}; keeping the ${before} users loaded before`,
     };
   users.replace(read.users);
-  return { ok: true, line: `aria: users reloaded from ${path}: ${read.users.length} users\n` };
+  return { ok: true, message: `users reloaded from ${path}: ${read.users.length} users` };
 }
 
 /**
