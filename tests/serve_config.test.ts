@@ -75,6 +75,18 @@ test("a server runs on a config file's settings and logs them as JSON lines, the
     "data-dir": dataDir,
   });
   expect(server.stderr()).not.toContain("json-secret");
+  // /metrics tells the process and the build (issue 29's process metrics).
+  const metrics = await (await fetch(`${server.adminUrl}/metrics`)).text();
+  for (const name of [
+    "process_resident_memory_bytes",
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_start_time_seconds",
+  ])
+    expect(metrics).toMatch(new RegExp(`^${name} \\d`, "m"));
+  expect(metrics).toMatch(
+    /^aria_build_info\{version="0\.1\.0",commit="[^"]+",runtime="bun [^"]+"\} 1$/m,
+  );
   // The file's token is in force: a client without it is refused, one with it publishes.
   const refused = await runWith(["pub", "--url", server.tcpUrl, "a/b", "x"]);
   expect(refused.exitCode).toBe(1);

@@ -263,7 +263,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // From the data directory: the same after a restart or an offline split.
     split: () => ({ storeBytes: store.stats().storeBytes, last: lastSplitOf(store.lastSplit()) }),
     // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
-    routes: (app) => addSplitRoutes(app, storeHost(store)),
+    routes: (app) =>
+      addSplitRoutes(app, storeHost(store), (swap) =>
+        log.info("split switched: reads use the new layout", {
+          filesRemoved: swap.removed.length,
+          storesAdded: swap.added.length,
+        }),
+      ),
     clock: runtime.clock,
     // With users, a user with the admin role (or the admin token, for `aria split`).
     token:
