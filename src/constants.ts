@@ -351,6 +351,12 @@ export const CATCH_UP_READ_BATCH_BYTES = CATCH_UP_SLICE_BYTES;
  */
 export const CATCH_UP_READ_BUFFER_BYTES = 4 * 1024 * 1024;
 /**
+ * Resident bytes a server may grow by, from its low since the last full collection, before its
+ * once-a-second garbage hint becomes a full collection (runtime/garbage_hint.ts): freed buffers
+ * of a burst (a thousand subscribers that never read) went back to the OS only then.
+ */
+export const GC_FULL_GROWTH_BYTES = 128 * 1024 * 1024;
+/**
  * How often a server runs segment aging and retention (ms): far finer than their limits need
  * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
  */

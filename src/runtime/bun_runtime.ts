@@ -10,6 +10,7 @@ import { BunDisk } from "./bun_disk.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { nativeCrc32 } from "./crc32.ts";
 import { readBytesFile, readTextFile } from "./files.ts";
+import { garbageHint } from "./garbage_hint.ts";
 import {
   onShutdownSignal,
   onReloadSignal,
@@ -50,7 +51,10 @@ export const bunRuntime = (): Runtime => ({
   scheduler: systemScheduler,
   scheduleAfter,
   yieldToEvents,
-  collectGarbage: () => Bun.gc(false),
+  collectGarbage: garbageHint(
+    () => process.memoryUsage.rss(),
+    (full) => Bun.gc(full),
+  ),
   spawnWorker: (url) => new Worker(url),
   args: processArgs,
   environment: () => ({ ...process.env }) as Record<string, string>,

@@ -95,7 +95,8 @@ export interface Runtime {
   yieldToEvents(): Promise<void> | undefined;
   /**
    * Asks the garbage collector to run soon, without blocking (a no-op where the runtime offers no
-   * such hint). The server calls it once a second so freed frames and batches are returned
+   * such hint), or a full collection once the resident set grew by GC_FULL_GROWTH_BYTES
+   * (garbage_hint.ts). The server calls it once a second so freed frames and batches are returned
    * steadily instead of piling up between the engine's own collections.
    */
   collectGarbage(): void;
