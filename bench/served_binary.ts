@@ -31,6 +31,7 @@ export async function startServedBinary(
   bin: string,
   dataDir: string,
   tipBytes: string,
+  extraArgs: string[] = [],
 ): Promise<ServedBinary> {
   const child = Bun.spawn(
     [
@@ -48,6 +49,7 @@ export async function startServedBinary(
       tipBytes,
       "--fsync",
       "never",
+      ...extraArgs,
     ],
     {
       stdin: "ignore",
@@ -99,6 +101,12 @@ export async function startServedBinary(
       if (other !== "") console.error(other);
     },
   };
+}
+
+/** User + system CPU of process `pid` so far, in ms (/proc/PID/stat; USER_HZ is 100 on Linux). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(")")[1].trim().split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
 /** The resident set of process `pid` in bytes (0 when /proc does not say). */

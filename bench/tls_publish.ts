@@ -10,11 +10,13 @@
  *
  *   npx bun bench/tls_publish.ts [--bin dist/aria] [--rounds 6] [--duration 2s]
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { median } from "../src/bench/stats.ts";
 import { makeTestCerts } from "../tests/tls_certs.ts";
+import { cpuMs } from "./served_binary.ts";
 
 const { values } = parseArgs({
   options: {
@@ -70,12 +72,6 @@ async function serve(kind: "plain" | "tls"): Promise<Served> {
   };
 }
 
-/** User + system CPU of `pid` so far, in ms. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(")")[1].trim().split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // USER_HZ is 100 on Linux
-}
-
 async function published(server: Served): Promise<number> {
   const response = await fetch(`${server.adminUrl}/api/stats`, { tls: { ca } });
   return ((await response.json()) as { broker: { messagesPublished: number } }).broker
@@ -118,12 +114,6 @@ async function measure(server: Served, payload: string): Promise<Run> {
     clientNsPerMessage: (clientUs * 1e3) / messages,
   };
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
 
 const plain = await serve("plain");
 const secure = await serve("tls");
