@@ -108,6 +108,24 @@ test("--admin-tls-cert/--admin-tls-key alone: the protocol stays tcp://, the adm
   }
 });
 
+test("aria split reaches a server whose admin app is HTTPS with --ca (else ARIA_CA); without, it says why", async () => {
+  const withoutCa = Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => key !== "ARIA_CA"),
+  ) as Record<string, string>;
+  const stats = ["split", "stats", "--data-dir", secure.dataDir];
+  const trusted = await runAria([...stats, "--ca", certs.path("ca.pem")], { env: withoutCa });
+  expect({ exit: trusted.exitCode, stderr: trusted.stderr }).toMatchObject({ exit: 0 });
+  expect(trusted.stdout).toStartWith("topic,bytes,messages\n");
+  const fromEnvironment = await runAria(stats, {
+    env: { ...withoutCa, ARIA_CA: certs.path("ca.pem") },
+  });
+  expect(fromEnvironment.exitCode).toBe(0);
+  const untrusted = await runAria(stats, { env: withoutCa });
+  expect(untrusted.exitCode).toBe(1);
+  expect(untrusted.stderr).toContain("aria split stats:");
+  expect(untrusted.stderr.toLowerCase()).toContain("certificate");
+});
+
 test("aria bench --url tls:// with --ca measures the TLS server", async () => {
   const bench = await runAria(
     ["bench", "--scenario", "publish", "--quick", "--publishers", "1"].concat([

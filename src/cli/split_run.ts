@@ -29,14 +29,16 @@ import {
   defaultWorkers,
   nowMs,
   openSplitOwner,
+  type SplitOwner,
   stderrIsTerminal,
   workerRunner,
 } from "../server/mod.ts";
 import { parseCommand, parseCount, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
+import { clientTlsOf } from "./tls_files.ts";
 
 /** Usage of `aria split` (the rewrite). */
-export const SPLIT_RUN_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--seal] [--dry-run]
+export const SPLIT_RUN_USAGE = `Usage: aria split [--data-dir DIR] [--algorithm adaptive|heuristic] [--max-stores N] [--workers N] [--seal] [--dry-run] [--ca FILE]
 
 Measures the per-topic volumes of the closed segments and stores of a data directory, plans, and
 rewrites each partition into its subtree stores on worker threads (one partition per task), then
@@ -57,11 +59,13 @@ Options:
                       then only plan)
   --dry-run           measure and plan, print the metrics, change nothing (but what --seal closes)
   --json              print the report as one JSON document
+  --ca FILE           trust this CA (PEM) when the server's admin app is HTTPS (default: ARIA_CA,
+                      else the system's CAs)
   -h, --help          show this help
 `;
 
 /** Usage of `aria split stats`. */
-export const SPLIT_STATS_USAGE = `Usage: aria split stats [--data-dir DIR] [--json|--csv]
+export const SPLIT_STATS_USAGE = `Usage: aria split stats [--data-dir DIR] [--json|--csv] [--ca FILE]
 
 Prints the per-topic volumes (record bytes, messages) of the closed segments and subtree stores
 of a data directory: the volume table 'aria split plan --volumes' reads (CSV, the default).
@@ -73,6 +77,8 @@ Options:
   --csv               CSV with the header topic,bytes,messages (default)
   --json              {"topics": [{"topic", "bytes", "messages"}], "open": {"partitions", "records",
                       "bytes", "oldestTimeUs", "segmentAgeUs", "segmentBytesMax"}}
+  --ca FILE           trust this CA (PEM) when the server's admin app is HTTPS (default: ARIA_CA,
+                      else the system's CAs)
   -h, --help          show this help
 `;
 
@@ -86,6 +92,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
     "dry-run": { type: "boolean" },
     seal: { type: "boolean" },
     json: { type: "boolean" },
+    ca: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -107,7 +114,7 @@ export async function splitRunCommand(args: string[], io: CliIo): Promise<number
   if (workers < 1 || workers > 256) throw new UsageError("--workers: must be between 1 and 256");
   const dataDir = stringFlag(values, "data-dir", "./aria-data");
 
-  const owner = await openSplitOwner(dataDir);
+  const owner = await splitOwnerOf(dataDir, values, io);
   if (typeof owner === "string") {
     io.err(`aria split: ${owner}\n`);
     return EXIT_FAILURE;
@@ -286,6 +293,7 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
     "data-dir": { type: "string" },
     json: { type: "boolean" },
     csv: { type: "boolean" },
+    ca: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
   if (values.help === true) {
@@ -296,7 +304,7 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
   if (values.json === true && values.csv === true)
     throw new UsageError("--json and --csv exclude each other");
   const dataDir = stringFlag(values, "data-dir", "./aria-data");
-  const owner = await openSplitOwner(dataDir);
+  const owner = await splitOwnerOf(dataDir, values, io);
   if (typeof owner === "string") {
     io.err(`aria split stats: ${owner}\n`);
     return EXIT_FAILURE;
@@ -341,4 +349,16 @@ export async function splitStatsCommand(args: string[], io: CliIo): Promise<numb
 
 function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** The owner of `dataDir`, reaching a serving owner's HTTPS admin app with --ca (else ARIA_CA). */
+async function splitOwnerOf(
+  dataDir: string,
+  values: Record<string, unknown>,
+  io: CliIo,
+): Promise<SplitOwner | string> {
+  // The admin URL is known only once the lock is read: take the CA as for a tls:// URL.
+  const tls = await clientTlsOf({ ca: values.ca }, "tls://", io);
+  if (!tls.ok) return tls.message;
+  return await openSplitOwner(dataDir, { ca: tls.tls?.ca });
 }

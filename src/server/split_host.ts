@@ -8,8 +8,8 @@
 import type { SplitHost } from "../split/executor.ts";
 import type { LayoutSwap, OpenData, PartitionLayout, SealResult } from "../store/mod.ts";
 
-/** A SplitHost that talks to the server at `adminUrl`. */
-export function remoteHost(adminUrl: string, token?: string): SplitHost {
+/** A SplitHost that talks to the server at `adminUrl` (over HTTPS trusting `ca`, when given). */
+export function remoteHost(adminUrl: string, token?: string, ca?: string): SplitHost {
   const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
     const headers: Record<string, string> = { "Content-Type": "application/json" };
     if (token !== undefined) headers.Authorization = `Bearer ${token}`;
@@ -17,6 +17,8 @@ export function remoteHost(adminUrl: string, token?: string): SplitHost {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
+      // Bun's fetch takes the CA here (Deno ignores it: its system CAs and DENO_CERT apply).
+      ...(ca === undefined ? {} : { tls: { ca } }),
     });
     const reply = (await response
       .json()

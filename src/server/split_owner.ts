@@ -20,8 +20,14 @@ export type SplitOwner = {
   close(): Promise<void>;
 };
 
-/** Finds or becomes the owner of `dataDir`; a reason string when neither is possible. */
-export async function openSplitOwner(dataDir: string): Promise<SplitOwner | string> {
+/**
+ * Finds or becomes the owner of `dataDir`; a reason string when neither is possible. `ca`: PEM
+ * text trusted for a serving owner's HTTPS admin app (absent: the system's CAs).
+ */
+export async function openSplitOwner(
+  dataDir: string,
+  options: { ca?: string } = {},
+): Promise<SplitOwner | string> {
   const disk = runtime.openDisk(dataDir);
   const names = await disk.list("").catch((): string[] => []);
   if (!names.includes("MANIFEST") && !names.includes("segments"))
@@ -32,7 +38,7 @@ export async function openSplitOwner(dataDir: string): Promise<SplitOwner | stri
       if (holder.adminUrl === null)
         return `"${dataDir}" is in use by pid ${holder.pid} (aria ${holder.command}); try again when it is done`;
       return {
-        host: remoteHost(holder.adminUrl, holder.adminToken),
+        host: remoteHost(holder.adminUrl, holder.adminToken, options.ca),
         via: "server",
         adminUrl: holder.adminUrl,
         disk,
