@@ -139,6 +139,11 @@ test("bad settings: exit 2 naming the source, and the server never starts", asyn
     [[], { ARIA_LOG_LEVEL: "loud" }, 'aria serve: ARIA_LOG_LEVEL: "loud" is not one of debug'],
     [[], { ARIA_CONFIG: join(dir, "absent.toml") }, "aria serve: --config: cannot read"],
     [["--log-format", "xml"], {}, 'aria serve: --log-format: "xml" is not one of text, json'],
+    [
+      [],
+      { ARIA_TLS_CERT: join(dir, "server.pem") },
+      "aria serve: ARIA_TLS_CERT and --tls-key go together",
+    ],
   ];
   for (const [args, env, said] of cases) {
     // Should one start by mistake, it listens on free ports in a directory of its own.

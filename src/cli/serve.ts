@@ -147,7 +147,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     io.out(describeSettings(SERVE_SETTINGS, settings));
     return EXIT_OK;
   }
-  const tls = await serveTlsOf(values);
+  const tls = await serveTlsOf(values, label);
   if (!tls.ok) {
     io.err(`aria serve: Cannot serve TLS: ${tls.message}\n`);
     return FATAL_EXIT.tls;

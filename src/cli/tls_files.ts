@@ -95,26 +95,41 @@ export type ServeTls =
  * Reads `aria serve`'s TLS files. Throws UsageError for half a pair or a client CA without a
  * certificate; the admin app takes the protocol's pair unless it has its own.
  */
-export async function serveTlsOf(values: Record<string, unknown>): Promise<ServeTls> {
+export async function serveTlsOf(
+  values: Record<string, unknown>,
+  label: (name: string) => string = (name) => `--${name}`,
+): Promise<ServeTls> {
   const [cert, key, clientCa] = ["tls-cert", "tls-key", "tls-client-ca"].map((n) =>
     text(values, n),
   );
   const [adminCert, adminKey] = ["admin-tls-cert", "admin-tls-key"].map((n) => text(values, n));
   if ((cert === undefined) !== (key === undefined))
-    throw new UsageError("--tls-cert and --tls-key go together: give both or neither");
+    throw new UsageError(
+      `${label("tls-cert")} and ${label("tls-key")} go together: give both or neither`,
+    );
   if ((adminCert === undefined) !== (adminKey === undefined))
-    throw new UsageError("--admin-tls-cert and --admin-tls-key go together: give both or neither");
+    throw new UsageError(
+      `${label("admin-tls-cert")} and ${label("admin-tls-key")} go together: give both or neither`,
+    );
   if (clientCa !== undefined && cert === undefined)
-    throw new UsageError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)");
-  const read = await readAll({
-    ...(cert === undefined ? {} : { cert: { flag: "--tls-cert", path: cert } }),
-    ...(key === undefined ? {} : { key: { flag: "--tls-key", path: key } }),
-    ...(clientCa === undefined ? {} : { clientCa: { flag: "--tls-client-ca", path: clientCa } }),
-    ...(adminCert === undefined
-      ? {}
-      : { adminCert: { flag: "--admin-tls-cert", path: adminCert } }),
-    ...(adminKey === undefined ? {} : { adminKey: { flag: "--admin-tls-key", path: adminKey } }),
-  });
+    throw new UsageError(
+      `${label("tls-client-ca")} needs ${label("tls-cert")} and ${label("tls-key")} (mutual TLS is TLS)`,
+    );
+  const file = (name: string, path: string | undefined) =>
+    path === undefined ? undefined : { flag: label(name), path };
+  const read = await readAll(
+    Object.fromEntries(
+      [
+        ["cert", file("tls-cert", cert)],
+        ["key", file("tls-key", key)],
+        ["clientCa", file("tls-client-ca", clientCa)],
+        ["adminCert", file("admin-tls-cert", adminCert)],
+        ["adminKey", file("admin-tls-key", adminKey)],
+      ].filter(([, given]) => given !== undefined),
+    ) as Partial<
+      Record<"cert" | "key" | "clientCa" | "adminCert" | "adminKey", { flag: string; path: string }>
+    >,
+  );
   if (!read.ok) return read;
   const t = read.texts;
   const tls =
