@@ -357,6 +357,11 @@ export const CATCH_UP_READ_BUFFER_BYTES = 4 * 1024 * 1024;
  */
 export const GC_FULL_GROWTH_BYTES = 128 * 1024 * 1024;
 /**
+ * Connections closed since the last full collection at which the garbage hint runs one: what
+ * they held (send queues, writers, readers) is garbage, and an idle server would not collect it.
+ */
+export const GC_FULL_CLOSED_CONNECTIONS = 256;
+/**
  * How often a server runs segment aging and retention (ms): far finer than their limits need
  * (segments age in minutes, SEGMENT_AGE_US_MAX), coarse enough that the pass is rare.
  */

@@ -23,7 +23,7 @@ import {
 } from "./process.ts";
 import type { Runtime } from "./runtime.ts";
 import { dialTcp } from "./tcp_dialer.ts";
-import { listenTcp } from "./tcp_listener.ts";
+import { connectionsClosed, listenTcp } from "./tcp_listener.ts";
 
 /** Aria's runtime layer under Bun; call only under Bun (it reads `Bun` at once). */
 export const bunRuntime = (): Runtime => ({
@@ -51,10 +51,11 @@ export const bunRuntime = (): Runtime => ({
   scheduler: systemScheduler,
   scheduleAfter,
   yieldToEvents,
-  collectGarbage: garbageHint(
-    () => process.memoryUsage.rss(),
-    (full) => Bun.gc(full),
-  ),
+  collectGarbage: garbageHint({
+    rssBytes: () => process.memoryUsage.rss(),
+    connectionsClosed,
+    collect: (full) => Bun.gc(full),
+  }),
   spawnWorker: (url) => new Worker(url),
   args: processArgs,
   environment: () => ({ ...process.env }) as Record<string, string>,

@@ -1,32 +1,51 @@
 /**
  * The garbage hint becomes a full collection once the resident set grew by the growth bytes
- * from its low since the last one, and only then.
+ * from its low since the last one, or once many connections closed since then; otherwise a hint.
  */
 import { expect, test } from "bun:test";
 import { garbageHint } from "./garbage_hint.ts";
 
-test("a full collection once the resident set grew by the growth from its low, then the low is what it left", () => {
-  let rss = 500;
-  const calls: string[] = [];
+function fake() {
+  const state = { rss: 500, closed: 0, calls: [] as string[] };
   const hint = garbageHint(
-    () => rss,
-    (full) => {
-      calls.push(full ? "full" : "hint");
-      // A full collection gives back most of what was freed.
-      if (full) rss = 520;
+    {
+      rssBytes: () => state.rss,
+      connectionsClosed: () => state.closed,
+      collect: (full) => {
+        state.calls.push(full ? "full" : "hint");
+        // A full collection gives back most of what was freed.
+        if (full) state.rss = 520;
+      },
     },
-    100,
+    { growthBytes: 100, closedConnections: 10 },
   );
+  return { state, hint };
+}
+
+test("a full collection once the resident set grew by the growth from its low, then the low is what it left", () => {
+  const { state, hint } = fake();
   hint();
-  rss = 450; // the low moves down
+  state.rss = 450; // the low moves down
   hint();
-  rss = 549;
+  state.rss = 549;
   hint(); // 99 over the low: a hint
-  rss = 550;
+  state.rss = 550;
   hint(); // 100 over: full, and the low is 520 from here
-  rss = 600;
+  state.rss = 600;
   hint();
-  rss = 620;
+  state.rss = 620;
   hint();
-  expect(calls).toEqual(["hint", "hint", "hint", "full", "hint", "full"]);
+  expect(state.calls).toEqual(["hint", "hint", "hint", "full", "hint", "full"]);
+});
+
+test("a full collection once many connections closed since the last, though the resident set did not grow", () => {
+  const { state, hint } = fake();
+  hint();
+  state.closed = 9;
+  hint();
+  state.closed = 10; // what they held is garbage now
+  hint();
+  state.closed = 19;
+  hint();
+  expect(state.calls).toEqual(["hint", "hint", "full", "hint"]);
 });

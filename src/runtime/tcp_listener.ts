@@ -19,6 +19,14 @@ interface SocketData {
   peerSubject?: string;
 }
 
+/** Connections this process's listeners saw close (garbage_hint.ts: what a burst freed). */
+let closedCount = 0;
+
+/** Connections this process's listeners saw close since it started. */
+export function connectionsClosed(): number {
+  return closedCount;
+}
+
 /** Listens on host:port (port 0 picks a free one) and feeds connections to `broker`. */
 export function listenTcp(
   broker: ConnectionEvents,
@@ -60,6 +68,7 @@ export function listenTcp(
         broker.writable(socket.data.sessionId);
       },
       close(socket) {
+        closedCount++;
         broker.closed(socket.data.sessionId);
       },
       error(socket) {
