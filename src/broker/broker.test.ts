@@ -1,3 +1,4 @@
+import { createLog, type Log } from "../stdx/log.ts";
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { CLOSING_LINGER_US, HANDSHAKE_TIMEOUT_US, PROTOCOL_VERSION } from "../constants.ts";
@@ -96,7 +97,10 @@ class World {
   readonly broker: Broker;
   timeUs = 1_000_000;
 
-  constructor(tipBytes = 2048, options: { connectionsMax?: number; store?: MemoryStore } = {}) {
+  constructor(
+    tipBytes = 2048,
+    options: { connectionsMax?: number; store?: MemoryStore; log?: Log } = {},
+  ) {
     this.store = options.store ?? new MemoryStore();
     this.tip = new Tip(this.topics, { capacityBytes: tipBytes, poolBlocks: 16 });
     this.broker = new Broker({
@@ -108,6 +112,7 @@ class World {
       sendQueueBytesMax: 2048,
       catchUpSliceBytes: 1024,
       connectionsMax: options.connectionsMax,
+      log: options.log,
     });
   }
 
@@ -726,6 +731,64 @@ describe("property: no gap, duplicate or reordering at any handoff", () => {
     expect(coverage.tip).toBeGreaterThan(params.numRuns / 6);
     expect(coverage.shared).toBeGreaterThan(params.numRuns);
   }, 120_000);
+});
+
+describe("logs", () => {
+  test("connections opened and closed (with why), and at debug a subscription's stall and resume", async () => {
+    const lines: string[] = [];
+    const log = createLog({
+      level: "debug",
+      format: "text",
+      sink: (line) => lines.push(line),
+      nowMs: () => 0,
+    });
+    const world = new World(64 * 1024, { log });
+    const publisher = world.handshaken();
+    const slow = world.handshaken();
+    slow.budget = 0;
+    world.send(slow, {
+      kind: "subscribe",
+      subscriptionId: 7,
+      start: { kind: "earliest" },
+      filter: ["**"],
+    });
+    await world.settle();
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: Array.from({ length: 200 }, (_, i) => ({
+        topic: "a/x",
+        payload: ENCODER.encode(`message ${i} ${"x".repeat(200)}`),
+      })),
+    });
+    await world.settle();
+    slow.budget = Infinity;
+    world.broker.writable(slow.sessionId);
+    await world.settle();
+    world.send(publisher, { kind: "hello", version: 999, clientName: "again", authToken: null });
+    await world.settle();
+    world.broker.closed(slow.sessionId);
+    const said = lines.map((line) => line.slice("1970-01-01T00:00:00.000Z ".length));
+    expect(said).toContain(`INFO connection opened session=${slow.sessionId}\n`);
+    expect(
+      said.some((line) =>
+        line.startsWith(
+          `DEBUG subscription stalled: its client is not reading session=${slow.sessionId} subscription=7 nextSeq=`,
+        ),
+      ),
+    ).toBe(true);
+    expect(
+      said.some((line) =>
+        line.startsWith(`DEBUG subscription resumed session=${slow.sessionId} subscription=7`),
+      ),
+    ).toBe(true);
+    expect(said).toContain(
+      `INFO connection closed session=${publisher.sessionId} client=test reason="ARIA_ERR_UNSUPPORTED_VERSION: HELLO has protocol version 999; this peer speaks 1"\n`,
+    );
+    expect(said).toContain(
+      `INFO connection closed session=${slow.sessionId} client=test reason="closed by the client"\n`,
+    );
+  });
 });
 
 describe("metrics", () => {

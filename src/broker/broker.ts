@@ -145,6 +145,7 @@ export class Broker {
       sliceBytes: options.catchUpSliceBytes,
       roundBytes: options.eventBytesMax,
       diskReadersMax: options.diskReadersMax,
+      log: options.log,
     });
     this.fanout = new LiveFanout(tip.records, this.delivery, this.catchUp, options.eventBytesMax);
     this.dispatch = new Dispatch({

@@ -27,6 +27,7 @@
  * Not here: pushing new seqs to LIVE subscriptions (live_fanout.ts), flushing and closing sessions
  * (dispatch.ts, reached through SessionOutcomes). Pure: the store, clock and scheduler are ports.
  */
+import type { Log } from "../stdx/log.ts";
 import {
   CATCH_UP_READ_BATCH_BYTES,
   CATCH_UP_READ_BUFFER_BYTES,
@@ -80,6 +81,8 @@ export interface CatchUpOptions {
   roundBytes?: number;
   /** Disk readers held at once (tests shrink it). */
   diskReadersMax?: number;
+  /** Where stalls and resumes are logged (at debug: a slow client stalls often). */
+  log?: Log;
 }
 
 /** Moves every subscription from its start to LIVE, and back when it falls behind. */
@@ -114,6 +117,7 @@ export class CatchUp {
   private readonly sessions: SessionOutcomes;
   private readonly sliceBytes: number;
   private readonly roundBytes: number;
+  private readonly log: Log | undefined;
 
   constructor(options: CatchUpOptions) {
     this.tip = options.tip;
@@ -127,6 +131,7 @@ export class CatchUp {
     this.sliceBytes = options.sliceBytes ?? CATCH_UP_SLICE_BYTES;
     this.roundBytes = options.roundBytes ?? DELIVERY_EVENT_BYTES_MAX;
     this.diskReadersMax = options.diskReadersMax ?? DISK_READERS_MAX;
+    this.log = options.log;
   }
 
   /** Starts a new subscription where its SUBSCRIBE says. */
@@ -308,6 +313,11 @@ export class CatchUp {
     this.live.delete(subscription);
     this.catchingUp.delete(subscription);
     subscription.phase = Phase.Stalled;
+    this.log?.debug("subscription stalled: its client is not reading", {
+      session: subscription.session.id,
+      subscription: subscription.id,
+      nextSeq: subscription.nextSeq,
+    });
   }
 
   /** A session drained: its stalled subscriptions go on from the disk reader they kept, or tip. */
@@ -316,6 +326,11 @@ export class CatchUp {
     for (const subscription of session.subscriptions.values()) {
       if (subscription.phase !== Phase.Stalled) continue;
       resumed = true;
+      this.log?.debug("subscription resumed", {
+        session: session.id,
+        subscription: subscription.id,
+        nextSeq: subscription.nextSeq,
+      });
       this.stalledReaders.delete(subscription);
       if (subscription.stalledFrom === Phase.Disk && subscription.diskReader !== null) {
         subscription.phase = Phase.Disk;
