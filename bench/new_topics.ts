@@ -12,14 +12,26 @@
  * CPU time per message in each phase (its main thread, from /proc/PID/schedstat; "n/a" off
  * Linux): on a shared machine the rates swing with other load, the CPU a message costs much less.
  *
+ * `--in-process` runs, instead of a server, the stages of the publish path that a new topic makes
+ * work differently, each alone in this process on the same topics (new / repeated phases
+ * alternated, `--rounds` times): the decoder's TopicCache; the TopicTable's intern with the same
+ * subscriptions' matchers registered (the index walk) and without any; the store's append with
+ * its topic bookkeeping (an in-memory disk, a commit per 256, sorting not timed); and, as the
+ * floor any table of names by string pays, a plain Map insert of each name. Prints µs per message
+ * of each and what a new topic adds.
+ *
  *   bun bench/new_topics.ts [--bin dist/aria] [--connections 4] [--subscriptions 256]
- *     [--entries 10] [--messages 50000] [--rounds 3]
+ *     [--entries 10] [--messages 50000] [--rounds 3] [--in-process]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect } from "../mod.ts";
+import { TopicCache } from "../src/protocol/mod.ts";
+import { Store } from "../src/store/mod.ts";
+import { SimDisk } from "../src/testing/sim_disk.ts";
+import { Filter, FilterMatcher, TopicTable } from "../src/topic/mod.ts";
 
 const { values } = parseArgs({
   options: {
@@ -30,10 +42,12 @@ const { values } = parseArgs({
     messages: { type: "string" },
     rounds: { type: "string" },
     probe: { type: "string" },
+    "in-process": { type: "boolean" },
   },
 });
 
 if (values.probe !== undefined) await probe(values.probe);
+else if (values["in-process"]) await inProcess();
 else await main();
 
 /** Probe mode: one /healthz round trip at a time, printing "<epoch ms> <round trip ms>". */
@@ -85,12 +99,7 @@ async function main(): Promise<void> {
     for (let c = 0; c < connections; c++) {
       const client = await connect(tcpUrl);
       subscribers.push(client);
-      for (let s = 0; s < subscriptions; s++) {
-        const filter = Array.from({ length: entries }, (_, k) =>
-          k % 2 === 0 ? `c${c}/s${s}/e${k}` : `c${c}/s${s}/d${k}/**`,
-        );
-        client.subscribe(filter);
-      }
+      for (const filter of filtersOf(c, subscriptions, entries)) client.subscribe(filter);
     }
     await untilSubscribed(adminUrl, connections * subscriptions);
     const pauses: { at: number; ms: number }[] = [];
@@ -144,6 +153,101 @@ async function main(): Promise<void> {
     server.kill();
     await server.exited;
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** The subscriptions' filters of connection `c` (none matches a published topic). */
+function filtersOf(c: number, subscriptions: number, entries: number): string[][] {
+  return Array.from({ length: subscriptions }, (_, s) =>
+    Array.from({ length: entries }, (_, k) =>
+      k % 2 === 0 ? `c${c}/s${s}/e${k}` : `c${c}/s${s}/d${k}/**`,
+    ),
+  );
+}
+
+/** The in-process stages (see the head comment): µs per message, new and repeated topics. */
+async function inProcess(): Promise<void> {
+  const connections = Number(values.connections ?? 4);
+  const subscriptions = Number(values.subscriptions ?? 256);
+  const entries = Number(values.entries ?? 10);
+  const messages = Number(values.messages ?? 50_000);
+  const rounds = Number(values.rounds ?? 3);
+  const cache = new TopicCache();
+  const table = new TopicTable();
+  const bare = new TopicTable();
+  for (let c = 0; c < connections; c++)
+    for (const texts of filtersOf(c, subscriptions, entries))
+      new FilterMatcher(table, Filter.of(...texts));
+  const { store } = await Store.open(new SimDisk().view(), { fsync: "never" });
+  const names = new Map<string, number>();
+  const payload = new Uint8Array(64);
+  const encoder = new TextEncoder();
+  const known = (i: number) => `pub/p${i % 64}/t${i % 4096}`;
+  let seq = 1;
+  const stages: Record<string, (topics: string[], bytes: Uint8Array, starts: Int32Array) => void> =
+    {
+      decode: (topics, bytes, starts) => {
+        for (let i = 0; i < topics.length; i++)
+          cache.resolve(bytes, starts[i], starts[i + 1] - starts[i]);
+      },
+      intern: (topics) => {
+        for (let i = 0; i < topics.length; i++) table.internValidated(topics[i], seq + i);
+      },
+      "intern, no matchers": (topics) => {
+        for (let i = 0; i < topics.length; i++) bare.internValidated(topics[i], seq + i);
+      },
+      store: (topics) => {
+        for (let i = 0; i < topics.length; i++) {
+          store.append(seq++, 1_700_000_000_000_000 + seq, topics[i], payload);
+          if (i % 256 === 255) void store.commit();
+        }
+      },
+      "Map insert": (topics) => {
+        for (let i = 0; i < topics.length; i++)
+          if (names.get(topics[i]) === undefined) names.set(topics[i], i);
+      },
+    };
+  const results = new Map<string, number[]>();
+  const phases = (round: number) => (round % 2 === 0 ? ["repeated", "new"] : ["new", "repeated"]);
+  for (let round = -1; round < rounds; round++) {
+    // Round -1 only interns the repeated topics everywhere (and warms the code up).
+    for (const phase of round < 0 ? ["repeated"] : phases(round)) {
+      const topics = Array.from({ length: messages }, (_, i) =>
+        phase === "new" ? `n${round}/p${i % 64}/t${i}` : known(i),
+      );
+      const encoded = topics.map((topic) => encoder.encode(topic));
+      const starts = new Int32Array(messages + 1);
+      for (let i = 0; i < messages; i++) starts[i + 1] = starts[i] + encoded[i].length;
+      const bytes = new Uint8Array(starts[messages]);
+      for (let i = 0; i < messages; i++) bytes.set(encoded[i], starts[i]);
+      for (const [stage, run] of Object.entries(stages)) {
+        // Each stage sees the topics as the server would: the strings the decoder made of them.
+        const decoded = topics.map((topic) => ` ${topic}`.slice(1));
+        Bun.gc(true);
+        const started = performance.now();
+        run(decoded, bytes, starts);
+        const us = ((performance.now() - started) * 1000) / messages;
+        if (stage === "store") await store.commit();
+        if (round >= 0)
+          results.set(`${stage} ${phase}`, [...(results.get(`${stage} ${phase}`) ?? []), us]);
+      }
+    }
+  }
+  await store.close();
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(
+    `in-process, ${connections * subscriptions} matchers of ${entries} entries, ` +
+      `${messages} messages a phase, ${rounds} rounds`,
+  );
+  console.log("| stage | repeated µs/msg | new µs/msg | a new topic adds µs |");
+  console.log("| --- | ---: | ---: | ---: |");
+  for (const stage of Object.keys(stages)) {
+    const repeated = median(results.get(`${stage} repeated`) ?? []);
+    const fresh = median(results.get(`${stage} new`) ?? []);
+    console.log(
+      `| ${stage} | ${repeated.toFixed(3)} | ${fresh.toFixed(3)} | ` +
+        `${(fresh - repeated).toFixed(3)} |`,
+    );
   }
 }
 

@@ -17,7 +17,7 @@ describe("TopicCache", () => {
     expect(cache.resolve(buffer, 0, 3)).toBe("a/b");
   });
 
-  test("a cached topic never answers for bytes beyond ASCII, nor for a longer or shorter run", () => {
+  test("a cached topic never answers for non-ASCII bytes, nor for a longer or shorter run", () => {
     const cache = new TopicCache({ slots: 1 });
     expect(cache.resolve(bytesOf("a/b"), 0, 3)).toBe("a/b");
     // "a/é" is 4 bytes: a slot compared by char codes must not take its first 3 for "a/b".
