@@ -821,12 +821,11 @@ describe("metrics", () => {
     await world.settle();
     const lags = world.broker.largestLags(2);
     expect(lags).toHaveLength(2);
-    expect(lags.map((lag) => [lag.session, lag.filter])).toEqual(
-      expect.arrayContaining([
-        [deaf.sessionId, "a/**"],
-        [deaf.sessionId, "a/x,b"],
-      ]),
-    );
+    // Both of the deaf session's (the shim the core's tests run under on Deno has no arrayContaining).
+    expect(lags.map((lag) => `${lag.session} ${lag.filter}`).sort()).toEqual([
+      `${deaf.sessionId} a/**`,
+      `${deaf.sessionId} a/x,b`,
+    ]);
     expect(lags[0].seqsBehind).toBeGreaterThanOrEqual(lags[1].seqsBehind);
     expect(lags[1].seqsBehind).toBeGreaterThan(0);
     const all = world.broker.largestLags(10);

@@ -119,7 +119,19 @@ export const CLIENT_AUTH_FLAGS = { "auth-token": { type: "string" } } as const;
 
 /** The client commands' auth flag, as their usage lists it, its description at `column`. */
 export function clientAuthUsage(column: number): string {
-  return `  ${"--auth-token TOKEN".padEnd(column - 2)}sign in with this token (default: ARIA_AUTH_TOKEN)\n`;
+  return usageLine(
+    "--auth-token TOKEN",
+    "sign in with this token (default: ARIA_AUTH_TOKEN)",
+    column,
+  );
+}
+
+/** One option of a usage text: the flag, then its text at `column` (on the next line when the flag reaches it). */
+export function usageLine(flag: string, text: string, column: number): string {
+  const head = `  ${flag}`;
+  return head.length < column
+    ? `${head.padEnd(column)}${text}\n`
+    : `${head}\n${" ".repeat(column)}${text}\n`;
 }
 
 /** The server URL of a client command: --url, else ARIA_URL, else `fallback`. */

@@ -11,7 +11,7 @@
  */
 import type { DialTls } from "../client/mod.ts";
 import { runtime, type TlsServerOptions } from "../runtime/mod.ts";
-import { UsageError } from "./args.ts";
+import { UsageError, usageLine } from "./args.ts";
 import type { CliIo } from "./cli_io.ts";
 
 /** A PEM file read whole: a certificate chain is a few KiB; a wrong path (a log) is refused. */
@@ -32,7 +32,11 @@ export function clientTlsUsage(column: number): string {
     ["--cert FILE", "client certificate (PEM), for a server that requires one"],
     ["--key FILE", "the client certificate's private key (PEM)"],
   ];
-  return lines.map(([flag, text]) => `  ${flag.padEnd(column - 2)}${text}\n`).join("");
+  return lines
+    .map(([flag, text]) =>
+      flag === "" ? `${" ".repeat(column)}${text}\n` : usageLine(flag, text, column),
+    )
+    .join("");
 }
 
 /** The flags of `aria serve`'s TLS, for parseCommand. */
