@@ -80,3 +80,19 @@ test("publish: an id the table reclaimed and gave another topic is decided again
   expect(second.ok && first.ok && second.topicId === first.topicId).toBe(true);
   expect(permissions.mayPublish("app/payments/eu", topics)).toBe(false);
 });
+
+test("subscribe: a * entry must lie inside an allowed entry and overlap no denied one", () => {
+  const permissions = new Permissions(
+    rule([]),
+    rule(["app/**", "shop/*/orders/**"], ["app/eu/secret/**", "app/*/audit"]),
+  );
+  const refusal = (...texts: string[]) => permissions.subscribeRefusal(Filter.of(...texts));
+  expect(refusal("app/*/public")).toBeNull();
+  expect(refusal("app/*/secret/x")).toBe("app/*/secret/x"); // holds app/eu/secret/x
+  expect(refusal("app/us/*")).toBe("app/us/*"); // holds app/us/audit
+  expect(refusal("app/us/*/x")).toBeNull();
+  expect(refusal("shop/*/orders/*")).toBeNull();
+  expect(refusal("shop/eu/orders")).toBeNull();
+  expect(refusal("shop/*/*")).toBe("shop/*/*"); // wider than shop/*/orders/**
+  expect(refusal("*/eu/orders")).toBe("*/eu/orders");
+});

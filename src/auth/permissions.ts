@@ -11,7 +11,13 @@
  * Not here: who the user is (users.ts), the file format (users_file.ts). Invariants: a cached
  * answer is for the name the id has now (a reload builds new Permissions). Pure.
  */
-import { type Filter, type FilterEntry, isUnder, type TopicTable } from "../topic/mod.ts";
+import {
+  entriesIntersect,
+  entryCovers,
+  type Filter,
+  type FilterEntry,
+  type TopicTable,
+} from "../topic/mod.ts";
 
 /** Allowed and denied filters of one action; null: none. */
 export interface Rule {
@@ -89,16 +95,7 @@ function ruleAllows(rule: Rule, topic: string): boolean {
 function entryAllowed(rule: Rule, entry: FilterEntry): boolean {
   if (entry.kind === "exact") return ruleAllows(rule, entry.topic);
   if (rule.allow === null) return false;
-  const prefix = entry.prefix;
-  const inside = rule.allow.entries.some(
-    (allowed) => allowed.kind === "subtree" && isUnder(prefix, allowed.prefix),
-  );
-  if (!inside) return false;
-  if (rule.deny === null) return true;
-  // A denied topic or subtree below the entry, or a denied subtree holding it, overlaps it.
-  return !rule.deny.entries.some((denied) =>
-    denied.kind === "exact"
-      ? isUnder(denied.topic, prefix)
-      : isUnder(denied.prefix, prefix) || isUnder(prefix, denied.prefix),
-  );
+  // Inside one allowed entry (`app/*` + `/x` inside `app/**`), and overlapping no denied one.
+  if (!rule.allow.entries.some((allowed) => entryCovers(allowed, entry))) return false;
+  return rule.deny === null || !rule.deny.entries.some((denied) => entriesIntersect(denied, entry));
 }

@@ -5,10 +5,15 @@ import { Filter, FilterIndex, FilterMatcher, TopicTable } from "./mod.ts";
 
 const segment = fc.constantFrom("a", "b", "c", "dd");
 const topicArb = fc.array(segment, { minLength: 1, maxLength: 4 }).map((s) => s.join("/"));
+const patternArb = fc
+  .array(fc.constantFrom("a", "b", "*"), { minLength: 1, maxLength: 4 })
+  .map((s) => s.join("/"));
 const entryArb = fc.oneof(
   topicArb,
   topicArb.map((t) => `${t}/**`),
   fc.constant("**"),
+  patternArb,
+  patternArb.map((t) => `${t}/**`),
 );
 const filterArb = fc.array(entryArb, { minLength: 1, maxLength: 6 });
 

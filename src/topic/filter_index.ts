@@ -14,16 +14,39 @@
  *   matching("a/b/c") looks up subtrees at "", "a", "a/b", "a/b/c" and exact at "a/b/c",
  *   skipping the depths at which no subtree entry is registered (subtreesAtDepth).
  *
+ * Pattern entries (with `*`) live in a small trie of their own, each node with its literal
+ * children and one `*` child; a topic walks it segment by segment, following the literal child
+ * and the `*` child of every node reached: O(segments × nodes reached), the nodes reached being
+ * bounded by the branching of `*` entries, never a scan of the filters.
+ *
  * A bucket holds one value as itself and several as an array (most entries belong to one
  * filter). Not here: topic ids and per-id answers (filter_matcher.ts, topic_table.ts).
- * Invariants: a value's entries are all present from add() to remove(); since a parsed filter
- * holds no entry covered by another (filter.ts), a topic matches at most one entry of a filter,
- * so matching() yields each matching value exactly once.
+ * Invariants: a value's entries are all present from add() to remove(); a trie node exists
+ * only while some entry lies at or below it. Without patterns, a parsed filter holds no entry
+ * covered by another (filter.ts), so a topic matches at most one entry of a filter; patterns
+ * may overlap other entries (`a/*` and `a/b/**`), so when a pattern matched, matching() drops
+ * repeats: it yields each matching value exactly once.
  */
 import { TOPIC_SEGMENTS_MAX } from "../constants.ts";
-import type { Filter } from "./filter.ts";
+import { ANY_SEGMENT, type Filter } from "./filter.ts";
 
 type Bucket<T> = T | T[];
+
+/** A node of the pattern trie: the entries ending here and the ways on. */
+interface PatternNode<T> {
+  /** Values with a pattern entry of exactly this path. */
+  exact: Bucket<T> | undefined;
+  /** Values with a pattern entry of this path and `/**`. */
+  subtree: Bucket<T> | undefined;
+  /** Literal children by segment. */
+  children: Map<string, PatternNode<T>>;
+  /** The `*` child. */
+  star: PatternNode<T> | undefined;
+}
+
+function patternNode<T>(): PatternNode<T> {
+  return { exact: undefined, subtree: undefined, children: new Map(), star: undefined };
+}
 
 /** The filters of many values, indexed by their entries. */
 export class FilterIndex<T extends { readonly filter: Filter }> {
@@ -32,6 +55,9 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   /** Subtree entries registered by their prefix's segment count (0 for `**`). */
   private readonly subtreesAtDepth = new Int32Array(TOPIC_SEGMENTS_MAX + 1);
   private valueCount = 0;
+  /** The pattern trie and how many pattern entries it holds. */
+  private readonly patterns: PatternNode<T> = patternNode();
+  private patternCount = 0;
 
   /** Values registered. */
   get size(): number {
@@ -42,7 +68,21 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   add(value: T): void {
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") put(this.exact, entry.topic, value);
-      else {
+      else if (entry.kind === "pattern") {
+        let node = this.patterns;
+        for (const segment of entry.segments) {
+          let next = segment === ANY_SEGMENT ? node.star : node.children.get(segment);
+          if (next === undefined) {
+            next = patternNode();
+            if (segment === ANY_SEGMENT) node.star = next;
+            else node.children.set(segment, next);
+          }
+          node = next;
+        }
+        if (entry.subtree) node.subtree = putIn(node.subtree, value);
+        else node.exact = putIn(node.exact, value);
+        this.patternCount++;
+      } else {
         put(this.subtrees, entry.prefix, value);
         this.subtreesAtDepth[depthOf(entry.prefix)]++;
       }
@@ -54,7 +94,10 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   remove(value: T): void {
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") take(this.exact, entry.topic, value);
-      else {
+      else if (entry.kind === "pattern") {
+        this.removePattern(this.patterns, entry.segments, 0, entry.subtree, value);
+        this.patternCount--;
+      } else {
         take(this.subtrees, entry.prefix, value);
         this.subtreesAtDepth[depthOf(entry.prefix)]--;
       }
@@ -64,7 +107,24 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
 
   /** Appends to `out` every value whose filter matches topic `name`, each once. */
   matching(name: string, out: T[]): void {
+    const start = out.length;
     push(this.exact.get(name), out);
+    this.matchLiteralSubtrees(name, out);
+    if (this.patternCount > 0 && this.matchPatterns(name, out) && out.length - start > 1) {
+      // A topic may match a pattern and another entry of one filter: keep each value once.
+      const seen = new Set<T>();
+      let kept = start;
+      for (let i = start; i < out.length; i++) {
+        if (seen.has(out[i])) continue;
+        seen.add(out[i]);
+        out[kept++] = out[i];
+      }
+      out.length = kept;
+    }
+  }
+
+  /** Appends the values of subtree entries without `*` that hold `name`. */
+  private matchLiteralSubtrees(name: string, out: T[]): void {
     const subtrees = this.subtrees;
     if (subtrees.size === 0) return;
     const atDepth = this.subtreesAtDepth;
@@ -76,6 +136,75 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
     }
     if (atDepth[depth] > 0) push(subtrees.get(name), out);
   }
+
+  /** Appends the values of pattern entries matching `name`; true when it appended any. */
+  private matchPatterns(name: string, out: T[]): boolean {
+    const before = out.length;
+    const segments = name.split("/");
+    let reached: PatternNode<T>[] = [this.patterns];
+    for (let depth = 0; depth <= segments.length && reached.length > 0; depth++) {
+      const next: PatternNode<T>[] = [];
+      for (const node of reached) {
+        // A `/**` entry here holds the topic: it has at least `depth` segments.
+        push(node.subtree, out);
+        if (depth === segments.length) {
+          push(node.exact, out);
+          continue;
+        }
+        const literal = node.children.get(segments[depth]);
+        if (literal !== undefined) next.push(literal);
+        if (node.star !== undefined) next.push(node.star);
+      }
+      reached = next;
+    }
+    return out.length > before;
+  }
+
+  /** Takes `value` from the pattern entry at `segments[from..]` below `node`; prunes empties. */
+  private removePattern(
+    node: PatternNode<T>,
+    segments: readonly string[],
+    from: number,
+    subtree: boolean,
+    value: T,
+  ): void {
+    if (from === segments.length) {
+      if (subtree) node.subtree = takeFrom(node.subtree, value);
+      else node.exact = takeFrom(node.exact, value);
+      return;
+    }
+    const segment = segments[from];
+    const child = segment === ANY_SEGMENT ? node.star : node.children.get(segment);
+    if (child === undefined) return;
+    this.removePattern(child, segments, from + 1, subtree, value);
+    const empty =
+      child.exact === undefined &&
+      child.subtree === undefined &&
+      child.star === undefined &&
+      child.children.size === 0;
+    if (!empty) return;
+    if (segment === ANY_SEGMENT) node.star = undefined;
+    else node.children.delete(segment);
+  }
+}
+
+function putIn<T>(bucket: Bucket<T> | undefined, value: T): Bucket<T> {
+  if (bucket === undefined) return value;
+  if (Array.isArray(bucket)) {
+    bucket.push(value);
+    return bucket;
+  }
+  return [bucket, value];
+}
+
+function takeFrom<T>(bucket: Bucket<T> | undefined, value: T): Bucket<T> | undefined {
+  if (bucket === value) return undefined;
+  if (!Array.isArray(bucket)) return bucket;
+  const index = bucket.indexOf(value);
+  if (index < 0) return bucket;
+  bucket[index] = bucket[bucket.length - 1];
+  bucket.pop();
+  return bucket.length === 1 ? bucket[0] : bucket;
 }
 
 /** Segments of a subtree prefix ("" for `**`: 0). */

@@ -2,8 +2,9 @@
  * Foreign syntax: advice for topics and filters written as another system writes them — MQTT's
  * `#` (multi-level) and `+` (single-level) wildcards, NATS's `.` separator with its `*` and `>`
  * wildcards — so that a habit gets a sentence saying what Aria writes instead, never a silent
- * wrong answer. Only words: validation (topic.ts, filter.ts) decides what is valid, and `#`, `+`,
- * `*` are invalid in a topic whatever this says; `orders.>` is a valid topic, which the CLI
+ * wrong answer. Only words: validation (topic.ts, filter.ts) decides what is valid: `#`, `+`,
+ * `*` are invalid in a topic whatever this says, and `*` as a whole segment is Aria's own
+ * single-level wildcard in a filter (so `a/*` gets no advice); `orders.>` is a valid topic, which the CLI
  * refuses with this advice because no one means it (filter.ts adds the advice to its reasons).
  * Pure: strings in, strings out.
  */
@@ -13,20 +14,26 @@ function subtreeOf(prefix: readonly string[]): string {
   return prefix.length === 0 ? "**" : `${prefix.join("/")}/**`;
 }
 
+/** MQTT's single-level `+` segments as Aria's `*`. */
+function starred(segments: readonly string[]): string[] {
+  return segments.map((segment) => (segment === "+" ? "*" : segment));
+}
+
 /**
  * What to write instead of a filter (or topic) that uses MQTT's or NATS's wildcards, or null when
- * it uses none: `app/#`, `app/+/x`, `orders.>`, `orders.*`, `>`.
+ * it uses none: `app/#`, `app/+/x`, `orders.>`, `orders.*`, `>`. Aria's `*` (a whole segment)
+ * gets none.
  */
 export function foreignFilterAdvice(text: string): string | null {
   const segments = text.split("/");
   const mqttMulti = segments.indexOf("#");
   if (mqttMulti >= 0) {
-    const prefix = segments.slice(0, mqttMulti);
+    const prefix = starred(segments.slice(0, mqttMulti));
     return `'#' is MQTT's multi-level wildcard: Aria writes ${subtreeOf(prefix)} (${prefix.length === 0 ? "every topic" : `${prefix.join("/")} and every topic below it`})`;
   }
   const mqttSingle = segments.indexOf("+");
   if (mqttSingle >= 0) {
-    return `Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (${subtreeOf(segments.slice(0, mqttSingle))}) or list the topics`;
+    return `'+' is MQTT's single-level wildcard: Aria writes ${starred(segments).join("/")}`;
   }
   if (text === ">") return "'>' is NATS's wildcard for everything: Aria writes **";
   for (let index = 0; index < segments.length; index++) {
@@ -40,7 +47,9 @@ export function foreignFilterAdvice(text: string): string | null {
     }
     const star = tokens.indexOf("*");
     if (star >= 0) {
-      return `Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (${subtreeOf(before(star))}) or list the topics`;
+      const rest = segments.slice(index + 1).flatMap((segment) => segment.split("."));
+      const aria = [...before(tokens.length), ...rest].filter((token) => token !== "");
+      return `Aria's separator is '/', not '.' (NATS's): Aria writes ${aria.join("/")}`;
     }
   }
   return null;

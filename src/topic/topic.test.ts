@@ -97,7 +97,15 @@ describe("Filter", () => {
   });
 
   test("invalid filters get a reason", () => {
-    const cases = [[], ["a/*"], ["a/**/b"], ["/**"], ["a/b/"], Array(257).fill("a")];
+    const cases = [
+      [],
+      ["a/b*"],
+      ["a/*x/c/**"],
+      ["a/**/b"],
+      ["/**"],
+      ["a/b/"],
+      Array(257).fill("a"),
+    ];
     expect(
       cases.map((texts) => {
         const parsed = Filter.parse(texts);
@@ -106,8 +114,9 @@ describe("Filter", () => {
     ).toMatchInlineSnapshot(`
       [
         "filter has no entries",
-        "filter entry "a/*": topic has wildcard character '*' at byte 2",
-        "filter entry "a/**/b": topic has wildcard character '*' at byte 2",
+        "filter entry "a/b*": '*' stands for one whole segment, so segment "b*" is invalid",
+        "filter entry "a/*x/c/**": '*' stands for one whole segment, so segment "*x" is invalid",
+        "filter entry "a/**/b": '**' may only end a filter (as in a/**)",
         "filter entry "/**": topic is empty",
         "filter entry "a/b/": topic ends with '/'",
         "filter has 257 entries, more than the limit of 256",
@@ -116,7 +125,14 @@ describe("Filter", () => {
   });
 
   test("another system's wildcards get what Aria writes instead; validation is unchanged", () => {
-    const cases = [["app/#"], ["#"], ["app/+/x"], ["orders.*"], ["app/orders.*.created"]];
+    const cases = [
+      ["app/#"],
+      ["#"],
+      ["app/+/x"],
+      ["app/+/#"],
+      ["orders.*"],
+      ["app/orders.*.created"],
+    ];
     expect(
       cases.map((texts) => {
         const parsed = Filter.parse(texts);
@@ -126,9 +142,10 @@ describe("Filter", () => {
       [
         "filter entry "app/#": topic has wildcard character '#' at byte 4; '#' is MQTT's multi-level wildcard: Aria writes app/** (app and every topic below it)",
         "filter entry "#": topic has wildcard character '#' at byte 0; '#' is MQTT's multi-level wildcard: Aria writes ** (every topic)",
-        "filter entry "app/+/x": topic has wildcard character '+' at byte 4; Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics",
-        "filter entry "orders.*": topic has wildcard character '*' at byte 7; Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (orders/**) or list the topics",
-        "filter entry "app/orders.*.created": topic has wildcard character '*' at byte 11; Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (app/orders/**) or list the topics",
+        "filter entry "app/+/x": topic has wildcard character '+' at byte 4; '+' is MQTT's single-level wildcard: Aria writes app/*/x",
+        "filter entry "app/+/#": topic has wildcard character '+' at byte 4; '#' is MQTT's multi-level wildcard: Aria writes app/*/** (app/* and every topic below it)",
+        "filter entry "orders.*": '*' stands for one whole segment, so segment "orders.*" is invalid; Aria's separator is '/', not '.' (NATS's): Aria writes orders/*",
+        "filter entry "app/orders.*.created": '*' stands for one whole segment, so segment "orders.*.created" is invalid; Aria's separator is '/', not '.' (NATS's): Aria writes app/orders/*/created",
       ]
     `);
     // Valid Aria filters stay valid, and get no advice (a NATS `>` is refused by the CLI only).
