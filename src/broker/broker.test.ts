@@ -552,6 +552,14 @@ const filterArb = fc.oneof(
       maxLength: 3,
     }),
   },
+  // The single-level wildcard: partitions resolved by pattern, the index's `*` children.
+  {
+    weight: 1,
+    arbitrary: fc.array(fc.constantFrom("a/*/1", "*/x/**", "*", "*/w", "b/*", "*/*/e/*", "a/y"), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  },
   { weight: 1, arbitrary: fc.constantFrom<string[]>(["**"], ["a/**", "c"]) },
 );
 /** A start: live, earliest, a seq, a time, or `back` messages behind the live end (inside a small ring: tip recovery). */
