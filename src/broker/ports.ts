@@ -75,6 +75,12 @@ export interface BrokerStore {
    * throws, and the publish is refused without the failure being sticky. Absent: never.
    */
   readonly retrying?: boolean;
+  /**
+   * Why an append would be refused now (storage failed or closed, or stalled past its backlog
+   * bound), or null: a publish checks it before taking seqs, so a batch that starts is appended
+   * whole (appends then throw only between events). Absent: appends say so by throwing.
+   */
+  readonly refusal?: Error | null;
   /** True while storage is behind on its background work: publishers should wait (see whenCaughtUp). */
   readonly backlogged: boolean;
   /** Resolves once storage is no longer backlogged. */

@@ -123,6 +123,10 @@ export class Sequencer {
       return output.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", {
         requestId,
       });
+    // Refused before any seq is taken (storage stalled past its backlog bound): a batch that
+    // starts is appended whole.
+    const refusal = this.store.refusal ?? null;
+    if (refusal !== null) return this.refuse(session, refusal, requestId);
     const messages = frame.messages;
     // Intern every topic first, so a batch is sequenced whole or not at all. Each with the seq it
     // is about to get, so interning a later one never reclaims the id of an earlier one.
@@ -154,14 +158,7 @@ export class Sequencer {
         // commit said so. Its failure is sticky and set between events, so this is the batch's
         // first message and nothing was sequenced.
         assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
-        if (this.store.retrying === true) {
-          const reason = error instanceof Error ? error.message : String(error);
-          return output.fail(session, "ARIA_ERR_STORAGE_FAILED", reason, { requestId });
-        }
-        this.storageFailed(error);
-        return output.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", {
-          requestId,
-        });
+        return this.refuse(session, error, requestId);
       }
       this.nextSeq++;
       this.tip.append(topicIds[i], seq, timeUs, source, start, payloadBytes);
@@ -171,6 +168,22 @@ export class Sequencer {
     this.counters.messagesPublished += messages.count;
     this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
     if (this.store.backlogged) this.pauseForStore(session);
+  }
+
+  /**
+   * Refuses a PUBLISH the store would not take: only it while the store retries (a full disk),
+   * else the failure is sticky and every later PUBLISH is refused too.
+   */
+  private refuse(session: SubscriberSession, error: unknown, requestId: number): void {
+    const output = this.output;
+    if (this.store.retrying === true) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return output.fail(session, "ARIA_ERR_STORAGE_FAILED", reason, { requestId });
+    }
+    this.storageFailed(error);
+    return output.fail(session, "ARIA_ERR_STORAGE_FAILED", this.failure ?? "storage failed", {
+      requestId,
+    });
   }
 
   /** Starts a group commit when messages wait for one and none is in flight (after every event). */

@@ -303,9 +303,26 @@ export class Store {
   }
 
   /**
+   * Why appends are refused now, or null: the store failed or closed, or the sorter is stalled on
+   * a full disk and the journal past the backlog bound (it keeps what it cannot sort up to there,
+   * where publishers would otherwise wait for it). A caller checks it before a batch, whose
+   * appends then all go through however far past the bound it goes: the bound is crossed in the
+   * middle of a batch, and a batch is appended whole or not at all.
+   */
+  get refusal(): StoreError | null {
+    const context = this.context;
+    if (context.failure !== null) return context.failure;
+    if (context.closed) return new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
+    const sortStall = this.sorter.stalled;
+    return sortStall !== null && this.overBudget() ? sortStall : null;
+  }
+
+  /**
    * Buffers a message (no I/O). `seq` must equal `nextSeq`; `topic` must be a valid topic. The
    * payload is payload[start, start + length) (all of it by default): a publish hands the range
-   * of its frame, with no view per message.
+   * of its frame, with no view per message. Throws while the store has failed or is closed, or
+   * the journal is stalled (each set between events, so before a batch's first append); the
+   * sorter's stall does not make it throw: see `refusal`, checked before each batch.
    */
   append(
     seq: number,
@@ -315,10 +332,6 @@ export class Store {
     start = 0,
     length = payload.length - start,
   ): void {
-    // The sorter stalled on a full disk: the journal keeps what it cannot sort up to the backlog
-    // bound, where publishers would otherwise wait for it; past that, appends are refused.
-    const sortStall = this.sorter.stalled;
-    if (sortStall !== null && this.overBudget()) throw sortStall;
     this.writer.append(seq, timeUs, topic, payload, start, length);
   }
 

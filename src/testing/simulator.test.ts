@@ -142,7 +142,9 @@ test("every planted bug is caught on most seeds, quickly", async () => {
 //   acknowledged records with it (a known limit: the simulator no longer damages there);
 // - 140 (234): a manifest a crash tore was rebuilt from the files, which picks each partition's
 //   layout by what its files hold: a cut split's stores won in some partitions only, read as a
-//   mixed split (split-old-or-new); the reads were complete.
+//   mixed split (split-old-or-new); the reads were complete;
+// - 83 (218), 203 (60), 321 (204): the sorter stalled on a full disk and the journal crossed the
+//   backlog bound inside a PUBLISH batch: the append threw mid-batch (the sequencer's assert).
 test("damage at rest: every seed that found a repair bug holds", async () => {
   const found = [
     [1, 113],
@@ -159,6 +161,9 @@ test("damage at rest: every seed that found a repair bug holds", async () => {
     [14, 93],
     [34, 19],
     [140, 234],
+    [83, 218],
+    [203, 60],
+    [321, 204],
   ];
   for (const [seed, steps] of found)
     expect(failureText(await simulate({ seed, steps, damage: true }), true)).toBe("ok");
