@@ -188,9 +188,9 @@ test("sub and pub: another system's wildcards are usage errors saying what Aria 
   expect(firstLines).toMatchInlineSnapshot(`
     [
       "aria sub: filter entry "app/#": topic has wildcard character '#' at byte 4; '#' is MQTT's multi-level wildcard: Aria writes app/** (app and every topic below it)",
-      "aria sub: filter entry "app/+/x": topic has wildcard character '+' at byte 4; Aria has no single-level wildcard ('+' in MQTT) yet: subscribe to a subtree (app/**) or list the topics",
+      "aria sub: filter entry "app/+/x": topic has wildcard character '+' at byte 4; '+' is MQTT's single-level wildcard: Aria writes app/*/x",
       "aria sub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**",
-      "aria sub: filter entry "orders.*": topic has wildcard character '*' at byte 7; Aria's separator is '/', not '.' (NATS's), and Aria has no single-level wildcard ('*' in NATS) yet: subscribe to a subtree (orders/**) or list the topics",
+      "aria sub: filter entry "orders.*": '*' stands for one whole segment, so segment "orders.*" is invalid; Aria's separator is '/', not '.' (NATS's): Aria writes orders/*",
       "aria sub: ">": '>' is NATS's wildcard for everything: Aria writes **",
       "aria pub: "orders.>": Aria's separator is '/', not '.' (NATS's): the subtree is orders/**",
     ]

@@ -27,7 +27,8 @@ import { checkForeignSyntax } from "./input.ts";
 /** Usage of `aria sub`. */
 export const SUB_USAGE = `Usage: aria sub [--url tcp://127.0.0.1:7400] FILTER... [options]
 
-Subscribes to FILTERs (a topic, a subtree like app/orders/**, or **) and prints each message.
+Subscribes to FILTERs (a topic, a subtree like app/orders/**, a pattern like app/*/orders
+where * stands for one whole segment, or **) and prints each message.
 
 Options:
   --url URL                  the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
@@ -42,8 +43,9 @@ ${clientAuthUsage(29)}${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
                              (payloadBase64 when the payload is not UTF-8); raw: payload + newline
   -h, --help                 show this help
 
-Filters use '/' between segments and ** for a subtree: MQTT's app/# is app/**, NATS's orders.>
-is orders/**; Aria has no single-level wildcard (MQTT's +, NATS's *) yet.
+Filters use '/' between segments, * for one segment and ** for a subtree (quote them in a
+shell): MQTT's app/+/x is app/*/x and app/# is app/**; NATS's orders.* is orders/* and
+orders.> is orders/**.
 When the connection drops, sub says so on stderr, reconnects and resumes where it was.
 When standard output closes (its reader exits, as in \`aria sub ... | head\`), sub stops and exits 0.
 `;
