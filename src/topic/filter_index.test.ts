@@ -130,4 +130,44 @@ describe("FilterIndex", () => {
       Filter.prototype.matches = original;
     }
   });
+
+  test("a new topic among 50 × 256 subscriptions of * patterns walks * children, no scan", () => {
+    const table = new TopicTable();
+    // `c7/*` + `/s3` and `*` + `/c7/s3/**`: the walk follows a literal and a `*` child per node.
+    const filters = Array.from({ length: 256 }, (_, f) =>
+      Filter.of(
+        ...Array.from({ length: 64 }, (_, e) =>
+          e % 2 === 0 ? `c${f}/*/s${e}` : `*/c${f}/s${e}/**`,
+        ),
+      ),
+    );
+    const matchers: FilterMatcher[] = [];
+    for (let c = 0; c < 50; c++)
+      for (const filter of filters) matchers.push(new FilterMatcher(table, filter));
+    let filterCalls = 0;
+    const original = Filter.prototype.matches;
+    Filter.prototype.matches = function (this: Filter, name: string) {
+      filterCalls++;
+      return original.call(this, name);
+    };
+    try {
+      const started = performance.now();
+      const ids = [];
+      for (let t = 0; t < 1000; t++) ids.push(table.internValid(`new/p${t % 10}/t${t}`));
+      const one = table.internValid("c7/any/s4"); // `c7/*` + `/s4`
+      const below = table.internValid("x/c9/s3/y"); // `*` + `/c9/s3/**`
+      const elapsedMs = performance.now() - started;
+      let yes = 0;
+      let wrong = 0;
+      for (const matcher of matchers) {
+        for (const id of ids) if (matcher.matches(id)) wrong++;
+        if (matcher.matches(one)) yes++;
+        if (matcher.matches(below)) yes++;
+      }
+      expect({ filterCalls, yes, wrong }).toEqual({ filterCalls: 0, yes: 100, wrong: 0 });
+      expect(elapsedMs).toBeLessThan(500);
+    } finally {
+      Filter.prototype.matches = original;
+    }
+  });
 });
