@@ -6,7 +6,14 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { fcParams } from "../testing/fc_params.ts";
-import { entriesIntersect, entryCovers, Filter, FilterIndex } from "./mod.ts";
+import {
+  entriesIntersect,
+  entryCovers,
+  Filter,
+  FilterIndex,
+  FilterMatcher,
+  TopicTable,
+} from "./mod.ts";
 
 const LETTERS = ["a", "b", "c", "dd"];
 /** Topics of 1..5 segments over LETTERS and one segment no entry names ("zz"). */
@@ -144,5 +151,17 @@ describe("single-level wildcard *", () => {
       index as unknown as { patterns: { children: Map<string, unknown>; star: unknown } }
     ).patterns;
     expect([root.children.size, root.star]).toEqual([0, undefined]);
+  });
+
+  test("a matcher's partitions: every known partition the pattern touches, and new ones", () => {
+    const table = new TopicTable();
+    for (const t of ["app/eu/orders", "shop/us/x", "shop/eu/y", "solo"]) table.internValid(t);
+    const matcher = new FilterMatcher(table, Filter.of("*/eu/orders", "*"));
+    const names = () => Array.from(matcher.partitions(), (id) => table.partitionName(id));
+    expect(names()).toEqual(["app/eu", "shop/eu", "solo"]);
+    table.internValid("new/eu/z");
+    table.internValid("new/us/orders");
+    expect(names()).toEqual(["app/eu", "shop/eu", "solo", "new/eu"]);
+    matcher.close();
   });
 });
