@@ -62,7 +62,7 @@ async function publish(client: AriaClient, count: number, prng: Prng, sent: Map<
       payload: `${at + i}-${"w".repeat(200 + prng.nextInt(800))}`,
     }));
     const seqs = await Promise.all(batch.map((m) => client.publish(m.topic, m.payload)));
-    seqs.forEach((seq, i) => sent.set(seq, { seq, ...batch[i] }));
+    for (const [i, seq] of seqs.entries()) sent.set(seq, { seq, ...batch[i] });
     at += batch.length;
   }
 }
