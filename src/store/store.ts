@@ -507,6 +507,12 @@ export class Store {
     return result;
   }
 
+  private endRetentionStall(): void {
+    if (this.retentionStall === null) return;
+    this.retentionStall = null;
+    this.announce();
+  }
+
   private async retainLocked(
     limits: { ageUs?: number; bytes?: number },
     nowUs: number,
@@ -526,7 +532,11 @@ export class Store {
       victims.push(file);
       total -= file.bytes;
     }
-    if (victims.length === 0) return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
+    if (victims.length === 0) {
+      // Nothing waits to be recorded any more: a stall of an earlier call is over.
+      this.endRetentionStall();
+      return { segmentsRemoved: 0, storesRemoved: 0, bytesRemoved: 0 };
+    }
     const segments = victims.filter((file) => !isSubtreeStore(file));
     const subtrees = victims.filter(isSubtreeStore);
     // Stores go by a SWAP that adds nothing (a split's switch in reverse); segments by REMOVE.
@@ -559,10 +569,7 @@ export class Store {
       this.writer.fail(error);
       throw error;
     }
-    if (this.retentionStall !== null) {
-      this.retentionStall = null;
-      this.announce();
-    }
+    this.endRetentionStall();
     let bytesRemoved = 0;
     for (const file of victims) {
       const log = context.partitions.log(file.partition);

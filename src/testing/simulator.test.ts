@@ -144,7 +144,9 @@ test("every planted bug is caught on most seeds, quickly", async () => {
 //   layout by what its files hold: a cut split's stores won in some partitions only, read as a
 //   mixed split (split-old-or-new); the reads were complete;
 // - 83 (218), 203 (60), 321 (204): the sorter stalled on a full disk and the journal crossed the
-//   backlog bound inside a PUBLISH batch: the append threw mid-batch (the sequencer's assert).
+//   backlog bound inside a PUBLISH batch: the append threw mid-batch (the sequencer's assert);
+// - 82 (195): the end of the run settled while a publish the journal's retry held was unanswered
+//   and the store still said it could not write (retention, which retries, no longer ran).
 test("damage at rest: every seed that found a repair bug holds", async () => {
   const found = [
     [1, 113],
@@ -164,6 +166,7 @@ test("damage at rest: every seed that found a repair bug holds", async () => {
     [83, 218],
     [203, 60],
     [321, 204],
+    [82, 195],
   ];
   for (const [seed, steps] of found)
     expect(failureText(await simulate({ seed, steps, damage: true }), true)).toBe("ok");

@@ -1547,14 +1547,20 @@ class Simulation {
         this.startSplit(life, { crash: false, final: true });
       this.clock.advance(100_000);
       await this.drain();
+      await this.retainMaybe(); // the server's timer goes on: retention retries after a full disk
       this.afterStep();
+      // Settled once the store writes again (the space is back: its retries go through), every
+      // publish is answered (one the journal's retry holds is acknowledged when it goes through)
+      // and every subscriber caught up.
       settled =
         this.life !== null &&
         this.life.store.failure === null &&
+        this.life.store.unwritable === null &&
         this.finalSplitDone &&
         this.clients.every(
           (client) =>
             client.connected &&
+            client.pending.size === 0 &&
             [...client.subscriptions.values()].every((sub) => sub.caughtUp || sub.closing),
         );
     }
