@@ -132,3 +132,30 @@ test("--admin-allowed-hosts refuses what is not a host name", async () => {
     expect(run.stderr).toContain("--admin-allowed-hosts:");
   }
 });
+
+test("--admin-token: a wrong bearer token is counted, logged with the address, and answered after a delay growing per address", async () => {
+  const server = await startAria({ args: ["--admin-token", "right-t0ken"] });
+  try {
+    const wrong = { headers: { Authorization: "Bearer wrong" } };
+    const took: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      expect((await fetch(`${server.adminUrl}/api/stats`, wrong)).status).toBe(401);
+      took.push(performance.now() - started);
+    }
+    // 100, 200, 400 ms (auth/throttle.ts); no token at all is the UI asking, not a guess.
+    expect(took[2]).toBeGreaterThanOrEqual(390);
+    const started = performance.now();
+    expect((await fetch(`${server.adminUrl}/api/stats`)).status).toBe(401);
+    expect(performance.now() - started).toBeLessThan(took[2]);
+    const metrics = await fetch(`${server.adminUrl}/metrics`, {
+      headers: { Authorization: "Bearer right-t0ken" },
+    });
+    expect(await metrics.text()).toContain("\naria_auth_failures_total 3\n");
+    expect(server.stderr()).toMatch(
+      / WARN admin app refused a bearer token address=127\.0\.0\.1 reason="wrong admin token" errorAfterMs=400\n/,
+    );
+  } finally {
+    await server.stop();
+  }
+});

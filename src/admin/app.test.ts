@@ -930,6 +930,41 @@ describe("--admin-token", () => {
     expect(post.status).toBe(401);
   });
 
+  test("a wrong token's 401 waits for bearerRefused (the failed sign-in delay per address); a missing one does not ask", async () => {
+    const heard: string[] = [];
+    let release = () => {};
+    const { app } = fakeServer({
+      token,
+      more: {
+        bearerRefused: (address) => {
+          heard.push(address);
+          return new Promise<void>((resolve) => {
+            release = resolve;
+          });
+        },
+      },
+    });
+    expect((await app.request("/api/stats")).status).toBe(401);
+    expect(heard).toEqual([]);
+    let answered = false;
+    const wrong = Promise.resolve(
+      app.request(
+        "/api/stats",
+        { headers: { Authorization: "Bearer nope" } },
+        {
+          remoteAddress: "10.1.2.3",
+        },
+      ),
+    ).then((response) => {
+      answered = true;
+      return response;
+    });
+    await Bun.sleep(20);
+    expect({ answered, heard }).toEqual({ answered: false, heard: ["10.1.2.3"] });
+    release();
+    expect((await wrong).status).toBe(401);
+  });
+
   test("without a token every route is open", async () => {
     const { app } = fakeServer();
     expect((await app.request("/api/stats")).status).toBe(200);

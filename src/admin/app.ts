@@ -128,12 +128,16 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     app.use("*", async (c, next) => {
       if (await bearerAccepted(c)) return next();
       c.header("WWW-Authenticate", 'Bearer realm="aria-admin"');
+      const sent = c.req.header("Authorization") !== undefined;
+      // A wrong token waits as a failed sign-in does (a guesser slows down); none is the UI asking.
+      if (sent)
+        await dependencies.bearerRefused?.(
+          (c.env as { remoteAddress?: string } | undefined)?.remoteAddress ?? "unknown address",
+        );
       return fail(
         c,
         401,
-        c.req.header("Authorization") === undefined
-          ? "this server requires Authorization: Bearer <admin token>"
-          : "wrong admin token",
+        sent ? "wrong admin token" : "this server requires Authorization: Bearer <admin token>",
       );
     });
   }

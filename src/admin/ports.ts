@@ -107,6 +107,11 @@ export interface AdminDependencies {
   /** When set, every route but /healthz and the static UI shell requires `Authorization: Bearer <token>`. */
   token?: AdminCredential;
   /**
+   * Hears a wrong bearer token from `address` (counted and logged by the server) and resolves
+   * when the 401 may go out: the delay of failed sign-ins per address (absent: at once).
+   */
+  bearerRefused?: (address: string) => Promise<void>;
+  /**
    * The address the app listens on (its own name is answered; `0.0.0.0`/`::`: any IP literal).
    * Default: a loopback listener, which answers loopback names only (host_origin.ts).
    */

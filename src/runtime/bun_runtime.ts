@@ -35,7 +35,8 @@ export const bunRuntime = (): Runtime => ({
     const server = Bun.serve({
       hostname: options.host,
       port: options.port,
-      fetch,
+      fetch: (request, server) =>
+        fetch(request, { remoteAddress: server.requestIP(request)?.address }),
       tls: options.tls === undefined ? undefined : { cert: options.tls.cert, key: options.tls.key },
     });
     return {

@@ -32,7 +32,7 @@ export const denoRuntime = (): Runtime => ({
         onListen: () => {},
         ...(options.tls === undefined ? {} : { cert: options.tls.cert, key: options.tls.key }),
       },
-      fetch,
+      (request, info) => fetch(request, { remoteAddress: info.remoteAddr.hostname }),
     );
     return {
       port: server.addr.port,

@@ -75,7 +75,7 @@ declare namespace Deno {
       cert?: string;
       key?: string;
     },
-    handler: (request: Request) => Response | Promise<Response>,
+    handler: (request: Request, info: { remoteAddr: NetAddr }) => Response | Promise<Response>,
   ): HttpServer;
 
   enum SeekMode {

@@ -43,8 +43,14 @@ export interface TcpListener {
   stop(): void;
 }
 
-/** A request handler, as Hono's `app.fetch` is one. */
-export type FetchHandler = (request: Request) => Response | Promise<Response>;
+/** A request handler, as Hono's `app.fetch` is one; `peer.remoteAddress` is the client's IP. */
+export type FetchHandler = (request: Request, peer: HttpPeer) => Response | Promise<Response>;
+
+/** Who sent a request (Hono hands it to routes as `c.env`). */
+export interface HttpPeer {
+  /** The client's IP address, when the runtime says. */
+  remoteAddress?: string;
+}
 
 /** A running HTTP server. */
 export interface HttpServer {

@@ -207,6 +207,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   for (const message of newest)
     tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
+  // Failed sign-ins per source address, of the protocol and the admin app alike.
+  const throttle = new FailureThrottle();
   const broker = new Broker({
     topics,
     tip,
@@ -216,7 +218,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     authToken: options.authToken,
     signIn: {
       users,
-      throttle: new FailureThrottle(),
+      throttle,
       scheduleAfter: runtime.scheduleAfter,
     },
     log,
@@ -279,6 +281,21 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
             broker.countAuthFailure();
             log.warn("admin app refused a bearer token", { reason });
           }),
+    // A wrong bearer token waits like a failed sign-in; with users the check above counted and
+    // logged it with its reason, without them it is counted and logged here.
+    bearerRefused: async (address) => {
+      const delayUs = throttle.failed(address, runtime.clock.nowUs());
+      if (users === undefined) {
+        broker.countAuthFailure();
+        log.warn("admin app refused a bearer token", {
+          address,
+          reason: "wrong admin token",
+          errorAfterMs: Math.round(delayUs / 1000),
+        });
+      }
+      if (delayUs > 0)
+        await new Promise<void>((resolve) => runtime.scheduleAfter(delayUs / 1000, resolve));
+    },
     listenHost: adminHost,
     allowedHosts: options.adminAllowedHosts,
     planner,
