@@ -15,7 +15,6 @@ import { PROTOCOL_VERSION } from "../src/constants.ts";
 import {
   type AriaServer,
   cleanupAll,
-  ensureBinary,
   makeTempDir,
   ROOT,
   runAria,
@@ -43,21 +42,8 @@ afterAll(async () => {
 });
 
 /** Runs the binary with `env` added to this process's environment. */
-async function runWithEnv(args: string[], env: Record<string, string>) {
-  const child = Bun.spawn([await ensureBinary(), ...args], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-    env: { ...process.env, ...env },
-  });
-  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
-  const [stdout, stderr, exitCode] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ]);
-  clearTimeout(timer);
-  return { stdout, stderr, exitCode };
+function runWithEnv(args: string[], env: Record<string, string>) {
+  return runAria(args, { env: { ...(process.env as Record<string, string>), ...env } });
 }
 
 /** `url` with its port replaced by PORT, for snapshots. */

@@ -30,20 +30,8 @@ let opsToken: string;
 /** Runs the binary with `env` added to this process's environment; its time in ms too. */
 async function runWithEnv(args: string[], env: Record<string, string>) {
   const started = performance.now();
-  const child = Bun.spawn([await ensureBinary(), ...args], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-    env: { ...process.env, ...env },
-  });
-  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
-  const [stdout, stderr, exitCode] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ]);
-  clearTimeout(timer);
-  return { stdout, stderr, exitCode, elapsedMs: performance.now() - started };
+  const run = await runAria(args, { env: { ...(process.env as Record<string, string>), ...env } });
+  return { ...run, elapsedMs: performance.now() - started };
 }
 
 /** Waits until the server's stderr matches `pattern` (at most 5 s). */

@@ -6,19 +6,10 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import process from "node:process";
+import type { ProcessView } from "../admin/ports.ts";
 
-/** The process's resources now. */
-export interface ProcessStats {
-  residentBytes: number;
-  cpuUserSeconds: number;
-  cpuSystemSeconds: number;
-  /** Open file descriptors (sockets included), or null off Linux. */
-  openFiles: number | null;
-  /** The soft limit on open file descriptors, or null when unknown. */
-  openFilesMax: number | null;
-  /** When the process started, seconds since the epoch. */
-  startTimeSeconds: number;
-}
+/** The process's resources now: the admin app's view of them (src/admin/ports.ts). */
+export type ProcessStats = ProcessView;
 
 const startTimeSeconds = Date.now() / 1000 - process.uptime();
 
