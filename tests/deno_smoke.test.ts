@@ -11,9 +11,11 @@ import { join } from "node:path";
 import { ensureBinary, ROOT } from "./fixtures/e2e_server.ts";
 
 const DENO = join(ROOT, "node_modules", ".bin", "deno");
-/** Property-test runs under Deno: a quarter of the default (FC_RUNS=100). This run checks that the
- * core runs under Deno; the full runs belong to `bun test` and to `deno task test-core` by hand. */
-const CORE_FC_RUNS = "25";
+/** Property-test runs under Deno: 40% of the default (FC_RUNS=100). This run checks that the
+ * core runs under Deno; the full runs belong to `bun test` and to `deno task test-core` by hand.
+ * Fewer (25) left the broker property's fixed seed 15 runs with only 2 reaching the tip, below
+ * its coverage floor. */
+const CORE_FC_RUNS = "40";
 
 async function deno(
   args: string[],
