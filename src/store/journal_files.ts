@@ -244,55 +244,38 @@ export async function retireJournalFile(context: StoreContext, info: JournalInfo
   await context.disk.remove(info.path);
 }
 
-/** Synced-point claims a journal gets at most (one per 1/64 of journalBytesMax). */
-const SLOT_CLAIMS_PER_JOURNAL = 64;
-
 /**
  * The newest journal's synced point, written into its header's slots (file_header.ts) so that
- * recovery can tell a torn tail (past it) from damage (before it). The writer calls `beforeSync`
- * with the file it is about to fsync and `synced` once that fsync completed: the slot written
- * before an fsync claims what the *previous completed* fsync covered, so it never claims more
- * than is durable, and the fsync that follows makes it durable with the records. No fsync of its
- * own: one 16-byte write into the file's first page, which is cached (its header is there).
- * Claims lag: a claim is written once the synced point passed the last one by 1/64 of a journal,
- * so a bad record in the last 1/64 of a journal (and the last group commit) cannot be told from
- * a torn tail.
+ * recovery can tell a torn tail (past it) from damage (before it). The writer calls `synced` with
+ * the file right after an fsync of it completed, before it acknowledges what that fsync covered:
+ * the slot (in turn) claims exactly what is durable. The write goes to the page cache and the
+ * next fsync makes it durable, so after a process kill (page cache kept) the claim covers every
+ * acknowledged record; after a power loss the durable claim may lag by the last group commit
+ * (the slot written after the last fsync). No fsync of its own: one 16-byte write into the
+ * file's first page, which the next fdatasync writes beside the records (docs/storage.md).
  */
 export class SyncSlots {
   private gen = -1;
-  /** What the last completed fsync of journal `gen` covered, and what its slots already claim. */
-  private covered = 0;
+  /** What the slots of journal `gen` claim. */
   private claimed = 0;
   private written = 0;
 
   constructor(private readonly context: StoreContext) {}
 
-  /** Writes a slot claiming what the last completed fsync of `journal` covered, if it claims more. */
-  beforeSync(file: DiskFile, journal: JournalInfo): Promise<void> | void {
+  /**
+   * Records that an fsync of `journal` (open as `file`) completed over its first `bytes` bytes:
+   * writes a slot claiming them when that is more than claimed. Resolves once the slot is
+   * written (at once with `writeNow`): only then may what the fsync covered be acknowledged.
+   */
+  synced(file: DiskFile, journal: JournalInfo, bytes: number): Promise<void> | void {
     if (journal.gen !== this.gen) {
       this.gen = journal.gen;
-      this.covered = this.claimed = 0;
+      this.claimed = 0;
     }
-    // A claim at most every 1/64 of a journal (1 MiB by default): each one dirties the file's
-    // first page, and an fdatasync then writes two places instead of one (one acknowledged
-    // publisher at a time ran ~20% slower with a claim per fsync: docs/storage.md, recovery).
-    if (
-      this.covered - this.claimed <
-      this.context.options.journalBytesMax / SLOT_CLAIMS_PER_JOURNAL
-    )
-      return;
-    const slot = encodeSyncSlot(journal.gen, this.written++, this.covered, this.context.crc32);
-    this.claimed = this.covered;
+    if (bytes <= this.claimed) return;
+    this.claimed = bytes;
+    const slot = encodeSyncSlot(journal.gen, this.written++, bytes, this.context.crc32);
     if (file.writeNow === undefined) return file.write(slot.position, slot.bytes);
     file.writeNow(slot.position, slot.bytes);
-  }
-
-  /** Records that an fsync of `journal` completed over its first `bytes` bytes. */
-  synced(journal: JournalInfo, bytes: number): void {
-    if (journal.gen !== this.gen) {
-      this.gen = journal.gen;
-      this.covered = this.claimed = 0;
-    }
-    if (bytes > this.covered) this.covered = bytes;
   }
 }

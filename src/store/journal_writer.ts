@@ -259,14 +259,14 @@ export class JournalWriter {
     const covered = journal.bytes;
     try {
       await context.files.with(journal.path, async (file) => {
-        await this.syncSlots.beforeSync(file, journal);
         await file.sync();
+        // Claimed before anything it covered is acknowledged (journal_files.ts, SyncSlots).
+        await this.syncSlots.synced(file, journal, covered);
       });
     } catch (error) {
       this.stallOrFail(error);
       throw context.failure ?? this.stall;
     }
-    this.syncSlots.synced(journal, covered);
     if (target > context.journal.syncedSeq) context.journal.syncedSeq = target;
   }
 

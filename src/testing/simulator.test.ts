@@ -139,7 +139,8 @@ test("every planted bug is caught on most seeds, quickly", async () => {
 // - 9 (166): a subtree store salvaged under a fresh id read as a cut split's store missing;
 // - 14 (93): a sealed journal cut inside its header was left in place: every open refused it;
 // - 34 (19): a bit flipped in the newest journal past its synced claim was cut as a torn tail,
-//   acknowledged records with it (a known limit: the simulator no longer damages there);
+//   acknowledged records with it (the claim lagged; it is written after each fsync now, and the
+//   simulator damages the newest journal anywhere);
 // - 140 (234): a manifest a crash tore was rebuilt from the files, which picks each partition's
 //   layout by what its files hold: a cut split's stores won in some partitions only, read as a
 //   mixed split (split-old-or-new); the reads were complete;

@@ -65,8 +65,8 @@ import {
   type StoreOptions,
   type SubtreeStoreMeta,
 } from "../store/mod.ts";
-import { decodeFileHeader, decodeSyncedBytes } from "../store/file_header.ts";
-import { journalPath, parseFileName, SEGMENT_DIR } from "../store/layout.ts";
+import { decodeFileHeader } from "../store/file_header.ts";
+import { parseFileName, SEGMENT_DIR } from "../store/layout.ts";
 import { isSubtreeStore } from "../store/subtree_store_file.ts";
 import { Tip } from "../tip/tip.ts";
 import { Filter } from "../topic/filter.ts";
@@ -1062,19 +1062,15 @@ class Simulation {
     const bytes = this.disk.snapshot(path) ?? new Uint8Array(0);
     const roll = prng.nextInt(4);
     let what: string;
-    // The newest journal past the synced point its header claims: damage there cannot be told
-    // from a torn tail (the claim lags by the last group commit and 1/64 of a journal: a known
-    // limit, docs/storage.md), so it would be cut, acknowledged records with it (seed 34, 19 steps).
-    const claimed = this.newestJournalClaim(path);
+    // Anywhere, the newest journal too: after a kill its synced point covers every acknowledged
+    // record (written after each fsync), so damage there is told from a torn tail (seed 34).
     if (roll <= 1 && bytes.length > 0) {
       const at = prng.nextInt(bytes.length);
       const bit = 1 << prng.nextInt(8);
-      if (at >= claimed) return;
       this.disk.corrupt(path, at, Uint8Array.of(bytes[at] ^ bit));
       what = `bit ${bit} flipped at ${at} of ${path} (${bytes.length} B)`;
     } else if (roll === 2 && bytes.length > 0) {
       const size = prng.nextInt(bytes.length);
-      if (size >= claimed) return;
       this.disk.cut(path, size);
       what = `${path} cut to ${size} of ${bytes.length} B`;
     } else {
@@ -1086,22 +1082,6 @@ class Simulation {
     this.damageLog.push(`step ${this.step}: ${what}`);
     if (this.damageLog.length > 3) this.damageLog.shift();
     this.repairedSinceOpen = false;
-  }
-
-  /**
-   * The synced point the newest journal's header claims when `path` is the newest journal
-   * (file_header.ts), else Infinity: every byte of any other file may be damaged.
-   */
-  private newestJournalClaim(path: string): number {
-    const gens = this.disk
-      .paths()
-      .map((p) => (p.startsWith("journal/") ? parseFileName(p.slice(8)) : null))
-      .filter((parsed) => parsed?.kind === "journal")
-      .map((parsed) => parsed?.n as number);
-    if (gens.length === 0) return Number.POSITIVE_INFINITY;
-    const newest = Math.max(...gens);
-    if (path !== journalPath(newest)) return Number.POSITIVE_INFINITY;
-    return decodeSyncedBytes(this.disk.snapshot(path) ?? new Uint8Array(0), newest, crc32);
   }
 
   /** A publisher sends 4-16 messages of 1-3 KB to hot topics. */
