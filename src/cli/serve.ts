@@ -62,7 +62,7 @@ Every setting can also come from the environment: ARIA_ and the flag's name in c
 which wins over the config file.
 `;
 
-const FSYNC_POLICIES: FsyncPolicy[] = ["always", "interval", "never"];
+const FSYNC_POLICIES: readonly FsyncPolicy[] = ["always", "interval", "never"];
 
 /** The settings of `aria serve`: its flags, `ARIA_*` variables and config-file keys (settings.ts). */
 export const SERVE_SETTINGS: SettingSpecs = {
@@ -94,11 +94,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   }
   const label = (name: string) => settingLabel(settings, name);
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-  const fsync = values.fsync as FsyncPolicy;
-  if (!FSYNC_POLICIES.includes(fsync))
-    throw new UsageError(
-      `${label("fsync")}: "${fsync}" is not one of ${FSYNC_POLICIES.join(", ")}`,
-    );
+  const fsync = oneOf(values.fsync, FSYNC_POLICIES, label("fsync"));
   const tipBytes = parseSize(values["tip-bytes"] as string, label("tip-bytes"));
   if (tipBytes < TIP_BYTES_MIN || tipBytes > TIP_BYTES_MAX)
     throw new UsageError(
