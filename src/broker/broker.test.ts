@@ -396,6 +396,49 @@ describe("session rules", () => {
     expect(store.messages.map((m) => m.seq)).toEqual([1, 2]);
   });
 
+  test("a store that refuses appends past its backlog bound (a sort stalled on a full disk): a batch that starts under it goes through whole, the next PUBLISH is refused before it takes a seq, and they go on once it takes them again", async () => {
+    /** Past `bound` messages it refuses (Store.refusal); its append never throws in a batch. */
+    class BoundedStore extends MemoryStore {
+      bound = 2;
+      retrying = false;
+      get refusal(): Error | null {
+        return this.messages.length >= this.bound ? new Error("cannot sort its journal") : null;
+      }
+    }
+    const store = new BoundedStore();
+    const world = new World(2048, { store });
+    const publisher = world.handshaken();
+    const publish = (requestId: number, count: number) =>
+      world.send(publisher, {
+        kind: "publish",
+        requestId,
+        messages: Array.from({ length: count }, (_, i) => ({
+          topic: "a/b",
+          payload: ENCODER.encode(`${requestId}.${i}`),
+        })),
+      });
+    publish(1, 1);
+    await world.settle();
+    publish(2, 3); // starts under the bound (1 stored), ends past it: whole
+    await world.settle();
+    store.retrying = true;
+    publish(3, 2);
+    await world.settle();
+    store.retrying = false;
+    store.bound = 100;
+    publish(4, 1);
+    await world.settle();
+    expect(publisher.frames("publish_ack")).toEqual([
+      { requestId: 1, firstSeq: 1, count: 1 },
+      { requestId: 2, firstSeq: 2, count: 3 },
+      { requestId: 4, firstSeq: 5, count: 1 },
+    ]);
+    expect(publisher.frames("error").map((e) => `${e.code} ${e.relatedId} ${e.reason}`)).toEqual([
+      "ARIA_ERR_STORAGE_FAILED 3 cannot sort its journal",
+    ]);
+    expect(store.messages.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   test("a storage failure after the store committed part of what waited: that part is acknowledged and delivered, the rest refused", async () => {
     /** Commits the first two seqs of what is waiting, then fails. */
     class HalfFailingStore extends MemoryStore {
