@@ -12,7 +12,9 @@
  * and hand to another message. A storage failure is sticky: what was durable is still
  * acknowledged, the rest refused, and every later PUBLISH refused — except while the store says
  * it is `retrying` (a full disk): a PUBLISH is then refused whole, no seq taken, and later ones
- * are tried again; what was appended before waits for its commit.
+ * are tried again; what was appended before waits for its commit. Whether the store takes a
+ * PUBLISH is asked before it is sequenced (`store.refusal`), never answered by an append throwing
+ * in the middle of its batch.
  *
  * Not here: sessions (errors and flushing go through SequencerOutput), subscriptions. Invariants:
  * visibleSeq <= nextSeq; publish times never decrease, across a restart too; a batch is sequenced
