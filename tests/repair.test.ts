@@ -23,7 +23,7 @@ import {
 
 afterAll(cleanupAll);
 
-/** ~3 MB of journal: the writer claims its synced point every 1 MiB (1/64 of a journal). */
+/** ~3 MB of journal, several group commits (its synced point is recorded after each fsync). */
 const MESSAGES = 3000;
 
 /** Every file under `dir` and a hash of its bytes. */
