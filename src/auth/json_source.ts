@@ -4,8 +4,14 @@
  * the runtime's "JSON Parse error: Unexpected token ]" with no position.
  *
  * Not here: what the values mean (users_file.ts). Strict JSON (RFC 8259): no comments, no trailing
- * commas. Invariants: lines and columns count from 1; a column counts UTF-16 code units. Pure.
+ * commas; a leading UTF-8 byte order mark is skipped (editors on Windows write one). Nesting is
+ * bounded (JSON_DEPTH_MAX): a file of 200,000 `[` is an error at the first one too deep, not a
+ * stack overflow. Invariants: lines and columns count from 1; a column counts UTF-16 code units.
+ * Pure.
  */
+
+/** How deep objects and lists may nest (a users file needs four levels). */
+export const JSON_DEPTH_MAX = 32;
 
 /** A parsed JSON value with the position of its first character. */
 export type JsonNode =
@@ -39,6 +45,7 @@ export class JsonSourceError extends Error {
 /** Parses `text` as one JSON value; throws JsonSourceError with line and column. */
 export function parseJsonSource(text: string): JsonNode {
   const reader = new Reader(text);
+  if (text.startsWith("\uFEFF")) reader.at = 1;
   reader.space();
   const node = reader.value();
   reader.space();
@@ -48,6 +55,8 @@ export function parseJsonSource(text: string): JsonNode {
 
 class Reader {
   at = 0;
+  /** How many objects and lists enclose the value being read. */
+  private depth = 0;
   /** Offsets where each line starts (a binary search finds a position's line). */
   private readonly lineStarts: number[] = [0];
   constructor(private readonly text: string) {
@@ -58,8 +67,14 @@ class Reader {
   value(): JsonNode {
     const { line, column } = this.position(this.at);
     const char = this.text[this.at];
-    if (char === "{") return this.object(line, column);
-    if (char === "[") return this.array(line, column);
+    if (char === "{" || char === "[") {
+      if (this.depth >= JSON_DEPTH_MAX)
+        this.fail(`objects and lists nest deeper than ${JSON_DEPTH_MAX} levels`);
+      this.depth++;
+      const node = char === "{" ? this.object(line, column) : this.array(line, column);
+      this.depth--;
+      return node;
+    }
     if (char === '"') return { kind: "string", value: this.string(), line, column };
     if (char === "-" || (char >= "0" && char <= "9")) return this.number(line, column);
     for (const [word, node] of WORDS) {

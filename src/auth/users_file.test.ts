@@ -35,6 +35,21 @@ describe("syntax errors name line and column", () => {
   test("text after the value", () => {
     expect(errorOf('{"users": []}\nx')).toBe('2:1: unexpected "x" after the value');
   });
+  test("nesting 200,000 deep is an error at the first level too deep, not a stack overflow", () => {
+    expect(errorOf(`{"users":${"[".repeat(200_000)}`)).toBe(
+      "1:41: objects and lists nest deeper than 32 levels",
+    );
+    expect(errorOf(`{"users":\n ${'[{"a":'.repeat(100_000)}`)).toMatch(
+      /^2:\d+: objects and lists nest deeper than 32 levels$/,
+    );
+  });
+});
+
+test("a leading UTF-8 byte order mark is skipped; one elsewhere is an error", () => {
+  const text = '{"users": [{"name": "a", "certSubject": "CN=a"}]}';
+  const parsed = parse(`\uFEFF${text}`);
+  expect(parsed.ok && parsed.users.map((user) => user.name)).toEqual(["a"]);
+  expect(errorOf(` \uFEFF${text}`)).toBe('1:2: expected a value, found "\uFEFF"');
 });
 
 describe("meaning errors name line and column", () => {
