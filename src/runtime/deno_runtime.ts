@@ -12,7 +12,7 @@ import type { Crc32 } from "../store/crc32.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
-import { readWholeFile } from "./files.ts";
+import { readBytesFile, readTextFile } from "./files.ts";
 import { type HttpServer, OutputClosedError, type Runtime } from "./runtime.ts";
 
 const encoder = new TextEncoder();
@@ -78,20 +78,8 @@ export const denoRuntime = (): Runtime => ({
   },
   onReloadSignal: (handler) => Deno.addSignalListener("SIGHUP", handler),
   stderrIsTerminal: () => Deno.stderr.isTerminal(),
-  readTextFile: async (path, options) => {
-    const read = await readWholeFile(path, options.bytesMax, {
-      stat: denoStat,
-      read: Deno.readTextFile,
-    });
-    return read.ok ? { ok: true, text: read.value } : read;
-  },
-  readBytesFile: async (path, options) => {
-    const read = await readWholeFile(path, options.bytesMax, {
-      stat: denoStat,
-      read: Deno.readFile,
-    });
-    return read.ok ? { ok: true, bytes: read.value } : read;
-  },
+  readTextFile: (path, options) => readTextFile(path, options, denoStat),
+  readBytesFile: (path, options) => readBytesFile(path, options, denoStat),
   runQuiet: async (argv) => {
     const [program, ...args] = argv;
     const { code } = await new Deno.Command(program, {
@@ -109,7 +97,7 @@ function writeAllSync(stream: { writeSync(bytes: Uint8Array): number }, bytes: U
   while (done < bytes.length) done += stream.writeSync(bytes.subarray(done));
 }
 
-/** A path's kind and size, as readWholeFile asks them. */
+/** A path's kind and size, as readWholeFile asks them (Deno's stat). */
 async function denoStat(path: string): Promise<{ isDirectory: boolean; size: number }> {
   const stat = await Deno.stat(path);
   return { isDirectory: stat.isDirectory, size: stat.size };

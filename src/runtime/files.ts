@@ -1,8 +1,8 @@
 /**
  * files: whole-file reads for commands that take an input file (`split plan --volumes`), over
  * node:fs as Bun implements it (deno_runtime.ts reads through Deno's, sharing `readWholeFile`).
- * Owns turning file-system errors into one-line reasons; a read above the caller's size limit is
- * refused before any byte is read. Never throws for an expected failure (missing, unreadable,
+ * Owns turning file-system errors into one-line reasons; a file above the caller's size limit is
+ * refused before any byte is read, a stream (a pipe, a device) once it passes the limit. Never throws for an expected failure (missing, unreadable,
  * a directory, too big): returns the reason.
  */
 import { promises as fs } from "node:fs";
@@ -22,67 +22,78 @@ const ERRNO_REASONS: Record<string, string> = {
   ENAMETOOLONG: "name too long",
 };
 
-/** What a whole-file read needs of a runtime's file system: the file's kind and size, its contents. */
-export interface WholeFileAccess<T> {
-  stat(path: string): Promise<{ isDirectory: boolean; size: number }>;
-  read(path: string): Promise<T>;
-}
+/** A path's kind and size. */
+export type FileStat = (path: string) => Promise<{ isDirectory: boolean; size: number }>;
+
+/** Read in pieces of this size: a stream (a pipe, `/dev/zero`) is cut at the limit, not read whole. */
+const READ_PIECE_BYTES = 64 * 1024;
 
 /**
- * Reads all of `path` through `access`, refusing a directory or a file over `bytesMax` before
- * any byte is read; the one-line reason when it cannot.
+ * Reads all of `path`, refusing a directory or a file whose size is over `bytesMax` before any
+ * byte is read, and a stream that goes on past `bytesMax` (a pipe, a device: their size says
+ * nothing) once it has; the one-line reason when it cannot. `stat` is the runtime's (node:fs
+ * otherwise); the bytes are read through node:fs, which Bun and Deno both implement.
  */
-export async function readWholeFile<T>(
+export async function readWholeFile(
   path: string,
   bytesMax: number,
-  access: WholeFileAccess<T>,
-): Promise<{ ok: true; value: T } | { ok: false; reason: string }> {
+  stat: FileStat = nodeStat,
+): Promise<{ ok: true; value: Uint8Array } | { ok: false; reason: string }> {
   const where = `cannot read ${JSON.stringify(path)}`;
+  const tooBig = (size: string) => `${where}: ${size}, more than the limit of ${bytesMax}`;
   try {
-    const stat = await access.stat(path);
-    if (stat.isDirectory) return { ok: false, reason: `${where}: is a directory` };
-    if (stat.size > bytesMax) {
-      return {
-        ok: false,
-        reason: `${where}: ${stat.size} bytes, more than the limit of ${bytesMax}`,
-      };
+    const kind = await stat(path);
+    if (kind.isDirectory) return { ok: false, reason: `${where}: is a directory` };
+    if (kind.size > bytesMax) return { ok: false, reason: tooBig(`${kind.size} bytes`) };
+    const handle = await fs.open(path, "r");
+    try {
+      const pieces: Uint8Array[] = [];
+      let total = 0;
+      for (;;) {
+        const piece = new Uint8Array(Math.min(READ_PIECE_BYTES, bytesMax + 1 - total));
+        const { bytesRead } = await handle.read(piece, 0, piece.length, null);
+        if (bytesRead === 0) break;
+        pieces.push(piece.subarray(0, bytesRead));
+        total += bytesRead;
+        if (total > bytesMax) return { ok: false, reason: tooBig("it goes on") };
+      }
+      const value = new Uint8Array(total);
+      let at = 0;
+      for (const piece of pieces) {
+        value.set(piece, at);
+        at += piece.length;
+      }
+      return { ok: true, value };
+    } finally {
+      await handle.close();
     }
-    return { ok: true, value: await access.read(path) };
   } catch (error) {
     return { ok: false, reason: unreadableReason(path, error) };
   }
 }
 
-/** Whole-file reads over node:fs, as Bun implements it. */
-const NODE_TEXT: WholeFileAccess<string> = {
-  stat: async (path) => {
-    const stat = await fs.stat(path);
-    return { isDirectory: stat.isDirectory(), size: stat.size };
-  },
-  read: (path) => fs.readFile(path, "utf8"),
-};
+async function nodeStat(path: string): Promise<{ isDirectory: boolean; size: number }> {
+  const stat = await fs.stat(path);
+  return { isDirectory: stat.isDirectory(), size: stat.size };
+}
 
-/** Reads `path` as UTF-8 text, refusing files larger than `bytesMax`. */
+/** Reads `path` as UTF-8 text, refusing more than `bytesMax` bytes. */
 export async function readTextFile(
   path: string,
   options: { bytesMax: number },
+  stat?: FileStat,
 ): Promise<ReadTextResult> {
-  const read = await readWholeFile(path, options.bytesMax, NODE_TEXT);
-  return read.ok ? { ok: true, text: read.value } : read;
+  const read = await readWholeFile(path, options.bytesMax, stat);
+  return read.ok ? { ok: true, text: new TextDecoder().decode(read.value) } : read;
 }
 
-/** Reads `path`'s bytes, refusing files larger than `bytesMax` before reading any. */
+/** Reads `path`'s bytes, refusing more than `bytesMax`. */
 export async function readBytesFile(
   path: string,
   options: { bytesMax: number },
+  stat?: FileStat,
 ): Promise<ReadBytesResult> {
-  const read = await readWholeFile(path, options.bytesMax, {
-    stat: NODE_TEXT.stat,
-    read: async (path) => {
-      const bytes = await fs.readFile(path);
-      return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    },
-  });
+  const read = await readWholeFile(path, options.bytesMax, stat);
   return read.ok ? { ok: true, bytes: read.value } : read;
 }
 
