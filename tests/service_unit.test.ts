@@ -10,7 +10,15 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EXIT_USAGE } from "../src/cli/cli_io.ts";
 import { FATAL_EXIT } from "../src/server/server.ts";
-import { cleanupAll, ensureBinary, makeTempDir, ROOT, startAria } from "./fixtures/e2e_server.ts";
+import {
+  cleanupAll,
+  ensureBinary,
+  makeTempDir,
+  ROOT,
+  StreamText,
+  startAria,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
 
 afterAll(cleanupAll);
 
@@ -92,4 +100,27 @@ test("ExecStart serves on the StateDirectory; ExecReload (SIGHUP) keeps it up; a
   );
   connection.end();
   expect(await server.stop()).toBe(0);
+}, 20_000);
+
+test("a SIGHUP during start-up does not end the server: the reload runs once it serves", async () => {
+  const binary = await ensureBinary();
+  const child = Bun.spawn(
+    [binary, "serve", "--port", "0", "--admin-port", "0", "--data-dir", makeTempDir()],
+    { stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+  );
+  const stderr = new StreamText(child.stderr);
+  const stdout = new StreamText(child.stdout);
+  // The first log line is written before the server opens its data directory and listens.
+  await waitFor(() => stderr.text.includes(" INFO starting "), "the starting line");
+  child.kill("SIGHUP");
+  await waitFor(() => stdout.text.split("\n").length >= 3, "the URL lines");
+  await waitFor(() => stderr.text.includes("SIGHUP: reloading"), "the reload");
+  expect(child.exitCode).toBeNull();
+  const lines = stderr.text.split("\n");
+  const serving = lines.findIndex((line) => line.includes(" INFO serving "));
+  const reloading = lines.findIndex((line) => line.includes("SIGHUP: reloading"));
+  expect(serving).toBeGreaterThan(-1);
+  expect(reloading).toBeGreaterThan(serving);
+  child.kill("SIGTERM");
+  expect(await child.exited).toBe(0);
 }, 20_000);

@@ -86,6 +86,10 @@ export const SERVE_SETTINGS: SettingSpecs = {
 
 /** Runs `aria serve`; resolves to the exit code after a signal stopped the server. */
 export async function serveCommand(args: string[], io: CliIo): Promise<number> {
+  // SIGHUP (systemctl reload) must never end the server, during start-up either: a reload asked
+  // before it serves runs once it does; reloads asked while one runs are folded into one more.
+  const reloads = new ReloadQueue();
+  runtime.onReloadSignal(() => reloads.ask());
   const settings = await resolveSettings(SERVE_SETTINGS, args, io);
   const { values, positionals } = settings;
   if (values.help === true) {
@@ -182,12 +186,18 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     log.warn("recovery found a problem", { problem: JSON.stringify(problem) });
   log.info("serving", { protocol: server.tcpUrl, admin: server.adminUrl });
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
-  // SIGHUP (systemctl reload) must not end the server; what it reloads: docs/operations.md.
-  runtime.onReloadSignal(() => {
+  // What a reload reads again: docs/operations.md.
+  reloads.start(async () => {
     log.info("SIGHUP: reloading");
-    void server
-      .reloadUsers()
-      .then((reloaded) => (reloaded.ok ? log.info(reloaded.message) : log.error(reloaded.message)));
+    try {
+      const reloaded = await server.reloadUsers();
+      if (reloaded.ok) log.info(reloaded.message);
+      else log.error(reloaded.message);
+    } catch (error) {
+      log.error("reload failed", {
+        reason: error instanceof Error ? error.message : String(error),
+      });
+    }
   });
   const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   log.info("shutting down", { signal });
@@ -226,4 +236,39 @@ function allowedHostsOf(value: string | undefined, label: string): string[] | un
 function oneOf<T extends string>(value: unknown, allowed: readonly T[], label: string): T {
   if (allowed.includes(value as T)) return value as T;
   throw new UsageError(`${label}: "${String(value)}" is not one of ${allowed.join(", ")}`);
+}
+
+/**
+ * SIGHUPs to reloads: none runs before `start` (a reload asked earlier runs then), one at a time,
+ * and any number asked while one runs make one more after it (each reload reads the newest file).
+ */
+export class ReloadQueue {
+  private reload: (() => Promise<void>) | null = null;
+  private asked = false;
+  private running = false;
+
+  /** A SIGHUP came. */
+  ask(): void {
+    this.asked = true;
+    void this.drain();
+  }
+
+  /** The server serves: reloads may run (one asked before runs now). */
+  start(reload: () => Promise<void>): void {
+    this.reload = reload;
+    void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    if (this.running || this.reload === null) return;
+    this.running = true;
+    try {
+      while (this.asked) {
+        this.asked = false;
+        await this.reload().catch(() => {});
+      }
+    } finally {
+      this.running = false;
+    }
+  }
 }
