@@ -2,12 +2,21 @@
  * `aria users` in process: add prints a token once and writes a hash that verifies it; token
  * renews it; list shows permissions; remove deletes; wrong arguments are usage errors, a missing
  * user or an existing name a failure (exit 1), and a broken file is named with line and column.
+ * Real processes at once (`bun main.ts users …`) all apply their changes: none is lost.
  */
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { verifyToken } from "../runtime/mod.ts";
+import { lockBeside, verifyToken } from "../runtime/mod.ts";
 import { UsageError } from "./args.ts";
 import { usersCommand } from "./users.ts";
 
@@ -94,4 +103,52 @@ test("refusals", async () => {
   expect((await run(["list", "--users", broken])).err).toBe(
     `aria users: ${broken}:2:12: expected a value, found "}"\n`,
   );
+});
+
+test("changes from parallel processes are all applied, none lost (the lock FILE.lock)", async () => {
+  const path = join(dir, "parallel.json");
+  expect((await run(["add", "victim", "--users", path, "--role", "admin"])).code).toBe(0);
+  const main = join(import.meta.dir, "../../main.ts");
+  const spawn = (args: string[]) =>
+    Bun.spawn([process.execPath, main, "users", ...args, "--users", path], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+  const names = Array.from({ length: 8 }, (_, i) => `u${i}`);
+  const processes = [...names.map((name) => spawn(["add", name])), spawn(["remove", "victim"])];
+  const results = await Promise.all(
+    processes.map(async (child) => ({
+      code: await child.exited,
+      out: await new Response(child.stdout).text(),
+      err: await new Response(child.stderr).text(),
+    })),
+  );
+  for (const result of results) expect(result).toMatchObject({ code: 0 });
+  const users = JSON.parse(readFileSync(path, "utf8")).users as { name: string }[];
+  expect(users.map((user) => user.name).sort()).toEqual(names);
+  for (const result of results.slice(0, names.length)) {
+    const [name, secret] = result.out.trim().split(":");
+    expect(await verifyToken(secret, hashOf(path, name))).toBe(true);
+  }
+  expect(existsSync(`${path}.lock`)).toBe(false);
+  expect(readdirSync(dir).filter((file) => file.startsWith("parallel.json"))).toEqual([
+    "parallel.json",
+  ]);
+}, 30_000);
+
+test("a stale lock (its process gone) is taken over; a live one is waited for", async () => {
+  const path = join(dir, "stale.json");
+  writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 31 - 2, startTime: "1" }));
+  expect((await run(["add", "a", "--users", path])).code).toBe(0);
+  expect(existsSync(`${path}.lock`)).toBe(false);
+  // A live holder (this process) is waited for, then refused naming it.
+  writeFileSync(`${path}.lock`, JSON.stringify({ pid: process.pid, taker: "x" }));
+  const started = performance.now();
+  const refused = await lockBeside(path, { waitMs: 200 });
+  expect(refused).toEqual({
+    ok: false,
+    reason: `${path}.lock is held by pid ${process.pid} (another aria users?)`,
+  });
+  expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+  rmSync(`${path}.lock`);
 });

@@ -3,7 +3,9 @@
  * prints its token once (`NAME:SECRET`; the file keeps only a salted hash), `token` gives a user
  * a new one (the old stops working at the server's next reload), `list` shows users and their
  * permissions, `remove` deletes one. The file is rewritten whole (a rename), so a server reloading
- * on SIGHUP reads the old file or the new one.
+ * on SIGHUP reads the old file or the new one. A change holds the lock `FILE.lock` from its read
+ * to its rename, so two `aria users` at once apply both changes, one after the other (without it,
+ * a `remove` beside an `add` could be lost while both exited 0).
  *
  * Not here: the file format (src/auth/users_file.ts), hashing (the runtime's token_kdf).
  */
@@ -11,6 +13,7 @@ import { formatUsersFile, parseUsersFile, ROLES, type Role, type UserRecord } fr
 import { Filter } from "../topic/mod.ts";
 import {
   hashToken,
+  lockBeside,
   newToken,
   runtime,
   tokenHashProblem,
@@ -73,17 +76,44 @@ export async function usersCommand(args: string[], io: CliIo): Promise<number> {
   if (needsName && name === undefined) throw new UsageError(`${action}: give the user's NAME`);
   if (!needsName && name !== undefined) throw new UsageError(`unexpected argument "${name}"`);
 
+  if (action === "list") return list(path, io);
+  const locked = await lockBeside(path);
+  if (!locked.ok) {
+    io.err(`aria users: ${locked.reason}\n`);
+    return EXIT_FAILURE;
+  }
+  try {
+    return await change(action, name as string, path, values, io);
+  } finally {
+    await locked.lock.release();
+  }
+}
+
+async function list(path: string, io: CliIo): Promise<number> {
+  const read = await readRecords(path, false);
+  if (!read.ok) {
+    io.err(`aria users: ${read.error}\n`);
+    return EXIT_FAILURE;
+  }
+  io.out(read.records.length === 0 ? `no users in ${path}\n` : read.records.map(describe).join(""));
+  return EXIT_OK;
+}
+
+/** add, token or remove `name`, the lock held. */
+async function change(
+  action: "add" | "token" | "remove",
+  name: string,
+  path: string,
+  values: Record<string, unknown>,
+  io: CliIo,
+): Promise<number> {
   const read = await readRecords(path, action === "add");
   if (!read.ok) {
     io.err(`aria users: ${read.error}\n`);
     return EXIT_FAILURE;
   }
   const records = read.records;
-  const index = name === undefined ? -1 : records.findIndex((record) => record.name === name);
-  if (action === "list") {
-    io.out(records.length === 0 ? `no users in ${path}\n` : records.map(describe).join(""));
-    return EXIT_OK;
-  }
+  const index = records.findIndex((record) => record.name === name);
   if (action !== "add" && index < 0) {
     io.err(`aria users: no user "${name}" in ${path}\n`);
     return EXIT_FAILURE;
@@ -100,7 +130,7 @@ export async function usersCommand(args: string[], io: CliIo): Promise<number> {
       );
       return EXIT_FAILURE;
     }
-    const record = recordOf(name as string, values);
+    const record = recordOf(name, values);
     if (record.tokenHash === null && record.certSubject === null)
       throw new UsageError("--no-token: give --cert-subject, or the user cannot sign in");
     token = values["no-token"] === true ? null : newToken();

@@ -32,4 +32,4 @@ export { type EventLoopLag, watchEventLoopLag } from "./event_loop_lag.ts";
 export { processLog } from "./process_log.ts";
 export { type ProcessStats, processStats } from "./process_stats.ts";
 export { hashToken, newToken, tokenDigest, tokenHashProblem, verifyToken } from "./token_kdf.ts";
-export { writeTextFileAtomic } from "./text_file_write.ts";
+export { type FileLock, lockBeside, writeTextFileAtomic } from "./text_file_write.ts";
