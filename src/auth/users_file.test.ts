@@ -45,6 +45,14 @@ describe("syntax errors name line and column", () => {
   });
 });
 
+test("a control character in a subject or a filter is an error (it forged list lines)", () => {
+  expect(errorOf('{"users": [{"name": "a",\n "certSubject": "CN=a\\nb (admin): token"}]}')).toBe(
+    '2:17: "certSubject" holds a control character ("CN=a\\nb (admin): token")',
+  );
+  const filter = `{"users": [{"name": "a", "tokenHash": "${HASH}", "publish": {"allow": ["a\\u0085"]}}]}`;
+  expect(errorOf(filter)).toMatch(/^1:\d+: each of "publish".allow holds a control character/);
+});
+
 test("a leading UTF-8 byte order mark is skipped; one elsewhere is an error", () => {
   const text = '{"users": [{"name": "a", "certSubject": "CN=a"}]}';
   const parsed = parse(`\uFEFF${text}`);

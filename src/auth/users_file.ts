@@ -8,7 +8,8 @@
  *
  * Not here: verifying tokens (the runtime's token_kdf), deciding (permissions.ts, users.ts).
  * Invariants: names are unique; each user has a token hash, a certificate subject or both;
- * unknown keys are errors, never ignored. Pure.
+ * unknown keys are errors, never ignored; no text holds a control character (a certificate subject
+ * with a newline forged lines of `aria users list`). Pure.
  */
 import { Filter } from "../topic/mod.ts";
 import { type JsonNode, JsonSourceError, parseJsonSource } from "./json_source.ts";
@@ -55,6 +56,8 @@ export interface UsersFileOptions {
 
 const USER_KEYS = ["name", "tokenHash", "certSubject", "publish", "subscribe", "roles"];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is its purpose
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
 /** Reads a users file's text; an error reads `LINE:COLUMN: reason`. */
 export function parseUsersFile(text: string, options: UsersFileOptions): UsersParse {
@@ -175,6 +178,8 @@ function objectOf(node: JsonNode, what: string, known: string[]): Map<string, Js
 
 function stringOf(node: JsonNode, what: string): string {
   if (node.kind !== "string") fail(node, `${what} must be a string`);
+  if (CONTROL.test(node.value))
+    fail(node, `${what} holds a control character (${JSON.stringify(node.value)})`);
   return node.value;
 }
 

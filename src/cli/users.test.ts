@@ -96,6 +96,14 @@ test("refusals", async () => {
     "--no-token: give --cert-subject, or the user cannot sign in",
   );
   expect((await run(["add", "bad name", "--users", path])).err).toMatch(/^user name "bad name"/);
+  const before = readFileSync(path, "utf8");
+  const forged = ["add", "c", "--users", path, "--cert-subject", "CN=c\nroot (admin): token"];
+  expect(await run(forged)).toMatchObject({
+    code: 2,
+    err: '"certSubject" holds a control character ("CN=c\\nroot (admin): token")',
+  });
+  expect((await run(["add", "c", "--users", path, "--subscribe", "a/\tb"])).code).toBe(2);
+  expect(readFileSync(path, "utf8")).toBe(before);
   expect((await run(["frobnicate", "--users", path])).code).toBe(2);
   expect((await run(["list", "--users", join(dir, "missing.json")])).code).toBe(1);
   const broken = join(dir, "broken.json");
