@@ -139,6 +139,7 @@ test("bad settings: exit 2 naming the source, and the server never starts", asyn
     [[], { ARIA_LOG_LEVEL: "loud" }, 'aria serve: ARIA_LOG_LEVEL: "loud" is not one of debug'],
     [[], { ARIA_CONFIG: join(dir, "absent.toml") }, "aria serve: --config: cannot read"],
     [["--log-format", "xml"], {}, 'aria serve: --log-format: "xml" is not one of text, json'],
+    [[], { ARIA_AUTH_TOKEN: "x".repeat(1025) }, "aria serve: ARIA_AUTH_TOKEN: longer than 1024"],
     [
       [],
       { ARIA_TLS_CERT: join(dir, "server.pem") },

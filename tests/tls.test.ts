@@ -201,9 +201,16 @@ test("serve refuses bad certificate files before listening, naming the flag (exi
     notPem: await serve(["--tls-cert", p("server.key"), "--tls-key", p("server.key")]),
     halfPair: await serve(["--tls-cert", p("server.pem")]),
     clientCaAlone: await serve(["--tls-client-ca", p("ca.pem")]),
+    clientCaNotPem: await serve(
+      ["--tls-cert", p("server.pem"), "--tls-key", p("server.key")].concat([
+        "--tls-client-ca",
+        p("server.key"),
+      ]),
+    ),
   }).toMatchInlineSnapshot(`
     {
       "clientCaAlone": "2 aria serve: --tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)",
+      "clientCaNotPem": "6 aria serve: Cannot serve TLS: the client CA is not a PEM certificate (error:0900006e:PEM routines:OPENSSL_internal:NO_START_LINE); check --tls-client-ca",
       "expired": "6 aria serve: Cannot serve TLS: the certificate expired on DATE; check --tls-cert and --tls-key",
       "halfPair": "2 aria serve: --tls-cert and --tls-key go together: give both or neither",
       "missing": "6 aria serve: Cannot serve TLS: --tls-cert: cannot read "DIR/missing.pem": no such file",

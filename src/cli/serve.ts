@@ -5,6 +5,7 @@
  */
 import {
   ADMIN_HOST_DEFAULT,
+  AUTH_TOKEN_BYTES_MAX,
   TIP_BYTES_DEFAULT,
   TIP_BYTES_MAX,
   TIP_BYTES_MIN,
@@ -137,6 +138,14 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   if (options.authToken === "")
     throw new UsageError(
       `${label("auth-token")}: must not be empty (leave it out for a server without auth)`,
+    );
+  // A token no client could send (HELLO carries at most AUTH_TOKEN_BYTES_MAX bytes) locks everyone out.
+  if (
+    options.authToken !== undefined &&
+    new TextEncoder().encode(options.authToken).length > AUTH_TOKEN_BYTES_MAX
+  )
+    throw new UsageError(
+      `${label("auth-token")}: longer than ${AUTH_TOKEN_BYTES_MAX} bytes, which no client can send`,
     );
   if (options.usersFile !== undefined && options.authToken !== undefined)
     throw new UsageError(

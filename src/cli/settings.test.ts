@@ -130,8 +130,8 @@ test("bad input: unknown keys, wrong types, syntax errors with line and column, 
   expect(await resolve(["--config", file("tab.toml", "[admin]\nport = 1\n")])).toContain(
     'unknown setting "admin"',
   );
-  expect(await resolve(["--config", file("j.json", "{port: 1}")])).toStartWith(
-    `${dir}/j.json: not valid JSON`,
+  expect(await resolve(["--config", file("j.json", '{\n  "port": 1,\n  fsync: 2}')])).toStartWith(
+    `${dir}/j.json:3:3: `,
   );
   expect(await resolve(["--config", file("a.json", "[1]")])).toBe(
     `${dir}/a.json: must hold a table of settings`,

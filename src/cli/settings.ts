@@ -3,14 +3,15 @@
  * variables, and a config file (`--config FILE` or `ARIA_CONFIG`, TOML or JSON). One table of
  * settings per command is the schema of all three: a setting `admin-port` is the flag
  * `--admin-port`, the variable `ARIA_ADMIN_PORT` and the file key `admin-port`. Precedence: flag >
- * environment > file > default. `--print-config` shows each value and where it came from, secrets
- * redacted.
+ * environment > file > default (syntax errors of either format say line and column).
+ * `--print-config` shows each value and where it came from, secrets redacted.
  *
  * Not here: what a value means (the command parses and checks its values as it did its flags, so
  * a bad value reads the same whatever its source, prefixed by where it came from). Invariants: an
  * unknown flag or file key is an error, never ignored; a secret's value is never printed.
  */
 import { parse as parseToml, TomlError } from "smol-toml";
+import { JsonSourceError, parseJsonSource } from "../auth/mod.ts";
 import { CONFIG_FILE_BYTES_MAX } from "../constants.ts";
 import { runtime } from "../runtime/mod.ts";
 import { parseCommand, UsageError } from "./args.ts";
@@ -168,6 +169,13 @@ async function readConfigFile(
     try {
       document = JSON.parse(read.text);
     } catch (error) {
+      // JSON.parse says what but not where: the users file's reader says where.
+      try {
+        parseJsonSource(read.text);
+      } catch (located) {
+        if (located instanceof JsonSourceError)
+          throw new UsageError(`${path}:${located.line}:${located.column}: ${located.reason}`);
+      }
       throw new UsageError(`${path}: not valid JSON: ${(error as Error).message}`);
     }
   } else if (path.endsWith(".toml")) {

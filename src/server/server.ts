@@ -403,7 +403,10 @@ function checkTls(options: ServerOptions): void {
   for (const { tls, flags } of checks) {
     const problem = tls === undefined ? null : serverTlsProblem(tls, nowMs);
     if (problem !== null)
-      throw new FatalError(`Cannot serve TLS: ${problem}; check ${flags}`, FATAL_EXIT.tls);
+      throw new FatalError(
+        `Cannot serve TLS: ${problem}; check ${problem.startsWith("the client CA") ? "--tls-client-ca" : flags}`,
+        FATAL_EXIT.tls,
+      );
   }
 }
 
