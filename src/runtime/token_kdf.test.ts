@@ -19,8 +19,14 @@ test("a token verifies against its hash, another token does not", async () => {
 
 test("malformed or out-of-range hashes are named and never verify", async () => {
   expect(tokenHashProblem("plain")).toMatch(/^not a token hash/);
+  const range = "(N a power of 2 >= 16384, r >= 8, 128*N*r*p <= 128 MiB)";
   expect(tokenHashProblem("scrypt$1000$8$1$c2FsdA==$aGFzaA==")).toBe(
-    "scrypt cost N=1000 r=8 p=1 is out of range",
+    `scrypt cost N=1000 r=8 p=1 is out of range ${range}`,
   );
+  // Too weak (N=2), too slow (a huge p stalled sign-ins), and the range's ends.
+  for (const cost of ["2$8$1", "16384$8$100000", "16384$1$1", "262144$8$1", "16384$8$9"])
+    expect(tokenHashProblem(`scrypt$${cost}$c2FsdA==$aGFzaA==`)).toMatch(/ is out of range /);
+  for (const cost of ["16384$8$1", "131072$8$1", "16384$8$8", "32768$16$2"])
+    expect(tokenHashProblem(`scrypt$${cost}$c2FsdA==$aGFzaA==`)).toBeNull();
   expect(await verifyToken("x", "plain")).toBe(false);
 });

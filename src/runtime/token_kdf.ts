@@ -15,6 +15,8 @@ const SALT_BYTES = 16;
 const HASH_BYTES = 32;
 /** scrypt's memory is 128 * N * r bytes: the default limit (32 MiB) would refuse larger N. */
 const MEMORY_BYTES_MAX = 256 * 1024 * 1024;
+/** The most work (128 * N * r * p bytes) a stored hash may ask per verification: 8x the default. */
+const WORK_BYTES_MAX = 8 * 128 * COST.N * COST.r * COST.p;
 const STORED = /^scrypt\$(\d+)\$(\d+)\$(\d+)\$([A-Za-z0-9+/]+=*)\$([A-Za-z0-9+/]+=*)$/;
 
 /** A new random token (32 bytes, base64url, prefixed so it is recognisable in a leak scan). */
@@ -34,8 +36,14 @@ export function tokenHashProblem(stored: string): string | null {
   const match = STORED.exec(stored);
   if (match === null) return 'not a token hash (expected "scrypt$N$r$p$SALT$HASH")';
   const [n, r, p] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  if (n < 2 || (n & (n - 1)) !== 0 || r < 1 || p < 1 || 128 * n * r > MEMORY_BYTES_MAX)
-    return `scrypt cost N=${n} r=${r} p=${p} is out of range`;
+  // At least what `aria users` writes (N=2^14, r=8: N=2 is no cost at all), at most 8 times its
+  // work (a p of 100000 let a few wrong tokens stall every sign-in).
+  const work = 128 * n * r * p;
+  if (n < COST.N || (n & (n - 1)) !== 0 || r < COST.r || p < 1 || work > WORK_BYTES_MAX)
+    return (
+      `scrypt cost N=${n} r=${r} p=${p} is out of range (N a power of 2 >= ${COST.N}, ` +
+      `r >= ${COST.r}, 128*N*r*p <= ${WORK_BYTES_MAX / 1024 / 1024} MiB)`
+    );
   return null;
 }
 
