@@ -49,8 +49,9 @@ test("a control character in a subject or a filter is an error (it forged list l
   expect(errorOf('{"users": [{"name": "a",\n "certSubject": "CN=a\\nb (admin): token"}]}')).toBe(
     '2:17: "certSubject" holds a control character ("CN=a\\nb (admin): token")',
   );
-  const filter = `{"users": [{"name": "a", "tokenHash": "${HASH}", "publish": {"allow": ["a\\u0085"]}}]}`;
-  expect(errorOf(filter)).toMatch(/^1:\d+: each of "publish".allow holds a control character/);
+  const filter = `{"users": [{"name": "a", "tokenHash": "${HASH}",
+    "publish": {"allow": ["a\\u0085"]}}]}`;
+  expect(errorOf(filter)).toMatch(/^2:\d+: each of "publish".allow holds a control character/);
 });
 
 test("a leading UTF-8 byte order mark is skipped; one elsewhere is an error", () => {

@@ -113,7 +113,7 @@ test("refusals", async () => {
   );
 });
 
-test("changes from parallel processes are all applied, none lost (the lock FILE.lock)", async () => {
+test("changes of parallel processes all apply, none lost (the lock FILE.lock)", async () => {
   const path = join(dir, "parallel.json");
   expect((await run(["add", "victim", "--users", path, "--role", "admin"])).code).toBe(0);
   const main = join(import.meta.dir, "../../main.ts");

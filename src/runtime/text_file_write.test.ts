@@ -17,7 +17,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-test("a symlink at the old temporary name (FILE.PID.tmp) is neither followed nor touched", async () => {
+test("a symlink at the old temporary name FILE.PID.tmp is not followed", async () => {
   const path = join(dir, "users.json");
   const victim = join(dir, "victim");
   await writeFile(victim, "precious\n");
@@ -35,7 +35,7 @@ test("a symlink at the old temporary name (FILE.PID.tmp) is neither followed nor
   );
 });
 
-test("a symlink at the path becomes a 0600 regular file; a 0644 file planted beside is unused", async () => {
+test("a symlink at the path becomes a 0600 file; a planted 0644 file is unused", async () => {
   const path = join(dir, "users.json");
   const victim = join(dir, "victim");
   await writeFile(victim, "precious\n", { mode: 0o644 });
