@@ -102,9 +102,9 @@ function world(users: User[]) {
     for (const frame of frames) encodeFrame(writer, frame);
     broker.receive(client.id, writer.bytes().slice());
   };
-  const connect = () => {
+  const connect = (address = "10.0.0.7") => {
     const client = new Client();
-    client.id = broker.open(client.connection);
+    client.id = broker.open({ ...client.connection, remoteAddress: address });
     return client;
   };
   const hello = (token: string | null): OutgoingFrame => ({
@@ -190,7 +190,7 @@ test("a token is verified once, off the event loop; frames sent behind HELLO wai
 
 test("failed sign-ins are counted, logged and answered after a delay growing per address", async () => {
   const w = world([user("orders", ["app/**"], [])]);
-  const tries = ["orders:wrong", "nobody:x", null, "no-colon"];
+  const tries = ["orders:wrong", null, "no-colon", "nobody:x"];
   const clients = [];
   for (const token of tries) {
     const client = w.connect();
@@ -200,12 +200,18 @@ test("failed sign-ins are counted, logged and answered after a delay growing per
     expect(client.kinds()).toEqual([]);
     clients.push(client);
   }
-  expect(w.timers.map((t) => t.delayMs)).toEqual([100, 200, 400, 800]);
-  for (const timer of w.timers) timer.run();
+  // Three ERRORs wait; the fourth token waits out the address's penalty before its KDF runs.
+  expect(w.timers.map((t) => Math.round(t.delayMs))).toEqual([100, 200, 400, 400]);
+  expect(w.verified).toEqual(["wrong"]);
+  const [verifyFourth] = w.timers.splice(3, 1);
+  verifyFourth.run();
+  await w.settle();
+  expect(w.timers.map((t) => Math.round(t.delayMs)).at(-1)).toBe(800);
+  for (const timer of w.timers.splice(0)) timer.run();
   expect(clients.map((c) => c.errors())).toEqual([
     ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
-    ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
     ["ARIA_ERR_AUTH_FAILED fatal: this server requires an auth token"],
+    ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
     ["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"],
   ]);
   expect(w.broker.stats().authFailures).toBe(4);
@@ -213,8 +219,65 @@ test("failed sign-ins are counted, logged and answered after a delay growing per
   expect(w.logged.filter((line) => line.includes("sign-in failed"))[0]).toMatch(
     /^2026-12-03T00:00:00\.000Z WARN sign-in failed session=\d+ address=10\.0\.0\.7 reason="wrong auth token" errorAfterMs=100\n$/,
   );
-  // Only the token naming a user with a hash ran the KDF.
-  expect(w.verified).toEqual(["wrong"]);
+  // A token naming no user runs the KDF too (against another user's hash): no name oracle.
+  expect(w.verified).toEqual(["wrong", "x"]);
+});
+
+test("parallel guesses from one address are verified one per penalty step", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  await w.signedIn("orders:orders-secret");
+  const guesses = [1, 2, 3, 4, 5].map((i) => {
+    const client = w.connect();
+    w.send(client, w.hello(`orders:wrong${i}`));
+    return client;
+  });
+  await w.settle();
+  // One verified at once; the others wait for the address's turn.
+  expect(w.verified).toEqual(["orders-secret", "wrong1"]);
+  // From an address at the penalty, a token verified before is answered at once (a SHA-256),
+  // a new token (right or wrong) waits in the address's queue.
+  const known = w.connect();
+  w.send(known, w.hello("orders:orders-secret"));
+  expect(known.kinds()).toEqual(["welcome"]);
+  const other = w.connect("10.0.0.8");
+  w.send(other, w.hello("orders:elsewhere"));
+  await w.settle();
+  // Another address is not held up by this one's penalty.
+  expect(w.verified).toEqual(["orders-secret", "wrong1", "elsewhere"]);
+  const waits: number[] = [];
+  for (let step = 2; step <= 5; step++) {
+    // The timer before the next verification: the previous failure's delay.
+    const wait = w.timers.findLast((t) => t.delayMs > 0 && t.delayMs % 100 !== 0);
+    if (wait === undefined) throw new Error(`no wait before guess ${step}`);
+    waits.push(Math.round(wait.delayMs));
+    w.timers.splice(w.timers.indexOf(wait), 1);
+    wait.run();
+    await w.settle();
+    expect(w.verified.at(-1)).toBe(`wrong${step}`);
+  }
+  expect(waits).toEqual([100, 200, 400, 800]);
+  for (const timer of w.timers.splice(0)) timer.run();
+  expect(guesses.map((c) => c.errors().length)).toEqual([1, 1, 1, 1, 1]);
+});
+
+test("a guess whose connection closes while it waits its turn is never verified", async () => {
+  const w = world([user("orders", ["app/**"], [])]);
+  const first = w.connect();
+  w.send(first, w.hello("orders:wrong1"));
+  await w.settle();
+  const second = w.connect();
+  w.send(second, w.hello("orders:wrong2"));
+  w.broker.closed(second.id);
+  const third = w.connect();
+  w.send(third, w.hello("orders:wrong3"));
+  await w.settle();
+  // The second's turn passes to the third, which waits the penalty again from then.
+  for (let round = 0; round < 3; round++) {
+    for (const timer of w.timers.splice(0)) timer.run();
+    await w.settle();
+  }
+  expect(w.verified).toEqual(["wrong1", "wrong3"]);
+  expect(third.errors()).toEqual(["ARIA_ERR_AUTH_FAILED fatal: wrong auth token"]);
 });
 
 test("a reload keeps connections and applies the new permissions to them", async () => {

@@ -5,14 +5,21 @@
  * yet verified is checked off the event loop, and until the answer comes the session is pending:
  * dispatch reads none of its frames, and what arrives meanwhile is held here (bounded).
  *
- *   HELLO ─▶ credential known? ─yes─▶ welcome ─▶ read on
- *                  └ no: verify (KDF, async) ─▶ pending ─▶ answer ─▶ welcome | failed
+ *   HELLO ─▶ answered without a KDF? ─yes─▶ welcome | failed
+ *                  └ no: queue of its address ─▶ its turn, after the address's penalty
+ *                        ─▶ verify (KDF, async, Users' gate) ─▶ welcome | failed
  *   failed ─▶ count, log ─▶ pending for the address's delay (auth/throttle.ts) ─▶ fatal AUTH_FAILED
+ *
+ * One address has at most one token in verification: the next waits until the address's last
+ * failure's delay has passed (FailureThrottle.waitUs), so parallel guesses from one address are
+ * verified one per penalty step. A token verified before costs no KDF and is answered at once,
+ * even at the penalty: it proves the secret already.
  *
  * Not here: the handshake's version check and WELCOME (dispatch.ts), users and their tokens
  * (auth/). Invariants: a session is pending from a verification or a failure's delay until its
- * answer; a pending session holds at most SIGN_IN_HELD_BYTES_MAX of input; a failure is counted
- * and logged once and answered once. Pure: the timer and the log are ports.
+ * answer; a queued session is pending, and leaves the queue when it ends; a pending session
+ * holds at most SIGN_IN_HELD_BYTES_MAX of input; a failure is counted and logged once and
+ * answered once. Pure: the timer and the log are ports.
  */
 import type { Log } from "../stdx/log.ts";
 import type { FailureThrottle, User, Users } from "../auth/mod.ts";
@@ -56,12 +63,27 @@ export interface SignInOutput {
   afterEvent(session: SubscriberSession): void;
 }
 
+/** A HELLO waiting for its address's turn to be verified. */
+interface QueuedSignIn {
+  clientName: string;
+  authToken: string | null;
+}
+
+/** The source address failures are counted against. */
+function addressOf(session: SubscriberSession): string {
+  return session.connection.remoteAddress ?? "unknown address";
+}
+
 /** HELLO's credential to a user, the pending sessions, and the failures. */
 export class SignIn {
   /** Failed sign-ins since start (a missing or wrong token or certificate). */
   failures = 0;
   /** Pending sessions, with the chunks that arrived meanwhile (copies). */
   private readonly pending = new Map<SubscriberSession, Uint8Array[]>();
+  /** Pending sessions whose token waits for the KDF, by source address, in arrival order. */
+  private readonly queued = new Map<string, Map<SubscriberSession, QueuedSignIn>>();
+  /** Addresses with a token being verified (or waiting out their penalty before it). */
+  private readonly verifyingFrom = new Set<string>();
 
   constructor(
     private readonly options: SignInOptions,
@@ -89,20 +111,64 @@ export class SignIn {
         );
       return this.output.welcome(session, clientName, null);
     }
-    const outcome = users.signIn(authToken, session.connection.peerSubject);
-    if (!(outcome instanceof Promise))
-      return outcome.ok
-        ? this.output.welcome(session, clientName, outcome.user)
-        : this.failed(session, outcome.reason);
+    const atOnce = users.signInAtOnce(authToken, session.connection.peerSubject);
+    if (atOnce !== null)
+      return atOnce.ok
+        ? this.output.welcome(session, clientName, atOnce.user)
+        : this.failed(session, atOnce.reason);
     this.pending.set(session, []);
-    void outcome.then((signIn) => {
-      if (session.closed) return;
-      const held = this.pending.get(session) ?? [];
-      this.pending.delete(session);
-      if (signIn.ok) this.output.welcome(session, clientName, signIn.user);
-      else this.failed(session, signIn.reason);
-      this.output.readOn(session, held);
-    });
+    const address = addressOf(session);
+    const queue = this.queued.get(address) ?? new Map<SubscriberSession, QueuedSignIn>();
+    this.queued.set(address, queue.set(session, { clientName, authToken }));
+    this.verifyNext(address);
+  }
+
+  /**
+   * Verifies the next token queued from `address` unless one of its own is being verified:
+   * after the address's penalty (its last failure's delay) has passed.
+   */
+  private verifyNext(address: string): void {
+    if (this.verifyingFrom.has(address)) return;
+    const queue = this.queued.get(address);
+    if (queue === undefined) return;
+    const [session, { clientName, authToken }] = queue.entries().next().value as [
+      SubscriberSession,
+      QueuedSignIn,
+    ];
+    queue.delete(session);
+    if (queue.size === 0) this.queued.delete(address);
+    this.verifyingFrom.add(address);
+    const verify = () => {
+      if (!this.waiting(session)) {
+        this.verifyingFrom.delete(address);
+        return this.verifyNext(address);
+      }
+      const outcome = (this.options.users as Users).signIn(
+        authToken,
+        session.connection.peerSubject,
+        address,
+      );
+      void Promise.resolve(outcome).then((signIn) => {
+        this.verifyingFrom.delete(address);
+        if (this.waiting(session)) {
+          const held = this.pending.get(session) ?? [];
+          this.pending.delete(session);
+          if (signIn.ok) this.output.welcome(session, clientName, signIn.user);
+          else this.failed(session, signIn.reason);
+          this.output.readOn(session, held);
+        }
+        this.verifyNext(address);
+      });
+    };
+    const waitUs = this.options.throttle?.waitUs(address, this.output.clock.nowUs()) ?? 0;
+    const scheduleAfter = this.options.scheduleAfter;
+    if (waitUs === 0 || scheduleAfter === undefined) return verify();
+    scheduleAfter(waitUs / 1000, verify);
+  }
+
+  /** Whether `session` still waits for its sign-in (not ended meanwhile). */
+  private waiting(session: SubscriberSession): boolean {
+    return this.pending.has(session) && !session.closing && !session.closed;
   }
 
   /** Keeps a chunk that arrived while `session` is pending; past the bound the session ends. */
@@ -113,7 +179,7 @@ export class SignIn {
     let heldBytes = 0;
     for (const chunk of held) heldBytes += chunk.length;
     if (heldBytes <= SIGN_IN_HELD_BYTES_MAX) return;
-    this.pending.delete(session);
+    this.forget(session);
     this.output.fail(
       session,
       "ARIA_ERR_HANDSHAKE_REQUIRED",
@@ -126,6 +192,9 @@ export class SignIn {
   /** The session closed: nothing of it is kept. */
   forget(session: SubscriberSession): void {
     this.pending.delete(session);
+    const address = addressOf(session);
+    const queue = this.queued.get(address);
+    if (queue?.delete(session) && queue.size === 0) this.queued.delete(address);
   }
 
   /**
@@ -134,7 +203,7 @@ export class SignIn {
    */
   private failed(session: SubscriberSession, reason: string): void {
     this.failures++;
-    const address = session.connection.remoteAddress ?? "unknown address";
+    const address = addressOf(session);
     const delayUs = this.options.throttle?.failed(address, this.output.clock.nowUs()) ?? 0;
     this.options.log?.warn("sign-in failed", {
       session: session.id,

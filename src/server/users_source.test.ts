@@ -58,3 +58,44 @@ test("the admin app takes an admin user's token or the admin token, and says why
   expect(await check("ops:wrong")).toBe(false);
   expect(refused).toEqual(['user "dev" does not have the admin role', "wrong auth token"]);
 });
+
+test("a wrong token naming no user takes as long as one naming a user (real scrypt)", async () => {
+  const users = usersOf([]);
+  const path = join(dir, "timing.json");
+  writeFileSync(path, formatUsersFile([record("ops", "so")]));
+  await reloadUsers(path, users);
+  const timeOf = async (token: string) => {
+    const started = performance.now();
+    const signIn = await users.signIn(token);
+    expect(signIn.ok).toBe(false);
+    return performance.now() - started;
+  };
+  const known: number[] = [];
+  const unknown: number[] = [];
+  // Alternated, each token new (nothing remembered), medians compared.
+  for (let i = 0; i < 5; i++) {
+    known.push(await timeOf(`ops:wrong${i}`));
+    unknown.push(await timeOf(`nobody${i}:wrong`));
+  }
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[2];
+  // Without the decoy KDF the unknown name answers in microseconds (ratio near 0).
+  expect(median(unknown) / median(known)).toBeGreaterThan(0.5);
+});
+
+test("a flood of admin bearer tokens leaves a place for a protocol sign-in's KDF", async () => {
+  const users = usersOf([]);
+  const path = join(dir, "flood.json");
+  writeFileSync(path, formatUsersFile([record("ops", "so", ["admin"]), record("app", "sa")]));
+  await reloadUsers(path, users);
+  const check = adminCredentialOf(users, undefined);
+  if (typeof check === "string") throw new Error("a check, not a token");
+  let floodDone = 0;
+  const flood = Array.from({ length: 12 }, (_, i) =>
+    Promise.resolve(check(`ops:wrong${i}`)).then(() => floodDone++),
+  );
+  const signIn = await users.signIn("app:sa", undefined, "10.0.0.9");
+  expect(signIn.ok).toBe(true);
+  // Its KDF ran after at most the admin app's first two (the gate's places), not all twelve.
+  expect(floodDone).toBeLessThanOrEqual(2);
+  await Promise.all(flood);
+});

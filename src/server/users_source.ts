@@ -50,6 +50,8 @@ export async function reloadUsers(
  * The admin app's credential with a users file: a user's token whose user has the `admin` role,
  * or `adminToken` when one is set too (what `aria split` finds in the data directory's lock).
  * A bearer token refused is told to `onRefused` (counted with the failed sign-ins, and logged).
+ * A token not verified before shares the KDF gate with HELLOs, as the source "admin app": a flood
+ * of bearer tokens gets one turn in the queue, never all the verifications.
  */
 export function adminCredentialOf(
   users: Users,
@@ -58,7 +60,8 @@ export function adminCredentialOf(
 ): AdminCredential {
   return async (bearer) => {
     if (adminToken !== undefined && sameSecret(bearer, adminToken)) return true;
-    const signIn = await users.signIn(bearer);
+    // Its KDF waits its turn with the protocol's sign-ins (Users' gate), as one source.
+    const signIn = await users.signIn(bearer, undefined, "admin app");
     if (signIn.ok && signIn.user.admin) return true;
     onRefused(
       signIn.ok ? `user "${signIn.user.name}" does not have the admin role` : signIn.reason,
