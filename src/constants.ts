@@ -231,6 +231,12 @@ export const PUBLISH_BATCH_MESSAGES_MAX = 8192;
 export const SUBSCRIPTIONS_PER_CONNECTION_MAX = 256;
 /** Connections a server accepts: each holds a receive buffer and a bounded send buffer. */
 export const CONNECTIONS_MAX = 1024;
+/**
+ * Connections one source address may hold at once: a quarter of CONNECTIONS_MAX, so one address
+ * (a flood of idle or half-open connections) cannot take every slot while a few hosts behind one
+ * NAT still fit. Loopback is not counted: this machine's own clients may take every slot.
+ */
+export const CONNECTIONS_PER_ADDRESS_MAX = 256;
 /** A connection that sends no HELLO this long after it opened is ended (Broker.expire). */
 export const HANDSHAKE_TIMEOUT_US = 10_000_000;
 /**

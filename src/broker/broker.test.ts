@@ -99,7 +99,12 @@ class World {
 
   constructor(
     tipBytes = 2048,
-    options: { connectionsMax?: number; store?: MemoryStore; log?: Log } = {},
+    options: {
+      connectionsMax?: number;
+      connectionsPerAddressMax?: number;
+      store?: MemoryStore;
+      log?: Log;
+    } = {},
   ) {
     this.store = options.store ?? new MemoryStore();
     this.tip = new Tip(this.topics, { capacityBytes: tipBytes, poolBlocks: 16 });
@@ -112,13 +117,14 @@ class World {
       sendQueueBytesMax: 2048,
       catchUpSliceBytes: 1024,
       connectionsMax: options.connectionsMax,
+      connectionsPerAddressMax: options.connectionsPerAddressMax,
       log: options.log,
     });
   }
 
-  connect(): TestClient {
+  connect(remoteAddress?: string): TestClient {
     const client = new TestClient();
-    client.sessionId = this.broker.open(client.connection);
+    client.sessionId = this.broker.open({ ...client.connection, remoteAddress });
     return client;
   }
 
@@ -233,6 +239,28 @@ describe("session rules", () => {
       "ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true",
     ]);
     expect(refused.closed).toBe(true);
+  });
+
+  test("one source address holds at most connectionsPerAddressMax connections; others and a freed slot still get in", async () => {
+    const world = new World(2048, { connectionsPerAddressMax: 2 });
+    const first = world.connect("10.0.0.1");
+    world.connect("10.0.0.1");
+    const third = world.connect("10.0.0.1");
+    const other = world.connect("10.0.0.2");
+    await world.settle();
+    expect(third.frames("error").map((e) => `${e.code} fatal=${e.fatal} ${e.reason}`)).toEqual([
+      "ARIA_ERR_TOO_MANY_CONNECTIONS fatal=true 10.0.0.1 holds 2 connections, the limit for one address",
+    ]);
+    expect(third.closed).toBe(true);
+    expect(other.closed).toBe(false);
+    world.broker.closed(first.sessionId);
+    const again = world.connect("10.0.0.1");
+    await world.settle();
+    expect(again.closed).toBe(false);
+    // Connections that do not say their address (in-process ones), or come from this machine, are
+    // not counted per address.
+    for (const address of [undefined, "127.0.0.1", "::1", undefined, "127.0.0.1", "::1"])
+      expect(world.connect(address).closed).toBe(false);
   });
 
   test("a time start equal to the tip's oldest time, which evicted seqs share (one PUBLISH batch), starts on disk at the first of them", async () => {

@@ -55,6 +55,8 @@ export interface BrokerOptions {
   /** Where connections opened and closed, failed sign-ins and stalls are logged (absent: nowhere). */
   log?: Log;
   connectionsMax?: number;
+  /** Connections one source address may hold (tests shrink it). */
+  connectionsPerAddressMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
   /** Bytes one subscription may write per catch-up slice (tests shrink it). */
@@ -158,6 +160,7 @@ export class Broker {
       ...options.signIn,
       log: options.log,
       connectionsMax: options.connectionsMax,
+      connectionsPerAddressMax: options.connectionsPerAddressMax,
       sendQueueBytesMax: options.sendQueueBytesMax,
       frameDeadlineUs: options.frameDeadlineUs,
       inputBytesMax: options.inputBytesMax,

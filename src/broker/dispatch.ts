@@ -26,6 +26,7 @@ import {
   CLOSING_LINGER_US,
   CONNECTION_BUFFERED_BYTES_MAX,
   CONNECTIONS_MAX,
+  CONNECTIONS_PER_ADDRESS_MAX,
   FRAME_BYTES_MAX,
   FRAME_INCOMPLETE_DEADLINE_US,
   HANDSHAKE_TIMEOUT_US,
@@ -84,6 +85,8 @@ export interface DispatchOptions extends SignInOptions {
   moves: SubscriptionMoves;
   fanout: FanoutIndex;
   connectionsMax?: number;
+  /** Connections one source address may hold (CONNECTIONS_PER_ADDRESS_MAX; tests shrink it). */
+  connectionsPerAddressMax?: number;
   /** Send-queue bytes at which a session's subscriptions stop (tests shrink it). */
   sendQueueBytesMax?: number;
   /** How long a begun frame may take to arrive whole (tests shrink it). */
@@ -99,6 +102,8 @@ export type ErrorRelated = { fatal?: boolean; requestId?: number; subscriptionId
 export class Dispatch {
   /** Open sessions by id. */
   readonly sessions = new Map<number, SubscriberSession>();
+  /** Open sessions per source address (connections that say theirs). */
+  private readonly perAddress = new Map<string, number>();
   /** HELLO's credential to a user; failed sign-ins counted there. */
   readonly signIn: SignIn;
   /** Send-queue chunks shared by every session. */
@@ -139,19 +144,24 @@ export class Dispatch {
     );
     session.openedUs = this.options.clock.nowUs();
     const shuttingDown = this.publishing.shuttingDown;
-    if (this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX) || shuttingDown) {
+    const address = countedAddress(connection.remoteAddress);
+    const fromAddress = address === undefined ? 0 : (this.perAddress.get(address) ?? 0);
+    const perAddressMax = this.options.connectionsPerAddressMax ?? CONNECTIONS_PER_ADDRESS_MAX;
+    const refusal = shuttingDown
+      ? "server is shutting down"
+      : this.sessions.size >= (this.options.connectionsMax ?? CONNECTIONS_MAX)
+        ? `server holds ${this.sessions.size} connections, the limit`
+        : fromAddress >= perAddressMax
+          ? `${address} holds ${fromAddress} connections, the limit for one address`
+          : null;
+    if (refusal !== null) {
       const code = shuttingDown ? "ARIA_ERR_SHUTTING_DOWN" : "ARIA_ERR_TOO_MANY_CONNECTIONS";
-      this.fail(
-        session,
-        code,
-        shuttingDown
-          ? "server is shutting down"
-          : `server holds ${this.sessions.size} connections, the limit`,
-      );
+      this.fail(session, code, refusal);
       session.flush();
       connection.close();
       return session.id;
     }
+    if (address !== undefined) this.perAddress.set(address, fromAddress + 1);
     this.sessions.set(session.id, session);
     this.options.log?.info("connection opened", {
       session: session.id,
@@ -552,6 +562,21 @@ export class Dispatch {
     this.signIn.forget(session);
     session.release();
     this.sessions.delete(session.id);
+    const address = countedAddress(session.connection.remoteAddress);
+    if (address !== undefined) {
+      const left = (this.perAddress.get(address) ?? 1) - 1;
+      if (left > 0) this.perAddress.set(address, left);
+      else this.perAddress.delete(address);
+    }
     session.connection.close();
   }
+}
+
+/**
+ * The address a connection counts against (CONNECTIONS_PER_ADDRESS_MAX), or undefined: none said,
+ * or loopback — this machine's own clients (benchmarks, local tools) may take every slot.
+ */
+function countedAddress(address: string | undefined): string | undefined {
+  if (address === undefined) return undefined;
+  return /^(127\.|::1$|::ffff:127\.)/.test(address) ? undefined : address;
 }
