@@ -3,14 +3,19 @@
  * token once; `aria serve --users FILE` signs clients in with it (`aria pub --auth-token`, `aria
  * sub` with ARIA_URL and ARIA_AUTH_TOKEN); a publish or subscription outside the user's
  * permissions is refused naming the topic or entry; a wrong token is refused after a growing
- * delay and counted in /metrics, which wants an admin user's token; SIGHUP reloads the file
- * without dropping a connection, and a broken file keeps the users loaded before. A broken file
+ * delay and counted in /metrics, which wants an admin user's token; parallel guesses from one
+ * address (a loopback address of their own, Linux) are verified one per penalty step; SIGHUP
+ * reloads the file without dropping a connection, and a broken file keeps the users loaded
+ * before. A broken file
  * at start is exit 7 with its line and column. Over mutual TLS a certificate's subject signs in
  * as the user that names it, without a token.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
+import { PROTOCOL_VERSION } from "../src/constants.ts";
+import { encodeFrame, FrameDecoder, FrameWriter } from "../src/protocol/mod.ts";
 import {
   type AriaServer,
   cleanupAll,
@@ -272,6 +277,64 @@ test("SIGHUP reloads the users without dropping connections; a broken file keeps
   ]);
   expect(still.exitCode).toBe(0);
 });
+
+/** HELLO with `token` over a connection from `localAddress`; the first frame's kind, and its ms. */
+function helloFrom(token: string, localAddress: string): Promise<{ kind: string; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const done = (kind: string) => {
+      resolve({ kind, ms: performance.now() - started });
+      socket.destroy();
+    };
+    const socket = connect({
+      host: "127.0.0.1",
+      port: Number(new URL(server.tcpUrl).port),
+      localAddress,
+    });
+    const decoder = new FrameDecoder();
+    socket.on("connect", () => {
+      const writer = new FrameWriter();
+      encodeFrame(writer, {
+        kind: "hello",
+        version: PROTOCOL_VERSION,
+        clientName: "t",
+        authToken: token,
+      });
+      socket.write(writer.bytes().slice());
+    });
+    socket.on("data", (chunk: Buffer) => {
+      decoder.push(new Uint8Array(chunk));
+      const frame = decoder.next();
+      if (frame !== null) done(frame.kind);
+    });
+    socket.on("error", () => done("error"));
+    socket.on("close", () => done("closed"));
+  });
+}
+
+test("parallel guesses from one address are verified one per penalty step; others sign in meanwhile", async () => {
+  const failures = async () => {
+    const response = await fetch(`${server.adminUrl}/metrics`, {
+      headers: { Authorization: `Bearer ${opsToken}` },
+    });
+    return Number(/\naria_auth_failures_total (\d+)\n/.exec(await response.text())?.[1]);
+  };
+  const before = await failures();
+  // Addresses of their own (the other tests' penalties are 127.0.0.1's).
+  const guesses = Array.from({ length: 40 }, (_, i) => helloFrom(`orders:guess${i}`, "127.0.9.1"));
+  await Bun.sleep(100);
+  // Another address's token, verified with the KDF (a name nobody has costs one too) meanwhile.
+  const other = await helloFrom("nobody:guess", "127.0.9.2");
+  expect(other.kind).toBe("error");
+  await Bun.sleep(1000);
+  // 100 + 200 + 400 ms of penalty: at most 4 of the 40 verified in 1.1 s (all 40 before the fix),
+  // and the other address's one.
+  expect((await failures()) - before).toBeLessThanOrEqual(5);
+  // The other address was not queued behind this one's guesses (its KDF, then its 100 ms delay).
+  expect(other.ms).toBeLessThan(1000);
+  // The guesses end with the server (afterAll).
+  expect(guesses.length).toBe(40);
+}, 15_000);
 
 test("a broken users file at start is exit 7 with its line and column", async () => {
   const broken = join(dir, "broken.json");
