@@ -68,7 +68,7 @@ test("KDF verifications are capped, and a flooding source does not starve anothe
   expect(calls.map((c) => c.secret)).toEqual(["f0", "f1", "s"]);
   calls[2].answer(true);
   expect(await mine).toMatchObject({ ok: true, user: { name: "orders" } });
-  for (let i = 0; i < 30 && calls.some((c) => c.answer !== undefined); i++) {
+  for (let i = 0; i < 30 && calls.length > 0; i++) {
     for (const call of calls.splice(0)) call.answer(false);
     await tick();
   }
