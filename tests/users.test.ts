@@ -179,7 +179,7 @@ test("a wrong token is refused after a growing delay, logged and counted in /met
   // Three refused HELLOs and the bearer token without the admin role.
   expect(await metrics.text()).toContain("\naria_auth_failures_total 4\n");
   expect(server.stderr()).toContain(
-    ' WARN admin app refused a bearer token reason="user \\"orders\\" does not have the admin role"',
+    ' WARN admin app refused a bearer token address=127.0.0.1 reason="user \\"orders\\" does not have the admin role"',
   );
 });
 

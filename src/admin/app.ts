@@ -82,7 +82,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
     if (token === undefined) return false;
     let answer = bearerAnswers.get(c.req.raw);
     if (answer === undefined) {
-      answer = await bearerTokenMatches(c.req.header("Authorization"), token);
+      answer = await bearerTokenMatches(c.req.header("Authorization"), token, peerAddress(c));
       bearerAnswers.set(c.req.raw, answer);
     }
     return answer;
@@ -130,10 +130,7 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
       c.header("WWW-Authenticate", 'Bearer realm="aria-admin"');
       const sent = c.req.header("Authorization") !== undefined;
       // A wrong token waits as a failed sign-in does (a guesser slows down); none is the UI asking.
-      if (sent)
-        await dependencies.bearerRefused?.(
-          (c.env as { remoteAddress?: string } | undefined)?.remoteAddress ?? "unknown address",
-        );
+      if (sent) await dependencies.bearerRefused?.(peerAddress(c) ?? "unknown address");
       return fail(
         c,
         401,
@@ -318,4 +315,9 @@ function crossSiteRefusal(request: Request, path: string, host: string): string 
   if (site === "cross-site" || site === "same-site")
     return `a request from another site (Sec-Fetch-Site: ${site}) may not call this server`;
   return null;
+}
+
+/** The client's IP, as the runtime hands it to the app (`c.env`), or undefined. */
+function peerAddress(c: Context): string | undefined {
+  return (c.env as { remoteAddress?: string } | undefined)?.remoteAddress;
 }

@@ -7,17 +7,23 @@
  */
 import { sameSecret } from "../stdx/secret.ts";
 
-/** The admin app's credential: one token, or a check of a bearer token (users with `admin`). */
-export type AdminCredential = string | ((bearer: string) => boolean | Promise<boolean>);
+/**
+ * The admin app's credential: one token, or a check of a bearer token (users with `admin`) sent
+ * from `address` (the client's IP, when the runtime says).
+ */
+export type AdminCredential =
+  | string
+  | ((bearer: string, address?: string) => boolean | Promise<boolean>);
 
 /** Whether an Authorization header carries a bearer token `credential` accepts. */
 export function bearerTokenMatches(
   header: string | undefined,
   credential: AdminCredential,
+  address?: string,
 ): boolean | Promise<boolean> {
   if (header === undefined) return false;
   const match = /^Bearer +(\S+) *$/i.exec(header);
   if (match === null) return false;
-  if (typeof credential === "function") return credential(match[1]);
+  if (typeof credential === "function") return credential(match[1], address);
   return sameSecret(match[1], credential);
 }

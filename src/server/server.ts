@@ -277,9 +277,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     token:
       users === undefined
         ? options.adminToken
-        : adminCredentialOf(users, options.adminToken, (reason) => {
+        : adminCredentialOf(users, options.adminToken, (reason, address) => {
             broker.countAuthFailure();
-            log.warn("admin app refused a bearer token", { reason });
+            log.warn("admin app refused a bearer token", { address, reason });
           }),
     // A wrong bearer token waits like a failed sign-in; with users the check above counted and
     // logged it with its reason, without them it is counted and logged here.

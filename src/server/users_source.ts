@@ -56,15 +56,16 @@ export async function reloadUsers(
 export function adminCredentialOf(
   users: Users,
   adminToken: string | undefined,
-  onRefused: (reason: string) => void = () => {},
+  onRefused: (reason: string, address: string | undefined) => void = () => {},
 ): AdminCredential {
-  return async (bearer) => {
+  return async (bearer, address) => {
     if (adminToken !== undefined && sameSecret(bearer, adminToken)) return true;
     // Its KDF waits its turn with the protocol's sign-ins (Users' gate), as one source.
     const signIn = await users.signIn(bearer, undefined, "admin app");
     if (signIn.ok && signIn.user.admin) return true;
     onRefused(
       signIn.ok ? `user "${signIn.user.name}" does not have the admin role` : signIn.reason,
+      address,
     );
     return false;
   };
