@@ -7,7 +7,7 @@
  */
 import { expect, test } from "bun:test";
 import { AriaClient } from "../src/client/client.ts";
-import { encodeWelcome, FrameWriter, serverLimits } from "../src/protocol/mod.ts";
+import { encodeError, encodeWelcome, FrameWriter, serverLimits } from "../src/protocol/mod.ts";
 import type { DialHandlers, Dialer } from "../src/client/mod.ts";
 import { Net, sleep } from "./fixtures/client_net.ts";
 
@@ -59,6 +59,31 @@ test("a connect to a server whose first bytes are not a WELCOME (a banner, anoth
     await sleep(100);
     expect(`${what}: ${fake.dials()} dials`).toBe(`${what}: 1 dials`);
   }
+});
+
+test("after a fatal ERROR (a user the server removed), later publishes are refused with that error, not 'client closed'", async () => {
+  const writer = new FrameWriter();
+  const fake = fakeServer((handlers) => {
+    handlers.data(welcome());
+    setTimeout(() => {
+      encodeError(writer, {
+        code: "ARIA_ERR_AUTH_FAILED",
+        fatal: true,
+        reason: 'user "fresh4" was removed',
+        relatedKind: "none",
+        relatedId: 0,
+      });
+      handlers.data(writer.bytes().slice());
+    }, 20);
+  });
+  const client = await AriaClient.connect("tcp://x:1", fake.dial, { reconnectDelayMs: 5 });
+  await sleep(60);
+  const refused = await client.publish("a/b", "x").then(
+    () => "resolved",
+    (error: { code: string; message: string }) => `${error.code}: ${error.message}`,
+  );
+  expect(refused).toBe('ARIA_ERR_AUTH_FAILED: user "fresh4" was removed');
+  await client.close();
 });
 
 test("a connection closed before WELCOME fails the connect and starts no reconnect", async () => {

@@ -150,6 +150,8 @@ export class AriaClient {
   /** A handshake completed once: only then does a lost connection lead to reconnects. */
   private welcomedOnce = false;
   private closedByUser = false;
+  /** The fatal ERROR the server ended this client with, which later calls report too. */
+  private fatalError: AriaError | null = null;
   /** Why the server said it would close (SHUTTING_DOWN): the reason of the loss that follows. */
   private closingReason: string | null = null;
   private pausedBy = new Set<number>();
@@ -560,6 +562,7 @@ export class AriaClient {
     } else if (frame.fatal) {
       // The server will close; don't reconnect into the same refusal.
       this.closedByUser = true;
+      this.fatalError = error;
       this.welcomed?.reject(error);
       this.failAll(error, false);
     }
@@ -581,7 +584,8 @@ export class AriaClient {
         "ARIA_ERR_PAYLOAD_TOO_LARGE",
         `payload is ${payload.length} bytes, more than the limit of ${max}`,
       );
-    if (this.closedByUser) return new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
+    if (this.closedByUser)
+      return this.fatalError ?? new AriaError("ARIA_ERR_CONNECTION_LOST", "client closed");
     return null;
   }
 
