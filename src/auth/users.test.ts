@@ -55,6 +55,40 @@ test("a token naming no user, or a user without a token, runs the KDF and is ref
   });
 });
 
+test("a client certificate signs in alone; a token sent beside it must be right and name the same user", async () => {
+  const { calls, verifier } = manualVerifier();
+  const both = userFromRecord({
+    name: "alice",
+    tokenHash: "fake$a",
+    certSubject: "CN=alice",
+    publish: { allow: [], deny: [] },
+    subscribe: { allow: [], deny: [] },
+    roles: [],
+  });
+  const users = new Users([both, user("orders", "fake$o")], verifier);
+  expect(users.signIn(null, "CN=alice")).toMatchObject({ ok: true, user: { name: "alice" } });
+  const wrong = users.signIn("alice:wrong", "CN=alice");
+  const other = users.signIn("orders:right", "CN=alice");
+  const same = users.signIn("alice:right", "CN=alice");
+  // The KDF gate runs two at a time: answer each verification as it starts.
+  for (let answered = 0; answered < 3; ) {
+    await tick();
+    for (const call of calls.slice(answered)) call.answer(call.secret === "right");
+    answered = calls.length;
+  }
+  expect(await wrong).toEqual({ ok: false, reason: "wrong auth token" });
+  expect(await other).toEqual({
+    ok: false,
+    reason: 'the token signs in as "orders", the certificate as "alice"',
+  });
+  expect(await same).toMatchObject({ ok: true, user: { name: "alice" } });
+  // Remembered tokens answer at once, and still must agree with the certificate.
+  expect(users.signIn("orders:right", "CN=alice")).toEqual({
+    ok: false,
+    reason: 'the token signs in as "orders", the certificate as "alice"',
+  });
+});
+
 test("KDF verifications are capped, and a flooding source does not starve another", async () => {
   const { calls, verifier } = manualVerifier();
   const users = new Users([user("orders", "fake$s")], verifier);

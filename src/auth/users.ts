@@ -72,12 +72,11 @@ export class Users {
    * a token verified before), else null.
    */
   signInAtOnce(token: string | null, peerSubject?: string): SignIn | null {
-    if (peerSubject !== undefined) {
-      const user = this.bySubject.get(peerSubject);
-      if (user !== undefined) return { ok: true, user };
-      if (token === null)
-        return { ok: false, reason: `no user has the certificate subject "${peerSubject}"` };
-    }
+    const certified = peerSubject === undefined ? undefined : this.bySubject.get(peerSubject);
+    if (peerSubject !== undefined && certified === undefined && token === null)
+      return { ok: false, reason: `no user has the certificate subject "${peerSubject}"` };
+    // A certificate alone signs in; a token sent beside it must be right and name the same user.
+    if (certified !== undefined && token === null) return { ok: true, user: certified };
     if (token === null) return { ok: false, reason: "this server requires an auth token" };
     const colon = token.indexOf(":");
     if (colon <= 0) return { ok: false, reason: "wrong auth token" };
@@ -86,7 +85,7 @@ export class Users {
     if (user === undefined || tokenHash === null) return null;
     const known = this.verified.get(this.verifier.digest(token));
     if (known !== undefined && known.name === user.name && known.tokenHash === tokenHash)
-      return { ok: true, user };
+      return sameUser({ ok: true, user }, certified);
     return null;
   }
 
@@ -95,6 +94,18 @@ export class Users {
    * queued behind the verifications of other sources (`source`: a client's address).
    */
   signIn(token: string | null, peerSubject?: string, source = ""): SignIn | Promise<SignIn> {
+    const certified = peerSubject === undefined ? undefined : this.bySubject.get(peerSubject);
+    const answer = this.signInByToken(token, peerSubject, source);
+    return answer instanceof Promise
+      ? answer.then((signIn) => sameUser(signIn, certified))
+      : answer;
+  }
+
+  private signInByToken(
+    token: string | null,
+    peerSubject: string | undefined,
+    source: string,
+  ): SignIn | Promise<SignIn> {
     const atOnce = this.signInAtOnce(token, peerSubject);
     // signInAtOnce answers every sign-in without a token.
     if (atOnce !== null || token === null) return atOnce as SignIn;
@@ -205,4 +216,13 @@ interface GateSource {
   running: number;
   /** Tasks started since the source came. */
   served: number;
+}
+
+/** `signIn`, unless a certificate signed in as another user: a token beside it must agree. */
+function sameUser(signIn: SignIn, certified: User | undefined): SignIn {
+  if (!signIn.ok || certified === undefined || signIn.user.name === certified.name) return signIn;
+  return {
+    ok: false,
+    reason: `the token signs in as "${signIn.user.name}", the certificate as "${certified.name}"`,
+  };
 }
