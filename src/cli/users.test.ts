@@ -16,6 +16,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startTimeOf } from "../runtime/data_dir_lock.ts";
 import { lockBeside, verifyToken } from "../runtime/mod.ts";
 import { UsageError } from "./args.ts";
 import { usersCommand } from "./users.ts";
@@ -149,14 +150,23 @@ test("a stale lock (its process gone) is taken over; a live one is waited for", 
   writeFileSync(`${path}.lock`, JSON.stringify({ pid: 2 ** 31 - 2, startTime: "1" }));
   expect((await run(["add", "a", "--users", path])).code).toBe(0);
   expect(existsSync(`${path}.lock`)).toBe(false);
-  // A live holder (this process) is waited for, then refused naming it.
-  writeFileSync(`${path}.lock`, JSON.stringify({ pid: process.pid, taker: "x" }));
-  const started = performance.now();
-  const refused = await lockBeside(path, { waitMs: 200 });
-  expect(refused).toEqual({
-    ok: false,
-    reason: `${path}.lock is held by pid ${process.pid} (another aria users?)`,
-  });
-  expect(performance.now() - started).toBeGreaterThanOrEqual(190);
-  rmSync(`${path}.lock`);
+  // A live holder (another running process, its start time matching) is waited for, then
+  // refused naming it.
+  const holder = Bun.spawn(["sleep", "30"]);
+  try {
+    writeFileSync(
+      `${path}.lock`,
+      JSON.stringify({ pid: holder.pid, command: "users", startTime: startTimeOf(holder.pid) }),
+    );
+    const started = performance.now();
+    const refused = await lockBeside(path, { waitMs: 200 });
+    expect(refused).toEqual({
+      ok: false,
+      reason: `${path}.lock is held by pid ${holder.pid} (another aria users?)`,
+    });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+  } finally {
+    holder.kill();
+    rmSync(`${path}.lock`);
+  }
 });

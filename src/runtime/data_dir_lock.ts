@@ -69,7 +69,11 @@ async function lockFile(
 
 /** The live holder of `dataDir`'s lock, or null (none, or a dead owner's). */
 export async function readLock(dataDir: string): Promise<LockInfo | null> {
-  const path = join(dataDir, LOCK_NAME);
+  return await readLockAt(join(dataDir, LOCK_NAME));
+}
+
+/** The live holder of the lock file `path`, or null (none, or a dead owner's). */
+async function readLockAt(path: string): Promise<LockInfo | null> {
   const found = await lockFile(path);
   if (found === "missing") return null;
   if (found === "unreadable") return UNREADABLE;
@@ -138,7 +142,14 @@ export async function acquireLock(
   dataDir: string,
   info: Omit<LockInfo, "pid" | "startTime">,
 ): Promise<{ ok: true; lock: HeldLock; replaced?: string } | { ok: false; holder: LockInfo }> {
-  const path = join(dataDir, LOCK_NAME);
+  return await acquireLockAt(join(dataDir, LOCK_NAME), info);
+}
+
+/** acquireLock for the lock file `path` (a data directory's LOCK, or a lock beside a file). */
+export async function acquireLockAt(
+  path: string,
+  info: Omit<LockInfo, "pid" | "startTime">,
+): Promise<{ ok: true; lock: HeldLock; replaced?: string } | { ok: false; holder: LockInfo }> {
   // This taker's name and own file (a process may try more than once at a time: tests, a split
   // beside a server's start). It counts as live from before its link until its release.
   // (Random too: a restarted pid 1's first taker must not write the bytes its dead predecessor's did.)
@@ -200,6 +211,6 @@ export async function acquireLock(
     if (grabbed !== found.text) await fs.link(aside, path).catch(() => {});
     await fs.unlink(aside).catch(() => {});
   }
-  const holder = await readLock(dataDir);
+  const holder = await readLockAt(path);
   return { ok: false, holder: holder ?? { pid: 0, command: "unknown", adminUrl: null } };
 }

@@ -10,15 +10,13 @@
  * was at `path`, a symlink included (the link is replaced, not its target).
  *
  * lockBeside: an exclusive lock around a read-modify-write of such a file (two `aria users` at
- * once lost one's change), the file `PATH.lock` holding `{"pid", "startTime", "taker"}`. Taken as
- * data_dir_lock takes a data directory's LOCK: written to a file of its own and hard-linked to
- * `PATH.lock` (fails if it exists; never seen empty); a lock whose pid is not running, or is
- * another process (its start time, /proc/PID/stat field 22, differs), is stale: moved aside and
- * removed (put back if it was not the stale one). A live holder is waited for, up to `waitMs`.
+ * once lost one's change): the file `PATH.lock`, taken exactly as a data directory's LOCK is
+ * (data_dir_lock.ts: linked, stale when its process is gone or another one); a live holder is
+ * waited for, up to `waitMs`.
  */
 import { randomBytes } from "node:crypto";
-import { link, open, readFile, rename, rm, unlink, writeFile } from "node:fs/promises";
-import { startTimeOf } from "./data_dir_lock.ts";
+import { open, rename, rm } from "node:fs/promises";
+import { acquireLockAt } from "./data_dir_lock.ts";
 
 /** Writes `text` to `path` through a temporary file and a rename; the reason when it cannot. */
 export async function writeTextFileAtomic(
@@ -50,81 +48,29 @@ export async function writeTextFileAtomic(
 /** A held lock beside a file: `release` removes it while it is still this taker's. */
 export type FileLock = { release(): Promise<void> };
 
-type LockHolder = { pid: number; startTime?: string | null; taker?: string };
-
 /**
- * Takes the lock `PATH.lock` beside `path`, waiting up to `waitMs` for a live holder; the reason
- * (naming the holder) when it cannot.
+ * Takes the lock `PATH.lock` beside `path` (data_dir_lock's protocol, `command` "users"), waiting
+ * up to `waitMs` for a live holder; the reason (naming the holder) when it cannot.
  */
 export async function lockBeside(
   path: string,
   options: { waitMs?: number } = {},
 ): Promise<{ ok: true; lock: FileLock } | { ok: false; reason: string }> {
   const lockPath = `${path}.lock`;
-  const taker = randomBytes(8).toString("hex");
-  const mine = `${lockPath}.${taker}`;
-  const text = JSON.stringify({ pid: process.pid, startTime: startTimeOf(process.pid), taker });
   const deadline = Date.now() + (options.waitMs ?? 10_000);
-  let holder = "";
-  try {
-    await writeFile(mine, text, { mode: 0o600, flag: "wx" });
-  } catch (error) {
-    return { ok: false, reason: `Cannot create ${mine}: ${(error as Error).message}` };
-  }
-  try {
-    for (let wait = 5; ; wait = Math.min(wait * 2, 50)) {
-      try {
-        await link(mine, lockPath);
-        const release = async () => {
-          const now = await readFile(lockPath, "utf8").catch(() => null);
-          if (now === text) await unlink(lockPath).catch(() => {});
-        };
-        return { ok: true, lock: { release } };
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "EEXIST")
-          return { ok: false, reason: `Cannot lock ${lockPath}: ${(error as Error).message}` };
-      }
-      const found = await readFile(lockPath, "utf8").catch(() => null);
-      if (found === null) continue; // released meanwhile
-      let info: LockHolder | null = null;
-      try {
-        info = JSON.parse(found) as LockHolder;
-      } catch {}
-      if (info === null || !holderAlive(info)) {
-        // Stale: moved aside (of two takers one gets it); put back if it is not the file judged
-        // stale (a fresh lock another taker linked meanwhile).
-        const aside = `${lockPath}.stale.${taker}`;
-        if (
-          await rename(lockPath, aside).then(
-            () => true,
-            () => false,
-          )
-        ) {
-          const grabbed = await readFile(aside, "utf8").catch(() => null);
-          if (grabbed !== found) await link(aside, lockPath).catch(() => {});
-          await unlink(aside).catch(() => {});
-        }
-        continue;
-      }
-      holder = `pid ${info.pid}`;
-      if (Date.now() >= deadline)
-        return { ok: false, reason: `${lockPath} is held by ${holder} (another aria users?)` };
-      await new Promise((resolve) => setTimeout(resolve, wait));
+  for (let wait = 5; ; wait = Math.min(wait * 2, 50)) {
+    let taken: Awaited<ReturnType<typeof acquireLockAt>>;
+    try {
+      taken = await acquireLockAt(lockPath, { command: "users", adminUrl: null });
+    } catch (error) {
+      return { ok: false, reason: `Cannot lock ${lockPath}: ${(error as Error).message}` };
     }
-  } finally {
-    await unlink(mine).catch(() => {});
+    if (taken.ok) return { ok: true, lock: { release: taken.lock.release } };
+    if (Date.now() >= deadline)
+      return {
+        ok: false,
+        reason: `${lockPath} is held by pid ${taken.holder.pid} (another aria users?)`,
+      };
+    await new Promise((resolve) => setTimeout(resolve, wait));
   }
-}
-
-/** Whether the process a lock names still runs (the same process: its start time matches). */
-function holderAlive(info: LockHolder): boolean {
-  if (!Number.isSafeInteger(info.pid) || info.pid <= 0) return false;
-  try {
-    process.kill(info.pid, 0);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
-  }
-  if (typeof info.startTime !== "string") return true;
-  const started = startTimeOf(info.pid);
-  return started === null || started === info.startTime;
 }
