@@ -102,14 +102,14 @@ export function stringFlag(
 export const URL_DEFAULT = "tcp://127.0.0.1:7400";
 
 /**
- * Checks a --url value: a malformed one is a wrong argument (usage, exit 2), not an unreachable
- * server (exit 1).
+ * Checks a --url value (or ARIA_URL's, named by `label`): a malformed one is a wrong argument
+ * (usage, exit 2), not an unreachable server (exit 1).
  */
-export function checkUrl(url: string): string {
+export function checkUrl(url: string, label = "--url"): string {
   try {
     parseTcpUrl(url);
   } catch (error) {
-    throw new UsageError(`--url: ${(error as Error).message}`);
+    throw new UsageError(`${label}: ${(error as Error).message}`);
   }
   return url;
 }
@@ -152,14 +152,8 @@ export function clientUrlOf(
 ): string | null {
   if (typeof values.url === "string") return checkUrl(values.url);
   const fromEnvironment = environment.ARIA_URL;
-  if (fromEnvironment !== undefined && fromEnvironment !== "") {
-    try {
-      parseTcpUrl(fromEnvironment);
-    } catch (error) {
-      throw new UsageError(`ARIA_URL: ${(error as Error).message}`);
-    }
-    return fromEnvironment;
-  }
+  if (fromEnvironment !== undefined && fromEnvironment !== "")
+    return checkUrl(fromEnvironment, "ARIA_URL");
   return fallback;
 }
 
