@@ -25,8 +25,8 @@
  */
 import { connect as netConnect, isIP, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-import type { ClientSocket, DialHandlers, DialTls, Dialer } from "../client/mod.ts";
-import { handshakeError, tlsAlertError } from "./tls.ts";
+import type { ClientSocket, DialTls, Dialer } from "../client/mod.ts";
+import { handshakeError, reportClose } from "./tls.ts";
 
 /** After end(), the connection is destroyed if the peer has not closed it by then. */
 const END_LINGER_MS = 2000;
@@ -85,26 +85,6 @@ export const dialNode: Dialer = (host, port, handlers, options) =>
       reportClose(handlers, tls, answered, failure);
     });
   });
-
-/** Reports the close of an open connection once, a TLS alert in words where one is known. */
-function reportClose(
-  handlers: DialHandlers,
-  tls: DialTls | undefined,
-  answered: boolean,
-  failure: Error | undefined,
-): void {
-  if (tls === undefined) handlers.close(failure);
-  else if (failure !== undefined) handlers.close(tlsAlertError(failure));
-  // A server that does not trust the client's certificate may close without an alert (TLS 1.3:
-  // after the client's side of the handshake completed), so say what it most likely means.
-  else if (!answered && tls.cert !== undefined)
-    handlers.close(
-      new Error(
-        "the server closed the connection before answering: it did not accept the client certificate",
-      ),
-    );
-  else handlers.close();
-}
 
 /** The ClientSocket over a connected Node socket; `isClosed` says when writes take nothing. */
 function nodeClientSocket(socket: Socket, isClosed: () => boolean): ClientSocket {

@@ -12,7 +12,7 @@
 import type { Socket } from "bun";
 import { getCACertificates } from "node:tls";
 import type { DialTls, Dialer } from "../client/mod.ts";
-import { handshakeError, tlsAlertError } from "./tls.ts";
+import { handshakeError, reportClose } from "./tls.ts";
 
 /** The Bun implementation of Dialer. */
 export const dialTcp: Dialer = async (host, port, handlers, options) => {
@@ -36,17 +36,7 @@ export const dialTcp: Dialer = async (host, port, handlers, options) => {
       handshake = null;
       return;
     }
-    if (tls === undefined) handlers.close(error);
-    else if (error !== undefined) handlers.close(tlsAlertError(error));
-    // A server that does not trust the client's certificate closes without an alert (TLS 1.3:
-    // after the client's side of the handshake completed), so say what it most likely means.
-    else if (!answered && tls.cert !== undefined)
-      handlers.close(
-        new Error(
-          "the server closed the connection before answering: it did not accept the client certificate",
-        ),
-      );
-    else handlers.close();
+    reportClose(handlers, tls, answered, error);
   };
   const socket: Socket<undefined> = await Bun.connect({
     hostname: host,

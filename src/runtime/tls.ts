@@ -11,6 +11,7 @@
  * turns it into a plain-TCP connection.
  */
 import { createPrivateKey, X509Certificate } from "node:crypto";
+import type { DialHandlers, DialTls } from "../client/mod.ts";
 
 /** A server's TLS material (PEM text). */
 export interface TlsServerOptions {
@@ -106,4 +107,24 @@ export function tlsAlertError(cause: Error): Error {
   if (/UNKNOWN_CA|BAD_CERTIFICATE|unknown ca|bad certificate/i.test(cause.message))
     return new Error(`the server refused the client certificate (${cause.message})`);
   return cause;
+}
+
+/** Reports the close of an open connection once, a TLS alert in words where one is known. */
+export function reportClose(
+  handlers: DialHandlers,
+  tls: DialTls | undefined,
+  answered: boolean,
+  failure: Error | undefined,
+): void {
+  if (tls === undefined) handlers.close(failure);
+  else if (failure !== undefined) handlers.close(tlsAlertError(failure));
+  // A server that does not trust the client's certificate may close without an alert (TLS 1.3:
+  // after the client's side of the handshake completed), so say what it most likely means.
+  else if (!answered && tls.cert !== undefined)
+    handlers.close(
+      new Error(
+        "the server closed the connection before answering: it did not accept the client certificate",
+      ),
+    );
+  else handlers.close();
 }
