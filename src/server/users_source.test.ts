@@ -95,7 +95,8 @@ test("a flood of admin bearer tokens leaves a place for a protocol sign-in's KDF
   );
   const signIn = await users.signIn("app:sa", undefined, "10.0.0.9");
   expect(signIn.ok).toBe(true);
-  // Its KDF ran after at most the admin app's first two (the gate's places), not all twelve.
-  expect(floodDone).toBeLessThanOrEqual(2);
+  // Its KDF took the first place freed: after the admin app's first two (the gate's places) and
+  // beside a third (the other place), which may end first; never behind all twelve.
+  expect(floodDone).toBeLessThanOrEqual(3);
   await Promise.all(flood);
 });
