@@ -30,6 +30,10 @@ export const ARIA_ERROR_WIRE_CODES = {
   ARIA_ERR_INVALID_URL: 21,
   ARIA_ERR_INVALID_ARGUMENT: 22,
   ARIA_ERR_PERMISSION_DENIED: 23,
+  ARIA_ERR_CONSUMER_BUSY: 24,
+  ARIA_ERR_CONSUMER_MISMATCH: 25,
+  ARIA_ERR_CONSUMERS_FULL: 26,
+  ARIA_ERR_PROPERTIES_TOO_LARGE: 27,
 } as const;
 
 /** A stable error code of Aria. */
@@ -67,6 +71,12 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
     "client side: an argument of a client call is out of range (a client name or auth token too long)",
   ARIA_ERR_PERMISSION_DENIED:
     "the signed-in user may not publish to the topic or subscribe to the filter entry named in the reason",
+  ARIA_ERR_CONSUMER_BUSY:
+    "a durable consumer that is not shared already has a subscription open (one at a time)",
+  ARIA_ERR_CONSUMER_MISMATCH:
+    "a durable consumer of that name exists with another filter, or shared where it is not (or the other way round)",
+  ARIA_ERR_CONSUMERS_FULL: "the server holds the most durable consumers allowed",
+  ARIA_ERR_PROPERTIES_TOO_LARGE: "a message's properties exceed the properties limit",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */
