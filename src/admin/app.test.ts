@@ -648,6 +648,39 @@ describe("/api/topics", () => {
     expect(wide.children[0].path).toBe(`wide/t${ADMIN_TREE_CHILDREN_MAX + 2}`);
   });
 
+  test("filter=F lists the topics a filter entry matches (the wildcard * included), largest first", async () => {
+    const { app } = fakeServer({
+      rows: [],
+      persisted: [
+        { topic: "app/eu/orders", bytes: 30, messages: 3 },
+        { topic: "app/us/orders", bytes: 50, messages: 5 },
+        { topic: "app/us/orders/x", bytes: 7, messages: 1 },
+        { topic: "app/orders", bytes: 9, messages: 9 },
+        { topic: "shop/eu/orders", bytes: 4, messages: 2 },
+      ],
+    });
+    const one = (await json(app.request("/api/topics?filter=app/*/orders"))).body;
+    expect(one).toEqual({
+      source: "persisted",
+      filter: "app/*/orders",
+      topics: [
+        { topic: "app/us/orders", messages: 5, bytes: 50 },
+        { topic: "app/eu/orders", messages: 3, bytes: 30 },
+      ],
+      topicsOmitted: 0,
+      total: { topics: 2, messages: 8, bytes: 80 },
+    });
+    const below = (await json(app.request("/api/topics?filter=*/eu/**"))).body;
+    expect(below.topics.map((row: { topic: string }) => row.topic)).toEqual([
+      "app/eu/orders",
+      "shop/eu/orders",
+    ]);
+    const bad = await json(app.request("/api/topics?filter=app/%2B/orders"));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toContain("app/*/orders");
+    expect((await json(app.request("/api/topics?filter=a/**&depth=2"))).status).toBe(400);
+  });
+
   test("by default what the data directory holds (persisted); source=live what was published since start", async () => {
     const { app } = fakeServer({
       rows: [{ topic: "a/b", bytes: 10, messages: 1 }],
@@ -684,7 +717,7 @@ describe("/api/topics", () => {
         `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`,
       ],
       ["/api/topics?source=disk", 400, 'source "disk" is not live or persisted'],
-      ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth)'],
+      ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth, filter)'],
       ["/api/topics?source=live&prefix=nope", 404, 'no topic under "nope" in the live volumes'],
       [
         "/api/topics?source=live&prefix=app/ord",

@@ -52,7 +52,7 @@ import {
 import type { AdminDependencies, VolumeSource } from "./ports.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "./prometheus.ts";
 import { RateMeter } from "./rate_meter.ts";
-import { topicTreeOf } from "./topic_tree_view.ts";
+import { matchingTopicsOf, topicTreeOf } from "./topic_tree_view.ts";
 import { UI_ASSETS, UI_CONTENT_SECURITY_POLICY, UI_INDEX } from "./ui_assets.ts";
 import { WorkGate } from "./work_gate.ts";
 
@@ -166,9 +166,15 @@ export function createAdminApp(dependencies: AdminDependencies): Hono {
   app.get("/api/topics", (c) => {
     const params = topicsParams(queryOf(c));
     if (!params.ok) return fail(c, 400, params.reason);
-    const { source, prefix, depth } = params.value;
+    const { source, prefix, depth, filter } = params.value;
     const rows = dependencies.volumes(source);
     if (rows === null) return fail(c, 501, unavailable(source));
+    if (filter !== null)
+      return c.json({
+        source,
+        filter: filter.toString(),
+        ...matchingTopicsOf(rows, filter, ADMIN_TREE_CHILDREN_MAX),
+      });
     const node = topicTreeOf(rows, prefix, { depth, childrenMax: ADMIN_TREE_CHILDREN_MAX });
     if (node === null)
       return fail(c, 404, `no topic under ${JSON.stringify(prefix)} in the ${source} volumes`);

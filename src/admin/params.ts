@@ -5,7 +5,7 @@
  */
 import { ADMIN_TREE_DEPTH_MAX } from "../constants.ts";
 import { SPLIT_ALGORITHMS, type SplitAlgorithm } from "../split/mod.ts";
-import { validateTopic } from "../topic/mod.ts";
+import { Filter, validateTopic } from "../topic/mod.ts";
 import { VOLUME_SOURCES, type VolumeSource } from "./ports.ts";
 
 /** A parsed value, or why the request is bad. */
@@ -14,11 +14,13 @@ export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 /** Query parameters as the framework hands them (the first value of each name). */
 export type Query = Readonly<Record<string, string>>;
 
-/** Parameters of GET /api/topics. */
+/** Parameters of GET /api/topics: a tree below `prefix`, or with `filter` the topics it matches. */
 export interface TopicsParams {
   source: VolumeSource;
   prefix: string;
   depth: number;
+  /** One filter entry (a pattern with `*`, a subtree): a flat list of matching topics, no tree. */
+  filter: Filter | null;
 }
 
 /** Parameters of the split plan routes. */
@@ -36,11 +38,20 @@ export interface CompareParams {
 
 /** Checks the parameters of GET /api/topics. */
 export function topicsParams(query: Query): Parsed<TopicsParams> {
-  const unknown = unknownParameter(query, ["source", "prefix", "depth"]);
+  const unknown = unknownParameter(query, ["source", "prefix", "depth", "filter"]);
   if (unknown !== null) return bad(unknown);
   // The topic browser shows what the data directory holds (the same after a restart).
   const source = sourceOf(query, "persisted");
   if (!source.ok) return source;
+  let filter: Filter | null = null;
+  if (query.filter !== undefined) {
+    if (query.prefix !== undefined || query.depth !== undefined)
+      return bad("filter lists matching topics: it takes no prefix or depth");
+    const parsed = Filter.parse([query.filter]);
+    if (!parsed.ok)
+      return bad(`filter ${JSON.stringify(query.filter.slice(0, 300))}: ${parsed.reason}`);
+    filter = parsed.filter;
+  }
   const prefix = query.prefix ?? "";
   if (prefix !== "") {
     const invalid = validateTopic(prefix);
@@ -48,7 +59,7 @@ export function topicsParams(query: Query): Parsed<TopicsParams> {
   }
   const depth = wholeOf(query.depth, "depth", { min: 0, max: ADMIN_TREE_DEPTH_MAX, missing: 1 });
   if (!depth.ok) return depth;
-  return { ok: true, value: { source: source.value, prefix, depth: depth.value } };
+  return { ok: true, value: { source: source.value, prefix, depth: depth.value, filter } };
 }
 
 /** Checks the parameters of the split plan routes; `withSource` is false for an uploaded table. */

@@ -4,7 +4,7 @@
  * everything below it). Children are sorted by bytes (largest first) and capped: the rest are
  * counted in `childrenOmitted`. Pure; O(topics under the prefix × depth).
  */
-import { isUnder } from "../topic/mod.ts";
+import { type Filter, isUnder } from "../topic/mod.ts";
 import type { VolumeRow } from "../split/mod.ts";
 
 /** One node of the tree. */
@@ -115,4 +115,35 @@ function finish(building: Building, childrenMax: number): TopicNode {
   node.children = children.slice(0, childrenMax);
   if (children.length > childrenMax) node.childrenOmitted = children.length - childrenMax;
   return node;
+}
+
+/** The topics of /api/topics?filter=F: the matching rows, largest first, and their totals. */
+export interface MatchingTopics {
+  /** At most `topicsMax` matching topics, by bytes (then name). */
+  topics: VolumeRow[];
+  /** Matching topics left out by the cap (the smallest). */
+  topicsOmitted: number;
+  /** Over every matching topic. */
+  total: { topics: number; messages: number; bytes: number };
+}
+
+/** The rows whose topic `filter` matches (`*` and `**` as a subscription reads them). */
+export function matchingTopicsOf(
+  rows: readonly VolumeRow[],
+  filter: Filter,
+  topicsMax: number,
+): MatchingTopics {
+  const matching = rows.filter((row) => filter.matches(row.topic));
+  const total = { topics: matching.length, messages: 0, bytes: 0 };
+  for (const row of matching) {
+    total.messages += row.messages;
+    total.bytes += row.bytes;
+  }
+  matching.sort((a, b) => b.bytes - a.bytes || (a.topic < b.topic ? -1 : 1));
+  const topics = matching.slice(0, topicsMax).map(({ topic, messages, bytes }) => ({
+    topic,
+    messages,
+    bytes,
+  }));
+  return { topics, topicsOmitted: matching.length - topics.length, total };
 }
