@@ -1,0 +1,3 @@
+/** mqtt: the MQTT 3.1.1 / 5.0 codec and the topic mapping (pure); the door builds on these. */
+export * from "./packets.ts";
+export { encodePacket, MqttDecoder, type MqttDecoderOptions, type MqttRole } from "./codec.ts";
