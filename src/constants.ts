@@ -41,6 +41,11 @@ export const RECORD_HEADER_BYTES = 24;
 export const RECORD_BYTES_MIN = RECORD_HEADER_BYTES;
 /** Largest payload: a record must fit in the smallest ring several times over. */
 export const PAYLOAD_BYTES_MAX = 1024 * 1024;
+/**
+ * Largest properties of one message (opaque bytes kept beside the payload, e.g. an MQTT 5
+ * PUBLISH's properties): fits the u16 length field, and far below the frame's 64 KiB margin.
+ */
+export const PROPERTIES_BYTES_MAX = 8192;
 
 // ---- Tip: block pool and partition indexes -------------------------------------------------
 
@@ -83,9 +88,12 @@ assert(PARTITIONS_MAX <= TOPICS_MAX, "every partition has at least one topic");
 export const STORE_DIR_DEFAULT = "./aria-data";
 /** Store record header: length, crc, seq, time, topic bytes, flags, payload bytes (see store/record.ts). */
 export const STORE_RECORD_HEADER_BYTES = 32;
-/** Largest persisted record: the largest topic and payload a publisher may send, plus the header. */
+/**
+ * Largest persisted record: the largest topic, payload and properties (with their u16 length) a
+ * publisher may send, plus the header.
+ */
 export const STORE_RECORD_BYTES_MAX =
-  STORE_RECORD_HEADER_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX;
+  STORE_RECORD_HEADER_BYTES + TOPIC_BYTES_MAX + PAYLOAD_BYTES_MAX + 2 + PROPERTIES_BYTES_MAX;
 /**
  * A journal file rolls at this size: big enough that rolling (one fsync, one create, one directory
  * fsync) is rare, small enough that recovery replays a bounded file.
@@ -309,6 +317,19 @@ assert(
 assert(CLIENT_NAME_BYTES_MAX <= 255, "client name length fits a u8 field");
 assert(SUBSCRIPTIONS_PER_CONNECTION_MAX <= 2 ** 32 - 1, "limits fit WELCOME's u32 fields");
 assert(FILTER_ENTRIES_MAX <= 0xffff, "filter entry count fits SUBSCRIBE's u16 field");
+/** Bytes of a durable consumer's name in SUBSCRIBE (u8 length field): a label, like a client name. */
+export const CONSUMER_NAME_BYTES_MAX = 64;
+/**
+ * Durable consumers a server keeps: each costs a record in memory and in the consumers file, and
+ * `GET /api/consumers` lists them all; an MQTT door makes one per persistent subscription.
+ */
+export const CONSUMERS_MAX = 10_000;
+/**
+ * Milliseconds between writes of the consumers file: acknowledged positions are written in
+ * batches, not one write per ACK; after a crash a consumer resumes at most this much behind.
+ */
+export const CONSUMERS_WRITE_INTERVAL_MS = 200;
+assert(CONSUMER_NAME_BYTES_MAX <= 255, "a consumer name's length fits SUBSCRIBE's u8 field");
 
 // ---- Broker --------------------------------------------------------------------------------
 
@@ -394,6 +415,22 @@ assert(
   CATCH_UP_SLICE_BYTES >= CONNECTION_WRITE_BYTES,
   "a catch-up slice fills at least one socket write",
 );
+
+// ---- Shared groups (src/broker/shared_group.ts) ---------------------------------------------
+
+/**
+ * Messages one member of a shared group holds unacknowledged: a member at its window takes no
+ * more (its topics wait rather than move, which keeps per-topic order), and the group's stored
+ * position lists every unacknowledged seq, so the windows bound its size.
+ */
+export const GROUP_MEMBER_INFLIGHT_MAX = 1024;
+/**
+ * Messages a group's cursor holds read but not yet given to a member (their member is at its
+ * window, or their topic waits for a rebalance): the cursor stops reading beyond them.
+ */
+export const GROUP_PENDING_MAX = 4096;
+
+assert(GROUP_MEMBER_INFLIGHT_MAX >= 1 && GROUP_PENDING_MAX >= 1, "a group can hold a message");
 
 // ---- Command line ---------------------------------------------------------------------------
 
