@@ -38,6 +38,7 @@ export const SCENARIOS = [
   "latency",
   "tip-recovery",
   "disk-recovery",
+  "herd",
 ] as const;
 /** One scenario name. */
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -144,6 +145,8 @@ export interface BenchOptions {
   diskMessages: number;
   diskPayloadBytes: number;
   diskTipBytes: number;
+  /** Clients of the herd scenario, each replaying its own 1% subtree of the disk stream. */
+  herdReaders: number;
 }
 
 /** What `benchOptions` takes: `quick` for a smoke-test-sized run, and the command-line knobs. */
@@ -157,6 +160,8 @@ export interface BenchOverrides {
   tipBytes?: number;
   /** fsync policies of the publish and latency scenarios. */
   fsync?: FsyncPolicy[];
+  /** Clients of the herd scenario. */
+  readers?: number;
   /** Publisher counts and payload sizes of the publish scenario. */
   publishers?: number[];
   payloadBytes?: number[];
@@ -189,6 +194,7 @@ export function benchOptions(overrides: BenchOverrides = {}): BenchOptions {
     diskMessages: overrides.messages ?? (quick ? 20_000 : 2_000_000),
     diskPayloadBytes: 256,
     diskTipBytes: quick ? 256 * 1024 : 16 * MiB,
+    herdReaders: overrides.readers ?? (quick ? 10 : 100),
   };
 }
 
@@ -234,6 +240,7 @@ const RUNNERS: Record<ScenarioName, Runner> = {
   latency: latencyScenario,
   "tip-recovery": tipRecoveryScenario,
   "disk-recovery": diskRecoveryScenario,
+  herd: herdScenario,
 };
 
 // ---- 1. Publish throughput --------------------------------------------------------------------
@@ -1016,6 +1023,140 @@ async function diskRecoveryScenario(
     notes,
     targets: [],
   };
+}
+
+// ---- The herd: many clients replaying their own 1% subtree at once ----------------------------
+
+/** One herd client's replay, timed from the common start (before it connected). */
+interface HerdClient {
+  delivered: number;
+  firstMessageMs: number;
+  doneMs: number;
+}
+
+async function herdScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  let server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
+  const rows: Row[] = [];
+  const notes: string[] = [];
+  const targets: TargetCheck[] = [];
+  try {
+    const fill = await fillStream(
+      env,
+      server.url,
+      options.diskMessages,
+      options.diskPayloadBytes,
+      "herd",
+    );
+    if (server.restart !== null) {
+      env.progress("herd: restarting the server on the same data");
+      server = (await server.restart()).server;
+    }
+    const coldWhole = await server.dropCaches();
+    env.progress(`herd: one client replaying ** from seq ${fill.firstSeq}`);
+    const whole = await replay(env, server.url, "**", fill.firstSeq);
+    const wholeRate = perSecond(whole.delivered, whole.wallMs);
+    rows.push({
+      readers: "1 client, ** (the whole stream)",
+      delivered: whole.delivered,
+      wallMs: whole.wallMs,
+      perSecond: wholeRate,
+      medianMs: whole.wallMs,
+      slowestMs: whole.wallMs,
+      spread: 1,
+      firstMessageMs: null,
+      pageCache: coldWhole ? "dropped" : "warm",
+    });
+    const coldHerd = await server.dropCaches();
+    const count = options.herdReaders;
+    env.progress(`herd: ${count} clients, each replaying its own 1% subtree`);
+    const started = env.nowMs();
+    const clients = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        herdClient(env, server.url, `bench/p${i % STREAM_PARTITIONS}/**`, fill.firstSeq, started),
+      ),
+    );
+    const done = clients.map((client) => client.doneMs);
+    const delivered = clients.reduce((sum, client) => sum + client.delivered, 0);
+    const slowest = Math.max(...done);
+    const middle = median(done);
+    const aggregate = perSecond(delivered, slowest);
+    rows.push({
+      readers: `${count} clients, each its own 1% subtree`,
+      delivered,
+      wallMs: slowest,
+      perSecond: aggregate,
+      medianMs: middle,
+      slowestMs: slowest,
+      spread: slowest / middle,
+      firstMessageMs: median(clients.map((client) => client.firstMessageMs)),
+      pageCache: coldHerd ? "dropped" : "warm",
+    });
+    const expected = Math.round(options.diskMessages / STREAM_PARTITIONS);
+    const short = clients.filter((client) => Math.abs(client.delivered - expected) > 1).length;
+    notes.push(
+      `Stream: ${options.diskMessages.toLocaleString("en-US")} messages of ${options.diskPayloadBytes} B over ${STREAM_PARTITIONS} partitions behind a ${formatBytes(options.diskTipBytes)} tip, after a restart; every client starts at seq ${fill.firstSeq}, the oldest message, and reads until caught up (disk, then tip). Client k reads bench/p{k mod ${STREAM_PARTITIONS}}/**; all connect at once, times from that common start.`,
+      short === 0
+        ? `Every client got its subtree whole (${expected.toLocaleString("en-US")} messages each).`
+        : `${short} clients got a count other than ${expected} (the stream was not spread evenly).`,
+    );
+    targets.push(
+      {
+        target: "herd aggregate msg/s >= 50% of one client reading the whole stream",
+        measured: `${formatSi(aggregate)} vs ${formatSi(wholeRate)} (${formatRatio(aggregate / wholeRate)})`,
+        met: aggregate >= 0.5 * wholeRate,
+      },
+      {
+        target: "slowest client <= 3x the median one",
+        measured: `${formatMs(slowest)} ms vs ${formatMs(middle)} ms (${formatRatio(slowest / middle)})`,
+        met: slowest <= 3 * middle,
+      },
+    );
+  } finally {
+    await server.stop();
+  }
+  return {
+    title:
+      "The herd: many clients at once, each replaying its own 1% subtree from the oldest message",
+    columns: [
+      { key: "readers", header: "readers" },
+      { key: "delivered", header: "messages delivered" },
+      { key: "wallMs", header: "wall ms (last done)", format: formatMs },
+      { key: "perSecond", header: "aggregate msg/s", format: formatSi },
+      { key: "medianMs", header: "median client ms", format: formatMs },
+      { key: "slowestMs", header: "slowest client ms", format: formatMs },
+      { key: "spread", header: "slowest / median", format: formatRatio },
+      { key: "firstMessageMs", header: "median first message ms", format: formatMs },
+      { key: "pageCache", header: "page cache" },
+    ],
+    rows,
+    notes,
+    targets,
+  };
+}
+
+/** Connects, subscribes `filter` from `fromSeq` until caught up; times from `startedMs`. */
+async function herdClient(
+  env: BenchEnv,
+  url: string,
+  filter: string,
+  fromSeq: number,
+  startedMs: number,
+): Promise<HerdClient> {
+  const client = await env.connect(url);
+  try {
+    let delivered = 0;
+    let firstMessageMs = Number.NaN;
+    for await (const _ of client.subscribe(filter, { from: fromSeq, untilCaughtUp: true })) {
+      if (delivered === 0) firstMessageMs = env.nowMs() - startedMs;
+      delivered++;
+    }
+    return { delivered, firstMessageMs, doneMs: env.nowMs() - startedMs };
+  } finally {
+    await client.close();
+  }
 }
 
 // ---- Shared: filling a stream, replaying it -----------------------------------------------------

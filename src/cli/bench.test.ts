@@ -66,14 +66,20 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
     expect(rows[0].delivered).toBe(rows[0].matching);
     expect(rows[1].delivered as number).toBeGreaterThan(rows[1].matching as number);
   }
-  expect(io.stderr).toContain("aria bench: disk-recovery: done in");
+  // The herd: one whole-stream reader, then 10 clients (quick) that each got exactly their 1%.
+  const herd = rowsOf("herd");
+  expect(herd.length).toBe(2);
+  positive(herd, "perSecond");
+  expect(herd[1].delivered).toBe((herd[0].delivered as number) / 10);
+  expect(herd[1].slowestMs as number).toBeGreaterThanOrEqual(herd[1].medianMs as number);
+  expect(io.stderr).toContain("aria bench: herd: done in");
 }, 60_000);
 
 test("aria bench: wrong arguments are usage errors", async () => {
   const io = capture();
   expect(await runCli(["bench", "--scenario", "nope"], io)).toBe(2);
   expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(
-    `"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, all"`,
+    `"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, herd, all"`,
   );
   const help = capture();
   expect(await runCli(["bench", "--help"], help)).toBe(0);

@@ -51,11 +51,13 @@ Scenarios (in this order for all):
   latency        publish->deliver p50/p99/p99.9 at fixed rates, 10 subscribers
   tip-recovery   1% subtree replayed from the tip vs a full-stream reader filtering it
   disk-recovery  1% subtree replayed from disk after a restart, page cache dropped
+  herd           --readers clients at once, each replaying its own 1% subtree from disk
 
 Options:
   --scenario NAME|all    a scenario, a comma-separated list, or all (default all)
   --duration DURATION    measured time of each throughput or latency run (default 3s)
-  --messages N           messages of the disk-recovery stream (default 2000000)
+  --messages N           messages of the disk-recovery and herd stream (default 2000000)
+  --readers N            clients of the herd scenario (default 100)
   --repeat N             runs of each measured cell; tables show medians (default 3)
   --window N             publishes a throughput publisher keeps unacknowledged (default 32768)
   --batch N              messages per publishBatch call of that publisher (default 8192)
@@ -79,6 +81,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     scenario: { type: "string" },
     duration: { type: "string" },
     messages: { type: "string" },
+    readers: { type: "string" },
     repeat: { type: "string" },
     window: { type: "string" },
     batch: { type: "string" },
@@ -105,6 +108,8 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     overrides.durationMs = positive(parseDuration(values.duration, "--duration"), "--duration");
   if (typeof values.messages === "string")
     overrides.messages = positive(parseCount(values.messages, "--messages"), "--messages");
+  if (typeof values.readers === "string")
+    overrides.readers = positive(parseCount(values.readers, "--readers"), "--readers");
   if (typeof values.repeat === "string")
     overrides.repeat = positive(parseCount(values.repeat, "--repeat"), "--repeat");
   if (typeof values.window === "string")

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { BenchEnv, BenchServer, IoCounters } from "../bench/mod.ts";
 import type { DialTls } from "../client/mod.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
-import { runtime } from "../runtime/mod.ts";
+import { processLog, runtime } from "../runtime/mod.ts";
 import { connect } from "./connect.ts";
 import { startServer } from "./server.ts";
 
@@ -133,6 +133,8 @@ async function inProcessServer(
       tipBytes: options.tipBytes - (options.tipBytes % 8),
       fsync: options.fsync,
       retainBytes: options.retainBytes,
+      // Connections opened and closed are the benchmark's own: only warnings share the progress line.
+      log: processLog({ level: "warn", format: "text" }),
     });
     return {
       url: running.tcpUrl,
