@@ -2,7 +2,13 @@
 import { describe, expect, test } from "bun:test";
 import { FRAME_BYTES_MAX, PAYLOAD_BYTES_MAX, PROTOCOL_VERSION } from "../constants.ts";
 import { hexDump } from "./frame_dump.ts";
-import { encodeData, encodeHello, encodePublish } from "./frame_encode.ts";
+import {
+  encodeAck,
+  encodeData,
+  encodeHello,
+  encodePublish,
+  encodeSubscribe,
+} from "./frame_encode.ts";
 import { FRAME_TYPES, type FrameKind } from "./frame_layout.ts";
 import { FrameWriter } from "./frame_writer.ts";
 import { byteCuts, decodeSplit, encodeAll } from "./test_support.ts";
@@ -73,6 +79,60 @@ describe("hex dumps", () => {
   });
 });
 
+describe("durable SUBSCRIBE and ACK", () => {
+  test("hex dumps", () => {
+    const writer = new FrameWriter();
+    encodeSubscribe(writer, {
+      subscriptionId: 4,
+      start: { kind: "earliest" },
+      filter: ["a/**"],
+      durable: "c1",
+      shared: true,
+    });
+    encodeAck(writer, { subscriptionId: 4, seq: 258 });
+    expect(hexDump(writer.bytes())).toMatchInlineSnapshot(`
+      "0000  21 00 00 00 05 00 00 00 04 00 00 00 01 06 01 00
+      0010  00 00 00 00 00 00 00 00 04 00 61 2f 2a 2a 02 63
+      0020  31 18 00 00 00 0e 00 00 00 04 00 00 00 00 00 00
+      0030  00 02 01 00 00 00 00 00 00"
+    `);
+  });
+
+  test("decode to frames naming the consumer", () => {
+    const bytes = encodeAll([
+      {
+        kind: "subscribe",
+        subscriptionId: 4,
+        start: { kind: "live" },
+        filter: ["a"],
+        durable: "c",
+      },
+      { kind: "ack", subscriptionId: 4, seq: 7 },
+    ]);
+    expect(decodeSplit(bytes, byteCuts(bytes))).toMatchInlineSnapshot(`
+      [
+        {
+          "durable": "c",
+          "filter": [
+            "a",
+          ],
+          "kind": "subscribe",
+          "shared": false,
+          "start": {
+            "kind": "live",
+          },
+          "subscriptionId": 4,
+        },
+        {
+          "kind": "ack",
+          "seq": 7,
+          "subscriptionId": 4,
+        },
+      ]
+    `);
+  });
+});
+
 describe("decode errors", () => {
   const cases: [string, Uint8Array][] = [
     ["oversize length", raw("hello", [], { length: FRAME_BYTES_MAX + 1 })],
@@ -96,6 +156,24 @@ describe("decode errors", () => {
     ["empty filter entry", raw("subscribe", [...le32(4), 0, 0, 1, 0, ...le64(0), 0, 0])],
     ["bad start kind", raw("subscribe", [...le32(4), 9, 0, 1, 0, ...le64(0), ...str16("a")])],
     ["start seq 0", raw("subscribe", [...le32(4), 2, 0, 1, 0, ...le64(0), ...str16("a")])],
+    [
+      "subscribe unknown option",
+      raw("subscribe", [...le32(4), 0, 8, 1, 0, ...le64(0), ...str16("a")]),
+    ],
+    [
+      "subscribe shared, not durable",
+      raw("subscribe", [...le32(4), 0, 4, 1, 0, ...le64(0), ...str16("a")]),
+    ],
+    ["durable name missing", raw("subscribe", [...le32(4), 0, 2, 1, 0, ...le64(0), ...str16("a")])],
+    [
+      "durable name empty",
+      raw("subscribe", [...le32(4), 0, 2, 1, 0, ...le64(0), ...str16("a"), 0]),
+    ],
+    [
+      "durable name bad character",
+      raw("subscribe", [...le32(4), 0, 2, 1, 0, ...le64(0), ...str16("a"), ...str8("a b")]),
+    ],
+    ["ack reserved", raw("ack", [...le32(4), 1, 0, 0, 0, ...le64(9)])],
     ["non-safe u64", raw("ping", le64(0, 0x0020_0000))],
     [
       "DATA seqs not ascending",
@@ -139,6 +217,7 @@ describe("decode errors", () => {
     expect(results).toMatchInlineSnapshot(`
       {
         "DATA seqs not ascending": "ARIA_ERR_MALFORMED_FRAME [subscription 4] DATA message 1 has seq 5, not above the previous seq 5",
+        "ack reserved": "ARIA_ERR_MALFORMED_FRAME [subscription 4] ACK reserved field is not zero",
         "bad filter": "ARIA_ERR_INVALID_FILTER [subscription 4] filter entry "a/b*": '*' stands for one whole segment, so segment "b*" is invalid",
         "bad start kind": "ARIA_ERR_INVALID_START [subscription 4] start kind 9 is unknown",
         "bad topic": "ARIA_ERR_INVALID_TOPIC [request 9] message 0: topic has an empty segment at byte 2",
@@ -146,6 +225,9 @@ describe("decode errors", () => {
         "batch too large": "ARIA_ERR_BATCH_TOO_LARGE [request 9] PUBLISH has 100000 messages, more than the limit of 8192",
         "count overrun": "ARIA_ERR_MALFORMED_FRAME [request 9] PUBLISH message count 1000 overruns the frame: needs at least 5000 bytes, 6 remain",
         "count zero": "ARIA_ERR_MALFORMED_FRAME [request 9] PUBLISH message count is 0",
+        "durable name bad character": "ARIA_ERR_MALFORMED_FRAME [subscription 4] SUBSCRIBE consumer name "a b" holds a character outside [A-Za-z0-9_.:/$-]",
+        "durable name empty": "ARIA_ERR_MALFORMED_FRAME [subscription 4] SUBSCRIBE consumer name is 0 bytes, not 1..64",
+        "durable name missing": "ARIA_ERR_MALFORMED_FRAME [subscription 4] SUBSCRIBE consumer name length at byte 27 needs 1 bytes, 0 remain",
         "empty filter entry": "ARIA_ERR_INVALID_FILTER [subscription 4] filter entry "": topic is empty",
         "empty topic, empty payload": "ARIA_ERR_INVALID_TOPIC [request 9] message 0: topic is empty",
         "error frame with fatal 2": "ARIA_ERR_MALFORMED_FRAME [none 0] ERROR fatal flag is 2, not 0 or 1",
@@ -156,6 +238,8 @@ describe("decode errors", () => {
         "payload overrun": "ARIA_ERR_MALFORMED_FRAME [request 9] PUBLISH message 0 payload at byte 22 needs 5 bytes, 2 remain",
         "payload too large": "ARIA_ERR_PAYLOAD_TOO_LARGE [request 9] message 0 payload is 1048577 bytes, more than the limit of 1048576",
         "start seq 0": "ARIA_ERR_INVALID_START [subscription 4] start seq is 0; seqs start at 1",
+        "subscribe shared, not durable": "ARIA_ERR_MALFORMED_FRAME [subscription 4] SUBSCRIBE option SHARED needs option DURABLE (a shared group is a durable consumer)",
+        "subscribe unknown option": "ARIA_ERR_MALFORMED_FRAME [subscription 4] SUBSCRIBE options 0x08 has unknown bits",
         "too many filter entries": "ARIA_ERR_INVALID_FILTER [subscription 4] filter has 65535 entries, more than the limit of 256",
         "trailing bytes": "ARIA_ERR_MALFORMED_FRAME [subscription 4] UNSUBSCRIBE has 2 trailing bytes",
         "truncated body": "ARIA_ERR_MALFORMED_FRAME [none 0] PING token at byte 8 needs 8 bytes, 4 remain",

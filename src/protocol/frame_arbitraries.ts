@@ -27,6 +27,12 @@ const payload = fc.oneof(
   { weight: 8, arbitrary: fc.uint8Array({ maxLength: 64 }) },
   { weight: 1, arbitrary: fc.uint8Array({ minLength: 65, maxLength: 3000 }) },
 );
+/** A message's properties: none, a few bytes, or some hundreds (the limit: frame_writer.test). */
+const properties = fc.oneof(
+  { weight: 4, arbitrary: fc.constant(new Uint8Array(0)) },
+  { weight: 8, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 40 }) },
+  { weight: 1, arbitrary: fc.uint8Array({ minLength: 41, maxLength: 300 }) },
+);
 /** Any text whose UTF-8 fits `bytesMax`. */
 const text = (bytesMax: number, minLength = 0) =>
   fc
@@ -47,6 +53,13 @@ const filterEntry = fc.oneof(
   fc.constant("**"),
 );
 
+/** A valid durable consumer name: 1..64 characters of `[A-Za-z0-9_.:/$-]`. */
+const consumerName = fc.string({
+  unit: fc.constantFrom(..."abcXYZ019_.:-/$"),
+  minLength: 1,
+  maxLength: 64,
+});
+
 const dataMessages = fc
   .tuple(
     fc.integer({ min: 1, max: 2 ** 40 }),
@@ -64,6 +77,10 @@ const dataMessages = fc
       payload: body,
     }));
   });
+/** DATA messages that carry properties (a frame with the flag PROPERTIES). */
+const dataMessagesWithProperties = fc
+  .tuple(dataMessages, fc.array(properties, { minLength: 12, maxLength: 12 }))
+  .map(([messages, bytes]) => messages.map((message, i) => ({ ...message, properties: bytes[i] })));
 
 /** Any valid outgoing frame. */
 export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
@@ -95,6 +112,14 @@ export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
     }),
   }),
   fc.record({
+    kind: fc.constant("publish" as const),
+    requestId: u32,
+    messages: fc.array(fc.record({ topic: topicArbitrary, payload, properties }), {
+      minLength: 1,
+      maxLength: 12,
+    }),
+  }),
+  fc.record({
     kind: fc.constant("publish_ack" as const),
     requestId: u32,
     firstSeq: safe,
@@ -106,8 +131,23 @@ export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
     start,
     filter: fc.array(filterEntry, { minLength: 1, maxLength: 6 }),
   }),
+  fc.record({
+    kind: fc.constant("subscribe" as const),
+    subscriptionId: u32,
+    start,
+    filter: fc.array(filterEntry, { minLength: 1, maxLength: 6 }),
+    durable: consumerName,
+    shared: fc.boolean(),
+  }),
+  fc.record({ kind: fc.constant("ack" as const), subscriptionId: u32, seq: safe }),
   fc.record({ kind: fc.constant("subscribed" as const), subscriptionId: u32, firstSeq: safe }),
   fc.record({ kind: fc.constant("data" as const), subscriptionId: u32, messages: dataMessages }),
+  fc.record({
+    kind: fc.constant("data" as const),
+    subscriptionId: u32,
+    properties: fc.constant(true),
+    messages: dataMessagesWithProperties,
+  }),
   fc.record({ kind: fc.constant("caught_up" as const), subscriptionId: u32, nextSeq: safe }),
   fc.record({ kind: fc.constant("unsubscribe" as const), subscriptionId: u32 }),
   fc.record({ kind: fc.constant("unsubscribed" as const), subscriptionId: u32 }),
@@ -126,14 +166,22 @@ export const frameArbitrary: fc.Arbitrary<OutgoingFrame> = fc.oneof(
 /** What describeFrame(decode(encode(frame))) should be. */
 export function expectedOf(frame: OutgoingFrame): Record<string, unknown> {
   switch (frame.kind) {
-    case "publish":
+    case "publish": {
+      // The flag PROPERTIES is set when a message has some; then every message carries them.
+      const withProperties = frame.messages.some((m) => (m.properties?.length ?? 0) > 0);
       return {
         ...frame,
-        messages: frame.messages.map(({ topic, payload }) => ({ topic, payload })),
+        messages: frame.messages.map(({ topic, payload, properties }) =>
+          withProperties
+            ? { topic, payload, properties: properties ?? new Uint8Array(0) }
+            : { topic, payload },
+        ),
       };
+    }
     case "subscribe":
       return {
         ...frame,
+        ...(frame.durable === undefined ? {} : { shared: frame.shared === true }),
         filter: (frame.filter instanceof Filter
           ? frame.filter
           : Filter.of(...frame.filter)

@@ -8,13 +8,20 @@
 import {
   AUTH_TOKEN_BYTES_MAX,
   CLIENT_NAME_BYTES_MAX,
+  CONSUMER_NAME_BYTES_MAX,
   ERROR_REASON_BYTES_MAX,
 } from "../constants.ts";
 import { assert, unreachable } from "../stdx/assert.ts";
 import { Filter } from "../topic/mod.ts";
 import { wireCodeOf } from "./error_codes.ts";
-import { FILTER_ENTRY_BYTES_MAX, RELATED_KINDS, START_KINDS } from "./frame_layout.ts";
+import {
+  FILTER_ENTRY_BYTES_MAX,
+  RELATED_KINDS,
+  START_KINDS,
+  SUBSCRIBE_OPTIONS,
+} from "./frame_layout.ts";
 import type {
+  AckFrame,
   CaughtUpFrame,
   DataMessage,
   ErrorInput,
@@ -64,9 +71,11 @@ export function encodePublish(
   writer: FrameWriter,
   frame: { requestId: number; messages: readonly PublishMessage[] },
 ): void {
-  writer.beginPublish(frame.requestId);
+  // The flag PROPERTIES only when a message has some: a frame without is the v1 layout.
+  const withProperties = frame.messages.some((message) => (message.properties?.length ?? 0) > 0);
+  writer.beginPublish(frame.requestId, withProperties);
   for (const message of frame.messages)
-    writer.addPublishMessageText(message.topic, message.payload);
+    writer.addPublishMessageText(message.topic, message.payload, message.properties);
   assert(writer.endPublish() > 0, "PUBLISH has at least one message");
 }
 
@@ -79,20 +88,47 @@ export function encodePublishAck(writer: FrameWriter, frame: Omit<PublishAckFram
   writer.end();
 }
 
-/** SUBSCRIBE: id, start, filter entries (texts such as `a/b` and `a/**`, or a parsed Filter). */
+/**
+ * SUBSCRIBE: id, start, filter entries (texts such as `a/b` and `a/**`, or a parsed Filter);
+ * with `durable`, option DURABLE (and SHARED with `shared`) and the consumer's name after them.
+ */
 export function encodeSubscribe(
   writer: FrameWriter,
-  frame: { subscriptionId: number; start: StartPosition; filter: Filter | readonly string[] },
+  frame: {
+    subscriptionId: number;
+    start: StartPosition;
+    filter: Filter | readonly string[];
+    durable?: string;
+    shared?: boolean;
+    properties?: boolean;
+  },
 ): void {
   const texts = frame.filter instanceof Filter ? frame.filter.toStrings() : frame.filter;
+  const durable = frame.durable !== undefined;
+  assert(durable || frame.shared !== true, "SHARED only with DURABLE");
+  const options =
+    (durable ? SUBSCRIBE_OPTIONS.durable : 0) |
+    (frame.shared ? SUBSCRIBE_OPTIONS.shared : 0) |
+    (frame.properties ? SUBSCRIBE_OPTIONS.properties : 0);
   writer.begin("subscribe");
   writer.u32(frame.subscriptionId);
   writer.u8(START_KINDS[frame.start.kind]);
-  writer.u8(0);
+  writer.u8(options);
   writer.u16(texts.length);
   writer.u64(startValue(frame.start));
   for (const text of texts)
     writer.string(text, { lengthBytes: 2, bytesMax: FILTER_ENTRY_BYTES_MAX });
+  if (frame.durable !== undefined)
+    writer.string(frame.durable, { lengthBytes: 1, bytesMax: CONSUMER_NAME_BYTES_MAX });
+  writer.end();
+}
+
+/** ACK: every message of durable subscription `subscriptionId` up to `seq` is processed. */
+export function encodeAck(writer: FrameWriter, frame: Omit<AckFrame, "kind">): void {
+  writer.begin("ack");
+  writer.u32(frame.subscriptionId);
+  writer.u32(0);
+  writer.u64(frame.seq);
   writer.end();
 }
 
@@ -105,14 +141,28 @@ export function encodeSubscribed(writer: FrameWriter, frame: Omit<SubscribedFram
   writer.end();
 }
 
-/** DATA from message objects (tests, simple servers); the broker streams with writer.beginData(). */
+/**
+ * DATA from message objects (tests, simple servers); the broker streams with writer.beginData().
+ * `properties`: the flag PROPERTIES, each message with its properties (empty when it has none).
+ */
 export function encodeData(
   writer: FrameWriter,
-  frame: { subscriptionId: number; messages: readonly DataMessage[] },
+  frame: { subscriptionId: number; messages: readonly DataMessage[]; properties?: boolean },
 ): void {
-  writer.beginData(frame.subscriptionId);
+  writer.beginData(frame.subscriptionId, frame.properties === true);
   for (const message of frame.messages) {
-    writer.addDataMessage(message.seq, message.timeUs, utf8.encode(message.topic), message.payload);
+    const properties = message.properties ?? new Uint8Array(0);
+    writer.addDataMessage(
+      message.seq,
+      message.timeUs,
+      utf8.encode(message.topic),
+      message.payload,
+      0,
+      message.payload.length,
+      properties,
+      0,
+      properties.length,
+    );
   }
   assert(writer.endData() > 0, "DATA has at least one message");
 }
@@ -200,6 +250,8 @@ export function encodeFrame(writer: FrameWriter, frame: OutgoingFrame): void {
       return encodePong(writer, frame);
     case "error":
       return encodeError(writer, frame);
+    case "ack":
+      return encodeAck(writer, frame);
     default:
       return unreachable(frame);
   }

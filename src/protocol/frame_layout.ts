@@ -4,9 +4,17 @@
  * source of truth and asserts at load that the sizes add up and that a frame holds a largest message.
  * All integers are little-endian. No logic beyond lookups.
  *
- *   header (8 bytes):  +0 u32 frame bytes (header included)  +4 u8 type  +5 u8 flags=0  +6 u16 reserved=0
+ *   header (8 bytes):  +0 u32 frame bytes (header included)  +4 u8 type  +5 u8 flags  +6 u16 reserved=0
+ *
+ * Flags are 0 except FRAME_FLAG_PROPERTIES on PUBLISH and DATA: every message of the frame carries
+ * `u16 properties bytes, properties` between its topic and its payload length.
  */
-import { FRAME_BYTES_MAX, PAYLOAD_BYTES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
+import {
+  FRAME_BYTES_MAX,
+  PAYLOAD_BYTES_MAX,
+  PROPERTIES_BYTES_MAX,
+  TOPIC_BYTES_MAX,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 
 /** Bytes of the frame header. */
@@ -15,8 +23,12 @@ export const FRAME_HEADER_BYTES = 8;
 export const HEADER_LENGTH_OFFSET = 0;
 /** Header offset of the u8 frame type. */
 export const HEADER_TYPE_OFFSET = 4;
-/** Header offset of the u8 flags (0 in version 1). */
+/** Header offset of the u8 flags (0, or FRAME_FLAG_PROPERTIES on PUBLISH and DATA). */
 export const HEADER_FLAGS_OFFSET = 5;
+/** PUBLISH and DATA flag: each message carries its properties (u16 length, then the bytes). */
+export const FRAME_FLAG_PROPERTIES = 0x01;
+/** Bytes of a message's properties length field (u16), present under FRAME_FLAG_PROPERTIES. */
+export const PROPERTIES_HEAD_BYTES = 2;
 /** Header offset of the u16 reserved field (0). */
 export const HEADER_RESERVED_OFFSET = 6;
 
@@ -35,6 +47,7 @@ export const FRAME_TYPES = {
   ping: 0x0b,
   pong: 0x0c,
   error: 0x0d,
+  ack: 0x0e,
 } as const;
 
 /** The name of a frame type. */
@@ -62,6 +75,7 @@ export const FRAME_SENDERS: Readonly<Record<FrameKind, "client" | "server" | "bo
   ping: "both",
   pong: "both",
   error: "server",
+  ack: "client",
 };
 
 // Fixed body sizes (after the header). "HEAD" sizes precede a variable part.
@@ -75,12 +89,22 @@ export const PUBLISH_HEAD_BYTES = 8;
 export const PUBLISH_MESSAGE_HEAD_BYTES = 1 + 4;
 /** PUBLISH_ACK: u32 request id, u32 count, u64 first seq. */
 export const PUBLISH_ACK_BODY_BYTES = 16;
-/** SUBSCRIBE head: u32 subscription id, u8 start kind, u8 reserved, u16 entry count, u64 start value. */
+/** SUBSCRIBE head: u32 subscription id, u8 start kind, u8 options, u16 entry count, u64 start value. */
 export const SUBSCRIBE_HEAD_BYTES = 16;
 /** SUBSCRIBE entry head: u16 entry bytes, then the entry text. */
 export const FILTER_ENTRY_HEAD_BYTES = 2;
 /** Longest filter entry: a largest topic followed by "/**". */
 export const FILTER_ENTRY_BYTES_MAX = TOPIC_BYTES_MAX + 3;
+/**
+ * SUBSCRIBE options bits (byte 5). PROPERTIES: the subscription's DATA frames carry each message's
+ * properties (frame flag PROPERTIES). DURABLE: a durable consumer's name follows the filter entries
+ * (u8 name bytes, name); SHARED (only with DURABLE): the name is a shared group's.
+ */
+export const SUBSCRIBE_OPTIONS = { properties: 0x01, durable: 0x02, shared: 0x04 } as const;
+/** SUBSCRIBE name head: u8 name bytes, then the name (after the filter entries, with DURABLE). */
+export const CONSUMER_NAME_HEAD_BYTES = 1;
+/** ACK: u32 subscription id, u32 reserved, u64 seq (cumulative). */
+export const ACK_BODY_BYTES = 16;
 /** SUBSCRIBED: u32 subscription id, u32 reserved, u64 first seq. */
 export const SUBSCRIBED_BODY_BYTES = 16;
 /** DATA head: u32 subscription id, u32 message count. */
@@ -119,6 +143,8 @@ assert(
       DATA_HEAD_BYTES +
       DATA_MESSAGE_HEAD_BYTES +
       TOPIC_BYTES_MAX +
+      PROPERTIES_HEAD_BYTES +
+      PROPERTIES_BYTES_MAX +
       PAYLOAD_BYTES_MAX,
   "a DATA frame holds one largest message",
 );
@@ -128,6 +154,8 @@ assert(
       PUBLISH_HEAD_BYTES +
       PUBLISH_MESSAGE_HEAD_BYTES +
       TOPIC_BYTES_MAX +
+      PROPERTIES_HEAD_BYTES +
+      PROPERTIES_BYTES_MAX +
       PAYLOAD_BYTES_MAX,
   "a PUBLISH frame holds one largest message",
 );

@@ -11,9 +11,11 @@
 import {
   AUTH_TOKEN_BYTES_MAX,
   CLIENT_NAME_BYTES_MAX,
+  CONSUMER_NAME_BYTES_MAX,
   ERROR_REASON_BYTES_MAX,
   FILTER_ENTRIES_MAX,
   PAYLOAD_BYTES_MAX,
+  PROPERTIES_BYTES_MAX,
   PROTOCOL_VERSION,
   PUBLISH_BATCH_MESSAGES_MAX,
 } from "../constants.ts";
@@ -23,18 +25,21 @@ import {
   DATA_MESSAGE_HEAD_BYTES,
   FILTER_ENTRY_BYTES_MAX,
   FILTER_ENTRY_HEAD_BYTES,
+  FRAME_FLAG_PROPERTIES,
   FRAME_HEADER_BYTES,
   FRAME_KIND_OF_TYPE,
   type FrameKind,
   HEADER_FLAGS_OFFSET,
   HEADER_RESERVED_OFFSET,
   HEADER_TYPE_OFFSET,
+  PROPERTIES_HEAD_BYTES,
   PUBLISH_MESSAGE_HEAD_BYTES,
   RELATED_KIND_OF_NUMBER,
   type RelatedKind,
   START_KIND_OF_NUMBER,
+  SUBSCRIBE_OPTIONS,
 } from "./frame_layout.ts";
-import type { DecodeError, Frame, StartPosition } from "./frames.ts";
+import type { DecodeError, Frame, StartPosition, SubscribeFrame } from "./frames.ts";
 import { MessageBatch } from "./message_batch.ts";
 import type { TopicCache } from "./topic_cache.ts";
 import { readU64 } from "./u64.ts";
@@ -67,6 +72,8 @@ export class FrameParser {
   private failure: DecodeError | null = null;
   private relatedKind: RelatedKind = "none";
   private relatedId = 0;
+  /** The frame (PUBLISH or DATA) has the flag PROPERTIES. */
+  private withProperties = false;
   /** Topic of each message of the last PUBLISH or DATA, read by its MessageBatch. */
   private readonly topics: string[] = [];
 
@@ -94,8 +101,14 @@ export class FrameParser {
       );
     }
     this.kindName = this.kind.toUpperCase();
+    const flags = bytes[start + HEADER_FLAGS_OFFSET];
+    // PUBLISH and DATA may carry FRAME_FLAG_PROPERTIES; every other bit, and any flag elsewhere, is
+    // malformed.
+    const flagsAllowed =
+      this.kind === "publish" || this.kind === "data" ? FRAME_FLAG_PROPERTIES : 0;
+    this.withProperties = flags === FRAME_FLAG_PROPERTIES && flagsAllowed !== 0;
     if (
-      bytes[start + HEADER_FLAGS_OFFSET] !== 0 ||
+      (flags & ~flagsAllowed) !== 0 ||
       view.getUint16(start + HEADER_RESERVED_OFFSET, true) !== 0
     ) {
       return this.fail(
@@ -149,6 +162,11 @@ export class FrameParser {
         return { kind, token: this.u64("token") };
       case "error":
         return this.parseError();
+      case "ack": {
+        const subscriptionId = this.id("subscription id", "subscription");
+        this.zero32();
+        return { kind, subscriptionId, seq: this.u64("seq") };
+      }
     }
   }
 
@@ -178,20 +196,37 @@ export class FrameParser {
   private parsePublish(): Frame | null {
     const requestId = this.id("request id", "request");
     // At least each message's head: an empty topic is read, and refused as an INVALID_TOPIC.
-    const count = this.batchCount(PUBLISH_MESSAGE_HEAD_BYTES, this.limits.publishBatchMessagesMax);
+    const count = this.batchCount(
+      PUBLISH_MESSAGE_HEAD_BYTES + (this.withProperties ? PROPERTIES_HEAD_BYTES : 0),
+      this.limits.publishBatchMessagesMax,
+    );
     const first = this.at;
     for (let index = 0; index < count && this.failure === null; index++) this.message(index, -1);
     if (this.failure !== null) return null;
     return {
       kind: "publish",
       requestId,
-      messages: new MessageBatch(this.bytes, this.view, first, this.at, count, false, this.topics),
+      messages: new MessageBatch(
+        this.bytes,
+        this.view,
+        first,
+        this.at,
+        count,
+        false,
+        this.topics,
+        0,
+        0,
+        this.withProperties,
+      ),
     };
   }
 
   private parseData(): Frame | null {
     const subscriptionId = this.id("subscription id", "subscription");
-    const count = this.batchCount(DATA_MESSAGE_HEAD_BYTES + 1, Number.POSITIVE_INFINITY);
+    const count = this.batchCount(
+      DATA_MESSAGE_HEAD_BYTES + 1 + (this.withProperties ? PROPERTIES_HEAD_BYTES : 0),
+      Number.POSITIVE_INFINITY,
+    );
     const first = this.at;
     let seqBefore = 0;
     let firstSeq = 0;
@@ -219,6 +254,7 @@ export class FrameParser {
         this.topics,
         firstSeq,
         seqBefore,
+        this.withProperties,
       ),
     };
   }
@@ -226,7 +262,13 @@ export class FrameParser {
   private parseSubscribe(): Frame | null {
     const subscriptionId = this.id("subscription id", "subscription");
     const startNumber = this.u8("start kind");
-    if (this.u8("reserved") !== 0) this.malformed("reserved field is not zero");
+    const options = this.u8("options");
+    const durable = (options & SUBSCRIBE_OPTIONS.durable) !== 0;
+    const shared = (options & SUBSCRIBE_OPTIONS.shared) !== 0;
+    if (this.failure === null && (options & ~SUBSCRIBE_OPTIONS_KNOWN) !== 0)
+      this.malformed(`options 0x${hex2(options)} has unknown bits`);
+    if (this.failure === null && shared && !durable)
+      this.malformed("option SHARED needs option DURABLE (a shared group is a durable consumer)");
     const entryCount = this.u16("filter entry count");
     const value = this.u64("start value");
     const start = this.failure === null ? this.start(startNumber, value) : null;
@@ -249,11 +291,35 @@ export class FrameParser {
       }
       texts.push(this.text(`filter entry ${index}`, entryBytes, "ARIA_ERR_INVALID_FILTER") ?? "");
     }
+    const name = durable ? this.consumerName() : null;
     if (this.failure !== null || start === null) return null;
     if (this.at !== this.end) return null; // trailing bytes: reported by parse()
     const parsed = Filter.parse(texts);
     if (!parsed.ok) return (this.fail("ARIA_ERR_INVALID_FILTER", parsed.reason), null);
-    return { kind: "subscribe", subscriptionId, start, filter: parsed.filter };
+    const frame: SubscribeFrame = {
+      kind: "subscribe",
+      subscriptionId,
+      start,
+      filter: parsed.filter,
+    };
+    if (name !== null) {
+      frame.durable = name;
+      frame.shared = shared;
+    }
+    if ((options & SUBSCRIBE_OPTIONS.properties) !== 0) frame.properties = true;
+    return frame;
+  }
+
+  /** A durable consumer's name: u8 bytes (1..CONSUMER_NAME_BYTES_MAX), `[A-Za-z0-9_.:/$-]`. */
+  private consumerName(): string | null {
+    const bytes = this.u8("consumer name length");
+    if (this.failure !== null) return null;
+    if (bytes === 0 || bytes > CONSUMER_NAME_BYTES_MAX)
+      return this.malformed(`consumer name is ${bytes} bytes, not 1..${CONSUMER_NAME_BYTES_MAX}`);
+    const name = this.text("consumer name", bytes);
+    if (name === null) return null;
+    const reason = consumerNameRefusal(name);
+    return reason === null ? name : this.malformed(reason);
   }
 
   private parseError(): Frame | null {
@@ -294,6 +360,20 @@ export class FrameParser {
     }
     this.topics[index] = topic;
     this.at += topicBytes;
+    if (this.withProperties) {
+      if (!this.messageNeed(index, "properties length", PROPERTIES_HEAD_BYTES)) return;
+      const propertiesBytes = this.view.getUint16(this.at, true);
+      this.at += PROPERTIES_HEAD_BYTES;
+      if (propertiesBytes > PROPERTIES_BYTES_MAX) {
+        this.fail(
+          "ARIA_ERR_PROPERTIES_TOO_LARGE",
+          `message ${index} properties are ${propertiesBytes} bytes, more than the limit of ${PROPERTIES_BYTES_MAX}`,
+        );
+        return;
+      }
+      if (!this.messageNeed(index, "properties", propertiesBytes)) return;
+      this.at += propertiesBytes;
+    }
     if (!this.messageNeed(index, "payload length", 4)) return;
     const payloadBytes = this.view.getUint32(this.at, true);
     this.at += 4;
@@ -475,6 +555,24 @@ export class FrameParser {
     }
     return this.failure;
   }
+}
+
+/** The SUBSCRIBE option bits this parser knows; any other set bit is MALFORMED_FRAME. */
+const SUBSCRIBE_OPTIONS_KNOWN =
+  SUBSCRIBE_OPTIONS.properties | SUBSCRIBE_OPTIONS.durable | SUBSCRIBE_OPTIONS.shared;
+
+const CONSUMER_NAME_PATTERN = /^[A-Za-z0-9_.:/$-]+$/;
+
+/**
+ * Why `name` is not a valid durable consumer name (1..CONSUMER_NAME_BYTES_MAX bytes of
+ * `[A-Za-z0-9_.:-]`, plus `/` and `$` for the names the MQTT door makes), or null.
+ */
+export function consumerNameRefusal(name: string): string | null {
+  if (name.length === 0 || name.length > CONSUMER_NAME_BYTES_MAX)
+    return `consumer name is ${name.length} bytes, not 1..${CONSUMER_NAME_BYTES_MAX}`;
+  if (!CONSUMER_NAME_PATTERN.test(name))
+    return `consumer name ${JSON.stringify(name)} holds a character outside [A-Za-z0-9_.:/$-]`;
+  return null;
 }
 
 function hex2(value: number): string {

@@ -4,17 +4,21 @@
  * every frame kind on top. Streaming: `beginData` / `addDataMessage` / `endData` (and the PUBLISH
  * twin) append messages one at a time straight from the caller's storage, with no allocation per
  * message; `dataMessageFits` says whether one more message keeps the frame within the limit.
+ * A DATA or PUBLISH frame opened `withProperties` has the flag PROPERTIES, and each of its messages
+ * carries `u16 properties bytes, properties` after its topic (0 bytes when it has none).
  * Invariants: at most one frame is open; `used` bytes are complete frames, plus the open frame;
  * a closed frame never exceeds `frameBytesMax` (asserted: callers check limits before writing).
  */
-import { FRAME_BYTES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
+import { FRAME_BYTES_MAX, PROPERTIES_BYTES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { copyBytes } from "../stdx/bytes.ts";
 import {
   DATA_MESSAGE_HEAD_BYTES,
+  FRAME_FLAG_PROPERTIES,
   FRAME_HEADER_BYTES,
   FRAME_TYPES,
   type FrameKind,
+  PROPERTIES_HEAD_BYTES,
   PUBLISH_MESSAGE_HEAD_BYTES,
   U32_MAX,
 } from "./frame_layout.ts";
@@ -36,6 +40,8 @@ export class FrameWriter {
   private frameKind: FrameKind | null = null;
   private countOffset = 0;
   private messageCount = 0;
+  /** Bytes each message of the open DATA or PUBLISH frame adds for its properties' length. */
+  private propertiesHeadBytes = 0;
 
   private readonly capacityBytes: number;
 
@@ -195,15 +201,28 @@ export class FrameWriter {
     this.used = textAt + written;
   }
 
-  /** Opens a DATA frame for subscription `subscriptionId`; add messages, then `endData()`. */
-  beginData(subscriptionId: number): void {
-    this.beginBatch("data", subscriptionId);
+  /**
+   * Opens a DATA frame for subscription `subscriptionId` (`withProperties`: flag PROPERTIES, each
+   * message carries its properties); add messages, then `endData()`.
+   */
+  beginData(subscriptionId: number, withProperties = false): void {
+    this.beginBatch("data", subscriptionId, withProperties);
   }
 
-  /** True when a message of these sizes fits in the open DATA frame within the frame limit. */
-  dataMessageFits(topicBytes: number, payloadBytes: number): boolean {
+  /** True when the open DATA or PUBLISH frame has the flag PROPERTIES. */
+  get withProperties(): boolean {
+    return this.propertiesHeadBytes !== 0;
+  }
+
+  /**
+   * True when a message of these sizes fits in the open DATA frame within the frame limit
+   * (`propertiesBytes` count only in a frame with the flag PROPERTIES).
+   */
+  dataMessageFits(topicBytes: number, payloadBytes: number, propertiesBytes = 0): boolean {
+    const properties = this.propertiesHeadBytes === 0 ? 0 : PROPERTIES_HEAD_BYTES + propertiesBytes;
     return (
-      this.frameBytes + DATA_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax
+      this.frameBytes + DATA_MESSAGE_HEAD_BYTES + topicBytes + properties + payloadBytes <=
+      this.frameBytesMax
     );
   }
 
@@ -211,6 +230,8 @@ export class FrameWriter {
    * Appends one message to the open DATA frame. `topic` is the topic's UTF-8 (cached by the caller);
    * the payload is `payload[payloadStart, payloadStart + payloadBytes)`, so a ring can pass its
    * backing array. Positional arguments, not an options object: this runs once per message.
+   * The properties are properties[propertiesStart, + propertiesBytes), written only in a frame
+   * with the flag PROPERTIES (dropped in a v1 frame).
    */
   addDataMessage(
     seq: number,
@@ -219,13 +240,33 @@ export class FrameWriter {
     payload: Uint8Array,
     payloadStart = 0,
     payloadBytes = payload.length - payloadStart,
+    properties: Uint8Array = payload,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
     assert(this.frameKind === "data", "addDataMessage() with a DATA frame open");
-    assert(this.dataMessageFits(topic.length, payloadBytes), "DATA message fits the frame");
-    this.reserve(DATA_MESSAGE_HEAD_BYTES + topic.length + payloadBytes);
+    assert(
+      this.dataMessageFits(topic.length, payloadBytes, propertiesBytes),
+      "DATA message fits the frame",
+    );
+    this.reserve(
+      DATA_MESSAGE_HEAD_BYTES +
+        topic.length +
+        this.propertiesHeadBytes +
+        propertiesBytes +
+        payloadBytes,
+    );
     this.u64(seq);
     this.u64(timeUs);
-    this.addTopicAndPayload(topic, payload, payloadStart, payloadBytes);
+    this.addTopicAndPayload(
+      topic,
+      payload,
+      payloadStart,
+      payloadBytes,
+      properties,
+      propertiesStart,
+      propertiesBytes,
+    );
   }
 
   /**
@@ -244,6 +285,7 @@ export class FrameWriter {
       "copyDataFrame() of one whole frame",
     );
     assert(subscriptionId >>> 0 === subscriptionId, "u32 field in range");
+    assert((frame[5] & ~FRAME_FLAG_PROPERTIES) === 0, "copyDataFrame() of a DATA frame's flags");
     const at = this.used;
     this.raw(frame);
     this.view.setUint32(at + FRAME_HEADER_BYTES, subscriptionId, true);
@@ -255,30 +297,62 @@ export class FrameWriter {
     return this.endBatch();
   }
 
-  /** Opens a PUBLISH frame for request `requestId`; add messages, then `endPublish()`. */
-  beginPublish(requestId: number): void {
-    this.beginBatch("publish", requestId);
+  /**
+   * Opens a PUBLISH frame for request `requestId` (`withProperties`: flag PROPERTIES); add
+   * messages, then `endPublish()`.
+   */
+  beginPublish(requestId: number, withProperties = false): void {
+    this.beginBatch("publish", requestId, withProperties);
   }
 
   /** True when a message of these sizes fits in the open PUBLISH frame within the frame limit. */
-  publishMessageFits(topicBytes: number, payloadBytes: number): boolean {
+  publishMessageFits(topicBytes: number, payloadBytes: number, propertiesBytes = 0): boolean {
+    const properties = this.propertiesHeadBytes === 0 ? 0 : PROPERTIES_HEAD_BYTES + propertiesBytes;
     return (
-      this.frameBytes + PUBLISH_MESSAGE_HEAD_BYTES + topicBytes + payloadBytes <= this.frameBytesMax
+      this.frameBytes + PUBLISH_MESSAGE_HEAD_BYTES + topicBytes + properties + payloadBytes <=
+      this.frameBytesMax
     );
   }
 
   /** Appends one message (topic as UTF-8) to the open PUBLISH frame. */
-  addPublishMessage(topic: Uint8Array, payload: Uint8Array): void {
+  addPublishMessage(topic: Uint8Array, payload: Uint8Array, properties?: Uint8Array): void {
     assert(this.frameKind === "publish", "addPublishMessage() with a PUBLISH frame open");
-    assert(this.publishMessageFits(topic.length, payload.length), "PUBLISH message fits the frame");
-    this.reserve(PUBLISH_MESSAGE_HEAD_BYTES + topic.length + payload.length);
-    this.addTopicAndPayload(topic, payload, 0, payload.length);
+    const propertiesBytes = properties?.length ?? 0;
+    assert(
+      this.publishMessageFits(topic.length, payload.length, propertiesBytes),
+      "PUBLISH message fits the frame",
+    );
+    this.reserve(
+      PUBLISH_MESSAGE_HEAD_BYTES +
+        topic.length +
+        this.propertiesHeadBytes +
+        propertiesBytes +
+        payload.length,
+    );
+    this.addTopicAndPayload(
+      topic,
+      payload,
+      0,
+      payload.length,
+      properties ?? payload,
+      0,
+      propertiesBytes,
+    );
   }
 
-  /** Appends one message with a string topic to the open PUBLISH frame (no allocation for ASCII). */
-  addPublishMessageText(topic: string, payload: Uint8Array): void {
+  /**
+   * Appends one message with a string topic to the open PUBLISH frame (no allocation for ASCII);
+   * `properties` go only into a frame with the flag PROPERTIES.
+   */
+  addPublishMessageText(topic: string, payload: Uint8Array, properties?: Uint8Array): void {
     assert(this.frameKind === "publish", "addPublishMessageText() with a PUBLISH frame open");
     this.string(topic, { lengthBytes: 1, bytesMax: TOPIC_BYTES_MAX });
+    if (this.propertiesHeadBytes !== 0) {
+      const propertiesBytes = properties?.length ?? 0;
+      assert(propertiesBytes <= PROPERTIES_BYTES_MAX, "properties within their limit");
+      this.u16(propertiesBytes);
+      if (properties !== undefined) this.raw(properties);
+    }
     this.u32(payload.length);
     this.raw(payload);
     this.messageCount++;
@@ -291,8 +365,10 @@ export class FrameWriter {
     return this.endBatch();
   }
 
-  private beginBatch(kind: "data" | "publish", id: number): void {
+  private beginBatch(kind: "data" | "publish", id: number, withProperties: boolean): void {
     this.begin(kind);
+    if (withProperties) this.buffer[this.frameStart + 5] = FRAME_FLAG_PROPERTIES;
+    this.propertiesHeadBytes = withProperties ? PROPERTIES_HEAD_BYTES : 0;
     this.u32(id);
     this.countOffset = this.used;
     this.u32(0);
@@ -317,10 +393,18 @@ export class FrameWriter {
     payload: Uint8Array,
     payloadStart: number,
     payloadBytes: number,
+    properties: Uint8Array,
+    propertiesStart: number,
+    propertiesBytes: number,
   ): void {
     assert(topic.length <= 0xff, "topic length fits a u8");
     this.buffer[this.used++] = topic.length;
     this.raw(topic);
+    if (this.propertiesHeadBytes !== 0) {
+      assert(propertiesBytes <= PROPERTIES_BYTES_MAX, "properties within their limit");
+      this.u16(propertiesBytes);
+      this.raw(properties, propertiesStart, propertiesBytes);
+    }
     this.view.setUint32(this.used, payloadBytes, true);
     this.used += 4;
     this.raw(payload, payloadStart, payloadBytes);

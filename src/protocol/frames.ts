@@ -53,12 +53,20 @@ export interface PublishAckFrame {
   firstSeq: number;
   count: number;
 }
-/** SUBSCRIBE: a subscription with a validated filter. */
+/**
+ * SUBSCRIBE: a subscription with a validated filter. `durable` (option DURABLE) names a durable
+ * consumer; `shared` (option SHARED, only with `durable`) makes it a shared group's member. Both
+ * absent on a plain subscription.
+ */
 export interface SubscribeFrame {
   kind: "subscribe";
   subscriptionId: number;
   start: StartPosition;
   filter: Filter;
+  durable?: string;
+  shared?: boolean;
+  /** Option PROPERTIES: DATA frames carry each message's properties (absent: v1 DATA). */
+  properties?: boolean;
 }
 /** SUBSCRIBED: the subscription's cursor starts at `firstSeq`. */
 export interface SubscribedFrame {
@@ -98,6 +106,12 @@ export interface PongFrame {
   kind: "pong";
   token: number;
 }
+/** ACK: every message of a durable subscription delivered with seq <= `seq` is processed. */
+export interface AckFrame {
+  kind: "ack";
+  subscriptionId: number;
+  seq: number;
+}
 /** ERROR: a failure, with the request or subscription it concerns; fatal ones close the connection. */
 export interface ErrorFrame {
   kind: "error";
@@ -123,7 +137,8 @@ export type Frame =
   | UnsubscribedFrame
   | PingFrame
   | PongFrame
-  | ErrorFrame;
+  | ErrorFrame
+  | AckFrame;
 
 /**
  * Why bytes did not decode to a frame. Fatal: the stream can no longer be split into frames and the
@@ -141,17 +156,19 @@ export interface DecodeError {
   reason: string;
 }
 
-/** One message to publish. */
+/** One message to publish. `properties`: opaque bytes kept with it (absent or empty: none). */
 export interface PublishMessage {
   readonly topic: string;
   readonly payload: Uint8Array;
+  readonly properties?: Uint8Array;
 }
-/** One message to deliver. */
+/** One message to deliver. `properties` is set when the DATA frame carries them (flag 0x01). */
 export interface DataMessage {
   readonly seq: number;
   readonly timeUs: number;
   readonly topic: string;
   readonly payload: Uint8Array;
+  readonly properties?: Uint8Array;
 }
 
 /** What `encodeFrame` takes: decoded shapes, with messages as arrays and the filter as texts or a Filter. */
@@ -165,14 +182,24 @@ export type OutgoingFrame =
   | UnsubscribedFrame
   | PingFrame
   | PongFrame
+  | AckFrame
   | { kind: "publish"; requestId: number; messages: readonly PublishMessage[] }
   | {
       kind: "subscribe";
       subscriptionId: number;
       start: StartPosition;
       filter: Filter | readonly string[];
+      durable?: string;
+      shared?: boolean;
+      properties?: boolean;
     }
-  | { kind: "data"; subscriptionId: number; messages: readonly DataMessage[] }
+  | {
+      kind: "data";
+      subscriptionId: number;
+      messages: readonly DataMessage[];
+      /** Flag PROPERTIES: every message carries its properties (empty when it has none). */
+      properties?: boolean;
+    }
   | ({ kind: "error" } & ErrorInput);
 
 /** What `encodeError` takes. A DecodeError fits. */

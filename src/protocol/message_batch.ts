@@ -8,6 +8,9 @@
  *
  *   PUBLISH message:  u8 topic bytes | topic | u32 payload bytes | payload
  *   DATA message:     u64 seq | u64 time µs | u8 topic bytes | topic | u32 payload bytes | payload
+ *
+ * Under the frame flag PROPERTIES (`hasProperties`) every message has `u16 properties bytes |
+ * properties` between its topic and its payload length; without it `propertiesBytes` is 0.
  */
 import { readU64 } from "./u64.ts";
 import type { DataMessage } from "./frames.ts";
@@ -30,6 +33,10 @@ export class MessageBatch {
   payloadStart = 0;
   /** Bytes of the current message's payload. */
   payloadBytes = 0;
+  /** Offset of the current message's properties in `frame` (their bytes: propertiesBytes). */
+  propertiesStart = 0;
+  /** Bytes of the current message's properties (0 when it has none or the frame carries none). */
+  propertiesBytes = 0;
   /** Offset of the current message, then of the next one. */
   private messageStart: number;
   private offset: number;
@@ -50,6 +57,8 @@ export class MessageBatch {
     readonly firstSeq = 0,
     /** Seq of the last message (DATA; 0 in PUBLISH). */
     readonly lastSeq = 0,
+    /** The frame has the flag PROPERTIES: each message carries its properties. */
+    readonly hasProperties = false,
   ) {
     this.offset = firstOffset;
     this.messageStart = firstOffset;
@@ -69,6 +78,11 @@ export class MessageBatch {
     this.topicBytes = this.frame[at];
     this.topicStart = at + 1;
     at += 1 + this.topicBytes;
+    if (this.hasProperties) {
+      this.propertiesBytes = this.view.getUint16(at, true);
+      this.propertiesStart = at + 2;
+      at = this.propertiesStart + this.propertiesBytes;
+    }
     this.payloadBytes = this.view.getUint32(at, true);
     this.payloadStart = at + 4;
     this.offset = this.payloadStart + this.payloadBytes;
@@ -79,6 +93,11 @@ export class MessageBatch {
   /** The current message's payload as a zero-copy view. */
   get payload(): Uint8Array {
     return this.frame.subarray(this.payloadStart, this.payloadStart + this.payloadBytes);
+  }
+
+  /** The current message's properties as a zero-copy view (empty when none). */
+  get properties(): Uint8Array {
+    return this.frame.subarray(this.propertiesStart, this.propertiesStart + this.propertiesBytes);
   }
 
   /** Moves back before the first message. */
@@ -121,6 +140,7 @@ export class MessageBatch {
       this.topics.slice(skip, this.count),
       firstSeq,
       this.lastSeq,
+      this.hasProperties,
     );
   }
 
@@ -129,12 +149,15 @@ export class MessageBatch {
     this.rewind();
     const messages: DataMessage[] = [];
     while (this.next()) {
-      messages.push({
+      const message = {
         seq: this.seq,
         timeUs: this.timeUs,
         topic: this.topic,
         payload: this.payload.slice(),
-      });
+      };
+      messages.push(
+        this.hasProperties ? { ...message, properties: this.properties.slice() } : message,
+      );
     }
     this.rewind();
     return messages;

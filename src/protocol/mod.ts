@@ -16,8 +16,11 @@ export {
   type RelatedKind,
   START_KINDS,
   type StartKind,
+  SUBSCRIBE_OPTIONS,
 } from "./frame_layout.ts";
+export { consumerNameRefusal } from "./frame_parser.ts";
 export type {
+  AckFrame,
   CaughtUpFrame,
   DataFrame,
   DataMessage,
@@ -42,6 +45,7 @@ export type {
 } from "./frames.ts";
 export { FrameWriter } from "./frame_writer.ts";
 export {
+  encodeAck,
   encodeCaughtUp,
   encodeData,
   encodeError,
