@@ -34,6 +34,33 @@ export const SYSTEM_REQUIREMENTS: readonly SystemRequirement[] = [
       "tests/tls.test.ts and src/runtime/tls_transport.test.ts (test certificates made at run " +
       "time; openssl s_client as a third-party TLS client)",
   },
+  {
+    path: "/usr/sbin/mosquitto",
+    debianPackage: "mosquitto",
+    neededBy:
+      "tests/mosquitto_suite.test.ts (mosquitto's own broker tests, checked against the reference " +
+      "broker) and bench/mqtt_vs_mosquitto.ts (the side-by-side benchmark)",
+  },
+  {
+    path: "/usr/bin/mosquitto_pub",
+    debianPackage: "mosquitto-clients",
+    neededBy:
+      "tests/mqtt_clients.test.ts (mosquitto_pub and mosquitto_sub against Aria's MQTT door)",
+  },
+  {
+    path: "/usr/bin/dpkg-source",
+    debianPackage: "dpkg-dev",
+    neededBy:
+      "tests/mosquitto_suite.test.ts (apt-get source mosquitto unpacks mosquitto's test suite " +
+      "with it)",
+  },
+  {
+    path: "/usr/lib/python3/dist-packages/paho/mqtt/client.py",
+    debianPackage: "python3-paho-mqtt",
+    neededBy:
+      "tests/mqtt_clients.test.ts (paho's Python client, run by /usr/bin/python3) and " +
+      "tests/mosquitto_suite.test.ts (mosquitto's tests import paho)",
+  },
 ];
 
 /** The requirements missing on this machine, given how to tell whether a path exists. */
