@@ -1,0 +1,332 @@
+/**
+ * Runs mosquitto's own broker tests (test/broker of Debian's source package, fetched at test time
+ * by mosquitto_suite_fetch.ts) against a broker: Debian's mosquitto (the reference, which the tests
+ * were written for) or Aria's MQTT door (`aria serve --mqtt-port PORT`, a fresh data directory per
+ * broker start). mosquitto_suite_hook.py is the seam: it swaps the broker each test starts and
+ * ends a test that needs mosquitto's config files with "does not apply".
+ *
+ * Each test runs in its own process group with its own free ports, several at once, and is ended
+ * with its group (the brokers it started included) when it finishes or times out. The suite's
+ * files are copied to a temporary run directory first (its tests write .conf and .db files).
+ *
+ *   npx bun scripts/mosquitto_suite.ts [--aria BIN] [--no-reference] [--only T1,T2] [--jobs N]
+ *
+ * prints one line per test as it ends, then a Markdown table: every test of test/broker's list
+ * (test.py), its result on mosquitto and on Aria, and why.
+ */
+import { spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { ensureSuite, installedMosquittoVersion } from "./mosquitto_suite_fetch.ts";
+
+/** The hook that swaps the broker a test starts (see its docstring). */
+export const HOOK = join(import.meta.dir, "mosquitto_suite_hook.py");
+
+/** Debian's python, the one python3-paho-mqtt and the suite's imports are installed for. */
+export const PYTHON = "/usr/bin/python3";
+
+/** The hook's exit code for a test that needs mosquitto's config files. */
+const DOES_NOT_APPLY_EXIT = 77;
+
+/**
+ * The tests of test/broker that pass on Aria today: `bun test` (tests/mosquitto_suite.test.ts)
+ * runs them and fails on any regression. Extend as Aria's door grows (the table says which).
+ */
+export const ARIA_PASSING: readonly string[] = [];
+
+/** A test of the suite: its file name and how many ports it takes as arguments. */
+export interface SuiteTest {
+  name: string;
+  ports: number;
+}
+
+/** What one test run gave. */
+export interface TestResult {
+  name: string;
+  status: "pass" | "fail" | "n/a";
+  seconds: number;
+  /** Why it failed or does not apply; empty for a pass. */
+  reason: string;
+  /** What its mosquitto config files ask for, when it started the broker with one; else null. */
+  config: string | null;
+  output: string;
+}
+
+/** The broker a run checks: the real mosquitto, or Aria's binary. */
+export type Broker = { kind: "mosquitto" } | { kind: "aria"; binary: string };
+
+/** The suite's own list of its tests (test/broker/test.py: `(PORTS, './NAME.py')`). */
+export function suiteTests(brokerDir: string): SuiteTest[] {
+  const text = readFileSync(join(brokerDir, "test.py"), "utf8");
+  return [...text.matchAll(/^\s*\((\d+),\s*'\.\/([^']+\.py)'\)/gm)].map((match) => ({
+    name: match[2]!,
+    ports: Number(match[1]),
+  }));
+}
+
+/** A port free on 127.0.0.1 right now (the test binds it moments later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address !== null ? resolve(address.port) : reject(),
+      );
+    });
+  });
+}
+
+/** The argv the hook runs instead of mosquitto for Aria ({port}, {data} filled by the hook). */
+export function ariaBrokerArgv(binary: string): string[] {
+  return [
+    binary,
+    "serve",
+    "--mqtt-port",
+    "{port}",
+    "--port",
+    "0",
+    "--admin-port",
+    "0",
+    "--data-dir",
+    "{data}",
+    "--log-level",
+    "warn",
+  ];
+}
+
+/** Why a failed test failed: the suite's FAIL line and what it saw, else the last error line. */
+export function failureReason(output: string, exitCode: number | null, timedOut: boolean): string {
+  if (timedOut) return "timed out";
+  const lines = output.split("\n").map((line) => line.trim());
+  const fail = lines.findIndex((line) => line.startsWith("FAIL:"));
+  if (fail >= 0 && lines[fail]!.includes("unable to start broker")) {
+    const errors = [...lines[fail]!.matchAll(/Error: ([^\\]*)/g)].map((match) => match[1]);
+    return `the broker did not start${errors.length > 0 ? `: ${errors.join(" ")}` : ""}`;
+  }
+  if (fail >= 0) {
+    const seen = lines
+      .slice(fail + 1, fail + 3)
+      .filter((line) => /^(Received|Expected)/.test(line));
+    return [lines[fail]!, ...seen].join(" ");
+  }
+  const error = lines.filter((line) => /^[A-Za-z_.]*(Error|Exception|timeout)\b/.test(line)).pop();
+  if (error !== undefined) return error;
+  return `exit ${exitCode}`;
+}
+
+/** What a test's config files ask of mosquitto, from the hook's record; null: none used. */
+function configReason(record: string): string | null {
+  const directives = new Set<string>();
+  let configured = false;
+  for (const line of record.split("\n")) {
+    if (line === "") continue;
+    const entry = JSON.parse(line) as { config: string[] | null };
+    if (entry.config !== null) configured = true;
+    for (const directive of entry.config ?? []) {
+      const [key] = directive.split(/\s+/);
+      if (key === "port" || key === "listener") continue;
+      directives.add(key === "allow_anonymous" ? directive : key!);
+    }
+  }
+  if (!configured) return null;
+  return `needs mosquitto's config file${directives.size > 0 ? `: ${[...directives].join(", ")}` : ""}`;
+}
+
+/** Runs one test of the suite in `suiteDir` (a copy of test/) against `broker`. */
+export async function runTest(
+  test: SuiteTest,
+  options: { suiteDir: string; broker: Broker; timeoutMs: number },
+): Promise<TestResult> {
+  const brokerDir = join(options.suiteDir, "broker");
+  if (!existsSync(join(brokerDir, test.name)))
+    return {
+      name: test.name,
+      status: "n/a",
+      seconds: 0,
+      reason: "listed in test.py, but the source package has no such file",
+      config: null,
+      output: "",
+    };
+  const ports: string[] = [];
+  for (let index = 0; index < test.ports; index++) ports.push(String(await freePort()));
+  const runDir = mkdtempSync(join(options.suiteDir, `.run-${test.name}-`));
+  const record = join(runDir, "record.jsonl");
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    MOSQ_SUITE_RECORD: record,
+    MOSQ_SUITE_DATA: runDir,
+    PYTHONDONTWRITEBYTECODE: "1",
+  };
+  if (options.broker.kind === "aria")
+    env.MOSQ_SUITE_BROKER = JSON.stringify(ariaBrokerArgv(options.broker.binary));
+  const started = performance.now();
+  const child = spawn(PYTHON, [HOOK, test.name, ...ports], {
+    cwd: brokerDir,
+    env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup(child.pid!);
+  }, options.timeoutMs);
+  const exitCode = await new Promise<number | null>((resolve) =>
+    child.once("close", (code) => resolve(code)),
+  );
+  clearTimeout(timer);
+  killGroup(child.pid!);
+  const seconds = (performance.now() - started) / 1000;
+  let recorded = "";
+  try {
+    recorded = readFileSync(record, "utf8");
+  } catch {
+    recorded = "";
+  }
+  rmSync(runDir, { recursive: true, force: true });
+  const config = configReason(recorded);
+  const result = { name: test.name, seconds, config, output };
+  if (!timedOut && exitCode === 0) return { ...result, status: "pass", reason: "" };
+  if (!timedOut && exitCode === DOES_NOT_APPLY_EXIT)
+    return { ...result, status: "n/a", reason: config ?? "needs mosquitto's config file" };
+  return { ...result, status: "fail", reason: failureReason(output, exitCode, timedOut) };
+}
+
+/** SIGKILL to the process group `pid` leads (the test and every broker it started). */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // The group has already ended.
+  }
+}
+
+/** A fresh copy of the suite's test/ directory (the tests write files beside themselves). */
+export function copySuite(brokerDir: string): string {
+  const copy = mkdtempSync(join(tmpdir(), "aria-mosquitto-suite-"));
+  cpSync(dirname(brokerDir), copy, { recursive: true });
+  return copy;
+}
+
+/** Runs `tests` against `broker`, `jobs` at a time; calls `onResult` as each ends. */
+export async function runSuite(
+  tests: readonly SuiteTest[],
+  options: {
+    brokerDir: string;
+    broker: Broker;
+    jobs?: number;
+    timeoutMs?: number;
+    onResult?: (result: TestResult) => void;
+  },
+): Promise<TestResult[]> {
+  const suiteDir = copySuite(options.brokerDir);
+  const results: TestResult[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < tests.length) {
+      const test = tests[next++]!;
+      const result = await runTest(test, {
+        suiteDir,
+        broker: options.broker,
+        timeoutMs: options.timeoutMs ?? 60_000,
+      });
+      results.push(result);
+      options.onResult?.(result);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: options.jobs ?? 4 }, worker));
+  } finally {
+    rmSync(suiteDir, { recursive: true, force: true });
+  }
+  const order = new Map(tests.map((test, index) => [test.name, index]));
+  return results.sort((a, b) => order.get(a.name)! - order.get(b.name)!);
+}
+
+/** The Markdown table of a run: every test, its result per broker, and why. */
+export function markdownTable(
+  tests: readonly SuiteTest[],
+  columns: { title: string; results: readonly TestResult[] }[],
+): string {
+  const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");
+  const byName = columns.map((column) => new Map(column.results.map((r) => [r.name, r])));
+  const header = `| test | ${columns.map((column) => column.title).join(" | ")} | why |`;
+  const rule = `| --- | ${columns.map(() => "---").join(" | ")} | --- |`;
+  const rows = tests.map((test) => {
+    const results = byName.map((map) => map.get(test.name));
+    const statuses = results.map((result) => result?.status ?? "not run");
+    const why = results
+      .map((result, index) =>
+        result !== undefined && result.reason !== ""
+          ? `${columns.length > 1 ? `${columns[index]!.title}: ` : ""}${result.reason}`
+          : "",
+      )
+      .filter((text) => text !== "")
+      .join("; ");
+    return `| ${test.name.replace(/\.py$/, "")} | ${statuses.join(" | ")} | ${cell(why.slice(0, 240))} |`;
+  });
+  const totals = columns.map((column) => {
+    const count = (status: string) => column.results.filter((r) => r.status === status).length;
+    return `${column.title}: ${count("pass")} pass, ${count("fail")} fail, ${count("n/a")} n/a`;
+  });
+  return [header, rule, ...rows, "", totals.join(". ")].join("\n");
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const value = (flag: string) => {
+    const index = args.indexOf(flag);
+    return index >= 0 ? args[index + 1] : undefined;
+  };
+  const brokerDir = ensureSuite();
+  const only = value("--only")?.split(",");
+  const tests = suiteTests(brokerDir).filter(
+    (test) => only === undefined || only.includes(test.name) || only.includes(`${test.name}.py`),
+  );
+  const jobs = Number(value("--jobs") ?? 4);
+  const columns: { title: string; results: TestResult[] }[] = [];
+  const print = (title: string) => (result: TestResult) =>
+    process.stderr.write(
+      `${title} ${result.status.padEnd(4)} ${result.seconds.toFixed(1).padStart(5)}s ${result.name} ${result.reason}\n`,
+    );
+  if (!args.includes("--no-reference")) {
+    const title = `mosquitto ${installedMosquittoVersion().replace(/-.*/, "")}`;
+    const results = await runSuite(tests, {
+      brokerDir,
+      broker: { kind: "mosquitto" },
+      jobs,
+      onResult: print(title),
+    });
+    columns.push({ title, results });
+  }
+  const binary = value("--aria");
+  if (binary !== undefined) {
+    const results = await runSuite(tests, {
+      brokerDir,
+      broker: { kind: "aria", binary },
+      jobs,
+      onResult: print("Aria"),
+    });
+    columns.push({ title: "Aria", results });
+  }
+  process.stdout.write(`${markdownTable(tests, columns)}\n`);
+  const reference = columns.find((column) => column.title !== "Aria");
+  if (reference !== undefined) {
+    const applicable = reference.results.filter((r) => r.status !== "n/a" && r.config === null);
+    const failing = applicable.filter((r) => r.status !== "pass").map((r) => r.name);
+    process.stdout.write(
+      `\n${applicable.length} tests start the broker without a config file; ${reference.title} ` +
+        `passes ${applicable.length - failing.length} of them${failing.length > 0 ? ` (not: ${failing.join(", ")})` : ""}.\n`,
+    );
+  }
+  return 0;
+}
+
+if (import.meta.main) process.exit(await main());

@@ -1,0 +1,88 @@
+/**
+ * Mosquitto's own broker tests (Debian's source package, fetched at test time into a cache outside
+ * the repository by scripts/mosquitto_suite_fetch.ts), run through scripts/mosquitto_suite.ts:
+ * first the launcher against the real mosquitto (the reference the tests were written for: what
+ * passes there must pass through the launcher, and a test needing a config file is told apart),
+ * then against Aria's MQTT door the tests that pass on Aria today (ARIA_PASSING): any regression
+ * fails here. The whole table (every test, pass / fail / does not apply) is the script's output.
+ */
+import { beforeAll, expect, test } from "bun:test";
+import {
+  type Broker,
+  runSuite,
+  type SuiteTest,
+  suiteTests,
+  type TestResult,
+} from "../scripts/mosquitto_suite.ts";
+import { ensureSuite } from "../scripts/mosquitto_suite_fetch.ts";
+import { SYSTEM_REQUIREMENTS } from "../scripts/test_setup.ts";
+
+let brokerDir = "";
+let tests: SuiteTest[] = [];
+
+beforeAll(() => {
+  brokerDir = ensureSuite();
+  tests = suiteTests(brokerDir);
+}, 120_000);
+
+/** The tests named, from the suite's own list (each must be in it). */
+function named(...names: string[]): SuiteTest[] {
+  return names.map((name) => {
+    const found = tests.find((candidate) => candidate.name === `${name}.py`);
+    if (found === undefined) throw new Error(`${name} is not in the suite's test.py`);
+    return found;
+  });
+}
+
+/** A result's name, status and reason, with the test's output when it did not pass. */
+function summary(result: TestResult): string {
+  const head = `${result.name}: ${result.status} ${result.reason}`;
+  return result.status === "pass" ? head : `${head}\n${result.output.slice(-2000)}`;
+}
+
+async function run(broker: Broker, chosen: SuiteTest[], jobs = 4): Promise<TestResult[]> {
+  return await runSuite(chosen, { brokerDir, broker, jobs, timeoutMs: 30_000 });
+}
+
+test("npm test's set-up installs the programs the suite runs: mosquitto, dpkg-source, paho", () => {
+  expect(SYSTEM_REQUIREMENTS.map((requirement) => requirement.path)).toEqual(
+    expect.arrayContaining([
+      "/usr/sbin/mosquitto",
+      "/usr/bin/dpkg-source",
+      "/usr/lib/python3/dist-packages/paho/mqtt/client.py",
+    ]),
+  );
+});
+
+test("the suite's list has the broker tests, numbered by area as in its Makefile", () => {
+  expect(tests.length).toBeGreaterThan(150);
+  expect(tests.map((t) => t.name)).toEqual(
+    expect.arrayContaining(["01-connect-success.py", "02-subpub-qos1.py", "03-publish-qos2.py"]),
+  );
+});
+
+test("against the real mosquitto the launcher passes the tests it starts without a config file", async () => {
+  const results = await run(
+    { kind: "mosquitto" },
+    named("01-connect-success", "02-subpub-qos1", "03-publish-qos2", "04-retain-qos0"),
+  );
+  expect(results.map(summary)).toEqual(results.map((r) => `${r.name}: pass `));
+  expect(results.map((r) => r.config)).toEqual([null, null, null, null]);
+}, 60_000);
+
+test("a test that starts the broker with a mosquitto config file does not apply to another broker, and says what it needs", async () => {
+  const [result] = await run(
+    { kind: "aria", binary: "/nonexistent/aria" },
+    named("01-connect-uname-password-denied"),
+  );
+  expect(result!.status).toBe("n/a");
+  expect(result!.reason).toBe(
+    "needs mosquitto's config file: password_file, allow_anonymous false",
+  );
+}, 30_000);
+
+test("a broker that does not answer fails the test (the launcher reports failures)", async () => {
+  const [result] = await run({ kind: "aria", binary: "/bin/false" }, named("01-connect-success"));
+  expect(result!.status).toBe("fail");
+  expect(result!.reason).toStartWith("the broker did not start");
+}, 30_000);
