@@ -1,7 +1,8 @@
 /**
  * `aria serve`: runs the TCP protocol server and the admin HTTP app until SIGINT or SIGTERM.
- * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`; `tls://` and
- * `https://` with --tls-cert), so a script started with --port 0 learns the ports it got.
+ * Prints one line per listener on stdout (`tcp://HOST:PORT`, then `http://HOST:PORT`, then
+ * `mqtt://HOST:PORT` with --mqtt-port; `tls://`, `https://`, `mqtts://` with --tls-cert), so a
+ * script started with --port 0 learns the ports it got.
  */
 import {
   ADMIN_HOST_DEFAULT,
@@ -37,6 +38,8 @@ Options:
   --host HOST            address to listen on (default 127.0.0.1)
   --port PORT            TCP protocol port; 0 picks a free one (default 7400)
   --admin-port PORT      admin HTTP port; 0 picks a free one (default 7401)
+  --mqtt-port PORT       also serve MQTT 3.1.1 and 5.0 on this port (mqtts:// with --tls-cert);
+                         0 picks a free one (default: no MQTT; docs/mqtt.md)
   --data-dir DIR         where messages are stored (default ./aria-data)
   --tip-bytes SIZE       memory for the newest messages, e.g. 256MiB (default 256MiB)
   --fsync POLICY         always | interval | never (default always)
@@ -70,6 +73,7 @@ export const SERVE_SETTINGS: SettingSpecs = {
   host: { type: "string", default: "127.0.0.1" },
   port: { type: "string", default: "7400" },
   "admin-port": { type: "string", default: "7401" },
+  "mqtt-port": { type: "string" },
   "data-dir": { type: "string", default: "./aria-data" },
   "tip-bytes": { type: "string", default: `${TIP_BYTES_DEFAULT / 1024 ** 2}MiB` },
   fsync: { type: "string", default: "always" },
@@ -112,6 +116,10 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     host: text("host") as string,
     port: parsePort(text("port") as string, label("port")),
     adminPort: parsePort(text("admin-port") as string, label("admin-port")),
+    mqttPort:
+      text("mqtt-port") === undefined
+        ? undefined
+        : parsePort(text("mqtt-port") as string, label("mqtt-port")),
     dataDir: text("data-dir") as string,
     tipBytes: tipBytes - (tipBytes % 8),
     fsync,
@@ -193,8 +201,9 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     );
   for (const problem of recovery.problems)
     log.warn("recovery found a problem", { problem: JSON.stringify(problem) });
-  log.info("serving", { protocol: server.tcpUrl, admin: server.adminUrl });
+  log.info("serving", { protocol: server.tcpUrl, admin: server.adminUrl, mqtt: server.mqttUrl });
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
+  if (server.mqttUrl !== undefined) io.out(`${server.mqttUrl}\n`);
   // What a reload reads again: docs/operations.md.
   reloads.start(async () => {
     log.info("SIGHUP: reloading");

@@ -3,3 +3,10 @@ export * from "./packets.ts";
 export { MqttDecoder, type MqttDecoderOptions, type MqttRole } from "./codec.ts";
 export { connackReturnCodeV4, encodePacket, hasProperties } from "./codec_encode.ts";
 export { propertyAllowed } from "./properties.ts";
+export { MqttDoor, type MqttDoorOptions, type MqttDoorStats } from "./mqtt_door.ts";
+export { MqttSession } from "./mqtt_session.ts";
+export { parseAriaFrom } from "./aria_from.ts";
+export {
+  plainTopicMapping as mqttTopicMapping,
+  type TopicMapping,
+} from "./topic_mapping.ts";

@@ -43,6 +43,7 @@ import {
 import type { Log } from "../stdx/log.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
 import { storeHost } from "../split/in_process.ts";
+import { MqttDoor, mqttTopicMapping } from "../mqtt/mod.ts";
 import { adminPlanner } from "./split_pool.ts";
 import { adminCredentialOf, readUsersFile, reloadUsers, usersOf } from "./users_source.ts";
 
@@ -59,6 +60,8 @@ export interface ServerOptions {
   authToken?: string;
   /** Users with tokens or certificate subjects and topic permissions (src/auth/); see reloadUsers. */
   usersFile?: string;
+  /** Serve MQTT 3.1.1 / 5.0 on this port too (0 picks one; absent: no MQTT), over TLS with `tls`. */
+  mqttPort?: number;
   /** Serve the TCP protocol over TLS with this certificate and key (PEM); `clientCa`: mutual TLS. */
   tls?: TlsServerOptions;
   /** Serve the admin app over HTTPS with this certificate and key (PEM). */
@@ -82,6 +85,8 @@ export interface ServerOptions {
 export interface RunningServer {
   tcpUrl: string;
   adminUrl: string;
+  /** `mqtt://HOST:PORT` (`mqtts://` with TLS) when serving MQTT (ServerOptions.mqttPort). */
+  mqttUrl?: string;
   broker: Broker;
   store: Store;
   tip: Tip;
@@ -235,6 +240,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       FATAL_EXIT.port,
     );
   }
+  // MQTT: each connection is bridged onto the broker as a native session (src/mqtt/).
+  const door =
+    options.mqttPort === undefined
+      ? null
+      : new MqttDoor({ broker, clock: runtime.clock, mapping: mqttTopicMapping, log });
+  let mqtt: TcpListener | null = null;
+  if (door !== null) {
+    try {
+      mqtt = runtime.listenTcp(door, {
+        host: options.host,
+        port: options.mqttPort as number,
+        tls: options.tls,
+      });
+    } catch (error) {
+      tcp.stop();
+      await store.close({ sort: false });
+      await lock.release();
+      throw new FatalError(
+        `Cannot listen on ${options.host}:${options.mqttPort}: ${(error as Error).message}; choose another with --mqtt-port`,
+        FATAL_EXIT.port,
+      );
+    }
+  }
   const lag = watchEventLoopLag({ log: runtime.writeStderr });
   const adminHost = options.adminHost ?? ADMIN_HOST_DEFAULT;
   // Split planning for the admin app, on worker threads started at the first plan.
@@ -308,6 +336,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     });
   } catch (error) {
     tcp.stop();
+    mqtt?.stop();
     planner.close();
     await store.close({ sort: false });
     await lock.release();
@@ -335,6 +364,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     runtime.collectGarbage();
     store.maintain(nowUs);
     broker.expire(nowUs);
+    door?.expire(nowUs);
     if (maintaining || (options.retainAgeUs === undefined && options.retainBytes === undefined))
       return;
     maintaining = true;
@@ -357,6 +387,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   return {
     tcpUrl: `${options.tls === undefined ? "tcp" : "tls"}://${hostForUrl(options.host)}:${tcp.port}`,
     adminUrl: `${adminScheme}://${hostForUrl(adminHost)}:${admin.port}`,
+    mqttUrl:
+      mqtt === null
+        ? undefined
+        : `${options.tls === undefined ? "mqtt" : "mqtts"}://${hostForUrl(options.host)}:${mqtt.port}`,
     broker,
     store,
     tip,
@@ -373,6 +407,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         clearInterval(timer);
         lag.stop();
         tcp.stop();
+        mqtt?.stop();
         // A store that cannot write (a full disk) fails now: what waits for a commit is
         // refused, and the shutdown does not wait for free space.
         store.stopRetrying();

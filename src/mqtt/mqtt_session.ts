@@ -1,0 +1,1042 @@
+/**
+ * MqttSession: one MQTT connection, bridged onto one broker session (native_link.ts). MQTT packets
+ * in (bytes, any split) become native frames; native frames out (WELCOME, PUBLISH_ACK, SUBSCRIBED,
+ * DATA, ERROR) become MQTT packets. Pure: bytes, and the time each event happens, come in as
+ * arguments; the socket and the broker are ports.
+ *
+ *   client ─bytes─▶ MqttDecoder ─packet─▶ handle ─frame─▶ NativeLink ─▶ broker
+ *   client ◀─packet── send/queue ◀─ deliver/window ◀─ DATA, PUBLISH_ACK … ◀─┘
+ *
+ * QoS: an inbound QoS 1 PUBLISH is PUBACKed, a QoS 2 one PUBRECed, once the broker acknowledged
+ * it (durable under the fsync policy); a QoS 2 packet id is published once until its PUBREL. An
+ * outbound message goes at its subscription's QoS (the stream keeps no publish QoS) inside the
+ * client's window (Receive Maximum); what waits for the window is held, bounded, and past
+ * MQTT_HELD_BYTES_MAX the link takes no more DATA, so the broker stalls the subscriptions.
+ *
+ * Positions: each subscription knows the first seq its client has not processed (acked, or
+ * written at QoS 0): a session kept after the connection (session expiry) resubscribes from
+ * there, so a client away misses nothing the log still holds.
+ *
+ * Invariants: one CONNECT; nothing but CONNECT before it; packet ids in `inflight` are unique and
+ * their count ≤ the client's window; `heldBytes` is the sum of held payloads.
+ */
+import type { Connection } from "../broker/ports.ts";
+import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
+import type { ConnectionEvents } from "../runtime/runtime.ts";
+import type { Log } from "../stdx/log.ts";
+import { parseAriaFrom } from "./aria_from.ts";
+import { MqttDecoder } from "./codec.ts";
+import { encodePacket } from "./codec_encode.ts";
+import {
+  MQTT_EARLY_PACKETS_MAX,
+  MQTT_HELD_BYTES_MAX,
+  MQTT_INFLIGHT_V4,
+  MQTT_KEEP_ALIVE_GRACE,
+  MQTT_PACKET_BYTES_MAX,
+  MQTT_RECEIVE_MAXIMUM,
+  MQTT_SERVER_KEEP_ALIVE_MAX_S,
+  MQTT_TOPIC_ALIASES_MAX,
+  MQTT_WILL_ACK_TIMEOUT_US,
+} from "./mqtt_limits.ts";
+import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
+import {
+  type ConnectPacket,
+  type Packet,
+  type Properties,
+  type ProtocolVersion,
+  type PublishPacket,
+  type QoS,
+  REASON,
+  type SubscribePacket,
+  type Subscription,
+  type UnsubscribePacket,
+  type Will,
+} from "./packets.ts";
+import type { TopicMapping } from "./topic_mapping.ts";
+
+/** Session expiry "never" (MQTT 5's 0xFFFFFFFF; a 3.1.1 session without clean session). */
+export const SESSION_EXPIRY_NEVER = 0xffff_ffff;
+
+/** A subscription of a session kept while its client is away. */
+export interface SavedSubscription {
+  filter: string;
+  options: Subscription;
+  identifier: number | undefined;
+  /** Where it goes on: the first seq its client did not process, or its first start. */
+  start: StartPosition;
+}
+
+/** What a session leaves behind when its connection ends with a session expiry. */
+export interface StoredSession {
+  clientId: string;
+  subscriptions: SavedSubscription[];
+  /** Seconds it is kept after `releasedUs` (SESSION_EXPIRY_NEVER: kept). */
+  expiryS: number;
+  releasedUs: number;
+}
+
+/** What a session asks of the door that holds it. */
+export interface SessionDoor {
+  readonly broker: ConnectionEvents;
+  readonly mapping: TopicMapping;
+  readonly log?: Log;
+  /** A client id for a CONNECT that gave none (MQTT 5). */
+  assignClientId(): string;
+  /**
+   * The client signed in as `clientId`: another connection of it is taken over, and the session
+   * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
+   */
+  claim(session: MqttSession, clientId: string, cleanStart: boolean): StoredSession | null | "full";
+  /** The connection ended; the session is kept as `stored` (null: it ended with it). */
+  released(session: MqttSession, stored: StoredSession | null): void;
+}
+
+type Phase = "awaiting_connect" | "signing_in" | "connected" | "closed";
+
+interface SubscriptionState {
+  filter: string;
+  entries: string[];
+  options: Subscription;
+  identifier: number | undefined;
+  dollarExcluded: boolean;
+  nativeId: number;
+  start: StartPosition;
+  /** Seqs taken from the broker that the client has not processed yet (held or in flight). */
+  unprocessed: Set<number>;
+  /** The seq after the last one the broker gave (0: SUBSCRIBED not seen yet). */
+  positionSeq: number;
+}
+
+interface Outgoing {
+  subscription: SubscriptionState;
+  seq: number;
+  topic: string;
+  payload: Uint8Array;
+  qos: QoS;
+}
+
+interface InFlight {
+  subscription: SubscriptionState;
+  seq: number;
+  qos: QoS;
+  /** QoS 2: PUBREL was sent, PUBCOMP is awaited. */
+  released: boolean;
+}
+
+interface PendingRequest {
+  qos: QoS;
+  packetId: number;
+  /** The will's publish: ends the session once acked. */
+  will: boolean;
+}
+
+interface PendingSuback {
+  packetId: number;
+  codes: number[];
+  waiting: number;
+  reasons: string[];
+}
+
+/** One MQTT connection bridged onto the broker. */
+export class MqttSession implements NativeEvents {
+  phase: Phase = "awaiting_connect";
+  clientId = "";
+  protocolVersion: ProtocolVersion = 4;
+  /** Last time (µs) bytes came from the client. */
+  lastInputUs: number;
+  /** Keep alive in force, seconds (0: none). */
+  keepAliveS = 0;
+  /** Session expiry in force, seconds. */
+  sessionExpiryS = 0;
+  /** The will still to publish, and when (µs); null: none. */
+  will: Will | null = null;
+  willDueUs = -1;
+  /** Set once the socket is gone: the session lives on only to publish its will. */
+  socketGone = false;
+  /** When the session started closing its socket (µs), or -1. */
+  closingSinceUs = -1;
+  readonly link: NativeLink;
+  private readonly decoder = new MqttDecoder({
+    role: "server",
+    packetBytesMax: MQTT_PACKET_BYTES_MAX,
+  });
+  private readonly early: Packet[] = [];
+  private connect: ConnectPacket | null = null;
+  private closing = false;
+  private paused = false;
+  // Output to the client.
+  private readonly queue: Uint8Array[] = [];
+  private queuedBytes = 0;
+  private clientPacketBytesMax = MQTT_PACKET_BYTES_MAX;
+  private problemInformation = true;
+  // Inbound publishes.
+  private nextRequestId = 1;
+  private readonly requests = new Map<number, PendingRequest>();
+  private readonly qos2Received = new Map<number, "pending" | "acked">();
+  private inboundInFlight = 0;
+  private readonly aliasesIn = new Map<number, string>();
+  // Subscriptions and outbound messages.
+  private nextSubscriptionId = 1;
+  private readonly subscriptions = new Map<string, SubscriptionState>();
+  private readonly byNativeId = new Map<number, SubscriptionState>();
+  private readonly subacks = new Map<number, PendingSuback>();
+  private readonly waitingSuback = new Map<number, { suback: PendingSuback; index: number }>();
+  private readonly inflight = new Map<number, InFlight>();
+  private window = MQTT_INFLIGHT_V4;
+  private nextPacketId = 1;
+  private readonly held: Outgoing[] = [];
+  private heldHead = 0;
+  private heldBytes = 0;
+
+  constructor(
+    private readonly door: SessionDoor,
+    private readonly socket: Connection,
+    nowUs: number,
+  ) {
+    this.lastInputUs = nowUs;
+    this.link = new NativeLink(door.broker, this, {
+      remoteAddress: socket.remoteAddress,
+      peerSubject: () => socket.peerSubject,
+    });
+    this.link.open();
+  }
+
+  // ---- Client side: bytes in ---------------------------------------------------------------
+
+  /** Bytes arrived from the client at `nowUs`. */
+  receive(bytes: Uint8Array, nowUs: number): void {
+    if (this.closing || this.phase === "closed") return;
+    this.lastInputUs = nowUs;
+    this.decoder.push(bytes);
+    for (let result = this.decoder.next(); result !== null; result = this.decoder.next()) {
+      if (!result.ok) {
+        const error = result.error;
+        if (error.protocolVersion !== null) this.protocolVersion = error.protocolVersion;
+        if (this.phase === "awaiting_connect") {
+          this.refuseConnect(error.reasonCode, error.reason, error.protocolVersion === null);
+        } else this.disconnect(error.reasonCode, error.reason);
+        return;
+      }
+      if (this.phase === "signing_in") {
+        if (this.early.length >= MQTT_EARLY_PACKETS_MAX)
+          return this.disconnect(
+            REASON.RECEIVE_MAXIMUM_EXCEEDED,
+            "too many packets before CONNACK",
+          );
+        this.early.push(result.packet);
+      } else this.handle(result.packet, nowUs);
+      if (this.closing) return;
+    }
+  }
+
+  private handle(packet: Packet, nowUs: number): void {
+    switch (packet.type) {
+      case "connect":
+        return this.onConnect(packet, nowUs);
+      case "publish":
+        return this.onPublish(packet);
+      case "puback":
+      case "pubrec":
+      case "pubcomp":
+        return this.onDeliveryAck(packet.type, packet.packetId, packet.reasonCode);
+      case "pubrel":
+        return this.onPubrel(packet.packetId);
+      case "subscribe":
+        return this.onSubscribe(packet, nowUs);
+      case "unsubscribe":
+        return this.onUnsubscribe(packet);
+      case "pingreq":
+        this.send({ type: "pingresp" });
+        return;
+      case "disconnect":
+        return this.onDisconnect(packet.reasonCode, packet.properties);
+      case "auth":
+        return this.disconnect(REASON.PROTOCOL_ERROR, "AUTH without an authentication method");
+      default:
+        return this.disconnect(REASON.PROTOCOL_ERROR, `${packet.type} is not sent by clients`);
+    }
+  }
+
+  // ---- CONNECT -----------------------------------------------------------------------------
+
+  private onConnect(packet: ConnectPacket, nowUs: number): void {
+    this.protocolVersion = packet.protocolVersion;
+    const v5 = packet.protocolVersion === 5;
+    const props = packet.properties;
+    if (props.authenticationMethod !== undefined)
+      return this.refuseConnect(REASON.BAD_AUTHENTICATION_METHOD, "no extended authentication");
+    let clientId = packet.clientId;
+    let assigned = false;
+    if (clientId === "") {
+      if (!v5 && !packet.cleanStart)
+        return this.refuseConnect(
+          REASON.CLIENT_IDENTIFIER_NOT_VALID,
+          "an empty client id needs clean session",
+        );
+      clientId = this.door.assignClientId();
+      assigned = true;
+    }
+    this.connect = packet;
+    this.clientId = clientId;
+    this.keepAliveS = packet.keepAlive;
+    this.sessionExpiryS = v5
+      ? (props.sessionExpiryInterval ?? 0)
+      : packet.cleanStart
+        ? 0
+        : SESSION_EXPIRY_NEVER;
+    if (v5) {
+      this.window = props.receiveMaximum ?? 65_535;
+      this.clientPacketBytesMax = Math.min(
+        props.maximumPacketSize ?? MQTT_PACKET_BYTES_MAX,
+        MQTT_PACKET_BYTES_MAX,
+      );
+      this.problemInformation = props.requestProblemInformation !== false;
+    }
+    this.will = packet.will ?? null;
+    this.phase = "signing_in";
+    this.lastInputUs = nowUs;
+    const password = packet.password === undefined ? "" : new TextDecoder().decode(packet.password);
+    const username = packet.username ?? "";
+    const token = username === "" ? (password === "" ? null : password) : `${username}:${password}`;
+    this.assignedClientId = assigned;
+    this.link.hello(clientId.slice(0, 60), token);
+  }
+
+  private assignedClientId = false;
+
+  /** WELCOME: the broker signed the client in. */
+  welcome(_nextSeq: number): void {
+    if (this.phase !== "signing_in" || this.connect === null) return;
+    const packet = this.connect;
+    const claimed = this.door.claim(this, this.clientId, packet.cleanStart);
+    if (claimed === "full")
+      return this.refuseConnect(REASON.QUOTA_EXCEEDED, "the server holds the most sessions");
+    this.phase = "connected";
+    const properties: Properties = {};
+    if (this.protocolVersion === 5) {
+      properties.receiveMaximum = MQTT_RECEIVE_MAXIMUM;
+      properties.maximumPacketSize = MQTT_PACKET_BYTES_MAX;
+      properties.topicAliasMaximum = MQTT_TOPIC_ALIASES_MAX;
+      properties.retainAvailable = true;
+      properties.wildcardSubscriptionAvailable = true;
+      properties.subscriptionIdentifiersAvailable = true;
+      properties.sharedSubscriptionAvailable = false;
+      if (this.assignedClientId) properties.assignedClientIdentifier = this.clientId;
+      if (this.keepAliveS === 0 || this.keepAliveS > MQTT_SERVER_KEEP_ALIVE_MAX_S) {
+        this.keepAliveS = MQTT_SERVER_KEEP_ALIVE_MAX_S;
+        properties.serverKeepAlive = MQTT_SERVER_KEEP_ALIVE_MAX_S;
+      }
+    }
+    this.send({
+      type: "connack",
+      sessionPresent: claimed !== null,
+      reasonCode: REASON.SUCCESS,
+      properties,
+    });
+    if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
+    // Packets sent behind CONNECT waited for its answer.
+    while (this.early.length > 0 && !this.closing)
+      this.handle(this.early.shift() as Packet, this.lastInputUs);
+  }
+
+  /** CONNACK with a failure (or a plain close before the version is known), then close. */
+  private refuseConnect(reasonCode: number, reason: string, unknownVersion = false): void {
+    if (!unknownVersion || reasonCode === REASON.UNSUPPORTED_PROTOCOL_VERSION) {
+      const properties: Properties = this.protocolVersion === 5 ? { reasonString: reason } : {};
+      this.send({ type: "connack", sessionPresent: false, reasonCode, properties });
+    }
+    this.door.log?.info("mqtt connection refused", { reason, reasonCode });
+    this.will = null;
+    this.closeSocket();
+  }
+
+  // ---- Inbound PUBLISH ---------------------------------------------------------------------
+
+  private onPublish(packet: PublishPacket): void {
+    const v5 = this.protocolVersion === 5;
+    let topic = packet.topic;
+    const alias = packet.properties.topicAlias;
+    if (alias !== undefined) {
+      if (alias === 0 || alias > MQTT_TOPIC_ALIASES_MAX)
+        return this.disconnect(REASON.TOPIC_ALIAS_INVALID, `topic alias ${alias} is out of range`);
+      if (topic === "") {
+        const known = this.aliasesIn.get(alias);
+        if (known === undefined)
+          return this.disconnect(REASON.PROTOCOL_ERROR, `topic alias ${alias} was never set`);
+        topic = known;
+      } else this.aliasesIn.set(alias, topic);
+    } else if (topic === "") return this.disconnect(REASON.PROTOCOL_ERROR, "empty topic name");
+    const packetId = packet.packetId ?? 0;
+    if (packet.qos === 2 && this.qos2Received.has(packetId)) {
+      // A resent QoS 2 PUBLISH: published once; PUBREC again if it was acked already.
+      if (this.qos2Received.get(packetId) === "acked") this.ack("pubrec", packetId, 0);
+      return;
+    }
+    if (packet.qos > 0 && this.inboundInFlight >= MQTT_RECEIVE_MAXIMUM)
+      return this.disconnect(
+        REASON.RECEIVE_MAXIMUM_EXCEEDED,
+        `more than ${MQTT_RECEIVE_MAXIMUM} QoS 1 and 2 publishes unacknowledged`,
+      );
+    const mapped = this.door.mapping.topicToAria(topic);
+    if (!mapped.ok) {
+      if (packet.qos === 0 || !v5) return this.disconnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
+      return this.ack(
+        packet.qos === 1 ? "puback" : "pubrec",
+        packetId,
+        REASON.TOPIC_NAME_INVALID,
+        mapped.reason,
+      );
+    }
+    const requestId = this.takeRequestId();
+    this.requests.set(requestId, { qos: packet.qos, packetId, will: false });
+    if (packet.qos > 0) this.inboundInFlight++;
+    if (packet.qos === 2) this.qos2Received.set(packetId, "pending");
+    this.link.publish(requestId, mapped.topic, packet.payload);
+  }
+
+  private takeRequestId(): number {
+    const id = this.nextRequestId;
+    this.nextRequestId = id >= 0xffff_fffe ? 1 : id + 1;
+    return id;
+  }
+
+  /** PUBLISH_ACK: the message is durable; QoS 1 gets PUBACK, QoS 2 PUBREC. */
+  publishAck(requestId: number, _firstSeq: number): void {
+    const request = this.requests.get(requestId);
+    if (request === undefined) return;
+    this.requests.delete(requestId);
+    if (request.will) return this.willDone();
+    if (request.qos === 1) {
+      this.inboundInFlight--;
+      this.ack("puback", request.packetId, REASON.SUCCESS);
+    } else if (request.qos === 2) {
+      if (this.qos2Received.has(request.packetId)) this.qos2Received.set(request.packetId, "acked");
+      this.ack("pubrec", request.packetId, REASON.SUCCESS);
+    }
+  }
+
+  private onPubrel(packetId: number): void {
+    const known = this.qos2Received.delete(packetId);
+    if (known) this.inboundInFlight--;
+    this.ack("pubcomp", packetId, known ? REASON.SUCCESS : REASON.PACKET_IDENTIFIER_NOT_FOUND);
+  }
+
+  /** A refused publish: a QoS 1/2 one gets its reason (MQTT 5) or closes (3.1.1 cannot say). */
+  private publishRefused(request: PendingRequest, error: NativeError): void {
+    if (request.will) return this.willDone();
+    const reasonCode = reasonOfError(error.code);
+    if (request.qos === 0) {
+      this.door.log?.info("mqtt publish refused", { client: this.clientId, reason: error.reason });
+      return;
+    }
+    if (this.protocolVersion === 4) return this.disconnect(reasonCode, error.reason);
+    if (request.qos === 1) {
+      this.inboundInFlight--;
+      this.ack("puback", request.packetId, reasonCode, error.reason);
+    } else {
+      // A failed PUBREC ends the exchange: the packet id is free again.
+      if (this.qos2Received.delete(request.packetId)) this.inboundInFlight--;
+      this.ack("pubrec", request.packetId, reasonCode, error.reason);
+    }
+  }
+
+  private ack(
+    type: "puback" | "pubrec" | "pubrel" | "pubcomp",
+    packetId: number,
+    reasonCode: number,
+    reason?: string,
+  ): void {
+    this.send({ type, packetId, reasonCode, properties: this.problem(reason) });
+  }
+
+  // ---- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
+
+  private onSubscribe(packet: SubscribePacket, nowUs: number): void {
+    // `waiting` holds one for this loop: answers may come while it runs (the broker answers
+    // SUBSCRIBE at once); SUBACK goes once the last filter is answered and the loop is done.
+    const suback: PendingSuback = {
+      packetId: packet.packetId,
+      codes: [],
+      waiting: 1,
+      reasons: [],
+    };
+    const identifier = packet.properties.subscriptionIdentifiers?.[0];
+    let start: StartPosition = { kind: "live" };
+    let startGiven = false;
+    for (const [name, value] of packet.properties.userProperties ?? []) {
+      if (name !== "aria-from") continue;
+      const parsed = parseAriaFrom(value, nowUs);
+      if (!parsed.ok) {
+        const codes = packet.subscriptions.map(() => REASON.IMPLEMENTATION_SPECIFIC_ERROR);
+        return this.sendSuback({ ...suback, codes, reasons: [parsed.reason] });
+      }
+      start = parsed.start;
+      startGiven = true;
+    }
+    for (const [index, wanted] of packet.subscriptions.entries()) {
+      suback.codes.push(wanted.qos);
+      const mapped = this.door.mapping.filterToAria(wanted.filter);
+      if (!mapped.ok) {
+        suback.codes[index] = REASON.TOPIC_FILTER_INVALID;
+        suback.reasons.push(mapped.reason);
+        continue;
+      }
+      if (mapped.share !== null) {
+        suback.codes[index] = REASON.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED;
+        suback.reasons.push("shared subscriptions are not served yet");
+        continue;
+      }
+      const existing = this.subscriptions.get(wanted.filter);
+      if (existing !== undefined && !startGiven) {
+        // The same filter again replaces the options; its position goes on (no gap, no repeat).
+        existing.options = wanted;
+        existing.identifier = identifier;
+        continue;
+      }
+      if (existing !== undefined) this.dropSubscription(existing);
+      const state: SubscriptionState = {
+        filter: wanted.filter,
+        entries: mapped.entries,
+        options: wanted,
+        identifier,
+        dollarExcluded: mapped.dollarExcluded,
+        nativeId: 0,
+        start,
+        unprocessed: new Set(),
+        positionSeq: 0,
+      };
+      suback.waiting++;
+      this.openSubscription(state, { suback, index });
+    }
+    this.subacks.set(packet.packetId, suback);
+    this.subackStep(suback);
+  }
+
+  private openSubscription(
+    state: SubscriptionState,
+    waiting?: { suback: PendingSuback; index: number },
+  ): void {
+    state.nativeId = this.nextSubscriptionId++;
+    this.subscriptions.set(state.filter, state);
+    this.byNativeId.set(state.nativeId, state);
+    if (waiting !== undefined) this.waitingSuback.set(state.nativeId, waiting);
+    this.link.subscribe(state.nativeId, state.start, state.entries);
+  }
+
+  /** A subscription of a session kept while the client was away: on from its position. */
+  private resubscribe(saved: SavedSubscription): void {
+    const mapped = this.door.mapping.filterToAria(saved.filter);
+    if (!mapped.ok || mapped.share !== null) return;
+    this.openSubscription({
+      filter: saved.filter,
+      entries: mapped.entries,
+      options: saved.options,
+      identifier: saved.identifier,
+      dollarExcluded: mapped.dollarExcluded,
+      nativeId: 0,
+      start: saved.start,
+      unprocessed: new Set(),
+      positionSeq: 0,
+    });
+  }
+
+  private dropSubscription(state: SubscriptionState): void {
+    this.subscriptions.delete(state.filter);
+    this.byNativeId.delete(state.nativeId);
+    this.link.unsubscribe(state.nativeId);
+  }
+
+  /** SUBSCRIBED: a filter of a SUBSCRIBE is granted. */
+  subscribed(subscriptionId: number, firstSeq: number): void {
+    const state = this.byNativeId.get(subscriptionId);
+    if (state !== undefined && state.positionSeq === 0) state.positionSeq = firstSeq;
+    this.filterAnswered(subscriptionId, null, "");
+  }
+
+  /** A filter of a SUBSCRIBE was answered (granted: failure null). */
+  private filterAnswered(nativeId: number, failure: number | null, reason: string): void {
+    const waiting = this.waitingSuback.get(nativeId);
+    if (waiting === undefined) return;
+    this.waitingSuback.delete(nativeId);
+    if (failure !== null) {
+      waiting.suback.codes[waiting.index] = failure;
+      waiting.suback.reasons.push(reason);
+    }
+    this.subackStep(waiting.suback);
+  }
+
+  /** One answer (or the SUBSCRIBE loop) less to wait for; SUBACK after the last. */
+  private subackStep(suback: PendingSuback): void {
+    suback.waiting--;
+    if (suback.waiting === 0) {
+      this.subacks.delete(suback.packetId);
+      this.sendSuback(suback);
+    }
+  }
+
+  private sendSuback(suback: PendingSuback): void {
+    const reason = suback.reasons.length === 0 ? undefined : suback.reasons.join("; ");
+    this.send({
+      type: "suback",
+      packetId: suback.packetId,
+      reasonCodes: suback.codes,
+      properties: this.problem(reason),
+    });
+  }
+
+  private onUnsubscribe(packet: UnsubscribePacket): void {
+    const reasonCodes = packet.filters.map((filter) => {
+      const state = this.subscriptions.get(filter);
+      if (state === undefined) return REASON.NO_SUBSCRIPTION_EXISTED;
+      this.dropSubscription(state);
+      return REASON.SUCCESS;
+    });
+    this.send({ type: "unsuback", packetId: packet.packetId, reasonCodes, properties: {} });
+  }
+
+  // ---- Outbound messages -------------------------------------------------------------------
+
+  /** True while the session takes more DATA: room on the socket and for held messages. */
+  get accepting(): boolean {
+    return (
+      !this.closing &&
+      this.queuedBytes < MQTT_HELD_BYTES_MAX &&
+      this.heldBytes < MQTT_HELD_BYTES_MAX
+    );
+  }
+
+  /** DATA: each message goes to the client at its subscription's QoS. */
+  data(subscriptionId: number, messages: MessageBatch): void {
+    const state = this.byNativeId.get(subscriptionId);
+    if (state === undefined) return;
+    const mapping = this.door.mapping;
+    while (messages.next()) {
+      const seq = messages.seq;
+      state.positionSeq = seq + 1;
+      const topic = mapping.topicFromAria(messages.topic);
+      if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
+      const qos = state.options.qos;
+      if (qos === 0 && this.held.length === this.heldHead) {
+        this.sendMessage(state, seq, topic, messages.payload, 0, 0);
+        continue;
+      }
+      state.unprocessed.add(seq);
+      const payload = messages.payload.slice();
+      this.held.push({ subscription: state, seq, topic, payload, qos });
+      this.heldBytes += payload.length + topic.length;
+    }
+    this.pump();
+  }
+
+  caughtUp(subscriptionId: number, nextSeq: number): void {
+    const state = this.byNativeId.get(subscriptionId);
+    if (state !== undefined && nextSeq > state.positionSeq) state.positionSeq = nextSeq;
+  }
+
+  unsubscribed(_subscriptionId: number): void {}
+
+  /** Sends held messages while the window has room. */
+  private pump(): void {
+    while (this.heldHead < this.held.length && !this.closing) {
+      const next = this.held[this.heldHead];
+      if (next.qos > 0 && this.inflight.size >= this.window) break;
+      this.heldHead++;
+      this.heldBytes -= next.payload.length + next.topic.length;
+      const packetId = next.qos === 0 ? 0 : this.takePacketId();
+      if (next.qos === 0 || !this.byNativeId.has(next.subscription.nativeId))
+        next.subscription.unprocessed.delete(next.seq);
+      if (!this.byNativeId.has(next.subscription.nativeId)) continue;
+      const sent = this.sendMessage(
+        next.subscription,
+        next.seq,
+        next.topic,
+        next.payload,
+        next.qos,
+        packetId,
+      );
+      if (next.qos > 0) {
+        if (sent)
+          this.inflight.set(packetId, {
+            subscription: next.subscription,
+            seq: next.seq,
+            qos: next.qos,
+            released: false,
+          });
+        else next.subscription.unprocessed.delete(next.seq);
+      }
+    }
+    if (this.heldHead === this.held.length) {
+      this.held.length = 0;
+      this.heldHead = 0;
+    }
+  }
+
+  private takePacketId(): number {
+    for (;;) {
+      const id = this.nextPacketId;
+      this.nextPacketId = id === 65_535 ? 1 : id + 1;
+      if (!this.inflight.has(id)) return id;
+    }
+  }
+
+  /** One PUBLISH to the client; false when it is larger than the client takes (skipped). */
+  private sendMessage(
+    state: SubscriptionState,
+    seq: number,
+    topic: string,
+    payload: Uint8Array,
+    qos: QoS,
+    packetId: number,
+  ): boolean {
+    const properties: Properties = {};
+    if (this.protocolVersion === 5) {
+      if (state.identifier !== undefined) properties.subscriptionIdentifiers = [state.identifier];
+      properties.userProperties = [["aria-seq", String(seq)]];
+    }
+    const packet: PublishPacket = {
+      type: "publish",
+      topic,
+      payload,
+      qos,
+      retain: false,
+      dup: false,
+      properties,
+    };
+    if (qos > 0) packet.packetId = packetId;
+    return this.send(packet);
+  }
+
+  /** PUBACK, PUBREC or PUBCOMP of a message sent to the client. */
+  private onDeliveryAck(
+    type: "puback" | "pubrec" | "pubcomp",
+    packetId: number,
+    reasonCode: number,
+  ): void {
+    const flight = this.inflight.get(packetId);
+    const expected =
+      flight === undefined
+        ? null
+        : flight.qos === 1
+          ? "puback"
+          : flight.released
+            ? "pubcomp"
+            : "pubrec";
+    if (flight === undefined || type !== expected) {
+      if (type === "pubrec") this.ack("pubrel", packetId, REASON.PACKET_IDENTIFIER_NOT_FOUND);
+      return;
+    }
+    flight.subscription.unprocessed.delete(flight.seq);
+    if (type === "pubrec" && reasonCode < 0x80) {
+      flight.released = true;
+      this.ack("pubrel", packetId, REASON.SUCCESS);
+      return;
+    }
+    this.inflight.delete(packetId);
+    const wasAccepting = this.accepting;
+    this.pump();
+    if (!wasAccepting && this.accepting) this.link.drained();
+  }
+
+  // ---- Errors and the end ------------------------------------------------------------------
+
+  /** ERROR from the broker. */
+  error(error: NativeError): void {
+    if (this.phase === "signing_in" && error.fatal) {
+      return this.refuseConnect(connackOfError(error.code), error.reason);
+    }
+    if (error.relatedKind === "request") {
+      const request = this.requests.get(error.relatedId);
+      if (request !== undefined) {
+        this.requests.delete(error.relatedId);
+        this.publishRefused(request, error);
+      }
+    } else if (error.relatedKind === "subscription") {
+      if (this.waitingSuback.has(error.relatedId)) {
+        const state = this.byNativeId.get(error.relatedId);
+        if (state !== undefined) {
+          this.subscriptions.delete(state.filter);
+          this.byNativeId.delete(state.nativeId);
+        }
+        this.filterAnswered(error.relatedId, reasonOfError(error.code), error.reason);
+      } else {
+        // An open subscription ended by the server (a reload of the users): it is gone.
+        const state = this.byNativeId.get(error.relatedId);
+        if (state !== undefined) {
+          this.subscriptions.delete(state.filter);
+          this.byNativeId.delete(state.nativeId);
+        }
+      }
+    }
+    if (error.fatal)
+      this.disconnect(
+        error.code === "ARIA_ERR_SHUTTING_DOWN"
+          ? REASON.SERVER_SHUTTING_DOWN
+          : reasonOfError(error.code),
+        error.reason,
+      );
+  }
+
+  /** The broker closed its session: the MQTT connection ends too. */
+  closed(): void {
+    if (this.socketGone) {
+      this.phase = "closed";
+      return;
+    }
+    if (!this.closing) this.disconnect(REASON.SERVER_UNAVAILABLE, "the server ended the session");
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.socket.pause?.();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.socket.resume?.();
+  }
+
+  private onDisconnect(reasonCode: number, properties: Properties): void {
+    const expiry = properties.sessionExpiryInterval;
+    if (expiry !== undefined) {
+      if (this.sessionExpiryS === 0 && expiry !== 0) {
+        return this.disconnect(REASON.PROTOCOL_ERROR, "session expiry set at DISCONNECT after 0");
+      }
+      this.sessionExpiryS = expiry;
+    }
+    // A normal disconnection discards the will; 0x04 asks for it.
+    if (reasonCode !== REASON.DISCONNECT_WITH_WILL_MESSAGE) this.will = null;
+    this.closeSocket();
+  }
+
+  /** DISCONNECT with a reason (MQTT 5; a 3.1.1 connection is closed), then close. */
+  disconnect(reasonCode: number, reason: string): void {
+    if (this.closing) return;
+    if (this.phase === "connected" && this.protocolVersion === 5)
+      this.send({ type: "disconnect", reasonCode, properties: this.problem(reason, true) });
+    this.door.log?.info("mqtt connection ended", { client: this.clientId, reason, reasonCode });
+    this.closeSocket();
+  }
+
+  /** Taken over by a newer connection of the same client id. */
+  takenOver(): void {
+    this.disconnect(REASON.SESSION_TAKEN_OVER, "another connection took the session over");
+  }
+
+  /** Starts closing: what is written goes out, then the socket closes. */
+  private closeSocket(): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.finish();
+    if (this.queuedBytes === 0) this.socket.close();
+  }
+
+  /** The socket can take more: queued packets go out; the link takes DATA again. */
+  writable(): void {
+    while (this.queue.length > 0) {
+      const head = this.queue[0];
+      const written = this.socket.write(head);
+      this.queuedBytes -= written;
+      if (written < head.length) {
+        this.queue[0] = head.subarray(written);
+        return;
+      }
+      this.queue.shift();
+    }
+    if (this.closing) {
+      this.socket.close();
+      return;
+    }
+    if (this.accepting) this.link.drained();
+  }
+
+  /** The socket closed (either side). */
+  socketClosed(nowUs: number): void {
+    this.socketGone = true;
+    this.closing = true;
+    this.finish();
+    if (this.will !== null && this.willDueUs < 0) {
+      const delayS = this.will.properties.willDelayInterval ?? 0;
+      this.willDueUs = nowUs + Math.min(delayS, this.sessionExpiryS) * 1e6;
+    }
+    if (this.will === null) this.endLink();
+  }
+
+  /** Publishes the will once due (door's timer); true while the session still waits for it. */
+  tick(nowUs: number): void {
+    if (this.will !== null && this.willDueUs >= 0 && nowUs >= this.willDueUs) {
+      this.willSentUs = nowUs;
+      this.publishWill();
+    } else if (this.willSentUs >= 0 && nowUs - this.willSentUs > MQTT_WILL_ACK_TIMEOUT_US) {
+      // A will whose publish is not acknowledged in time does not hold the slot for ever.
+      this.endLink();
+    }
+  }
+
+  /** When the will was handed to the broker (µs), or -1. */
+  private willSentUs = -1;
+
+  /** The will must not be sent (the session was resumed in time): the link ends. */
+  cancelWill(): void {
+    this.will = null;
+    if (this.socketGone) this.endLink();
+  }
+
+  /** Sends the will now (a takeover), if there is one. */
+  publishWill(): void {
+    const will = this.will;
+    if (will === null) return;
+    this.will = null;
+    this.willDueUs = -1;
+    const mapped = this.door.mapping.topicToAria(will.topic);
+    if (!mapped.ok || this.phase !== "connected" || this.link.ended) return this.willDone();
+    const requestId = this.takeRequestId();
+    this.requests.set(requestId, { qos: will.qos, packetId: 0, will: true });
+    this.link.publish(requestId, mapped.topic, will.payload);
+  }
+
+  private willDone(): void {
+    if (this.socketGone) this.endLink();
+  }
+
+  private endLink(): void {
+    this.phase = "closed";
+    if (!this.link.ended) this.link.end();
+  }
+
+  /** True once nothing is left of this session (its link ended). */
+  get done(): boolean {
+    return this.phase === "closed" && this.link.ended;
+  }
+
+  /** Once, at the connection's end: native subscriptions end; the session is kept or not. */
+  private finished = false;
+  private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    let stored: StoredSession | null = null;
+    if (this.phase === "connected" && this.sessionExpiryS > 0) {
+      stored = {
+        clientId: this.clientId,
+        subscriptions: [...this.subscriptions.values()].map((state) => ({
+          filter: state.filter,
+          options: state.options,
+          identifier: state.identifier,
+          start: resumeOf(state),
+        })),
+        expiryS: this.sessionExpiryS,
+        releasedUs: this.lastInputUs,
+      };
+    }
+    for (const state of this.subscriptions.values()) this.link.unsubscribe(state.nativeId);
+    this.subscriptions.clear();
+    this.byNativeId.clear();
+    this.held.length = 0;
+    this.heldHead = 0;
+    this.heldBytes = 0;
+    if (this.phase === "connected") this.door.released(this, stored);
+    if (this.phase !== "connected") this.will = null;
+  }
+
+  // ---- Output ------------------------------------------------------------------------------
+
+  /** Encodes and writes a packet; false when it was larger than the client accepts (skipped). */
+  private send(packet: Packet): boolean {
+    if (this.socketGone) return false;
+    let bytes = encodePacket(packet, this.protocolVersion);
+    if (bytes.length > this.clientPacketBytesMax) {
+      if (packet.type === "publish") return false;
+      // Reason strings and user properties go first (MQTT 5 3.1.2.11.4).
+      if ("properties" in packet)
+        bytes = encodePacket({ ...packet, properties: {} } as Packet, this.protocolVersion);
+      if (bytes.length > this.clientPacketBytesMax) return false;
+    }
+    let written = 0;
+    if (this.queue.length === 0) written = this.socket.write(bytes);
+    if (written < bytes.length) {
+      this.queue.push(written === 0 ? bytes : bytes.subarray(written));
+      this.queuedBytes += bytes.length - written;
+    }
+    return true;
+  }
+
+  /** A reason string, when the client did not refuse problem information (MQTT 5 only). */
+  private problem(reason: string | undefined, always = false): Properties {
+    if (reason === undefined || this.protocolVersion !== 5) return {};
+    if (!always && !this.problemInformation) return {};
+    return { reasonString: reason.slice(0, 512) };
+  }
+
+  /** Keep alive: true when the client has been silent for 1.5 times its keep alive. */
+  keepAliveExpired(nowUs: number): boolean {
+    return (
+      this.phase === "connected" &&
+      !this.closing &&
+      this.keepAliveS > 0 &&
+      nowUs - this.lastInputUs > this.keepAliveS * MQTT_KEEP_ALIVE_GRACE * 1e6
+    );
+  }
+
+  /** True while the session closes its socket and waits for the queue to drain. */
+  get closingSocket(): boolean {
+    return this.closing && !this.socketGone;
+  }
+
+  /** Ends the socket now (a client that does not read its last packet). */
+  forceClose(): void {
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    this.socket.close();
+  }
+
+  /** True while the broker asked not to read this client (storage behind). */
+  get readPaused(): boolean {
+    return this.paused;
+  }
+}
+
+/** Where a subscription goes on: the first seq its client did not process. */
+function resumeOf(state: SubscriptionState): StartPosition {
+  if (state.positionSeq === 0) return state.start;
+  let seq = state.positionSeq;
+  for (const unprocessed of state.unprocessed) if (unprocessed < seq) seq = unprocessed;
+  return { kind: "seq", seq };
+}
+
+/** The MQTT 5 reason code of a native error code. */
+function reasonOfError(code: string): number {
+  switch (code) {
+    case "ARIA_ERR_PERMISSION_DENIED":
+    case "ARIA_ERR_AUTH_FAILED":
+      return REASON.NOT_AUTHORIZED;
+    case "ARIA_ERR_INVALID_TOPIC":
+      return REASON.TOPIC_NAME_INVALID;
+    case "ARIA_ERR_INVALID_FILTER":
+      return REASON.TOPIC_FILTER_INVALID;
+    case "ARIA_ERR_PAYLOAD_TOO_LARGE":
+    case "ARIA_ERR_FRAME_TOO_LARGE":
+      return REASON.PACKET_TOO_LARGE;
+    case "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS":
+    case "ARIA_ERR_TOO_MANY_CONNECTIONS":
+      return REASON.QUOTA_EXCEEDED;
+    case "ARIA_ERR_SHUTTING_DOWN":
+      return REASON.SERVER_SHUTTING_DOWN;
+    case "ARIA_ERR_STORAGE_FAILED":
+      return REASON.SERVER_UNAVAILABLE;
+    default:
+      return REASON.UNSPECIFIED_ERROR;
+  }
+}
+
+/** The CONNACK reason of a fatal error during sign-in. */
+function connackOfError(code: string): number {
+  switch (code) {
+    case "ARIA_ERR_AUTH_FAILED":
+      return REASON.BAD_USER_NAME_OR_PASSWORD;
+    case "ARIA_ERR_TOO_MANY_CONNECTIONS":
+      return REASON.QUOTA_EXCEEDED;
+    case "ARIA_ERR_SHUTTING_DOWN":
+      return REASON.SERVER_UNAVAILABLE;
+    default:
+      return REASON.UNSPECIFIED_ERROR;
+  }
+}

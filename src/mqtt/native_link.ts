@@ -1,0 +1,184 @@
+/**
+ * NativeLink: one MQTT connection's session inside the broker, spoken to in native frames. The
+ * MQTT door opens it with `broker.open(connection)` like any TCP client, feeds it the frames it
+ * encodes (HELLO, PUBLISH, SUBSCRIBE, UNSUBSCRIBE) and reads back what the broker writes (WELCOME,
+ * PUBLISH_ACK, SUBSCRIBED, DATA, CAUGHT_UP, UNSUBSCRIBED, ERROR), decoded into calls of
+ * `NativeEvents`. So an MQTT client meets the same permissions, catch-up, stalls and limits as a
+ * native one, and the broker does not know MQTT exists.
+ *
+ * Back-pressure: the broker's `Connection.write` takes bytes only while `events.accepting` (the
+ * MQTT socket and the in-flight window have room); otherwise it returns 0, the broker queues and
+ * stalls the subscriptions as for a slow socket, and `drained()` lets it go on.
+ *
+ * Not here: MQTT packets (mqtt_session.ts). Never calls the broker from inside a broker write
+ * (the broker is mid-flush there): events must not send frames synchronously.
+ */
+import type { Connection } from "../broker/ports.ts";
+import {
+  encodeHello,
+  encodeSubscribe,
+  encodeUnsubscribe,
+  FrameDecoder,
+  FrameWriter,
+  type MessageBatch,
+  type StartPosition,
+} from "../protocol/mod.ts";
+import type { ConnectionEvents } from "../runtime/runtime.ts";
+import { assert } from "../stdx/assert.ts";
+
+/** What the broker tells an MQTT session, frame by frame. */
+export interface NativeEvents {
+  /** True while the session takes more DATA (its socket and window have room). */
+  readonly accepting: boolean;
+  welcome(nextSeq: number): void;
+  publishAck(requestId: number, firstSeq: number): void;
+  subscribed(subscriptionId: number, firstSeq: number): void;
+  /** Messages of a subscription: the batch and its payload views are valid during the call. */
+  data(subscriptionId: number, messages: MessageBatch): void;
+  caughtUp(subscriptionId: number, nextSeq: number): void;
+  unsubscribed(subscriptionId: number): void;
+  /** An ERROR frame (or bytes of the broker that did not decode: a bug, reported as fatal). */
+  error(error: NativeError): void;
+  /** The broker closed the session (after a fatal error, or at shutdown). */
+  closed(): void;
+  /** The broker stops reading this session (storage behind), and reads on. */
+  pause(): void;
+  resume(): void;
+}
+
+/** An ERROR frame, as an MQTT session needs it. */
+export interface NativeError {
+  code: string;
+  fatal: boolean;
+  relatedKind: "none" | "request" | "subscription";
+  relatedId: number;
+  reason: string;
+}
+
+/** One broker session driven in native frames. */
+export class NativeLink {
+  /** The broker's session id, once opened. */
+  sessionId = -1;
+  /** True once the broker closed its side or `end()` was called. */
+  ended = false;
+  private readonly writer = new FrameWriter({ capacityBytes: 1024 });
+  private readonly decoder = new FrameDecoder();
+  private readonly connection: Connection;
+
+  constructor(
+    private readonly broker: ConnectionEvents,
+    private readonly events: NativeEvents,
+    peer: { remoteAddress?: string; peerSubject?: () => string | undefined },
+  ) {
+    this.connection = {
+      write: (bytes) => this.fromBroker(bytes),
+      close: () => this.brokerClosed(),
+      pause: () => this.events.pause(),
+      resume: () => this.events.resume(),
+      remoteAddress: peer.remoteAddress,
+      get peerSubject() {
+        return peer.peerSubject?.();
+      },
+    };
+  }
+
+  /** Opens the broker session (it may refuse at once: over the connection limits). */
+  open(): void {
+    assert(this.sessionId < 0, "NativeLink opened once");
+    this.sessionId = this.broker.open(this.connection);
+  }
+
+  /** HELLO with the credential as the token (null: none). */
+  hello(clientName: string, authToken: string | null): void {
+    encodeHello(this.writer, { version: 1, clientName, authToken });
+    this.send();
+  }
+
+  /** PUBLISH of one message under `requestId`, with MQTT 5 properties (empty: none). */
+  publish(requestId: number, topic: string, payload: Uint8Array): void {
+    this.writer.beginPublish(requestId);
+    this.writer.addPublishMessageText(topic, payload);
+    this.writer.endPublish();
+    this.send();
+  }
+
+  /** SUBSCRIBE of `filter` entries from `start`. */
+  subscribe(subscriptionId: number, start: StartPosition, filter: readonly string[]): void {
+    encodeSubscribe(this.writer, { subscriptionId, start, filter });
+    this.send();
+  }
+
+  /** UNSUBSCRIBE of `subscriptionId`. */
+  unsubscribe(subscriptionId: number): void {
+    encodeUnsubscribe(this.writer, { subscriptionId });
+    this.send();
+  }
+
+  /** The session takes DATA again: the broker writes what it queued, and resumes stalls. */
+  drained(): void {
+    if (!this.ended && this.sessionId >= 0) this.broker.writable(this.sessionId);
+  }
+
+  /** The MQTT connection is gone: the broker session ends (subscriptions closed). */
+  end(): void {
+    if (this.sessionId < 0) return;
+    const id = this.sessionId;
+    this.ended = true;
+    this.broker.closed(id);
+  }
+
+  /** Hands the frame built in the writer to the broker (a copy: the broker may hold it). */
+  private send(): void {
+    const bytes = this.writer.bytes().slice();
+    this.writer.reset();
+    if (this.ended || this.sessionId < 0) return;
+    this.broker.receive(this.sessionId, bytes);
+  }
+
+  private brokerClosed(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.decoder.release();
+    this.events.closed();
+  }
+
+  /** Bytes the broker writes: all of them while the session accepts, else none. */
+  private fromBroker(bytes: Uint8Array): number {
+    if (this.ended) return bytes.length;
+    if (!this.events.accepting) return 0;
+    this.decoder.push(bytes);
+    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) {
+      if (this.ended) break;
+      switch (frame.kind) {
+        case "welcome":
+          this.events.welcome(frame.nextSeq);
+          break;
+        case "publish_ack":
+          this.events.publishAck(frame.requestId, frame.firstSeq);
+          break;
+        case "subscribed":
+          this.events.subscribed(frame.subscriptionId, frame.firstSeq);
+          break;
+        case "data":
+          this.events.data(frame.subscriptionId, frame.messages);
+          break;
+        case "caught_up":
+          this.events.caughtUp(frame.subscriptionId, frame.nextSeq);
+          break;
+        case "unsubscribed":
+          this.events.unsubscribed(frame.subscriptionId);
+          break;
+        case "error":
+          this.events.error(frame);
+          break;
+        case "decode_error":
+          this.events.error({ ...frame, fatal: true });
+          break;
+        default:
+          // PING from the broker is not sent today; anything else is not for a client.
+          break;
+      }
+    }
+    return bytes.length;
+  }
+}
