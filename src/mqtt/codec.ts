@@ -268,7 +268,17 @@ export class MqttDecoder {
     if (this.version === null) {
       throw new PacketError(REASON.PROTOCOL_ERROR, "no protocol version yet (CONNECT comes first)");
     }
-    return { ok: true, packet: parseBody(header.type, header.flags, bytes, range, this.version) };
+    const packet = parseBody(header.type, header.flags, bytes, range, this.version);
+    if (this.role === "server" && packet.type === "publish") {
+      if (packet.properties.subscriptionIdentifiers !== undefined) {
+        // [MQTT-3.3.4-6]: a client's PUBLISH carries no subscription identifier.
+        throw new PacketError(
+          REASON.PROTOCOL_ERROR,
+          "PUBLISH from a client has a subscription identifier",
+        );
+      }
+    }
+    return { ok: true, packet };
   }
 }
 
