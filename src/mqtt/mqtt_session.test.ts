@@ -44,3 +44,325 @@ describe("MQTT session: connect, publish, subscribe", () => {
     ]);
   });
 });
+
+type World = DoorWorld;
+type Client = Awaited<ReturnType<DoorWorld["connected"]>>;
+
+function subscribe(
+  client: Client,
+  filter: string,
+  qos: 0 | 1 | 2,
+  userProperties?: [string, string][],
+): void {
+  client.send({
+    type: "subscribe",
+    packetId: 7,
+    subscriptions: [{ filter, qos, noLocal: false, retainAsPublished: false, retainHandling: 0 }],
+    properties: userProperties === undefined ? {} : { userProperties },
+  });
+}
+
+function publish(client: Client, topic: string, payload: string, qos: 0 | 1 | 2 = 0, id = 1) {
+  client.send({
+    type: "publish",
+    topic,
+    payload: bytesOf(payload),
+    qos,
+    retain: false,
+    dup: false,
+    packetId: qos === 0 ? undefined : id,
+    properties: {},
+  });
+}
+
+async function publishAll(world: World, topic: string, payloads: string[]): Promise<void> {
+  const pub = await world.connected(`pub-${payloads[0]}`);
+  for (const payload of payloads) publish(pub, topic, payload);
+  await world.settle();
+  pub.send({ type: "disconnect", reasonCode: 0, properties: {} });
+  await world.settle();
+}
+
+const payloads = (client: Client) => client.take("publish").map((p) => text(p.payload));
+
+describe("MQTT session: persistent sessions", () => {
+  test("a session with an expiry gets what was published while its client was away", async () => {
+    const world = new DoorWorld();
+    const first = await world.connected("keeper", { cleanStart: false, expiryS: 3600 });
+    subscribe(first, "t/#", 1);
+    await world.settle();
+    await publishAll(world, "t/x", ["a", "b"]);
+    expect(payloads(first)).toEqual(["a", "b"]);
+    // "b" is never acknowledged: it comes again (QoS 1), "a" does not.
+    first.send({ type: "puback", packetId: 1, reasonCode: 0, properties: {} });
+    await world.settle();
+    first.drop();
+    await world.settle();
+    await publishAll(world, "t/y", ["c", "d"]);
+    const again = world.client(5);
+    again.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "keeper",
+      cleanStart: false,
+      keepAlive: 0,
+      properties: { sessionExpiryInterval: 3600 },
+    });
+    await world.settle();
+    expect(again.take("connack").map((p) => p.sessionPresent)).toEqual([true]);
+    expect(payloads(again)).toEqual(["b", "c", "d"]);
+  });
+
+  test("clean start discards the session; expiry 0 keeps none", async () => {
+    const world = new DoorWorld();
+    const first = await world.connected("c1", { expiryS: 3600 });
+    subscribe(first, "t/#", 0);
+    await world.settle();
+    first.drop();
+    await world.settle();
+    const clean = await world.connected("c1", { cleanStart: true });
+    await publishAll(world, "t/x", ["a"]);
+    expect(payloads(clean)).toEqual([]);
+    expect(world.door.stats().sessionsStored).toBe(0);
+  });
+
+  test("a session expires after its interval", async () => {
+    const world = new DoorWorld();
+    const first = await world.connected("c2", { cleanStart: false, expiryS: 10 });
+    subscribe(first, "t/#", 1);
+    await world.settle();
+    first.drop();
+    await world.settle();
+    expect(world.door.stats().sessionsStored).toBe(1);
+    await world.advance(11_000_000);
+    expect(world.door.stats().sessionsStored).toBe(0);
+  });
+
+  test("a second connection of a client id takes the session over (DISCONNECT 0x8E)", async () => {
+    const world = new DoorWorld();
+    const first = await world.connected("same", { cleanStart: false, expiryS: 60 });
+    subscribe(first, "t/#", 1);
+    await world.settle();
+    const second = world.client(5);
+    second.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "same",
+      cleanStart: false,
+      keepAlive: 0,
+      properties: { sessionExpiryInterval: 60 },
+    });
+    await world.settle();
+    expect(first.take("disconnect").map((p) => p.reasonCode)).toEqual([0x8e]);
+    expect(first.closed).toBe(true);
+    expect(second.take("connack").map((p) => p.sessionPresent)).toEqual([true]);
+    await publishAll(world, "t/x", ["z"]);
+    expect(payloads(second)).toEqual(["z"]);
+    expect(payloads(first)).toEqual([]);
+  });
+});
+
+describe("MQTT session: QoS and flow", () => {
+  test("a QoS 2 packet id resent before PUBREL is published once", async () => {
+    const world = new DoorWorld();
+    const sub = await world.connected("s");
+    subscribe(sub, "q/#", 0);
+    const pub = await world.connected("p");
+    publish(pub, "q/a", "once", 2, 5);
+    await world.settle();
+    publish(pub, "q/a", "once", 2, 5);
+    await world.settle();
+    expect(pub.take("pubrec").map((p) => p.packetId)).toEqual([5, 5]);
+    pub.send({ type: "pubrel", packetId: 5, reasonCode: 0, properties: {} });
+    await world.settle();
+    expect(pub.take("pubcomp").map((p) => p.reasonCode)).toEqual([0]);
+    expect(payloads(sub)).toEqual(["once"]);
+    expect(world.store.nextSeq).toBe(2);
+    // Now the id is free: the same id publishes anew.
+    publish(pub, "q/a", "twice", 2, 5);
+    await world.settle();
+    expect(payloads(sub)).toEqual(["twice"]);
+  });
+
+  test("no more than the client's Receive Maximum in flight; PUBACK lets the next go", async () => {
+    const world = new DoorWorld();
+    const sub = world.client(5);
+    sub.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "slow",
+      cleanStart: true,
+      keepAlive: 0,
+      properties: { receiveMaximum: 2 },
+    });
+    await world.settle();
+    subscribe(sub, "w/#", 1);
+    await world.settle();
+    await publishAll(world, "w/x", ["1", "2", "3", "4", "5"]);
+    const first = sub.take("publish");
+    expect(first.map((p) => text(p.payload))).toEqual(["1", "2"]);
+    sub.send({ type: "puback", packetId: first[0].packetId ?? 0, reasonCode: 0, properties: {} });
+    await world.settle();
+    expect(payloads(sub)).toEqual(["3"]);
+  });
+
+  test("a message larger than the client's Maximum Packet Size is skipped", async () => {
+    const world = new DoorWorld();
+    const sub = world.client(5);
+    sub.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "small",
+      cleanStart: true,
+      keepAlive: 0,
+      properties: { maximumPacketSize: 100 },
+    });
+    await world.settle();
+    subscribe(sub, "m/#", 1);
+    await world.settle();
+    await publishAll(world, "m/x", ["x".repeat(200), "ok"]);
+    expect(payloads(sub)).toEqual(["ok"]);
+  });
+
+  test("aria-from earliest replays the log, then live", async () => {
+    const world = new DoorWorld();
+    await publishAll(world, "r/x", ["old1", "old2"]);
+    const sub = await world.connected("replayer");
+    subscribe(sub, "r/#", 0, [["aria-from", "earliest"]]);
+    await world.settle();
+    await publishAll(world, "r/x", ["new"]);
+    const got = sub.take("publish");
+    expect(got.map((p) => text(p.payload))).toEqual(["old1", "old2", "new"]);
+    expect(got.map((p) => p.properties.userProperties?.[0][1])).toEqual(["1", "2", "3"]);
+    subscribe(sub, "r/+", 0, [["aria-from", "yesterday"]]);
+    await world.settle();
+    expect(sub.take("suback").at(-1)?.reasonCodes).toEqual([0x83]);
+  });
+});
+
+describe("MQTT session: keep alive, will, bad input", () => {
+  test("a client silent for 1.5x its keep alive is disconnected (0x8D) and its will sent", async () => {
+    const world = new DoorWorld();
+    const watcher = await world.connected("watcher");
+    subscribe(watcher, "will/#", 0);
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "quiet",
+      cleanStart: true,
+      keepAlive: 10,
+      will: {
+        topic: "will/quiet",
+        payload: bytesOf("gone"),
+        qos: 1,
+        retain: false,
+        properties: {},
+      },
+      properties: {},
+    });
+    await world.settle();
+    await world.advance(14_000_000);
+    expect(client.closed).toBe(false);
+    await world.advance(2_000_000);
+    expect(client.take("disconnect").map((p) => p.reasonCode)).toEqual([0x8d]);
+    await world.advance(1_000_000);
+    expect(payloads(watcher)).toEqual(["gone"]);
+    expect(world.broker.stats().connections).toBe(1);
+  });
+
+  test("a normal DISCONNECT discards the will; a delayed will waits, and a return in time cancels it", async () => {
+    const world = new DoorWorld();
+    const watcher = await world.connected("watcher");
+    subscribe(watcher, "will/#", 0);
+    const connect = (clientId: string, delay: number) => {
+      const client = world.client(5);
+      client.send({
+        type: "connect",
+        protocolVersion: 5,
+        clientId,
+        cleanStart: false,
+        keepAlive: 0,
+        will: {
+          topic: `will/${clientId}`,
+          payload: bytesOf(clientId),
+          qos: 0,
+          retain: false,
+          properties: { willDelayInterval: delay },
+        },
+        properties: { sessionExpiryInterval: 100 },
+      });
+      return client;
+    };
+    const polite = connect("polite", 0);
+    await world.settle();
+    polite.send({ type: "disconnect", reasonCode: 0, properties: {} });
+    const delayed = connect("delayed", 5);
+    const back = connect("back", 5);
+    await world.settle();
+    delayed.drop();
+    back.drop();
+    await world.advance(1_000_000);
+    connect("back", 5);
+    await world.advance(3_000_000);
+    expect(payloads(watcher)).toEqual([]);
+    await world.advance(2_000_000);
+    expect(payloads(watcher)).toEqual(["delayed"]);
+  });
+
+  test("a second CONNECT is a protocol error (0x82); PUBLISH before CONNECT closes", async () => {
+    const world = new DoorWorld();
+    const client = await world.connected("twice");
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "twice",
+      cleanStart: true,
+      keepAlive: 0,
+      properties: {},
+    });
+    await world.settle();
+    expect(client.take("disconnect").map((p) => p.reasonCode)).toEqual([0x82]);
+    expect(client.closed).toBe(true);
+    const early = world.client(4);
+    publish(early, "a/b", "x");
+    await world.settle();
+    expect(early.closed).toBe(true);
+    expect(early.received).toEqual([]);
+    expect(world.store.nextSeq).toBe(1);
+    await world.settle();
+    expect(world.broker.stats().connections).toBe(0);
+    expect(world.door.stats().connections).toBe(0);
+  });
+
+  test("a wrong token gets CONNACK 0x86 (3.1.1: return code 4) and the connection closes", async () => {
+    for (const version of [5, 4] as const) {
+      const world = new DoorWorld({ authToken: "secret" });
+      const client = world.client(version);
+      client.send({
+        type: "connect",
+        protocolVersion: version,
+        clientId: "x",
+        cleanStart: true,
+        keepAlive: 0,
+        ...(version === 5 ? { password: bytesOf("wrong") } : { username: "wrong" }),
+        properties: {},
+      });
+      await world.advance(6_000_000);
+      expect(client.take("connack").map((p) => p.reasonCode)).toEqual([0x86]);
+      expect(client.closed).toBe(true);
+      const good = world.client(version);
+      good.send({
+        type: "connect",
+        protocolVersion: version,
+        clientId: "y",
+        cleanStart: true,
+        keepAlive: 0,
+        ...(version === 5 ? { password: bytesOf("secret") } : { username: "secret" }),
+        properties: {},
+      });
+      await world.settle();
+      expect(good.take("connack").map((p) => p.reasonCode)).toEqual([0]);
+    }
+  });
+});

@@ -297,7 +297,16 @@ export class MqttSession implements NativeEvents {
     this.lastInputUs = nowUs;
     const password = packet.password === undefined ? "" : new TextDecoder().decode(packet.password);
     const username = packet.username ?? "";
-    const token = username === "" ? (password === "" ? null : password) : `${username}:${password}`;
+    // A user's credential is NAME:SECRET; a server's one --auth-token comes alone, as the
+    // password (MQTT 5) or as the user name (3.1.1 allows no password without a user name).
+    const token =
+      username === ""
+        ? password === ""
+          ? null
+          : password
+        : password === ""
+          ? username
+          : `${username}:${password}`;
     this.assignedClientId = assigned;
     this.link.hello(clientId.slice(0, 60), token);
   }
@@ -596,12 +605,14 @@ export class MqttSession implements NativeEvents {
 
   // ---- Outbound messages -------------------------------------------------------------------
 
-  /** True while the session takes more DATA: room on the socket and for held messages. */
+  /**
+   * True while the session takes more from the broker: room on the socket and for held messages.
+   * A closing session takes everything (it delivers nothing more, but waits for its will's ack).
+   */
   get accepting(): boolean {
     return (
-      !this.closing &&
-      this.queuedBytes < MQTT_HELD_BYTES_MAX &&
-      this.heldBytes < MQTT_HELD_BYTES_MAX
+      this.closing ||
+      (this.queuedBytes < MQTT_HELD_BYTES_MAX && this.heldBytes < MQTT_HELD_BYTES_MAX)
     );
   }
 
