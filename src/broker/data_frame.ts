@@ -11,15 +11,19 @@ import type { FrameWriter } from "../protocol/mod.ts";
 /** A DATA frame is closed at this many bytes, so delivery is not held back by batching. */
 export const DATA_FRAME_BYTES_TARGET = 64 * 1024;
 
-/** True when a message of these sizes starts a new DATA frame after the open one in `writer`. */
+/**
+ * True when a message of these sizes starts a new DATA frame after the open one in `writer`
+ * (`propertiesBytes` count only in a frame with the flag PROPERTIES).
+ */
 export function dataFrameFull(
   writer: FrameWriter,
   topicBytes: number,
   payloadBytes: number,
+  propertiesBytes = 0,
 ): boolean {
   return (
     writer.frameBytes >= DATA_FRAME_BYTES_TARGET ||
-    !writer.dataMessageFits(topicBytes, payloadBytes)
+    !writer.dataMessageFits(topicBytes, payloadBytes, propertiesBytes)
   );
 }
 

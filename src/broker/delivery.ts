@@ -17,6 +17,8 @@ import type { TopicTable } from "../topic/topic_table.ts";
 import type { StoredMessageLike } from "./ports.ts";
 import type { Subscription } from "./subscription.ts";
 
+const NO_PROPERTIES = new Uint8Array(0);
+
 /** Writes messages into subscriptions' sessions and counts them. */
 export class Delivery {
   /** Messages delivered, by every path. */
@@ -46,7 +48,13 @@ export class Delivery {
   fromTip(subscription: Subscription, position: number): void {
     const records = this.records;
     const topic = this.topicUtf8(records.topicAt(position));
-    records.deliverAt(position, subscription.session, subscription.id, topic);
+    records.deliverAt(
+      position,
+      subscription.session,
+      subscription.id,
+      topic,
+      subscription.withProperties,
+    );
     subscription.messagesDelivered++;
     this.messagesDelivered++;
   }
@@ -60,6 +68,8 @@ export class Delivery {
       ? this.topicUtf8(interned.topicId)
       : this.encoder.encode(message.topic);
     const session = subscription.session;
+    const properties = subscription.withProperties ? (message.properties ?? NO_PROPERTIES) : null;
+    const propertiesBytes = properties === null ? 0 : properties.length;
     if (message.source !== undefined)
       session.addData(
         subscription.id,
@@ -69,6 +79,9 @@ export class Delivery {
         message.source,
         message.start as number,
         message.length as number,
+        properties,
+        0,
+        propertiesBytes,
       );
     else
       session.addData(
@@ -79,6 +92,9 @@ export class Delivery {
         message.payload,
         0,
         message.payload.length,
+        properties,
+        0,
+        propertiesBytes,
       );
     subscription.messagesDelivered++;
     this.messagesDelivered++;

@@ -428,7 +428,14 @@ export class Dispatch {
       );
     const matcher = new FilterMatcher(this.options.topics, frame.filter);
     const visibleSeq = this.publishing.visibleSeq;
-    const subscription = new Subscription(session, id, frame.filter, matcher, visibleSeq);
+    const subscription = new Subscription(
+      session,
+      id,
+      frame.filter,
+      matcher,
+      visibleSeq,
+      frame.properties === true,
+    );
     session.subscriptions.set(id, subscription);
     this.fanout.register(subscription);
     this.moves.start(subscription, frame.start);

@@ -9,8 +9,9 @@
  * Lists hold every matching subscription whatever its phase; the broker checks the phase, so a
  * subscription stalling and resuming (which happens often under back-pressure) costs nothing here.
  *
- * It also groups subscriptions by filter (equal filters print equally): the members of a group
- * receive the same messages, so live fan-out can encode their DATA frames once (shared_data.ts).
+ * It also groups subscriptions by filter (equal filters print equally) and DATA options (with or
+ * without properties): the members of a group receive the same frames, so live fan-out can encode
+ * them once (shared_data.ts).
  */
 import { assert } from "../stdx/assert.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
@@ -18,6 +19,12 @@ import type { TopicTable } from "../topic/topic_table.ts";
 import type { Subscription } from "./subscription.ts";
 
 const NONE: readonly Subscription[] = [];
+
+/** Subscriptions with equal keys receive equal DATA frames: the filter, and the PROPERTIES option. */
+function groupKey(subscription: Subscription): string {
+  const filter = subscription.filter.toString();
+  return subscription.withProperties ? `properties ${filter}` : filter;
+}
 
 /** Per-topic-id cache of matching subscriptions. */
 export class Fanout {
@@ -48,7 +55,7 @@ export class Fanout {
     }
     assert(this.table === subscription.matcher.table, "Fanout.add: one topic table");
     this.all.set(subscription.matcher, subscription);
-    const key = subscription.filter.toString();
+    const key = groupKey(subscription);
     const group = this.byFilter.get(key);
     if (group === undefined) this.byFilter.set(key, [subscription]);
     else group.push(subscription);
@@ -58,14 +65,14 @@ export class Fanout {
   /** Unregisters a subscription. */
   remove(subscription: Subscription): void {
     if (!this.all.delete(subscription.matcher)) return;
-    const key = subscription.filter.toString();
+    const key = groupKey(subscription);
     const group = this.byFilter.get(key) as Subscription[];
     group.splice(group.indexOf(subscription), 1);
     if (group.length === 0) this.byFilter.delete(key);
     this.version++;
   }
 
-  /** The groups of two or more subscriptions with equal filters (any phase). */
+  /** The groups of two or more subscriptions with equal filters and options (any phase). */
   groups(): readonly (readonly Subscription[])[] {
     if (this.sharedVersion !== this.version) {
       this.shared = [...this.byFilter.values()].filter((group) => group.length >= 2);

@@ -155,6 +155,7 @@ export class LiveFanout {
         shared.encode(records, position, to, {
           matcher: members[0].matcher,
           topicUtf8: this.delivery.topicUtf8Of,
+          withProperties: members[0].withProperties,
         });
         for (let m = members.length - 1; m >= 0; m--) {
           const subscription = members[m];

@@ -45,6 +45,8 @@ export interface StoredMessageLike {
   source?: Uint8Array;
   start?: number;
   length?: number;
+  /** The message's properties (absent or empty: none). */
+  properties?: Uint8Array;
 }
 
 /** What the broker needs of durable storage (src/store's Store fits). */
@@ -59,7 +61,10 @@ export interface BrokerStore {
    * their ids back (topic_table.ts). Absent: the store does not say, and no id is reclaimed.
    */
   readonly firstSeqHeld?: number;
-  /** Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame). */
+  /**
+   * Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame)
+   * and whose properties are properties[propertiesStart, + propertiesBytes) (0 bytes: none).
+   */
   append(
     seq: number,
     timeUs: number,
@@ -67,6 +72,9 @@ export interface BrokerStore {
     payload: Uint8Array,
     start: number,
     length: number,
+    properties?: Uint8Array,
+    propertiesStart?: number,
+    propertiesBytes?: number,
   ): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;

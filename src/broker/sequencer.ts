@@ -153,8 +153,21 @@ export class Sequencer {
       const source = long ? messages.payload : frameBytes;
       const start = long ? 0 : messages.payloadStart;
       const seq = this.nextSeq;
+      // Properties (rare, at most PROPERTIES_BYTES_MAX) go as a range of the frame too.
+      const propertiesStart = messages.propertiesStart;
+      const propertiesBytes = messages.propertiesBytes;
       try {
-        this.store.append(seq, timeUs, messages.topic, source, start, payloadBytes);
+        this.store.append(
+          seq,
+          timeUs,
+          messages.topic,
+          source,
+          start,
+          payloadBytes,
+          frameBytes,
+          propertiesStart,
+          propertiesBytes,
+        );
       } catch (error) {
         // The store stopped in the background (a segment close or an fsync failed) before any
         // commit said so. Its failure is sticky and set between events, so this is the batch's
@@ -163,7 +176,17 @@ export class Sequencer {
         return this.refuse(session, error, requestId);
       }
       this.nextSeq++;
-      this.tip.append(topicIds[i], seq, timeUs, source, start, payloadBytes);
+      this.tip.append(
+        topicIds[i],
+        seq,
+        timeUs,
+        source,
+        start,
+        payloadBytes,
+        frameBytes,
+        propertiesStart,
+        propertiesBytes,
+      );
       this.countTopic(topicIds[i], payloadBytes);
       this.counters.bytesPublished += payloadBytes;
     }

@@ -146,6 +146,8 @@ export class Session<Sub = unknown> {
   /**
    * Appends one message to the DATA frame of `subscriptionId`, opening a new frame when another
    * subscription's is open, the frame reached its target size, or the message would not fit.
+   * `properties` null: a v1 frame (the subscription did not ask for properties); else a frame
+   * with the flag PROPERTIES carrying properties[propertiesStart, + propertiesBytes).
    */
   addData(
     subscriptionId: number,
@@ -155,18 +157,34 @@ export class Session<Sub = unknown> {
     source: Uint8Array,
     start: number,
     length: number,
+    properties: Uint8Array | null = null,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
     const writer = this.writer;
+    const withProperties = properties !== null;
+    const sizedProperties = withProperties ? propertiesBytes : 0;
     if (
       this.openDataSubscription !== subscriptionId ||
-      dataFrameFull(writer, topic.length, length)
+      writer.withProperties !== withProperties ||
+      dataFrameFull(writer, topic.length, length, sizedProperties)
     ) {
       this.endData();
       if (writer.bytesUsed >= CONNECTION_WRITE_BYTES) this.flush();
-      writer.beginData(subscriptionId);
+      writer.beginData(subscriptionId, withProperties);
       this.openDataSubscription = subscriptionId;
     }
-    writer.addDataMessage(seq, timeUs, topic, source, start, length);
+    writer.addDataMessage(
+      seq,
+      timeUs,
+      topic,
+      source,
+      start,
+      length,
+      properties ?? source,
+      propertiesStart,
+      sizedProperties,
+    );
   }
 
   /**

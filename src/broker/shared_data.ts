@@ -64,9 +64,15 @@ export class SharedData implements SharedFrames {
     records: TipRecords,
     from: { seq: number; at: number },
     to: number,
-    options: { matcher: FilterMatcher; topicUtf8: (topicId: number) => Uint8Array },
+    options: {
+      matcher: FilterMatcher;
+      topicUtf8: (topicId: number) => Uint8Array;
+      /** The group's subscriptions asked for properties: frames with the flag PROPERTIES. */
+      withProperties?: boolean;
+    },
   ): void {
     const writer = this.writer;
+    const withProperties = options.withProperties === true;
     writer.reset();
     this.frameEnds.length = 0;
     this.firstSeqs.length = 0;
@@ -79,13 +85,14 @@ export class SharedData implements SharedFrames {
       if (options.matcher.matches(topicId)) {
         const topic = options.topicUtf8(topicId);
         const payloadBytes = records.payloadLengthAt(at);
-        if (open && dataFrameFull(writer, topic.length, payloadBytes)) {
+        const propertiesBytes = withProperties ? records.propertiesLengthAt(at) : 0;
+        if (open && dataFrameFull(writer, topic.length, payloadBytes, propertiesBytes)) {
           this.close();
           open = false;
           if (writer.bytesUsed >= SHARED_ROUND_BYTES) break;
         }
         if (!open) {
-          writer.beginData(0);
+          writer.beginData(0, withProperties);
           this.firstSeqs.push(seq);
           open = true;
         }

@@ -63,5 +63,7 @@ export class Subscription {
     readonly filter: Filter,
     readonly matcher: FilterMatcher,
     public nextSeq: number,
+    /** SUBSCRIBE option PROPERTIES: its DATA frames carry each message's properties. */
+    readonly withProperties = false,
   ) {}
 }

@@ -23,12 +23,15 @@ export function describeFrame(frame: Frame | DecodeError): Record<string, unknow
     case "publish":
     case "data": {
       const { messages, ...rest } = frame;
-      const list = messages
-        .toArray()
-        .map((message) =>
-          frame.kind === "data" ? message : { topic: message.topic, payload: message.payload },
-        );
-      return { ...rest, messages: list };
+      // Messages carry `properties` when the frame has the flag PROPERTIES; a DATA frame with it
+      // says `properties: true`, as encodeData takes it.
+      const list = messages.toArray().map((message) => {
+        if (frame.kind === "data") return message;
+        const { topic, payload, properties } = message;
+        return properties === undefined ? { topic, payload } : { topic, payload, properties };
+      });
+      const flag = frame.kind === "data" && messages.hasProperties ? { properties: true } : {};
+      return { ...rest, ...flag, messages: list };
     }
     case "subscribe":
       return { ...frame, filter: frame.filter.toStrings() };

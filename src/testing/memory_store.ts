@@ -49,10 +49,21 @@ export class MemoryStore implements BrokerStore {
     payload: Uint8Array,
     start = 0,
     length = payload.length - start,
+    properties: Uint8Array = payload,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
     if (seq !== this.nextSeq)
       throw new Error(`MemoryStore: append seq ${seq}, expected ${this.nextSeq}`);
-    this.messages.push({ seq, timeUs, topic, payload: payload.slice(start, start + length) });
+    const message: StoredMessageLike = {
+      seq,
+      timeUs,
+      topic,
+      payload: payload.slice(start, start + length),
+    };
+    if (propertiesBytes > 0)
+      message.properties = properties.slice(propertiesStart, propertiesStart + propertiesBytes);
+    this.messages.push(message);
     this.nextSeq++;
   }
 

@@ -9,9 +9,11 @@
  *                       ▲head    ▲tail
  *
  * Record layout (native endian, RECORD_ALIGN_BYTES aligned; sizes in ring_layout below):
- *   +0  u32 recordBytes (header + payload, before padding)   +4  u32 topic id
+ *   +0  u32 recordBytes (header + body, before padding)      +4  u32 topic id | PROPERTIES_BIT
  *   +8  f64 seq                                              +16 f64 publish time, µs
  *   +24 payload
+ *   with PROPERTIES_BIT set, after the payload: properties, then u16 properties bytes (LE), so
+ *   the payload always starts at +24 and a record without properties is unchanged
  *
  * Every SEQ_CHECKPOINT_EVERY-th seq records its offset in a small table, so a cursor finds the
  * record of any seq after skipping fewer than SEQ_CHECKPOINT_EVERY headers.
@@ -35,6 +37,12 @@ import { ViewCache, copyBytesViews } from "../stdx/bytes.ts";
 /** Word offsets of the header fields (u32 words for the first two, f64 words for the rest). */
 export const RECORD_BYTES_U32 = 0;
 export const TOPIC_U32 = 1;
+/** Bit of the topic word set when the record carries properties (topic ids < TOPICS_MAX = 2^22). */
+const PROPERTIES_BIT = 0x8000_0000;
+/** Mask of the topic word that leaves the topic id. */
+export const TOPIC_ID_MASK = 0x7fff_ffff;
+/** Bytes of the properties length at a record's end (with PROPERTIES_BIT). */
+const PROPERTIES_TAIL_BYTES = 2;
 export const SEQ_F64 = 1;
 export const TIME_F64 = 2;
 /** A u32 of this value where a record would start means: continue at offset 0. */
@@ -47,7 +55,11 @@ export type EvictHook = (topicId: number) => void;
 
 /** Where deliverAt puts a record: a session's DATA frames (the broker's Session fits). */
 export interface RecordSink {
-  /** Appends one message of `subscriptionId`, its payload source[start, start + length). */
+  /**
+   * Appends one message of `subscriptionId`, its payload source[start, start + length) and, when
+   * `properties` is not null (the subscription wants them), its properties
+   * properties[propertiesStart, + propertiesBytes).
+   */
   addData(
     subscriptionId: number,
     seq: number,
@@ -56,12 +68,15 @@ export interface RecordSink {
     source: Uint8Array,
     start: number,
     length: number,
+    properties: Uint8Array | null,
+    propertiesStart: number,
+    propertiesBytes: number,
   ): void;
 }
 
 /** Where writeAt puts a record: the open DATA frame of a writer (protocol's FrameWriter fits). */
 export interface DataMessageWriter {
-  /** Appends one message, its payload source[start, start + length). */
+  /** Appends one message, its payload source[start, start + length), and its properties. */
   addDataMessage(
     seq: number,
     timeUs: number,
@@ -69,6 +84,9 @@ export interface DataMessageWriter {
     source: Uint8Array,
     start: number,
     length: number,
+    properties: Uint8Array,
+    propertiesStart: number,
+    propertiesBytes: number,
   ): void;
 }
 
@@ -92,8 +110,19 @@ export interface TipRecords {
   topicAt(at: number): number;
   /** Payload bytes of the record at `at`. */
   payloadLengthAt(at: number): number;
-  /** Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8). */
-  deliverAt(at: number, sink: RecordSink, subscriptionId: number, topic: Uint8Array): void;
+  /** Properties bytes of the record at `at` (0 when it has none). */
+  propertiesLengthAt(at: number): number;
+  /**
+   * Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8),
+   * with its properties when `withProperties`.
+   */
+  deliverAt(
+    at: number,
+    sink: RecordSink,
+    subscriptionId: number,
+    topic: Uint8Array,
+    withProperties: boolean,
+  ): void;
   /** Writes the record at `at` into `writer`'s open DATA frame under `topic` (UTF-8). */
   writeAt(at: number, writer: DataMessageWriter, topic: Uint8Array): void;
 }
@@ -148,7 +177,8 @@ export class Ring implements TipRecords {
   }
 
   /**
-   * Appends a record of payload[start, start + length) (all of it by default). `seq` must be
+   * Appends a record of payload[start, start + length) (all of it by default) and the properties
+   * properties[propertiesStart, + propertiesBytes) (none by default). `seq` must be
    * nextSeq, or anything ≥ nextSeq when the ring is empty.
    * A record larger than the whole ring empties it and is not held (subscribers go to disk for it).
    * Returns the record's offset, or -1 when it is not held.
@@ -160,12 +190,16 @@ export class Ring implements TipRecords {
     payload: Uint8Array,
     start = 0,
     length = payload.length - start,
+    properties: Uint8Array = payload,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): number {
     assert(
       seq === this.nextSeq || (this.count === 0 && seq > this.nextSeq),
       "Ring.append: seqs are contiguous",
     );
-    const recordBytes = RECORD_HEADER_BYTES + length;
+    const propertiesTail = propertiesBytes === 0 ? 0 : propertiesBytes + PROPERTIES_TAIL_BYTES;
+    const recordBytes = RECORD_HEADER_BYTES + length + propertiesTail;
     const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
     if (this.count === 0) {
       this.head = this.tail = 0;
@@ -193,7 +227,7 @@ export class Ring implements TipRecords {
     }
     const words = at >> 2;
     this.u32[words] = recordBytes;
-    this.u32[words + 1] = topicId;
+    this.u32[words + 1] = propertiesTail === 0 ? topicId : (topicId | PROPERTIES_BIT) >>> 0;
     this.f64[(at >> 3) + SEQ_F64] = seq;
     this.f64[(at >> 3) + TIME_F64] = timeUs;
     copyBytesViews(
@@ -205,6 +239,15 @@ export class Ring implements TipRecords {
       start,
       length,
     );
+    if (propertiesTail !== 0) {
+      const propertiesAt = at + RECORD_HEADER_BYTES + length;
+      this.bytes.set(
+        properties.subarray(propertiesStart, propertiesStart + propertiesBytes),
+        propertiesAt,
+      );
+      this.bytes[propertiesAt + propertiesBytes] = propertiesBytes & 0xff;
+      this.bytes[propertiesAt + propertiesBytes + 1] = propertiesBytes >>> 8;
+    }
     if ((seq & (SEQ_CHECKPOINT_EVERY - 1)) === 0) {
       this.checkpoints[(seq / SEQ_CHECKPOINT_EVERY) & this.checkpointMask] =
         at / RECORD_ALIGN_BYTES;
@@ -230,7 +273,7 @@ export class Ring implements TipRecords {
     const at = this.tail;
     const recordBytes = this.u32[at >> 2];
     const paddedBytes = (recordBytes + RECORD_ALIGN_BYTES - 1) & ~(RECORD_ALIGN_BYTES - 1);
-    this.onEvict(this.u32[(at >> 2) + TOPIC_U32]);
+    this.onEvict(this.u32[(at >> 2) + TOPIC_U32] & TOPIC_ID_MASK);
     this.count--;
     this.bytesUsed -= paddedBytes;
     this.firstSeq++;
@@ -268,7 +311,7 @@ export class Ring implements TipRecords {
 
   /** Topic id of the record at `at`. */
   topicAt(at: number): number {
-    return this.u32[(at >> 2) + TOPIC_U32];
+    return this.u32[(at >> 2) + TOPIC_U32] & TOPIC_ID_MASK;
   }
 
   /** Publish time (µs) of the record at `at`. */
@@ -278,11 +321,38 @@ export class Ring implements TipRecords {
 
   /** Payload bytes of the record at `at`. */
   payloadLengthAt(at: number): number {
-    return this.u32[at >> 2] - RECORD_HEADER_BYTES;
+    const propertiesBytes = this.propertiesLengthAt(at);
+    const tail = propertiesBytes === 0 ? 0 : propertiesBytes + PROPERTIES_TAIL_BYTES;
+    return this.u32[at >> 2] - RECORD_HEADER_BYTES - tail;
   }
 
-  /** Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8). */
-  deliverAt(at: number, sink: RecordSink, subscriptionId: number, topic: Uint8Array): void {
+  /** Properties bytes of the record at `at` (0 when it has none). */
+  propertiesLengthAt(at: number): number {
+    if (this.u32[(at >> 2) + TOPIC_U32] <= TOPIC_ID_MASK) return 0;
+    const end = at + this.u32[at >> 2];
+    return this.bytes[end - 2] | (this.bytes[end - 1] << 8);
+  }
+
+  /** The properties of the record at `at`, as a zero-copy view (empty when none). */
+  propertiesAt(at: number): Uint8Array {
+    const propertiesBytes = this.propertiesLengthAt(at);
+    const end = at + this.u32[at >> 2] - (propertiesBytes === 0 ? 0 : PROPERTIES_TAIL_BYTES);
+    return this.bytes.subarray(end - propertiesBytes, end);
+  }
+
+  /**
+   * Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8),
+   * with its properties when `withProperties`.
+   */
+  deliverAt(
+    at: number,
+    sink: RecordSink,
+    subscriptionId: number,
+    topic: Uint8Array,
+    withProperties: boolean,
+  ): void {
+    const propertiesBytes = this.propertiesLengthAt(at);
+    const payloadBytes = this.payloadLengthAt(at);
     sink.addData(
       subscriptionId,
       this.f64[(at >> 3) + SEQ_F64],
@@ -290,19 +360,27 @@ export class Ring implements TipRecords {
       topic,
       this.bytes,
       at + RECORD_HEADER_BYTES,
-      this.u32[at >> 2] - RECORD_HEADER_BYTES,
+      payloadBytes,
+      withProperties ? this.bytes : null,
+      at + RECORD_HEADER_BYTES + payloadBytes,
+      propertiesBytes,
     );
   }
 
   /** Writes the record at `at` into `writer`'s open DATA frame under `topic` (UTF-8). */
   writeAt(at: number, writer: DataMessageWriter, topic: Uint8Array): void {
+    const propertiesBytes = this.propertiesLengthAt(at);
+    const payloadBytes = this.payloadLengthAt(at);
     writer.addDataMessage(
       this.f64[(at >> 3) + SEQ_F64],
       this.f64[(at >> 3) + TIME_F64],
       topic,
       this.bytes,
       at + RECORD_HEADER_BYTES,
-      this.u32[at >> 2] - RECORD_HEADER_BYTES,
+      payloadBytes,
+      this.bytes,
+      at + RECORD_HEADER_BYTES + payloadBytes,
+      propertiesBytes,
     );
   }
 
@@ -314,7 +392,8 @@ export class Ring implements TipRecords {
 
   /** The payload of the record at `at`, as a zero-copy view (valid until it is evicted). */
   payloadAt(at: number): Uint8Array {
-    return this.bytes.subarray(at + RECORD_HEADER_BYTES, at + this.u32[at >> 2]);
+    const start = at + RECORD_HEADER_BYTES;
+    return this.bytes.subarray(start, start + this.payloadLengthAt(at));
   }
 }
 

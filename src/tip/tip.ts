@@ -76,8 +76,9 @@ export class Tip {
   }
 
   /**
-   * Appends one message, its payload payload[start, start + length) (all of it by default); `seq`
-   * must be the ring's nextSeq (or later when the tip is empty).
+   * Appends one message, its payload payload[start, start + length) (all of it by default) and its
+   * properties properties[propertiesStart, + propertiesBytes) (none by default); `seq` must be the
+   * ring's nextSeq (or later when the tip is empty).
    */
   append(
     topicId: number,
@@ -86,6 +87,9 @@ export class Tip {
     payload: Uint8Array,
     start = 0,
     length = payload.length - start,
+    properties: Uint8Array = payload,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
     if (topicId >= this.partitionByTopic.length)
       this.partitionByTopic = this.topics.partitionsByTopic();
@@ -94,7 +98,17 @@ export class Tip {
     // The topic's id is not reclaimed while this record is held (topic_table.ts).
     this.topics.seen(topicId, seq);
     if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
-    const at = this.ring.append(topicId, seq, timeUs, payload, start, length);
+    const at = this.ring.append(
+      topicId,
+      seq,
+      timeUs,
+      payload,
+      start,
+      length,
+      properties,
+      propertiesStart,
+      propertiesBytes,
+    );
     if (at < 0) return;
     const pushed = this.indexes.push(partition, at / RECORD_ALIGN_BYTES, seq);
     assert(pushed, "Tip.append: a block was free for the index entry");

@@ -17,7 +17,7 @@ import type { FilterMatcher } from "../topic/filter_matcher.ts";
 import { BLOCK_NONE, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
 import type { MergeHeap } from "../merge/mod.ts";
 import type { PartitionIndexes } from "./partition_index.ts";
-import { TOPIC_U32, type Ring } from "./ring.ts";
+import { TOPIC_ID_MASK, TOPIC_U32, type Ring } from "./ring.ts";
 
 /** Records an indexed cursor merges and topic-checks at a time. */
 export const INDEXED_BATCH_RECORDS = 128;
@@ -170,7 +170,7 @@ export class IndexedCursor implements TipCursor {
     let kept = 0;
     for (let i = 0; i < count; i++) {
       const at = offsets[i];
-      if (matcher.matches(u32[(at >> 2) + TOPIC_U32])) {
+      if (matcher.matches(u32[(at >> 2) + TOPIC_U32] & TOPIC_ID_MASK)) {
         offsets[kept] = at;
         seqs[kept++] = seqs[i];
       }
