@@ -13,6 +13,7 @@
  *   live_fanout.ts  visibleSeq moved ─▶ new seqs to LIVE subscriptions (shared frames per filter)
  *   catch_up.ts     subscribe ─▶ (time ─▶ seq) ─▶ DISK ─▶ TIP ─▶ LIVE; STALLED while backed up
  *   delivery.ts     the last step of every path: one message into a session, counted
+ *   consumer_registry.ts  durable consumers: attach, positions moved by ACK, persisted by a port
  *
  * Stages reach each other only through the small interfaces each declares for what it calls
  * (Publishing, SubscriptionMoves, FanoutIndex, SequencerOutput, SessionOutcomes, LiveSet,
@@ -35,7 +36,8 @@ import { CatchUp, RECOVERY_SECONDS_BOUNDS } from "./catch_up.ts";
 import { Delivery } from "./delivery.ts";
 import { Dispatch, type DispatchOptions } from "./dispatch.ts";
 import { LiveFanout } from "./live_fanout.ts";
-import type { BrokerStore, Clock, Connection, Scheduler } from "./ports.ts";
+import { type ConsumerInfo, ConsumerRegistry } from "./consumer_registry.ts";
+import type { BrokerStore, Clock, Connection, ConsumerStore, Scheduler } from "./ports.ts";
 import { Sequencer } from "./sequencer.ts";
 import { Phase, type SubscriberSession, type Subscription } from "./subscription.ts";
 
@@ -69,6 +71,10 @@ export interface BrokerOptions {
   frameDeadlineUs?: number;
   /** Bytes of incomplete frames all connections may hold (tests shrink it). */
   inputBytesMax?: number;
+  /** Where durable consumers' positions persist (absent: in memory only, lost at a restart). */
+  consumerStore?: ConsumerStore;
+  /** Durable consumers the server keeps (CONSUMERS_MAX; tests shrink it). */
+  consumersMax?: number;
 }
 
 /** Counters of a broker, for metrics. */
@@ -114,9 +120,11 @@ export class Broker {
   private readonly catchUp: CatchUp;
   private readonly fanout: LiveFanout;
   private readonly dispatch: Dispatch;
+  private readonly consumers: ConsumerRegistry;
 
   constructor(options: BrokerOptions) {
     const { topics, tip, store, clock } = options;
+    this.consumers = new ConsumerRegistry(options.consumerStore, options.consumersMax);
     const sessionOutcomes = {
       settle: (session: SubscriberSession) => this.dispatch.settle(session),
       afterEvent: (session: SubscriberSession) => this.dispatch.afterEvent(session),
@@ -164,6 +172,7 @@ export class Broker {
       sendQueueBytesMax: options.sendQueueBytesMax,
       frameDeadlineUs: options.frameDeadlineUs,
       inputBytesMax: options.inputBytesMax,
+      consumers: this.consumers,
     });
     this.sessions = this.dispatch.sessions;
     this.recoverySeconds = this.catchUp.recoverySeconds;
@@ -278,6 +287,18 @@ export class Broker {
       }
     }
     return largest;
+  }
+
+  // ---- Durable consumers -------------------------------------------------------------------
+
+  /** The durable consumers, by name (the admin API's GET /api/consumers). */
+  consumerList(): ConsumerInfo[] {
+    return this.consumers.list(this.sequencer.visibleSeq);
+  }
+
+  /** Removes durable consumer `name`: "unknown", "busy" (a subscription of it is open), "removed". */
+  removeConsumer(name: string): "removed" | "unknown" | "busy" {
+    return this.consumers.remove(name);
   }
 
   /** Messages and payload bytes published per topic since this broker started. */

@@ -157,6 +157,7 @@ export class CatchUp {
       subscriptionId: subscription.id,
       firstSeq: subscription.nextSeq,
     });
+    subscription.consumer?.began(subscription.nextSeq);
     subscription.startedUs = this.clock.nowUs();
     if (subscription.nextSeq >= visibleSeq) {
       this.goLive(subscription);

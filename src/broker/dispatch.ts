@@ -7,6 +7,7 @@
  *                                        ├ PUBLISH      ─▶ sequencer
  *                                        ├ SUBSCRIBE    ─▶ fan-out index + catch-up start
  *                                        ├ UNSUBSCRIBE  ─▶ drop the subscription, UNSUBSCRIBED
+ *                                        ├ ACK          ─▶ the durable consumer's position
  *                                        └ PING, bad bytes, frames out of place ─▶ PONG, ERROR
  *   after each event: a commit if due, then settle ─▶ flush ─▶ backed up? stall : resume
  *
@@ -50,6 +51,7 @@ import {
 } from "../protocol/mod.ts";
 import { FilterMatcher } from "../topic/filter_matcher.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
+import type { Consumer, ConsumerRegistry } from "./consumer_registry.ts";
 import type { Clock, Connection } from "./ports.ts";
 import { QueueChunkPool, Session } from "./session.ts";
 import { SignIn, type SignInOptions } from "./sign_in.ts";
@@ -93,6 +95,8 @@ export interface DispatchOptions extends SignInOptions {
   frameDeadlineUs?: number;
   /** Bytes of incomplete frames all sessions may hold (tests shrink it). */
   inputBytesMax?: number;
+  /** The durable consumers (SUBSCRIBE option DURABLE, ACK). */
+  consumers: ConsumerRegistry;
 }
 
 /** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
@@ -115,8 +119,10 @@ export class Dispatch {
   private readonly publishing: Publishing;
   private readonly moves: SubscriptionMoves;
   private readonly fanout: FanoutIndex;
+  private readonly consumers: ConsumerRegistry;
 
   constructor(private readonly options: DispatchOptions) {
+    this.consumers = options.consumers;
     this.publishing = options.publishing;
     this.moves = options.moves;
     this.fanout = options.fanout;
@@ -286,6 +292,8 @@ export class Dispatch {
         return this.subscribe(session, frame);
       case "unsubscribe":
         return this.unsubscribe(session, frame.subscriptionId);
+      case "ack":
+        return this.ack(session, frame.subscriptionId, frame.seq);
       case "ping":
         session.endData();
         return encodePong(session.writer, { token: frame.token });
@@ -426,6 +434,14 @@ export class Dispatch {
         `user "${user?.name}" may not subscribe to "${refused}" (a filter is refused whole, never narrowed)`,
         { subscriptionId: id },
       );
+    let consumer: Consumer | null = null;
+    let start = frame.start;
+    if (frame.durable !== undefined) {
+      const durable = this.durable(session, frame, frame.durable);
+      if (durable === null) return;
+      consumer = durable.consumer;
+      start = durable.start;
+    }
     const matcher = new FilterMatcher(this.options.topics, frame.filter);
     const visibleSeq = this.publishing.visibleSeq;
     const subscription = new Subscription(
@@ -436,9 +452,73 @@ export class Dispatch {
       visibleSeq,
       frame.properties === true,
     );
+    subscription.consumer = consumer;
     session.subscriptions.set(id, subscription);
     this.fanout.register(subscription);
-    this.moves.start(subscription, frame.start);
+    this.moves.start(subscription, start);
+  }
+
+  /**
+   * A durable SUBSCRIBE: the consumer attached and where it starts (a known consumer after its
+   * position, never past the visible end; a new one where the SUBSCRIBE says), or null: refused.
+   */
+  private durable(
+    session: SubscriberSession,
+    frame: SubscribeFrame,
+    name: string,
+  ): { consumer: Consumer; start: SubscribeFrame["start"] } | null {
+    const id = frame.subscriptionId;
+    if (frame.shared === true)
+      return (
+        this.fail(
+          session,
+          "ARIA_ERR_MALFORMED_FRAME",
+          `subscription ${id}: shared groups (option SHARED) are not served by this server`,
+          { subscriptionId: id },
+        ),
+        null
+      );
+    const attached = this.consumers.attach(name, frame.filter, {
+      shared: false,
+      nowUs: this.options.clock.nowUs(),
+    });
+    if (!attached.ok)
+      return (this.fail(session, attached.code, attached.reason, { subscriptionId: id }), null);
+    const consumer = attached.consumer;
+    if (consumer.nextSeq === 0) return { consumer, start: frame.start };
+    // A store that lost unsynced seqs in a crash (fsync not always) gives them again: the
+    // position must not be past them, or the new messages with those seqs would be skipped.
+    const seq = Math.max(1, Math.min(consumer.nextSeq, this.publishing.visibleSeq));
+    return { consumer, start: { kind: "seq", seq } };
+  }
+
+  /** ACK: a durable subscription processed everything delivered up to `seq`. */
+  private ack(session: SubscriberSession, id: number, seq: number): void {
+    const subscription = session.subscriptions.get(id);
+    if (subscription === undefined)
+      return this.fail(
+        session,
+        "ARIA_ERR_UNKNOWN_SUBSCRIPTION",
+        `ACK for subscription ${id}, which is not open on this connection`,
+        { subscriptionId: id },
+      );
+    const consumer = subscription.consumer;
+    if (consumer === null)
+      return this.fail(
+        session,
+        "ARIA_ERR_MALFORMED_FRAME",
+        `ACK for subscription ${id}, which is not durable (only DURABLE subscriptions acknowledge)`,
+        { subscriptionId: id },
+      );
+    // Every matching seq below nextSeq was delivered; nothing at or above it was.
+    if (seq >= subscription.nextSeq)
+      return this.fail(
+        session,
+        "ARIA_ERR_MALFORMED_FRAME",
+        `ACK seq ${seq} of subscription ${id} is above the last seq delivered to it (${subscription.nextSeq - 1}); the position stays at ${consumer.nextSeq}`,
+        { subscriptionId: id },
+      );
+    this.consumers.ack(consumer, seq, this.options.clock.nowUs());
   }
 
   private unsubscribe(session: SubscriberSession, id: number): void {
@@ -552,6 +632,10 @@ export class Dispatch {
     this.fanout.unregister(subscription);
     // Out of the topic table's filter index: new topics no longer look at it.
     subscription.matcher.close();
+    if (subscription.consumer !== null) {
+      this.consumers.detach(subscription.consumer);
+      subscription.consumer = null;
+    }
   }
 
   private closeSession(session: SubscriberSession, how = "closed by the client"): void {

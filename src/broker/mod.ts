@@ -6,10 +6,17 @@ export {
   type SubscriptionLag,
   RECOVERY_SECONDS_BOUNDS,
 } from "./broker.ts";
+export {
+  Consumer,
+  type ConsumerInfo,
+  ConsumerRegistry,
+} from "./consumer_registry.ts";
 export type {
   BrokerStore,
   Clock,
   Connection,
+  ConsumerRecord,
+  ConsumerStore,
   Scheduler,
   StoredMessageLike,
 } from "./ports.ts";

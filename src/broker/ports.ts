@@ -104,3 +104,30 @@ export interface BrokerStore {
     options?: { borrow?: boolean; batchBytesMax?: number; bufferBytes?: number },
   ): { nextBatch(): Promise<StoredMessageLike[]> };
 }
+
+/** A durable consumer as stored: its name, filter and position (consumer_registry.ts). */
+export interface ConsumerRecord {
+  readonly name: string;
+  /** Its filter's entries, normalised. */
+  readonly filter: readonly string[];
+  /** A shared group's (several members) or a single consumer's. */
+  readonly shared: boolean;
+  /** The seq after the last acknowledged one: a subscription of it starts here. */
+  readonly nextSeq: number;
+  /** When it was last subscribed to or acknowledged (µs since the epoch). */
+  readonly lastActiveUs: number;
+}
+
+/**
+ * Where durable consumers' positions persist (src/runtime/consumer_file.ts: a file in the data
+ * directory, written in batches). Saves may be buffered: after a crash a consumer resumes at the
+ * last position written, never after one that was not acknowledged.
+ */
+export interface ConsumerStore {
+  /** The consumers stored when the server started. */
+  load(): readonly ConsumerRecord[];
+  /** Stores a consumer's record (replacing an older one of its name). */
+  save(record: ConsumerRecord): void;
+  /** Forgets consumer `name`. */
+  remove(name: string): void;
+}

@@ -12,6 +12,7 @@
  */
 import type { Filter } from "../topic/filter.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
+import type { Consumer } from "./consumer_registry.ts";
 import type { StoredMessageLike } from "./ports.ts";
 import type { Session } from "./session.ts";
 
@@ -56,6 +57,8 @@ export class Subscription {
   /** Where it started when it was behind (null: it started live), and when (µs). */
   recovery: "tip" | "disk" | null = null;
   startedUs = 0;
+  /** The durable consumer this subscription serves (option DURABLE), or null. */
+  consumer: Consumer | null = null;
 
   constructor(
     readonly session: SubscriberSession,

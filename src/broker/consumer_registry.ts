@@ -1,0 +1,214 @@
+/**
+ * ConsumerRegistry: the server's durable consumers — each a name, a filter and a stored position
+ * (the seq after the last acknowledged one), persisted through the ConsumerStore port
+ * (ports.ts). It decides who may attach (CONSUMER_BUSY, CONSUMER_MISMATCH, CONSUMERS_FULL), moves
+ * positions on acknowledgements (cumulative, never backwards) and lists and removes consumers for
+ * the admin API.
+ *
+ *   SUBSCRIBE durable ─▶ attach ─▶ new: position set when the subscription begins (its first seq)
+ *                                 └ known: the subscription starts at the position
+ *   ACK seq ─▶ ack ─▶ position = max(position, seq + 1) ─▶ store.save (batched by the store)
+ *   UNSUBSCRIBE / close ─▶ detach (the position stays)
+ *
+ * Not here: which seqs a subscription delivered (dispatch checks an ACK against the
+ * subscription's nextSeq), reading and writing the file (src/runtime/consumer_file.ts), shared
+ * groups' member assignment (a group is a consumer with `shared` and several members).
+ * Invariants: a consumer's position never decreases; a consumer with no position yet (its first
+ * subscription has not begun) is never stored and goes away when that subscription ends; at most
+ * `consumersMax` consumers; a non-shared consumer has at most one member.
+ */
+import type { AriaErrorCode } from "../protocol/mod.ts";
+import { CONSUMERS_MAX } from "../constants.ts";
+import { assert } from "../stdx/assert.ts";
+import type { Filter } from "../topic/filter.ts";
+import type { ConsumerRecord, ConsumerStore } from "./ports.ts";
+
+/** One durable consumer, as the broker holds it. */
+export class Consumer {
+  /** Open subscriptions of it (at most 1 unless shared). */
+  members = 0;
+
+  constructor(
+    readonly name: string,
+    /** Its filter's entries, normalised (Filter.toStrings()). */
+    readonly filter: readonly string[],
+    readonly shared: boolean,
+    /** The seq after the last acknowledged one; 0 until its first subscription began. */
+    public nextSeq: number,
+    /** When it was last subscribed to or acknowledged (µs). */
+    public lastActiveUs: number,
+    private readonly registry: ConsumerRegistry,
+  ) {}
+
+  /** A subscription of it began at `firstSeq` (SUBSCRIBED): a new consumer's position. */
+  began(firstSeq: number): void {
+    this.registry.began(this, firstSeq);
+  }
+
+  /** Its stored form. */
+  record(): ConsumerRecord {
+    return {
+      name: this.name,
+      filter: this.filter,
+      shared: this.shared,
+      nextSeq: this.nextSeq,
+      lastActiveUs: this.lastActiveUs,
+    };
+  }
+}
+
+/** A consumer as the admin API lists it. */
+export interface ConsumerInfo {
+  name: string;
+  filter: readonly string[];
+  shared: boolean;
+  /** The last acknowledged seq (nextSeq - 1; 0: none). */
+  ackedSeq: number;
+  /** Where a subscription of it starts. */
+  nextSeq: number;
+  /** Seqs published after its position: an upper bound of the matching ones not yet acknowledged. */
+  pendingSeqs: number;
+  /** Open subscriptions of it. */
+  members: number;
+  lastActiveUs: number;
+}
+
+/** Why attach refused. */
+export interface AttachRefusal {
+  code: AriaErrorCode;
+  reason: string;
+}
+
+/** The durable consumers of one server. */
+export class ConsumerRegistry {
+  private readonly consumers = new Map<string, Consumer>();
+
+  constructor(
+    private readonly store: ConsumerStore | undefined,
+    private readonly consumersMax: number = CONSUMERS_MAX,
+  ) {
+    for (const record of store?.load() ?? []) {
+      assert(record.nextSeq >= 1, "a stored consumer has a position");
+      this.consumers.set(
+        record.name,
+        new Consumer(
+          record.name,
+          record.filter,
+          record.shared,
+          record.nextSeq,
+          record.lastActiveUs,
+          this,
+        ),
+      );
+    }
+  }
+
+  /** How many consumers exist. */
+  get size(): number {
+    return this.consumers.size;
+  }
+
+  /** The consumer named `name`, or undefined. */
+  get(name: string): Consumer | undefined {
+    return this.consumers.get(name);
+  }
+
+  /**
+   * A subscription of consumer `name` with `filter` opens: the consumer (created when new, with no
+   * position until `began`), or why not.
+   */
+  attach(
+    name: string,
+    filter: Filter,
+    options: { shared: boolean; nowUs: number },
+  ): { ok: true; consumer: Consumer } | ({ ok: false } & AttachRefusal) {
+    const texts = filter.toStrings();
+    let consumer = this.consumers.get(name);
+    if (consumer === undefined) {
+      if (this.consumers.size >= this.consumersMax)
+        return {
+          ok: false,
+          code: "ARIA_ERR_CONSUMERS_FULL",
+          reason: `server holds ${this.consumers.size} durable consumers, the limit; remove unused ones (aria consumers rm NAME)`,
+        };
+      consumer = new Consumer(name, texts, options.shared, 0, options.nowUs, this);
+      this.consumers.set(name, consumer);
+    } else if (consumer.shared !== options.shared) {
+      return {
+        ok: false,
+        code: "ARIA_ERR_CONSUMER_MISMATCH",
+        reason: `durable consumer "${name}" is ${consumer.shared ? "a shared group" : "not shared"}; subscribe ${consumer.shared ? "with" : "without"} SHARED, or use another name`,
+      };
+    } else if (!sameTexts(consumer.filter, texts)) {
+      return {
+        ok: false,
+        code: "ARIA_ERR_CONSUMER_MISMATCH",
+        reason: `durable consumer "${name}" has filter ${consumer.filter.join(",")}, not ${texts.join(",")}; remove it first (aria consumers rm ${name}) or use another name`,
+      };
+    } else if (!consumer.shared && consumer.members > 0) {
+      return {
+        ok: false,
+        code: "ARIA_ERR_CONSUMER_BUSY",
+        reason: `durable consumer "${name}" already has a subscription open (one at a time)`,
+      };
+    }
+    consumer.members++;
+    consumer.lastActiveUs = options.nowUs;
+    return { ok: true, consumer };
+  }
+
+  /** The first subscription of a new consumer began at `firstSeq`: its position, stored. */
+  began(consumer: Consumer, firstSeq: number): void {
+    if (consumer.nextSeq !== 0 || this.consumers.get(consumer.name) !== consumer) return;
+    consumer.nextSeq = Math.max(1, firstSeq);
+    this.store?.save(consumer.record());
+  }
+
+  /** Everything up to `seq` was processed: the position moves past it (never back). */
+  ack(consumer: Consumer, seq: number, nowUs: number): void {
+    consumer.lastActiveUs = nowUs;
+    if (seq + 1 <= consumer.nextSeq || this.consumers.get(consumer.name) !== consumer) return;
+    consumer.nextSeq = seq + 1;
+    this.store?.save(consumer.record());
+  }
+
+  /** A subscription of `consumer` ended; a consumer that never got a position goes away. */
+  detach(consumer: Consumer): void {
+    assert(consumer.members > 0, "detach follows attach");
+    consumer.members--;
+    if (consumer.members === 0 && consumer.nextSeq === 0) this.consumers.delete(consumer.name);
+  }
+
+  /** Removes consumer `name`: "unknown", "busy" (a subscription of it is open) or "removed". */
+  remove(name: string): "removed" | "unknown" | "busy" {
+    const consumer = this.consumers.get(name);
+    if (consumer === undefined || consumer.nextSeq === 0) return "unknown";
+    if (consumer.members > 0) return "busy";
+    this.consumers.delete(name);
+    this.store?.remove(name);
+    return "removed";
+  }
+
+  /** Every consumer with a position, by name; `visibleSeq` estimates what each has pending. */
+  list(visibleSeq: number): ConsumerInfo[] {
+    const infos: ConsumerInfo[] = [];
+    for (const consumer of this.consumers.values()) {
+      if (consumer.nextSeq === 0) continue;
+      infos.push({
+        name: consumer.name,
+        filter: consumer.filter,
+        shared: consumer.shared,
+        ackedSeq: consumer.nextSeq - 1,
+        nextSeq: consumer.nextSeq,
+        pendingSeqs: Math.max(0, visibleSeq - consumer.nextSeq),
+        members: consumer.members,
+        lastActiveUs: consumer.lastActiveUs,
+      });
+    }
+    return infos.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+}
+
+function sameTexts(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((text, index) => text === b[index]);
+}
