@@ -429,8 +429,19 @@ export const GROUP_MEMBER_INFLIGHT_MAX = 1024;
  * window, or their topic waits for a rebalance): the cursor stops reading beyond them.
  */
 export const GROUP_PENDING_MAX = 4096;
+/**
+ * Payload bytes one member holds unacknowledged: the group keeps a copy of each in-flight message
+ * (a member that leaves gives them back), so this bounds that memory; one message always fits.
+ */
+export const GROUP_MEMBER_INFLIGHT_BYTES_MAX = 1024 * 1024;
+/** Payload bytes of a group's pending messages (copies) beyond which its cursor stops reading. */
+export const GROUP_PENDING_BYTES_MAX = 4 * 1024 * 1024;
 
 assert(GROUP_MEMBER_INFLIGHT_MAX >= 1 && GROUP_PENDING_MAX >= 1, "a group can hold a message");
+assert(
+  GROUP_MEMBER_INFLIGHT_BYTES_MAX >= 1 && GROUP_PENDING_BYTES_MAX >= 1,
+  "a group can hold a message's bytes",
+);
 
 // ---- Command line ---------------------------------------------------------------------------
 
