@@ -18,6 +18,7 @@ import {
   AUTH_TOKEN_BYTES_MAX,
   CLIENT_NAME_BYTES_MAX,
   PAYLOAD_BYTES_MAX,
+  PROPERTIES_BYTES_MAX,
   PROTOCOL_VERSION,
   PUBLISH_BATCH_MESSAGES_MAX,
 } from "../constants.ts";
@@ -85,9 +86,16 @@ interface PendingPublish {
   reject(error: Error): void;
 }
 
+/** Options of `publish`. */
+export interface PublishOptions {
+  /** Opaque bytes kept with the message and given to subscribers that ask for them. */
+  properties?: Uint8Array;
+}
+
 interface QueuedPublish {
   topic: string;
   payload: Uint8Array;
+  properties?: Uint8Array;
   resolve(seq: number): void;
   reject(error: Error): void;
 }
@@ -206,13 +214,21 @@ export class AriaClient {
     return client;
   }
 
-  /** Publishes one message; resolves to its seq once the server acknowledged it. */
-  publish(topic: string, payload: Uint8Array | string): Promise<number> {
+  /**
+   * Publishes one message (with `properties`: opaque bytes kept with it, up to
+   * PROPERTIES_BYTES_MAX); resolves to its seq once the server acknowledged it.
+   */
+  publish(
+    topic: string,
+    payload: Uint8Array | string,
+    options: PublishOptions = {},
+  ): Promise<number> {
     const bytes = typeof payload === "string" ? ENCODER.encode(payload) : payload;
-    const problem = this.checkMessage(topic, bytes);
+    const properties = options.properties;
+    const problem = this.checkMessage(topic, bytes, properties);
     if (problem !== null) return Promise.reject(problem);
     return new Promise((resolve, reject) => {
-      this.queued.push({ topic, payload: bytes, resolve, reject });
+      this.queued.push({ topic, payload: bytes, properties, resolve, reject });
       if (this.queued.length >= PUBLISH_BATCH_MESSAGES_MAX) this.flushPublishes();
       else if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -227,19 +243,21 @@ export class AriaClient {
    * batch before anything is sent. One promise per frame, not per message.
    */
   async publishBatch(
-    messages: readonly { topic: string; payload: Uint8Array | string }[],
+    messages: readonly { topic: string; payload: Uint8Array | string; properties?: Uint8Array }[],
   ): Promise<PublishResult> {
     const payloads: Uint8Array[] = new Array(messages.length);
     for (let i = 0; i < messages.length; i++) {
       const payload = messages[i].payload;
       payloads[i] = typeof payload === "string" ? ENCODER.encode(payload) : payload;
-      const problem = this.checkMessage(messages[i].topic, payloads[i]);
+      const problem = this.checkMessage(messages[i].topic, payloads[i], messages[i].properties);
       if (problem !== null) throw problem;
     }
     if (messages.length === 0) return { firstSeq: 0, count: 0 };
     if (this.socket === null || this.welcomed !== null) {
       // Not connected (or reconnecting): queue like single publishes, which wait for the connection.
-      const seqs = await Promise.all(messages.map((m, i) => this.publish(m.topic, payloads[i])));
+      const seqs = await Promise.all(
+        messages.map((m, i) => this.publish(m.topic, payloads[i], { properties: m.properties })),
+      );
       return { firstSeq: seqs[0], count: seqs.length };
     }
     this.flushPublishes(); // earlier publish() calls go first
@@ -575,9 +593,18 @@ export class AriaClient {
 
   // ---- Publishing and subscribing ------------------------------------------------------------
 
-  private checkMessage(topic: string, payload: Uint8Array): AriaError | null {
+  private checkMessage(
+    topic: string,
+    payload: Uint8Array,
+    properties?: Uint8Array,
+  ): AriaError | null {
     const reason = validateTopic(topic);
     if (reason !== null) return new AriaError("ARIA_ERR_INVALID_TOPIC", reason);
+    if (properties !== undefined && properties.length > PROPERTIES_BYTES_MAX)
+      return new AriaError(
+        "ARIA_ERR_PROPERTIES_TOO_LARGE",
+        `properties are ${properties.length} bytes, more than the limit of ${PROPERTIES_BYTES_MAX}`,
+      );
     const max = this.limits?.payloadBytesMax ?? PAYLOAD_BYTES_MAX;
     if (payload.length > max)
       return new AriaError(
@@ -622,21 +649,31 @@ export class AriaClient {
    * allow, calls `framed` with each frame's request id and message range, then sends them.
    */
   private sendPublishFrames(
-    messages: readonly { topic: string }[],
+    messages: readonly { topic: string; properties?: Uint8Array }[],
     payloadOf: (i: number) => Uint8Array,
     framed: (requestId: number, start: number, end: number) => void,
   ): void {
     const batchMax = this.limits?.publishBatchMessagesMax ?? PUBLISH_BATCH_MESSAGES_MAX;
+    // The flag PROPERTIES only when a message has some: without, the frames are v1's.
+    let withProperties = false;
+    for (let i = 0; i < messages.length && !withProperties; i++)
+      withProperties = (messages[i].properties?.length ?? 0) > 0;
     let start = 0;
     while (start < messages.length) {
       const requestId = this.nextRequestId++;
-      this.writer.beginPublish(requestId);
+      this.writer.beginPublish(requestId, withProperties);
       let end = start;
       while (end < messages.length && end - start < batchMax) {
         const topic = messages[end].topic;
         const payload = payloadOf(end);
-        if (end > start && !this.writer.publishMessageFits(topic.length, payload.length)) break;
-        this.writer.addPublishMessageText(topic, payload);
+        const properties = messages[end].properties;
+        const propertiesBytes = properties?.length ?? 0;
+        if (
+          end > start &&
+          !this.writer.publishMessageFits(topic.length, payload.length, propertiesBytes)
+        )
+          break;
+        this.writer.addPublishMessageText(topic, payload, properties);
         end++;
       }
       this.writer.endPublish();
@@ -653,6 +690,7 @@ export class AriaClient {
       subscriptionId: subscription.id,
       start,
       filter: subscription.filter,
+      properties: subscription.wantsProperties,
     });
     this.send();
   }

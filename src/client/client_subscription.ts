@@ -18,6 +18,8 @@ export interface SubscribeOptions {
   from?: StartFrom;
   /** End the iteration when the subscription reaches the live end (after every older message). */
   untilCaughtUp?: boolean;
+  /** Receive each message's properties (`Message.properties`; SUBSCRIBE option PROPERTIES). */
+  properties?: boolean;
 }
 
 /**
@@ -30,7 +32,14 @@ export interface Message {
   timeUs: number;
   topic: string;
   payload: Uint8Array;
+  /**
+   * The properties published with it (a view like `payload`), when subscribed with
+   * `{ properties: true }`; empty when it has none or the subscription did not ask.
+   */
+  properties: Uint8Array;
 }
+
+const NO_PROPERTIES = new Uint8Array(0);
 
 /** Messages queued before the connection stops reading. */
 export const QUEUE_MESSAGES_HIGH = 8192;
@@ -124,6 +133,11 @@ export class ClientSubscription implements AsyncIterable<Message> {
    */
   get resumeSeq(): number | null {
     return this.position > 0 ? this.position : null;
+  }
+
+  /** True when it asked for each message's properties (SUBSCRIBE option PROPERTIES). */
+  get wantsProperties(): boolean {
+    return this.options.properties === true;
   }
 
   /** Where a (re)subscribe starts: after what was received, else the requested start. */
@@ -323,5 +337,11 @@ export class ClientSubscription implements AsyncIterable<Message> {
 
 /** The current message of `frame` as a Message (its payload a view into the frame's own copy). */
 function messageAt(frame: MessageBatch): Message {
-  return { seq: frame.seq, timeUs: frame.timeUs, topic: frame.topic, payload: frame.payload };
+  return {
+    seq: frame.seq,
+    timeUs: frame.timeUs,
+    topic: frame.topic,
+    payload: frame.payload,
+    properties: frame.propertiesBytes === 0 ? NO_PROPERTIES : frame.properties,
+  };
 }
