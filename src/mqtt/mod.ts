@@ -3,6 +3,16 @@ export * from "./packets.ts";
 export { MqttDecoder, type MqttDecoderOptions, type MqttRole } from "./codec.ts";
 export { connackReturnCodeV4, encodePacket, hasProperties } from "./codec_encode.ts";
 export { propertyAllowed } from "./properties.ts";
+export {
+  ariaTopicToMqtt,
+  EMPTY_LEVEL,
+  type FilterMapResult,
+  isDollarTopic,
+  mqttFilterMatches,
+  mqttFilterToAria,
+  mqttTopicToAria,
+  type TopicMapResult,
+} from "./topic_map.ts";
 export { MqttDoor, type MqttDoorOptions, type MqttDoorStats } from "./mqtt_door.ts";
 export { MqttSession } from "./mqtt_session.ts";
 export { parseAriaFrom } from "./aria_from.ts";
