@@ -199,6 +199,34 @@ describe("SharedGroup examples", () => {
     ]);
   });
 
+  test("byte bounds: a member's window in bytes (one message always fits), pending bytes", () => {
+    const sizes = new Map([
+      [0, 600],
+      [1, 600],
+      [2, 2000],
+      [3, 10],
+    ]);
+    const { group, delivered } = recorder({
+      bytesOf: (m) => sizes.get(m.seq)!,
+      windowBytesMax: 1000,
+      pendingBytesMax: 2500,
+    });
+    group.join(1);
+    group.offer({ seq: 0, topicId: 0 });
+    group.offer({ seq: 1, topicId: 0 }); // 1200 > 1000: waits
+    expect(delivered).toEqual([[1, 0]]);
+    group.offer({ seq: 2, topicId: 0 });
+    expect(group.pendingBytesHeld).toBe(2600);
+    expect(group.wantsMore).toBe(false);
+    group.ack(1, 0);
+    expect(delivered.at(-1)).toEqual([1, 1]);
+    group.ack(1, 1); // 2000 alone is over the window, but a member with nothing in flight takes it
+    expect(delivered.at(-1)).toEqual([1, 2]);
+    expect(group.pendingBytesHeld).toBe(0);
+    group.leave(1);
+    expect(group.pendingBytesHeld).toBe(2000);
+  });
+
   test("wantsMore stops the cursor at the pending bound", () => {
     const { group } = recorder({ windowMax: 1, pendingMax: 3 });
     group.join(1);
@@ -251,7 +279,8 @@ const opArbitrary: fc.Arbitrary<Op> = fc.oneof(
 );
 
 /** Runs `ops`, checking each delivery and each position against the model, then liveness. */
-function runModel(ops: Op[], windowMax: number, pendingMax: number): void {
+function runModel(ops: Op[], windowMax: number, pendingMax: number, windowBytesMax: number): void {
+  const bytesOf = (m: GroupMessage): number => 1 + ((m.seq * 7) % 5);
   const log: GroupMessage[] = []; // every published message (the stream, seqs with gaps)
   let nextSeq = 0;
   let cursor = 0; // index into log of the next message the group's cursor offers
@@ -279,13 +308,17 @@ function runModel(ops: Op[], windowMax: number, pendingMax: number): void {
     if (m.seq < deliveredMax.get(member)!) late.add(m.seq);
     deliveredMax.set(member, Math.max(deliveredMax.get(member)!, m.seq));
     expect(list!.length).toBeLessThanOrEqual(windowMax);
+    const bytes = list!.reduce((sum, seq) => sum + bytesOf({ seq, topicId: 0 }), 0);
+    if (list!.length > 1) expect(bytes).toBeLessThanOrEqual(windowBytesMax);
   };
-  let group = new SharedGroup<GroupMessage>(onDeliver, { windowMax, pendingMax });
+  const options = { windowMax, pendingMax, windowBytesMax, bytesOf, pendingBytesMax: 12 };
+  let group = new SharedGroup<GroupMessage>(onDeliver, options);
 
   const feed = (): void => {
     while (cursor < log.length && group.wantsMore) group.offer(log[cursor++]!);
     if (cursor === log.length) group.readTo(nextSeq);
     expect(group.pendingCount).toBeLessThanOrEqual(pendingMax + returned);
+    expect(group.pendingBytesHeld).toBeLessThanOrEqual(12 + 5 + 5 * returned);
   };
   const join = (): void => {
     const id = nextMemberId++;
@@ -365,11 +398,7 @@ function runModel(ops: Op[], windowMax: number, pendingMax: number): void {
         const count = members.length;
         members = [];
         returned = 0;
-        group = new SharedGroup<GroupMessage>(onDeliver, {
-          windowMax,
-          pendingMax,
-          start: position,
-        });
+        group = new SharedGroup<GroupMessage>(onDeliver, { ...options, start: position });
         for (const m of log) if (!acked.has(m.seq)) expect(m.seq >= group.cursorStartSeq);
         cursor = log.findIndex((m) => m.seq >= group.cursorStartSeq);
         if (cursor === -1) cursor = log.length;
@@ -411,7 +440,9 @@ describe("SharedGroup property", () => {
         fc.array(opArbitrary, { maxLength: 200, size: "max" }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 1, max: 6 }),
-        (ops, windowMax, pendingMax) => runModel(ops, windowMax, pendingMax),
+        fc.integer({ min: 1, max: 12 }),
+        (ops, windowMax, pendingMax, windowBytesMax) =>
+          runModel(ops, windowMax, pendingMax, windowBytesMax),
       ),
       fcParams({ runs: 300 }),
     );

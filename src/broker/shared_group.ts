@@ -19,8 +19,9 @@
  *   flight on one member, or acknowledged. A member that leaves gives its in-flight messages
  *   back as pending, ahead of newer messages of their topics: nothing is lost while the group
  *   lives, and its position() keeps what is unacknowledged across a restart.
- * - A member holds at most `windowMax` messages in flight; pending messages are bounded by the
- *   cursor, which reads only while `wantsMore` (plus what leaving members give back).
+ * - A member holds at most `windowMax` messages and `windowBytesMax` bytes in flight (one message
+ *   always fits); pending messages are bounded by the cursor, which reads only while `wantsMore`
+ *   (count and bytes), plus what leaving members give back.
  *
  * Acknowledgements follow delivery order: acking message x acknowledges x and everything
  * delivered to that member before x (what the member had received when it sent the ACK). When
@@ -34,7 +35,12 @@
  * Not here: reading the log (the group's cursor), frames, sessions, persistence. Pure: no I/O,
  * clock or randomness; member ids are the caller's numbers, the assignment a fixed hash of them.
  */
-import { GROUP_MEMBER_INFLIGHT_MAX, GROUP_PENDING_MAX } from "../constants.ts";
+import {
+  GROUP_MEMBER_INFLIGHT_BYTES_MAX,
+  GROUP_MEMBER_INFLIGHT_MAX,
+  GROUP_PENDING_BYTES_MAX,
+  GROUP_PENDING_MAX,
+} from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 
 /** What the group needs of a message: its seq and its topic's id. */
@@ -62,6 +68,12 @@ export interface SharedGroupOptions {
   windowMax?: number;
   /** Pending messages beyond which `wantsMore` is false (GROUP_PENDING_MAX). */
   pendingMax?: number;
+  /** A message's bytes, for the byte bounds below (absent: bytes are not counted). */
+  bytesOf?: (message: GroupMessage) => number;
+  /** Bytes a member holds in flight at most, though one message always fits (…_INFLIGHT_BYTES_MAX). */
+  windowBytesMax?: number;
+  /** Pending bytes beyond which `wantsMore` is false (GROUP_PENDING_BYTES_MAX). */
+  pendingBytesMax?: number;
   /** Where a group that existed before starts (its stored position); absent: a new group. */
   start?: GroupPosition;
 }
@@ -108,6 +120,8 @@ interface Member<M> {
   readonly inFlight: Queue<M>;
   /** False while the member's session cannot take more (its send queue is backed up). */
   ready: boolean;
+  /** Bytes of its in-flight messages (bytesOf). */
+  inFlightBytes: number;
   /** The highest seq ever delivered to it: an ACK above it names nothing it received. */
   seqDeliveredMax: number;
   /** In-flight seqs delivered after a higher one (given back by a leaving member). */
@@ -141,6 +155,9 @@ export function rendezvousWeight(topicId: number, memberId: number): number {
 export class SharedGroup<M extends GroupMessage> {
   readonly windowMax: number;
   readonly pendingMax: number;
+  readonly windowBytesMax: number;
+  readonly pendingBytesMax: number;
+  private readonly bytesOf: (message: GroupMessage) => number;
   private readonly members = new Map<number, Member<M>>();
   private memberIds: number[] = [];
   /** Bumped at each join and leave: cached rendezvous choices older than it are stale. */
@@ -149,6 +166,7 @@ export class SharedGroup<M extends GroupMessage> {
   /** Topics whose queue is not empty, oldest first. */
   private readonly pendingTopics = new Set<TopicState<M>>();
   private pending = 0;
+  private pendingBytes = 0;
   private inFlight = 0;
   /** The cursor's position: every matching seq below it was offered. */
   private readSeq: number;
@@ -167,6 +185,9 @@ export class SharedGroup<M extends GroupMessage> {
   ) {
     this.windowMax = options.windowMax ?? GROUP_MEMBER_INFLIGHT_MAX;
     this.pendingMax = options.pendingMax ?? GROUP_PENDING_MAX;
+    this.windowBytesMax = options.windowBytesMax ?? GROUP_MEMBER_INFLIGHT_BYTES_MAX;
+    this.pendingBytesMax = options.pendingBytesMax ?? GROUP_PENDING_BYTES_MAX;
+    this.bytesOf = options.bytesOf ?? (() => 0);
     assert(this.windowMax >= 1 && this.pendingMax >= 1, "a group can hold a message");
     const start = options.start ?? { nextSeq: 0, unackedSeqs: [] };
     for (let i = 0; i < start.unackedSeqs.length; i++) {
@@ -186,7 +207,11 @@ export class SharedGroup<M extends GroupMessage> {
 
   /** True while the cursor should read and offer more: a member exists and few messages wait. */
   get wantsMore(): boolean {
-    return this.members.size > 0 && this.pending < this.pendingMax;
+    return (
+      this.members.size > 0 &&
+      this.pending < this.pendingMax &&
+      this.pendingBytes < this.pendingBytesMax
+    );
   }
 
   /** Members now. */
@@ -197,6 +222,11 @@ export class SharedGroup<M extends GroupMessage> {
   /** Messages read but not given to a member. */
   get pendingCount(): number {
     return this.pending;
+  }
+
+  /** Bytes of the pending messages (bytesOf). */
+  get pendingBytesHeld(): number {
+    return this.pendingBytes;
   }
 
   /** Messages delivered and not acknowledged, over every member. */
@@ -221,6 +251,7 @@ export class SharedGroup<M extends GroupMessage> {
       id: memberId,
       inFlight: new Queue<M>(),
       ready: true,
+      inFlightBytes: 0,
       seqDeliveredMax: -1,
       lateSeqs: new Set(),
     });
@@ -253,6 +284,7 @@ export class SharedGroup<M extends GroupMessage> {
       this.pendingTopics.add(topic);
     }
     this.pending += messages.length;
+    this.pendingBytes += member.inFlightBytes;
     this.inFlight -= messages.length;
     this.drainAll();
   }
@@ -292,6 +324,7 @@ export class SharedGroup<M extends GroupMessage> {
     }
     topic.queue.push(message);
     this.pending++;
+    this.pendingBytes += this.bytesOf(message);
     this.pendingTopics.add(topic);
     this.drainTopic(topic);
     return true;
@@ -333,6 +366,7 @@ export class SharedGroup<M extends GroupMessage> {
     for (let i = 0; i < count; i++) {
       const message = inFlight.shift();
       member.lateSeqs.delete(message.seq);
+      member.inFlightBytes -= this.bytesOf(message);
       const topic = this.topics.get(message.topicId)!;
       topic.inFlightCount--;
       if (topic.inFlightCount === 0) {
@@ -407,10 +441,14 @@ export class SharedGroup<M extends GroupMessage> {
       if (topic.inFlightCount > 0 && topic.owner !== target) return;
       const member = this.members.get(target)!;
       if (!member.ready || member.inFlight.length >= this.windowMax) return;
+      const bytes = this.bytesOf(queue.peek());
+      if (member.inFlightBytes > 0 && member.inFlightBytes + bytes > this.windowBytesMax) return;
       const message = queue.shift();
       this.pending--;
+      this.pendingBytes -= bytes;
       this.inFlight++;
       member.inFlight.push(message);
+      member.inFlightBytes += bytes;
       if (message.seq > member.seqDeliveredMax) member.seqDeliveredMax = message.seq;
       else member.lateSeqs.add(message.seq);
       topic.owner = target;
