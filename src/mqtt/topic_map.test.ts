@@ -78,8 +78,6 @@ describe("topic names", () => {
     expect(aria(new Array(33).fill("a").join("/"))).toBe("refused 90");
     const empty = mqttTopicToAria("");
     expect(empty.ok ? null : empty.reasonCode).toBe(REASON.TOPIC_NAME_INVALID);
-      REASON.TOPIC_NAME_INVALID,
-    );
   });
 
   const nameArbitrary = fc
