@@ -17,6 +17,6 @@ export { MqttDoor, type MqttDoorOptions, type MqttDoorStats } from "./mqtt_door.
 export { MqttSession } from "./mqtt_session.ts";
 export { parseAriaFrom } from "./aria_from.ts";
 export {
-  plainTopicMapping as mqttTopicMapping,
+  ariaTopicMapping as mqttTopicMapping,
   type TopicMapping,
 } from "./topic_mapping.ts";

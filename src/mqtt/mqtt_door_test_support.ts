@@ -12,7 +12,7 @@ import { MqttDecoder } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
 import { MqttDoor } from "./mqtt_door.ts";
 import type { Packet, ProtocolVersion } from "./packets.ts";
-import { plainTopicMapping } from "./topic_mapping.ts";
+import { ariaTopicMapping } from "./topic_mapping.ts";
 
 /** A fake MQTT client: what it sends goes through the door; what it gets is decoded. */
 export class FakeMqttClient {
@@ -104,7 +104,7 @@ export class DoorWorld {
       scheduler: { soon: (task) => this.tasks.push(task) },
       authToken: options.authToken,
     });
-    this.door = new MqttDoor({ broker: this.broker, clock, mapping: plainTopicMapping });
+    this.door = new MqttDoor({ broker: this.broker, clock, mapping: ariaTopicMapping });
   }
 
   later(task: () => void): void {

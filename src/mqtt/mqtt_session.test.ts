@@ -366,3 +366,25 @@ describe("MQTT session: keep alive, will, bad input", () => {
     }
   });
 });
+
+describe("MQTT session: topic names", () => {
+  test("names Aria cannot spell are mapped there and back; # does not match $ topics", async () => {
+    const world = new DoorWorld();
+    const all = await world.connected("all");
+    subscribe(all, "#", 0);
+    const dollar = await world.connected("dollar");
+    subscribe(dollar, "$sys/#", 0);
+    const empty = await world.connected("empty");
+    subscribe(empty, "a/+/+", 0);
+    await world.settle();
+    const pub = await world.connected("pub");
+    publish(pub, "a//b c", "odd");
+    publish(pub, "$sys/x", "sys");
+    await world.settle();
+    expect(all.take("publish").map((p) => p.topic)).toEqual(["a//b c"]);
+    expect(dollar.take("publish").map((p) => p.topic)).toEqual(["$sys/x"]);
+    expect(empty.take("publish").map((p) => p.topic)).toEqual(["a//b c"]);
+    const stored = world.store.messages.map((m) => m.topic);
+    expect(stored).toEqual(["a/%/b%20c", "$sys/x"]);
+  });
+});

@@ -3,7 +3,7 @@
  * The door is handed one (mqtt_door.ts); `ariaTopicMapping` is built on topic_map.ts's lossless
  * mapping. A session never looks at topic syntax itself.
  */
-import { Filter, validateTopic } from "../topic/mod.ts";
+import { ariaTopicToMqtt, isDollarTopic, mqttFilterToAria, mqttTopicToAria } from "./topic_map.ts";
 
 /** An MQTT filter as the door subscribes it. */
 export type MappedFilter =
@@ -22,35 +22,10 @@ export interface TopicMapping {
   isDollarTopic(name: string): boolean;
 }
 
-/**
- * A mapping for topics that are valid on both sides as they are (`a/b`, filters of whole-level
- * `+` and `#`): what the door uses until topic_map.ts's lossless mapping is wired in. A name that
- * is not a valid Aria topic is refused.
- */
-export const plainTopicMapping: TopicMapping = {
-  topicToAria(name) {
-    const problem = validateTopic(name);
-    return problem === null ? { ok: true, topic: name } : { ok: false, reason: problem };
-  },
-  topicFromAria: (topic) => topic,
-  filterToAria(filter) {
-    let share: string | null = null;
-    let text = filter;
-    if (text.startsWith("$share/")) {
-      const rest = text.slice("$share/".length);
-      const slash = rest.indexOf("/");
-      if (slash <= 0) return { ok: false, reason: `shared filter "${filter}" has no group` };
-      share = rest.slice(0, slash);
-      text = rest.slice(slash + 1);
-    }
-    const levels = text.split("/");
-    // `+` is Aria's `*`, `#` its `**` (MQTT's `a/#` matches `a` too, as Aria's `a/**` does).
-    const converted = levels.map((level) => (level === "+" ? "*" : level === "#" ? "**" : level));
-    const entries = [converted.join("/")];
-    const parsed = Filter.parse(entries);
-    if (!parsed.ok) return { ok: false, reason: parsed.reason };
-    const first = levels[0];
-    return { ok: true, entries, share, dollarExcluded: first === "+" || first === "#" };
-  },
-  isDollarTopic: (name) => name.startsWith("$"),
+/** The door's mapping: topic_map.ts's lossless one (`%XX` escapes, `%` for an empty level). */
+export const ariaTopicMapping: TopicMapping = {
+  topicToAria: mqttTopicToAria,
+  topicFromAria: ariaTopicToMqtt,
+  filterToAria: mqttFilterToAria,
+  isDollarTopic,
 };
