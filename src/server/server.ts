@@ -30,6 +30,7 @@ import { TopicTable } from "../topic/topic_table.ts";
 import {
   acquireLock,
   buildCommit,
+  ConsumerFile,
   type HeldLock,
   type HttpServer,
   runtime,
@@ -42,6 +43,7 @@ import {
 } from "../runtime/mod.ts";
 import type { Log } from "../stdx/log.ts";
 import { addSplitRoutes } from "../admin/split_routes.ts";
+import { addConsumerRoutes } from "../admin/consumer_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { MqttDoor, mqttTopicMapping } from "../mqtt/mod.ts";
 import { adminPlanner } from "./split_pool.ts";
@@ -185,6 +187,23 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     );
   }
   const { store, recovery } = opened;
+  // Durable consumers' positions: a file of their own beside the store's (consumer_file.ts).
+  let consumerFile: ConsumerFile;
+  try {
+    consumerFile = await ConsumerFile.open(options.dataDir, {
+      fsync: options.fsync,
+      crc32: runtime.crc32,
+      onError: (error) =>
+        log.error("cannot write the durable consumers' positions", { reason: error.message }),
+    });
+  } catch (error) {
+    await store.close({ sort: false }).catch(() => {});
+    await lock.release();
+    throw new FatalError(
+      `Cannot open data directory "${options.dataDir}": ${(error as Error).message}${repairHint(error, options.dataDir)}`,
+      storeExit(error),
+    );
+  }
   // Once each way: the store stops writing (a full disk it retries, or a failure) and resumes.
   store.onWritableChanged = (reason) =>
     reason === null
@@ -218,6 +237,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     topics,
     tip,
     store,
+    consumerStore: consumerFile,
     clock: runtime.clock,
     scheduler: runtime.scheduler,
     authToken: options.authToken,
@@ -293,13 +313,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // From the data directory: the same after a restart or an offline split.
     split: () => ({ storeBytes: store.stats().storeBytes, last: lastSplitOf(store.lastSplit()) }),
     // `aria split` against this running server: it performs the switch (src/admin/split_routes.ts).
-    routes: (app) =>
+    routes: (app) => {
       addSplitRoutes(app, storeHost(store), (swap) =>
         log.info("split switched: reads use the new layout", {
           filesRemoved: swap.removed.length,
           storesAdded: swap.added.length,
         }),
-      ),
+      );
+      addConsumerRoutes(app, broker);
+    },
     clock: runtime.clock,
     // With users, a user with the admin role (or the admin token, for `aria split`).
     token:
@@ -414,6 +436,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await broker.shutdown();
         await admin.stop();
         planner.close();
+        await consumerFile.close();
         await store.close();
         await lock.release();
       })()),

@@ -1,0 +1,102 @@
+/** ConsumerFile: positions written in batches survive a reopen; torn tails dropped; damage refused. */
+import { afterAll, describe, expect, test } from "bun:test";
+import {
+  appendFileSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ConsumerRecord } from "../broker/ports.ts";
+import { nativeCrc32 } from "./crc32.ts";
+import { CONSUMERS_FILE, ConsumerFile } from "./consumer_file.ts";
+
+const root = mkdtempSync(join(tmpdir(), "aria-consumers-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+const newDir = () => mkdtempSync(join(root, `d${dirs++}-`));
+const options = { fsync: "always" as const, crc32: nativeCrc32 };
+const record = (name: string, nextSeq: number): ConsumerRecord => ({
+  name,
+  filter: ["a/**", "b/*/c"],
+  shared: name.startsWith("g"),
+  nextSeq,
+  lastActiveUs: 1_700_000_000_000_000 + nextSeq,
+});
+const sorted = (records: readonly ConsumerRecord[]) =>
+  [...records].sort((a, b) => a.name.localeCompare(b.name));
+
+describe("ConsumerFile", () => {
+  test("saves and removes come back after a reopen, last one wins", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    expect(file.load()).toEqual([]);
+    file.save(record("c", 5));
+    file.save(record("g1", 2));
+    file.save(record("c", 9));
+    file.save(record("x", 1));
+    file.remove("x");
+    await file.close();
+    const again = await ConsumerFile.open(dir, options);
+    expect(sorted(again.load())).toEqual([record("c", 9), record("g1", 2)]);
+    await again.close();
+  });
+
+  test("without fsync always, saves wait for the interval: one append for many", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, { ...options, fsync: "interval", intervalMs: 30 });
+    const before = statSync(join(dir, CONSUMERS_FILE)).size;
+    for (let seq = 1; seq <= 100; seq++) file.save(record("c", seq));
+    expect(statSync(join(dir, CONSUMERS_FILE)).size).toBe(before);
+    await Bun.sleep(80);
+    const after = statSync(join(dir, CONSUMERS_FILE)).size;
+    // One record (the last of 100 saves of one name), not 100.
+    expect(after - before).toBeLessThan(100);
+    expect(after).toBeGreaterThan(before);
+    await file.close();
+    expect((await ConsumerFile.open(dir, options)).load()).toEqual([record("c", 100)]);
+  });
+
+  test("a torn tail is dropped and cut away; a bad record before others is damage with its offset", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    file.save(record("c", 3));
+    await file.flush();
+    file.save(record("d", 4));
+    await file.close();
+    const path = join(dir, CONSUMERS_FILE);
+    const whole = readFileSync(path);
+    // Cut inside the last record: a crash mid-append.
+    writeFileSync(path, whole.subarray(0, whole.length - 5));
+    const torn = await ConsumerFile.open(dir, options);
+    expect(torn.load()).toEqual([record("c", 3)]);
+    await torn.close();
+    expect(statSync(path).size).toBeLessThan(whole.length - 5);
+    // Zeros to the end (a file extended by a crash before its data): dropped too.
+    appendFileSync(path, new Uint8Array(64));
+    expect((await ConsumerFile.open(dir, options)).load()).toEqual([record("c", 3)]);
+    // A flipped byte in the first record, with a good one after: damage, refused.
+    const good = readFileSync(path);
+    const damaged = Uint8Array.from(good);
+    damaged[20] ^= 0xff;
+    writeFileSync(path, new Uint8Array([...damaged, ...good.subarray(8)]));
+    await expect(ConsumerFile.open(dir, options)).rejects.toThrow(
+      `Cannot read the durable consumers' file "${path}": checksum mismatch at offset 8`,
+    );
+  });
+
+  test("the file is compacted: its size stays bounded by the live consumers", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    for (let seq = 1; seq <= 3000; seq++) {
+      file.save(record("c", seq));
+      if (seq % 3 === 0) await file.flush();
+    }
+    await file.close();
+    expect(statSync(join(dir, CONSUMERS_FILE)).size).toBeLessThan(80 * 1024);
+    expect((await ConsumerFile.open(dir, options)).load()).toEqual([record("c", 3000)]);
+  });
+});

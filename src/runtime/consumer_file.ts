@@ -1,0 +1,209 @@
+/**
+ * ConsumerFile: the ConsumerStore port (broker/ports.ts) over `DATA_DIR/consumers.log`, whose
+ * format is src/store/consumers_codec.ts. Positions are written in batches, never a write per
+ * ACK: saves collect in memory and one append carries them all —
+ *
+ *   fsync always     the next append starts as soon as the one before finished, and is fsynced
+ *                    (a group commit: ACKs arriving meanwhile share the next one)
+ *   fsync interval   an append every CONSUMERS_WRITE_INTERVAL_MS, fsynced
+ *   fsync never      an append every CONSUMERS_WRITE_INTERVAL_MS, not fsynced
+ *
+ * so after `kill -9` a consumer resumes at the last position written: at most its unacknowledged
+ * messages and the last write window are delivered again, never a gap. The file is compacted
+ * (every live consumer written to `consumers.log.tmp`, fsynced, renamed over it, the directory
+ * fsynced) when it holds more than 4 times its live records. Opening a damaged file (a bad record
+ * followed by more bytes) fails with ARIA_ERR_STORE_CORRUPT naming the file and offset; a torn
+ * tail (a write cut by a crash) is dropped, and the next write truncates it away.
+ * Not here: deciding positions (consumer_registry.ts), the record bytes (consumers_codec.ts).
+ */
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { type FileHandle, open } from "node:fs/promises";
+import { join } from "node:path";
+import type { ConsumerRecord, ConsumerStore } from "../broker/ports.ts";
+import { CONSUMERS_WRITE_INTERVAL_MS } from "../constants.ts";
+import {
+  CONSUMERS_FILE_MAGIC,
+  type ConsumerEntry,
+  decodeConsumersFile,
+  encodeConsumerEntries,
+} from "../store/consumers_codec.ts";
+import type { Crc32 } from "../store/crc32.ts";
+import { StoreError } from "../store/mod.ts";
+
+/** The consumers file's name in the data directory. */
+export const CONSUMERS_FILE = "consumers.log";
+/** Compaction waits until the file is this large at least. */
+const COMPACT_BYTES_MIN = 64 * 1024;
+
+/** How the file is written. */
+export interface ConsumerFileOptions {
+  fsync: "always" | "interval" | "never";
+  crc32: Crc32;
+  /** Milliseconds between appends without fsync always (CONSUMERS_WRITE_INTERVAL_MS). */
+  intervalMs?: number;
+  /** Called when a write fails (the positions stay in memory and are tried again). */
+  onError?: (error: Error) => void;
+}
+
+/** Durable consumers' positions in one file of the data directory. */
+export class ConsumerFile implements ConsumerStore {
+  private readonly live = new Map<string, ConsumerRecord>();
+  private readonly pending = new Map<string, ConsumerEntry>();
+  private readonly loaded: ConsumerRecord[];
+  private handle: FileHandle | null = null;
+  private fileBytes: number;
+  private writing: Promise<void> | null = null;
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private closed = false;
+
+  private constructor(
+    readonly path: string,
+    private readonly options: ConsumerFileOptions,
+    records: ConsumerRecord[],
+    validBytes: number,
+  ) {
+    this.loaded = records;
+    for (const record of records) this.live.set(record.name, record);
+    this.fileBytes = validBytes;
+  }
+
+  /** Reads `dataDir`'s consumers file (absent: none); throws ARIA_ERR_STORE_CORRUPT on damage. */
+  static async open(dataDir: string, options: ConsumerFileOptions): Promise<ConsumerFile> {
+    const path = join(dataDir, CONSUMERS_FILE);
+    let bytes: Uint8Array;
+    try {
+      bytes = readFileSync(path);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "ENOENT") throw error;
+      bytes = new Uint8Array(0);
+    }
+    const decoded = decodeConsumersFile(bytes, options.crc32);
+    if (!decoded.ok)
+      throw new StoreError(
+        "ARIA_ERR_STORE_CORRUPT",
+        `Cannot read the durable consumers' file "${path}": ${decoded.reason} at offset ${decoded.offset}`,
+      );
+    const records = [...decoded.entries.values()].map(({ kind: _, ...record }) => record);
+    const file = new ConsumerFile(path, options, records, decoded.validBytes);
+    // A torn tail, or a header that never got written whole: the next write starts clean.
+    if (decoded.validBytes < bytes.length || decoded.validBytes === 0) file.rewriteSync();
+    return file;
+  }
+
+  load(): readonly ConsumerRecord[] {
+    return this.loaded;
+  }
+
+  save(record: ConsumerRecord): void {
+    this.live.set(record.name, record);
+    this.pending.set(record.name, { kind: "put", ...record });
+    this.schedule();
+  }
+
+  remove(name: string): void {
+    this.live.delete(name);
+    this.pending.set(name, { kind: "remove", name });
+    this.schedule();
+  }
+
+  /** Writes what is pending now (and waits for a write in flight). */
+  async flush(): Promise<void> {
+    while (this.writing !== null) await this.writing;
+    if (this.pending.size > 0) await this.write();
+  }
+
+  /** Writes what is pending, fsynced, and closes the file (shutdown). */
+  async close(): Promise<void> {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    await this.flush();
+    this.closed = true;
+    await this.handle?.sync();
+    await this.handle?.close();
+    this.handle = null;
+  }
+
+  private schedule(): void {
+    if (this.closed || this.writing !== null || this.timer !== null) return;
+    if (this.options.fsync === "always") {
+      void this.write();
+      return;
+    }
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.write();
+    }, this.options.intervalMs ?? CONSUMERS_WRITE_INTERVAL_MS);
+  }
+
+  /** One append of everything pending (or a compaction); then the next, if more came. */
+  private write(): Promise<void> {
+    const run = async () => {
+      try {
+        if (this.fileBytes > Math.max(COMPACT_BYTES_MIN, 4 * this.liveBytes())) {
+          this.pending.clear();
+          await this.handle?.close();
+          this.handle = null;
+          this.rewriteSync();
+          return;
+        }
+        const entries = [...this.pending.values()];
+        this.pending.clear();
+        const bytes = encodeConsumerEntries(entries, this.options.crc32);
+        this.handle ??= await open(this.path, "a");
+        await this.handle.write(bytes);
+        this.fileBytes += bytes.length;
+        if (this.options.fsync !== "never") await this.handle.sync();
+      } catch (error) {
+        this.options.onError?.(error as Error);
+      }
+    };
+    this.writing = run().finally(() => {
+      this.writing = null;
+      if (this.pending.size > 0) this.schedule();
+    });
+    return this.writing;
+  }
+
+  /** Bytes the live records take (an estimate of a compacted file's size). */
+  private liveBytes(): number {
+    let bytes = CONSUMERS_FILE_MAGIC.length;
+    for (const record of this.live.values())
+      bytes += 40 + record.name.length + record.filter.reduce((sum, t) => sum + 2 + t.length, 0);
+    return bytes;
+  }
+
+  /** Writes every live record to a new file, fsynced, and renames it over the old one. */
+  private rewriteSync(): void {
+    const entries: ConsumerEntry[] = [...this.live.values()].map((r) => ({ kind: "put", ...r }));
+    const body = encodeConsumerEntries(entries, this.options.crc32);
+    const temporary = `${this.path}.tmp`;
+    const fd = openSync(temporary, "w");
+    try {
+      writeSync(fd, CONSUMERS_FILE_MAGIC);
+      writeSync(fd, body);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temporary, this.path);
+    syncDirectory(join(this.path, ".."));
+    this.fileBytes = CONSUMERS_FILE_MAGIC.length + body.length;
+  }
+}
+
+/** fsyncs a directory, so a rename in it is durable (ignored where directories cannot be opened). */
+function syncDirectory(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return;
+  }
+  try {
+    fsyncSync(fd);
+  } catch {
+    // Some file systems refuse fsync on a directory; the rename is as durable as they allow.
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * consumers_codec: the byte format of the durable consumers' file (`DATA_DIR/consumers.log`) —
+ * a header, then records appended in batches, each checked by a CRC; the last record of a name
+ * wins. Pure: encoding and decoding only (src/runtime/consumer_file.ts reads and writes the file).
+ *
+ *   header  "ARIACNS1" (8 bytes)
+ *   record  u32 body bytes | u32 crc32(body) | body
+ *   body    u8 kind (1 put, 2 remove) | u8 name bytes | name
+ *           put: u8 flags (1 shared) | u64 next seq | u64 last active µs | u16 entries |
+ *                entries (u16 bytes, text)
+ *
+ * Reading (issue 28's rule): a record that does not check at the end of the file, with nothing
+ * readable after it (bytes cut short, or zeros to the end), is a write cut by a crash and is
+ * dropped; a bad record followed by more bytes is damage, reported with its offset.
+ * Invariants: decode(encode(records)) gives the records back; a record's body is at most
+ * CONSUMER_RECORD_BYTES_MAX.
+ */
+import { CONSUMER_NAME_BYTES_MAX, FILTER_ENTRIES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
+import type { Crc32 } from "./crc32.ts";
+
+/** What the file says about one consumer: its record (put), or that it was removed. */
+export type ConsumerEntry =
+  | {
+      kind: "put";
+      name: string;
+      filter: readonly string[];
+      shared: boolean;
+      nextSeq: number;
+      lastActiveUs: number;
+    }
+  | { kind: "remove"; name: string };
+
+/** The file's first bytes. */
+export const CONSUMERS_FILE_MAGIC = new TextEncoder().encode("ARIACNS1");
+/** Bytes before a record's body: u32 body bytes, u32 crc. */
+export const CONSUMER_RECORD_HEAD_BYTES = 8;
+/** Largest record body: a longest name and a largest filter. */
+export const CONSUMER_RECORD_BYTES_MAX =
+  2 + CONSUMER_NAME_BYTES_MAX + 1 + 16 + 2 + FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3);
+
+const KIND_PUT = 1;
+const KIND_REMOVE = 2;
+const utf8 = new TextEncoder();
+const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** Encodes entries as records (no header), one buffer. */
+export function encodeConsumerEntries(entries: readonly ConsumerEntry[], crc32: Crc32): Uint8Array {
+  const parts: Uint8Array[] = entries.map((entry) => recordOf(entry, crc32));
+  const bytes = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    bytes.set(part, at);
+    at += part.length;
+  }
+  return bytes;
+}
+
+function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
+  const name = utf8.encode(entry.name);
+  const texts = entry.kind === "put" ? entry.filter.map((text) => utf8.encode(text)) : [];
+  const bodyBytes =
+    2 +
+    name.length +
+    (entry.kind === "put" ? 1 + 16 + 2 + texts.reduce((sum, t) => sum + 2 + t.length, 0) : 0);
+  const bytes = new Uint8Array(CONSUMER_RECORD_HEAD_BYTES + bodyBytes);
+  const view = new DataView(bytes.buffer);
+  let at = CONSUMER_RECORD_HEAD_BYTES;
+  bytes[at++] = entry.kind === "put" ? KIND_PUT : KIND_REMOVE;
+  bytes[at++] = name.length;
+  bytes.set(name, at);
+  at += name.length;
+  if (entry.kind === "put") {
+    bytes[at++] = entry.shared ? 1 : 0;
+    view.setBigUint64(at, BigInt(entry.nextSeq), true);
+    view.setBigUint64(at + 8, BigInt(entry.lastActiveUs), true);
+    at += 16;
+    view.setUint16(at, texts.length, true);
+    at += 2;
+    for (const text of texts) {
+      view.setUint16(at, text.length, true);
+      bytes.set(text, at + 2);
+      at += 2 + text.length;
+    }
+  }
+  view.setUint32(0, bodyBytes, true);
+  view.setUint32(4, crc32(bytes.subarray(CONSUMER_RECORD_HEAD_BYTES)), true);
+  return bytes;
+}
+
+/** What decoding a file found. */
+export type ConsumersDecoded =
+  | {
+      ok: true;
+      /** The consumers, by name, after every record applied in order. */
+      entries: Map<string, Extract<ConsumerEntry, { kind: "put" }>>;
+      /** Bytes of the readable prefix (header and whole records): a torn tail starts here. */
+      validBytes: number;
+      /** Records read. */
+      records: number;
+    }
+  | { ok: false; offset: number; reason: string; validBytes: number };
+
+/** Decodes a whole file (header included); an empty file holds no consumer. */
+export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersDecoded {
+  const entries = new Map<string, Extract<ConsumerEntry, { kind: "put" }>>();
+  if (bytes.length === 0) return { ok: true, entries, validBytes: 0, records: 0 };
+  const magic = CONSUMERS_FILE_MAGIC;
+  if (bytes.length < magic.length || magic.some((byte, i) => bytes[i] !== byte)) {
+    // A header cut short by a crash at creation, or zeros: nothing was ever stored after it.
+    if (
+      bytes.length < magic.length &&
+      magic.subarray(0, bytes.length).every((b, i) => bytes[i] === b)
+    )
+      return { ok: true, entries, validBytes: 0, records: 0 };
+    return { ok: false, offset: 0, reason: "the file does not start with ARIACNS1", validBytes: 0 };
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = magic.length;
+  let records = 0;
+  while (at < bytes.length) {
+    const problem = recordProblem(bytes, view, at, crc32);
+    if (problem !== null) {
+      const torn = problem.cut || bytes.subarray(at).every((byte) => byte === 0);
+      if (torn) break;
+      return { ok: false, offset: at, reason: problem.reason, validBytes: at };
+    }
+    const bodyBytes = view.getUint32(at, true);
+    const entry = decodeBody(bytes.subarray(at + 8, at + 8 + bodyBytes));
+    if (entry === null)
+      return { ok: false, offset: at, reason: "a record's body does not decode", validBytes: at };
+    if (entry.kind === "put") entries.set(entry.name, entry);
+    else entries.delete(entry.name);
+    records++;
+    at += CONSUMER_RECORD_HEAD_BYTES + bodyBytes;
+  }
+  return { ok: true, entries, validBytes: at, records };
+}
+
+/** Why the record at `at` does not check; `cut`: it runs past the end of the file. */
+function recordProblem(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  crc32: Crc32,
+): { reason: string; cut: boolean } | null {
+  if (bytes.length - at < CONSUMER_RECORD_HEAD_BYTES)
+    return { reason: "a record header is cut short", cut: true };
+  const bodyBytes = view.getUint32(at, true);
+  if (bodyBytes < 2 || bodyBytes > CONSUMER_RECORD_BYTES_MAX)
+    return { reason: `a record length of ${bodyBytes} bytes is out of range`, cut: false };
+  if (at + CONSUMER_RECORD_HEAD_BYTES + bodyBytes > bytes.length)
+    return { reason: "a record is cut short", cut: true };
+  const body = bytes.subarray(
+    at + CONSUMER_RECORD_HEAD_BYTES,
+    at + CONSUMER_RECORD_HEAD_BYTES + bodyBytes,
+  );
+  if (crc32(body) !== view.getUint32(at + 4, true))
+    return { reason: "checksum mismatch", cut: false };
+  return null;
+}
+
+function decodeBody(body: Uint8Array): ConsumerEntry | null {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  try {
+    const kind = body[0];
+    const nameBytes = body[1];
+    const name = utf8Decoder.decode(body.subarray(2, 2 + nameBytes));
+    let at = 2 + nameBytes;
+    if (kind === KIND_REMOVE) return at === body.length ? { kind: "remove", name } : null;
+    if (kind !== KIND_PUT) return null;
+    const shared = body[at] === 1;
+    const nextSeq = Number(view.getBigUint64(at + 1, true));
+    const lastActiveUs = Number(view.getBigUint64(at + 9, true));
+    const count = view.getUint16(at + 17, true);
+    at += 19;
+    const filter: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const length = view.getUint16(at, true);
+      if (at + 2 + length > body.length) return null;
+      filter.push(utf8Decoder.decode(body.subarray(at + 2, at + 2 + length)));
+      at += 2 + length;
+    }
+    if (at !== body.length || nextSeq < 1 || !Number.isSafeInteger(nextSeq)) return null;
+    return { kind: "put", name, filter, shared, nextSeq, lastActiveUs };
+  } catch {
+    return null;
+  }
+}
