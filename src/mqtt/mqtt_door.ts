@@ -88,6 +88,11 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
 
   // ---- SessionDoor ---------------------------------------------------------------------------
 
+  /** The time now (µs). */
+  nowUs(): number {
+    return this.clock.nowUs();
+  }
+
   /** A client id for a client that gave none. */
   assignClientId(): string {
     this.assignedCount++;

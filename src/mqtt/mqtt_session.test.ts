@@ -388,3 +388,51 @@ describe("MQTT session: topic names", () => {
     expect(stored).toEqual(["a/%/b%20c", "$sys/x"]);
   });
 });
+
+describe("MQTT session: PUBLISH properties", () => {
+  test("kept with the message and given to MQTT 5 subscribers; expired ones skipped", async () => {
+    const world = new DoorWorld();
+    const pub = await world.connected("pub");
+    const sent = (payload: string, expiryS?: number) =>
+      pub.send({
+        type: "publish",
+        topic: "p/x",
+        payload: bytesOf(payload),
+        qos: 1,
+        retain: false,
+        dup: false,
+        packetId: 1,
+        properties: {
+          contentType: "text/plain",
+          correlationData: Uint8Array.from([1, 2, 3]),
+          responseTopic: "p/reply",
+          userProperties: [
+            ["k", "v1"],
+            ["k", "v2"],
+          ],
+          ...(expiryS === undefined ? {} : { messageExpiryInterval: expiryS }),
+        },
+      });
+    sent("kept");
+    sent("short", 5);
+    sent("long", 100);
+    await world.settle();
+    await world.advance(10_000_000);
+    const sub = await world.connected("sub");
+    subscribe(sub, "p/#", 0, [["aria-from", "earliest"]]);
+    await world.settle();
+    const got = sub.take("publish");
+    expect(got.map((p) => text(p.payload))).toEqual(["kept", "long"]);
+    expect(got[0].properties).toEqual({
+      contentType: "text/plain",
+      correlationData: Uint8Array.from([1, 2, 3]),
+      responseTopic: "p/reply",
+      userProperties: [
+        ["k", "v1"],
+        ["k", "v2"],
+        ["aria-seq", "1"],
+      ],
+    });
+    expect(got[1].properties.messageExpiryInterval).toBe(90);
+  });
+});

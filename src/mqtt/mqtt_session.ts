@@ -39,6 +39,7 @@ import {
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
+import { decodeStoredProperties, encodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
   type Packet,
@@ -82,6 +83,8 @@ export interface SessionDoor {
   readonly log?: Log;
   /** A client id for a CONNECT that gave none (MQTT 5). */
   assignClientId(): string;
+  /** The time now (µs): a message's expiry is counted from its publish time. */
+  nowUs(): number;
   /**
    * The client signed in as `clientId`: another connection of it is taken over, and the session
    * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
@@ -112,7 +115,10 @@ interface Outgoing {
   seq: number;
   topic: string;
   payload: Uint8Array;
+  properties: Properties;
   qos: QoS;
+  /** What it counts in heldBytes. */
+  bytes: number;
 }
 
 interface InFlight {
@@ -400,7 +406,12 @@ export class MqttSession implements NativeEvents {
     this.requests.set(requestId, { qos: packet.qos, packetId, will: false });
     if (packet.qos > 0) this.inboundInFlight++;
     if (packet.qos === 2) this.qos2Received.set(packetId, "pending");
-    this.link.publish(requestId, mapped.topic, packet.payload);
+    this.link.publish(
+      requestId,
+      mapped.topic,
+      packet.payload,
+      encodeStoredProperties(packet.properties),
+    );
   }
 
   private takeRequestId(): number {
@@ -621,20 +632,30 @@ export class MqttSession implements NativeEvents {
     const state = this.byNativeId.get(subscriptionId);
     if (state === undefined) return;
     const mapping = this.door.mapping;
+    const nowUs = this.door.nowUs();
     while (messages.next()) {
       const seq = messages.seq;
       state.positionSeq = seq + 1;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
+      const properties = messages.hasProperties ? decodeStoredProperties(messages.properties) : {};
+      const expiryS = properties.messageExpiryInterval;
+      if (expiryS !== undefined) {
+        // Expired messages are skipped; others carry what is left of their interval.
+        const leftS = expiryS - Math.floor((nowUs - messages.timeUs) / 1e6);
+        if (leftS <= 0) continue;
+        properties.messageExpiryInterval = leftS;
+      }
       const qos = state.options.qos;
       if (qos === 0 && this.held.length === this.heldHead) {
-        this.sendMessage(state, seq, topic, messages.payload, 0, 0);
+        this.sendMessage(state, { seq, topic, payload: messages.payload, properties, qos }, 0);
         continue;
       }
       state.unprocessed.add(seq);
       const payload = messages.payload.slice();
-      this.held.push({ subscription: state, seq, topic, payload, qos });
-      this.heldBytes += payload.length + topic.length;
+      const bytes = payload.length + topic.length + messages.propertiesBytes;
+      this.held.push({ subscription: state, seq, topic, payload, properties, qos, bytes });
+      this.heldBytes += bytes;
     }
     this.pump();
   }
@@ -652,29 +673,23 @@ export class MqttSession implements NativeEvents {
       const next = this.held[this.heldHead];
       if (next.qos > 0 && this.inflight.size >= this.window) break;
       this.heldHead++;
-      this.heldBytes -= next.payload.length + next.topic.length;
+      this.heldBytes -= next.bytes;
+      const state = next.subscription;
+      // A message of a subscription that ended, or at QoS 0, is processed once it leaves here.
+      if (next.qos === 0 || !this.byNativeId.has(state.nativeId))
+        state.unprocessed.delete(next.seq);
+      if (!this.byNativeId.has(state.nativeId)) continue;
       const packetId = next.qos === 0 ? 0 : this.takePacketId();
-      if (next.qos === 0 || !this.byNativeId.has(next.subscription.nativeId))
-        next.subscription.unprocessed.delete(next.seq);
-      if (!this.byNativeId.has(next.subscription.nativeId)) continue;
-      const sent = this.sendMessage(
-        next.subscription,
-        next.seq,
-        next.topic,
-        next.payload,
-        next.qos,
-        packetId,
-      );
-      if (next.qos > 0) {
-        if (sent)
-          this.inflight.set(packetId, {
-            subscription: next.subscription,
-            seq: next.seq,
-            qos: next.qos,
-            released: false,
-          });
-        else next.subscription.unprocessed.delete(next.seq);
-      }
+      const sent = this.sendMessage(state, next, packetId);
+      if (next.qos === 0) continue;
+      if (sent)
+        this.inflight.set(packetId, {
+          subscription: state,
+          seq: next.seq,
+          qos: next.qos,
+          released: false,
+        });
+      else state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
     if (this.heldHead === this.held.length) {
       this.held.length = 0;
@@ -690,30 +705,34 @@ export class MqttSession implements NativeEvents {
     }
   }
 
-  /** One PUBLISH to the client; false when it is larger than the client takes (skipped). */
+  /**
+   * One PUBLISH to the client with its kept properties, its subscription's identifier and
+   * `aria-seq` (MQTT 5); false when it is larger than the client takes (skipped).
+   */
   private sendMessage(
     state: SubscriptionState,
-    seq: number,
-    topic: string,
-    payload: Uint8Array,
-    qos: QoS,
+    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos">,
     packetId: number,
   ): boolean {
-    const properties: Properties = {};
+    let properties: Properties = {};
     if (this.protocolVersion === 5) {
+      properties = { ...message.properties };
       if (state.identifier !== undefined) properties.subscriptionIdentifiers = [state.identifier];
-      properties.userProperties = [["aria-seq", String(seq)]];
+      properties.userProperties = [
+        ...(message.properties.userProperties ?? []),
+        ["aria-seq", String(message.seq)],
+      ];
     }
     const packet: PublishPacket = {
       type: "publish",
-      topic,
-      payload,
-      qos,
+      topic: message.topic,
+      payload: message.payload,
+      qos: message.qos,
       retain: false,
       dup: false,
       properties,
     };
-    if (qos > 0) packet.packetId = packetId;
+    if (message.qos > 0) packet.packetId = packetId;
     return this.send(packet);
   }
 
@@ -902,7 +921,12 @@ export class MqttSession implements NativeEvents {
     if (!mapped.ok || this.phase !== "connected" || this.link.ended) return this.willDone();
     const requestId = this.takeRequestId();
     this.requests.set(requestId, { qos: will.qos, packetId: 0, will: true });
-    this.link.publish(requestId, mapped.topic, will.payload);
+    this.link.publish(
+      requestId,
+      mapped.topic,
+      will.payload,
+      encodeStoredProperties(will.properties),
+    );
   }
 
   private willDone(): void {

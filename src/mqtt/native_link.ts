@@ -94,17 +94,18 @@ export class NativeLink {
     this.send();
   }
 
-  /** PUBLISH of one message under `requestId`, with MQTT 5 properties (empty: none). */
-  publish(requestId: number, topic: string, payload: Uint8Array): void {
-    this.writer.beginPublish(requestId);
-    this.writer.addPublishMessageText(topic, payload);
+  /** PUBLISH of one message under `requestId`, with its properties bytes (empty: none). */
+  publish(requestId: number, topic: string, payload: Uint8Array, properties: Uint8Array): void {
+    const withProperties = properties.length > 0;
+    this.writer.beginPublish(requestId, withProperties);
+    this.writer.addPublishMessageText(topic, payload, withProperties ? properties : undefined);
     this.writer.endPublish();
     this.send();
   }
 
-  /** SUBSCRIBE of `filter` entries from `start`. */
+  /** SUBSCRIBE of `filter` entries from `start`, with each message's properties (PROPERTIES). */
   subscribe(subscriptionId: number, start: StartPosition, filter: readonly string[]): void {
-    encodeSubscribe(this.writer, { subscriptionId, start, filter });
+    encodeSubscribe(this.writer, { subscriptionId, start, filter, properties: true });
     this.send();
   }
 
