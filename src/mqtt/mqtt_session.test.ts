@@ -436,3 +436,21 @@ describe("MQTT session: PUBLISH properties", () => {
     expect(got[1].properties.messageExpiryInterval).toBe(90);
   });
 });
+
+test("payload format indicator 1 with bytes that are not UTF-8: PUBACK 0x99, nothing stored", async () => {
+  const world = new DoorWorld();
+  const pub = await world.connected("pub");
+  pub.send({
+    type: "publish",
+    topic: "u/x",
+    payload: Uint8Array.from([0xff, 0xfe]),
+    qos: 1,
+    retain: false,
+    dup: false,
+    packetId: 3,
+    properties: { payloadFormatIndicator: 1 },
+  });
+  await world.settle();
+  expect(pub.take("puback").map((p) => p.reasonCode)).toEqual([0x99]);
+  expect(world.store.nextSeq).toBe(1);
+});

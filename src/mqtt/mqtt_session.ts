@@ -392,6 +392,12 @@ export class MqttSession implements NativeEvents {
         REASON.RECEIVE_MAXIMUM_EXCEEDED,
         `more than ${MQTT_RECEIVE_MAXIMUM} QoS 1 and 2 publishes unacknowledged`,
       );
+    if (v5 && packet.properties.payloadFormatIndicator === 1 && !isUtf8(packet.payload)) {
+      const reason = "payload format indicator 1 with a payload that is not UTF-8";
+      if (packet.qos === 0) return this.disconnect(REASON.PAYLOAD_FORMAT_INVALID, reason);
+      const type = packet.qos === 1 ? "puback" : "pubrec";
+      return this.ack(type, packetId, REASON.PAYLOAD_FORMAT_INVALID, reason);
+    }
     const mapped = this.door.mapping.topicToAria(topic);
     if (!mapped.ok) {
       if (packet.qos === 0 || !v5) return this.disconnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
@@ -1026,6 +1032,18 @@ export class MqttSession implements NativeEvents {
   /** True while the broker asked not to read this client (storage behind). */
   get readPaused(): boolean {
     return this.paused;
+  }
+}
+
+const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
+
+/** True when `bytes` are valid UTF-8. */
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    UTF8_STRICT.decode(bytes);
+    return true;
+  } catch {
+    return false;
   }
 }
 
