@@ -215,9 +215,14 @@ export class Writer {
     this.bytes(value);
   }
 
-  /** A UTF-8 string: a two-byte length then its bytes. */
+  /** A UTF-8 string: a two-byte length then its bytes, encoded in place. */
   utf8(value: string): void {
-    this.binary(utf8Bytes(value));
+    this.ensure(2 + value.length * 3);
+    const start = this.offset + 2;
+    const { written } = UTF8_ENCODER.encodeInto(value, this.buffer.subarray(start));
+    assert(written <= 0xffff, "Writer: a string of at most 65,535 bytes");
+    this.u16(written);
+    this.offset = start + written;
   }
 
   /** Moves the bytes written since `from` forward by `shift` bytes (to insert a length). */

@@ -78,3 +78,28 @@ for (const version of [4, 5] as ProtocolVersion[]) {
     });
   });
 }
+
+describe("long strings", () => {
+  test("a topic of 65,535 bytes (ASCII, and 3-byte characters) round-trips; 65,536 is a bug", () => {
+    for (const topic of ["t".repeat(65_535), "日".repeat(21_845)]) {
+      const packet: Packet = {
+        type: "publish",
+        topic,
+        payload: new Uint8Array(3),
+        qos: 0,
+        retain: false,
+        dup: false,
+        properties: { userProperties: [["k", topic.slice(0, 1000)]] },
+      };
+      const bytes = encodePacket(packet, 5);
+      expect(decodeAll(bytes, [], { protocolVersion: 5 })).toEqual([ok(packet)]);
+    }
+    const tooLong: Packet = {
+      type: "unsubscribe",
+      packetId: 1,
+      filters: ["f".repeat(65_536)],
+      properties: {},
+    };
+    expect(() => encodePacket(tooLong, 4)).toThrow("65,535");
+  });
+});

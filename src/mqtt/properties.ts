@@ -151,6 +151,7 @@ export function propertyAllowed(key: keyof Properties, context: PropertyContext)
 /** Reads a property length and the properties it covers, checked as the file header says. */
 export function readProperties(reader: Reader, context: PropertyContext): Properties {
   const length = reader.vbi("property length");
+  if (length === 0) return {};
   if (length > reader.remaining()) {
     fail(REASON.MALFORMED_PACKET, `property length ${length} runs past the end of the packet`);
   }
@@ -224,6 +225,7 @@ export function writeProperties(
   properties: Properties,
   context: PropertyContext,
 ): void {
+  if (!hasAnyKey(properties)) return writer.u8(0);
   const start = writer.offset;
   for (const spec of PROPERTY_SPECS) {
     const value = properties[spec.key];
@@ -248,6 +250,11 @@ export function writeProperties(
   const length = writer.offset - start;
   writer.insertGap(start, vbiBytes(length));
   writer.vbiAt(start, length);
+}
+
+function hasAnyKey(properties: Properties): boolean {
+  for (const _ in properties) return true;
+  return false;
 }
 
 function writeValue(writer: Writer, spec: PropertySpec, value: unknown): void {
