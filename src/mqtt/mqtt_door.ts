@@ -119,7 +119,8 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
         waiting.cancelWill();
     const kept = this.stored.get(clientId) ?? null;
     this.stored.delete(clientId);
-    if (kept === null && this.stored.size >= MQTT_SESSIONS_MAX && !this.byClientId.has(clientId))
+    // Room for one more kept session, when this client will leave one.
+    if (session.sessionExpiryS > 0 && kept === null && this.stored.size >= MQTT_SESSIONS_MAX)
       return "full";
     this.byClientId.set(clientId, session);
     return cleanStart ? null : kept;
