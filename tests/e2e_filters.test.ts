@@ -73,7 +73,7 @@ function collect(
 ): { got: (Published & { seq: number })[]; done: Promise<void> } {
   const got: (Published & { seq: number })[] = [];
   const decoder = new TextDecoder();
-  const keep = (message: Omit<Message, "properties">) =>
+  const keep = (message: Omit<Message, "properties" | "ack">) =>
     got.push({ seq: message.seq, topic: message.topic, payload: decoder.decode(message.payload) });
   const done = (async () => {
     if (way === "batches") {

@@ -24,6 +24,8 @@ import {
 } from "../constants.ts";
 import {
   AriaError,
+  consumerNameRefusal,
+  encodeAck,
   encodeHello,
   encodeSubscribe,
   encodeUnsubscribe,
@@ -284,7 +286,12 @@ export class AriaClient {
     // Checked before anything is encoded: a bad start must not leave a frame half written.
     startPositionOf(options.from);
     const id = this.nextSubscriptionId++;
+    if (options.durable !== undefined) {
+      const refusal = consumerNameRefusal(options.durable);
+      if (refusal !== null) throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", refusal);
+    }
     const subscription = new ClientSubscription(id, parsed.filter, options, {
+      ack: (seq) => this.sendAck(id, seq),
       unsubscribe: () => this.unsubscribe(id),
       pause: () => this.pauseFor(id),
       resume: () => this.resumeFor(id),
@@ -691,7 +698,14 @@ export class AriaClient {
       start,
       filter: subscription.filter,
       properties: subscription.wantsProperties,
+      durable: subscription.durable,
     });
+    this.send();
+  }
+
+  private sendAck(id: number, seq: number): void {
+    if (this.socket === null || this.welcomed !== null || !this.subscriptions.has(id)) return;
+    encodeAck(this.writer, { subscriptionId: id, seq });
     this.send();
   }
 

@@ -20,6 +20,20 @@ export interface SubscribeOptions {
   untilCaughtUp?: boolean;
   /** Receive each message's properties (`Message.properties`; SUBSCRIBE option PROPERTIES). */
   properties?: boolean;
+  /**
+   * A durable consumer's name (SUBSCRIBE option DURABLE): the server keeps its position (the seq
+   * after the last acknowledged message) and a later subscription of that name, from any
+   * process, starts there; `from` applies only when the consumer is new.
+   */
+  durable?: string;
+  /**
+   * With `durable`: how messages are acknowledged. "auto" (the default): a message counts as
+   * processed once the application asks for the next one (the loop body returned; for
+   * `batches()` and `frames()`, the next batch), and the client sends one ACK per DATA frame,
+   * when the last message of the frame is processed. "manual": `message.ack()` acknowledges that
+   * message and every earlier one of the subscription.
+   */
+  ack?: "auto" | "manual";
 }
 
 /**
@@ -37,9 +51,15 @@ export interface Message {
    * `{ properties: true }`; empty when it has none or the subscription did not ask.
    */
   properties: Uint8Array;
+  /**
+   * Acknowledges this message and every earlier one of its subscription (a durable subscription
+   * with `ack: "manual"`; does nothing otherwise).
+   */
+  ack(): void;
 }
 
 const NO_PROPERTIES = new Uint8Array(0);
+const NO_ACK = () => {};
 
 /** Messages queued before the connection stops reading. */
 export const QUEUE_MESSAGES_HIGH = 8192;
@@ -47,6 +67,8 @@ export const QUEUE_MESSAGES_HIGH = 8192;
 export const QUEUE_MESSAGES_LOW = 2048;
 
 interface Controls {
+  /** Sends ACK `seq` for this subscription on the current connection. */
+  ack?(seq: number): void;
   unsubscribe(): void;
   pause(): void;
   resume(): void;
@@ -113,6 +135,16 @@ export class ClientSubscription implements AsyncIterable<Message> {
   private error: AriaError | Error | null = null;
   private paused = false;
   private caughtUpResolve!: (nextSeq: number) => void;
+  /** Durable: the highest seq acknowledged (sent, or waiting in `ackWanted`). */
+  private ackedSeq = 0;
+  /** Durable: the seq the application acknowledged, sent once this connection delivered it. */
+  private ackWanted = 0;
+  /** Durable: the highest seq the server delivered on the current connection (an ACK's bound). */
+  private deliveredSeq = 0;
+  /** Auto ack: the seq that ends the DATA frame last handed out, acknowledged at the next ask. */
+  private processedAtNext = 0;
+  /** `message.ack` of this subscription's messages (manual), or a no-op. */
+  private readonly ackOf: ((seq: number) => () => void) | null;
   /** Resolves with the next seq when the subscription first reaches the live end. */
   readonly caughtUpAt: Promise<number>;
 
@@ -125,6 +157,39 @@ export class ClientSubscription implements AsyncIterable<Message> {
     this.caughtUpAt = new Promise((resolve) => {
       this.caughtUpResolve = resolve;
     });
+    this.ackOf =
+      options.durable !== undefined && options.ack === "manual"
+        ? (seq) => () => this.acknowledge(seq)
+        : null;
+  }
+
+  /** True for a durable subscription that acknowledges by itself (`ack: "auto"`). */
+  private get autoAck(): boolean {
+    return this.options.durable !== undefined && this.options.ack !== "manual";
+  }
+
+  /**
+   * Everything up to `seq` is processed: an ACK is sent, once the current connection has
+   * delivered `seq` (after a reconnect the server delivers again from its stored position, and
+   * an ACK past what it delivered would be refused).
+   */
+  acknowledge(seq: number): void {
+    if (this.options.durable === undefined || seq <= this.ackedSeq) return;
+    this.ackedSeq = seq;
+    this.ackWanted = seq;
+    this.sendWantedAck();
+  }
+
+  private sendWantedAck(): void {
+    if (this.ackWanted === 0 || this.deliveredSeq === 0) return;
+    const seq = Math.min(this.ackWanted, this.deliveredSeq);
+    if (seq === this.ackWanted) this.ackWanted = 0;
+    this.controls.ack?.(seq);
+  }
+
+  /** The durable consumer's name, or undefined. */
+  get durable(): string | undefined {
+    return this.options.durable;
   }
 
   /**
@@ -147,8 +212,11 @@ export class ClientSubscription implements AsyncIterable<Message> {
       : startPositionOf(this.options.from);
   }
 
-  /** SUBSCRIBED arrived. */
+  /** SUBSCRIBED arrived (a new SUBSCRIBE on this connection: nothing delivered on it yet). */
   subscribed(firstSeq: number): void {
+    this.deliveredSeq = 0;
+    // What was acknowledged before a reconnect is sent again once delivered again.
+    if (this.ackedSeq >= firstSeq) this.ackWanted = this.ackedSeq;
     if (this.firstSeq === 0) this.firstSeq = firstSeq;
     this.position = Math.max(this.position, firstSeq);
   }
@@ -159,6 +227,10 @@ export class ClientSubscription implements AsyncIterable<Message> {
    */
   pushFrame(messages: MessageBatch): void {
     if (this.ended) return;
+    if (this.options.durable !== undefined) {
+      this.deliveredSeq = Math.max(this.deliveredSeq, messages.lastSeq);
+      this.sendWantedAck();
+    }
     const fresh = messages.copy(this.position);
     if (fresh === null) return;
     this.position = fresh.lastSeq + 1;
@@ -212,10 +284,12 @@ export class ClientSubscription implements AsyncIterable<Message> {
    */
   batches(): AsyncIterable<Message[]> {
     return this.iterable(async () => {
+      this.ackProcessed();
       const frame = await this.nextFrame();
       if (frame === null) return DONE;
       const messages: Message[] = new Array(frame.remaining);
-      for (let i = 0; frame.next(); i++) messages[i] = messageAt(frame);
+      for (let i = 0; frame.next(); i++) messages[i] = this.messageAt(frame);
+      if (this.autoAck) this.processedAtNext = frame.lastSeq;
       return { done: false, value: messages };
     });
   }
@@ -228,7 +302,9 @@ export class ClientSubscription implements AsyncIterable<Message> {
    */
   frames(): AsyncIterable<MessageBatch> {
     return this.iterable(async () => {
+      this.ackProcessed();
       const frame = await this.nextFrame();
+      if (frame !== null && this.autoAck) this.processedAtNext = frame.lastSeq;
       return frame === null ? DONE : { done: false, value: frame };
     });
   }
@@ -238,6 +314,7 @@ export class ClientSubscription implements AsyncIterable<Message> {
   }
 
   private async nextMessage(): Promise<IteratorResult<Message>> {
+    this.ackProcessed();
     for (;;) {
       const frame = await this.headFrame();
       if (frame === null) return DONE;
@@ -247,8 +324,25 @@ export class ClientSubscription implements AsyncIterable<Message> {
       }
       this.queued--;
       this.release();
-      return { done: false, value: messageAt(frame) };
+      // The last message of its frame: once the application asks for the next, ACK the frame.
+      if (frame.remaining === 0 && this.autoAck) this.processedAtNext = frame.seq;
+      return { done: false, value: this.messageAt(frame) };
     }
+  }
+
+  /** Auto ack: the application asked for more, so what it was handed is processed. */
+  private ackProcessed(): void {
+    if (this.processedAtNext === 0) return;
+    const seq = this.processedAtNext;
+    this.processedAtNext = 0;
+    this.acknowledge(seq);
+  }
+
+  /** The current message of `frame` as a Message, with `ack` for a manual durable subscription. */
+  private messageAt(frame: MessageBatch): Message {
+    const message = messageAt(frame);
+    if (this.ackOf !== null) message.ack = this.ackOf(frame.seq);
+    return message;
   }
 
   /** The next DATA frame, taken off the queue; null when the iteration ends. */
@@ -343,5 +437,6 @@ function messageAt(frame: MessageBatch): Message {
     topic: frame.topic,
     payload: frame.payload,
     properties: frame.propertiesBytes === 0 ? NO_PROPERTIES : frame.properties,
+    ack: NO_ACK,
   };
 }
