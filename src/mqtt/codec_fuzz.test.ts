@@ -1,8 +1,9 @@
 /**
  * Fuzz: random bytes and mutated valid packets, both versions, server and any role, in random
  * splits. The decoder never throws; it yields packets then at most one error, the same whatever
- * the split; the error's reason code is one of the spec's; and every packet it accepts re-encodes
- * to bytes that decode to the same packet. FC_RUNS scales the runs (see fc_params.ts).
+ * the split; the error's reason code is one of the spec's; every packet it accepts re-encodes
+ * to bytes that decode to the same packet; and a stream it accepts whole, mqtt-packet parses into
+ * the same packets (a second opinion on every field). FC_RUNS scales the runs (see fc_params.ts).
  */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
@@ -10,6 +11,12 @@ import { fcParams } from "../testing/fc_params.ts";
 import { decodeAll, encodeAll, packetArbitrary } from "./codec_arbitraries.ts";
 import type { MqttDecoderOptions } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
+import {
+  fromLoose,
+  mqttPacketParse,
+  normalised,
+  representable,
+} from "./codec_mqtt_packet_support.ts";
 import { type MqttDecodeResult, type ProtocolVersion, REASON } from "./packets.ts";
 
 const ERROR_CODES = new Set<number>([
@@ -109,6 +116,14 @@ describe("fuzz", () => {
               ? { role: "server" }
               : { role: "any", protocolVersion: version };
             fuzz(bytes, cuts, options);
+            const results = decodeAll(body, [], { protocolVersion: version });
+            const accepted = results.flatMap((result) => (result.ok ? [result.packet] : []));
+            if (accepted.length === results.length && accepted.every(representable)) {
+              const theirs = mqttPacketParse(body, version).map((loose) =>
+                fromLoose(loose, version),
+              );
+              expect(theirs).toEqual(accepted.map(normalised));
+            }
           },
         ),
         fcParams({ runs: 600 }),

@@ -102,6 +102,9 @@ const CASES: [string, number[], MqttDecoderOptions, number, number?][] = [
   ["topic with an encoded surrogate", pkt(0x30, str([0xed, 0xa0, 0x80]), 0), V5, 0x81],
   ["topic with an overlong encoding", pkt(0x30, str([0xc0, 0xaf]), 0), V5, 0x81],
   ["string length past the end", pkt(0x30, [0, 9, 0x61]), V5, REASON.MALFORMED_PACKET],
+  // The next packet's bytes follow: a read past the end would take them for the packet id.
+  ["packet id past the end of a PUBLISH", [...pkt(0x32, str("a"), 0), 0xc0, 0], V4, 0x81],
+  ["property past the end of a PUBLISH", [...pkt(0x30, str("a"), 2, 0x02, 0), 0xc0, 0], V5, 0x81],
   ["PUBLISH topic with +", pkt(0x30, str("a/+"), 0), V5, REASON.MALFORMED_PACKET],
   ["PUBLISH topic with #", pkt(0x30, str("#")), V4, REASON.MALFORMED_PACKET],
   ["3.1.1 PUBLISH with an empty topic", pkt(0x30, str("")), V4, REASON.MALFORMED_PACKET],
