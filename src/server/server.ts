@@ -229,8 +229,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       storeExit(error),
     );
   }
-  for (const message of newest)
-    tip.append(topics.internValid(message.topic), message.seq, message.timeUs, message.payload);
+  for (const message of newest) {
+    const { payload, properties } = message;
+    const topicId = topics.internValid(message.topic);
+    const propertiesBytes = properties?.length ?? 0;
+    tip.append(
+      topicId,
+      message.seq,
+      message.timeUs,
+      payload,
+      0,
+      payload.length,
+      properties,
+      0,
+      propertiesBytes,
+    );
+  }
   // Failed sign-ins per source address, of the protocol and the admin app alike.
   const throttle = new FailureThrottle();
   const broker = new Broker({

@@ -28,6 +28,7 @@ import {
   RECORD_TOPIC_OFFSET,
   type StoredMessage,
   checkRecordLength,
+  recordPropertiesBytes,
   recordSeq,
   recordTime,
 } from "./record.ts";
@@ -46,15 +47,25 @@ export class BorrowedMessage {
   source: Uint8Array = EMPTY;
   start = 0;
   length = 0;
+  /** The properties are source[propertiesStart, + propertiesBytes) (0 bytes: none). */
+  propertiesStart = 0;
+  propertiesBytes = 0;
 
   get payload(): Uint8Array {
     return this.source.subarray(this.start, this.start + this.length);
+  }
+
+  /** The properties as a view of the buffer, or undefined when the message has none. */
+  get properties(): Uint8Array | undefined {
+    if (this.propertiesBytes === 0) return undefined;
+    return this.source.subarray(this.propertiesStart, this.propertiesStart + this.propertiesBytes);
   }
 
   /** Lets go of the buffer (a slot no batch uses now: see StoreReader.nextBatch). */
   release(): void {
     this.source = EMPTY;
     this.length = 0;
+    this.propertiesBytes = 0;
   }
 }
 
@@ -74,6 +85,8 @@ export class RecordTable {
   /** Offset in `bytes` of each record. */
   offsets: Int32Array;
   payloadBytes: Int32Array;
+  /** Properties bytes of each record (0: none); they follow its payload. */
+  propertiesBytes: Int32Array;
   /** A view of `bytes`, one per table: tabulating an image builds none. */
   private readonly view: DataView;
 
@@ -87,6 +100,7 @@ export class RecordTable {
     this.times = new Float64Array(capacity);
     this.offsets = new Int32Array(capacity);
     this.payloadBytes = new Int32Array(capacity);
+    this.propertiesBytes = new Int32Array(capacity);
   }
 
   /**
@@ -122,6 +136,7 @@ export class RecordTable {
       this.times[count] = recordTime(view, at);
       this.offsets[count] = at;
       this.payloadBytes[count] = view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
+      this.propertiesBytes[count] = recordPropertiesBytes(view, at);
       count++;
       seq = next;
       at += length;
@@ -149,6 +164,7 @@ export class RecordTable {
     this.times = grown(this.times, new Float64Array(size));
     this.offsets = grown(this.offsets, new Int32Array(size));
     this.payloadBytes = grown(this.payloadBytes, new Int32Array(size));
+    this.propertiesBytes = grown(this.propertiesBytes, new Int32Array(size));
   }
 }
 
@@ -209,15 +225,21 @@ export class DecodedRuns {
     const topicBytes = this.topicBytes[source];
     const start = table.offsets[i] + RECORD_TOPIC_OFFSET + topicBytes;
     const length = table.payloadBytes[i];
+    const propertiesBytes = table.propertiesBytes[i];
     this.lastBytes = length + topicBytes;
     if (into === null) {
-      return {
+      const message: StoredMessage = {
         seq: asSeq(table.seqs[i]),
         timeUs: table.times[i],
         topic: this.topics[source],
         payload: table.bytes.slice(start, start + length),
       };
+      if (propertiesBytes !== 0)
+        message.properties = table.bytes.slice(start + length, start + length + propertiesBytes);
+      return message;
     }
+    into.propertiesStart = start + length;
+    into.propertiesBytes = propertiesBytes;
     into.seq = asSeq(table.seqs[i]);
     into.timeUs = table.times[i];
     into.topic = this.topics[source];

@@ -128,7 +128,10 @@ export class JournalWriter {
     return generations[generations.length - 1];
   }
 
-  /** Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes); `seq` must be the store's next seq. */
+  /**
+   * Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes) and its
+   * properties properties[propertiesStart, + propertiesBytes); `seq` must be the store's next seq.
+   */
   append(
     seq: number,
     timeUs: number,
@@ -136,6 +139,9 @@ export class JournalWriter {
     source: Uint8Array,
     payloadStart: number,
     payloadBytes: number,
+    properties: Uint8Array | null = null,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
     const context = this.context;
     const journals = this.journals;
@@ -143,7 +149,7 @@ export class JournalWriter {
     if (this.stall !== null) throw this.stall;
     if (context.closed) throw new StoreError("ARIA_ERR_STORE_CLOSED", "append to a closed store");
     assert(seq === journals.nextSeq, "journal_writer: seqs must be contiguous and increasing");
-    const length = recordBytes(topic.length, payloadBytes);
+    const length = recordBytes(topic.length, payloadBytes, propertiesBytes);
     let journal = this.active();
     if (
       this.plannedBytes + length > context.options.journalBytesMax &&
@@ -174,6 +180,9 @@ export class JournalWriter {
       payloadStart,
       payloadBytes,
       context.crc32,
+      properties,
+      propertiesStart,
+      propertiesBytes,
     );
     chunk.length += length;
     chunk.lastSeq = seq;

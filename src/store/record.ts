@@ -7,14 +7,19 @@
  *   8  u64 seq
  *  16  u64 publish time, µs since the Unix epoch
  *  24  u16 topic bytes
- *  26  u16 flags (0; reserved)
+ *  26  u16 flags: RECORD_FLAG_PROPERTIES or 0 (other bits: an impossible record)
  *  28  u32 payload bytes
  *  32  topic (ASCII), then payload
+ *      with RECORD_FLAG_PROPERTIES, after the payload: properties, then u16 properties bytes
  *
  * Integers are little-endian; u64 fields hold safe integers (asserted on encode, checked on decode).
- * Invariant: record bytes = 32 + topic bytes + payload bytes <= STORE_RECORD_BYTES_MAX.
+ * Invariant: record bytes = 32 + topic bytes + payload bytes (+ properties bytes + 2 with the
+ * flag) <= STORE_RECORD_BYTES_MAX. A message without properties is written with flags 0, as every
+ * record was before properties existed: files written before read unchanged, and such a record
+ * costs no byte more.
  */
 import {
+  PROPERTIES_BYTES_MAX,
   STORE_RECORD_BYTES_MAX,
   STORE_RECORD_HEADER_BYTES,
   TOPIC_BYTES_MAX,
@@ -32,6 +37,10 @@ export const RECORD_FLAGS_OFFSET = 26;
 export const RECORD_PAYLOAD_BYTES_OFFSET = 28;
 export const RECORD_TOPIC_OFFSET = 32;
 assert(RECORD_TOPIC_OFFSET === STORE_RECORD_HEADER_BYTES, "record header size matches its layout");
+/** Flag: the record carries properties after its payload (u16 length at its very end). */
+export const RECORD_FLAG_PROPERTIES = 0x0001;
+/** Bytes of the properties length at the end of a record with RECORD_FLAG_PROPERTIES. */
+const PROPERTIES_TAIL_BYTES = 2;
 
 /**
  * A message as the store hands it out. A borrowing read (see ReadOptions) also sets `source`,
@@ -46,11 +55,14 @@ export type StoredMessage = {
   source?: Uint8Array;
   start?: number;
   length?: number;
+  /** The message's properties (absent or empty: none). */
+  properties?: Uint8Array;
 };
 
-/** Record bytes of a message with `topicBytes` and `payloadBytes`. */
-export function recordBytes(topicBytes: number, payloadBytes: number): number {
-  return STORE_RECORD_HEADER_BYTES + topicBytes + payloadBytes;
+/** Record bytes of a message with `topicBytes`, `payloadBytes` and `propertiesBytes`. */
+export function recordBytes(topicBytes: number, payloadBytes: number, propertiesBytes = 0): number {
+  const properties = propertiesBytes === 0 ? 0 : propertiesBytes + PROPERTIES_TAIL_BYTES;
+  return STORE_RECORD_HEADER_BYTES + topicBytes + payloadBytes + properties;
 }
 
 /** Writes a u64 safe integer, little-endian. */
@@ -78,6 +90,7 @@ export function getU64(view: DataView, at: number): number {
  * source[payloadStart, payloadStart + payloadBytes): a range of the caller's bytes (a PUBLISH
  * frame), so no view is built per message of up to COPY_VIEWS_BYTES_MAX bytes (`sources` gives
  * the DataView of `source` for copying those), and one (none for a whole array) for a longer one.
+ * The properties (none by default) are properties[propertiesStart, + propertiesBytes).
  */
 export function encodeRecord(
   bytes: Uint8Array,
@@ -91,6 +104,9 @@ export function encodeRecord(
   payloadStart: number,
   payloadBytes: number,
   crc32: Crc32,
+  properties: Uint8Array | null = null,
+  propertiesStart = 0,
+  propertiesBytes = 0,
 ): number {
   assert(Number.isSafeInteger(seq) && seq > 0, "record: seq must be a positive safe integer");
   assert(
@@ -98,19 +114,35 @@ export function encodeRecord(
     "record: time must be a non-negative safe integer",
   );
   assert(topic.length > 0 && topic.length <= TOPIC_BYTES_MAX, "record: topic length out of range");
-  const total = recordBytes(topic.length, payloadBytes);
+  assert(propertiesBytes <= PROPERTIES_BYTES_MAX, "record: properties within their limit");
+  const total = recordBytes(topic.length, payloadBytes, propertiesBytes);
   assert(total <= STORE_RECORD_BYTES_MAX, "record: larger than STORE_RECORD_BYTES_MAX");
   view.setUint32(at + RECORD_LENGTH_OFFSET, total, true);
   setU64(view, at + RECORD_SEQ_OFFSET, seq);
   setU64(view, at + RECORD_TIME_OFFSET, timeUs);
   view.setUint16(at + RECORD_TOPIC_BYTES_OFFSET, topic.length, true);
-  view.setUint16(at + RECORD_FLAGS_OFFSET, 0, true);
+  view.setUint16(
+    at + RECORD_FLAGS_OFFSET,
+    propertiesBytes === 0 ? 0 : RECORD_FLAG_PROPERTIES,
+    true,
+  );
   view.setUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, payloadBytes, true);
   const topicAt = at + RECORD_TOPIC_OFFSET;
   for (let i = 0; i < topic.length; i++) bytes[topicAt + i] = topic.charCodeAt(i);
   const payloadAt = topicAt + topic.length;
   let crc: number;
-  if (payloadBytes <= COPY_VIEWS_BYTES_MAX) {
+  if (propertiesBytes !== 0) {
+    // Rare: copied whole, then checksummed over the record's own bytes.
+    assert(properties !== null, "record: properties bytes come with their source");
+    bytes.set(source.subarray(payloadStart, payloadStart + payloadBytes), payloadAt);
+    const propertiesAt = payloadAt + payloadBytes;
+    bytes.set(
+      properties.subarray(propertiesStart, propertiesStart + propertiesBytes),
+      propertiesAt,
+    );
+    view.setUint16(propertiesAt + propertiesBytes, propertiesBytes, true);
+    crc = crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view);
+  } else if (payloadBytes <= COPY_VIEWS_BYTES_MAX) {
     copyBytesViews(bytes, view, payloadAt, source, sources, payloadStart, payloadBytes);
     crc = crc32Range(bytes, at + RECORD_SEQ_OFFSET, at + total, crc32, view);
   } else {
@@ -163,17 +195,50 @@ export function checkRecordLength(view: DataView, at: number, end: number): numb
   if (end - at < STORE_RECORD_HEADER_BYTES) return RECORD_INCOMPLETE;
   const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
   const topicBytes = view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
+  const flags = view.getUint16(at + RECORD_FLAGS_OFFSET, true);
   const payloadBytes = view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
+  const bare = recordBytes(topicBytes, payloadBytes);
   if (
     topicBytes === 0 ||
     topicBytes > TOPIC_BYTES_MAX ||
-    total !== recordBytes(topicBytes, payloadBytes) ||
-    total > STORE_RECORD_BYTES_MAX
+    total > STORE_RECORD_BYTES_MAX ||
+    (flags === 0
+      ? total !== bare
+      : flags !== RECORD_FLAG_PROPERTIES ||
+        total <= bare + PROPERTIES_TAIL_BYTES ||
+        total > bare + PROPERTIES_TAIL_BYTES + PROPERTIES_BYTES_MAX)
   ) {
     return RECORD_BAD_LENGTH;
   }
   if (end - at < total) return RECORD_INCOMPLETE;
+  // With properties, the length at the record's end must agree with the header's.
+  if (flags !== 0 && view.getUint16(at + total - 2, true) !== total - bare - PROPERTIES_TAIL_BYTES)
+    return RECORD_BAD_LENGTH;
   return total;
+}
+
+/** Properties bytes of the (checked) record at `at`: 0 when it has none. */
+export function recordPropertiesBytes(view: DataView, at: number): number {
+  if (view.getUint16(at + RECORD_FLAGS_OFFSET, true) === 0) return 0;
+  return view.getUint16(at + view.getUint32(at + RECORD_LENGTH_OFFSET, true) - 2, true);
+}
+
+/** Offset of the properties of the (checked) record at `at` (their bytes: recordPropertiesBytes). */
+export function recordPropertiesStart(view: DataView, at: number): number {
+  const total = view.getUint32(at + RECORD_LENGTH_OFFSET, true);
+  return at + total - PROPERTIES_TAIL_BYTES - recordPropertiesBytes(view, at);
+}
+
+/** Properties of the (checked) record at `at`, as a copy; undefined when it has none. */
+export function recordProperties(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+): Uint8Array | undefined {
+  const propertiesBytes = recordPropertiesBytes(view, at);
+  if (propertiesBytes === 0) return undefined;
+  const start = recordPropertiesStart(view, at);
+  return bytes.slice(start, start + propertiesBytes);
 }
 
 /** Why checkRecord failed, in words. */

@@ -322,7 +322,8 @@ export class Store {
    * payload is payload[start, start + length) (all of it by default): a publish hands the range
    * of its frame, with no view per message. Throws while the store has failed or is closed, or
    * the journal is stalled (each set between events, so before a batch's first append); the
-   * sorter's stall does not make it throw: see `refusal`, checked before each batch.
+   * sorter's stall does not make it throw: see `refusal`, checked before each batch. The
+   * properties (none by default) are properties[propertiesStart, + propertiesBytes).
    */
   append(
     seq: number,
@@ -331,8 +332,21 @@ export class Store {
     payload: Uint8Array,
     start = 0,
     length = payload.length - start,
+    properties: Uint8Array | null = null,
+    propertiesStart = 0,
+    propertiesBytes = 0,
   ): void {
-    this.writer.append(seq, timeUs, topic, payload, start, length);
+    this.writer.append(
+      seq,
+      timeUs,
+      topic,
+      payload,
+      start,
+      length,
+      properties,
+      propertiesStart,
+      propertiesBytes,
+    );
   }
 
   /** Resolves once every message appended so far is durable under the policy (group commit). */

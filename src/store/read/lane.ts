@@ -27,6 +27,8 @@ import {
   RECORD_TOPIC_OFFSET,
   recordBytes,
   recordPayload,
+  recordProperties,
+  recordPropertiesBytes,
   recordProblem,
   recordSeq,
   recordTime,
@@ -161,6 +163,8 @@ export class Lane extends LaneReadAhead {
         topic: this.topicCache,
         payload: recordPayload(this.buffer, this.view, at),
       };
+      const properties = recordProperties(this.buffer, this.view, at);
+      if (properties !== undefined) message.properties = properties;
     } else {
       into.seq = this.headSeq;
       into.timeUs = recordTime(this.view, at);
@@ -169,6 +173,8 @@ export class Lane extends LaneReadAhead {
       into.start =
         at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
       into.length = this.view.getUint32(at + RECORD_PAYLOAD_BYTES_OFFSET, true);
+      into.propertiesBytes = recordPropertiesBytes(this.view, at);
+      into.propertiesStart = into.start + into.length;
       this.lent = true;
       message = into;
     }
@@ -209,7 +215,11 @@ export class Lane extends LaneReadAhead {
     runs.begin(source, table, head, last, this.topicCache);
     this.nextSeq = asSeq(table.seqs[last - 1] + 1);
     this.headAt = (table.offsets[last] - tabled.shift) | 0;
-    this.headLength = recordBytes(this.topicCache.length, table.payloadBytes[last]);
+    this.headLength = recordBytes(
+      this.topicCache.length,
+      table.payloadBytes[last],
+      table.propertiesBytes[last],
+    );
     this.headSeq = asSeq(table.seqs[last]);
     this.position = this.bufferStart + this.headAt + this.headLength;
     if (this.pool !== null) this.lent = true;
