@@ -20,7 +20,14 @@ afterAll(() => {
 async function start() {
   const dir = mkdtempSync(join(tmpdir(), "aria-durable-"));
   dirs.push(dir);
-  return startServer({ host: "127.0.0.1", port: 0, adminPort: 0, dataDir: dir, fsync: "never" });
+  return startServer({
+    host: "127.0.0.1",
+    port: 0,
+    adminPort: 0,
+    dataDir: dir,
+    tipBytes: 1024 * 1024,
+    fsync: "never",
+  });
 }
 
 /** Seqs of the next `count` messages (the iterator left open unless `close`). */
