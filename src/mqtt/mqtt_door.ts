@@ -11,7 +11,7 @@
  * Invariants: `byClientId` holds connected sessions only; a client id is in `byClientId` or in
  * `stored`, never both; `stored.size <= MQTT_SESSIONS_MAX`.
  */
-import type { Clock, Connection } from "../broker/ports.ts";
+import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
 import type { ConnectionEvents } from "../runtime/runtime.ts";
 import type { Log } from "../stdx/log.ts";
 import { MQTT_CLOSING_LINGER_US, MQTT_SESSIONS_MAX } from "./mqtt_limits.ts";
@@ -29,6 +29,7 @@ export interface MqttDoorOptions {
   /** The broker, as the door's connections reach it (Broker fits). */
   broker: ConnectionEvents;
   clock: Clock;
+  scheduler: Scheduler;
   mapping: TopicMapping;
   log?: Log;
 }
@@ -43,6 +44,7 @@ export interface MqttDoorStats {
 /** The MQTT front door. */
 export class MqttDoor implements ConnectionEvents, SessionDoor {
   readonly broker: ConnectionEvents;
+  readonly scheduler: Scheduler;
   readonly mapping: TopicMapping;
   readonly log?: Log;
   private readonly clock: Clock;
@@ -54,6 +56,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
 
   constructor(options: MqttDoorOptions) {
     this.broker = options.broker;
+    this.scheduler = options.scheduler;
     this.clock = options.clock;
     this.mapping = options.mapping;
     this.log = options.log;

@@ -104,7 +104,12 @@ export class DoorWorld {
       scheduler: { soon: (task) => this.tasks.push(task) },
       authToken: options.authToken,
     });
-    this.door = new MqttDoor({ broker: this.broker, clock, mapping: ariaTopicMapping });
+    this.door = new MqttDoor({
+      broker: this.broker,
+      clock,
+      scheduler: { soon: (task) => this.tasks.push(task) },
+      mapping: ariaTopicMapping,
+    });
   }
 
   later(task: () => void): void {

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { encodePacket } from "./codec_encode.ts";
 import { DoorWorld } from "./mqtt_door_test_support.ts";
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
@@ -453,4 +454,47 @@ test("payload format indicator 1 with bytes that are not UTF-8: PUBACK 0x99, not
   await world.settle();
   expect(pub.take("puback").map((p) => p.reasonCode)).toEqual([0x99]);
   expect(world.store.nextSeq).toBe(1);
+});
+
+test("packets pipelined behind CONNECT wait for CONNACK and then run in order", async () => {
+  const world = new DoorWorld();
+  const client = world.client(5);
+  const connect = encodePacket(
+    {
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "eager",
+      cleanStart: true,
+      keepAlive: 0,
+      properties: {},
+    },
+    5,
+  );
+  const sub = encodePacket(
+    {
+      type: "subscribe",
+      packetId: 1,
+      subscriptions: [
+        { filter: "e/#", qos: 1, noLocal: false, retainAsPublished: false, retainHandling: 0 },
+      ],
+      properties: {},
+    },
+    5,
+  );
+  const pub = encodePacket(
+    {
+      type: "publish",
+      topic: "e/x",
+      payload: bytesOf("mine"),
+      qos: 1,
+      retain: false,
+      dup: false,
+      packetId: 2,
+      properties: {},
+    },
+    5,
+  );
+  client.sendBytes(Uint8Array.from([...connect, ...sub, ...pub]));
+  await world.settle();
+  expect(client.received.map((p) => p.type)).toEqual(["connack", "suback", "puback", "publish"]);
 });

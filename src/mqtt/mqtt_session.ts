@@ -20,7 +20,7 @@
  * Invariants: one CONNECT; nothing but CONNECT before it; packet ids in `inflight` are unique and
  * their count ≤ the client's window; `heldBytes` is the sum of held payloads.
  */
-import type { Connection } from "../broker/ports.ts";
+import type { Connection, Scheduler } from "../broker/ports.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
 import type { ConnectionEvents } from "../runtime/runtime.ts";
 import type { Log } from "../stdx/log.ts";
@@ -79,6 +79,8 @@ export interface StoredSession {
 /** What a session asks of the door that holds it. */
 export interface SessionDoor {
   readonly broker: ConnectionEvents;
+  /** Runs work after the current event (frames sent while the broker writes wait for it). */
+  readonly scheduler: Scheduler;
   readonly mapping: TopicMapping;
   readonly log?: Log;
   /** A client id for a CONNECT that gave none (MQTT 5). */
@@ -200,10 +202,12 @@ export class MqttSession implements NativeEvents {
     nowUs: number,
   ) {
     this.lastInputUs = nowUs;
-    this.link = new NativeLink(door.broker, this, {
-      remoteAddress: socket.remoteAddress,
-      peerSubject: () => socket.peerSubject,
-    });
+    this.link = new NativeLink(
+      door.broker,
+      this,
+      { remoteAddress: socket.remoteAddress, peerSubject: () => socket.peerSubject },
+      door.scheduler,
+    );
     this.link.open();
   }
 

@@ -11,10 +11,13 @@
  * stalls the subscriptions as for a slow socket, and `drained()` lets it go on.
  *
  * Not here: MQTT packets (mqtt_session.ts). Never calls the broker from inside a broker write
- * (the broker is mid-flush there): events must not send frames synchronously.
+ * (the broker is mid-flush there): a frame sent while the broker writes waits for `soon`, in
+ * order with the frames sent after it.
  */
 import type { Connection } from "../broker/ports.ts";
+import type { Scheduler } from "../broker/ports.ts";
 import {
+  encodeAck,
   encodeHello,
   encodeSubscribe,
   encodeUnsubscribe,
@@ -64,11 +67,16 @@ export class NativeLink {
   private readonly writer = new FrameWriter({ capacityBytes: 1024 });
   private readonly decoder = new FrameDecoder();
   private readonly connection: Connection;
+  /** True while the broker writes to this link (its events run inside the broker's flush). */
+  private inBrokerWrite = false;
+  /** Frames sent while the broker wrote, for `soon`. */
+  private readonly deferred: Uint8Array[] = [];
 
   constructor(
     private readonly broker: ConnectionEvents,
     private readonly events: NativeEvents,
     peer: { remoteAddress?: string; peerSubject?: () => string | undefined },
+    private readonly scheduler: Scheduler,
   ) {
     this.connection = {
       write: (bytes) => this.fromBroker(bytes),
@@ -103,9 +111,23 @@ export class NativeLink {
     this.send();
   }
 
-  /** SUBSCRIBE of `filter` entries from `start`, with each message's properties (PROPERTIES). */
-  subscribe(subscriptionId: number, start: StartPosition, filter: readonly string[]): void {
-    encodeSubscribe(this.writer, { subscriptionId, start, filter, properties: true });
+  /**
+   * SUBSCRIBE of `filter` entries from `start`, with each message's properties (PROPERTIES); with
+   * `durable`, as that durable consumer (it goes on from its position when it exists).
+   */
+  subscribe(
+    subscriptionId: number,
+    start: StartPosition,
+    filter: readonly string[],
+    durable?: string,
+  ): void {
+    encodeSubscribe(this.writer, { subscriptionId, start, filter, properties: true, durable });
+    this.send();
+  }
+
+  /** ACK: every message of durable subscription `subscriptionId` up to `seq` is processed. */
+  ack(subscriptionId: number, seq: number): void {
+    encodeAck(this.writer, { subscriptionId, seq });
     this.send();
   }
 
@@ -133,7 +155,17 @@ export class NativeLink {
     const bytes = this.writer.bytes().slice();
     this.writer.reset();
     if (this.ended || this.sessionId < 0) return;
+    if (this.inBrokerWrite || this.deferred.length > 0) {
+      if (this.deferred.push(bytes) === 1) this.scheduler.soon(() => this.sendDeferred());
+      return;
+    }
     this.broker.receive(this.sessionId, bytes);
+  }
+
+  private sendDeferred(): void {
+    while (this.deferred.length > 0 && !this.ended)
+      this.broker.receive(this.sessionId, this.deferred.shift() as Uint8Array);
+    this.deferred.length = 0;
   }
 
   private brokerClosed(): void {
@@ -147,6 +179,16 @@ export class NativeLink {
   private fromBroker(bytes: Uint8Array): number {
     if (this.ended) return bytes.length;
     if (!this.events.accepting) return 0;
+    this.inBrokerWrite = true;
+    try {
+      this.decodeFrames(bytes);
+    } finally {
+      this.inBrokerWrite = false;
+    }
+    return bytes.length;
+  }
+
+  private decodeFrames(bytes: Uint8Array): void {
     this.decoder.push(bytes);
     for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) {
       if (this.ended) break;
@@ -180,6 +222,5 @@ export class NativeLink {
           break;
       }
     }
-    return bytes.length;
   }
 }
