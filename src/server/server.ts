@@ -278,7 +278,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const door =
     options.mqttPort === undefined
       ? null
-      : new MqttDoor({ broker, clock: runtime.clock, mapping: mqttTopicMapping, log });
+      : new MqttDoor({
+          broker,
+          clock: runtime.clock,
+          scheduler: runtime.scheduler,
+          mapping: mqttTopicMapping,
+          log,
+        });
   let mqtt: TcpListener | null = null;
   if (door !== null) {
     try {
