@@ -53,6 +53,7 @@ import { FilterMatcher } from "../topic/filter_matcher.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
 import type { Consumer, ConsumerRegistry } from "./consumer_registry.ts";
 import type { Clock, Connection } from "./ports.ts";
+import { GroupCursors } from "./group_cursor.ts";
 import { QueueChunkPool, Session } from "./session.ts";
 import { SignIn, type SignInOptions } from "./sign_in.ts";
 import { Phase, type SubscriberSession, Subscription } from "./subscription.ts";
@@ -120,12 +121,23 @@ export class Dispatch {
   private readonly moves: SubscriptionMoves;
   private readonly fanout: FanoutIndex;
   private readonly consumers: ConsumerRegistry;
+  /** The shared groups being served (group_cursor.ts). */
+  readonly groups: GroupCursors;
 
   constructor(private readonly options: DispatchOptions) {
     this.consumers = options.consumers;
     this.publishing = options.publishing;
     this.moves = options.moves;
     this.fanout = options.fanout;
+    this.groups = new GroupCursors({
+      topics: options.topics,
+      topicCache: this.topicCache,
+      clock: options.clock,
+      consumers: options.consumers,
+      moves: options.moves,
+      fanout: options.fanout,
+      settle: (session) => this.settle(session),
+    });
     this.inputBudget = new InputBudget(options.inputBytesMax ?? INPUT_BUFFERED_BYTES_MAX);
     this.signIn = new SignIn(options, {
       clock: options.clock,
@@ -211,7 +223,10 @@ export class Dispatch {
       this.closeSession(session);
       return;
     }
-    if (session.drained) this.moves.resumeStalled(session);
+    if (session.drained) {
+      this.moves.resumeStalled(session);
+      this.groups.drained(session);
+    }
   }
 
   /** Ends connections that hold a slot for nothing (see Broker.expire). */
@@ -454,6 +469,8 @@ export class Dispatch {
     );
     subscription.consumer = consumer;
     session.subscriptions.set(id, subscription);
+    // A shared group's member: the group's cursor reads, the group gives it its share.
+    if (consumer?.shared) return this.groups.join(subscription, consumer, start);
     this.fanout.register(subscription);
     this.moves.start(subscription, start);
   }
@@ -468,18 +485,8 @@ export class Dispatch {
     name: string,
   ): { consumer: Consumer; start: SubscribeFrame["start"] } | null {
     const id = frame.subscriptionId;
-    if (frame.shared === true)
-      return (
-        this.fail(
-          session,
-          "ARIA_ERR_MALFORMED_FRAME",
-          `subscription ${id}: shared groups (option SHARED) are not served by this server`,
-          { subscriptionId: id },
-        ),
-        null
-      );
     const attached = this.consumers.attach(name, frame.filter, {
-      shared: false,
+      shared: frame.shared === true,
       nowUs: this.options.clock.nowUs(),
     });
     if (!attached.ok)
@@ -502,6 +509,21 @@ export class Dispatch {
         `ACK for subscription ${id}, which is not open on this connection`,
         { subscriptionId: id },
       );
+    const group = this.groups.of(subscription);
+    if (group !== undefined) {
+      // A member acknowledges what it was given, in the order given (shared_group.ts).
+      const acked = group.ack(subscription, seq);
+      if (!acked.ok)
+        this.fail(
+          session,
+          "ARIA_ERR_MALFORMED_FRAME",
+          `ACK of subscription ${id}: ${acked.reason}`,
+          {
+            subscriptionId: id,
+          },
+        );
+      return;
+    }
     const consumer = subscription.consumer;
     if (consumer === null)
       return this.fail(
@@ -626,6 +648,7 @@ export class Dispatch {
   }
 
   private dropSubscription(subscription: Subscription): void {
+    this.groups.leave(subscription);
     subscription.phase = Phase.Closed;
     this.moves.drop(subscription);
     subscription.session.subscriptions.delete(subscription.id);

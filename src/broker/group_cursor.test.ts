@@ -1,0 +1,284 @@
+/**
+ * Shared groups through the broker (memory store): SUBSCRIBE DURABLE | SHARED members of one
+ * group share its filter's messages — each to one member, per-topic order, a closed member's
+ * unacknowledged messages to another, the window, ACK rules, resume after a restart.
+ */
+import { describe, expect, test } from "bun:test";
+import { GROUP_MEMBER_INFLIGHT_MAX, PROTOCOL_VERSION } from "../constants.ts";
+import {
+  encodeFrame,
+  type Frame,
+  FrameDecoder,
+  FrameWriter,
+  type OutgoingFrame,
+} from "../protocol/mod.ts";
+import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
+import { MemoryStore } from "../testing/memory_store.ts";
+import { Tip } from "../tip/tip.ts";
+import { TopicTable } from "../topic/topic_table.ts";
+import { Broker } from "./broker.ts";
+
+const ENCODER = new TextEncoder();
+
+/** One connection's view: DATA messages (seq, topic) in arrival order, and the other frames. */
+class Client {
+  readonly decoder = new FrameDecoder();
+  readonly got: { seq: number; topic: string }[] = [];
+  readonly frames: { kind: string; [key: string]: unknown }[] = [];
+  sessionId = 0;
+
+  write(bytes: Uint8Array): number {
+    this.decoder.push(bytes);
+    for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
+      this.record(frame);
+    return bytes.length;
+  }
+
+  private record(frame: Frame | { kind: "decode_error" }): void {
+    if (frame.kind === "data") {
+      while (frame.messages.next())
+        this.got.push({ seq: frame.messages.seq, topic: frame.messages.topic });
+      return;
+    }
+    this.frames.push({ ...(frame as Record<string, unknown>), kind: frame.kind });
+  }
+
+  seqs(): number[] {
+    return this.got.map((m) => m.seq);
+  }
+
+  errors(): string[] {
+    return this.frames
+      .filter((f) => f.kind === "error" || f.kind === "decode_error")
+      .map((f) => `${f.code}: ${f.reason}`);
+  }
+}
+
+/** A broker over a memory store and consumer store that a test can restart. */
+class World {
+  readonly store = new MemoryStore();
+  readonly consumerStore = new MemoryConsumerStore(false);
+  broker!: Broker;
+  private tasks: (() => void)[] = [];
+  private timeUs = 1_000_000;
+
+  constructor() {
+    this.start();
+  }
+
+  start(): void {
+    const topics = new TopicTable();
+    this.broker = new Broker({
+      topics,
+      tip: new Tip(topics, { capacityBytes: 64 * 1024, poolBlocks: 64 }),
+      store: this.store,
+      clock: { nowUs: () => (this.timeUs += 10) },
+      scheduler: { soon: (task) => this.tasks.push(task) },
+      consumerStore: this.consumerStore,
+    });
+  }
+
+  connect(): Client {
+    const client = new Client();
+    client.sessionId = this.broker.open({
+      write: (bytes) => client.write(bytes),
+      close: () => {},
+    });
+    this.send(client, {
+      kind: "hello",
+      version: PROTOCOL_VERSION,
+      clientName: "t",
+      authToken: null,
+    });
+    return client;
+  }
+
+  send(client: Client, frame: OutgoingFrame): void {
+    const writer = new FrameWriter();
+    encodeFrame(writer, frame);
+    this.broker.receive(client.sessionId, writer.bytes().slice());
+  }
+
+  join(client: Client, id = 1, name = "g", shared = true): void {
+    this.send(client, {
+      kind: "subscribe",
+      subscriptionId: id,
+      start: { kind: "earliest" },
+      filter: ["a/**"],
+      durable: name,
+      shared,
+    });
+  }
+
+  ack(client: Client, seq: number, id = 1): void {
+    this.send(client, { kind: "ack", subscriptionId: id, seq });
+  }
+
+  /** Publishes `count` messages over topics a/t0 .. a/t(topics-1), round robin. */
+  async publish(client: Client, count: number, topics: number): Promise<void> {
+    for (let from = 0; from < count; from += 1000) {
+      const messages = Array.from({ length: Math.min(1000, count - from) }, (_, i) => ({
+        topic: `a/t${(from + i) % topics}`,
+        payload: ENCODER.encode(`${from + i}`),
+      }));
+      this.send(client, { kind: "publish", requestId: 1, messages });
+      await this.settle();
+    }
+  }
+
+  close(client: Client): void {
+    this.broker.closed(client.sessionId);
+  }
+
+  async settle(): Promise<void> {
+    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    for (let round = 0; round < 10_000; round++) {
+      await tick();
+      if (this.tasks.length === 0) {
+        await tick();
+        if (this.tasks.length === 0) return;
+      }
+      for (const task of this.tasks.splice(0)) task();
+    }
+    throw new Error("settle: work never ran out");
+  }
+}
+
+/** Checks that per topic, each client got ascending seqs, and topics are split between clients. */
+function expectTopicsOwned(clients: Client[]): void {
+  const owner = new Map<string, Client>();
+  for (const client of clients) {
+    const last = new Map<string, number>();
+    for (const { seq, topic } of client.got) {
+      expect(seq).toBeGreaterThan(last.get(topic) ?? 0);
+      last.set(topic, seq);
+      expect(owner.get(topic) ?? client).toBe(client);
+      owner.set(topic, client);
+    }
+  }
+}
+
+const range = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+describe("shared groups", () => {
+  test("three members: each message to exactly one, per-topic order, every message", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    await world.publish(publisher, 30, 12); // before the group: read from the tip
+    const members = [world.connect(), world.connect(), world.connect()];
+    for (const member of members) world.join(member);
+    await world.settle();
+    await world.publish(publisher, 90, 12); // live
+    const all = members.flatMap((m) => m.seqs()).sort((a, b) => a - b);
+    expect(all).toEqual(range(1, 120));
+    for (const member of members) {
+      expect(member.errors()).toEqual([]);
+      expect(member.got.length).toBeGreaterThan(0);
+      expect(member.frames.find((f) => f.kind === "subscribed")).toBeDefined();
+    }
+    expectTopicsOwned(members);
+    expect(world.broker.consumerList()).toMatchObject([
+      { name: "g", shared: true, members: 3, filter: ["a/**"] },
+    ]);
+  });
+
+  test("a closed member's unacknowledged messages go to another, in order", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    const one = world.connect();
+    const two = world.connect();
+    world.join(one);
+    world.join(two);
+    await world.settle();
+    await world.publish(publisher, 40, 8);
+    const oneSeqs = one.seqs();
+    expect(oneSeqs.length).toBeGreaterThan(0);
+    world.ack(one, oneSeqs[4]!); // acknowledges its first five
+    await world.settle();
+    world.close(one);
+    await world.settle();
+    const moved = oneSeqs.slice(5);
+    // Two got the rest of one's messages, each topic's in seq order.
+    const twoSeqs = two.seqs();
+    for (const seq of moved) expect(twoSeqs).toContain(seq);
+    expect([...oneSeqs.slice(0, 5), ...twoSeqs].sort((a, b) => a - b)).toEqual(range(1, 40));
+    const last = new Map<string, number>();
+    const afterClose = two.got.slice(two.got.length - moved.length);
+    for (const { seq, topic } of afterClose) {
+      expect(seq).toBeGreaterThan(last.get(topic) ?? 0);
+      last.set(topic, seq);
+    }
+    expect(two.errors()).toEqual([]);
+    world.ack(two, twoSeqs.at(-1)!);
+    await world.settle();
+    // Two acknowledged everything it holds; the position is past it all.
+    expect(world.broker.consumerList()[0]).toMatchObject({ nextSeq: 41, members: 1 });
+  });
+
+  test("the group resumes after a restart at its oldest unacknowledged message", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    await world.publish(publisher, 20, 1); // one topic: one member gets it all, in order
+    const member = world.connect();
+    world.join(member);
+    await world.settle();
+    expect(member.seqs()).toEqual(range(1, 20));
+    world.ack(member, 12);
+    await world.settle();
+    world.start();
+    const again = [world.connect(), world.connect()];
+    for (const m of again) world.join(m);
+    await world.settle();
+    expect(again.flatMap((m) => m.seqs()).sort((a, b) => a - b)).toEqual(range(13, 20));
+    expect(world.broker.consumerList()[0]).toMatchObject({ nextSeq: 13, members: 2 });
+  });
+
+  test("ACK above what the member was given is refused; shared vs not shared mismatch", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    await world.publish(publisher, 3, 1);
+    const member = world.connect();
+    world.join(member);
+    await world.settle();
+    world.ack(member, 9);
+    await world.settle();
+    expect(member.errors()).toEqual([
+      "ARIA_ERR_MALFORMED_FRAME: ACK of subscription 1: seq 9 was not delivered to this subscription",
+    ]);
+    const plain = world.connect();
+    world.join(plain, 1, "g", false);
+    await world.settle();
+    expect(plain.errors()[0]).toStartWith("ARIA_ERR_CONSUMER_MISMATCH");
+  });
+
+  test("a member holds at most its window; ACKs let the rest through", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    const member = world.connect();
+    world.join(member);
+    await world.settle();
+    const count = GROUP_MEMBER_INFLIGHT_MAX + 500;
+    await world.publish(publisher, count, 1);
+    expect(member.got.length).toBe(GROUP_MEMBER_INFLIGHT_MAX);
+    world.ack(member, member.seqs().at(-1)!);
+    await world.settle();
+    expect(member.seqs()).toEqual(range(1, count));
+  });
+
+  test("the last member leaving keeps the position; the next member starts there", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    const member = world.connect();
+    world.join(member);
+    await world.settle();
+    await world.publish(publisher, 10, 2);
+    world.ack(member, member.seqs()[3]!);
+    world.close(member);
+    await world.settle();
+    const next = world.connect();
+    world.join(next);
+    await world.settle();
+    expect(next.seqs()).toEqual(range(5, 10));
+  });
+});
