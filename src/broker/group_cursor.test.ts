@@ -26,8 +26,11 @@ class Client {
   readonly got: { seq: number; topic: string }[] = [];
   readonly frames: { kind: string; [key: string]: unknown }[] = [];
   sessionId = 0;
+  /** While true the connection takes nothing (a client that stopped reading). */
+  blocked = false;
 
   write(bytes: Uint8Array): number {
+    if (this.blocked) return 0;
     this.decoder.push(bytes);
     for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next())
       this.record(frame);
@@ -115,11 +118,11 @@ class World {
   }
 
   /** Publishes `count` messages over topics a/t0 .. a/t(topics-1), round robin. */
-  async publish(client: Client, count: number, topics: number): Promise<void> {
+  async publish(client: Client, count: number, topics: number, payloadBytes = 0): Promise<void> {
     for (let from = 0; from < count; from += 1000) {
       const messages = Array.from({ length: Math.min(1000, count - from) }, (_, i) => ({
         topic: `a/t${(from + i) % topics}`,
-        payload: ENCODER.encode(`${from + i}`),
+        payload: payloadBytes > 0 ? new Uint8Array(payloadBytes) : ENCODER.encode(`${from + i}`),
       }));
       this.send(client, { kind: "publish", requestId: 1, messages });
       await this.settle();
@@ -264,6 +267,25 @@ describe("shared groups", () => {
     world.ack(member, member.seqs().at(-1)!);
     await world.settle();
     expect(member.seqs()).toEqual(range(1, count));
+  });
+
+  test("a member whose client stops reading gets more once its connection drains", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    const member = world.connect();
+    world.join(member);
+    await world.settle();
+    member.blocked = true;
+    await world.publish(publisher, 300, 1, 1024);
+    expect(member.got.length).toBe(0);
+    member.blocked = false;
+    for (let round = 0; round < 20 && member.got.length < 300; round++) {
+      world.broker.writable(member.sessionId);
+      await world.settle();
+      if (member.got.length > 0) world.ack(member, member.seqs().at(-1)!);
+      await world.settle();
+    }
+    expect(member.seqs()).toEqual(range(1, 300));
   });
 
   test("the last member leaving keeps the position; the next member starts there", async () => {
