@@ -12,6 +12,8 @@
  * and input is ignored. Decoded packets own their bytes (payloads are copied): the caller may
  * reuse a chunk once next() has returned null.
  */
+import { INPUT_CARRY_BYTES_UNCOUNTED } from "../constants.ts";
+import type { InputBudget } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
 import { PacketError, readVariableByteInteger } from "./codec_bytes.ts";
 import { parseBody, parseConnect } from "./codec_parse.ts";
@@ -36,6 +38,17 @@ export interface MqttDecoderOptions {
   protocolVersion?: ProtocolVersion;
   /** The largest whole packet accepted, fixed header included (MQTT's Maximum Packet Size). */
   packetBytesMax?: number;
+  /**
+   * The server-wide budget of incomplete packets (the native door's, shared): a carry past
+   * INPUT_CARRY_BYTES_UNCOUNTED is taken from it, and a packet that would pass it is a fatal
+   * 0x97 quota exceeded instead of a buffer. Call release() when the connection closes.
+   */
+  inputBudget?: InputBudget;
+}
+
+/** The part of a carry of `capacity` bytes that counts against the input budget. */
+function countedBytes(capacity: number): number {
+  return Math.max(0, capacity - INPUT_CARRY_BYTES_UNCOUNTED);
 }
 
 const EMPTY = new Uint8Array(0);
@@ -77,6 +90,7 @@ interface FixedHeader {
 export class MqttDecoder {
   private readonly role: MqttRole;
   private readonly packetBytesMax: number;
+  private readonly inputBudget: InputBudget | null;
   private version: ProtocolVersion | null;
   private connected = false;
   private chunk: Uint8Array = EMPTY;
@@ -93,6 +107,7 @@ export class MqttDecoder {
     this.role = options.role ?? "any";
     this.version = options.protocolVersion ?? null;
     this.packetBytesMax = options.packetBytesMax ?? VARIABLE_BYTE_INTEGER_MAX + 5;
+    this.inputBudget = options.inputBudget ?? null;
     assert(this.packetBytesMax >= 2, "MqttDecoder: a packet limit holds a fixed header");
   }
 
@@ -104,6 +119,13 @@ export class MqttDecoder {
   /** Bytes held for an incomplete packet (what a slow or hostile peer costs). */
   get bytesHeld(): number {
     return this.carryBytes;
+  }
+
+  /** Gives the carry (and its part of the input budget) back: the connection is closed. */
+  release(): void {
+    this.inputBudget?.give(countedBytes(this.carry.length));
+    this.carry = EMPTY;
+    this.carryBytes = 0;
   }
 
   /** Appends received bytes (any split); call next() until it returns null before the next push. */
@@ -136,8 +158,7 @@ export class MqttDecoder {
     this.errorReported = true;
     this.chunk = EMPTY;
     this.chunkOffset = 0;
-    this.carry = EMPTY;
-    this.carryBytes = 0;
+    this.release();
     return { ok: false, error: this.error };
   }
 
@@ -169,7 +190,7 @@ export class MqttDecoder {
     if (this.carryBytes < header.totalBytes) return null;
     const packet = this.decode(header, this.carry, 0);
     this.carryBytes = 0;
-    if (this.carry.length > CARRY_BYTES_INITIAL) this.carry = EMPTY;
+    if (this.carry.length > CARRY_BYTES_INITIAL) this.release();
     return packet;
   }
 
@@ -178,9 +199,16 @@ export class MqttDecoder {
     const needed = this.carryBytes + count;
     if (needed > this.carry.length) {
       const cap = header === null ? FIXED_HEADER_BYTES_MAX : header.totalBytes;
-      const grown = new Uint8Array(
-        Math.min(cap, Math.max(needed, CARRY_BYTES_INITIAL, this.carry.length * 2)),
-      );
+      const capacity = Math.min(cap, Math.max(needed, CARRY_BYTES_INITIAL, this.carry.length * 2));
+      const more = countedBytes(capacity) - countedBytes(this.carry.length);
+      if (more > 0 && this.inputBudget !== null && !this.inputBudget.take(more)) {
+        const budget = this.inputBudget;
+        throw new PacketError(
+          REASON.QUOTA_EXCEEDED,
+          `a packet of ${header?.totalBytes} bytes does not fit the server's input budget now (${budget.bytesHeld} of ${budget.bytesMax} bytes of incomplete packets held)`,
+        );
+      }
+      const grown = new Uint8Array(capacity);
       assert(grown.length >= needed, "MqttDecoder: the carry holds what arrived");
       grown.set(this.carry.subarray(0, this.carryBytes));
       this.carry = grown;

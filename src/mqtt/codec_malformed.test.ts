@@ -5,6 +5,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { decodeAll } from "./codec_arbitraries.ts";
+import { INPUT_CARRY_BYTES_UNCOUNTED } from "../constants.ts";
+import { InputBudget } from "../protocol/mod.ts";
 import { MqttDecoder, type MqttDecoderOptions } from "./codec.ts";
 import { REASON } from "./packets.ts";
 
@@ -249,5 +251,38 @@ describe("decoder contract", () => {
     expect(result?.ok && result.packet.type === "publish" && [...result.packet.payload]).toEqual([
       1, 2, 3,
     ]);
+  });
+
+  test("incomplete packets share the server's input budget: over it, 0x97; given back after", () => {
+    const budget = new InputBudget(350_000);
+    const big = 400_000;
+    // A PUBLISH announcing `big` bytes, of which `sent` arrive.
+    const partial = (sent: number) => {
+      const bytes = new Uint8Array(sent);
+      bytes.set([0x30, 0xfc, 0xb4, 0x18, 0x00, 0x01, 0x61]);
+      return bytes;
+    };
+    const first = new MqttDecoder({ ...V4, inputBudget: budget });
+    first.push(partial(200_000));
+    expect(first.next()).toBe(null);
+    expect(budget.bytesHeld).toBeGreaterThan(0);
+    expect(budget.bytesHeld).toBeLessThanOrEqual(big - INPUT_CARRY_BYTES_UNCOUNTED);
+    const second = new MqttDecoder({ ...V4, inputBudget: budget });
+    second.push(partial(300_000));
+    const refused = second.next();
+    expect(refused?.ok === false && refused.error.reasonCode).toBe(REASON.QUOTA_EXCEEDED);
+    // The refused decoder holds nothing; the first gives its part back when released.
+    const held = budget.bytesHeld;
+    first.release();
+    expect(budget.bytesHeld).toBe(0);
+    expect(held).toBeGreaterThan(0);
+    // A packet that completes gives its carry back too.
+    const third = new MqttDecoder({ ...V4, inputBudget: budget });
+    const whole = partial(big);
+    third.push(whole.subarray(0, 150_000));
+    expect(third.next()).toBe(null);
+    third.push(whole.subarray(150_000));
+    expect(third.next()?.ok).toBe(true);
+    expect(budget.bytesHeld).toBe(0);
   });
 });
