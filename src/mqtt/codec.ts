@@ -205,7 +205,8 @@ export class MqttDecoder {
         const budget = this.inputBudget;
         throw new PacketError(
           REASON.QUOTA_EXCEEDED,
-          `a packet of ${header?.totalBytes} bytes does not fit the server's input budget now (${budget.bytesHeld} of ${budget.bytesMax} bytes of incomplete packets held)`,
+          `a packet of ${header?.totalBytes} bytes does not fit the server's input budget now ` +
+            `(${budget.bytesHeld} of ${budget.bytesMax} bytes of incomplete packets held)`,
         );
       }
       const grown = new Uint8Array(capacity);
@@ -243,7 +244,8 @@ export class MqttDecoder {
     if (totalBytes > this.packetBytesMax) {
       throw new PacketError(
         REASON.PACKET_TOO_LARGE,
-        `${PACKET_NAMES[type]} of ${totalBytes} bytes is larger than the maximum of ${this.packetBytesMax}`,
+        `${PACKET_NAMES[type]} of ${totalBytes} bytes is larger than the maximum ` +
+          `of ${this.packetBytesMax}`,
       );
     }
     return { type, flags, headerBytes, totalBytes };

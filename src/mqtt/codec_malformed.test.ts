@@ -253,7 +253,7 @@ describe("decoder contract", () => {
     ]);
   });
 
-  test("incomplete packets share the server's input budget: over it, 0x97; given back after", () => {
+  test("incomplete packets share the server's input budget: over it 0x97, given back", () => {
     const budget = new InputBudget(350_000);
     const big = 400_000;
     // A PUBLISH announcing `big` bytes, of which `sent` arrive.

@@ -46,7 +46,7 @@ for (const version of [4, 5] as ProtocolVersion[]) {
       );
     });
 
-    test("both write the same bytes (user properties aside: mqtt-packet groups them by name)", () => {
+    test("both write the same bytes (not user properties: mqtt-packet groups them)", () => {
       // Without properties, acks, DISCONNECT and AUTH omit the property length (3.4.2.2.1,
       // 3.14.2.2.1, 3.15.2.2.1), as mosquitto does; mqtt-packet writes a 0: both are valid.
       const withReason = ["puback", "pubrec", "pubrel", "pubcomp", "disconnect", "auth"];

@@ -38,7 +38,7 @@ export type FilterMapResult =
       entries: string[];
       /** The group G of `$share/G/f`, else null. */
       share: string | null;
-      /** True when the filter's first level is `+` or `#`: topics starting with `$` do not match. */
+      /** True when the first level is `+` or `#`: topics starting with `$` do not match. */
       dollarExcluded: boolean;
     }
   | { ok: false; reason: string; reasonCode: number };
@@ -85,7 +85,7 @@ function isPlain(name: string): boolean {
 
 function checkSize(topic: string, what: string): string | null {
   if (topic.length > TOPIC_BYTES_MAX) {
-    return `${what} is ${topic.length} bytes once mapped to an Aria topic, more than ${TOPIC_BYTES_MAX}`;
+    return `${what} is ${topic.length} bytes as an Aria topic, more than ${TOPIC_BYTES_MAX}`;
   }
   let segments = 1;
   for (let i = 0; i < topic.length; i++) if (topic.charCodeAt(i) === 0x2f) segments++;
