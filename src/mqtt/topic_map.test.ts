@@ -244,3 +244,41 @@ describe("topic filters", () => {
     }
   });
 });
+
+describe("any input", () => {
+  const anyString = fc.oneof(
+    fc.string({ unit: "binary", maxLength: 40 }),
+    fc.string({
+      unit: fc.constantFrom("a", "/", "+", "#", "%", "$", "\u0000", "\uD800", " ", "*"),
+    }),
+  );
+
+  test("never throws; what maps is a valid Aria topic or filter", () => {
+    fc.assert(
+      fc.property(anyString, (text) => {
+        const topic = mqttTopicToAria(text);
+        if (topic.ok) expect(validateTopic(topic.topic)).toBe(null);
+        const filter = mqttFilterToAria(text);
+        if (filter.ok) expect(Filter.parse(filter.entries).ok).toBe(true);
+      }),
+      fcParams({ runs: 2000 }),
+    );
+  });
+
+  test("every Aria topic is an MQTT name, mapped back to itself unless it holds a %", () => {
+    const ariaTopic = fc
+      .array(fc.stringMatching(/^[!-~]{1,8}$/), { minLength: 1, maxLength: 5 })
+      .map((segments) => segments.map((segment) => segment.replace(/[*#+/]/g, "_")).join("/"))
+      .filter((topic) => validateTopic(topic) === null);
+    fc.assert(
+      fc.property(ariaTopic, (topic) => {
+        const name = ariaTopicToMqtt(topic);
+        expect(name.length > 0 && !/[+#]/.test(name) && !name.includes("\u0000")).toBe(true);
+        const back = mqttTopicToAria(name);
+        if (!topic.includes("%")) expect(back.ok && back.topic).toBe(topic);
+        else if (name !== topic) expect(back.ok && back.topic).toBe(topic);
+      }),
+      fcParams({ runs: 2000 }),
+    );
+  });
+});
