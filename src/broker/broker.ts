@@ -14,6 +14,7 @@
  *   catch_up.ts     subscribe ─▶ (time ─▶ seq) ─▶ DISK ─▶ TIP ─▶ LIVE; STALLED while backed up
  *   delivery.ts     the last step of every path: one message into a session, counted
  *   consumer_registry.ts  durable consumers: attach, positions moved by ACK, persisted by a port
+ *   latest.ts       latestOf(filter): each matching topic's newest message (MQTT retained)
  *
  * Stages reach each other only through the small interfaces each declares for what it calls
  * (Publishing, SubscriptionMoves, FanoutIndex, SequencerOutput, SessionOutcomes, LiveSet,
@@ -32,10 +33,12 @@ import type { Log } from "../stdx/log.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/mod.ts";
 import type { TopicTable } from "../topic/topic_table.ts";
+import type { Filter } from "../topic/filter.ts";
 import { CatchUp, RECOVERY_SECONDS_BOUNDS } from "./catch_up.ts";
 import { Delivery } from "./delivery.ts";
 import { Dispatch, type DispatchOptions } from "./dispatch.ts";
 import { LiveFanout } from "./live_fanout.ts";
+import { Latest, type LatestMessage } from "./latest.ts";
 import { type ConsumerInfo, ConsumerRegistry } from "./consumer_registry.ts";
 import type { BrokerStore, Clock, Connection, ConsumerStore, Scheduler } from "./ports.ts";
 import { Sequencer } from "./sequencer.ts";
@@ -121,6 +124,7 @@ export class Broker {
   private readonly fanout: LiveFanout;
   private readonly dispatch: Dispatch;
   private readonly consumers: ConsumerRegistry;
+  private readonly latest: Latest;
 
   constructor(options: BrokerOptions) {
     const { topics, tip, store, clock } = options;
@@ -176,6 +180,15 @@ export class Broker {
     });
     this.sessions = this.dispatch.sessions;
     this.recoverySeconds = this.catchUp.recoverySeconds;
+    this.latest = new Latest({ topics, tip, store, sequencer: this.sequencer });
+  }
+
+  /**
+   * The newest visible message of every topic matching `filter` (MQTT's retained messages), in
+   * seq order, with copies of their payloads and properties (latest.ts).
+   */
+  latestOf(filter: Filter): Promise<LatestMessage[]> {
+    return this.latest.latestOf(filter);
   }
 
   // ---- Events ------------------------------------------------------------------------------

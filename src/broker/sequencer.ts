@@ -79,6 +79,10 @@ export class Sequencer {
   /** Messages and payload bytes published per topic id since start. */
   private topicMessages = new Float64Array(1024);
   private topicBytesPublished = new Float64Array(1024);
+  /** Newest seq published per topic id since start (0: none): retained messages (latest.ts). */
+  private topicNewestSeq = new Float64Array(1024);
+  /** Who waits for seqs to become visible (whenVisible), by seq. */
+  private visibleWaiters: { seq: number; resolve: () => void }[] = [];
   private readonly topics: TopicTable;
   private readonly tip: Tip;
   private readonly store: BrokerStore;
@@ -111,6 +115,7 @@ export class Sequencer {
         if (ids[i] >= this.topicMessages.length) continue;
         this.topicMessages[ids[i]] = 0;
         this.topicBytesPublished[ids[i]] = 0;
+        this.topicNewestSeq[ids[i]] = 0;
       }
     });
   }
@@ -187,7 +192,7 @@ export class Sequencer {
         propertiesStart,
         propertiesBytes,
       );
-      this.countTopic(topicIds[i], payloadBytes);
+      this.countTopic(topicIds[i], payloadBytes, seq);
       this.counters.bytesPublished += payloadBytes;
     }
     this.counters.messagesPublished += messages.count;
@@ -257,19 +262,28 @@ export class Sequencer {
     return rows;
   }
 
-  private countTopic(topicId: number, bytes: number): void {
+  /** Newest seq published to topic `topicId` since this broker started; 0 when none. */
+  newestSeqOf(topicId: number): number {
+    return topicId < this.topicNewestSeq.length ? this.topicNewestSeq[topicId] : 0;
+  }
+
+  /** Resolves once every seq below `seq` is visible (durable), or at once when it is. */
+  whenVisible(seq: number): Promise<void> {
+    if (seq <= this.visibleSeq || this.failure !== null) return Promise.resolve();
+    return new Promise((resolve) => this.visibleWaiters.push({ seq, resolve }));
+  }
+
+  private countTopic(topicId: number, bytes: number, seq: number): void {
     if (topicId >= this.topicMessages.length) {
       let length = this.topicMessages.length;
       while (length <= topicId) length *= 2;
-      const messages = new Float64Array(length);
-      messages.set(this.topicMessages);
-      const topicBytes = new Float64Array(length);
-      topicBytes.set(this.topicBytesPublished);
-      this.topicMessages = messages;
-      this.topicBytesPublished = topicBytes;
+      this.topicMessages = grownArray(this.topicMessages, length);
+      this.topicBytesPublished = grownArray(this.topicBytesPublished, length);
+      this.topicNewestSeq = grownArray(this.topicNewestSeq, length);
     }
     this.topicMessages[topicId]++;
     this.topicBytesPublished[topicId] += bytes;
+    this.topicNewestSeq[topicId] = seq;
   }
 
   /**
@@ -316,8 +330,18 @@ export class Sequencer {
     if (committedSeq + 1 > from) {
       this.visibleSeq = committedSeq + 1;
       this.output.fanOut(from, this.visibleSeq, touched);
+      if (this.visibleWaiters.length > 0) this.wakeVisible();
     }
     for (const session of touched) this.output.settle(session);
+  }
+
+  private wakeVisible(): void {
+    const waiting = this.visibleWaiters;
+    this.visibleWaiters = [];
+    for (const waiter of waiting) {
+      if (waiter.seq <= this.visibleSeq || this.failure !== null) waiter.resolve();
+      else this.visibleWaiters.push(waiter);
+    }
   }
 
   private storageFailed(error: unknown): void {
@@ -325,6 +349,7 @@ export class Sequencer {
     // store committed part of what was waiting), the rest refused.
     if (this.failure === null) this.committed();
     this.failure = `storage failed: ${error instanceof Error ? error.message : String(error)}`;
+    this.wakeVisible(); // nothing more becomes visible: waiters answer with what is
     for (; this.pendingAckHead < this.pendingAcks.length; this.pendingAckHead++) {
       const ack = this.pendingAcks[this.pendingAckHead];
       if (ack.session.closed) continue;
@@ -334,4 +359,11 @@ export class Sequencer {
       this.output.settle(ack.session);
     }
   }
+}
+
+/** A copy of `from` in an array of `length` elements. */
+function grownArray(from: Float64Array, length: number): Float64Array<ArrayBuffer> {
+  const grown = new Float64Array(length);
+  grown.set(from);
+  return grown;
 }

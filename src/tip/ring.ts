@@ -112,6 +112,12 @@ export interface TipRecords {
   payloadLengthAt(at: number): number;
   /** Properties bytes of the record at `at` (0 when it has none). */
   propertiesLengthAt(at: number): number;
+  /** Publish time (µs) of the record at `at`. */
+  timeAt(at: number): number;
+  /** The payload of the record at `at`, a view valid until the record is evicted. */
+  payloadAt(at: number): Uint8Array;
+  /** The properties of the record at `at`, a view (empty when none) valid until evicted. */
+  propertiesAt(at: number): Uint8Array;
   /**
    * Hands the record at `at` to `sink` as a message of `subscriptionId` under `topic` (UTF-8),
    * with its properties when `withProperties`.
