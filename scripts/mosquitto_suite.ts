@@ -16,7 +16,7 @@
  */
 import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ensureSuite, installedMosquittoVersion } from "./mosquitto_suite_fetch.ts";
@@ -34,7 +34,24 @@ const DOES_NOT_APPLY_EXIT = 77;
  * The tests of test/broker that pass on Aria today: `bun test` (tests/mosquitto_suite.test.ts)
  * runs them and fails on any regression. Extend as Aria's door grows (the table says which).
  */
-export const ARIA_PASSING: readonly string[] = [];
+export const ARIA_PASSING: readonly string[] = [
+  "01-connect-bad-packet",
+  "01-connect-disconnect-v5",
+  "01-connect-invalid-protonum",
+  "02-subhier-crash",
+  "02-subscribe-qos0",
+  "02-subscribe-qos1",
+  "02-subscribe-qos2",
+  "02-unsubscribe-qos0",
+  "02-unsubscribe-qos1",
+  "02-unsubscribe-qos2-multiple",
+  "02-unsubscribe-qos2",
+  "03-publish-c2b-qos2-len",
+  "03-publish-dollar",
+  "03-publish-qos2",
+  "05-session-expiry-v5",
+  "12-prop-maximum-packet-size-connect",
+];
 
 /** A test of the suite: its file name and how many ports it takes as arguments. */
 export interface SuiteTest {
@@ -55,7 +72,15 @@ export interface TestResult {
 }
 
 /** The broker a run checks: the real mosquitto, or Aria's binary. */
-export type Broker = { kind: "mosquitto" } | { kind: "aria"; binary: string };
+export type Broker =
+  | { kind: "mosquitto" }
+  | {
+      kind: "aria";
+      binary: string;
+      /** Hex of Aria's default CONNACK properties (ariaConnackDefaults), expected in place of
+       *  mosquitto's; absent: the suite expects mosquitto's. */
+      connackProperties?: string;
+    };
 
 /** The suite's own list of its tests (test/broker/test.py: `(PORTS, './NAME.py')`). */
 export function suiteTests(brokerDir: string): SuiteTest[] {
@@ -98,6 +123,66 @@ export function ariaBrokerArgv(binary: string): string[] {
   ];
 }
 
+/** A plain MQTT 5 CONNECT: client id "x", clean start, keep alive 60 s, no properties. */
+const PLAIN_CONNECT_V5 = new Uint8Array([
+  0x10, 0x0e, 0x00, 0x04, 0x4d, 0x51, 0x54, 0x54, 0x05, 0x02, 0x00, 0x3c, 0x00, 0x00, 0x01, 0x78,
+]);
+
+/** The properties (hex) of the CONNACK that the broker on `port` answers PLAIN_CONNECT_V5 with. */
+async function connackProperties(port: number): Promise<string> {
+  const bytes = await new Promise<Buffer>((resolve, reject) => {
+    let got = Buffer.alloc(0);
+    const socket = createConnection({ host: "127.0.0.1", port }, () =>
+      socket.write(PLAIN_CONNECT_V5),
+    );
+    const timer = setTimeout(() => socket.destroy(new Error("no CONNACK within 5 s")), 5000);
+    socket.on("data", (chunk: Buffer) => {
+      got = Buffer.concat([got, chunk]);
+      if (got.length >= 2 && got.length >= 2 + got[1]!) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(got);
+      }
+    });
+    socket.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+  // 0x20, remaining length (< 128 here), flags, reason code, property length (< 128), properties.
+  if (bytes[0] !== 0x20 || bytes.length < 5 || bytes[3] !== 0)
+    throw new Error(`no successful CONNACK to a plain MQTT 5 CONNECT: ${bytes.toString("hex")}`);
+  return bytes.subarray(5, 5 + bytes[4]!).toString("hex");
+}
+
+/**
+ * The CONNACK properties Aria's door gives a plain MQTT 5 client: its own server limits, which
+ * the hook expects where the suite expects mosquitto's defaults (mosquitto_suite_hook.py).
+ */
+export async function ariaConnackDefaults(binary: string): Promise<string> {
+  const data = mkdtempSync(join(tmpdir(), "aria-mosquitto-suite-connack-"));
+  const port = await freePort();
+  const argv = ariaBrokerArgv(binary).map((part) =>
+    part.replace("{port}", String(port)).replace("{data}", data),
+  );
+  const server = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  try {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      try {
+        return await connackProperties(port);
+      } catch (error) {
+        if (Date.now() > deadline || server.exitCode !== null) throw error;
+        await Bun.sleep(50);
+      }
+    }
+  } finally {
+    server.kill("SIGKILL");
+    await server.exited;
+    rmSync(data, { recursive: true, force: true });
+  }
+}
+
 /** Why a failed test failed: the suite's FAIL line and what it saw, else the last error line. */
 export function failureReason(output: string, exitCode: number | null, timedOut: boolean): string {
   if (timedOut) return "timed out";
@@ -115,7 +200,20 @@ export function failureReason(output: string, exitCode: number | null, timedOut:
   }
   const error = lines.filter((line) => /^[A-Za-z_.]*(Error|Exception|timeout)\b/.test(line)).pop();
   if (error !== undefined) return error;
-  return `exit ${exitCode}`;
+  return `exit ${exitCode}, no FAIL line: the test's own check failed`;
+}
+
+/** What a test checks: its file's opening comment (`# Test whether ...`). */
+export function testPurpose(source: string): string {
+  const lines = source.split("\n").slice(1);
+  const start = lines.findIndex((line) => line.startsWith("# "));
+  if (start < 0) return "";
+  const end = lines.findIndex((line, index) => index > start && !line.startsWith("#"));
+  return lines
+    .slice(start, end < 0 ? undefined : end)
+    .map((line) => line.replace(/^#\s*/, ""))
+    .join(" ")
+    .trim();
 }
 
 /** What a test's config files ask of mosquitto, from the hook's record; null: none used. */
@@ -161,8 +259,11 @@ export async function runTest(
     MOSQ_SUITE_DATA: runDir,
     PYTHONDONTWRITEBYTECODE: "1",
   };
-  if (options.broker.kind === "aria")
+  if (options.broker.kind === "aria") {
     env.MOSQ_SUITE_BROKER = JSON.stringify(ariaBrokerArgv(options.broker.binary));
+    if (options.broker.connackProperties !== undefined)
+      env.MOSQ_SUITE_CONNACK_PROPERTIES = options.broker.connackProperties;
+  }
   const started = performance.now();
   const child = spawn(PYTHON, [HOOK, test.name, ...ports], {
     cwd: brokerDir,
@@ -196,7 +297,13 @@ export async function runTest(
   if (!timedOut && exitCode === 0) return { ...result, status: "pass", reason: "" };
   if (!timedOut && exitCode === DOES_NOT_APPLY_EXIT)
     return { ...result, status: "n/a", reason: config ?? "needs mosquitto's config file" };
-  return { ...result, status: "fail", reason: failureReason(output, exitCode, timedOut) };
+  const reason = failureReason(output, exitCode, timedOut);
+  const purpose = testPurpose(readFileSync(join(brokerDir, test.name), "utf8"));
+  return {
+    ...result,
+    status: "fail",
+    reason: reason.startsWith("exit ") && purpose !== "" ? `${reason} (${purpose})` : reason,
+  };
 }
 
 /** SIGKILL to the process group `pid` leads (the test and every broker it started). */
@@ -308,9 +415,11 @@ async function main(): Promise<number> {
   }
   const binary = value("--aria");
   if (binary !== undefined) {
+    const connackProperties = await ariaConnackDefaults(binary);
+    process.stderr.write(`Aria's MQTT 5 CONNACK properties: ${connackProperties}\n`);
     const results = await runSuite(tests, {
       brokerDir,
-      broker: { kind: "aria", binary },
+      broker: { kind: "aria", binary, connackProperties },
       jobs,
       onResult: print("Aria"),
     });

@@ -8,6 +8,8 @@
  */
 import { beforeAll, expect, test } from "bun:test";
 import {
+  ARIA_PASSING,
+  ariaConnackDefaults,
   type Broker,
   runSuite,
   type SuiteTest,
@@ -16,6 +18,7 @@ import {
 } from "../scripts/mosquitto_suite.ts";
 import { ensureSuite } from "../scripts/mosquitto_suite_fetch.ts";
 import { SYSTEM_REQUIREMENTS } from "../scripts/test_setup.ts";
+import { ensureBinary } from "./fixtures/e2e_server.ts";
 
 let brokerDir = "";
 let tests: SuiteTest[] = [];
@@ -85,4 +88,18 @@ test("a broker that does not answer fails the test (the launcher reports failure
   const [result] = await run({ kind: "aria", binary: "/bin/false" }, named("01-connect-success"));
   expect(result!.status).toBe("fail");
   expect(result!.reason).toStartWith("the broker did not start");
+}, 30_000);
+
+test("Aria's MQTT door passes the suite's tests it passed before (ARIA_PASSING), MQTT 5 CONNACKs expected with Aria's own server limits", async () => {
+  const binary = await ensureBinary();
+  const connackProperties = await ariaConnackDefaults(binary);
+  const results = await run({ kind: "aria", binary, connackProperties }, named(...ARIA_PASSING));
+  expect(results.map(summary)).toEqual(results.map((r) => `${r.name}: pass `));
+}, 60_000);
+
+test("with mosquitto's CONNACK defaults expected, an MQTT 5 test fails on Aria: the launcher's substitution is what lets it pass", async () => {
+  const binary = await ensureBinary();
+  const [result] = await run({ kind: "aria", binary }, named("01-connect-disconnect-v5"));
+  expect(result!.status).toBe("fail");
+  expect(result!.reason).toContain("Received incorrect connack");
 }, 30_000);
