@@ -289,6 +289,8 @@ export class AriaClient {
     if (options.durable !== undefined) {
       const refusal = consumerNameRefusal(options.durable);
       if (refusal !== null) throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", refusal);
+    } else if (options.shared === true) {
+      throw new AriaError("ARIA_ERR_INVALID_ARGUMENT", "shared needs durable (the group's name)");
     }
     const subscription = new ClientSubscription(id, parsed.filter, options, {
       ack: (seq) => this.sendAck(id, seq),
@@ -699,6 +701,7 @@ export class AriaClient {
       filter: subscription.filter,
       properties: subscription.wantsProperties,
       durable: subscription.durable,
+      shared: subscription.shared,
     });
     this.send();
   }

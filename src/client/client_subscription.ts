@@ -34,6 +34,14 @@ export interface SubscribeOptions {
    * message and every earlier one of the subscription.
    */
   ack?: "auto" | "manual";
+  /**
+   * With `durable`: the name is a shared group's (SUBSCRIBE option SHARED). Every subscription of
+   * the group, from any process, is a member; each message goes to one member, all of a topic's
+   * to the same one while it stays. A member may get, after another left, older messages than it
+   * got before (the leaver's unacknowledged ones): they are handed out, not dropped, and an ACK
+   * acknowledges what this member was given up to that message, in the order given.
+   */
+  shared?: boolean;
 }
 
 /**
@@ -174,7 +182,13 @@ export class ClientSubscription implements AsyncIterable<Message> {
    * an ACK past what it delivered would be refused).
    */
   acknowledge(seq: number): void {
-    if (this.options.durable === undefined || seq <= this.ackedSeq) return;
+    if (this.options.durable === undefined) return;
+    if (this.options.shared === true) {
+      // In delivery order, not seq order: a message given back by a leaving member may be older.
+      if (this.deliveredSeq > 0) this.controls.ack?.(seq);
+      return;
+    }
+    if (seq <= this.ackedSeq) return;
     this.ackedSeq = seq;
     this.ackWanted = seq;
     this.sendWantedAck();
@@ -190,6 +204,11 @@ export class ClientSubscription implements AsyncIterable<Message> {
   /** The durable consumer's name, or undefined. */
   get durable(): string | undefined {
     return this.options.durable;
+  }
+
+  /** True for a shared group's member (option `shared`). */
+  get shared(): boolean {
+    return this.options.shared === true;
   }
 
   /**
@@ -215,6 +234,8 @@ export class ClientSubscription implements AsyncIterable<Message> {
   /** SUBSCRIBED arrived (a new SUBSCRIBE on this connection: nothing delivered on it yet). */
   subscribed(firstSeq: number): void {
     this.deliveredSeq = 0;
+    // A shared member's unacknowledged messages went to other members when its connection ended.
+    if (this.options.shared === true) this.ackedSeq = 0;
     // What was acknowledged before a reconnect is sent again once delivered again.
     if (this.ackedSeq >= firstSeq) this.ackWanted = this.ackedSeq;
     if (this.firstSeq === 0) this.firstSeq = firstSeq;
@@ -231,9 +252,10 @@ export class ClientSubscription implements AsyncIterable<Message> {
       this.deliveredSeq = Math.max(this.deliveredSeq, messages.lastSeq);
       this.sendWantedAck();
     }
-    const fresh = messages.copy(this.position);
+    // A shared member may be given older seqs than before (see SubscribeOptions.shared).
+    const fresh = messages.copy(this.options.shared === true ? 0 : this.position);
     if (fresh === null) return;
-    this.position = fresh.lastSeq + 1;
+    this.position = Math.max(this.position, fresh.lastSeq + 1);
     this.queued += fresh.count;
     this.enqueue(fresh);
   }
