@@ -8,6 +8,7 @@ import { buildCommit, runtime } from "../runtime/mod.ts";
 import { UsageError } from "./args.ts";
 import { BENCH_USAGE, benchCommand } from "./bench.ts";
 import { EXIT_OK, EXIT_USAGE, processIo, type CliIo } from "./cli_io.ts";
+import { CONSUMERS_USAGE, consumersCommand } from "./consumers.ts";
 import { PUB_USAGE, pubCommand } from "./pub.ts";
 import { REPAIR_USAGE, repairCommand } from "./repair.ts";
 import { SERVE_USAGE, serveCommand } from "./serve.ts";
@@ -58,6 +59,11 @@ const COMMANDS: Record<string, Command> = {
     summary: "salvage a damaged data directory (moves damaged bytes aside, reports lost seqs)",
     usage: REPAIR_USAGE,
     run: repairCommand,
+  },
+  consumers: {
+    summary: "list and remove the durable consumers of a running server",
+    usage: CONSUMERS_USAGE,
+    run: consumersCommand,
   },
   users: {
     summary: "add, list and remove the users of --users FILE (tokens, topic permissions)",

@@ -3,9 +3,10 @@
  * end, the oldest message, a seq, a time or a time ago (`15m`); stops after --limit messages or,
  * with --until-caught-up, when the subscription reaches the live end. A dropped connection and
  * its resumption are one line each on stderr (the client resumes with no gap or duplicate).
+ * With --durable NAME it is a durable consumer: each message is acknowledged once written out.
  */
 import type { ClientSubscription, ConnectionEvent, Message, StartFrom } from "../client/mod.ts";
-import { AriaError, type StartPosition } from "../protocol/mod.ts";
+import { AriaError, consumerNameRefusal, type StartPosition } from "../protocol/mod.ts";
 import { OutputClosedError, runtime } from "../runtime/mod.ts";
 import { connect } from "../server/mod.ts";
 import { Filter } from "../topic/filter.ts";
@@ -41,6 +42,12 @@ ${clientAuthUsage(29)}${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
   --until-caught-up          exit when the subscription reaches the live end
   --format json|raw          json: one {"seq","time","topic","payload"} line per message
                              (payloadBase64 when the payload is not UTF-8); raw: payload + newline
+  --durable NAME             a durable consumer: the server keeps its position, and the next
+                             \`aria sub --durable NAME\` (same FILTERs) starts after the last
+                             message acknowledged (--from applies only to a new consumer)
+  --ack auto|manual          with --durable: auto (default) acknowledges each message once it
+                             is written to standard output; manual acknowledges nothing (see
+                             what the consumer would get without moving it)
   -h, --help                 show this help
 
 Filters use '/' between segments, * for one segment and ** for a subtree (quote them in a
@@ -161,6 +168,8 @@ export async function subCommand(
     limit: { type: "string" },
     "until-caught-up": { type: "boolean" },
     format: { type: "string" },
+    durable: { type: "string" },
+    ack: { type: "string" },
     ...CLIENT_AUTH_FLAGS,
     ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
@@ -178,6 +187,20 @@ export async function subCommand(
     throw new UsageError(`--format: "${format}" is not json or raw`);
   const from = parseFrom(stringFlag(values, "from", "live"), runtime.clock.nowUs());
   const limit = typeof values.limit === "string" ? parseCount(values.limit, "--limit") : Infinity;
+  const durable = typeof values.durable === "string" ? values.durable : undefined;
+  if (durable !== undefined) {
+    const refusal = consumerNameRefusal(durable);
+    if (refusal !== null) throw new UsageError(`--durable: ${refusal}`);
+  }
+  const ack = stringFlag(values, "ack", "auto");
+  if (ack !== "auto" && ack !== "manual")
+    throw new UsageError(`--ack: "${ack}" is not auto or manual`);
+  if (typeof values.ack === "string" && durable === undefined)
+    throw new UsageError("--ack applies to a durable consumer: add --durable NAME");
+  // Acknowledged once written out (not once handed to this loop): a crash before the write
+  // leaves the message to the next run.
+  const ackWritten = durable !== undefined && ack === "auto";
+  let written: Message | null = null;
   const environment = io.env?.() ?? {};
   const url = clientUrlOf(values, environment, URL_DEFAULT);
   const authToken = authTokenOf(values, environment);
@@ -202,6 +225,8 @@ export async function subCommand(
   subscription = client.subscribe(positionals, {
     from,
     untilCaughtUp: values["until-caught-up"] === true,
+    durable,
+    ack: "manual",
   });
   let printed = 0;
   let pending = "";
@@ -215,8 +240,13 @@ export async function subCommand(
       for (const message of batch) {
         if (format === "json") pending += `${messageJson(message)}\n`;
         else parts.push(message.payload, newline);
+        written = message;
         printed++;
-        if (printed >= limit) break batches;
+        if (printed >= limit) {
+          // Written (and acknowledged) before the break ends the subscription.
+          await flushOutput();
+          break batches;
+        }
         if (pending.length >= OUTPUT_CHUNK_BYTES || parts.length >= 1024) await flushOutput();
       }
       await flushOutput();
@@ -251,5 +281,7 @@ export async function subCommand(
       await write(Buffer.concat(parts));
       parts.length = 0;
     }
+    if (ackWritten && written !== null) written.ack();
+    written = null;
   }
 }
