@@ -22,7 +22,14 @@ import {
   type StoredSession,
 } from "./mqtt_session.ts";
 import { REASON } from "./packets.ts";
+import { mqttFilterOf, qosOfConsumer, sessionConsumerPrefix } from "./session_consumers.ts";
 import type { TopicMapping } from "./topic_mapping.ts";
+
+/** The broker's durable consumers, as the door lists and removes them (Broker fits through server.ts). */
+export interface SessionConsumers {
+  list(): readonly { name: string; filter: readonly string[] }[];
+  remove(name: string): "removed" | "unknown" | "busy";
+}
 
 /** What a door is built from. */
 export interface MqttDoorOptions {
@@ -31,6 +38,8 @@ export interface MqttDoorOptions {
   clock: Clock;
   scheduler: Scheduler;
   mapping: TopicMapping;
+  /** Durable consumers: persistent sessions keep their positions there (absent: in memory). */
+  consumers?: SessionConsumers;
   log?: Log;
 }
 
@@ -47,6 +56,8 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   readonly scheduler: Scheduler;
   readonly mapping: TopicMapping;
   readonly log?: Log;
+  readonly durableSessions: boolean;
+  private readonly consumers: SessionConsumers | undefined;
   private readonly clock: Clock;
   private readonly connections = new Map<number, MqttSession>();
   private readonly byClientId = new Map<string, MqttSession>();
@@ -60,6 +71,8 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     this.clock = options.clock;
     this.mapping = options.mapping;
     this.log = options.log;
+    this.consumers = options.consumers;
+    this.durableSessions = options.consumers !== undefined;
   }
 
   // ---- ConnectionEvents --------------------------------------------------------------------
@@ -91,6 +104,49 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
 
   // ---- SessionDoor ---------------------------------------------------------------------------
 
+  /** Removes durable consumer `name` after the frames sent so far (its UNSUBSCRIBE) were handled. */
+  removeConsumerSoon(name: string): void {
+    this.scheduler.soon(() => this.removeConsumer(name));
+  }
+
+  private removeConsumer(name: string): void {
+    const removed = this.consumers?.remove(name);
+    if (removed === "busy")
+      this.log?.warn("mqtt session consumer still in use: not removed", { consumer: name });
+  }
+
+  /** Removes every durable consumer of client `clientId`'s session. */
+  private removeSessionConsumers(clientId: string): void {
+    if (this.consumers === undefined) return;
+    const prefix = sessionConsumerPrefix(clientId);
+    for (const consumer of this.consumers.list())
+      if (consumer.name.startsWith(prefix)) this.removeConsumer(consumer.name);
+  }
+
+  /**
+   * The session of `clientId` from its durable consumers (after a restart of the server, the
+   * door's memory is empty but the consumers are not); null: it has none.
+   */
+  private sessionFromConsumers(clientId: string): StoredSession | null {
+    if (this.consumers === undefined) return null;
+    const prefix = sessionConsumerPrefix(clientId);
+    const subscriptions: StoredSession["subscriptions"] = [];
+    for (const consumer of this.consumers.list()) {
+      const qos = qosOfConsumer(consumer.name);
+      if (!consumer.name.startsWith(prefix) || qos === null || consumer.filter.length !== 1)
+        continue;
+      const filter = mqttFilterOf(consumer.filter[0]);
+      subscriptions.push({
+        filter,
+        options: { filter, qos, noLocal: false, retainAsPublished: false, retainHandling: 0 },
+        identifier: undefined,
+        start: { kind: "live" },
+      });
+    }
+    if (subscriptions.length === 0) return null;
+    return { clientId, subscriptions, expiryS: SESSION_EXPIRY_NEVER, releasedUs: 0 };
+  }
+
   /** The time now (µs). */
   nowUs(): number {
     return this.clock.nowUs();
@@ -120,8 +176,13 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     for (const waiting of this.connections.values())
       if (waiting !== session && waiting.socketGone && waiting.clientId === clientId && !cleanStart)
         waiting.cancelWill();
-    const kept = this.stored.get(clientId) ?? null;
+    let kept = this.stored.get(clientId) ?? null;
     this.stored.delete(clientId);
+    if (cleanStart) {
+      // Clean start discards the session: its consumers (positions) go too.
+      if (this.durableSessions) this.removeSessionConsumers(clientId);
+      kept = null;
+    } else if (kept === null && previous === undefined) kept = this.sessionFromConsumers(clientId);
     // Room for one more kept session, when this client will leave one.
     if (session.sessionExpiryS > 0 && kept === null && this.stored.size >= MQTT_SESSIONS_MAX)
       return "full";
@@ -157,7 +218,9 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     }
     for (const [clientId, kept] of this.stored) {
       if (kept.expiryS === SESSION_EXPIRY_NEVER) continue;
-      if (nowUs - kept.releasedUs >= kept.expiryS * 1e6) this.stored.delete(clientId);
+      if (nowUs - kept.releasedUs < kept.expiryS * 1e6) continue;
+      this.stored.delete(clientId);
+      this.removeSessionConsumers(clientId);
     }
   }
 

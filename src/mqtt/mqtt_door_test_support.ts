@@ -5,6 +5,7 @@
  */
 import { Broker } from "../broker/broker.ts";
 import type { Connection } from "../broker/ports.ts";
+import type { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
@@ -88,13 +89,23 @@ export class FakeMqttClient {
 export class DoorWorld {
   readonly topics = new TopicTable();
   readonly tip = new Tip(this.topics, { capacityBytes: 1 << 20, poolBlocks: 64 });
-  readonly store = new MemoryStore();
+  readonly store: MemoryStore = new MemoryStore();
   readonly tasks: (() => void)[] = [];
   readonly broker: Broker;
   readonly door: MqttDoor;
   timeUs = 1_000_000_000;
 
-  constructor(options: { authToken?: string } = {}) {
+  constructor(
+    options: {
+      authToken?: string;
+      /** Keep persistent sessions in the door's memory instead of durable consumers. */
+      inMemorySessions?: boolean;
+      /** A store and consumer store that outlive this world (a restart of the server). */
+      store?: MemoryStore;
+      consumerStore?: MemoryConsumerStore;
+    } = {},
+  ) {
+    if (options.store !== undefined) this.store = options.store;
     const clock = { nowUs: () => this.timeUs };
     this.broker = new Broker({
       topics: this.topics,
@@ -103,12 +114,19 @@ export class DoorWorld {
       clock,
       scheduler: { soon: (task) => this.tasks.push(task) },
       authToken: options.authToken,
+      consumerStore: options.consumerStore,
     });
     this.door = new MqttDoor({
       broker: this.broker,
       clock,
       scheduler: { soon: (task) => this.tasks.push(task) },
       mapping: ariaTopicMapping,
+      consumers: options.inMemorySessions
+        ? undefined
+        : {
+            list: () => this.broker.consumerList(),
+            remove: (name) => this.broker.removeConsumer(name),
+          },
     });
   }
 

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { encodePacket } from "./codec_encode.ts";
+import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
+import { MemoryStore } from "../testing/memory_store.ts";
 import { DoorWorld } from "./mqtt_door_test_support.ts";
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
@@ -497,4 +499,72 @@ test("packets pipelined behind CONNECT wait for CONNACK and then run in order", 
   client.sendBytes(Uint8Array.from([...connect, ...sub, ...pub]));
   await world.settle();
   expect(client.received.map((p) => p.type)).toEqual(["connack", "suback", "puback", "publish"]);
+});
+
+describe("MQTT session: persistent sessions are durable consumers", () => {
+  const connectKeeper = (world: DoorWorld, cleanStart: boolean) => {
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "keeper",
+      cleanStart,
+      keepAlive: 0,
+      properties: { sessionExpiryInterval: 3600 },
+    });
+    return client;
+  };
+  const consumers = (world: DoorWorld) => world.broker.consumerList().map((c) => c.name);
+
+  test("a session survives a restart of the server: what was not acknowledged comes again", async () => {
+    const store = new MemoryStore();
+    const consumerStore = new MemoryConsumerStore();
+    const before = new DoorWorld({ store, consumerStore });
+    const first = connectKeeper(before, false);
+    await before.settle();
+    subscribe(first, "r/#", 1);
+    await before.settle();
+    expect(consumers(before)).toEqual([expect.stringMatching(/^mqtt\/keeper\.[0-9a-f]{12}\/1/)]);
+    await publishAll(before, "r/x", ["a", "b"]);
+    const got = first.take("publish");
+    first.send({ type: "puback", packetId: got[0].packetId ?? 0, reasonCode: 0, properties: {} });
+    await before.settle();
+    // The server stops; a new one opens the same store and consumers.
+    const after = new DoorWorld({ store, consumerStore });
+    await publishAll(after, "r/y", ["c"]);
+    const again = connectKeeper(after, false);
+    await after.settle();
+    expect(again.take("connack").map((p) => p.sessionPresent)).toEqual([true]);
+    const redelivered = again.take("publish");
+    expect(redelivered.map((p) => [p.topic, text(p.payload), p.qos])).toEqual([
+      ["r/x", "b", 1],
+      ["r/y", "c", 1],
+    ]);
+  });
+
+  test("clean start, UNSUBSCRIBE and the session's expiry remove its consumers", async () => {
+    const world = new DoorWorld();
+    const first = connectKeeper(world, false);
+    await world.settle();
+    subscribe(first, "u/#", 1);
+    subscribe(first, "v/#", 0);
+    await world.settle();
+    expect(consumers(world).length).toBe(2);
+    first.send({ type: "unsubscribe", packetId: 9, filters: ["u/#"], properties: {} });
+    await world.settle();
+    expect(consumers(world).length).toBe(1);
+    first.drop();
+    await world.settle();
+    const clean = connectKeeper(world, true);
+    await world.settle();
+    expect(clean.take("connack").map((p) => p.sessionPresent)).toEqual([false]);
+    expect(consumers(world)).toEqual([]);
+    subscribe(clean, "w/#", 1);
+    await world.settle();
+    clean.send({ type: "disconnect", reasonCode: 0, properties: { sessionExpiryInterval: 5 } });
+    await world.settle();
+    expect(consumers(world).length).toBe(1);
+    await world.advance(6_000_000);
+    expect(consumers(world)).toEqual([]);
+  });
 });

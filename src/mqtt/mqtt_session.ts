@@ -39,6 +39,7 @@ import {
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
+import { sessionConsumerName } from "./session_consumers.ts";
 import { decodeStoredProperties, encodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
@@ -87,6 +88,10 @@ export interface SessionDoor {
   assignClientId(): string;
   /** The time now (µs): a message's expiry is counted from its publish time. */
   nowUs(): number;
+  /** True when persistent sessions keep their positions as durable consumers (session_consumers.ts). */
+  readonly durableSessions: boolean;
+  /** Removes the durable consumer `name` once the frames sent so far are handled. */
+  removeConsumerSoon(name: string): void;
   /**
    * The client signed in as `clientId`: another connection of it is taken over, and the session
    * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
@@ -110,6 +115,11 @@ interface SubscriptionState {
   unprocessed: Set<number>;
   /** The seq after the last one the broker gave (0: SUBSCRIBED not seen yet). */
   positionSeq: number;
+  /** The durable consumer keeping its position (a persistent session), or undefined. */
+  durable: string | undefined;
+  /** The last seq of a DATA of it, and the last one acknowledged to the broker (ACK). */
+  lastDataSeq: number;
+  ackedSeq: number;
 }
 
 interface Outgoing {
@@ -517,8 +527,10 @@ export class MqttSession implements NativeEvents {
         continue;
       }
       const existing = this.subscriptions.get(wanted.filter);
-      if (existing !== undefined && !startGiven) {
-        // The same filter again replaces the options; its position goes on (no gap, no repeat).
+      // The same filter again replaces the options; its position goes on (no gap, no repeat).
+      // `aria-from` restarts it, but not a persistent session's: a durable consumer's start
+      // applies only when it is new.
+      if (existing !== undefined && (!startGiven || existing.durable !== undefined)) {
         existing.options = wanted;
         existing.identifier = identifier;
         continue;
@@ -534,6 +546,9 @@ export class MqttSession implements NativeEvents {
         start,
         unprocessed: new Set(),
         positionSeq: 0,
+        durable: this.consumerNameOf(wanted.filter, wanted.qos),
+        lastDataSeq: 0,
+        ackedSeq: 0,
       };
       suback.waiting++;
       this.openSubscription(state, { suback, index });
@@ -550,7 +565,27 @@ export class MqttSession implements NativeEvents {
     this.subscriptions.set(state.filter, state);
     this.byNativeId.set(state.nativeId, state);
     if (waiting !== undefined) this.waitingSuback.set(state.nativeId, waiting);
-    this.link.subscribe(state.nativeId, state.start, state.entries);
+    this.link.subscribe(state.nativeId, state.start, state.entries, state.durable);
+  }
+
+  /** The durable consumer of a subscription of this session, when it persists. */
+  private consumerNameOf(filter: string, qos: QoS): string | undefined {
+    if (!this.door.durableSessions || this.sessionExpiryS === 0) return undefined;
+    return sessionConsumerName(this.clientId, filter, qos);
+  }
+
+  /**
+   * A persistent subscription's position moved: ACK up to the last seq its client processed
+   * (every earlier one of it too), never past what the broker gave it.
+   */
+  private progress(state: SubscriptionState): void {
+    if (state.durable === undefined || !this.byNativeId.has(state.nativeId)) return;
+    let processed = state.positionSeq - 1;
+    for (const seq of state.unprocessed) if (seq - 1 < processed) processed = seq - 1;
+    const ackable = Math.min(processed, state.lastDataSeq);
+    if (ackable <= state.ackedSeq) return;
+    state.ackedSeq = ackable;
+    this.link.ack(state.nativeId, ackable);
   }
 
   /** A subscription of a session kept while the client was away: on from its position. */
@@ -567,6 +602,9 @@ export class MqttSession implements NativeEvents {
       start: saved.start,
       unprocessed: new Set(),
       positionSeq: 0,
+      durable: this.consumerNameOf(saved.filter, saved.options.qos),
+      lastDataSeq: 0,
+      ackedSeq: 0,
     });
   }
 
@@ -574,6 +612,7 @@ export class MqttSession implements NativeEvents {
     this.subscriptions.delete(state.filter);
     this.byNativeId.delete(state.nativeId);
     this.link.unsubscribe(state.nativeId);
+    if (state.durable !== undefined) this.door.removeConsumerSoon(state.durable);
   }
 
   /** SUBSCRIBED: a filter of a SUBSCRIBE is granted. */
@@ -646,6 +685,7 @@ export class MqttSession implements NativeEvents {
     while (messages.next()) {
       const seq = messages.seq;
       state.positionSeq = seq + 1;
+      state.lastDataSeq = seq;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const properties = messages.hasProperties ? decodeStoredProperties(messages.properties) : {};
@@ -668,6 +708,7 @@ export class MqttSession implements NativeEvents {
       this.heldBytes += bytes;
     }
     this.pump();
+    this.progress(state);
   }
 
   caughtUp(subscriptionId: number, nextSeq: number): void {
@@ -705,6 +746,7 @@ export class MqttSession implements NativeEvents {
       this.held.length = 0;
       this.heldHead = 0;
     }
+    for (const state of this.byNativeId.values()) this.progress(state);
   }
 
   private takePacketId(): number {
@@ -766,6 +808,7 @@ export class MqttSession implements NativeEvents {
       return;
     }
     flight.subscription.unprocessed.delete(flight.seq);
+    this.progress(flight.subscription);
     if (type === "pubrec" && reasonCode < 0x80) {
       flight.released = true;
       this.ack("pubrel", packetId, REASON.SUCCESS);
@@ -972,7 +1015,12 @@ export class MqttSession implements NativeEvents {
         releasedUs: this.lastInputUs,
       };
     }
-    for (const state of this.subscriptions.values()) this.link.unsubscribe(state.nativeId);
+    for (const state of this.subscriptions.values()) {
+      this.link.unsubscribe(state.nativeId);
+      // A session that ends with its connection (DISCONNECT set the expiry to 0) leaves none.
+      if (state.durable !== undefined && stored === null)
+        this.door.removeConsumerSoon(state.durable);
+    }
     this.subscriptions.clear();
     this.byNativeId.clear();
     this.held.length = 0;

@@ -283,6 +283,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           clock: runtime.clock,
           scheduler: runtime.scheduler,
           mapping: mqttTopicMapping,
+          // Persistent sessions keep their positions as durable consumers (docs/mqtt.md).
+          consumers: {
+            list: () => broker.consumerList(),
+            remove: (name) => broker.removeConsumer(name),
+          },
           log,
         });
   let mqtt: TcpListener | null = null;
