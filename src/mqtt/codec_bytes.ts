@@ -150,6 +150,9 @@ export function utf8Bytes(text: string): Uint8Array {
   return UTF8_ENCODER.encode(text);
 }
 
+/** Strings up to this many characters try the ASCII path first. */
+const ASCII_FAST_CHARS_MAX = 64;
+
 /** Room kept in front of a body for the fixed header (1 type byte + up to 4 length bytes). */
 export const HEADER_ROOM = 5;
 
@@ -219,6 +222,22 @@ export class Writer {
   utf8(value: string): void {
     this.ensure(2 + value.length * 3);
     const start = this.offset + 2;
+    // Short ASCII strings (most topics) byte by byte: cheaper than a view and encodeInto.
+    if (value.length <= ASCII_FAST_CHARS_MAX) {
+      const buffer = this.buffer;
+      let index = 0;
+      while (index < value.length) {
+        const code = value.charCodeAt(index);
+        if (code >= 0x80) break;
+        buffer[start + index] = code;
+        index++;
+      }
+      if (index === value.length) {
+        this.u16(index);
+        this.offset = start + index;
+        return;
+      }
+    }
     const { written } = UTF8_ENCODER.encodeInto(value, this.buffer.subarray(start));
     assert(written <= 0xffff, "Writer: a string of at most 65,535 bytes");
     this.u16(written);
