@@ -635,6 +635,12 @@ export class Dispatch {
   /** Reading a subscription from storage failed: drop it and tell its client. */
   subscriptionFailed(subscription: Subscription, error: unknown): void {
     if (subscription.phase === Phase.Closed) return;
+    // A shared group's cursor: every member fails (the last one leaving stops the cursor).
+    const group = this.groups.cursorOf(subscription);
+    if (group !== undefined) {
+      for (const member of group.memberList()) this.subscriptionFailed(member, error);
+      return;
+    }
     const session = subscription.session;
     this.dropSubscription(subscription);
     const message = error instanceof Error ? error.message : String(error);

@@ -288,6 +288,23 @@ describe("shared groups", () => {
     expect(member.seqs()).toEqual(range(1, 300));
   });
 
+  test("the cursor's disk read fails: every member gets STORAGE_FAILED; counts stay right", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    await world.publish(publisher, 1500, 3, 100); // more than the tip holds: earliest is on disk
+    world.store.read = () => ({ nextBatch: () => Promise.reject(new Error("disk gone")) });
+    const members = [world.connect(), world.connect()];
+    for (const member of members) world.join(member);
+    await world.settle();
+    for (const member of members)
+      expect(member.errors()).toEqual([
+        "ARIA_ERR_STORAGE_FAILED: reading subscription 1 from disk failed: disk gone",
+      ]);
+    expect(world.broker.consumerList()).toMatchObject([{ name: "g", members: 0 }]);
+    for (const member of members) world.close(member);
+    await world.settle();
+  });
+
   test("the last member leaving keeps the position; the next member starts there", async () => {
     const world = new World();
     const publisher = world.connect();

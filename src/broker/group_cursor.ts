@@ -90,7 +90,7 @@ export function topicKey(topic: Uint8Array): number {
  */
 export class GroupSession extends Session<Subscription> {
   constructor(
-    private readonly cursor: GroupCursor,
+    readonly cursor: GroupCursor,
     topicCache: TopicCache,
   ) {
     super(GROUP_SESSION_ID, NOWHERE, topicCache);
@@ -179,7 +179,8 @@ export class GroupCursor {
       0,
       true,
     );
-    // catch-up's begin gives a new consumer its position (the first seq) through this.
+    // catch-up's begin gives a new consumer its position (the first seq) through this. The
+    // cursor never attached: it is never dropped through dispatch (a failure fails the members).
     this.subscription.consumer = consumer;
     this.session.subscriptions.set(CURSOR_SUBSCRIPTION_ID, this.subscription);
   }
@@ -192,6 +193,11 @@ export class GroupCursor {
   /** Members now. */
   get memberCount(): number {
     return this.members.size;
+  }
+
+  /** The member subscriptions now. */
+  memberList(): Subscription[] {
+    return [...this.members.values()];
   }
 
   /** Starts reading at `start` (once, with the first member). */
@@ -335,6 +341,11 @@ export class GroupCursors {
   /** The group `member` belongs to, or undefined: not a shared group's member. */
   of(member: Subscription): GroupCursor | undefined {
     return this.memberships.get(member);
+  }
+
+  /** The group whose cursor `subscription` is, or undefined. */
+  cursorOf(subscription: Subscription): GroupCursor | undefined {
+    return subscription.session instanceof GroupSession ? subscription.session.cursor : undefined;
   }
 
   /** The group of consumer `name` being served, or undefined. */
