@@ -10,7 +10,7 @@ import { createServer, Socket } from "node:net";
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import type { Message } from "../src/client/mod.ts";
 import { connect } from "../src/server/mod.ts";
-import { serverForFile, waitFor } from "./fixtures/e2e_server.ts";
+import { makeTempDir, serverForFile, startAria, waitFor } from "./fixtures/e2e_server.ts";
 
 async function freePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -28,6 +28,19 @@ async function freePort(): Promise<number> {
 const MQTT_PORT = await freePort();
 const URL = `mqtt://127.0.0.1:${MQTT_PORT}`;
 const server = serverForFile({ fsync: "never", args: ["--mqtt-port", String(MQTT_PORT)] });
+
+/** Resolves whether something accepts a TCP connection on `port` at 127.0.0.1. */
+async function accepts(port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const socket = new Socket();
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+    socket.connect(port, "127.0.0.1");
+  });
+}
 
 const clients = new Set<MqttClient>();
 async function mqttClient(options: IClientOptions): Promise<MqttClient> {
@@ -223,4 +236,53 @@ test("a second CONNECT (0x82) and malformed bytes end only their connection", as
     "every MQTT connection's broker session gone",
     5000,
   );
+});
+
+test("a persistent session outlives kill -9 of the server: its client gets what it had not acknowledged and what came after", async () => {
+  const dataDir = makeTempDir("aria-mqtt-restart-");
+  const port = await freePort();
+  const url = `mqtt://127.0.0.1:${port}`;
+  const args = ["--mqtt-port", String(port)];
+  let aria = await startAria({ dataDir, fsync: "always", args });
+  try {
+    await waitFor(() => accepts(port), "the MQTT door", 10_000);
+    const options = {
+      protocolVersion: 5 as const,
+      clientId: "survivor",
+      clean: false,
+      reconnectPeriod: 0,
+      properties: { sessionExpiryInterval: 600 },
+    };
+    const first = await mqtt.connectAsync(url, options);
+    const firstGot = collect(first);
+    await first.subscribeAsync("crash/#", { qos: 1 });
+    const pub = await mqtt.connectAsync(url, { protocolVersion: 4, reconnectPeriod: 0 });
+    for (let i = 0; i < 20; i++) await pub.publishAsync("crash/x", `m${i}`, { qos: 1 });
+    await waitFor(async () => firstGot.length === 20, "20 live messages", 5000);
+    // Acknowledgements leave mqtt.js at once; give them a moment to be written (fsync always).
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    first.stream.destroy();
+    pub.stream.destroy();
+    await aria.kill9();
+    aria = await startAria({ dataDir, fsync: "always", args });
+    await waitFor(() => accepts(port), "the MQTT door again", 10_000);
+    const pub2 = await mqtt.connectAsync(url, { protocolVersion: 5, reconnectPeriod: 0 });
+    for (let i = 20; i < 30; i++) await pub2.publishAsync("crash/x", `m${i}`, { qos: 1 });
+    const again = mqtt.connect(url, options);
+    const got = collect(again);
+    const connack = await new Promise<{ sessionPresent: boolean }>((resolve) =>
+      again.once("connect", resolve),
+    );
+    expect(connack.sessionPresent).toBe(true);
+    await waitFor(async () => got.length >= 10, "the messages published after the crash", 5000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Everything acknowledged before the crash stays acknowledged; nothing is missing.
+    expect(got.map((m) => m.payload.toString())).toEqual(
+      Array.from({ length: 10 }, (_, i) => `m${i + 20}`),
+    );
+    again.end(true);
+    pub2.end(true);
+  } finally {
+    await aria.stop();
+  }
 });
