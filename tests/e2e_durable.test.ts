@@ -4,7 +4,8 @@
  * with SIGKILL and restarted on the same data directory, and the consumer resumes with no gap and
  * no duplicate (everything it printed was acknowledged); a second subscriber of the name is
  * refused (CONSUMER_BUSY); `aria consumers ls|rm` list and remove it (rm refused while open); a
- * damaged consumers file stops the server at start-up with exit 5, naming file and offset.
+ * damaged consumers file stops the server at start-up with exit 5, naming file and offset, and
+ * `aria repair` salvages it.
  */
 import { afterAll, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -124,4 +125,12 @@ test("durable consumer: resume after its acknowledged position across client res
   expect(await new Response(refused.stderr).text()).toContain(
     `${path}": checksum mismatch at offset 8`,
   );
+  // aria repair moves the damaged bytes aside and keeps the records that check: c1 resumes.
+  const repaired = await runAria(["repair", "--data-dir", dataDir]);
+  expect(repaired.exitCode).toBe(0);
+  expect(repaired.stdout).toContain("damage: ");
+  expect(repaired.stdout).toContain("durable consumers: 1 kept");
+  server = await startAria({ dataDir });
+  const resumed = await sub(server.tcpUrl, "--limit", "1");
+  expect(seqsOf(resumed.stdout)).toEqual([2]);
 }, 60_000);

@@ -7,7 +7,7 @@
  * now (a dry run: when it would be), 1 on I/O errors or a held lock, 2 on wrong arguments.
  */
 import { STORE_DIR_DEFAULT } from "../constants.ts";
-import { acquireLock, runtime } from "../runtime/mod.ts";
+import { acquireLock, type ConsumersRepair, repairConsumersFile, runtime } from "../runtime/mod.ts";
 import { type RepairReport, repairStore } from "../store/mod.ts";
 import { parseCommand, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
@@ -57,20 +57,24 @@ export async function repairCommand(args: string[], io: CliIo): Promise<number> 
     return EXIT_FAILURE;
   }
   let report: RepairReport;
+  let consumers: ConsumersRepair | null;
   try {
     report = await repairStore(runtime.openDisk(dataDir), {
       dryRun,
       crc32: runtime.crc32,
       yieldToEvents: runtime.yieldToEvents,
     });
+    // The durable consumers' positions: a file of their own (src/runtime/consumer_file.ts).
+    consumers = repairConsumersFile(dataDir, { crc32: runtime.crc32, dryRun });
   } catch (error) {
     io.err(`aria repair: "${dataDir}": ${(error as Error).message}\n`);
     return EXIT_FAILURE;
   } finally {
     await locked.lock.release();
   }
-  if (values.json === true) io.out(`${JSON.stringify(reportJson(dataDir, report))}\n`);
-  else io.out(reportText(dataDir, report));
+  if (values.json === true)
+    io.out(`${JSON.stringify({ ...reportJson(dataDir, report), consumers })}\n`);
+  else io.out(reportText(dataDir, report, consumers));
   return EXIT_OK;
 }
 
@@ -89,12 +93,27 @@ function reportJson(dataDir: string, report: RepairReport): object {
   };
 }
 
-function reportText(dataDir: string, report: RepairReport): string {
+function reportText(
+  dataDir: string,
+  report: RepairReport,
+  consumers: ConsumersRepair | null,
+): string {
   const would = report.dryRun ? "would " : "";
   const lines: string[] = [];
   const { problems } = report.recovery;
-  if (problems.length === 0) lines.push(`"${dataDir}": no damage found; nothing to repair.`);
+  if (problems.length === 0 && consumers === null)
+    lines.push(`"${dataDir}": no damage found; nothing to repair.`);
   for (const p of problems) lines.push(`damage: "${p.file}" at offset ${p.offset}: ${p.problem}`);
+  for (const d of consumers?.damaged ?? []) {
+    lines.push(`damage: "${consumers?.file}" at offset ${d.offset}: ${d.reason}`);
+    lines.push(
+      `${would}move: "${consumers?.file}" bytes ${d.offset}..${d.offset + d.bytes} → "${d.to}"`,
+    );
+  }
+  if (consumers !== null)
+    lines.push(
+      `durable consumers: ${consumers.kept} kept; one whose newest record was damaged resumes at its record before, or starts anew`,
+    );
   for (const m of report.moved)
     lines.push(`${would}move: "${m.file}" bytes ${m.offset}..${m.offset + m.bytes} → "${m.to}"`);
   for (const r of report.lostSeqs)
@@ -102,7 +121,7 @@ function reportText(dataDir: string, report: RepairReport): string {
   if (problems.length > 0 && report.lostSeqs.length === 0) lines.push("lost: no seq");
   lines.push(`next seq: ${report.nextSeq}`);
   if (report.dryRun) lines.push("dry run: nothing was changed.");
-  else if (problems.length > 0)
+  else if (problems.length > 0 || consumers !== null)
     lines.push(`repaired: \`aria serve --data-dir ${dataDir}\` starts.`);
   return `${lines.join("\n")}\n`;
 }

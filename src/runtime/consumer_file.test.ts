@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConsumerRecord } from "../broker/ports.ts";
 import { nativeCrc32 } from "./crc32.ts";
-import { CONSUMERS_FILE, ConsumerFile } from "./consumer_file.ts";
+import { CONSUMERS_FILE, ConsumerFile, repairConsumersFile } from "./consumer_file.ts";
 
 const root = mkdtempSync(join(tmpdir(), "aria-consumers-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -98,5 +98,42 @@ describe("ConsumerFile", () => {
     await file.close();
     expect(statSync(join(dir, CONSUMERS_FILE)).size).toBeLessThan(80 * 1024);
     expect((await ConsumerFile.open(dir, options)).load()).toEqual([record("c", 3000)]);
+  });
+
+  test("repair: damaged bytes moved aside, records before and after the damage kept", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    for (const [name, seq] of [
+      ["a", 1],
+      ["b", 2],
+      ["c", 3],
+    ] as const) {
+      file.save(record(name, seq));
+      await file.flush();
+    }
+    await file.close();
+    const path = join(dir, CONSUMERS_FILE);
+    const good = readFileSync(path);
+    const damaged = Uint8Array.from(good);
+    const secondRecord = 8 + 8 + good.readUInt32LE(8);
+    damaged[secondRecord + 12] ^= 0xff;
+    writeFileSync(path, damaged);
+    expect(repairConsumersFile(dir, { crc32: nativeCrc32 })?.damaged).toEqual([
+      {
+        offset: secondRecord,
+        bytes: 8 + good.readUInt32LE(secondRecord),
+        reason: "checksum mismatch",
+        to: join(dir, "damaged", `${CONSUMERS_FILE}.${secondRecord}`),
+      },
+    ]);
+    expect(sorted((await ConsumerFile.open(dir, options)).load())).toEqual([
+      record("a", 1),
+      record("c", 3),
+    ]);
+    expect(readFileSync(join(dir, "damaged", `${CONSUMERS_FILE}.${secondRecord}`)).length).toBe(
+      8 + good.readUInt32LE(secondRecord),
+    );
+    // Repaired: a second repair finds nothing.
+    expect(repairConsumersFile(dir, { crc32: nativeCrc32 })).toBeNull();
   });
 });

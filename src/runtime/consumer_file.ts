@@ -16,7 +16,15 @@
  * tail (a write cut by a crash) is dropped, and the next write truncates it away.
  * Not here: deciding positions (consumer_registry.ts), the record bytes (consumers_codec.ts).
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+} from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { ConsumerRecord, ConsumerStore } from "../broker/ports.ts";
@@ -26,6 +34,7 @@ import {
   type ConsumerEntry,
   decodeConsumersFile,
   encodeConsumerEntries,
+  salvageConsumersFile,
 } from "../store/consumers_codec.ts";
 import type { Crc32 } from "../store/crc32.ts";
 import { StoreError } from "../store/mod.ts";
@@ -189,6 +198,69 @@ export class ConsumerFile implements ConsumerStore {
     syncDirectory(join(this.path, ".."));
     this.fileBytes = CONSUMERS_FILE_MAGIC.length + body.length;
   }
+}
+
+/** What `aria repair` did (or would do) to the consumers file. */
+export interface ConsumersRepair {
+  /** The file's path. */
+  file: string;
+  /** Damaged regions: moved into `damaged/` (`to`), their records lost. */
+  damaged: { offset: number; bytes: number; reason: string; to: string }[];
+  /** Consumers kept. */
+  kept: number;
+}
+
+/**
+ * `aria repair`'s part for `DATA_DIR/consumers.log`: when it holds damage, copies each damaged
+ * region into `damaged/consumers.log.<offset>` (fsynced), then rewrites the file with every
+ * record that checks, those after the damage too (a consumer whose newest record was damaged
+ * falls back to its record before, or is gone and starts anew). Null: no file, or no damage.
+ * `dryRun`: changes nothing.
+ */
+export function repairConsumersFile(
+  dataDir: string,
+  options: { crc32: Crc32; dryRun?: boolean },
+): ConsumersRepair | null {
+  const path = join(dataDir, CONSUMERS_FILE);
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(path);
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return null;
+    throw error;
+  }
+  if (decodeConsumersFile(bytes, options.crc32).ok) return null;
+  const salvage = salvageConsumersFile(bytes, options.crc32);
+  const damaged = salvage.damaged.map((region) => ({
+    ...region,
+    to: join(dataDir, "damaged", `${CONSUMERS_FILE}.${region.offset}`),
+  }));
+  if (options.dryRun !== true) {
+    mkdirSync(join(dataDir, "damaged"), { recursive: true });
+    for (const region of damaged) {
+      const fd = openSync(region.to, "w");
+      try {
+        writeSync(fd, bytes.subarray(region.offset, region.offset + region.bytes));
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+    }
+    syncDirectory(join(dataDir, "damaged"));
+    const body = encodeConsumerEntries(salvage.entries, options.crc32);
+    const temporary = `${path}.tmp`;
+    const fd = openSync(temporary, "w");
+    try {
+      writeSync(fd, CONSUMERS_FILE_MAGIC);
+      writeSync(fd, body);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temporary, path);
+    syncDirectory(dataDir);
+  }
+  return { file: path, damaged, kept: salvage.entries.length };
 }
 
 /** fsyncs a directory, so a rename in it is durable (ignored where directories cannot be opened). */

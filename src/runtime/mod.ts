@@ -28,7 +28,12 @@ export {
   type LockInfo,
 } from "./data_dir_lock.ts";
 export { buildCommit } from "./build_info.ts";
-export { CONSUMERS_FILE, ConsumerFile } from "./consumer_file.ts";
+export {
+  CONSUMERS_FILE,
+  ConsumerFile,
+  type ConsumersRepair,
+  repairConsumersFile,
+} from "./consumer_file.ts";
 export { type EventLoopLag, watchEventLoopLag } from "./event_loop_lag.ts";
 export { processLog } from "./process_log.ts";
 export { type ProcessStats, processStats } from "./process_stats.ts";

@@ -136,6 +136,65 @@ export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersD
   return { ok: true, entries, validBytes: at, records };
 }
 
+/** What `aria repair` keeps of a damaged consumers file, and the damaged regions it skipped. */
+export interface ConsumersSalvage {
+  entries: Extract<ConsumerEntry, { kind: "put" }>[];
+  /** Byte ranges [offset, offset + bytes) that did not check and were skipped. */
+  damaged: { offset: number; bytes: number; reason: string }[];
+}
+
+/**
+ * Reads what checks of a consumers file: at a bad record, resyncs at the next offset where a
+ * whole record checks (a CRC match), keeping the records after the damage too. A torn tail is
+ * dropped without being counted as damage. A file whose header is damaged keeps nothing.
+ */
+export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersSalvage {
+  const entries = new Map<string, Extract<ConsumerEntry, { kind: "put" }>>();
+  const damaged: ConsumersSalvage["damaged"] = [];
+  const magic = CONSUMERS_FILE_MAGIC;
+  if (bytes.length >= magic.length && magic.some((byte, i) => bytes[i] !== byte)) {
+    damaged.push({
+      offset: 0,
+      bytes: bytes.length,
+      reason: "the file does not start with ARIACNS1",
+    });
+    return { entries: [], damaged };
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = magic.length;
+  while (at < bytes.length) {
+    const problem = recordProblem(bytes, view, at, crc32);
+    const entry =
+      problem === null
+        ? decodeBody(bytes.subarray(at + 8, at + 8 + view.getUint32(at, true)))
+        : null;
+    if (entry !== null) {
+      if (entry.kind === "put") entries.set(entry.name, entry);
+      else entries.delete(entry.name);
+      at += CONSUMER_RECORD_HEAD_BYTES + view.getUint32(at, true);
+      continue;
+    }
+    let next = at + 1;
+    while (next < bytes.length && !recordChecks(bytes, view, next, crc32)) next++;
+    const torn =
+      next === bytes.length &&
+      (problem?.cut === true || bytes.subarray(at).every((byte) => byte === 0));
+    if (!torn)
+      damaged.push({
+        offset: at,
+        bytes: next - at,
+        reason: problem?.reason ?? "a record's body does not decode",
+      });
+    at = next;
+  }
+  return { entries: [...entries.values()], damaged };
+}
+
+function recordChecks(bytes: Uint8Array, view: DataView, at: number, crc32: Crc32): boolean {
+  if (recordProblem(bytes, view, at, crc32) !== null) return false;
+  return decodeBody(bytes.subarray(at + 8, at + 8 + view.getUint32(at, true))) !== null;
+}
+
 /** Why the record at `at` does not check; `cut`: it runs past the end of the file. */
 function recordProblem(
   bytes: Uint8Array,
