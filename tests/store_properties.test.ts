@@ -14,6 +14,9 @@ import { BunDisk } from "../src/runtime/bun_disk.ts";
 import { nativeCrc32 } from "../src/runtime/crc32.ts";
 import { Store, type StoredMessage } from "../src/store/mod.ts";
 import { recordBytes } from "../src/store/record.ts";
+import { executeSplit } from "../src/split/executor.ts";
+import { inProcessRunner, storeHost } from "../src/split/in_process.ts";
+import { SimDisk } from "../src/testing/sim_disk.ts";
 import { Filter } from "../src/topic/mod.ts";
 
 const dirs: string[] = [];
@@ -154,5 +157,42 @@ test("properties through a merge of many partitions (decoded runs of tabulated i
   await store.close();
   ({ store } = await Store.open(new BunDisk(dir), OPTIONS));
   for (const borrow of [false, true]) expect(await readAll(store, borrow)).toEqual(want);
+  await store.close();
+});
+
+test("properties survive a split into subtree stores", async () => {
+  const disk = new SimDisk({ seed: 30 });
+  const { store } = await Store.open(disk, OPTIONS);
+  const count = 400;
+  for (let seq = 1; seq <= count; seq++) {
+    const payload = payloadOf(seq);
+    const properties = propertiesOf(seq);
+    store.append(
+      seq,
+      1000 + seq,
+      TOPICS[seq % 3],
+      payload,
+      0,
+      payload.length,
+      properties ?? null,
+      0,
+      properties?.length ?? 0,
+    );
+  }
+  await store.commit();
+  await store.sortAll();
+  const report = await executeSplit(
+    storeHost(store),
+    inProcessRunner(disk, { crc32: nativeCrc32 }),
+    disk,
+    {
+      plan: { algorithm: "adaptive", maxStores: 64 },
+      workers: 1,
+      intervalBytes: 256,
+    },
+  );
+  expect(report.switched).toBe(true);
+  expect(store.layout().flatMap((partition) => partition.stores).length).toBeGreaterThan(0);
+  for (const borrow of [false, true]) expect(await readAll(store, borrow)).toEqual(expected(count));
   await store.close();
 });
