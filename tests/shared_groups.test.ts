@@ -9,7 +9,16 @@ import { afterAll, expect, test } from "bun:test";
 import type { Subprocess } from "bun";
 import { join } from "node:path";
 import { connect } from "../mod.ts";
-import { cleanupAll, makeTempDir, StreamText, startAria, waitFor } from "./fixtures/e2e_server.ts";
+import {
+  ARIA_BIN,
+  cleanupAll,
+  makeTempDir,
+  parseSubLines,
+  runAria,
+  StreamText,
+  startAria,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
 
 afterAll(cleanupAll);
 
@@ -52,12 +61,17 @@ function startMember(url: string, mode: "auto" | "never"): Member {
   return member;
 }
 
-async function consumer(adminUrl: string): Promise<{ members: number; nextSeq: number }> {
+async function consumerNamed(
+  adminUrl: string,
+  name: string,
+): Promise<{ members: number; nextSeq: number }> {
   const answer = (await (await fetch(`${adminUrl}/api/consumers`)).json()) as {
     consumers: { name: string; members: number; nextSeq: number }[];
   };
-  return answer.consumers.find((c) => c.name === "grp") ?? { members: 0, nextSeq: 0 };
+  return answer.consumers.find((c) => c.name === name) ?? { members: 0, nextSeq: 0 };
 }
+
+const consumer = (adminUrl: string) => consumerNamed(adminUrl, "grp");
 
 /** Per member, each topic's seqs ascend within what it got after index `from`. */
 function expectTopicOrder(member: Member, from = 0): void {
@@ -137,6 +151,58 @@ test("three member processes share a group; a killed member's unacked messages m
     expect(d.err.text).toBe("");
     d.process.kill(9);
   } finally {
+    await server.stop();
+  }
+}, 30_000);
+
+test("aria sub --durable NAME --shared: two CLI members split a group; --shared alone is a usage error", async () => {
+  const server = await startAria({ fsync: "never" });
+  const subs: Subprocess<"ignore", "pipe", "pipe">[] = [];
+  try {
+    const args = [
+      "sub",
+      "--url",
+      server.tcpUrl,
+      "--durable",
+      "cli",
+      "--shared",
+      "--from",
+      "earliest",
+    ];
+    for (let i = 0; i < 2; i++)
+      subs.push(
+        Bun.spawn([ARIA_BIN, ...args, "s/**"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" }),
+      );
+    const outs = subs.map((sub) => new StreamText(sub.stdout));
+    await waitFor(
+      async () => (await consumerNamed(server.adminUrl, "cli")).members === 2,
+      "two members",
+    );
+    const publisher = await connect(server.tcpUrl);
+    await publisher.publishBatch(
+      Array.from({ length: 100 }, (_, i) => ({ topic: `s/t${i % 10}`, payload: `${i}` })),
+    );
+    await publisher.close();
+    const lines = () =>
+      outs.map((out) => parseSubLines(out.text.slice(0, out.text.lastIndexOf("\n") + 1)));
+    await waitFor(() => lines().flat().length >= 100, "100 lines");
+    expect(
+      lines()
+        .flat()
+        .map((line) => line.seq)
+        .sort((a, b) => a - b),
+    ).toEqual(range(1, 100));
+    const [one, two] = lines().map((got) => new Set(got.map((line) => line.topic)));
+    for (const topic of one!) expect(two!.has(topic)).toBe(false);
+    await waitFor(
+      async () => (await consumerNamed(server.adminUrl, "cli")).nextSeq === 101,
+      "all acknowledged",
+    );
+    const usage = await runAria(["sub", "--url", server.tcpUrl, "--shared", "s/**"]);
+    expect(usage.exitCode).toBe(2);
+    expect(usage.stderr).toContain("--shared needs --durable NAME");
+  } finally {
+    for (const sub of subs) sub.kill(9);
     await server.stop();
   }
 }, 30_000);

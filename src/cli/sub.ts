@@ -3,7 +3,8 @@
  * end, the oldest message, a seq, a time or a time ago (`15m`); stops after --limit messages or,
  * with --until-caught-up, when the subscription reaches the live end. A dropped connection and
  * its resumption are one line each on stderr (the client resumes with no gap or duplicate).
- * With --durable NAME it is a durable consumer: each message is acknowledged once written out.
+ * With --durable NAME it is a durable consumer: each message is acknowledged once written out;
+ * with --shared as well, a member of the shared group NAME (each message to one member).
  */
 import type { ClientSubscription, ConnectionEvent, Message, StartFrom } from "../client/mod.ts";
 import { AriaError, consumerNameRefusal, type StartPosition } from "../protocol/mod.ts";
@@ -48,6 +49,10 @@ ${clientAuthUsage(29)}${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
   --ack auto|manual          with --durable: auto (default) acknowledges each message once it
                              is written to standard output; manual acknowledges nothing (see
                              what the consumer would get without moving it)
+  --shared                   with --durable: NAME is a shared group; every \`aria sub
+                             --durable NAME --shared\` running is a member, each message
+                             goes to one of them (all of a topic's to the same one), and
+                             what a member that ends did not acknowledge goes to another
   -h, --help                 show this help
 
 Filters use '/' between segments, * for one segment and ** for a subtree (quote them in a
@@ -170,6 +175,7 @@ export async function subCommand(
     format: { type: "string" },
     durable: { type: "string" },
     ack: { type: "string" },
+    shared: { type: "boolean" },
     ...CLIENT_AUTH_FLAGS,
     ...CLIENT_TLS_FLAGS,
     help: { type: "boolean", short: "h" },
@@ -197,6 +203,9 @@ export async function subCommand(
     throw new UsageError(`--ack: "${ack}" is not auto or manual`);
   if (typeof values.ack === "string" && durable === undefined)
     throw new UsageError("--ack applies to a durable consumer: add --durable NAME");
+  const shared = values.shared === true;
+  if (shared && durable === undefined)
+    throw new UsageError("--shared needs --durable NAME (the shared group's name)");
   // Acknowledged once written out (not once handed to this loop): a crash before the write
   // leaves the message to the next run.
   const ackWritten = durable !== undefined && ack === "auto";
@@ -226,6 +235,7 @@ export async function subCommand(
     from,
     untilCaughtUp: values["until-caught-up"] === true,
     durable,
+    shared,
     ack: "manual",
   });
   let printed = 0;
