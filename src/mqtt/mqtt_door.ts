@@ -40,6 +40,8 @@ export interface MqttDoorOptions {
   mapping: TopicMapping;
   /** Durable consumers: persistent sessions keep their positions there (absent: in memory). */
   consumers?: SessionConsumers;
+  /** Each matching topic's newest message, for retained messages (absent: none are sent). */
+  retained?: SessionDoor["retained"];
   log?: Log;
 }
 
@@ -57,6 +59,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   readonly mapping: TopicMapping;
   readonly log?: Log;
   readonly durableSessions: boolean;
+  readonly retained: SessionDoor["retained"];
   private readonly consumers: SessionConsumers | undefined;
   private readonly clock: Clock;
   private readonly connections = new Map<number, MqttSession>();
@@ -73,6 +76,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     this.log = options.log;
     this.consumers = options.consumers;
     this.durableSessions = options.consumers !== undefined;
+    this.retained = options.retained;
   }
 
   // ---- ConnectionEvents --------------------------------------------------------------------

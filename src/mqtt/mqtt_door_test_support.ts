@@ -8,6 +8,7 @@ import type { Connection } from "../broker/ports.ts";
 import type { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
+import { Filter } from "../topic/mod.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { MqttDecoder } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
@@ -127,6 +128,7 @@ export class DoorWorld {
             list: () => this.broker.consumerList(),
             remove: (name) => this.broker.removeConsumer(name),
           },
+      retained: (entries) => this.broker.latestOf(Filter.of(...entries)),
     });
   }
 

@@ -568,3 +568,50 @@ describe("MQTT session: persistent sessions are durable consumers", () => {
     expect(consumers(world)).toEqual([]);
   });
 });
+
+describe("MQTT session: retained messages", () => {
+  const subscribeWith = (client: Client, filter: string, retainHandling: 0 | 1 | 2) =>
+    client.send({
+      type: "subscribe",
+      packetId: 4,
+      subscriptions: [{ filter, qos: 1, noLocal: false, retainAsPublished: false, retainHandling }],
+      properties: {},
+    });
+  const seen = (client: Client) =>
+    client
+      .take("publish")
+      .map((p) => `${p.topic}=${text(p.payload)}${p.retain ? " (retained)" : ""}`);
+
+  test("SUBSCRIBE gets each matching topic's newest message, retain flag set; empty ones clear", async () => {
+    const world = new DoorWorld();
+    const pub = await world.connected("pub");
+    for (const [topic, payload] of [
+      ["r/1", "a"],
+      ["r/1", "b"],
+      ["r/2", "c"],
+      ["r/3", "x"],
+      ["r/3", ""],
+      ["$r/4", "dollar"],
+    ])
+      publish(pub, topic, payload);
+    await world.settle();
+    const sub = await world.connected("sub");
+    subscribeWith(sub, "#", 0);
+    await world.settle();
+    expect(seen(sub)).toEqual(["r/1=b (retained)", "r/2=c (retained)"]);
+    publish(pub, "r/1", "live");
+    await world.settle();
+    expect(seen(sub)).toEqual(["r/1=live"]);
+    // Retain handling 0 sends them again on a SUBSCRIBE of the same filter; 1 and 2 do not.
+    subscribeWith(sub, "#", 1);
+    await world.settle();
+    expect(seen(sub)).toEqual([]);
+    subscribeWith(sub, "#", 0);
+    await world.settle();
+    expect(seen(sub)).toEqual(["r/2=c (retained)", "r/1=live (retained)"]);
+    const never = await world.connected("never");
+    subscribeWith(never, "r/#", 2);
+    await world.settle();
+    expect(seen(never)).toEqual([]);
+  });
+});

@@ -68,6 +68,15 @@ export interface SavedSubscription {
   start: StartPosition;
 }
 
+/** A topic's newest message, as the broker gives it for retained messages (its LatestMessage). */
+export interface RetainedMessage {
+  seq: number;
+  timeUs: number;
+  topic: string;
+  payload: Uint8Array;
+  properties: Uint8Array;
+}
+
 /** What a session leaves behind when its connection ends with a session expiry. */
 export interface StoredSession {
   clientId: string;
@@ -92,6 +101,11 @@ export interface SessionDoor {
   readonly durableSessions: boolean;
   /** Removes the durable consumer `name` once the frames sent so far are handled. */
   removeConsumerSoon(name: string): void;
+  /**
+   * The newest message of every topic an Aria filter matches (MQTT's retained messages), in seq
+   * order; absent: retained messages are not served.
+   */
+  readonly retained?: (entries: readonly string[]) => Promise<readonly RetainedMessage[]>;
   /**
    * The client signed in as `clientId`: another connection of it is taken over, and the session
    * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
@@ -120,6 +134,8 @@ interface SubscriptionState {
   /** The last seq of a DATA of it, and the last one acknowledged to the broker (ACK). */
   lastDataSeq: number;
   ackedSeq: number;
+  /** Retained messages are sent once SUBSCRIBED says where it starts (retain handling). */
+  wantsRetained: boolean;
 }
 
 interface Outgoing {
@@ -131,6 +147,8 @@ interface Outgoing {
   qos: QoS;
   /** What it counts in heldBytes. */
   bytes: number;
+  /** Sent as a retained message (retain flag 1; not part of the subscription's position). */
+  retain: boolean;
 }
 
 interface InFlight {
@@ -139,6 +157,8 @@ interface InFlight {
   qos: QoS;
   /** QoS 2: PUBREL was sent, PUBCOMP is awaited. */
   released: boolean;
+  /** A retained message (not part of the subscription's position). */
+  retain: boolean;
 }
 
 interface PendingRequest {
@@ -533,6 +553,8 @@ export class MqttSession implements NativeEvents {
       if (existing !== undefined && (!startGiven || existing.durable !== undefined)) {
         existing.options = wanted;
         existing.identifier = identifier;
+        if (wanted.retainHandling === 0 && !startGiven && existing.positionSeq > 0)
+          this.sendRetained(existing, existing.positionSeq);
         continue;
       }
       if (existing !== undefined) this.dropSubscription(existing);
@@ -549,6 +571,9 @@ export class MqttSession implements NativeEvents {
         durable: this.consumerNameOf(wanted.filter, wanted.qos),
         lastDataSeq: 0,
         ackedSeq: 0,
+        // 0: retained messages on every SUBSCRIBE, 1: only for a new subscription, 2: never.
+        // A replay (`aria-from`) has the history it asked for instead.
+        wantsRetained: !startGiven && wanted.retainHandling !== 2,
       };
       suback.waiting++;
       this.openSubscription(state, { suback, index });
@@ -605,6 +630,7 @@ export class MqttSession implements NativeEvents {
       durable: this.consumerNameOf(saved.filter, saved.options.qos),
       lastDataSeq: 0,
       ackedSeq: 0,
+      wantsRetained: false,
     });
   }
 
@@ -620,6 +646,70 @@ export class MqttSession implements NativeEvents {
     const state = this.byNativeId.get(subscriptionId);
     if (state !== undefined && state.positionSeq === 0) state.positionSeq = firstSeq;
     this.filterAnswered(subscriptionId, null, "");
+    if (state?.wantsRetained) {
+      state.wantsRetained = false;
+      this.sendRetained(state, firstSeq);
+    }
+  }
+
+  /**
+   * The newest message of each topic the subscription matches, below `beforeSeq` (what comes
+   * from there on, it gets live), as retained messages. A topic whose newest message has an
+   * empty payload has none (MQTT's way of clearing a retained message).
+   */
+  private sendRetained(state: SubscriptionState, beforeSeq: number): void {
+    const retained = this.door.retained;
+    if (retained === undefined) return;
+    void retained(state.entries).then(
+      (messages) => this.deliverRetained(state, beforeSeq, messages),
+      (error: unknown) =>
+        this.door.log?.warn("mqtt retained messages not read", {
+          client: this.clientId,
+          reason: error instanceof Error ? error.message : String(error),
+        }),
+    );
+  }
+
+  private deliverRetained(
+    state: SubscriptionState,
+    beforeSeq: number,
+    messages: readonly RetainedMessage[],
+  ): void {
+    if (this.closing || this.byNativeId.get(state.nativeId) !== state) return;
+    const mapping = this.door.mapping;
+    const nowUs = this.door.nowUs();
+    for (const message of messages) {
+      if (message.seq >= beforeSeq || message.payload.length === 0) continue;
+      const topic = mapping.topicFromAria(message.topic);
+      if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
+      const properties = decodeStoredProperties(message.properties);
+      if (!this.expiryLeft(properties, message.timeUs, nowUs)) continue;
+      const bytes = message.payload.length + topic.length + message.properties.length;
+      this.held.push({
+        subscription: state,
+        seq: message.seq,
+        topic,
+        payload: message.payload,
+        properties,
+        qos: state.options.qos,
+        bytes,
+        retain: true,
+      });
+      this.heldBytes += bytes;
+    }
+    const wasAccepting = this.accepting;
+    this.pump();
+    if (!wasAccepting && this.accepting) this.link.drained();
+  }
+
+  /** False when a message's expiry interval ran out; else sets what is left of it. */
+  private expiryLeft(properties: Properties, timeUs: number, nowUs: number): boolean {
+    const expiryS = properties.messageExpiryInterval;
+    if (expiryS === undefined) return true;
+    const leftS = expiryS - Math.floor((nowUs - timeUs) / 1e6);
+    if (leftS <= 0) return false;
+    properties.messageExpiryInterval = leftS;
+    return true;
   }
 
   /** A filter of a SUBSCRIBE was answered (granted: failure null). */
@@ -689,22 +779,19 @@ export class MqttSession implements NativeEvents {
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const properties = messages.hasProperties ? decodeStoredProperties(messages.properties) : {};
-      const expiryS = properties.messageExpiryInterval;
-      if (expiryS !== undefined) {
-        // Expired messages are skipped; others carry what is left of their interval.
-        const leftS = expiryS - Math.floor((nowUs - messages.timeUs) / 1e6);
-        if (leftS <= 0) continue;
-        properties.messageExpiryInterval = leftS;
-      }
+      // Expired messages are skipped; others carry what is left of their interval.
+      if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
       const qos = state.options.qos;
       if (qos === 0 && this.held.length === this.heldHead) {
-        this.sendMessage(state, { seq, topic, payload: messages.payload, properties, qos }, 0);
+        const message = { seq, topic, payload: messages.payload, properties, qos, retain: false };
+        this.sendMessage(state, message, 0);
         continue;
       }
       state.unprocessed.add(seq);
       const payload = messages.payload.slice();
       const bytes = payload.length + topic.length + messages.propertiesBytes;
-      this.held.push({ subscription: state, seq, topic, payload, properties, qos, bytes });
+      const retain = false;
+      this.held.push({ subscription: state, seq, topic, payload, properties, qos, bytes, retain });
       this.heldBytes += bytes;
     }
     this.pump();
@@ -727,7 +814,8 @@ export class MqttSession implements NativeEvents {
       this.heldBytes -= next.bytes;
       const state = next.subscription;
       // A message of a subscription that ended, or at QoS 0, is processed once it leaves here.
-      if (next.qos === 0 || !this.byNativeId.has(state.nativeId))
+      // (A retained message is not part of the position: it comes from before it.)
+      if ((next.qos === 0 || !this.byNativeId.has(state.nativeId)) && !next.retain)
         state.unprocessed.delete(next.seq);
       if (!this.byNativeId.has(state.nativeId)) continue;
       const packetId = next.qos === 0 ? 0 : this.takePacketId();
@@ -739,8 +827,9 @@ export class MqttSession implements NativeEvents {
           seq: next.seq,
           qos: next.qos,
           released: false,
+          retain: next.retain,
         });
-      else state.unprocessed.delete(next.seq); // too large for the client: skipped
+      else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
     if (this.heldHead === this.held.length) {
       this.held.length = 0;
@@ -763,7 +852,7 @@ export class MqttSession implements NativeEvents {
    */
   private sendMessage(
     state: SubscriptionState,
-    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos">,
+    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos" | "retain">,
     packetId: number,
   ): boolean {
     let properties: Properties = {};
@@ -780,7 +869,7 @@ export class MqttSession implements NativeEvents {
       topic: message.topic,
       payload: message.payload,
       qos: message.qos,
-      retain: false,
+      retain: message.retain,
       dup: false,
       properties,
     };
@@ -807,8 +896,10 @@ export class MqttSession implements NativeEvents {
       if (type === "pubrec") this.ack("pubrel", packetId, REASON.PACKET_IDENTIFIER_NOT_FOUND);
       return;
     }
-    flight.subscription.unprocessed.delete(flight.seq);
-    this.progress(flight.subscription);
+    if (!flight.retain) {
+      flight.subscription.unprocessed.delete(flight.seq);
+      this.progress(flight.subscription);
+    }
     if (type === "pubrec" && reasonCode < 0x80) {
       flight.released = true;
       this.ack("pubrel", packetId, REASON.SUCCESS);

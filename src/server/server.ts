@@ -26,6 +26,7 @@ import {
   type StoreOptions,
 } from "../store/mod.ts";
 import { Tip } from "../tip/tip.ts";
+import { Filter } from "../topic/mod.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import {
   acquireLock,
@@ -288,6 +289,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
             list: () => broker.consumerList(),
             remove: (name) => broker.removeConsumer(name),
           },
+          retained: (entries) => broker.latestOf(Filter.of(...entries)),
           log,
         });
   let mqtt: TcpListener | null = null;
