@@ -61,9 +61,13 @@ function reasonCode(reader: Reader, kind: string): number {
   return code;
 }
 
-function packetId(reader: Reader): number {
+/**
+ * A non-zero packet identifier. The spec names no reason code for 0; as mosquitto does (and its
+ * test suite expects), 0x81 in SUBSCRIBE and UNSUBSCRIBE, 0x82 in PUBLISH and acks.
+ */
+function packetId(reader: Reader, zeroCode: number = REASON.PROTOCOL_ERROR): number {
   const id = reader.u16("packet identifier");
-  if (id === 0) fail(REASON.PROTOCOL_ERROR, "packet identifier is 0");
+  if (id === 0) fail(zeroCode, "packet identifier is 0");
   return id;
 }
 
@@ -253,7 +257,7 @@ function parsePublishAck(reader: Reader, type: number, version: ProtocolVersion)
 }
 
 function parseSubscribe(reader: Reader, version: ProtocolVersion): Packet {
-  const id = packetId(reader);
+  const id = packetId(reader, REASON.MALFORMED_PACKET);
   const props = properties(reader, version, "subscribe");
   const subscriptions: Subscription[] = [];
   while (reader.remaining() > 0) {
@@ -303,7 +307,7 @@ function parseSuback(reader: Reader, version: ProtocolVersion): Packet {
 }
 
 function parseUnsubscribe(reader: Reader, version: ProtocolVersion): Packet {
-  const id = packetId(reader);
+  const id = packetId(reader, REASON.MALFORMED_PACKET);
   const props = properties(reader, version, "unsubscribe");
   const filters: string[] = [];
   while (reader.remaining() > 0) {
