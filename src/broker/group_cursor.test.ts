@@ -23,7 +23,7 @@ const ENCODER = new TextEncoder();
 /** One connection's view: DATA messages (seq, topic) in arrival order, and the other frames. */
 class Client {
   readonly decoder = new FrameDecoder();
-  readonly got: { seq: number; topic: string }[] = [];
+  readonly got: { seq: number; topic: string; properties: number[] }[] = [];
   readonly frames: { kind: string; [key: string]: unknown }[] = [];
   sessionId = 0;
   /** While true the connection takes nothing (a client that stopped reading). */
@@ -39,8 +39,13 @@ class Client {
 
   private record(frame: Frame | { kind: "decode_error" }): void {
     if (frame.kind === "data") {
-      while (frame.messages.next())
-        this.got.push({ seq: frame.messages.seq, topic: frame.messages.topic });
+      while (frame.messages.next()) {
+        const m = frame.messages;
+        const properties = [
+          ...m.frame.subarray(m.propertiesStart, m.propertiesStart + m.propertiesBytes),
+        ];
+        this.got.push({ seq: m.seq, topic: m.topic, properties });
+      }
       return;
     }
     this.frames.push({ ...(frame as Record<string, unknown>), kind: frame.kind });
@@ -102,7 +107,7 @@ class World {
     this.broker.receive(client.sessionId, writer.bytes().slice());
   }
 
-  join(client: Client, id = 1, name = "g", shared = true): void {
+  join(client: Client, id = 1, name = "g", shared = true, properties = false): void {
     this.send(client, {
       kind: "subscribe",
       subscriptionId: id,
@@ -110,6 +115,7 @@ class World {
       filter: ["a/**"],
       durable: name,
       shared,
+      properties,
     });
   }
 
@@ -303,6 +309,34 @@ describe("shared groups", () => {
     expect(world.broker.consumerList()).toMatchObject([{ name: "g", members: 0 }]);
     for (const member of members) world.close(member);
     await world.settle();
+  });
+
+  test("a member with option PROPERTIES gets each message's properties; one without, none", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    world.send(publisher, {
+      kind: "publish",
+      requestId: 1,
+      messages: [
+        { topic: "a/x", payload: ENCODER.encode("1"), properties: new Uint8Array([1, 2, 3]) },
+        { topic: "a/x", payload: ENCODER.encode("2") },
+      ],
+    });
+    await world.settle();
+    const withProperties = world.connect();
+    world.join(withProperties, 1, "p", true, true);
+    await world.settle();
+    expect(withProperties.got).toEqual([
+      { seq: 1, topic: "a/x", properties: [1, 2, 3] },
+      { seq: 2, topic: "a/x", properties: [] },
+    ]);
+    world.close(withProperties);
+    await world.settle();
+    const without = world.connect();
+    world.join(without, 1, "p");
+    await world.settle();
+    expect(without.got.map((m) => m.properties)).toEqual([[], []]);
+    expect(without.errors()).toEqual([]);
   });
 
   test("the last member leaving keeps the position; the next member starts there", async () => {
