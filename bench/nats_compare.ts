@@ -1,0 +1,405 @@
+/**
+ * nats_compare: Aria against NATS JetStream on the same machine in one run (issue 32).
+ *
+ *   npx bun bench/nats_compare.ts [--messages N] [--rounds N] [--json] [--aria-bin PATH]
+ *
+ * Installs Debian's nats-server when it is missing (apt-get; never in tests), starts it with
+ * JetStream and the built `aria serve` (dist/aria, `bun scripts/build.ts`; or --aria-bin) on
+ * temporary directories, publishes the same stream to both (N x 64 B over 10,000 topics
+ * `bench/pK/tJ` / `bench.pK.tJ`, a Zipf-like spread over 100 partitions), then, each round, replays
+ * on fresh connections from the oldest message, Aria then NATS (NATS first in even rounds):
+ *
+ *   tip            Aria with a tip holding the whole stream; NATS as it runs (warm).
+ *   disk, warm     both restarted (Aria with a 1 MiB tip), files in the page cache.
+ *   disk, dropped  both restarted before each replay and their files evicted from the page cache.
+ *
+ * Rows: the 1% partition subtree, the whole stream, time to first message of the subtree
+ * (subscribe → first message on a connected client), and the raw read speed of Aria's and
+ * NATS's data files (`dd iflag=direct`, same round). Each figure is the median of the rounds;
+ * each ratio the median of the rounds' ratios. A replay that does not deliver exactly the
+ * expected messages in order fails the run. Servers are ended by PID at the end, also on failure.
+ */
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { median } from "../src/bench/stats.ts";
+import {
+  type Column,
+  formatMs,
+  formatRatio,
+  formatSi,
+  markdownTable,
+  type Row,
+} from "../src/bench/table.ts";
+import { ariaPublish, ariaReplay } from "./compare_aria.ts";
+import { NATS_PULL_BATCH, natsPublish, natsReplay, type ReplayTiming } from "./compare_nats.ts";
+import {
+  dropPageCache,
+  ensureNatsServer,
+  filesUnder,
+  natsServerVersion,
+  rawRead,
+  type ServerProcess,
+  startAria,
+  startNats,
+  stopAllStarted,
+  warmPageCache,
+} from "./compare_processes.ts";
+import { type CompareStream, compareStream } from "./compare_stream.ts";
+
+/** The tip of the disk rows: small, so a replay after a restart reads the files. */
+const SMALL_TIP_BYTES = 1024 * 1024;
+/** Ring bytes per message that surely hold the whole stream in the tip rows. */
+const LARGE_TIP_BYTES_PER_MESSAGE = 256;
+
+interface Args {
+  messages: number;
+  rounds: number;
+  json: boolean;
+  ariaBin: string;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = {
+    messages: 1_000_000,
+    rounds: 3,
+    json: false,
+    ariaBin: join(import.meta.dir, "..", "dist", "aria"),
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = () => {
+      const next = argv[++i];
+      if (next === undefined) throw new Error(`${flag} needs a value`);
+      return next;
+    };
+    const count = (text: string) => {
+      const n = Number(text.replaceAll("_", ""));
+      if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${flag}: ${text} is not a count`);
+      return n;
+    };
+    if (flag === "--messages") args.messages = count(value());
+    else if (flag === "--rounds") args.rounds = count(value());
+    else if (flag === "--json") args.json = true;
+    else if (flag === "--aria-bin") args.ariaBin = value();
+    else throw new Error(`unknown flag ${flag}: --messages N --rounds N --json --aria-bin PATH`);
+  }
+  return args;
+}
+
+/** The two sides' servers and how to restart them. */
+interface Sides {
+  aria: ServerProcess;
+  nats: ServerProcess;
+  ariaDir: string;
+  natsDir: string;
+  ariaBin: string;
+  natsBin: string;
+}
+
+/** One round's measurements, by row key: [Aria, NATS]. */
+type Round = Map<string, { aria: ReplayTiming; nats: ReplayTiming }>;
+
+const progress = (text: string) => process.stderr.write(`\r\x1b[K${text}`);
+
+async function restart(sides: Sides, ariaTipBytes: number): Promise<void> {
+  await sides.aria.stop();
+  await sides.nats.stop();
+  sides.nats = await startNats(sides.natsBin, sides.natsDir);
+  sides.aria = await startAria(sides.ariaBin, sides.ariaDir, ariaTipBytes);
+}
+
+/** Broker recoveries so far (disk, tip) from Aria's admin app. */
+async function ariaRecoveries(aria: ServerProcess): Promise<{ disk: number; tip: number }> {
+  const stats = (await (await fetch(`${aria.adminUrl}/api/stats`)).json()) as {
+    broker: { recoveries: { disk: number; tip: number } };
+  };
+  return stats.broker.recoveries;
+}
+
+/**
+ * Replays `partition` on both sides, in `ariaFirst` order; checks Aria served it from where the
+ * row says (`tip` or `disk`, by its broker's recovery counters).
+ */
+async function both(
+  sides: Sides,
+  stream: CompareStream,
+  partition: number,
+  ariaFirstSeq: number,
+  source: "tip" | "disk",
+  ariaFirst: boolean,
+): Promise<{ aria: ReplayTiming; nats: ReplayTiming }> {
+  const runAria = async () => {
+    const before = await ariaRecoveries(sides.aria);
+    const timing = await ariaReplay(sides.aria.url, stream, partition, ariaFirstSeq);
+    const after = await ariaRecoveries(sides.aria);
+    if (after[source] - before[source] !== 1)
+      throw new Error(
+        `Aria served a ${source} row with ${after.disk - before.disk} disk and ${after.tip - before.tip} tip recoveries`,
+      );
+    return timing;
+  };
+  if (ariaFirst) {
+    const aria = await runAria();
+    return { aria, nats: await natsReplay(sides.nats.url, stream, partition) };
+  }
+  const nats = await natsReplay(sides.nats.url, stream, partition);
+  return { aria: await runAria(), nats };
+}
+
+interface RawRound {
+  ariaBytes: number;
+  ariaMs: number;
+  natsBytes: number;
+  natsMs: number;
+}
+
+async function round(
+  sides: Sides,
+  stream: CompareStream,
+  ariaFirstSeq: number,
+  index: number,
+  largeTipBytes: number,
+): Promise<{ measured: Round; raw: RawRound; load: number }> {
+  const load = loadavg()[0];
+  const ariaFirst = index % 2 === 0;
+  const subtree = stream.onePercent;
+  const measured: Round = new Map();
+  const label = `round ${index + 1}`;
+  if (index > 0) await restart(sides, largeTipBytes);
+  progress(`${label}: tip`);
+  measured.set("subtree tip", await both(sides, stream, subtree, ariaFirstSeq, "tip", ariaFirst));
+  measured.set("whole tip", await both(sides, stream, -1, ariaFirstSeq, "tip", ariaFirst));
+
+  progress(`${label}: disk, page cache warm`);
+  await restart(sides, SMALL_TIP_BYTES);
+  await warmPageCache(sides.ariaDir);
+  await warmPageCache(sides.natsDir);
+  measured.set("subtree warm", await both(sides, stream, subtree, ariaFirstSeq, "disk", ariaFirst));
+  measured.set("whole warm", await both(sides, stream, -1, ariaFirstSeq, "disk", ariaFirst));
+
+  for (const [key, partition] of [
+    ["subtree dropped", subtree],
+    ["whole dropped", -1],
+  ] as const) {
+    progress(`${label}: disk, page cache dropped: ${key}`);
+    await restart(sides, SMALL_TIP_BYTES);
+    await dropPageCache(sides.ariaDir);
+    await dropPageCache(sides.natsDir);
+    measured.set(key, await both(sides, stream, partition, ariaFirstSeq, "disk", ariaFirst));
+  }
+
+  progress(`${label}: raw reads (dd iflag=direct)`);
+  const ariaRaw = await rawRead(sides.ariaDir);
+  const natsRaw = await rawRead(sides.natsDir);
+  return {
+    measured,
+    raw: {
+      ariaBytes: ariaRaw.bytes,
+      ariaMs: ariaRaw.wallMs,
+      natsBytes: natsRaw.bytes,
+      natsMs: natsRaw.wallMs,
+    },
+    load,
+  };
+}
+
+const ROWS: { key: string; label: string }[] = [
+  { key: "subtree tip", label: "1% subtree from the oldest, tip" },
+  { key: "subtree warm", label: "1% subtree from the oldest, disk (page cache warm)" },
+  { key: "subtree dropped", label: "1% subtree from the oldest, disk (page cache dropped)" },
+  { key: "whole tip", label: "whole stream, tip" },
+  { key: "whole warm", label: "whole stream, disk (page cache warm)" },
+  { key: "whole dropped", label: "whole stream, disk (page cache dropped)" },
+];
+
+function summarize(rounds: Round[]): Row[] {
+  const rows: Row[] = [];
+  for (const { key, label } of ROWS) {
+    const pairs = rounds.map((measured) => measured.get(key)!);
+    const aria = median(pairs.map((pair) => pair.aria.wallMs));
+    const nats = median(pairs.map((pair) => pair.nats.wallMs));
+    rows.push({
+      row: label,
+      messages: pairs[0].aria.delivered,
+      ariaMs: aria,
+      natsMs: nats,
+      ariaPerSecond: (pairs[0].aria.delivered / aria) * 1000,
+      natsPerSecond: (pairs[0].nats.delivered / nats) * 1000,
+      ratio: median(pairs.map((pair) => pair.nats.wallMs / pair.aria.wallMs)),
+    });
+  }
+  for (const key of ["subtree tip", "subtree warm", "subtree dropped"]) {
+    const pairs = rounds.map((measured) => measured.get(key)!);
+    const label = ROWS.find((row) => row.key === key)!.label.replace("1% subtree", "first message");
+    rows.push({
+      row: `${label} (subscribe → first)`,
+      messages: null,
+      ariaMs: median(pairs.map((pair) => pair.aria.firstMessageMs)),
+      natsMs: median(pairs.map((pair) => pair.nats.firstMessageMs)),
+      ariaPerSecond: null,
+      natsPerSecond: null,
+      ratio: median(pairs.map((pair) => pair.nats.firstMessageMs / pair.aria.firstMessageMs)),
+    });
+  }
+  return rows;
+}
+
+const COLUMNS: Column[] = [
+  { key: "row", header: "replay (fresh connection)" },
+  { key: "messages", header: "messages" },
+  { key: "ariaMs", header: "Aria ms", format: formatMs },
+  { key: "natsMs", header: "NATS ms", format: formatMs },
+  { key: "ariaPerSecond", header: "Aria msg/s", format: formatSi },
+  { key: "natsPerSecond", header: "NATS msg/s", format: formatSi },
+  { key: "ratio", header: "Aria vs NATS (NATS time / Aria time)", format: formatRatio },
+];
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv.slice(2));
+  if (!existsSync(args.ariaBin))
+    throw new Error(`${args.ariaBin} is missing: run \`npx bun scripts/build.ts\` or --aria-bin`);
+  const natsBin = await ensureNatsServer((line) => process.stderr.write(`${line}\n`));
+  const natsVersion = await natsServerVersion(natsBin);
+  const stream = compareStream({
+    messages: args.messages,
+    partitions: 100,
+    topicsPerPartition: 100,
+    payloadBytes: 64,
+    skew: 1,
+    seed: 1,
+  });
+  const largeTipBytes = Math.max(64 * 1024 * 1024, args.messages * LARGE_TIP_BYTES_PER_MESSAGE);
+  const root = await mkdtemp(join(process.env.TMPDIR ?? tmpdir(), "nats-compare-"));
+  const startedAt = new Date();
+  const loadStart = loadavg();
+  try {
+    const ariaDir = join(root, "aria");
+    const natsDir = join(root, "nats");
+    const sides: Sides = {
+      nats: await startNats(natsBin, natsDir),
+      aria: await startAria(args.ariaBin, ariaDir, largeTipBytes),
+      ariaDir,
+      natsDir,
+      ariaBin: args.ariaBin,
+      natsBin,
+    };
+    const natsPublished = await natsPublish(sides.nats.url, stream, progress);
+    const ariaPublished = await ariaPublish(sides.aria.url, stream, progress);
+    // Unmeasured: both clients' code paths run once before the rounds (JIT warm on both sides).
+    progress("warm-up replays");
+    await both(sides, stream, stream.onePercent, ariaPublished.firstSeq, "tip", true);
+    const rounds: Round[] = [];
+    const raws: RawRound[] = [];
+    const loads: number[] = [];
+    for (let index = 0; index < args.rounds; index++) {
+      const result = await round(sides, stream, ariaPublished.firstSeq, index, largeTipBytes);
+      rounds.push(result.measured);
+      raws.push(result.raw);
+      loads.push(result.load);
+    }
+    progress("");
+    const ariaFiles = await filesUnder(ariaDir);
+    const natsFiles = await filesUnder(natsDir);
+    const rows = summarize(rounds);
+    const rawAriaMBps = median(raws.map((raw) => raw.ariaBytes / raw.ariaMs / 1000));
+    const rawNatsMBps = median(raws.map((raw) => raw.natsBytes / raw.natsMs / 1000));
+    const wholeDropped = rounds.map((measured) => measured.get("whole dropped")!);
+    // Aria's whole-stream replay against dd reading the same files: dd's time / Aria's time.
+    const ariaShareOfRaw = median(raws.map((raw, i) => raw.ariaMs / wholeDropped[i].aria.wallMs));
+    const natsShareOfRaw = median(raws.map((raw, i) => raw.natsMs / wholeDropped[i].nats.wallMs));
+    const first = (key: string) => rows.find((row) => row.row === key)!;
+    const ratioOf = (key: string) =>
+      first(ROWS.find((row) => row.key === key)!.label).ratio as number;
+    const firstTip = rows.find((row) =>
+      String(row.row).startsWith("first message from the oldest, tip"),
+    )!;
+    const firstDropped = rows.find((row) =>
+      String(row.row).startsWith("first message from the oldest, disk (page cache dropped)"),
+    )!;
+    const targets = [
+      {
+        target: "whole stream from disk (page cache dropped) >= 4x NATS",
+        measured: formatRatio(ratioOf("whole dropped")),
+        met: ratioOf("whole dropped") >= 4,
+      },
+      {
+        target: "whole stream from disk >= 70% of the raw read speed of its files",
+        measured: `${(ariaShareOfRaw * 100).toFixed(0)}%`,
+        met: ariaShareOfRaw >= 0.7,
+      },
+      {
+        target: "first message <= 1 ms from the tip (1% subtree)",
+        measured: `${formatMs(firstTip.ariaMs as number)} ms`,
+        met: (firstTip.ariaMs as number) <= 1,
+      },
+      {
+        target: "first message <= 5 ms from disk (1% subtree, page cache dropped)",
+        measured: `${formatMs(firstDropped.ariaMs as number)} ms`,
+        met: (firstDropped.ariaMs as number) <= 5,
+      },
+    ];
+    const sum = (files: { bytes: number }[]) =>
+      files.reduce((total, file) => total + file.bytes, 0);
+    const notes = [
+      `Stream: ${args.messages.toLocaleString("en-US")} messages of 64 B over 10,000 topics (100 partitions x 100 topics, partition k drawn with weight 1/(k+1), topics uniform within); the 1% subtree is partition ${stream.onePercent} (${stream.counts[stream.onePercent].toLocaleString("en-US")} messages): Aria bench/p${stream.onePercent}/**, NATS bench.p${stream.onePercent}.>.`,
+      `Published once, acknowledged, as fast as each took it: Aria ${formatSi(ariaPublished.perSecond)} msg/s (batches of 4,096, 8 in flight, fsync interval), NATS ${formatSi(natsPublished.perSecond)} msg/s (js.publish, 4,096 in flight; file storage).`,
+      `Raw reads (dd iflag=direct bs=1M, dd's own times, same rounds): Aria's files ${(sum(ariaFiles) / 1e6).toFixed(1)} MB at ${rawAriaMBps.toFixed(0)} MB/s, NATS's ${(sum(natsFiles) / 1e6).toFixed(1)} MB at ${rawNatsMBps.toFixed(0)} MB/s. Whole stream from disk (page cache dropped) as a share of dd's read of the same files: Aria ${(ariaShareOfRaw * 100).toFixed(0)}%, NATS ${(natsShareOfRaw * 100).toFixed(0)}%.`,
+      `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${"2.29"} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; the subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
+      `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows). ${args.rounds} rounds; load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
+    ];
+    if (args.json) {
+      console.log(
+        JSON.stringify(
+          {
+            date: startedAt.toISOString(),
+            messages: args.messages,
+            rounds: args.rounds,
+            nats: natsVersion,
+            publish: {
+              ariaPerSecond: ariaPublished.perSecond,
+              natsPerSecond: natsPublished.perSecond,
+            },
+            rows,
+            raw: raws,
+            rawAriaMBps,
+            rawNatsMBps,
+            ariaShareOfRaw,
+            natsShareOfRaw,
+            loads,
+            targets,
+            perRound: rounds.map((measured) => Object.fromEntries(measured)),
+          },
+          null,
+          2,
+        ),
+      );
+    } else {
+      console.log(`## Aria vs NATS JetStream (${startedAt.toISOString()})\n`);
+      console.log(markdownTable(COLUMNS, rows));
+      console.log(
+        markdownTable(
+          [
+            { key: "target", header: "target (issue 32)" },
+            { key: "measured", header: "measured (median)" },
+            { key: "met", header: "met" },
+          ],
+          targets,
+        ),
+      );
+      for (const note of notes) console.log(`- ${note}`);
+    }
+    return 0;
+  } finally {
+    await stopAllStarted();
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+try {
+  process.exitCode = await main();
+} catch (error) {
+  process.stderr.write(`\nnats_compare: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exitCode = 1;
+}
