@@ -615,3 +615,32 @@ describe("MQTT session: retained messages", () => {
     expect(seen(never)).toEqual([]);
   });
 });
+
+describe("MQTT session: shared subscriptions", () => {
+  test("$share/G/f: each message to one member; a leaver's unacknowledged ones go to another", async () => {
+    const world = new DoorWorld();
+    const one = await world.connected("one");
+    const two = await world.connected("two");
+    subscribe(one, "$share/g/s/#", 1);
+    subscribe(two, "$share/g/s/#", 1);
+    await world.settle();
+    expect([...one.take("suback"), ...two.take("suback")].map((p) => p.reasonCodes)).toEqual([
+      [1],
+      [1],
+    ]);
+    const topics = Array.from({ length: 8 }, (_, i) => `s/t${i}`);
+    const pub = await world.connected("pub");
+    for (const [i, topic] of topics.entries()) publish(pub, topic, `m${i}`);
+    await world.settle();
+    const toOne = payloads(one);
+    const toTwo = payloads(two);
+    expect([...toOne, ...toTwo].sort()).toEqual(topics.map((_, i) => `m${i}`).sort());
+    expect(toOne.length).toBeGreaterThan(0);
+    expect(toTwo.length).toBeGreaterThan(0);
+    // "one" leaves without acknowledging: "two" gets its messages.
+    one.drop();
+    await world.settle();
+    expect(payloads(two).sort()).toEqual([...toOne].sort());
+    expect(world.broker.consumerList().map((c) => c.shared)).toEqual([true]);
+  });
+});

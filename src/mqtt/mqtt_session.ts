@@ -39,7 +39,7 @@ import {
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
-import { sessionConsumerName } from "./session_consumers.ts";
+import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
 import { decodeStoredProperties, encodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
@@ -136,6 +136,11 @@ interface SubscriptionState {
   ackedSeq: number;
   /** Retained messages are sent once SUBSCRIBED says where it starts (retain handling). */
   wantsRetained: boolean;
+  /** A member of a shared group (`$share/G/f`): acknowledged in delivery order. */
+  shared: boolean;
+  /** Shared: the seqs of its DATA in the order they came, from `deliveredHead` on. */
+  delivered: number[];
+  deliveredHead: number;
 }
 
 interface Outgoing {
@@ -369,7 +374,7 @@ export class MqttSession implements NativeEvents {
       properties.retainAvailable = true;
       properties.wildcardSubscriptionAvailable = true;
       properties.subscriptionIdentifiersAvailable = true;
-      properties.sharedSubscriptionAvailable = false;
+      properties.sharedSubscriptionAvailable = this.door.durableSessions;
       if (this.assignedClientId) properties.assignedClientIdentifier = this.clientId;
       if (this.keepAliveS === 0 || this.keepAliveS > MQTT_SERVER_KEEP_ALIVE_MAX_S) {
         this.keepAliveS = MQTT_SERVER_KEEP_ALIVE_MAX_S;
@@ -541,9 +546,9 @@ export class MqttSession implements NativeEvents {
         suback.reasons.push(mapped.reason);
         continue;
       }
-      if (mapped.share !== null) {
+      if (mapped.share !== null && !this.door.durableSessions) {
         suback.codes[index] = REASON.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED;
-        suback.reasons.push("shared subscriptions are not served yet");
+        suback.reasons.push("shared subscriptions need the server's durable consumers");
         continue;
       }
       const existing = this.subscriptions.get(wanted.filter);
@@ -568,12 +573,18 @@ export class MqttSession implements NativeEvents {
         start,
         unprocessed: new Set(),
         positionSeq: 0,
-        durable: this.consumerNameOf(wanted.filter, wanted.qos),
+        durable:
+          mapped.share === null
+            ? this.consumerNameOf(wanted.filter, wanted.qos)
+            : sharedConsumerName(mapped.share, mapped.entries.join(",")),
         lastDataSeq: 0,
         ackedSeq: 0,
         // 0: retained messages on every SUBSCRIBE, 1: only for a new subscription, 2: never.
-        // A replay (`aria-from`) has the history it asked for instead.
-        wantsRetained: !startGiven && wanted.retainHandling !== 2,
+        // A replay (`aria-from`) has the history it asked for instead; a shared group none.
+        wantsRetained: !startGiven && wanted.retainHandling !== 2 && mapped.share === null,
+        shared: mapped.share !== null,
+        delivered: [],
+        deliveredHead: 0,
       };
       suback.waiting++;
       this.openSubscription(state, { suback, index });
@@ -590,7 +601,7 @@ export class MqttSession implements NativeEvents {
     this.subscriptions.set(state.filter, state);
     this.byNativeId.set(state.nativeId, state);
     if (waiting !== undefined) this.waitingSuback.set(state.nativeId, waiting);
-    this.link.subscribe(state.nativeId, state.start, state.entries, state.durable);
+    this.link.subscribe(state.nativeId, state.start, state.entries, state.durable, state.shared);
   }
 
   /** The durable consumer of a subscription of this session, when it persists. */
@@ -605,6 +616,7 @@ export class MqttSession implements NativeEvents {
    */
   private progress(state: SubscriptionState): void {
     if (state.durable === undefined || !this.byNativeId.has(state.nativeId)) return;
+    if (state.shared) return this.progressShared(state);
     let processed = state.positionSeq - 1;
     for (const seq of state.unprocessed) if (seq - 1 < processed) processed = seq - 1;
     const ackable = Math.min(processed, state.lastDataSeq);
@@ -616,7 +628,7 @@ export class MqttSession implements NativeEvents {
   /** A subscription of a session kept while the client was away: on from its position. */
   private resubscribe(saved: SavedSubscription): void {
     const mapped = this.door.mapping.filterToAria(saved.filter);
-    if (!mapped.ok || mapped.share !== null) return;
+    if (!mapped.ok) return;
     this.openSubscription({
       filter: saved.filter,
       entries: mapped.entries,
@@ -627,18 +639,42 @@ export class MqttSession implements NativeEvents {
       start: saved.start,
       unprocessed: new Set(),
       positionSeq: 0,
-      durable: this.consumerNameOf(saved.filter, saved.options.qos),
+      durable:
+        mapped.share === null
+          ? this.consumerNameOf(saved.filter, saved.options.qos)
+          : sharedConsumerName(mapped.share, mapped.entries.join(",")),
       lastDataSeq: 0,
       ackedSeq: 0,
       wantsRetained: false,
+      shared: mapped.share !== null,
+      delivered: [],
+      deliveredHead: 0,
     });
+  }
+
+  /**
+   * A shared group member ACKs in delivery order (an ACK acknowledges every message delivered to
+   * it before, docs/protocol.md): up to the end of the prefix its client processed.
+   */
+  private progressShared(state: SubscriptionState): void {
+    let acked = -1;
+    while (
+      state.deliveredHead < state.delivered.length &&
+      !state.unprocessed.has(state.delivered[state.deliveredHead])
+    )
+      acked = state.delivered[state.deliveredHead++];
+    if (state.deliveredHead === state.delivered.length) {
+      state.delivered.length = 0;
+      state.deliveredHead = 0;
+    }
+    if (acked >= 0) this.link.ack(state.nativeId, acked);
   }
 
   private dropSubscription(state: SubscriptionState): void {
     this.subscriptions.delete(state.filter);
     this.byNativeId.delete(state.nativeId);
     this.link.unsubscribe(state.nativeId);
-    if (state.durable !== undefined) this.door.removeConsumerSoon(state.durable);
+    if (state.durable !== undefined && !state.shared) this.door.removeConsumerSoon(state.durable);
   }
 
   /** SUBSCRIBED: a filter of a SUBSCRIBE is granted. */
@@ -774,8 +810,10 @@ export class MqttSession implements NativeEvents {
     const nowUs = this.door.nowUs();
     while (messages.next()) {
       const seq = messages.seq;
-      state.positionSeq = seq + 1;
-      state.lastDataSeq = seq;
+      // A shared member may get a lower seq again (a leaver's messages): positions only grow.
+      if (seq + 1 > state.positionSeq) state.positionSeq = seq + 1;
+      if (seq > state.lastDataSeq) state.lastDataSeq = seq;
+      if (state.shared) state.delivered.push(seq);
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const properties = messages.hasProperties ? decodeStoredProperties(messages.properties) : {};
@@ -1109,7 +1147,7 @@ export class MqttSession implements NativeEvents {
     for (const state of this.subscriptions.values()) {
       this.link.unsubscribe(state.nativeId);
       // A session that ends with its connection (DISCONNECT set the expiry to 0) leaves none.
-      if (state.durable !== undefined && stored === null)
+      if (state.durable !== undefined && !state.shared && stored === null)
         this.door.removeConsumerSoon(state.durable);
     }
     this.subscriptions.clear();

@@ -113,15 +113,18 @@ export class NativeLink {
 
   /**
    * SUBSCRIBE of `filter` entries from `start`, with each message's properties (PROPERTIES); with
-   * `durable`, as that durable consumer (it goes on from its position when it exists).
+   * `durable`, as that durable consumer (it goes on from its position when it exists); with
+   * `shared` too, as a member of that shared group.
    */
   subscribe(
     subscriptionId: number,
     start: StartPosition,
     filter: readonly string[],
     durable?: string,
+    shared = false,
   ): void {
-    encodeSubscribe(this.writer, { subscriptionId, start, filter, properties: true, durable });
+    const frame = { subscriptionId, start, filter, properties: true, durable, shared };
+    encodeSubscribe(this.writer, frame);
     this.send();
   }
 

@@ -42,6 +42,18 @@ export function sessionConsumerName(clientId: string, filter: string, qos: QoS):
   return name;
 }
 
+/**
+ * The shared group of MQTT's `$share/GROUP/filter`: one per group and filter, whoever subscribes
+ * (MQTT clients of any session, and native members that use the same name):
+ * `$share/<group>.<group hash>/<filter hash>`.
+ */
+export function sharedConsumerName(group: string, filter: string): string {
+  const readable = group.slice(0, READABLE_CHARS).replace(/[^A-Za-z0-9_.:-]/g, "_");
+  const name = `$share/${readable}.${hash48(group)}/${hash48(filter)}`;
+  assert(name.length <= CONSUMER_NAME_BYTES_MAX, "shared consumer names fit");
+  return name;
+}
+
 /** The QoS a session consumer's name records (null: not a session consumer's name). */
 export function qosOfConsumer(name: string): QoS | null {
   const last = name.slice(name.lastIndexOf("/") + 1);
