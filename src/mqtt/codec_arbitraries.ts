@@ -34,6 +34,21 @@ export const topicNameArbitrary: fc.Arbitrary<string> = mqttString()
   .map((text) => text.replaceAll("+", "p").replaceAll("#", "h"))
   .filter((text) => text.length > 0);
 
+/** A topic filter: non-empty, `+` and `#` only as whole levels, `#` only last. */
+export const topicFilterArbitrary: fc.Arbitrary<string> = fc
+  .oneof(mqttString(), fc.constantFrom("#", "+", "a/+/b", "a/#", "+/+", "$share/g/a/#", "/#"))
+  .map((text) =>
+    text
+      .split("/")
+      .map((level, index, levels) =>
+        level === "+" || (level === "#" && index === levels.length - 1)
+          ? level
+          : level.replaceAll("+", "p").replaceAll("#", "h"),
+      )
+      .join("/"),
+  )
+  .filter((text) => text.length > 0);
+
 const bytesArbitrary = (maxLength = 16) =>
   fc.uint8Array({ maxLength }).map((bytes) => new Uint8Array(bytes));
 const qosArbitrary = fc.constantFrom<QoS>(0, 1, 2);
@@ -110,7 +125,7 @@ function reasonArbitrary(codes: readonly number[], version: ProtocolVersion) {
 const subscriptionArbitrary = (version: ProtocolVersion): fc.Arbitrary<Subscription> =>
   fc
     .record({
-      filter: mqttString().filter((text) => text.length > 0),
+      filter: topicFilterArbitrary,
       qos: qosArbitrary,
       noLocal: version === 5 ? fc.boolean() : fc.constant(false),
       retainAsPublished: version === 5 ? fc.boolean() : fc.constant(false),
@@ -209,10 +224,7 @@ export function packetArbitrary(version: ProtocolVersion): fc.Arbitrary<Packet> 
   const unsubscribe = fc.record({
     type: fc.constant("unsubscribe" as const),
     packetId: packetIdArbitrary,
-    filters: fc.array(
-      mqttString().filter((text) => text.length > 0),
-      { minLength: 1, maxLength: 4 },
-    ),
+    filters: fc.array(topicFilterArbitrary, { minLength: 1, maxLength: 4 }),
     properties: props("unsubscribe"),
   });
   const unsuback = fc.record({

@@ -121,6 +121,10 @@ const CASES: [string, number[], MqttDecoderOptions, number, number?][] = [
   ["5.0 SUBSCRIBE with no filter", pkt(0x82, 0, 1, 0), V5, REASON.PROTOCOL_ERROR],
   ["5.0 UNSUBSCRIBE with no filter", pkt(0xa2, 0, 1, 0), V5, REASON.PROTOCOL_ERROR],
   ["SUBSCRIBE with an empty filter", pkt(0x82, 0, 1, 0, str(""), 0), V5, 0x81],
+  ["SUBSCRIBE to a/#/b", pkt(0x82, 0, 1, 0, str("a/#/b"), 0), V5, REASON.MALFORMED_PACKET],
+  ["SUBSCRIBE to a+", pkt(0x82, 0, 1, str("a+"), 0), V4, REASON.MALFORMED_PACKET],
+  ["SUBSCRIBE to a/b#", pkt(0x82, 0, 1, 0, str("a/b#"), 0), V5, REASON.MALFORMED_PACKET],
+  ["UNSUBSCRIBE from #/a", pkt(0xa2, 0, 1, 0, str("#/a")), V5, REASON.MALFORMED_PACKET],
   ["3.1.1 subscription option bit 2", pkt(0x82, 0, 1, str("a"), 0x04), V4, 0x81],
   ["5.0 subscription option bit 6", pkt(0x82, 0, 1, 0, str("a"), 0x40), V5, 0x81],
   ["subscription QoS 3", pkt(0x82, 0, 1, 0, str("a"), 0x03), V5, REASON.MALFORMED_PACKET],
@@ -181,6 +185,7 @@ describe("malformed packets and protocol violations", () => {
       [pkt(0x30, str("a"), 10, 0x26, 0, 0, 0, 0, 0x26, 0, 0, 0, 0), V5],
       [pkt(0x82, 0, 1, 0, str("$share/g/a"), 0x2a), V5],
       [pkt(0x30, str("\uFEFFa/ b")), V4],
+      [pkt(0x82, 0, 1, 0, str("+/a/+/#"), 0, str("#"), 0, str("$share/g/+"), 0), V5],
     ];
     for (const [bytes, options] of valid) {
       expect(decodeAll(Uint8Array.from(bytes), [], options).every((result) => result.ok)).toBe(

@@ -256,13 +256,33 @@ function parsePublishAck(reader: Reader, type: number, version: ProtocolVersion)
   return { type: kind, packetId: id, reasonCode: code, properties: props };
 }
 
+/**
+ * A topic filter: non-empty, each `+` and `#` a whole level, `#` the last [MQTT-4.7.1-1,
+ * MQTT-4.7.1-2]. A filter that breaks these is malformed (0x81), as mosquitto answers: 0x8F is for
+ * a well-formed filter the server does not allow. `$share/` structure is topic_map.ts's (0x8F).
+ */
+function topicFilter(reader: Reader): string {
+  const filter = reader.utf8("topic filter");
+  if (filter.length === 0) fail(REASON.MALFORMED_PACKET, "topic filter is empty");
+  if (filter.includes("+") || filter.includes("#")) {
+    const levels = filter.split("/");
+    for (let index = 0; index < levels.length; index++) {
+      const level = levels[index];
+      const wildcard = level === "+" || (level === "#" && index === levels.length - 1);
+      if (!wildcard && (level.includes("+") || level.includes("#"))) {
+        fail(REASON.MALFORMED_PACKET, `topic filter "${filter.slice(0, 64)}" misplaces a wildcard`);
+      }
+    }
+  }
+  return filter;
+}
+
 function parseSubscribe(reader: Reader, version: ProtocolVersion): Packet {
   const id = packetId(reader, REASON.MALFORMED_PACKET);
   const props = properties(reader, version, "subscribe");
   const subscriptions: Subscription[] = [];
   while (reader.remaining() > 0) {
-    const filter = reader.utf8("topic filter");
-    if (filter.length === 0) fail(REASON.MALFORMED_PACKET, "topic filter is empty");
+    const filter = topicFilter(reader);
     const options = reader.u8("subscription options");
     const reserved = version === 5 ? 0xc0 : 0xfc;
     if ((options & reserved) !== 0) {
@@ -310,11 +330,7 @@ function parseUnsubscribe(reader: Reader, version: ProtocolVersion): Packet {
   const id = packetId(reader, REASON.MALFORMED_PACKET);
   const props = properties(reader, version, "unsubscribe");
   const filters: string[] = [];
-  while (reader.remaining() > 0) {
-    const filter = reader.utf8("topic filter");
-    if (filter.length === 0) fail(REASON.MALFORMED_PACKET, "topic filter is empty");
-    filters.push(filter);
-  }
+  while (reader.remaining() > 0) filters.push(topicFilter(reader));
   if (filters.length === 0) {
     const code = version === 5 ? REASON.PROTOCOL_ERROR : REASON.MALFORMED_PACKET;
     fail(code, "UNSUBSCRIBE has no topic filter");
