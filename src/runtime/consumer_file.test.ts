@@ -2,6 +2,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import {
   appendFileSync,
+  mkdirSync,
   mkdtempSync,
   readFileSync,
   rmSync,
@@ -135,5 +136,30 @@ describe("ConsumerFile", () => {
     );
     // Repaired: a second repair finds nothing.
     expect(repairConsumersFile(dir, { crc32: nativeCrc32 })).toBeNull();
+  });
+
+  test("a failed write is retried by a whole rewrite: nothing lost, no damage left", async () => {
+    const dir = newDir();
+    const errors: string[] = [];
+    const file = await ConsumerFile.open(dir, {
+      ...options,
+      intervalMs: 20,
+      onError: (error) => errors.push(error.message),
+    });
+    // The file's name now holds a directory: the first append fails.
+    const path = join(dir, CONSUMERS_FILE);
+    rmSync(path);
+    mkdirSync(path);
+    file.save(record("a", 1));
+    await file.flush();
+    expect(errors.length).toBeGreaterThan(0);
+    rmSync(path, { recursive: true });
+    await Bun.sleep(60);
+    file.save(record("b", 2));
+    await file.close();
+    expect(sorted((await ConsumerFile.open(dir, options)).load())).toEqual([
+      record("a", 1),
+      record("b", 2),
+    ]);
   });
 });

@@ -64,6 +64,8 @@ export class ConsumerFile implements ConsumerStore {
   private writing: Promise<void> | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private closed = false;
+  /** The last write failed: the next waits an interval. */
+  private failed = false;
 
   private constructor(
     readonly path: string,
@@ -117,52 +119,81 @@ export class ConsumerFile implements ConsumerStore {
 
   /** Writes what is pending now (and waits for a write in flight). */
   async flush(): Promise<void> {
-    while (this.writing !== null) await this.writing;
-    if (this.pending.size > 0) await this.write();
+    // A write's end may start the next one (fsync always): wait until none runs and nothing is
+    // pending, or a write failed (then the timer retries).
+    for (;;) {
+      if (this.writing !== null) await this.writing;
+      else if (this.pending.size > 0 && !this.failed) await this.write();
+      else if (this.pending.size > 0 && this.failed && this.timer !== null) {
+        this.stopTimer();
+        await this.write();
+        if (this.failed) return;
+      } else return;
+    }
   }
 
   /** Writes what is pending, fsynced, and closes the file (shutdown). */
   async close(): Promise<void> {
-    if (this.timer !== null) clearTimeout(this.timer);
-    this.timer = null;
+    this.stopTimer();
     await this.flush();
+    // A write that ended meanwhile may have set the timer again.
+    this.stopTimer();
     this.closed = true;
     await this.handle?.sync();
     await this.handle?.close();
     this.handle = null;
   }
 
+  private stopTimer(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
   private schedule(): void {
     if (this.closed || this.writing !== null || this.timer !== null) return;
-    if (this.options.fsync === "always") {
+    // After a failed write, the next try waits an interval (a full disk is not retried hot).
+    if (this.options.fsync === "always" && !this.failed) {
       void this.write();
       return;
     }
     this.timer = setTimeout(() => {
       this.timer = null;
-      void this.write();
+      if (!this.closed) void this.write();
     }, this.options.intervalMs ?? CONSUMERS_WRITE_INTERVAL_MS);
   }
 
   /** One append of everything pending (or a compaction); then the next, if more came. */
   private write(): Promise<void> {
+    let entries: ConsumerEntry[] = [];
     const run = async () => {
       try {
-        if (this.fileBytes > Math.max(COMPACT_BYTES_MIN, 4 * this.liveBytes())) {
-          this.pending.clear();
+        // After a failed append the file may end in part of a record, which a later append would
+        // turn into damage: the next write rewrites the file whole instead.
+        if (this.failed || this.fileBytes > Math.max(COMPACT_BYTES_MIN, 4 * this.liveBytes())) {
           await this.handle?.close();
           this.handle = null;
+          const changed = [...this.pending.keys()];
           this.rewriteSync();
+          // Everything live is in the new file (what came meanwhile stays pending).
+          for (const name of changed) this.pending.delete(name);
+          this.failed = false;
           return;
         }
-        const entries = [...this.pending.values()];
+        entries = [...this.pending.values()];
         this.pending.clear();
         const bytes = encodeConsumerEntries(entries, this.options.crc32);
         this.handle ??= await open(this.path, "a");
         await this.handle.write(bytes);
         this.fileBytes += bytes.length;
         if (this.options.fsync !== "never") await this.handle.sync();
+        this.failed = false;
       } catch (error) {
+        this.failed = true;
+        await this.handle?.close().catch(() => {});
+        this.handle = null;
+        // Written in part or not at all: the entries go again (a newer one of a name wins).
+        for (const entry of entries)
+          if (!this.pending.has(entry.name)) this.pending.set(entry.name, entry);
         this.options.onError?.(error as Error);
       }
     };
