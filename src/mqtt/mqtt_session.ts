@@ -1251,7 +1251,10 @@ function reasonOfError(code: string): number {
       return REASON.PACKET_TOO_LARGE;
     case "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS":
     case "ARIA_ERR_TOO_MANY_CONNECTIONS":
+    case "ARIA_ERR_CONSUMERS_FULL":
       return REASON.QUOTA_EXCEEDED;
+    case "ARIA_ERR_PROPERTIES_TOO_LARGE":
+      return REASON.PACKET_TOO_LARGE;
     case "ARIA_ERR_SHUTTING_DOWN":
       return REASON.SERVER_SHUTTING_DOWN;
     case "ARIA_ERR_STORAGE_FAILED":
