@@ -218,7 +218,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let newest: Awaited<ReturnType<Store["readNewest"]>>;
   try {
     newest = await store.readNewest(options.tipBytes, {
-      bytesOf: (m) => RECORD_HEADER_BYTES + ((m.payload.length + 7) & ~7),
+      // A ring record: header, payload, and properties with their u16 length (tip/ring.ts).
+      bytesOf: (m) => {
+        const properties = m.properties === undefined ? 0 : m.properties.length + 2;
+        return RECORD_HEADER_BYTES + ((m.payload.length + properties + 7) & ~7);
+      },
     });
   } catch (error) {
     // Damage in the newest records (reported with file and offset), or the disk failing: a clear
