@@ -420,15 +420,17 @@ assert(
 
 /**
  * Messages one member of a shared group holds unacknowledged: a member at its window takes no
- * more (its topics wait rather than move, which keeps per-topic order), and the group's stored
- * position lists every unacknowledged seq, so the windows bound its size.
+ * more (its topics wait rather than move, which keeps per-topic order). Wide enough that a member
+ * acknowledging once per DATA frame is not held to a round trip per window: with 1,024 a group
+ * of one member read a backlog of small messages 8.6x slower than a durable consumer, ~1x with
+ * 8,192 (docs/benchmarks.md, shared groups).
  */
-export const GROUP_MEMBER_INFLIGHT_MAX = 1024;
+export const GROUP_MEMBER_INFLIGHT_MAX = 8192;
 /**
  * Messages a group's cursor holds read but not yet given to a member (their member is at its
  * window, or their topic waits for a rebalance): the cursor stops reading beyond them.
  */
-export const GROUP_PENDING_MAX = 4096;
+export const GROUP_PENDING_MAX = 16_384;
 /**
  * Payload bytes one member holds unacknowledged: the group keeps a copy of each in-flight message
  * (a member that leaves gives them back), so this bounds that memory; one message always fits.
