@@ -9,6 +9,7 @@ import { assert } from "../stdx/assert.ts";
 import { Writer } from "./codec_bytes.ts";
 import {
   type ConnectPacket,
+  type MqttDecodeError,
   type Packet,
   PACKET_TYPES,
   type Properties,
@@ -35,6 +36,21 @@ export function connackReturnCodeV4(reasonCode: number): number {
     default:
       return 3;
   }
+}
+
+/**
+ * Whether a CONNECT the decoder refused is answered with CONNACK before the connection closes.
+ * MQTT 5: yes, with the reason code (3.1.4: a server MAY send CONNACK 0x80 or above). MQTT 3.1.1
+ * has return codes for an unacceptable protocol version (1) and a rejected identifier (2) only;
+ * any other malformed CONNECT is closed without one, as mosquitto does. No known version: closed.
+ */
+export function connackAnswersRefusedConnect(error: MqttDecodeError): boolean {
+  if (error.packetType !== PACKET_TYPES.connect || error.protocolVersion === null) return false;
+  if (error.protocolVersion === 5) return true;
+  return (
+    error.reasonCode === REASON.UNSUPPORTED_PROTOCOL_VERSION ||
+    error.reasonCode === REASON.CLIENT_IDENTIFIER_NOT_VALID
+  );
 }
 
 /** True when `properties` would write at least one property. */

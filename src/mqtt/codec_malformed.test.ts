@@ -8,6 +8,7 @@ import { decodeAll } from "./codec_arbitraries.ts";
 import { INPUT_CARRY_BYTES_UNCOUNTED } from "../constants.ts";
 import { InputBudget } from "../protocol/mod.ts";
 import { MqttDecoder, type MqttDecoderOptions } from "./codec.ts";
+import { connackAnswersRefusedConnect } from "./codec_encode.ts";
 import { REASON } from "./packets.ts";
 
 const text = new TextEncoder();
@@ -246,6 +247,19 @@ describe("decoder contract", () => {
     expect(errorOf(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c")))).toBe(4);
     // Before any CONNECT, a PUBLISH has no version to answer in.
     expect(errorOf(pkt(0x30, str("a")))).toBe(null);
+  });
+
+  test("which refused CONNECTs get a CONNACK: all in 5.0, only return codes 1 and 2 in 3.1.1", () => {
+    const answered = (bytes: number[]) => {
+      const [result] = decodeAll(Uint8Array.from(bytes), [], SERVER);
+      return result.ok ? "accepted" : connackAnswersRefusedConnect(result.error);
+    };
+    expect(answered(connect(5, 0x03, str("c")))).toBe(true);
+    expect(answered(connect(4, 0x03, str("c")))).toBe(false);
+    expect(answered(connect(4, 0x42, [...str("c"), ...str("p")]))).toBe(false);
+    expect(answered(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c")))).toBe(true);
+    expect(answered(connect(4, 0x00, str("")))).toBe(true);
+    expect(answered(pkt(0x30, str("a")))).toBe(false);
   });
 
   test("decoded packets own their bytes: the chunk may be reused", () => {

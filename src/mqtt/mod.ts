@@ -1,7 +1,12 @@
 /** mqtt: the MQTT 3.1.1 / 5.0 codec and the topic mapping (pure); the door builds on these. */
 export * from "./packets.ts";
 export { MqttDecoder, type MqttDecoderOptions, type MqttRole } from "./codec.ts";
-export { connackReturnCodeV4, encodePacket, hasProperties } from "./codec_encode.ts";
+export {
+  connackAnswersRefusedConnect,
+  connackReturnCodeV4,
+  encodePacket,
+  hasProperties,
+} from "./codec_encode.ts";
 export { propertyAllowed } from "./properties.ts";
 export {
   ariaTopicToMqtt,
