@@ -4,6 +4,7 @@
  * unacknowledged messages to another, the window, ACK rules, resume after a restart.
  */
 import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
 import { GROUP_MEMBER_INFLIGHT_MAX, PROTOCOL_VERSION } from "../constants.ts";
 import {
   encodeFrame,
@@ -12,6 +13,7 @@ import {
   FrameWriter,
   type OutgoingFrame,
 } from "../protocol/mod.ts";
+import { fcParams } from "../testing/fc_params.ts";
 import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
@@ -28,6 +30,8 @@ class Client {
   sessionId = 0;
   /** While true the connection takes nothing (a client that stopped reading). */
   blocked = false;
+  /** Called for each message as it arrives. */
+  onMessage: ((seq: number, topic: string) => void) | null = null;
 
   write(bytes: Uint8Array): number {
     if (this.blocked) return 0;
@@ -45,6 +49,7 @@ class Client {
           ...m.frame.subarray(m.propertiesStart, m.propertiesStart + m.propertiesBytes),
         ];
         this.got.push({ seq: m.seq, topic: m.topic, properties });
+        this.onMessage?.(m.seq, m.topic);
       }
       return;
     }
@@ -70,7 +75,7 @@ class World {
   private tasks: (() => void)[] = [];
   private timeUs = 1_000_000;
 
-  constructor() {
+  constructor(private readonly sendQueueBytesMax?: number) {
     this.start();
   }
 
@@ -83,6 +88,7 @@ class World {
       clock: { nowUs: () => (this.timeUs += 10) },
       scheduler: { soon: (task) => this.tasks.push(task) },
       consumerStore: this.consumerStore,
+      sendQueueBytesMax: this.sendQueueBytesMax,
     });
   }
 
@@ -354,4 +360,181 @@ describe("shared groups", () => {
     await world.settle();
     expect(next.seqs()).toEqual(range(5, 10));
   });
+});
+
+// ---- Property: random members, publishes, ACKs, stalls and restarts through the broker ---------
+
+type GroupOp =
+  | { kind: "publish"; count: number; topic: number }
+  | { kind: "join" }
+  | { kind: "leave"; pick: number }
+  | { kind: "ack"; pick: number; index: number }
+  | { kind: "block"; pick: number; blocked: boolean }
+  | { kind: "restart" };
+
+const groupOp: fc.Arbitrary<GroupOp> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("publish" as const),
+      count: fc.integer({ min: 1, max: 6 }),
+      topic: fc.nat(5),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("join" as const) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("leave" as const), pick: fc.nat() }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant("ack" as const), pick: fc.nat(), index: fc.nat() }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant("block" as const),
+      pick: fc.nat(),
+      blocked: fc.boolean(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("restart" as const) }) },
+);
+
+/**
+ * Runs `ops` against a broker and a model: each delivery goes to a current member, never a
+ * message acknowledged since the group last started, never one held by another member, and in
+ * its topic's order (every older message of its topic acknowledged or held by the same member);
+ * at the end a member that acknowledges everything gets every message published.
+ */
+async function runGroup(ops: GroupOp[]): Promise<void> {
+  const world = new World(600); // a member backs up after a few messages
+  let publisher = world.connect();
+  const topicOf = new Map<number, string>(); // seq -> topic, in publish order
+  let members: Client[] = [];
+  const held = new Map<Client, number[]>(); // what each member holds unacknowledged, in order
+  const holder = new Map<number, Client>();
+  let acked = new Set<number>(); // acknowledged since the group (re)started
+  const everAcked = new Set<number>();
+
+  const watch = (client: Client): void => {
+    held.set(client, []);
+    client.onMessage = (seq, topic) => {
+      expect(members).toContain(client);
+      expect(topicOf.get(seq)).toBe(topic);
+      expect(acked.has(seq)).toBe(false);
+      expect(holder.has(seq)).toBe(false);
+      for (const [earlier, earlierTopic] of topicOf) {
+        if (earlier >= seq) break;
+        if (earlierTopic === topic && !acked.has(earlier)) expect(holder.get(earlier)).toBe(client);
+      }
+      held.get(client)!.push(seq);
+      holder.set(seq, client);
+    };
+  };
+  /** The group (re)starts from its stored position: what is above it may come again. */
+  const regroup = (): void => {
+    const position = world.broker.consumerList()[0]?.nextSeq ?? 0;
+    acked = new Set([...acked].filter((seq) => seq < position));
+  };
+  const drop = (client: Client): void => {
+    for (const seq of held.get(client) ?? []) holder.delete(seq);
+    held.delete(client);
+    members = members.filter((m) => m !== client);
+    if (members.length === 0) regroup();
+  };
+  for (const op of ops) {
+    switch (op.kind) {
+      case "publish": {
+        const nextSeq = topicOf.size + 1;
+        for (let i = 0; i < op.count; i++) topicOf.set(nextSeq + i, `a/t${op.topic}`);
+        const messages = Array.from({ length: op.count }, () => ({
+          topic: `a/t${op.topic}`,
+          payload: new Uint8Array(60),
+        }));
+        world.send(publisher, { kind: "publish", requestId: 1, messages });
+        break;
+      }
+      case "join": {
+        const client = world.connect();
+        members.push(client);
+        watch(client);
+        world.join(client);
+        break;
+      }
+      case "leave": {
+        if (members.length === 0) break;
+        const client = members[op.pick % members.length]!;
+        drop(client);
+        world.close(client);
+        break;
+      }
+      case "ack": {
+        if (members.length === 0) break;
+        const client = members[op.pick % members.length]!;
+        const list = held.get(client)!;
+        if (list.length === 0) break;
+        const count = (op.index % list.length) + 1;
+        const seq = list[count - 1]!;
+        for (const s of list.splice(0, count)) {
+          holder.delete(s);
+          acked.add(s);
+          everAcked.add(s);
+        }
+        world.ack(client, seq);
+        break;
+      }
+      case "block": {
+        if (members.length === 0) break;
+        const client = members[op.pick % members.length]!;
+        client.blocked = op.blocked;
+        if (!op.blocked) world.broker.writable(client.sessionId);
+        break;
+      }
+      case "restart": {
+        for (const client of [...members]) drop(client);
+        world.start();
+        publisher = world.connect();
+        break;
+      }
+    }
+    await world.settle();
+    for (const client of members) expect(client.errors()).toEqual([]);
+  }
+
+  // Liveness: a reading member that acknowledges all it holds gets every message.
+  if (members.length === 0) {
+    const client = world.connect();
+    members.push(client);
+    watch(client);
+    world.join(client);
+  }
+  for (const client of members) {
+    client.blocked = false;
+    world.broker.writable(client.sessionId);
+  }
+  for (let round = 0; round < 200 && everAcked.size < topicOf.size; round++) {
+    await world.settle();
+    for (const client of members) {
+      const list = held.get(client)!;
+      if (list.length === 0) continue;
+      const seq = list.at(-1)!;
+      for (const s of list.splice(0)) {
+        holder.delete(s);
+        acked.add(s);
+        everAcked.add(s);
+      }
+      world.ack(client, seq);
+    }
+    await world.settle();
+  }
+  expect(topicOf.size - everAcked.size).toBe(0);
+  for (const client of members) expect(client.errors()).toEqual([]);
+  expect(world.broker.consumerList()[0]?.nextSeq ?? 1).toBe(topicOf.size + 1);
+}
+
+describe("shared groups property", () => {
+  test("random members, publishes, ACKs, stalls and restarts: every rule, every message", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(groupOp, { maxLength: 50, size: "max" }), runGroup),
+      fcParams({ runs: 40 }),
+    );
+  }, 60_000);
 });
