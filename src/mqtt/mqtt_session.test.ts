@@ -644,3 +644,29 @@ describe("MQTT session: shared subscriptions", () => {
     expect(world.broker.consumerList().map((c) => c.shared)).toEqual([true]);
   });
 });
+
+test("a payload or properties over the native limits get 0x97 (PUBACK has no 0x95), not a crash", async () => {
+  const world = new DoorWorld();
+  const pub = await world.connected("big");
+  const send = (payloadBytes: number, propertyBytes: number, packetId: number) =>
+    pub.send({
+      type: "publish",
+      topic: "big/x",
+      payload: new Uint8Array(payloadBytes),
+      qos: 1,
+      retain: false,
+      dup: false,
+      packetId,
+      properties: { userProperties: [["k", "v".repeat(propertyBytes)]] },
+    });
+  send(1024 * 1024 + 1, 0, 1);
+  send(10, 9000, 2);
+  send(1024 * 1024, 100, 3);
+  await world.settle();
+  expect(pub.take("puback").map((p) => [p.packetId, p.reasonCode])).toEqual([
+    [1, 0x97],
+    [2, 0x97],
+    [3, 0],
+  ]);
+  expect(world.store.nextSeq).toBe(2);
+});

@@ -21,6 +21,7 @@
  * their count ≤ the client's window; `heldBytes` is the sum of held payloads.
  */
 import type { Connection, Scheduler } from "../broker/ports.ts";
+import { PAYLOAD_BYTES_MAX, PROPERTIES_BYTES_MAX } from "../constants.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
 import type { ConnectionEvents } from "../runtime/runtime.ts";
 import type { Log } from "../stdx/log.ts";
@@ -338,6 +339,14 @@ export class MqttSession implements NativeEvents {
       this.problemInformation = props.requestProblemInformation !== false;
     }
     this.will = packet.will ?? null;
+    if (this.will !== null) {
+      // A will the server could not publish is refused now, not dropped later.
+      const mapped = this.door.mapping.topicToAria(this.will.topic);
+      if (!mapped.ok) return this.refuseConnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
+      const properties = encodeStoredProperties(this.will.properties);
+      const tooLarge = nativeLimitProblem(this.will.payload, properties);
+      if (tooLarge !== null) return this.refuseConnect(REASON.PACKET_TOO_LARGE, tooLarge);
+    }
     this.phase = "signing_in";
     this.lastInputUs = nowUs;
     const password = packet.password === undefined ? "" : new TextDecoder().decode(packet.password);
@@ -447,16 +456,19 @@ export class MqttSession implements NativeEvents {
         mapped.reason,
       );
     }
+    const properties = encodeStoredProperties(packet.properties);
+    const tooLarge = nativeLimitProblem(packet.payload, properties);
+    if (tooLarge !== null) {
+      if (packet.qos === 0 || !v5) return this.disconnect(REASON.PACKET_TOO_LARGE, tooLarge);
+      const type = packet.qos === 1 ? "puback" : "pubrec";
+      // PUBACK cannot carry 0x95: 0x97 quota exceeded, with the limit in the reason string.
+      return this.ack(type, packetId, REASON.QUOTA_EXCEEDED, tooLarge);
+    }
     const requestId = this.takeRequestId();
     this.requests.set(requestId, { qos: packet.qos, packetId, will: false });
     if (packet.qos > 0) this.inboundInFlight++;
     if (packet.qos === 2) this.qos2Received.set(packetId, "pending");
-    this.link.publish(
-      requestId,
-      mapped.topic,
-      packet.payload,
-      encodeStoredProperties(packet.properties),
-    );
+    this.link.publish(requestId, mapped.topic, packet.payload, properties);
   }
 
   private takeRequestId(): number {
@@ -505,13 +517,21 @@ export class MqttSession implements NativeEvents {
     }
   }
 
+  /** PUBACK, PUBREC, PUBREL or PUBCOMP; a failure PUBACK/PUBREC cannot carry becomes 0x80. */
   private ack(
     type: "puback" | "pubrec" | "pubrel" | "pubcomp",
     packetId: number,
     reasonCode: number,
     reason?: string,
   ): void {
-    this.send({ type, packetId, reasonCode, properties: this.problem(reason) });
+    // PUBREL and PUBCOMP fail only with 0x92 (packet identifier not found).
+    const failures =
+      type === "puback" || type === "pubrec"
+        ? PUBLISH_ACK_FAILURES
+        : new Set<number>([REASON.PACKET_IDENTIFIER_NOT_FOUND]);
+    const allowed = reasonCode < 0x80 || failures.has(reasonCode);
+    const code = allowed ? reasonCode : REASON.UNSPECIFIED_ERROR;
+    this.send({ type, packetId, reasonCode: code, properties: this.problem(reason) });
   }
 
   // ---- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
@@ -754,7 +774,8 @@ export class MqttSession implements NativeEvents {
     if (waiting === undefined) return;
     this.waitingSuback.delete(nativeId);
     if (failure !== null) {
-      waiting.suback.codes[waiting.index] = failure;
+      const allowed = SUBACK_FAILURES.has(failure);
+      waiting.suback.codes[waiting.index] = allowed ? failure : REASON.UNSPECIFIED_ERROR;
       waiting.suback.reasons.push(reason);
     }
     this.subackStep(waiting.suback);
@@ -1214,6 +1235,39 @@ export class MqttSession implements NativeEvents {
   get readPaused(): boolean {
     return this.paused;
   }
+}
+
+/** The failure reason codes PUBACK and PUBREC may carry (MQTT 5, 3.4.2.1 and 3.5.2.1). */
+const PUBLISH_ACK_FAILURES: ReadonlySet<number> = new Set([
+  REASON.UNSPECIFIED_ERROR,
+  REASON.IMPLEMENTATION_SPECIFIC_ERROR,
+  REASON.NOT_AUTHORIZED,
+  REASON.TOPIC_NAME_INVALID,
+  REASON.PACKET_IDENTIFIER_IN_USE,
+  REASON.QUOTA_EXCEEDED,
+  REASON.PAYLOAD_FORMAT_INVALID,
+]);
+
+/** The failure reason codes SUBACK may carry (MQTT 5, 3.9.3). */
+const SUBACK_FAILURES: ReadonlySet<number> = new Set([
+  REASON.UNSPECIFIED_ERROR,
+  REASON.IMPLEMENTATION_SPECIFIC_ERROR,
+  REASON.NOT_AUTHORIZED,
+  REASON.TOPIC_FILTER_INVALID,
+  REASON.PACKET_IDENTIFIER_IN_USE,
+  REASON.QUOTA_EXCEEDED,
+  REASON.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
+  REASON.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+  REASON.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED,
+]);
+
+/** Why a message cannot be published natively (over PAYLOAD_BYTES_MAX or PROPERTIES_BYTES_MAX). */
+function nativeLimitProblem(payload: Uint8Array, properties: Uint8Array): string | null {
+  if (payload.length > PAYLOAD_BYTES_MAX)
+    return `payload of ${payload.length} bytes is over the limit of ${PAYLOAD_BYTES_MAX}`;
+  if (properties.length > PROPERTIES_BYTES_MAX)
+    return `properties of ${properties.length} bytes are over the limit of ${PROPERTIES_BYTES_MAX}`;
+  return null;
 }
 
 const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });

@@ -1,7 +1,8 @@
 /**
  * Fuzz of the MQTT door's session machine: valid client packets in random order, mutated and
- * random bytes, in random splits, with time passing and sockets dropping. Never a throw, and once
- * every client is gone nothing is left: no door connection, no broker session.
+ * random bytes, in random splits, with time passing and sockets dropping. Never a throw, every
+ * packet the server sends decodes, and once every client is gone nothing is left: no door
+ * connection, no broker session.
  */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
@@ -174,6 +175,8 @@ describe("MQTT session fuzz", () => {
         for (const fake of fakes) fake.drop();
         // Wills wait at most their delay (≤ the session expiry here) and then their ack.
         for (let i = 0; i < 4; i++) await world.advance(20_000_000);
+        // Whatever came in, what the server sent decodes (valid reason codes in every packet).
+        for (const fake of fakes) expect(fake.errors).toEqual([]);
         expect(world.door.stats().connections).toBe(0);
         expect(world.broker.stats().connections).toBe(0);
       }),
