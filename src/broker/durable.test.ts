@@ -20,6 +20,7 @@ import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
 import { TopicTable } from "../topic/topic_table.ts";
+import { FailureThrottle, userFromRecord, Users } from "../auth/mod.ts";
 import { Broker } from "./broker.ts";
 
 const ENCODER = new TextEncoder();
@@ -60,10 +61,12 @@ class World {
   private tasks: (() => void)[] = [];
   private timeUs = 1_000_000;
 
-  constructor(options: { bufferedConsumers?: boolean } = {}) {
+  constructor(options: { bufferedConsumers?: boolean; users?: Users } = {}) {
     this.consumerStore = new MemoryConsumerStore(options.bufferedConsumers === true);
+    this.users = options.users;
     this.start();
   }
+  private readonly users: Users | undefined;
 
   /** A new broker over the same stores (a restart; the tip starts empty). */
   start(): void {
@@ -76,10 +79,14 @@ class World {
       scheduler: { soon: (task) => this.tasks.push(task) },
       consumerStore: this.consumerStore,
       catchUpSliceBytes: 1024,
+      signIn:
+        this.users === undefined
+          ? undefined
+          : { users: this.users, throttle: new FailureThrottle(), scheduleAfter: () => {} },
     });
   }
 
-  connect(): Client {
+  connect(token: string | null = null): Client {
     const client = new Client();
     client.sessionId = this.broker.open({
       write: (bytes) => client.write(bytes),
@@ -91,7 +98,7 @@ class World {
       kind: "hello",
       version: PROTOCOL_VERSION,
       clientName: "t",
-      authToken: null,
+      authToken: token,
     });
     return client;
   }
@@ -254,6 +261,41 @@ describe("durable consumers", () => {
     world.subscribe(second, 1, "c");
     await world.settle();
     expect(second.seqs).toEqual([5, 6]);
+  });
+
+  test("permissions apply as for SUBSCRIBE: a refused filter creates no consumer", async () => {
+    const reader = userFromRecord({
+      name: "reader",
+      tokenHash: "fake$reader-secret",
+      certSubject: null,
+      publish: { allow: ["**"], deny: [] },
+      subscribe: { allow: ["a/x/**"], deny: [] },
+      roles: [],
+    });
+    const users = new Users([reader], {
+      verify: async (secret, stored) => stored === `fake$${secret}`,
+      digest: (token) => `digest:${token}`,
+    });
+    const world = new World({ users });
+    const client = world.connect("reader:reader-secret");
+    await world.settle();
+    world.subscribe(client, 1, "c");
+    await world.settle();
+    expect(client.errors()).toEqual([
+      'ARIA_ERR_PERMISSION_DENIED: user "reader" may not subscribe to "a/**" (a filter is refused whole, never narrowed)',
+    ]);
+    expect(world.broker.consumerList()).toEqual([]);
+    // Nothing was left attached under the name: an allowed filter makes it anew.
+    world.send(client, {
+      kind: "subscribe",
+      subscriptionId: 2,
+      start: { kind: "earliest" },
+      filter: ["a/x/**"],
+      durable: "c",
+    });
+    await world.settle();
+    expect(client.errors().length).toBe(1);
+    expect(world.broker.consumerList()).toMatchObject([{ name: "c", filter: ["a/x/**"] }]);
   });
 
   test("property: deliveries, ACKs, reconnects and crashes never skip a message; redelivery only past the stored position", async () => {
