@@ -670,3 +670,36 @@ test("a payload or properties over the native limits get 0x97 (PUBACK has no 0x9
   ]);
   expect(world.store.nextSeq).toBe(2);
 });
+
+test("CONNECT with a credential or client id longer than HELLO carries, or an oversize will: refused, no crash", async () => {
+  const world = new DoorWorld();
+  const connect = (clientId: string, extra: Record<string, unknown>) => {
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId,
+      cleanStart: true,
+      keepAlive: 0,
+      properties: {},
+      ...extra,
+    });
+    return client;
+  };
+  const longPassword = connect("p", { password: bytesOf("x".repeat(2000)) });
+  const wideId = connect("é".repeat(60), {});
+  // A will's payload has a two-byte length; its properties may pass the native limit.
+  const bigWill = connect("w", {
+    will: {
+      topic: "w/x",
+      payload: bytesOf("bye"),
+      qos: 0,
+      retain: false,
+      properties: { userProperties: [["k", "v".repeat(9000)]] },
+    },
+  });
+  await world.settle();
+  expect(longPassword.take("connack").map((p) => p.reasonCode)).toEqual([0x86]);
+  expect(wideId.take("connack").map((p) => p.reasonCode)).toEqual([0]);
+  expect(bigWill.take("connack").map((p) => p.reasonCode)).toEqual([0x95]);
+});

@@ -21,7 +21,12 @@
  * their count ≤ the client's window; `heldBytes` is the sum of held payloads.
  */
 import type { Connection, Scheduler } from "../broker/ports.ts";
-import { PAYLOAD_BYTES_MAX, PROPERTIES_BYTES_MAX } from "../constants.ts";
+import {
+  AUTH_TOKEN_BYTES_MAX,
+  CLIENT_NAME_BYTES_MAX,
+  PAYLOAD_BYTES_MAX,
+  PROPERTIES_BYTES_MAX,
+} from "../constants.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
 import type { ConnectionEvents } from "../runtime/runtime.ts";
 import type { Log } from "../stdx/log.ts";
@@ -361,8 +366,14 @@ export class MqttSession implements NativeEvents {
         : password === ""
           ? username
           : `${username}:${password}`;
+    if (token !== null && UTF8.encode(token).length > AUTH_TOKEN_BYTES_MAX)
+      return this.refuseConnect(
+        REASON.BAD_USER_NAME_OR_PASSWORD,
+        `the credential is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`,
+      );
     this.assignedClientId = assigned;
-    this.link.hello(clientId.slice(0, 60), token);
+    // The client id names the broker session in logs: its first CLIENT_NAME_BYTES_MAX bytes.
+    this.link.hello(cutUtf8(clientId, CLIENT_NAME_BYTES_MAX), token);
   }
 
   private assignedClientId = false;
@@ -1270,7 +1281,21 @@ function nativeLimitProblem(payload: Uint8Array, properties: Uint8Array): string
   return null;
 }
 
+const UTF8 = new TextEncoder();
 const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
+
+/** `text` cut to at most `bytesMax` bytes of UTF-8, at a character boundary. */
+function cutUtf8(text: string, bytesMax: number): string {
+  if (UTF8.encode(text).length <= bytesMax) return text;
+  let cut = "";
+  let bytes = 0;
+  for (const char of text) {
+    bytes += UTF8.encode(char).length;
+    if (bytes > bytesMax) break;
+    cut += char;
+  }
+  return cut;
+}
 
 /** True when `bytes` are valid UTF-8. */
 function isUtf8(bytes: Uint8Array): boolean {
