@@ -193,6 +193,9 @@ describe("shared groups", () => {
       expect(member.frames.find((f) => f.kind === "subscribed")).toBeDefined();
     }
     expectTopicsOwned(members);
+    // Metrics: a member is as far behind as the group's cursor (here: at the end).
+    const lags = world.broker.largestLags(10).filter((lag) => lag.filter === "a/**");
+    expect(lags.map((lag) => lag.seqsBehind)).toEqual([0, 0, 0]);
     expect(world.broker.consumerList()).toMatchObject([
       { name: "g", shared: true, members: 3, filter: ["a/**"] },
     ]);

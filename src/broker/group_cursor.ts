@@ -224,10 +224,10 @@ export class GroupCursor {
     member.session.endData();
     // Its first message is the group's oldest unacknowledged one, or the cursor's next.
     const held = this.group.pendingCount + this.group.inFlightCount > 0;
-    encodeSubscribed(member.session.writer, {
-      subscriptionId: member.id,
-      firstSeq: Math.max(1, held ? this.group.lowestUnackedSeq() : this.subscription.nextSeq),
-    });
+    const firstSeq = Math.max(1, held ? this.group.lowestUnackedSeq() : this.subscription.nextSeq);
+    encodeSubscribed(member.session.writer, { subscriptionId: member.id, firstSeq });
+    // A member's nextSeq only tells metrics how far behind it is: as far as the group's cursor.
+    member.nextSeq = this.subscription.nextSeq;
     this.group.join(id);
     this.afterChange();
   }
@@ -274,6 +274,7 @@ export class GroupCursor {
    * until its socket took the bytes is ready again (no drain event would come for it).
    */
   flushMembers(): void {
+    for (const member of this.members.values()) member.nextSeq = this.subscription.nextSeq;
     while (this.touched.size > 0) {
       const sessions = [...this.touched];
       this.touched.clear();
