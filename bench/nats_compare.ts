@@ -9,7 +9,8 @@
  * `bench/pK/tJ` / `bench.pK.tJ`, a Zipf-like spread over 100 partitions), then, each round, replays
  * on fresh connections from the oldest message, Aria then NATS (NATS first in even rounds):
  *
- *   tip            Aria with a tip holding the whole stream; NATS as it runs (warm).
+ *   tip            Aria with a tip holding the whole stream; NATS with its files in the page cache
+ *                  (both restarted before each round after the first).
  *   disk, warm     both restarted (Aria with a 1 MiB tip), files in the page cache.
  *   disk, dropped  both restarted before each replay and their files evicted from the page cache.
  *
@@ -169,6 +170,7 @@ async function round(
   const label = `round ${index + 1}`;
   if (index > 0) await restart(sides, largeTipBytes);
   progress(`${label}: tip`);
+  await warmPageCache(sides.natsDir);
   measured.set("subtree tip", await both(sides, stream, subtree, ariaFirstSeq, "tip", ariaFirst));
   measured.set("whole tip", await both(sides, stream, -1, ariaFirstSeq, "tip", ariaFirst));
 
@@ -205,14 +207,19 @@ async function round(
   };
 }
 
-const ROWS: { key: string; label: string }[] = [
-  { key: "subtree tip", label: "1% subtree from the oldest, tip" },
-  { key: "subtree warm", label: "1% subtree from the oldest, disk (page cache warm)" },
-  { key: "subtree dropped", label: "1% subtree from the oldest, disk (page cache dropped)" },
-  { key: "whole tip", label: "whole stream, tip" },
-  { key: "whole warm", label: "whole stream, disk (page cache warm)" },
-  { key: "whole dropped", label: "whole stream, disk (page cache dropped)" },
-];
+/** Where a row's replay reads, by the suffix of its key. */
+const WHERE: Record<string, string> = {
+  tip: "tip",
+  warm: "disk, page cache warm",
+  dropped: "disk, page cache dropped",
+};
+
+const ROWS: { key: string; label: string }[] = ["subtree", "whole"].flatMap((what) =>
+  ["tip", "warm", "dropped"].map((where) => ({
+    key: `${what} ${where}`,
+    label: `${what === "subtree" ? "1% subtree" : "whole stream"}, ${WHERE[where]}`,
+  })),
+);
 
 function summarize(rounds: Round[]): Row[] {
   const rows: Row[] = [];
@@ -230,11 +237,10 @@ function summarize(rounds: Round[]): Row[] {
       ratio: median(pairs.map((pair) => pair.nats.wallMs / pair.aria.wallMs)),
     });
   }
-  for (const key of ["subtree tip", "subtree warm", "subtree dropped"]) {
-    const pairs = rounds.map((measured) => measured.get(key)!);
-    const label = ROWS.find((row) => row.key === key)!.label.replace("1% subtree", "first message");
+  for (const where of ["tip", "warm", "dropped"]) {
+    const pairs = rounds.map((measured) => measured.get(`subtree ${where}`)!);
     rows.push({
-      row: `${label} (subscribe → first)`,
+      row: `first message, 1% subtree, ${WHERE[where]}`,
       messages: null,
       ariaMs: median(pairs.map((pair) => pair.aria.firstMessageMs)),
       natsMs: median(pairs.map((pair) => pair.nats.firstMessageMs)),
@@ -247,7 +253,7 @@ function summarize(rounds: Round[]): Row[] {
 }
 
 const COLUMNS: Column[] = [
-  { key: "row", header: "replay (fresh connection)" },
+  { key: "row", header: "replay from the oldest message (fresh connection)" },
   { key: "messages", header: "messages" },
   { key: "ariaMs", header: "Aria ms", format: formatMs },
   { key: "natsMs", header: "NATS ms", format: formatMs },
@@ -312,12 +318,8 @@ async function main(): Promise<number> {
     const first = (key: string) => rows.find((row) => row.row === key)!;
     const ratioOf = (key: string) =>
       first(ROWS.find((row) => row.key === key)!.label).ratio as number;
-    const firstTip = rows.find((row) =>
-      String(row.row).startsWith("first message from the oldest, tip"),
-    )!;
-    const firstDropped = rows.find((row) =>
-      String(row.row).startsWith("first message from the oldest, disk (page cache dropped)"),
-    )!;
+    const firstTip = first(`first message, 1% subtree, ${WHERE.tip}`);
+    const firstDropped = first(`first message, 1% subtree, ${WHERE.dropped}`);
     const targets = [
       {
         target: "whole stream from disk (page cache dropped) >= 4x NATS",
@@ -395,6 +397,14 @@ async function main(): Promise<number> {
     await stopAllStarted();
     await rm(root, { recursive: true, force: true });
   }
+}
+
+// Interrupted (Ctrl-C, a timeout): end the servers by PID before exiting.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`\nnats_compare: ${signal}, stopping the servers\n`);
+    void stopAllStarted().finally(() => process.exit(130));
+  });
 }
 
 try {
