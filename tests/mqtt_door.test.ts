@@ -66,20 +66,23 @@ test("QoS 0, 1 and 2 on 3.1.1 and 5.0: published and delivered, bytes intact", a
   for (const protocolVersion of [4, 5] as const) {
     const sub = await mqttClient({ protocolVersion, clientId: `sub${protocolVersion}` });
     const got = collect(sub);
-    const granted = await sub.subscribeAsync({ "e/+/x": { qos: 2 }, "f/#": { qos: 1 } });
+    // Topics of their own per version: the newest message of a topic is retained for later ones.
+    const e = `e${protocolVersion}`;
+    const f = `f${protocolVersion}`;
+    const granted = await sub.subscribeAsync({ [`${e}/+/x`]: { qos: 2 }, [`${f}/#`]: { qos: 1 } });
     expect(granted.map((g) => g.qos)).toEqual([2, 1]);
     const pub = await mqttClient({ protocolVersion, clientId: `pub${protocolVersion}` });
     for (const qos of [0, 1, 2] as const)
-      await pub.publishAsync(`e/${qos}/x`, Buffer.from([qos, 0, 255, 10]), { qos });
-    await pub.publishAsync("f", "under f", { qos: 1 });
+      await pub.publishAsync(`${e}/${qos}/x`, Buffer.from([qos, 0, 255, 10]), { qos });
+    await pub.publishAsync(f, "under f", { qos: 1 });
     await waitFor(async () => got.length === 4, "4 messages", 5000);
     // mqtt.js hands a QoS 2 message over at PUBREL, a round trip later: compare in topic order.
     const sorted = [...got].sort((a, b) => a.topic.localeCompare(b.topic));
     expect(sorted.map((m) => [m.topic, [...m.payload], m.qos])).toEqual([
-      ["e/0/x", [0, 0, 255, 10], 2],
-      ["e/1/x", [1, 0, 255, 10], 2],
-      ["e/2/x", [2, 0, 255, 10], 2],
-      ["f", [...Buffer.from("under f")], 1],
+      [`${e}/0/x`, [0, 0, 255, 10], 2],
+      [`${e}/1/x`, [1, 0, 255, 10], 2],
+      [`${e}/2/x`, [2, 0, 255, 10], 2],
+      [f, [...Buffer.from("under f")], 1],
     ]);
     if (protocolVersion === 5)
       expect(got.every((m) => m.user?.["aria-seq"] !== undefined)).toBe(true);
@@ -180,6 +183,27 @@ test("a will is published when its client goes away without DISCONNECT", async (
   await waitFor(async () => got.length === 1, "the will", 5000);
   expect(got[0].payload.toString()).toBe("gone");
   await watcher.endAsync();
+});
+
+test("retained: a SUBSCRIBE gets each topic's newest message with the retain flag; an empty one clears", async () => {
+  const pub = await mqttClient({ protocolVersion: 4, clientId: "ret-pub" });
+  await pub.publishAsync("ret/a", "old", { qos: 1, retain: true });
+  await pub.publishAsync("ret/a", "new", { qos: 1, retain: true });
+  await pub.publishAsync("ret/b", "b", { qos: 1 });
+  await pub.publishAsync("ret/c", "c", { qos: 1, retain: true });
+  await pub.publishAsync("ret/c", "", { qos: 1, retain: true });
+  const sub = await mqttClient({ protocolVersion: 5, clientId: "ret-sub" });
+  const got: string[] = [];
+  sub.on("message", (topic, payload, packet) =>
+    got.push(`${topic}=${payload.toString()}${packet.retain ? " retained" : ""}`),
+  );
+  await sub.subscribeAsync("ret/#", { qos: 1 });
+  await waitFor(async () => got.length === 2, "2 retained messages", 5000);
+  await pub.publishAsync("ret/a", "live", { qos: 1 });
+  await waitFor(async () => got.length === 3, "a live message", 5000);
+  expect(got).toEqual(["ret/a=new retained", "ret/b=b retained", "ret/a=live"]);
+  await pub.endAsync();
+  await sub.endAsync();
 });
 
 /** A raw TCP client: bytes in, everything received, and whether the server closed. */
