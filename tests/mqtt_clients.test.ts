@@ -339,8 +339,8 @@ for (const version of [4, 5])
     }, 45_000);
 
 for (const version of [4, 5])
-  test(`a persistent paho session (MQTT ${version === 5 ? "5, clean start off, session expiry 300 s" : "3.1.1, clean session off"}) offline while 500 messages are published gets all of them in order when it returns`, async () => {
-    const count = 500;
+  test(`a persistent paho session (MQTT ${version === 5 ? "5, clean start off, session expiry 300 s" : "3.1.1, clean session off"}) offline while 2,000 messages (more than mosquitto's default 1,000 queued) are published gets all of them in order when it returns`, async () => {
+    const count = 2000;
     const topic = `clients/persistent/v${version}`;
     const got = await paho(["persistent", MQTT_PORT, version, topic, count, `persist-v${version}`]);
     expect(got.sessionPresent).toBe(true);
