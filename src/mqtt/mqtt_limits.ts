@@ -29,6 +29,11 @@ export const MQTT_TOPIC_ALIASES_MAX = 64;
 export const MQTT_HELD_BYTES_MAX = 256 * 1024;
 /** Packets a client may send after CONNECT before the server answered it (they wait for it). */
 export const MQTT_EARLY_PACKETS_MAX = 256;
+/**
+ * Bytes of those packets held while a sign-in is verified (a users file's KDF takes a moment):
+ * past this the client is not read until CONNACK, as the native door holds 256 KiB behind HELLO.
+ */
+export const MQTT_EARLY_BYTES_MAX = 256 * 1024;
 /** A client's keep alive is enforced at 1.5 times its value (MQTT 3.1.1 3.1.2.10, 5.0 3.1.2.10). */
 export const MQTT_KEEP_ALIVE_GRACE = 1.5;
 /**

@@ -3,6 +3,8 @@ import { encodePacket } from "./codec_encode.ts";
 import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { DoorWorld } from "./mqtt_door_test_support.ts";
+import { MqttDoor } from "./mqtt_door.ts";
+import { ariaTopicMapping } from "./topic_mapping.ts";
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 const bytesOf = (s: string) => new TextEncoder().encode(s);
@@ -702,4 +704,50 @@ test("CONNECT with a credential or client id longer than HELLO carries, or an ov
   expect(longPassword.take("connack").map((p) => p.reasonCode)).toEqual([0x86]);
   expect(wideId.take("connack").map((p) => p.reasonCode)).toEqual([0]);
   expect(bigWill.take("connack").map((p) => p.reasonCode)).toEqual([0x95]);
+});
+
+test("while a sign-in is verified, what a client sends behind CONNECT is held up to 256 KiB, then it is not read", async () => {
+  // A broker that never answers HELLO (a sign-in still being verified).
+  const broker = { open: () => 1, receive: () => {}, writable: () => {}, closed: () => {} };
+  const tasks: (() => void)[] = [];
+  const door = new MqttDoor({
+    broker,
+    clock: { nowUs: () => 1e15 },
+    scheduler: { soon: (task) => tasks.push(task) },
+    mapping: ariaTopicMapping,
+  });
+  let paused = false;
+  let closed = false;
+  const id = door.open({
+    write: (bytes) => bytes.length,
+    close: () => {
+      closed = true;
+    },
+    pause: () => {
+      paused = true;
+    },
+    resume: () => {
+      paused = false;
+    },
+  });
+  const connect = { type: "connect", protocolVersion: 5, clientId: "slow" } as const;
+  door.receive(id, encodePacket({ ...connect, cleanStart: true, keepAlive: 0, properties: {} }, 5));
+  const publish = (size: number) =>
+    encodePacket(
+      {
+        type: "publish",
+        topic: "h/x",
+        payload: new Uint8Array(size),
+        qos: 0,
+        retain: false,
+        dup: false,
+        properties: {},
+      },
+      5,
+    );
+  for (let i = 0; i < 20; i++) door.receive(id, publish(10_000));
+  expect(paused).toBe(false);
+  for (let i = 0; i < 10; i++) door.receive(id, publish(10_000));
+  expect(paused).toBe(true);
+  expect(closed).toBe(false);
 });

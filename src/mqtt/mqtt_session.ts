@@ -34,6 +34,7 @@ import { parseAriaFrom } from "./aria_from.ts";
 import { MqttDecoder } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
 import {
+  MQTT_EARLY_BYTES_MAX,
   MQTT_EARLY_PACKETS_MAX,
   MQTT_HELD_BYTES_MAX,
   MQTT_INFLIGHT_V4,
@@ -210,6 +211,8 @@ export class MqttSession implements NativeEvents {
     packetBytesMax: MQTT_PACKET_BYTES_MAX,
   });
   private readonly early: Packet[] = [];
+  private earlyBytes = 0;
+  private earlyPaused = false;
   private connect: ConnectPacket | null = null;
   private closing = false;
   private paused = false;
@@ -275,6 +278,15 @@ export class MqttSession implements NativeEvents {
             "too many packets before CONNACK",
           );
         this.early.push(result.packet);
+        this.earlyBytes +=
+          result.packet.type === "publish"
+            ? result.packet.payload.length + result.packet.topic.length
+            : 64;
+        // Held past the bound: the client is not read until CONNACK (what was read is held).
+        if (this.earlyBytes > MQTT_EARLY_BYTES_MAX && !this.earlyPaused) {
+          this.earlyPaused = true;
+          this.socket.pause?.();
+        }
       } else this.handle(result.packet, nowUs);
       if (this.closing) return;
     }
@@ -411,6 +423,11 @@ export class MqttSession implements NativeEvents {
     // Packets sent behind CONNECT waited for its answer.
     while (this.early.length > 0 && !this.closing)
       this.handle(this.early.shift() as Packet, this.lastInputUs);
+    this.earlyBytes = 0;
+    if (this.earlyPaused) {
+      this.earlyPaused = false;
+      if (!this.paused) this.socket.resume?.();
+    }
   }
 
   /** CONNACK with a failure (or a plain close before the version is known), then close. */
@@ -1036,7 +1053,7 @@ export class MqttSession implements NativeEvents {
 
   resume(): void {
     this.paused = false;
-    this.socket.resume?.();
+    if (!this.earlyPaused) this.socket.resume?.();
   }
 
   private onDisconnect(reasonCode: number, properties: Properties): void {
