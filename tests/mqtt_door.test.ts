@@ -310,3 +310,37 @@ test("a persistent session outlives kill -9 of the server: its client gets what 
     await aria.stop();
   }
 });
+
+test("MQTT over WebSocket at /mqtt of the admin port; another Host is refused", async () => {
+  const wsUrl = `${server().adminUrl.replace(/^http/, "ws")}/mqtt`;
+  const client = await mqtt.connectAsync(wsUrl, {
+    protocolVersion: 5,
+    clientId: "ws",
+    reconnectPeriod: 0,
+  });
+  const got = collect(client);
+  await client.subscribeAsync("ws/#", { qos: 1 });
+  await client.publishAsync("ws/x", Buffer.from([0, 1, 2, 255]), { qos: 1 });
+  await waitFor(async () => got.length === 1, "a message over WebSocket", 5000);
+  expect([...got[0].payload]).toEqual([0, 1, 2, 255]);
+  await client.endAsync();
+  // A page that rebinds its DNS name to this machine sends another Host: refused.
+  const { port } = new globalThis.URL(server().adminUrl);
+  const raw = new Socket();
+  const answer = await new Promise<string>((resolve) => {
+    let text = "";
+    raw.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      if (text.includes("\r\n")) resolve(text);
+    });
+    raw.connect(Number(port), "127.0.0.1", () =>
+      raw.write(
+        "GET /mqtt HTTP/1.1\r\nHost: evil.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+          "Sec-WebSocket-Protocol: mqtt\r\n\r\n",
+      ),
+    );
+  });
+  raw.destroy();
+  expect(answer.split("\r\n")[0]).toBe("HTTP/1.1 403 Forbidden");
+});

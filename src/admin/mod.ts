@@ -1,7 +1,7 @@
 /** admin: the admin HTTP app (Hono) and its web UI, built from injected dependencies. */
 export { createAdminApp } from "./app.ts";
 export type { AdminCredential } from "./auth.ts";
-export { allowedHostProblem } from "./host_origin.ts";
+export { allowedHostProblem, hostPolicyOf, hostRefusal } from "./host_origin.ts";
 export {
   runPlanWork,
   type PlanAnswer,

@@ -24,6 +24,7 @@ import {
 import type { Runtime } from "./runtime.ts";
 import { dialTcp } from "./tcp_dialer.ts";
 import { connectionsClosed, listenTcp } from "./tcp_listener.ts";
+import { upgradeWebSocket, type WebSocketData, webSocketHandler } from "./web_socket_door.ts";
 
 /** Aria's runtime layer under Bun; call only under Bun (it reads `Bun` at once). */
 export const bunRuntime = (): Runtime => ({
@@ -32,13 +33,29 @@ export const bunRuntime = (): Runtime => ({
   listenTcp,
   dialTcp,
   serveHttp: (fetch, options) => {
-    const server = Bun.serve({
-      hostname: options.host,
-      port: options.port,
-      fetch: (request, server) =>
-        fetch(request, { remoteAddress: server.requestIP(request)?.address }),
-      tls: options.tls === undefined ? undefined : { cert: options.tls.cert, key: options.tls.key },
-    });
+    const door = options.webSocket;
+    const tls =
+      options.tls === undefined ? undefined : { cert: options.tls.cert, key: options.tls.key };
+    const server =
+      door === undefined
+        ? Bun.serve({
+            hostname: options.host,
+            port: options.port,
+            fetch: (request, server) =>
+              fetch(request, { remoteAddress: server.requestIP(request)?.address }),
+            tls,
+          })
+        : Bun.serve<WebSocketData>({
+            hostname: options.host,
+            port: options.port,
+            fetch: (request, server) => {
+              const upgraded = upgradeWebSocket(door, request, server);
+              if (upgraded !== null) return upgraded;
+              return fetch(request, { remoteAddress: server.requestIP(request)?.address });
+            },
+            websocket: webSocketHandler(door),
+            tls,
+          });
     return {
       port: server.port ?? options.port,
       stop: async () => {

@@ -17,9 +17,11 @@ import type { Disk } from "../store/disk.ts";
 import type { ReadTextResult } from "./files.ts";
 import type { Dialer } from "../client/mod.ts";
 import type { TlsServerOptions } from "./tls.ts";
+import type { WebSocketDoor } from "./web_socket_door.ts";
 
 export type { ReadTextResult } from "./files.ts";
 export type { TlsServerOptions } from "./tls.ts";
+export type { WebSocketDoor } from "./web_socket_door.ts";
 
 /** A file's bytes, or why it could not be read (a one-line reason). */
 export type ReadBytesResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: string };
@@ -83,10 +85,19 @@ export interface Runtime {
   ): TcpListener;
   /** Opens client connections (the client library's default dialer; TLS for a `tls` option). */
   readonly dialTcp: Dialer;
-  /** Serves `fetch` over HTTP on host:port, HTTPS with `tls`; throws when it cannot bind. */
+  /**
+   * Serves `fetch` over HTTP on host:port, HTTPS with `tls`; throws when it cannot bind. With
+   * `webSocket`, requests to its path upgrade to WebSocket connections of its events (Bun only;
+   * web_socket_door.ts).
+   */
   serveHttp(
     fetch: FetchHandler,
-    options: { host: string; port: number; tls?: Pick<TlsServerOptions, "cert" | "key"> },
+    options: {
+      host: string;
+      port: number;
+      tls?: Pick<TlsServerOptions, "cert" | "key">;
+      webSocket?: WebSocketDoor;
+    },
   ): HttpServer;
 
   /** The real file system under `root` (relative paths, fsync of files and directories). */

@@ -7,7 +7,7 @@
  * clock come from the Runtime (src/runtime/), so the same assembly runs under Bun and Deno.
  */
 import { mkdir } from "node:fs/promises";
-import { createAdminApp, type LastSplit } from "../admin/mod.ts";
+import { createAdminApp, hostPolicyOf, hostRefusal, type LastSplit } from "../admin/mod.ts";
 import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import {
@@ -382,10 +382,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     planner,
   });
   try {
+    // MQTT over WebSocket at /mqtt of the admin port (subprotocol mqtt), under the admin app's
+    // Host rule (a page that rebinds its DNS name to this machine is refused).
+    const hostPolicy = hostPolicyOf({
+      listenHost: adminHost,
+      allowedHosts: options.adminAllowedHosts,
+    });
     admin = runtime.serveHttp(app.fetch, {
       host: adminHost,
       port: options.adminPort,
       tls: options.adminTls,
+      webSocket:
+        door === null
+          ? undefined
+          : {
+              path: "/mqtt",
+              protocol: "mqtt",
+              events: door,
+              refusal: (request) => hostRefusal(request.headers.get("host"), hostPolicy),
+            },
     });
   } catch (error) {
     tcp.stop();
