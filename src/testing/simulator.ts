@@ -74,6 +74,7 @@ import { TopicTable } from "../topic/topic_table.ts";
 import { Checker, check, InvariantViolation } from "./invariants.ts";
 import type { ReferenceMessage } from "./reference_stream.ts";
 import { type ClientSubscription, SimClient } from "./sim_client.ts";
+import { DurableProbe } from "./sim_durable.ts";
 import { SimClock, SimScheduler } from "./sim_clock.ts";
 import { SimDisk } from "./sim_disk.ts";
 import { DiskOpClock, faultDisk, type LifeToken } from "./sim_fault_disk.ts";
@@ -105,6 +106,11 @@ export interface SimulationOptions {
    * refuses is repaired (repairStore) and only the seqs it reports lost may be missing.
    */
   damage?: boolean;
+  /**
+   * A durable consumer rides along (sim_durable.ts): it acknowledges, hangs up and lives through
+   * the crashes; where each of its subscriptions starts is checked (no gap, no regression).
+   */
+  durable?: boolean;
   /** Called after each step with its number (a progress display; it must not touch the simulation). */
   onStep?: (step: number) => void;
 }
@@ -236,13 +242,14 @@ type ActionKind =
   | "stall-long"
   | "topic-flood"
   | "damage"
+  | "durable"
   | "idle";
 
 function pick<T>(prng: Prng, values: readonly T[]): T {
   return values[prng.nextInt(values.length)];
 }
 
-function makeConfig(prng: Prng, damage: boolean): Config {
+function makeConfig(prng: Prng, damage: boolean, durable: boolean): Config {
   const fsyncRoll = prng.nextInt(10);
   const fsync: FsyncPolicy = fsyncRoll < 7 ? "always" : fsyncRoll < 9 ? "interval" : "never";
   const journalBytesMax = pick(prng, [1024, 4096, 65536]);
@@ -290,6 +297,8 @@ function makeConfig(prng: Prng, damage: boolean): Config {
       "topic-flood": 0.5,
       // Drawn only when asked for, so runs without it replay as before.
       damage: damage && fsync === "always" ? 0.5 * faults : 0,
+      // The durable probe acts (acknowledges, hangs up) only when asked for, likewise.
+      durable: durable ? 6 : 0,
       idle: 4,
     },
   };
@@ -431,10 +440,13 @@ class Simulation {
   private splitOpsEstimate = SPLIT_OPS_GUESS;
   /** The split at the end of the run (no faults) completed. */
   private finalSplitDone = false;
+  /** The durable consumer riding along (SimulationOptions.durable), or null. */
+  private readonly probe: DurableProbe | null;
 
   constructor(private readonly options: SimulationOptions) {
     this.prng = new Prng(options.seed);
-    this.config = makeConfig(this.prng, options.damage === true);
+    this.config = makeConfig(this.prng, options.damage === true, options.durable === true);
+    this.probe = options.durable === true ? new DurableProbe(this.checker) : null;
     this.disk = new SimDisk({ seed: this.prng.nextU32() });
     this.tree = makeTopicTree(this.prng);
     const bug = options.injectBug ?? null;
@@ -615,6 +627,7 @@ class Simulation {
         scheduler,
         sendQueueBytesMax: this.config.sendQueueBytesMax,
         catchUpSliceBytes: this.config.catchUpSliceBytes,
+        consumerStore: this.probe?.store,
       });
       this.life = {
         token,
@@ -692,6 +705,10 @@ class Simulation {
     for (const client of this.clients) {
       if (client.connection !== null && life.connections.has(client.connection))
         this.dropClient(client);
+    }
+    if (this.probe !== null) {
+      if (this.probe.connection !== null) this.dropProbe(this.probe);
+      this.probe.crashed();
     }
     if (kind === "power")
       this.disk.crash({ mode: this.prng.nextInt(4) === 0 ? "subset" : "prefix" });
@@ -782,6 +799,50 @@ class Simulation {
     client.reconnectAtStep = this.step + 1 + this.prng.nextInt(4);
   }
 
+  // ---- The durable probe (SimulationOptions.durable) ---------------------------------------
+
+  private connectProbe(probe: DurableProbe): void {
+    const life = this.life;
+    if (life === null) return;
+    const connection = new SimConnection(
+      (bytes) => this.guard(() => probe.receive(bytes)),
+      this.trace,
+      this.nextConnectionLabel++,
+    );
+    probe.connection = connection;
+    life.connections.add(connection);
+    connection.sessionId = life.broker.open(connection);
+    for (const frame of probe.opening()) this.sendProbe(probe, frame);
+  }
+
+  private sendProbe(probe: DurableProbe, bytes: Uint8Array): void {
+    const connection = probe.connection;
+    const life = this.life;
+    if (life === null || connection === null || connection.dead || connection.closedByServer)
+      return;
+    life.broker.receive(connection.sessionId, bytes);
+  }
+
+  private dropProbe(probe: DurableProbe): void {
+    if (probe.connection !== null) probe.connection.dead = true;
+    probe.disconnected();
+    probe.reconnectAtStep = this.step + 1 + this.prng.nextInt(4);
+  }
+
+  /** The probe acknowledges a seq it received (mostly), or hangs up. */
+  private probeAct(): void {
+    const probe = this.probe;
+    if (probe === null || probe.connection === null) return;
+    if (this.prng.nextInt(5) === 0) {
+      const sessionId = probe.connection.sessionId;
+      this.dropProbe(probe);
+      this.life?.broker.closed(sessionId);
+      return;
+    }
+    const ack = probe.ack(this.prng.nextU32());
+    if (ack !== null) this.sendProbe(probe, ack);
+  }
+
   /** The client hangs up: the server sees the close. */
   private hangUp(client: SimClient): void {
     const connection = client.connection;
@@ -792,6 +853,13 @@ class Simulation {
 
   private noticeServerCloses(): number {
     let noticed = 0;
+    const probe = this.probe;
+    if (probe?.connection?.closedByServer === true) {
+      noticed++;
+      const sessionId = probe.connection.sessionId;
+      this.dropProbe(probe);
+      this.life?.broker.closed(sessionId);
+    }
     for (const client of this.clients) {
       const connection = client.connection;
       if (connection === null || !connection.closedByServer) continue;
@@ -920,6 +988,15 @@ class Simulation {
   private prepareClients(settling: boolean): void {
     const life = this.life;
     if (life === null) return;
+    const probe = this.probe;
+    if (
+      probe !== null &&
+      probe.connection === null &&
+      (settling || probe.reconnectAtStep <= this.step)
+    )
+      this.connectProbe(probe);
+    if (probe?.connection != null && probe.needsResubscribe)
+      this.sendProbe(probe, probe.subscribeFrame());
     for (const client of this.clients) {
       if (client.connection === null && (settling || client.reconnectAtStep <= this.step))
         this.connect(client);
@@ -1025,6 +1102,8 @@ class Simulation {
       case "damage":
         this.crash("process");
         return this.damageAtRest();
+      case "durable":
+        return this.probeAct();
       case "idle":
         return;
     }
@@ -1464,6 +1543,8 @@ class Simulation {
   private afterStep(): void {
     const life = this.life;
     if (life === null) return;
+    // The consumers file's write window: positions land at the end of some steps.
+    if (this.probe !== null && this.prng.nextInt(2) === 0) this.probe.store.flush();
     this.checker.tip(life.tip.stats());
     const visibleSeq = life.broker.stats().visibleSeq;
     check(
@@ -1539,6 +1620,7 @@ class Simulation {
         this.life.store.failure === null &&
         this.life.store.unwritable === null &&
         this.finalSplitDone &&
+        (this.probe === null || (this.probe.connection !== null && this.probe.caughtUp)) &&
         this.clients.every(
           (client) =>
             client.connected &&
@@ -1559,6 +1641,7 @@ class Simulation {
     );
     const life = this.life!;
     const visibleSeq = life.broker.stats().visibleSeq;
+    this.probe?.checkComplete(visibleSeq - 1);
     for (const client of this.clients) {
       check(
         client.pending.size === 0,
