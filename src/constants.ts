@@ -438,6 +438,12 @@ export const GROUP_PENDING_MAX = 16_384;
 export const GROUP_MEMBER_INFLIGHT_BYTES_MAX = 1024 * 1024;
 /** Payload bytes of a group's pending messages (copies) beyond which its cursor stops reading. */
 export const GROUP_PENDING_BYTES_MAX = 4 * 1024 * 1024;
+/**
+ * Unacknowledged seqs a shared group's stored record lists (written when its last member leaves
+ * or the server stops), so a restart delivers only those again: 128 KiB at most per record; a
+ * group holding more stores its lowest unacknowledged seq only (then more comes again).
+ */
+export const GROUP_POSITION_SEQS_MAX = 16_384;
 
 assert(GROUP_MEMBER_INFLIGHT_MAX >= 1 && GROUP_PENDING_MAX >= 1, "a group can hold a message");
 assert(

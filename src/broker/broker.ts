@@ -128,7 +128,11 @@ export class Broker {
 
   constructor(options: BrokerOptions) {
     const { topics, tip, store, clock } = options;
-    this.consumers = new ConsumerRegistry(options.consumerStore, options.consumersMax);
+    this.consumers = new ConsumerRegistry(
+      options.consumerStore,
+      options.consumersMax,
+      store.nextSeq,
+    );
     const sessionOutcomes = {
       settle: (session: SubscriberSession) => this.dispatch.settle(session),
       afterEvent: (session: SubscriberSession) => this.dispatch.afterEvent(session),

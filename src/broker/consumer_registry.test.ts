@@ -23,6 +23,35 @@ describe("ConsumerRegistry", () => {
     expect(registry.get("c")?.nextSeq).toBe(7);
   });
 
+  test("positions past the store's end at start (seqs a crash lost) are cut back to it", () => {
+    const store = new MemoryConsumerStore();
+    const record = { filter: ["a/**"], lastActiveUs: 1 };
+    store.save({ ...record, name: "plain", shared: false, nextSeq: 50 });
+    store.save({ ...record, name: "kept", shared: false, nextSeq: 8 });
+    store.save({
+      ...record,
+      name: "group",
+      shared: true,
+      nextSeq: 3,
+      group: { readSeq: 50, unackedSeqs: [3, 12, 30] },
+    });
+    store.save({
+      ...record,
+      name: "gone",
+      shared: true,
+      nextSeq: 12,
+      group: { readSeq: 50, unackedSeqs: [12, 30] },
+    });
+    const registry = new ConsumerRegistry(store, 10, 11);
+    expect(registry.get("plain")?.nextSeq).toBe(11);
+    expect(registry.get("kept")?.nextSeq).toBe(8);
+    expect(registry.get("group")?.nextSeq).toBe(3);
+    expect(registry.get("group")?.group).toEqual({ readSeq: 11, unackedSeqs: [3] });
+    // Nothing unacknowledged is left below the end: the position is the end.
+    expect(registry.get("gone")?.nextSeq).toBe(11);
+    expect(registry.get("gone")?.group).toBeNull();
+  });
+
   test("a consumer that never began goes away with its subscription", () => {
     const registry = new ConsumerRegistry(new MemoryConsumerStore());
     const attached = registry.attach("c", A, { shared: false, nowUs: 0 });

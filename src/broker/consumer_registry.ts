@@ -21,12 +21,17 @@ import type { AriaErrorCode } from "../protocol/mod.ts";
 import { CONSUMERS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import type { Filter } from "../topic/filter.ts";
-import type { ConsumerRecord, ConsumerStore } from "./ports.ts";
+import type { ConsumerRecord, ConsumerStore, GroupRecord } from "./ports.ts";
 
 /** One durable consumer, as the broker holds it. */
 export class Consumer {
   /** Open subscriptions of it (at most 1 unless shared). */
   members = 0;
+  /**
+   * A shared group's unacknowledged seqs below its read position, as its last member left it
+   * (group_cursor.ts), or null: everything from nextSeq is still to deliver.
+   */
+  group: GroupRecord | null = null;
 
   constructor(
     readonly name: string,
@@ -53,6 +58,7 @@ export class Consumer {
       shared: this.shared,
       nextSeq: this.nextSeq,
       lastActiveUs: this.lastActiveUs,
+      ...(this.group === null ? {} : { group: this.group }),
     };
   }
 }
@@ -86,20 +92,25 @@ export class ConsumerRegistry {
   constructor(
     private readonly store: ConsumerStore | undefined,
     private readonly consumersMax: number = CONSUMERS_MAX,
+    /**
+     * The message store's next seq at start: a position past it names seqs a crash lost (a store
+     * without fsync always), which new messages will take again, so it is cut back to it.
+     */
+    seqEnd: number = Number.POSITIVE_INFINITY,
   ) {
     for (const record of store?.load() ?? []) {
       assert(record.nextSeq >= 1, "a stored consumer has a position");
-      this.consumers.set(
+      const group = clampedGroup(record.group, seqEnd);
+      const consumer = new Consumer(
         record.name,
-        new Consumer(
-          record.name,
-          record.filter,
-          record.shared,
-          record.nextSeq,
-          record.lastActiveUs,
-          this,
-        ),
+        record.filter,
+        record.shared,
+        Math.max(1, Math.min(record.nextSeq, group?.unackedSeqs[0] ?? seqEnd)),
+        record.lastActiveUs,
+        this,
       );
+      consumer.group = group;
+      this.consumers.set(record.name, consumer);
     }
   }
 
@@ -169,6 +180,21 @@ export class ConsumerRegistry {
     consumer.lastActiveUs = nowUs;
     if (seq + 1 <= consumer.nextSeq || this.consumers.get(consumer.name) !== consumer) return;
     consumer.nextSeq = seq + 1;
+    consumer.group = null;
+    this.store?.save(consumer.record());
+  }
+
+  /**
+   * A shared group stops (its last member left, or the server stops): its position is its lowest
+   * unacknowledged seq, and `group` lists what else below `group.readSeq` is unacknowledged (never
+   * back; a position not past the stored one stores nothing).
+   */
+  stopGroup(consumer: Consumer, group: GroupRecord): void {
+    const nextSeq = group.unackedSeqs[0] ?? group.readSeq;
+    if (consumer.nextSeq === 0) return; // never began: it has no position to store
+    if (nextSeq < consumer.nextSeq || this.consumers.get(consumer.name) !== consumer) return;
+    consumer.nextSeq = nextSeq;
+    consumer.group = group.readSeq > nextSeq ? group : null;
     this.store?.save(consumer.record());
   }
 
@@ -207,6 +233,14 @@ export class ConsumerRegistry {
     }
     return infos.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
+}
+
+/** A group record with its read position cut back to `seqEnd` (null when nothing is left of it). */
+function clampedGroup(group: GroupRecord | undefined, seqEnd: number): GroupRecord | null {
+  if (group === undefined) return null;
+  const readSeq = Math.min(group.readSeq, seqEnd);
+  const unackedSeqs = group.unackedSeqs.filter((seq) => seq < readSeq);
+  return unackedSeqs.length > 0 ? { readSeq, unackedSeqs } : null;
 }
 
 function sameTexts(a: readonly string[], b: readonly string[]): boolean {

@@ -16,13 +16,16 @@
  * a slow client, and resumes it when an ACK or a join makes room. A member whose own session is
  * backed up is marked not ready and gets nothing more until its connection drains.
  *
- * The stored position is one seq (ConsumerRecord.nextSeq): the group's lowest unacknowledged
- * one. A restarted server (or a group whose last member left) reads again from there, so
- * messages above it that were acknowledged come again: at least once, never a gap.
+ * The stored position (ConsumerRecord.nextSeq) is the group's lowest unacknowledged seq, moved
+ * as ACKs come. When the last member leaves (or the server stops) the record also lists the
+ * unacknowledged seqs below the read position (ConsumerRecord.group), and the next start delivers
+ * only those and what follows. After a crash the last position written holds: messages above it
+ * that were acknowledged come again (at least once, never a gap).
  *
  * Not here: the assignment rules (shared_group.ts), frames (session.ts), attaching consumers
  * (consumer_registry.ts, dispatch.ts). Pure: the broker's stages come in as ports.
  */
+import { GROUP_POSITION_SEQS_MAX } from "../constants.ts";
 import { encodeSubscribed, type SubscribeFrame, type TopicCache } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
 import type { Filter } from "../topic/filter.ts";
@@ -169,6 +172,11 @@ export class GroupCursor {
     this.group = new SharedGroup<HeldMessage>((id, message) => this.deliver(id, message), {
       bytesOf: (message) =>
         (message as HeldMessage).payload.length + (message as HeldMessage).properties.length,
+      // A stored group position (its read seq never past the store's end: consumer_registry.ts).
+      start:
+        consumer.group === null
+          ? undefined
+          : { nextSeq: consumer.group.readSeq, unackedSeqs: [...consumer.group.unackedSeqs] },
     });
     this.session = new GroupSession(this, ports.topicCache);
     this.subscription = new Subscription(
@@ -206,9 +214,18 @@ export class GroupCursor {
     this.ports.moves.start(this.subscription, start);
   }
 
-  /** Stops reading: the cursor leaves catch-up and fan-out (the group's last member left). */
+  /**
+   * Stops reading: the cursor leaves catch-up and fan-out (the group's last member left). The
+   * stored record lists what is unacknowledged, so the next start delivers only that again.
+   */
   stop(): void {
-    this.savePosition();
+    const position = this.group.position();
+    if (position.unackedSeqs.length <= GROUP_POSITION_SEQS_MAX)
+      this.ports.consumers.stopGroup(this.consumer, {
+        readSeq: position.nextSeq,
+        unackedSeqs: position.unackedSeqs,
+      });
+    else this.savePosition();
     this.subscription.phase = Phase.Closed;
     this.ports.moves.drop(this.subscription);
     this.ports.fanout.unregister(this.subscription);

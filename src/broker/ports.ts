@@ -116,6 +116,17 @@ export interface ConsumerRecord {
   readonly nextSeq: number;
   /** When it was last subscribed to or acknowledged (µs since the epoch). */
   readonly lastActiveUs: number;
+  /**
+   * A shared group's finer position (group_cursor.ts): of the seqs in [nextSeq, readSeq) only
+   * `unackedSeqs` (ascending, the first is nextSeq) are still to deliver. Absent: all from nextSeq.
+   */
+  readonly group?: GroupRecord;
+}
+
+/** A shared group's unacknowledged seqs below its read position (ConsumerRecord.group). */
+export interface GroupRecord {
+  readonly readSeq: number;
+  readonly unackedSeqs: readonly number[];
 }
 
 /**

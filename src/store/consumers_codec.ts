@@ -6,8 +6,10 @@
  *   header  "ARIACNS1" (8 bytes)
  *   record  u32 body bytes | u32 crc32(body) | body
  *   body    u8 kind (1 put, 2 remove) | u8 name bytes | name
- *           put: u8 flags (1 shared) | u64 next seq | u64 last active µs | u16 entries |
- *                entries (u16 bytes, text)
+ *           put: u8 flags (1 shared, 2 group position) | u64 next seq | u64 last active µs |
+ *                u16 entries | entries (u16 bytes, text)
+ *                [flag 2: u64 read seq | u32 count | count × u64 unacknowledged seq (ascending,
+ *                 the first is next seq, each below read seq)]
  *
  * Reading (issue 28's rule): a record that does not check at the end of the file, with nothing
  * readable after it (bytes cut short, or zeros to the end), is a write cut by a crash and is
@@ -15,7 +17,12 @@
  * Invariants: decode(encode(records)) gives the records back; a record's body is at most
  * CONSUMER_RECORD_BYTES_MAX.
  */
-import { CONSUMER_NAME_BYTES_MAX, FILTER_ENTRIES_MAX, TOPIC_BYTES_MAX } from "../constants.ts";
+import {
+  CONSUMER_NAME_BYTES_MAX,
+  FILTER_ENTRIES_MAX,
+  GROUP_POSITION_SEQS_MAX,
+  TOPIC_BYTES_MAX,
+} from "../constants.ts";
 import type { Crc32 } from "./crc32.ts";
 
 /** What the file says about one consumer: its record (put), or that it was removed. */
@@ -27,6 +34,8 @@ export type ConsumerEntry =
       shared: boolean;
       nextSeq: number;
       lastActiveUs: number;
+      /** A shared group's unacknowledged seqs below its read position (ConsumerRecord.group). */
+      group?: { readonly readSeq: number; readonly unackedSeqs: readonly number[] };
     }
   | { kind: "remove"; name: string };
 
@@ -34,9 +43,16 @@ export type ConsumerEntry =
 export const CONSUMERS_FILE_MAGIC = new TextEncoder().encode("ARIACNS1");
 /** Bytes before a record's body: u32 body bytes, u32 crc. */
 export const CONSUMER_RECORD_HEAD_BYTES = 8;
-/** Largest record body: a longest name and a largest filter. */
+/** Largest record body: a longest name, a largest filter and a largest group position. */
 export const CONSUMER_RECORD_BYTES_MAX =
-  2 + CONSUMER_NAME_BYTES_MAX + 1 + 16 + 2 + FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3);
+  2 +
+  CONSUMER_NAME_BYTES_MAX +
+  1 +
+  16 +
+  2 +
+  FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3) +
+  12 +
+  8 * GROUP_POSITION_SEQS_MAX;
 
 const KIND_PUT = 1;
 const KIND_REMOVE = 2;
@@ -58,10 +74,12 @@ export function encodeConsumerEntries(entries: readonly ConsumerEntry[], crc32: 
 function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
   const name = utf8.encode(entry.name);
   const texts = entry.kind === "put" ? entry.filter.map((text) => utf8.encode(text)) : [];
+  const group = entry.kind === "put" ? entry.group : undefined;
   const bodyBytes =
     2 +
     name.length +
-    (entry.kind === "put" ? 1 + 16 + 2 + texts.reduce((sum, t) => sum + 2 + t.length, 0) : 0);
+    (entry.kind === "put" ? 1 + 16 + 2 + texts.reduce((sum, t) => sum + 2 + t.length, 0) : 0) +
+    (group === undefined ? 0 : 12 + 8 * group.unackedSeqs.length);
   const bytes = new Uint8Array(CONSUMER_RECORD_HEAD_BYTES + bodyBytes);
   const view = new DataView(bytes.buffer);
   let at = CONSUMER_RECORD_HEAD_BYTES;
@@ -70,7 +88,7 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
   bytes.set(name, at);
   at += name.length;
   if (entry.kind === "put") {
-    bytes[at++] = entry.shared ? 1 : 0;
+    bytes[at++] = (entry.shared ? 1 : 0) | (group === undefined ? 0 : 2);
     view.setBigUint64(at, BigInt(entry.nextSeq), true);
     view.setBigUint64(at + 8, BigInt(entry.lastActiveUs), true);
     at += 16;
@@ -80,6 +98,15 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
       view.setUint16(at, text.length, true);
       bytes.set(text, at + 2);
       at += 2 + text.length;
+    }
+    if (group !== undefined) {
+      view.setBigUint64(at, BigInt(group.readSeq), true);
+      view.setUint32(at + 8, group.unackedSeqs.length, true);
+      at += 12;
+      for (const seq of group.unackedSeqs) {
+        view.setBigUint64(at, BigInt(seq), true);
+        at += 8;
+      }
     }
   }
   view.setUint32(0, bodyBytes, true);
@@ -227,7 +254,9 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
     let at = 2 + nameBytes;
     if (kind === KIND_REMOVE) return at === body.length ? { kind: "remove", name } : null;
     if (kind !== KIND_PUT) return null;
-    const shared = body[at] === 1;
+    const flags = body[at]!;
+    if (flags > 3) return null;
+    const shared = (flags & 1) !== 0;
     const nextSeq = Number(view.getBigUint64(at + 1, true));
     const lastActiveUs = Number(view.getBigUint64(at + 9, true));
     const count = view.getUint16(at + 17, true);
@@ -239,8 +268,26 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
       filter.push(utf8Decoder.decode(body.subarray(at + 2, at + 2 + length)));
       at += 2 + length;
     }
-    if (at !== body.length || nextSeq < 1 || !Number.isSafeInteger(nextSeq)) return null;
-    return { kind: "put", name, filter, shared, nextSeq, lastActiveUs };
+    if (nextSeq < 1 || !Number.isSafeInteger(nextSeq)) return null;
+    if ((flags & 2) === 0) {
+      if (at !== body.length) return null;
+      return { kind: "put", name, filter, shared, nextSeq, lastActiveUs };
+    }
+    const readSeq = Number(view.getBigUint64(at, true));
+    const seqCount = view.getUint32(at + 8, true);
+    at += 12;
+    if (at + 8 * seqCount !== body.length || seqCount > GROUP_POSITION_SEQS_MAX) return null;
+    const unackedSeqs: number[] = [];
+    for (let i = 0; i < seqCount; i++, at += 8)
+      unackedSeqs.push(Number(view.getBigUint64(at, true)));
+    // Ascending, below the read seq, the first at the position.
+    const valid = unackedSeqs.every(
+      (seq, i) => seq < readSeq && (i === 0 ? seq === nextSeq : seq > unackedSeqs[i - 1]!),
+    );
+    if (!valid || !Number.isSafeInteger(readSeq) || (seqCount === 0 && readSeq !== nextSeq))
+      return null;
+    const group = { readSeq, unackedSeqs };
+    return { kind: "put", name, filter, shared, nextSeq, lastActiveUs, group };
   } catch {
     return null;
   }

@@ -1,0 +1,50 @@
+/** consumers_codec: a shared group's position (flag 2) round-trips; malformed ones are refused. */
+import { describe, expect, test } from "bun:test";
+import {
+  CONSUMERS_FILE_MAGIC,
+  type ConsumerEntry,
+  decodeConsumersFile,
+  encodeConsumerEntries,
+} from "./consumers_codec.ts";
+import { crc32 } from "./crc32.ts";
+
+function file(entries: ConsumerEntry[]): Uint8Array {
+  const body = encodeConsumerEntries(entries, crc32);
+  const bytes = new Uint8Array(CONSUMERS_FILE_MAGIC.length + body.length);
+  bytes.set(CONSUMERS_FILE_MAGIC);
+  bytes.set(body, CONSUMERS_FILE_MAGIC.length);
+  return bytes;
+}
+
+const base = { kind: "put" as const, filter: ["a/**", "b/*"], lastActiveUs: 9 };
+
+describe("consumers codec: group positions", () => {
+  test("a group's unacknowledged seqs round-trip beside records without them", () => {
+    const entries: ConsumerEntry[] = [
+      { ...base, name: "plain", shared: false, nextSeq: 4 },
+      {
+        ...base,
+        name: "g",
+        shared: true,
+        nextSeq: 3,
+        group: { readSeq: 41, unackedSeqs: [3, 9, 40] },
+      },
+      { ...base, name: "h", shared: true, nextSeq: 7 },
+    ];
+    const decoded = decodeConsumersFile(file(entries), crc32);
+    if (!decoded.ok) throw new Error(decoded.reason);
+    expect([...decoded.entries.values()] as ConsumerEntry[]).toEqual(entries);
+  });
+
+  test("a group position that does not hold together is refused as damage", () => {
+    for (const group of [
+      { readSeq: 41, unackedSeqs: [4, 9] }, // the first is not the position
+      { readSeq: 41, unackedSeqs: [3, 3] }, // not ascending
+      { readSeq: 9, unackedSeqs: [3, 9] }, // not below the read seq
+    ]) {
+      const bytes = file([{ ...base, name: "g", shared: true, nextSeq: 3, group }]);
+      const decoded = decodeConsumersFile(bytes, crc32);
+      expect(decoded.ok).toBe(false);
+    }
+  });
+});
