@@ -751,3 +751,50 @@ test("while a sign-in is verified, what a client sends behind CONNECT is held up
   expect(paused).toBe(true);
   expect(closed).toBe(false);
 });
+
+describe("MQTT session: what mosquitto's suite found", () => {
+  test("a malformed 3.1.1 CONNECT closes without CONNACK; an unknown protocol level gets return code 1", async () => {
+    const world = new DoorWorld();
+    const reservedFlag = world.client(4);
+    // CONNECT, 3.1.1, connect flags 0x03: clean session and the reserved bit.
+    reservedFlag.sendBytes(Uint8Array.from([0x10, 12, 0, 4, 77, 81, 84, 84, 4, 0x03, 0, 0, 0, 0]));
+    const level3 = world.client(4);
+    // CONNECT, MQIsdp level 3 (MQTT 3.1).
+    level3.sendBytes(
+      Uint8Array.from([0x10, 14, 0, 6, 77, 81, 73, 115, 100, 112, 3, 0x02, 0, 0, 0, 0]),
+    );
+    await world.settle();
+    expect(reservedFlag.received).toEqual([]);
+    expect(reservedFlag.closed).toBe(true);
+    expect(level3.take("connack").map((p) => p.reasonCode)).toEqual([0x84]);
+  });
+
+  test("an acknowledgement of the wrong kind for a message in flight is a protocol error", async () => {
+    const world = new DoorWorld();
+    const sub = await world.connected("sub");
+    subscribe(sub, "k/#", 2);
+    await world.settle();
+    await publishAll(world, "k/x", ["two"]);
+    const [message] = sub.take("publish");
+    sub.send({ type: "puback", packetId: message.packetId ?? 0, reasonCode: 0, properties: {} });
+    await world.settle();
+    expect(sub.take("disconnect").map((p) => p.reasonCode)).toEqual([0x82]);
+  });
+
+  test("a client with a small Maximum Packet Size still gets CONNACK's limits", async () => {
+    const world = new DoorWorld();
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "tiny",
+      cleanStart: true,
+      keepAlive: 60,
+      properties: { maximumPacketSize: 20 },
+    });
+    await world.settle();
+    const [connack] = client.take("connack");
+    expect(connack.properties.receiveMaximum).toBe(1024);
+    expect(connack.properties.topicAliasMaximum).toBe(64);
+  });
+});

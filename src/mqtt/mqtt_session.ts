@@ -267,7 +267,14 @@ export class MqttSession implements NativeEvents {
         const error = result.error;
         if (error.protocolVersion !== null) this.protocolVersion = error.protocolVersion;
         if (this.phase === "awaiting_connect") {
-          this.refuseConnect(error.reasonCode, error.reason, error.protocolVersion === null);
+          // 3.1.1 answers a bad CONNECT with a CONNACK only for its version or client id
+          // (3.1.1 3.2.2.3); otherwise, as before any known version, the connection closes.
+          const silent =
+            error.protocolVersion === null ||
+            (error.protocolVersion === 4 &&
+              error.reasonCode !== REASON.UNSUPPORTED_PROTOCOL_VERSION &&
+              error.reasonCode !== REASON.CLIENT_IDENTIFIER_NOT_VALID);
+          this.refuseConnect(error.reasonCode, error.reason, silent);
         } else this.disconnect(error.reasonCode, error.reason);
         return;
       }
@@ -403,10 +410,9 @@ export class MqttSession implements NativeEvents {
       properties.receiveMaximum = MQTT_RECEIVE_MAXIMUM;
       properties.maximumPacketSize = MQTT_PACKET_BYTES_MAX;
       properties.topicAliasMaximum = MQTT_TOPIC_ALIASES_MAX;
-      properties.retainAvailable = true;
-      properties.wildcardSubscriptionAvailable = true;
-      properties.subscriptionIdentifiersAvailable = true;
-      properties.sharedSubscriptionAvailable = this.door.durableSessions;
+      // Retain, wildcard subscriptions and subscription identifiers are available, which their
+      // absence says: a client with a small Maximum Packet Size still gets the limits above.
+      if (!this.door.durableSessions) properties.sharedSubscriptionAvailable = false;
       if (this.assignedClientId) properties.assignedClientIdentifier = this.clientId;
       if (this.keepAliveS === 0 || this.keepAliveS > MQTT_SERVER_KEEP_ALIVE_MAX_S) {
         this.keepAliveS = MQTT_SERVER_KEEP_ALIVE_MAX_S;
@@ -431,8 +437,9 @@ export class MqttSession implements NativeEvents {
   }
 
   /** CONNACK with a failure (or a plain close before the version is known), then close. */
-  private refuseConnect(reasonCode: number, reason: string, unknownVersion = false): void {
-    if (!unknownVersion || reasonCode === REASON.UNSUPPORTED_PROTOCOL_VERSION) {
+  private refuseConnect(reasonCode: number, reason: string, silent = false): void {
+    // `silent`: no CONNACK, but for a protocol version the server does not speak.
+    if (!silent || reasonCode === REASON.UNSUPPORTED_PROTOCOL_VERSION) {
       const properties: Properties = this.protocolVersion === 5 ? { reasonString: reason } : {};
       this.send({ type: "connack", sessionPresent: false, reasonCode, properties });
     }
@@ -979,7 +986,12 @@ export class MqttSession implements NativeEvents {
           : flight.released
             ? "pubcomp"
             : "pubrec";
-    if (flight === undefined || type !== expected) {
+    if (flight !== undefined && type !== expected)
+      return this.disconnect(
+        REASON.PROTOCOL_ERROR,
+        `${type.toUpperCase()} for packet id ${packetId}, which awaits ${expected?.toUpperCase()}`,
+      );
+    if (flight === undefined) {
       if (type === "pubrec") this.ack("pubrel", packetId, REASON.PACKET_IDENTIFIER_NOT_FOUND);
       return;
     }
