@@ -798,3 +798,22 @@ describe("MQTT session: what mosquitto's suite found", () => {
     expect(connack.properties.topicAliasMaximum).toBe(64);
   });
 });
+
+test("a PUBLISH that fits the client's Maximum Packet Size only without aria-seq goes without it", async () => {
+  const world = new DoorWorld();
+  const sub = world.client(5);
+  sub.send({
+    type: "connect",
+    protocolVersion: 5,
+    clientId: "twenty",
+    cleanStart: true,
+    keepAlive: 10,
+    properties: { maximumPacketSize: 20 },
+  });
+  await world.settle();
+  subscribe(sub, "test/topic", 0);
+  await world.settle();
+  await publishAll(world, "test/topic", ["12345678901234567890", "67890"]);
+  const got = sub.take("publish");
+  expect(got.map((p) => [text(p.payload), p.properties])).toEqual([["67890", {}]]);
+});

@@ -968,6 +968,11 @@ export class MqttSession implements NativeEvents {
       properties,
     };
     if (message.qos > 0) packet.packetId = packetId;
+    if (this.send(packet)) return true;
+    // Too large for the client: without Aria's own `aria-seq` it may fit (MQTT 5 3.1.2.11.4).
+    if (this.protocolVersion !== 5) return false;
+    properties.userProperties = message.properties.userProperties;
+    if (properties.userProperties === undefined) delete properties.userProperties;
     return this.send(packet);
   }
 
