@@ -38,7 +38,9 @@ export const ARIA_PASSING: readonly string[] = [
   "01-connect-bad-packet",
   "01-connect-disconnect-v5",
   "01-connect-invalid-protonum",
+  "01-connect-invalid-reserved",
   "02-subhier-crash",
+  "02-subscribe-dollar-v5",
   "02-subscribe-qos0",
   "02-subscribe-qos1",
   "02-subscribe-qos2",
@@ -46,6 +48,7 @@ export const ARIA_PASSING: readonly string[] = [
   "02-unsubscribe-qos1",
   "02-unsubscribe-qos2-multiple",
   "02-unsubscribe-qos2",
+  "03-pattern-matching",
   "03-publish-c2b-qos2-len",
   "03-publish-dollar",
   "03-publish-qos2",
@@ -301,12 +304,14 @@ export async function runTest(
   if (!timedOut && exitCode === 0) return { ...result, status: "pass", reason: "" };
   if (!timedOut && exitCode === DOES_NOT_APPLY_EXIT)
     return { ...result, status: "n/a", reason: config ?? "needs mosquitto's config file" };
-  const reason = failureReason(output, exitCode, timedOut);
+  const version = /proto_ver=(\d)/.exec(output)?.[1];
+  const named = { "3": "MQTT 3.1", "4": "MQTT 3.1.1", "5": "MQTT 5" }[version ?? ""];
+  const reason = `${named === undefined ? "" : `${named}: `}${failureReason(output, exitCode, timedOut)}`;
   const purpose = testPurpose(readFileSync(join(brokerDir, test.name), "utf8"));
   return {
     ...result,
     status: "fail",
-    reason: reason.startsWith("exit ") && purpose !== "" ? `${reason} (${purpose})` : reason,
+    reason: reason.includes("exit ") && purpose !== "" ? `${reason} (${purpose})` : reason,
   };
 }
 
