@@ -234,3 +234,27 @@ test("sub's stderr lines for a dropped connection, its resumption (from the seq 
     ]
   `);
 });
+
+test("sub --ack: auto or none, only with --durable; usage errors say so", async () => {
+  const firstLines = [];
+  for (const extra of [
+    ["--durable", "d", "--ack", "manual"],
+    ["--ack", "none"],
+  ]) {
+    const io = capture();
+    expect(await runCli(["sub", "--url", "tcp://127.0.0.1:1", "a/**", ...extra], io)).toBe(2);
+    firstLines.push(io.stderr.split("\n")[0]);
+  }
+  expect(firstLines).toEqual([
+    'aria sub: --ack: "manual" is not auto or none',
+    "aria sub: --ack applies to a durable consumer: add --durable NAME",
+  ]);
+  const io = capture();
+  // A valid --ack none reaches the connection (nothing listens on port 1: exit 1).
+  expect(
+    await runCli(
+      ["sub", "--url", "tcp://127.0.0.1:1", "a/**", "--durable", "d", "--ack", "none"],
+      io,
+    ),
+  ).toBe(1);
+});

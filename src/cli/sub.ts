@@ -46,8 +46,8 @@ ${clientAuthUsage(29)}${clientTlsUsage(29)}  --from live|earliest|SEQ|AGO|TIME
   --durable NAME             a durable consumer: the server keeps its position, and the next
                              \`aria sub --durable NAME\` (same FILTERs) starts after the last
                              message acknowledged (--from applies only to a new consumer)
-  --ack auto|manual          with --durable: auto (default) acknowledges each message once it
-                             is written to standard output; manual acknowledges nothing (see
+  --ack auto|none            with --durable: auto (default) acknowledges each message once it
+                             is written to standard output; none acknowledges nothing (see
                              what the consumer would get without moving it)
   --shared                   with --durable: NAME is a shared group; every \`aria sub
                              --durable NAME --shared\` running is a member, each message
@@ -199,8 +199,7 @@ export async function subCommand(
     if (refusal !== null) throw new UsageError(`--durable: ${refusal}`);
   }
   const ack = stringFlag(values, "ack", "auto");
-  if (ack !== "auto" && ack !== "manual")
-    throw new UsageError(`--ack: "${ack}" is not auto or manual`);
+  if (ack !== "auto" && ack !== "none") throw new UsageError(`--ack: "${ack}" is not auto or none`);
   if (typeof values.ack === "string" && durable === undefined)
     throw new UsageError("--ack applies to a durable consumer: add --durable NAME");
   const shared = values.shared === true;
