@@ -40,6 +40,8 @@ Options:
   --admin-port PORT      admin HTTP port; 0 picks a free one (default 7401)
   --mqtt-port PORT       also serve MQTT 3.1.1 and 5.0 on this port (mqtts:// with --tls-cert);
                          0 picks a free one (default: no MQTT; docs/mqtt.md)
+  --mqtt-aria-seq on|off each PUBLISH to an MQTT 5 subscriber carries user property aria-seq
+                         (default on; off: byte-for-byte what other brokers send)
   --data-dir DIR         where messages are stored (default ./aria-data)
   --tip-bytes SIZE       memory for the newest messages, e.g. 256MiB (default 256MiB)
   --fsync POLICY         always | interval | never (default always)
@@ -67,6 +69,7 @@ which wins over the config file.
 `;
 
 const FSYNC_POLICIES: readonly FsyncPolicy[] = ["always", "interval", "never"];
+const ON_OFF: readonly string[] = ["on", "off"];
 
 /** The settings of `aria serve`: its flags, `ARIA_*` variables and config-file keys (settings.ts). */
 export const SERVE_SETTINGS: SettingSpecs = {
@@ -74,6 +77,7 @@ export const SERVE_SETTINGS: SettingSpecs = {
   port: { type: "string", default: "7400" },
   "admin-port": { type: "string", default: "7401" },
   "mqtt-port": { type: "string" },
+  "mqtt-aria-seq": { type: "string", default: "on" },
   "data-dir": { type: "string", default: "./aria-data" },
   "tip-bytes": { type: "string", default: `${TIP_BYTES_DEFAULT / 1024 ** 2}MiB` },
   fsync: { type: "string", default: "always" },
@@ -120,6 +124,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       text("mqtt-port") === undefined
         ? undefined
         : parsePort(text("mqtt-port") as string, label("mqtt-port")),
+    mqttAriaSeq: oneOf(values["mqtt-aria-seq"], ON_OFF, label("mqtt-aria-seq")) === "on",
     dataDir: text("data-dir") as string,
     tipBytes: tipBytes - (tipBytes % 8),
     fsync,

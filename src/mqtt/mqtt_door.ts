@@ -42,6 +42,8 @@ export interface MqttDoorOptions {
   consumers?: SessionConsumers;
   /** Each matching topic's newest message, for retained messages (absent: none are sent). */
   retained?: SessionDoor["retained"];
+  /** MQTT 5 subscribers get user property `aria-seq` on each PUBLISH (default true). */
+  ariaSeq?: boolean;
   log?: Log;
 }
 
@@ -60,6 +62,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   readonly log?: Log;
   readonly durableSessions: boolean;
   readonly retained: SessionDoor["retained"];
+  readonly ariaSeq: boolean;
   private readonly consumers: SessionConsumers | undefined;
   private readonly clock: Clock;
   private readonly connections = new Map<number, MqttSession>();
@@ -77,6 +80,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     this.consumers = options.consumers;
     this.durableSessions = options.consumers !== undefined;
     this.retained = options.retained;
+    this.ariaSeq = options.ariaSeq ?? true;
   }
 
   // ---- ConnectionEvents --------------------------------------------------------------------

@@ -104,6 +104,8 @@ export class DoorWorld {
       /** A store and consumer store that outlive this world (a restart of the server). */
       store?: MemoryStore;
       consumerStore?: MemoryConsumerStore;
+      /** MQTT 5 subscribers get `aria-seq` (default true: the server's default). */
+      ariaSeq?: boolean;
     } = {},
   ) {
     if (options.store !== undefined) this.store = options.store;
@@ -129,6 +131,7 @@ export class DoorWorld {
             remove: (name) => this.broker.removeConsumer(name),
           },
       retained: (entries) => this.broker.latestOf(Filter.of(...entries)),
+      ariaSeq: options.ariaSeq,
     });
   }
 

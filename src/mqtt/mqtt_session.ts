@@ -113,6 +113,8 @@ export interface SessionDoor {
    * order; absent: retained messages are not served.
    */
   readonly retained?: (entries: readonly string[]) => Promise<readonly RetainedMessage[]>;
+  /** True when each PUBLISH to an MQTT 5 subscriber carries user property `aria-seq`. */
+  readonly ariaSeq: boolean;
   /**
    * The client signed in as `clientId`: another connection of it is taken over, and the session
    * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
@@ -953,10 +955,11 @@ export class MqttSession implements NativeEvents {
     if (this.protocolVersion === 5) {
       properties = { ...message.properties };
       if (state.identifier !== undefined) properties.subscriptionIdentifiers = [state.identifier];
-      properties.userProperties = [
-        ...(message.properties.userProperties ?? []),
-        ["aria-seq", String(message.seq)],
-      ];
+      if (this.door.ariaSeq)
+        properties.userProperties = [
+          ...(message.properties.userProperties ?? []),
+          ["aria-seq", String(message.seq)],
+        ];
     }
     const packet: PublishPacket = {
       type: "publish",
@@ -970,7 +973,7 @@ export class MqttSession implements NativeEvents {
     if (message.qos > 0) packet.packetId = packetId;
     if (this.send(packet)) return true;
     // Too large for the client: without Aria's own `aria-seq` it may fit (MQTT 5 3.1.2.11.4).
-    if (this.protocolVersion !== 5) return false;
+    if (this.protocolVersion !== 5 || !this.door.ariaSeq) return false;
     properties.userProperties = message.properties.userProperties;
     if (properties.userProperties === undefined) delete properties.userProperties;
     return this.send(packet);

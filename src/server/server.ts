@@ -65,6 +65,8 @@ export interface ServerOptions {
   usersFile?: string;
   /** Serve MQTT 3.1.1 / 5.0 on this port too (0 picks one; absent: no MQTT), over TLS with `tls`. */
   mqttPort?: number;
+  /** MQTT 5 subscribers get user property `aria-seq` on each PUBLISH (default true). */
+  mqttAriaSeq?: boolean;
   /** Serve the TCP protocol over TLS with this certificate and key (PEM); `clientCa`: mutual TLS. */
   tls?: TlsServerOptions;
   /** Serve the admin app over HTTPS with this certificate and key (PEM). */
@@ -294,6 +296,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
             remove: (name) => broker.removeConsumer(name),
           },
           retained: (entries) => broker.latestOf(Filter.of(...entries)),
+          ariaSeq: options.mqttAriaSeq ?? true,
           log,
         });
   let mqtt: TcpListener | null = null;
