@@ -14,7 +14,8 @@
  *   disk, warm     both restarted (Aria with a 1 MiB tip), files in the page cache.
  *   disk, dropped  both restarted before each replay and their files evicted from the page cache.
  *
- * After each restart both sides first replay the smallest partition, unmeasured (warm code).
+ * After each restart both sides first replay the smallest partition a few times, unmeasured, so
+ * the rows measure servers with warm code (a fresh Aria's first replays are JIT-cold).
  *
  * Rows: the 1% partition subtree, the whole stream, time to first message of the subtree
  * (subscribe → first message on a connected client), and the raw read speed of Aria's and
@@ -53,6 +54,8 @@ import { type CompareStream, compareStream } from "./compare_stream.ts";
 
 /** The tip of the disk rows: small, so a replay after a restart reads the files. */
 const SMALL_TIP_BYTES = 1024 * 1024;
+/** Unmeasured replays of the smallest partition on each freshly started pair of servers. */
+const WARM_UP_REPLAYS = 3;
 /** Ring bytes per message that surely hold the whole stream in the tip rows. */
 const LARGE_TIP_BYTES_PER_MESSAGE = 256;
 
@@ -171,11 +174,12 @@ async function round(
   const measured: Round = new Map();
   const label = `round ${index + 1}`;
   // Each fresh server pair replays the smallest partition first, unmeasured: the rows measure
-  // servers whose code paths ran once (a fresh Aria's first tip replay is JIT-cold: 12-14 ms to
-  // the first message against 2 ms on a server that had served one, in this benchmark's runs).
+  // servers with warm code. A fresh Aria's first tip replays are JIT-cold: 1M messages, 1%
+  // subtree, first message after 57, 56, 19, 8, 2.8 ms in five replays in a row on one server.
   const fresh = async (tipBytes: number, source: "tip" | "disk") => {
     await restart(sides, tipBytes);
-    await both(sides, stream, stream.spec.partitions - 1, ariaFirstSeq, source, ariaFirst);
+    for (let i = 0; i < WARM_UP_REPLAYS; i++)
+      await both(sides, stream, stream.spec.partitions - 1, ariaFirstSeq, source, ariaFirst);
   };
   if (index > 0) await fresh(largeTipBytes, "tip");
   progress(`${label}: tip`);
@@ -304,7 +308,8 @@ async function main(): Promise<number> {
     const ariaPublished = await ariaPublish(sides.aria.url, stream, progress);
     // Unmeasured: both clients' code paths run once before the rounds (JIT warm on both sides).
     progress("warm-up replays");
-    await both(sides, stream, stream.spec.partitions - 1, ariaPublished.firstSeq, "tip", true);
+    for (let i = 0; i < WARM_UP_REPLAYS; i++)
+      await both(sides, stream, stream.spec.partitions - 1, ariaPublished.firstSeq, "tip", true);
     const rounds: Round[] = [];
     const raws: RawRound[] = [];
     const loads: number[] = [];
@@ -358,7 +363,7 @@ async function main(): Promise<number> {
       `Published once, acknowledged, as fast as each took it: Aria ${formatSi(ariaPublished.perSecond)} msg/s (batches of 4,096, 8 in flight, fsync interval), NATS ${formatSi(natsPublished.perSecond)} msg/s (js.publish, 4,096 in flight; file storage).`,
       `Raw reads (dd iflag=direct bs=1M, dd's own times, same rounds): Aria's files ${(sum(ariaFiles) / 1e6).toFixed(1)} MB at ${rawAriaMBps.toFixed(0)} MB/s, NATS's ${(sum(natsFiles) / 1e6).toFixed(1)} MB at ${rawNatsMBps.toFixed(0)} MB/s. Whole stream from disk (page cache dropped) as a share of dd's read of the same files: Aria ${(ariaShareOfRaw * 100).toFixed(0)}%, NATS ${(natsShareOfRaw * 100).toFixed(0)}%.`,
       `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${"2.29"} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; the subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
-      `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows), restarted between phases; after each start both replay partition ${stream.spec.partitions - 1} unmeasured (warm code paths). ${args.rounds} rounds; load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
+      `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows), restarted between phases; after each start both replay partition ${stream.spec.partitions - 1} ${WARM_UP_REPLAYS} times, unmeasured (warm code paths). ${args.rounds} rounds; load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
     ];
     if (args.json) {
       console.log(
