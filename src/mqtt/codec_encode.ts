@@ -169,8 +169,9 @@ function encodeConnect(packet: ConnectPacket, protocolVersion: ProtocolVersion):
   const v5 = protocolVersion === 5;
   const will = packet.will;
   const writer = new Writer(64 + (will?.payload.length ?? 0) + (packet.password?.length ?? 0));
-  writer.utf8("MQTT");
-  writer.u8(protocolVersion);
+  // MQTT 3.1 is 3.1.1's wire format under another protocol name and level.
+  writer.utf8(packet.mqtt31 === true ? "MQIsdp" : "MQTT");
+  writer.u8(packet.mqtt31 === true ? 3 : protocolVersion);
   let flags = packet.cleanStart ? 0x02 : 0;
   if (will !== undefined) flags |= 0x04 | (will.qos << 3) | (will.retain ? 0x20 : 0);
   if (packet.password !== undefined) flags |= 0x40;

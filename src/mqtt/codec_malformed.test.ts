@@ -8,7 +8,7 @@ import { decodeAll } from "./codec_arbitraries.ts";
 import { INPUT_CARRY_BYTES_UNCOUNTED } from "../constants.ts";
 import { InputBudget } from "../protocol/mod.ts";
 import { MqttDecoder, type MqttDecoderOptions } from "./codec.ts";
-import { connackAnswersRefusedConnect } from "./codec_encode.ts";
+import { connackAnswersRefusedConnect, encodePacket } from "./codec_encode.ts";
 import { REASON } from "./packets.ts";
 
 const text = new TextEncoder();
@@ -70,8 +70,26 @@ const CASES: [string, number[], MqttDecoderOptions, number, number?][] = [
   ["CONNACK sent to a server", [...CONNECT_5, 0x20, 0x02, 0, 0], SERVER, REASON.PROTOCOL_ERROR, 1],
   ["CONNECT sent to a client", CONNECT_5, { role: "client", ...V5 }, REASON.PROTOCOL_ERROR],
   [
-    "MQTT 3.1 (MQIsdp, level 3)",
-    pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c")),
+    "MQTT 3.1 with an empty client id",
+    pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("")),
+    SERVER,
+    REASON.CLIENT_IDENTIFIER_NOT_VALID,
+  ],
+  [
+    "MQTT 3.1 with a client id of 24 bytes",
+    pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("x".repeat(24))),
+    SERVER,
+    REASON.CLIENT_IDENTIFIER_NOT_VALID,
+  ],
+  [
+    "protocol name MQIsdp at level 4",
+    pkt(0x10, str("MQIsdp"), 4, 2, 0, 60, str("c")),
+    SERVER,
+    REASON.UNSUPPORTED_PROTOCOL_VERSION,
+  ],
+  [
+    "protocol name MQTT at level 3",
+    pkt(0x10, str("MQTT"), 3, 2, 0, 60, str("c")),
     SERVER,
     REASON.UNSUPPORTED_PROTOCOL_VERSION,
   ],
@@ -178,6 +196,23 @@ describe("malformed packets and protocol violations", () => {
     });
   }
 
+  test("MQTT 3.1 (MQIsdp, level 3) decodes as 3.1.1, flagged, and encodes back to its bytes", () => {
+    for (const id of ["c", "x".repeat(23), "\u00e9".repeat(11)]) {
+      const bytes = Uint8Array.from(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str(id)));
+      const [result] = decodeAll(bytes, [], SERVER);
+      expect(result?.ok && result.packet).toMatchObject({
+        type: "connect",
+        protocolVersion: 4,
+        mqtt31: true,
+        clientId: id,
+      });
+      if (result?.ok) expect(encodePacket(result.packet, 4)).toEqual(bytes);
+    }
+    // 3.1.1 and 5.0 CONNECTs carry no flag.
+    const [v4] = decodeAll(Uint8Array.from(CONNECT_4), [], SERVER);
+    expect(v4?.ok && "mqtt31" in v4.packet).toBe(false);
+  });
+
   test("the valid neighbours of those cases decode", () => {
     const valid: [number[], MqttDecoderOptions][] = [
       [pkt(0x30, str(""), 3, 0x23, 0, 1), V5],
@@ -244,7 +279,7 @@ describe("decoder contract", () => {
     };
     expect(errorOf(connect(5, 0x03, str("c")))).toBe(5);
     expect(errorOf(connect(4, 0x03, str("c")))).toBe(4);
-    expect(errorOf(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c")))).toBe(4);
+    expect(errorOf(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("")))).toBe(4);
     // Before any CONNECT, a PUBLISH has no version to answer in.
     expect(errorOf(pkt(0x30, str("a")))).toBe(null);
   });
@@ -257,7 +292,8 @@ describe("decoder contract", () => {
     expect(answered(connect(5, 0x03, str("c")))).toBe(true);
     expect(answered(connect(4, 0x03, str("c")))).toBe(false);
     expect(answered(connect(4, 0x42, [...str("c"), ...str("p")]))).toBe(false);
-    expect(answered(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c")))).toBe(true);
+    expect(answered(pkt(0x10, str("MQIsdp"), 4, 2, 0, 60, str("c")))).toBe(true);
+    expect(answered(pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("")))).toBe(true);
     expect(answered(connect(4, 0x00, str("")))).toBe(true);
     expect(answered(pkt(0x30, str("a")))).toBe(false);
   });

@@ -5,7 +5,7 @@
  * PacketError with the spec's reason code. Not here: the fixed header (codec.ts checks its flags
  * and length before the body is buffered) and anything needing session state.
  */
-import { fail, Reader } from "./codec_bytes.ts";
+import { fail, Reader, utf8Bytes } from "./codec_bytes.ts";
 import {
   type ConnackPacket,
   type ConnectPacket,
@@ -95,22 +95,27 @@ function topicName(reader: Reader, what: string, emptyAllowed: boolean): string 
   return topic;
 }
 
+/** The longest client identifier MQTT 3.1 allows, in bytes (its spec: 23 characters). */
+export const MQTT31_CLIENT_ID_BYTES_MAX = 23;
+
 /**
- * Parses CONNECT (the version comes from its own protocol level). A level other than 4 or 5, or a
- * wrong protocol name, fails with 0x84, to be answered with CONNACK (3.1.1 return code 1).
+ * Parses CONNECT (the version comes from its own protocol level). MQTT 3.1 (`MQIsdp`, level 3) is
+ * read as 3.1.1 and flagged `mqtt31`. Any other level than 4 or 5, or a wrong protocol name,
+ * fails with 0x84, to be answered with CONNACK (3.1.1 return code 1).
  */
 export function parseConnect(bytes: Uint8Array, start: number, end_: number): ConnectPacket {
   const reader = new Reader(bytes, start, end_);
   const name = reader.utf8("protocol name");
   const level = reader.u8("protocol level");
-  if (name !== "MQTT" || (level !== 4 && level !== 5)) {
-    const which = name === "MQIsdp" && level === 3 ? "MQTT 3.1" : `"${name}" level ${level}`;
+  const mqtt31 = name === "MQIsdp" && level === 3;
+  if (!mqtt31 && (name !== "MQTT" || (level !== 4 && level !== 5))) {
     fail(
       REASON.UNSUPPORTED_PROTOCOL_VERSION,
-      `protocol ${which} is not supported (only 3.1.1 and 5.0)`,
+      `protocol "${name}" level ${level} is not supported (only 3.1, 3.1.1 and 5.0)`,
     );
   }
-  const version: ProtocolVersion = level;
+  // MQTT 3.1 shares 3.1.1's wire format: it is read as 3.1.1, flagged.
+  const version: ProtocolVersion = mqtt31 ? 4 : (level as ProtocolVersion);
   const flags = reader.u8("connect flags");
   if ((flags & 0x01) !== 0) fail(REASON.MALFORMED_PACKET, "connect flags: reserved bit is set");
   const cleanStart = (flags & 0x02) !== 0;
@@ -132,9 +137,18 @@ export function parseConnect(bytes: Uint8Array, start: number, end_: number): Co
   if (version === 4 && clientId.length === 0 && !cleanStart) {
     fail(REASON.CLIENT_IDENTIFIER_NOT_VALID, "empty client identifier without clean session");
   }
+  // MQTT 3.1 (3.1 CONNECT, Client Identifier): 1 to 23 characters, else return code 2.
+  const idBytes = mqtt31 ? utf8Bytes(clientId).length : 0;
+  if (mqtt31 && (idBytes === 0 || idBytes > MQTT31_CLIENT_ID_BYTES_MAX)) {
+    fail(
+      REASON.CLIENT_IDENTIFIER_NOT_VALID,
+      `an MQTT 3.1 client identifier has 1 to ${MQTT31_CLIENT_ID_BYTES_MAX} bytes (${idBytes})`,
+    );
+  }
   const packet: ConnectPacket = {
     type: "connect",
     protocolVersion: version,
+    ...(mqtt31 ? { mqtt31: true as const } : {}),
     clientId,
     cleanStart,
     keepAlive,

@@ -423,7 +423,8 @@ export class MqttSession implements NativeEvents {
     }
     this.send({
       type: "connack",
-      sessionPresent: claimed !== null,
+      // MQTT 3.1's CONNACK has no session present flag (its first byte is reserved).
+      sessionPresent: claimed !== null && packet.mqtt31 !== true,
       reasonCode: REASON.SUCCESS,
       properties,
     });

@@ -113,6 +113,12 @@ export interface Will {
 export interface ConnectPacket {
   type: "connect";
   protocolVersion: ProtocolVersion;
+  /**
+   * MQTT 3.1 (protocol name `MQIsdp`, level 3): read and answered as 3.1.1, whose wire format
+   * it shares, with 3.1's rules (a client id of 1 to 23 bytes, no session present flag).
+   * Present (true) only for 3.1.
+   */
+  mqtt31?: true;
   /** The client identifier ("" = let the server choose, MQTT 5; 3.1.1 only with cleanStart). */
   clientId: string;
   /** Clean start (5.0) or clean session (3.1.1). */
