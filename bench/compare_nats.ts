@@ -119,10 +119,11 @@ export async function natsReplay(
       });
       stop = () => messages.close().then(() => {});
     } else {
-      // A filtered subject: nats.js 2.29 creates an ordered pull consumer on the subject
-      // $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>, which nats-server 2.9 never answers
-      // for a wildcard filter (the client retries for ever); its ordered push consumer (flow
-      // control and heartbeats, the same ordered semantics) works with 2.9.
+      // A filtered subject: nats.js 2.29 asks for an ordered pull consumer on the subject
+      // $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>, which Debian's nats-server 2.9.10 did
+      // not answer for the wildcard filter bench.pK.> (consume() waited, retrying, for minutes);
+      // the client's ordered push consumer (flow control and heartbeats, the same ordered
+      // semantics) works with it.
       const options = consumerOpts()
         .orderedConsumer()
         .deliverAll()

@@ -281,6 +281,13 @@ async function main(): Promise<number> {
     throw new Error(`${args.ariaBin} is missing: run \`npx bun scripts/build.ts\` or --aria-bin`);
   const natsBin = await ensureNatsServer((line) => process.stderr.write(`${line}\n`));
   const natsVersion = await natsServerVersion(natsBin);
+  const natsClientVersion = (
+    (await Bun.file(
+      join(import.meta.dir, "..", "node_modules", "nats", "package.json"),
+    ).json()) as {
+      version: string;
+    }
+  ).version;
   const stream = compareStream({
     messages: args.messages,
     partitions: 100,
@@ -362,7 +369,7 @@ async function main(): Promise<number> {
       `Stream: ${args.messages.toLocaleString("en-US")} messages of 64 B over 10,000 topics (100 partitions x 100 topics, partition k drawn with weight 1/(k+1), topics uniform within); the 1% subtree is partition ${stream.onePercent} (${stream.counts[stream.onePercent].toLocaleString("en-US")} messages): Aria bench/p${stream.onePercent}/**, NATS bench.p${stream.onePercent}.>.`,
       `Published once, acknowledged, as fast as each took it: Aria ${formatSi(ariaPublished.perSecond)} msg/s (batches of 4,096, 8 in flight, fsync interval), NATS ${formatSi(natsPublished.perSecond)} msg/s (js.publish, 4,096 in flight; file storage).`,
       `Raw reads (dd iflag=direct bs=1M, dd's own times, same rounds): Aria's files ${(sum(ariaFiles) / 1e6).toFixed(1)} MB at ${rawAriaMBps.toFixed(0)} MB/s, NATS's ${(sum(natsFiles) / 1e6).toFixed(1)} MB at ${rawNatsMBps.toFixed(0)} MB/s. Whole stream from disk (page cache dropped) as a share of dd's read of the same files: Aria ${(ariaShareOfRaw * 100).toFixed(0)}%, NATS ${(natsShareOfRaw * 100).toFixed(0)}%.`,
-      `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${"2.29"} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; the subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
+      `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${natsClientVersion} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; the subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
       `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows), restarted between phases; after each start both replay partition ${stream.spec.partitions - 1} ${WARM_UP_REPLAYS} times, unmeasured (warm code paths). ${args.rounds} rounds; load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
     ];
     if (args.json) {
