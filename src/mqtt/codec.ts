@@ -92,6 +92,8 @@ export class MqttDecoder {
   private readonly packetBytesMax: number;
   private readonly inputBudget: InputBudget | null;
   private version: ProtocolVersion | null;
+  /** The CONNECT was MQTT 3.1 (read as 3.1.1, whose fixed header flags are stricter). */
+  private mqtt31 = false;
   private connected = false;
   private chunk: Uint8Array = EMPTY;
   private chunkOffset = 0;
@@ -278,7 +280,9 @@ export class MqttDecoder {
       return;
     }
     const expected = type === 6 || type === 8 || type === 10 ? 0x02 : 0x00;
-    if (flags !== expected) {
+    // MQTT 3.1 sends PUBREL, SUBSCRIBE and UNSUBSCRIBE at QoS 1 with DUP set on a resend.
+    const dupAllowed = this.mqtt31 && expected === 0x02 && flags === (expected | 0x08);
+    if (flags !== expected && !dupAllowed) {
       throw new PacketError(REASON.MALFORMED_PACKET, `${name}: reserved flag bits are ${flags}`);
     }
   }
@@ -292,6 +296,7 @@ export class MqttDecoder {
       this.contextVersion = connectLevel(bytes, range.start, range.end);
       const packet = parseConnect(bytes, range.start, range.end);
       this.version = packet.protocolVersion;
+      this.mqtt31 = packet.mqtt31 === true;
       this.connected = true;
       return { ok: true, packet };
     }

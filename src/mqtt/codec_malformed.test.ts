@@ -213,6 +213,17 @@ describe("malformed packets and protocol violations", () => {
     expect(v4?.ok && "mqtt31" in v4.packet).toBe(false);
   });
 
+  test("after an MQTT 3.1 CONNECT, PUBREL, SUBSCRIBE and UNSUBSCRIBE may carry DUP (3.1.1: 0x81)", () => {
+    const connect31 = pkt(0x10, str("MQIsdp"), 3, 2, 0, 60, str("c"));
+    const resent = [pkt(0x6a, 0, 1), pkt(0x8a, 0, 2, str("a"), 1), pkt(0xaa, 0, 3, str("a"))];
+    for (const bytes of resent) {
+      expect(firstError([...connect31, ...bytes], SERVER)).toBe(null);
+      expect(firstError([...CONNECT_4, ...bytes], SERVER)).toBe(REASON.MALFORMED_PACKET);
+    }
+    // Other flag bits stay reserved in 3.1 as well.
+    expect(firstError([...connect31, ...pkt(0x6b, 0, 1)], SERVER)).toBe(REASON.MALFORMED_PACKET);
+  });
+
   test("the valid neighbours of those cases decode", () => {
     const valid: [number[], MqttDecoderOptions][] = [
       [pkt(0x30, str(""), 3, 0x23, 0, 1), V5],
