@@ -1,0 +1,102 @@
+/**
+ * What an outside adversary found in the MQTT door (issue 30): each test fails without its fix.
+ */
+import { describe, expect, test } from "bun:test";
+import {
+  type DoorWorld as World,
+  DoorWorld,
+  type FakeMqttClient,
+} from "./mqtt_door_test_support.ts";
+import type { ProtocolVersion } from "./packets.ts";
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+const bytesOf = (s: string) => new TextEncoder().encode(s);
+
+function payloads(client: FakeMqttClient): string[] {
+  return client.take("publish").map((p) => text(p.payload));
+}
+
+function subscribe(client: FakeMqttClient, filter: string, qos: 0 | 1 | 2 = 0): void {
+  client.send({
+    type: "subscribe",
+    packetId: 1,
+    subscriptions: [{ filter, qos, noLocal: false, retainAsPublished: false, retainHandling: 0 }],
+    properties: {},
+  });
+}
+
+function publishQos2(client: FakeMqttClient, topic: string, payload: string, dup: boolean): void {
+  client.send({
+    type: "publish",
+    topic,
+    payload: bytesOf(payload),
+    qos: 2,
+    retain: false,
+    dup,
+    packetId: 10,
+    properties: {},
+  });
+}
+
+function reconnect(world: World, clientId: string, version: ProtocolVersion): FakeMqttClient {
+  const client = world.client(version);
+  client.send({
+    type: "connect",
+    protocolVersion: version,
+    clientId,
+    cleanStart: false,
+    keepAlive: 0,
+    properties: version === 5 ? { sessionExpiryInterval: 3600 } : {},
+  });
+  return client;
+}
+
+describe("QoS 2 exactly once across a reconnect (MQTT-4.3.3: the received ids are session state)", () => {
+  for (const [version, how] of [
+    [5, "drop"],
+    [4, "drop"],
+    [5, "takeover"],
+  ] as const) {
+    test(`MQTT ${version === 5 ? "5" : "3.1.1"}, ${how}: PUBLISH pid 10, reconnect, DUP PUBLISH pid 10, PUBREL: once`, async () => {
+      const world = new DoorWorld();
+      const sub = await world.connected("sub");
+      subscribe(sub, "q2/#");
+      const first = await world.connected("pub", { version, cleanStart: false, expiryS: 3600 });
+      publishQos2(first, "q2/a", "once", false);
+      await world.settle();
+      if (how === "drop") {
+        first.drop();
+        await world.settle();
+      }
+      const again = reconnect(world, "pub", version);
+      await world.settle();
+      expect(again.take("connack").map((p) => p.sessionPresent)).toEqual([true]);
+      publishQos2(again, "q2/a", "once", true);
+      await world.settle();
+      expect(again.take("pubrec").map((p) => [p.packetId, p.reasonCode])).toEqual([[10, 0]]);
+      again.send({ type: "pubrel", packetId: 10, reasonCode: 0, properties: {} });
+      await world.settle();
+      expect(again.take("pubcomp").map((p) => [p.packetId, p.reasonCode])).toEqual([[10, 0]]);
+      expect(payloads(sub)).toEqual(["once"]);
+      // The id is free again: a new PUBLISH with it is a new message.
+      publishQos2(again, "q2/a", "next", false);
+      await world.settle();
+      expect(payloads(sub)).toEqual(["next"]);
+    });
+  }
+
+  test("a clean start forgets them: the same id is a new message", async () => {
+    const world = new DoorWorld();
+    const sub = await world.connected("sub");
+    subscribe(sub, "q2/#");
+    const first = await world.connected("pub", { cleanStart: false, expiryS: 3600 });
+    publishQos2(first, "q2/a", "one", false);
+    await world.settle();
+    first.drop();
+    await world.settle();
+    const clean = await world.connected("pub", { cleanStart: true });
+    publishQos2(clean, "q2/a", "two", false);
+    await world.settle();
+    expect(payloads(sub)).toEqual(["one", "two"]);
+  });
+});
