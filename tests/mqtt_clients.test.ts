@@ -187,11 +187,9 @@ for (const version of ["mqttv311", "mqttv5"])
     ]);
   }, 30_000);
 
-// Known deviation of Aria's door today (src/mqtt/mqtt_session.ts: "an outbound message goes at
-// its subscription's QoS (the stream keeps no publish QoS)"): MQTT 3.1.1 [MQTT-3.8.4-6] / 5.0
-// [MQTT-3.8.4-8] say a subscriber gets the lower of the publish QoS and the granted one, and
-// mosquitto does. Marked failing, so this run goes red the day the door does it (then drop .failing).
-test.failing("a subscriber granted QoS 2 gets each message at the QoS it was published with (the minimum)", async () => {
+// MQTT 3.1.1 [MQTT-3.8.4-6] / 5.0 [MQTT-3.8.4-8]: a subscriber gets the lower of the publish QoS
+// and the granted one (the door stores the publish QoS as `aria-qos`), as mosquitto does.
+test("a subscriber granted QoS 2 gets each message at the QoS it was published with (the minimum)", async () => {
   const base = "clients/mosquitto/min-qos";
   const messages = await mosquittoRoundTrip("mqttv5", base);
   expect(messages.map(([topic, qos]) => [topic, qos])).toEqual([

@@ -43,7 +43,7 @@ describe("MQTT session: connect, publish, subscribe", () => {
     expect(pub.take("pubcomp").map((p) => p.packetId)).toEqual([12]);
     const got = sub.take("publish");
     expect(got.map((p) => [p.topic, text(p.payload), p.qos, p.properties.userProperties])).toEqual([
-      ["a/b/c", "m0", 1, [["aria-seq", "1"]]],
+      ["a/b/c", "m0", 0, [["aria-seq", "1"]]],
       ["a/b/c", "m1", 1, [["aria-seq", "2"]]],
       ["a/b/c", "m2", 1, [["aria-seq", "3"]]],
     ]);
@@ -82,7 +82,8 @@ function publish(client: Client, topic: string, payload: string, qos: 0 | 1 | 2 
 
 async function publishAll(world: World, topic: string, payloads: string[]): Promise<void> {
   const pub = await world.connected(`pub-${payloads[0]}`);
-  for (const payload of payloads) publish(pub, topic, payload);
+  // At QoS 2: each subscriber gets its subscription's QoS (the lower of the two).
+  for (const [i, payload] of payloads.entries()) publish(pub, topic, payload, 2, i + 1);
   await world.settle();
   pub.send({ type: "disconnect", reasonCode: 0, properties: {} });
   await world.settle();
@@ -632,7 +633,7 @@ describe("MQTT session: shared subscriptions", () => {
     ]);
     const topics = Array.from({ length: 8 }, (_, i) => `s/t${i}`);
     const pub = await world.connected("pub");
-    for (const [i, topic] of topics.entries()) publish(pub, topic, `m${i}`);
+    for (const [i, topic] of topics.entries()) publish(pub, topic, `m${i}`, 1, i + 1);
     await world.settle();
     const toOne = payloads(one);
     const toTwo = payloads(two);

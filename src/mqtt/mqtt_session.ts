@@ -9,9 +9,10 @@
  *
  * QoS: an inbound QoS 1 PUBLISH is PUBACKed, a QoS 2 one PUBRECed, once the broker acknowledged
  * it (durable under the fsync policy); a QoS 2 packet id is published once until its PUBREL. An
- * outbound message goes at its subscription's QoS (the stream keeps no publish QoS) inside the
- * client's window (Receive Maximum); what waits for the window is held, bounded, and past
- * MQTT_HELD_BYTES_MAX the link takes no more DATA, so the broker stalls the subscriptions.
+ * outbound message goes at the lower of its publish QoS (`aria-qos`, stored_properties.ts) and its
+ * subscription's, inside the client's window (Receive Maximum); what waits for the window is held,
+ * bounded, and past MQTT_HELD_BYTES_MAX the link takes no more DATA, so the broker stalls the
+ * subscriptions.
  *
  * Positions: each subscription knows the first seq its client has not processed (acked, or
  * written at QoS 0): a session kept after the connection (session expiry) resubscribes from
@@ -47,7 +48,11 @@ import {
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
 import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
-import { decodeStoredProperties, encodeStoredProperties } from "./stored_properties.ts";
+import {
+  decodeStoredProperties,
+  encodeStoredProperties,
+  type StoredMessage,
+} from "./stored_properties.ts";
 import {
   type ConnectPacket,
   type Packet,
@@ -91,11 +96,6 @@ export interface StoredSession {
   /** Seconds it is kept after `releasedUs` (SESSION_EXPIRY_NEVER: kept). */
   expiryS: number;
   releasedUs: number;
-  /**
-   * QoS 2 packet ids received and PUBRECed (or being stored), awaiting PUBREL: session state
-   * (MQTT-4.3.3), so a resent PUBLISH on the next connection is not published again.
-   */
-  qos2Received?: readonly number[];
 }
 
 /** What a session asks of the door that holds it. */
@@ -168,6 +168,8 @@ interface Outgoing {
   bytes: number;
   /** Sent as a retained message (retain flag 1; not part of the subscription's position). */
   retain: boolean;
+  /** The PUBLISH's retain flag: a retained message, or Retain As Published of one set. */
+  retainFlag: boolean;
 }
 
 interface InFlight {
@@ -374,7 +376,8 @@ export class MqttSession implements NativeEvents {
       // A will the server could not publish is refused now, not dropped later.
       const mapped = this.door.mapping.topicToAria(this.will.topic);
       if (!mapped.ok) return this.refuseConnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
-      const properties = encodeStoredProperties(this.will.properties);
+      const will = this.will;
+      const properties = encodeStoredProperties(will.properties, will.qos, will.retain);
       const tooLarge = nativeLimitProblem(this.will.payload, properties);
       if (tooLarge !== null) return this.refuseConnect(REASON.PACKET_TOO_LARGE, tooLarge);
     }
@@ -434,12 +437,6 @@ export class MqttSession implements NativeEvents {
       properties,
     });
     if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
-    // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
-    // (One still being stored then is stored by the old link, which ends after it.)
-    for (const packetId of claimed?.qos2Received ?? []) {
-      this.qos2Received.set(packetId, "acked");
-      this.inboundInFlight++;
-    }
     // Packets sent behind CONNECT waited for its answer.
     while (this.early.length > 0 && !this.closing)
       this.handle(this.early.shift() as Packet, this.lastInputUs);
@@ -505,7 +502,7 @@ export class MqttSession implements NativeEvents {
         mapped.reason,
       );
     }
-    const properties = encodeStoredProperties(packet.properties);
+    const properties = encodeStoredProperties(packet.properties, packet.qos, packet.retain);
     const tooLarge = nativeLimitProblem(packet.payload, properties);
     if (tooLarge !== null) {
       if (packet.qos === 0 || !v5) return this.disconnect(REASON.PACKET_TOO_LARGE, tooLarge);
@@ -787,7 +784,8 @@ export class MqttSession implements NativeEvents {
       if (message.seq >= beforeSeq || message.payload.length === 0) continue;
       const topic = mapping.topicFromAria(message.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
-      const properties = decodeStoredProperties(message.properties);
+      const stored = decodeStoredProperties(message.properties);
+      const properties = stored.properties;
       if (!this.expiryLeft(properties, message.timeUs, nowUs)) continue;
       const bytes = message.payload.length + topic.length + message.properties.length;
       this.held.push({
@@ -796,9 +794,10 @@ export class MqttSession implements NativeEvents {
         topic,
         payload: message.payload,
         properties,
-        qos: state.options.qos,
+        qos: Math.min(state.options.qos, stored.qos) as QoS,
         bytes,
         retain: true,
+        retainFlag: true,
       });
       this.heldBytes += bytes;
     }
@@ -872,7 +871,10 @@ export class MqttSession implements NativeEvents {
     );
   }
 
-  /** DATA: each message goes to the client at its subscription's QoS. */
+  /**
+   * DATA: each message goes to the client at the lower of its publish QoS and its subscription's
+   * [MQTT-3.8.4-8], with its retain flag if the subscription has Retain As Published.
+   */
   data(subscriptionId: number, messages: MessageBatch): void {
     const state = this.byNativeId.get(subscriptionId);
     if (state === undefined) return;
@@ -886,20 +888,32 @@ export class MqttSession implements NativeEvents {
       if (state.shared) state.delivered.push(seq);
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
-      const properties = messages.hasProperties ? decodeStoredProperties(messages.properties) : {};
+      const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
+      const properties = stored === NATIVE ? {} : stored.properties;
       // Expired messages are skipped; others carry what is left of their interval.
       if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
-      const qos = state.options.qos;
+      const qos = Math.min(stored.qos, state.options.qos) as QoS;
+      const retainFlag = stored.retain && state.options.retainAsPublished;
       if (qos === 0 && this.held.length === this.heldHead) {
-        const message = { seq, topic, payload: messages.payload, properties, qos, retain: false };
+        const payload = messages.payload;
+        const message = { seq, topic, payload, properties, qos, retain: false, retainFlag };
         this.sendMessage(state, message, 0);
         continue;
       }
       state.unprocessed.add(seq);
       const payload = messages.payload.slice();
       const bytes = payload.length + topic.length + messages.propertiesBytes;
-      const retain = false;
-      this.held.push({ subscription: state, seq, topic, payload, properties, qos, bytes, retain });
+      this.held.push({
+        subscription: state,
+        seq,
+        topic,
+        payload,
+        properties,
+        qos,
+        bytes,
+        retain: false,
+        retainFlag,
+      });
       this.heldBytes += bytes;
     }
     this.pump();
@@ -960,7 +974,7 @@ export class MqttSession implements NativeEvents {
    */
   private sendMessage(
     state: SubscriptionState,
-    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos" | "retain">,
+    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos" | "retainFlag">,
     packetId: number,
   ): boolean {
     let properties: Properties = {};
@@ -978,7 +992,7 @@ export class MqttSession implements NativeEvents {
       topic: message.topic,
       payload: message.payload,
       qos: message.qos,
-      retain: message.retain,
+      retain: message.retainFlag,
       dup: false,
       properties,
     };
@@ -1188,7 +1202,7 @@ export class MqttSession implements NativeEvents {
       requestId,
       mapped.topic,
       will.payload,
-      encodeStoredProperties(will.properties),
+      encodeStoredProperties(will.properties, will.qos, will.retain),
     );
   }
 
@@ -1223,7 +1237,6 @@ export class MqttSession implements NativeEvents {
         })),
         expiryS: this.sessionExpiryS,
         releasedUs: this.lastInputUs,
-        qos2Received: [...this.qos2Received.keys()],
       };
     }
     for (const state of this.subscriptions.values()) {
@@ -1297,6 +1310,9 @@ export class MqttSession implements NativeEvents {
     return this.paused;
   }
 }
+
+/** A message without properties (a native one): its subscription's QoS, no retain flag. */
+const NATIVE: StoredMessage = { properties: {}, qos: 2, retain: false };
 
 /** The failure reason codes PUBACK and PUBREC may carry (MQTT 5, 3.4.2.1 and 3.5.2.1). */
 const PUBLISH_ACK_FAILURES: ReadonlySet<number> = new Set([

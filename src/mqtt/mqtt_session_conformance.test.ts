@@ -3,9 +3,11 @@
  * wills, No Local, the `aria-seq` setting. Through the door on a memory broker (DoorWorld).
  */
 import { describe, expect, test } from "bun:test";
+import { encodeHello, FrameWriter } from "../protocol/mod.ts";
 import { DoorWorld } from "./mqtt_door_test_support.ts";
 import type { Properties, QoS, Subscription } from "./packets.ts";
 
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 const bytesOf = (s: string) => new TextEncoder().encode(s);
 
 type Client = Awaited<ReturnType<DoorWorld["connected"]>>;
@@ -41,6 +43,19 @@ function publish(
   });
 }
 
+/** A native client's PUBLISH (no properties): what a message not published over MQTT is. */
+function nativePublish(world: DoorWorld, topic: string, payload: string): void {
+  const writer = new FrameWriter({ capacityBytes: 1024 });
+  const id = world.broker.open({ write: (bytes) => bytes.length, close: () => {} });
+  encodeHello(writer, { version: 1, clientName: "native", authToken: null });
+  world.broker.receive(id, writer.bytes().slice());
+  writer.reset();
+  writer.beginPublish(1, false);
+  writer.addPublishMessageText(topic, bytesOf(payload));
+  writer.endPublish();
+  world.broker.receive(id, writer.bytes().slice());
+}
+
 describe("MQTT session: --mqtt-aria-seq", () => {
   test("off: a PUBLISH to an MQTT 5 subscriber carries no aria-seq, only the publisher's", async () => {
     for (const ariaSeq of [true, false]) {
@@ -65,5 +80,75 @@ describe("MQTT session: --mqtt-aria-seq", () => {
           : [[["k", "v"]], undefined],
       );
     }
+  });
+});
+
+describe("MQTT session: delivered QoS and retain flag [MQTT-3.8.4-8]", () => {
+  test("a subscriber gets the lower of the publish QoS and its granted QoS", async () => {
+    const world = new DoorWorld();
+    const subs = await Promise.all([0, 1, 2].map((qos) => world.connected(`sub${qos}`)));
+    for (const [qos, sub] of subs.entries()) subscribe(sub, "q/#", qos as QoS);
+    const v4 = await world.connected("sub-v4", { version: 4 });
+    subscribe(v4, "q/#", 2);
+    await world.settle();
+    const pub = await world.connected("pub");
+    // A client's own aria-qos is not the door's: dropped when it publishes.
+    const spoof: Properties = {
+      userProperties: [
+        ["aria-qos", "0"],
+        ["k", "v"],
+      ],
+    };
+    publish(pub, "q/0", "p0", 0);
+    publish(pub, "q/1", "p1", 1, 1);
+    publish(pub, "q/2", "p2", 2, 2, { properties: spoof });
+    await world.settle();
+    // A native publish says no QoS: its subscribers get their granted QoS.
+    nativePublish(world, "q/n", "pn");
+    await world.settle();
+    for (const [granted, sub] of [...subs.entries(), [2, v4] as const]) {
+      const got = sub.take("publish");
+      expect(got.map((p): [string, number] => [text(p.payload), p.qos])).toEqual([
+        ["p0", 0],
+        ["p1", Math.min(1, granted)],
+        ["p2", granted],
+        ["pn", granted],
+      ]);
+      // The door's own user properties never reach a client.
+      const user = got.map((p) => p.properties.userProperties?.filter(([k]) => k !== "aria-seq"));
+      expect(user).toEqual(
+        sub === v4 ? [undefined, undefined, undefined, undefined] : [[], [], [["k", "v"]], []],
+      );
+    }
+  });
+
+  test("Retain As Published keeps the publish's retain flag; a retained message goes at the lower QoS", async () => {
+    const world = new DoorWorld();
+    const asPublished = await world.connected("as-published");
+    subscribe(asPublished, "r/#", 2, { retainAsPublished: true });
+    const plain = await world.connected("plain");
+    subscribe(plain, "r/#", 2);
+    await world.settle();
+    const pub = await world.connected("pub");
+    publish(pub, "r/kept", "kept", 1, 1, { retain: true });
+    publish(pub, "r/not", "not", 1, 2);
+    await world.settle();
+    const flags = (client: Client) =>
+      client.take("publish").map((p) => [text(p.payload), p.retain]);
+    expect(flags(asPublished)).toEqual([
+      ["kept", true],
+      ["not", false],
+    ]);
+    expect(flags(plain)).toEqual([
+      ["kept", false],
+      ["not", false],
+    ]);
+    // A later subscriber gets the topic's newest message as retained, at QoS min(1, 2).
+    const late = await world.connected("late");
+    subscribe(late, "r/kept", 2);
+    await world.settle();
+    expect(late.take("publish").map((p) => [text(p.payload), p.retain, p.qos])).toEqual([
+      ["kept", true, 1],
+    ]);
   });
 });

@@ -7,10 +7,30 @@
  *
  * Properties written by a native client are opaque bytes to the server: ones that do not decode as
  * MQTT 5 PUBLISH properties are given to MQTT subscribers as none.
+ *
+ * The door's own user properties (reserved, docs/mqtt.md): `aria-qos` (`0` or `1`: the QoS the
+ * message was published with; absent: 2, or not published over MQTT) and `aria-retain` (`1`: the
+ * retain flag was set). Written last, read back and stripped before delivery to MQTT clients; a
+ * client's own user properties of those names are dropped when it publishes.
  */
 import { Reader, vbiBytes, Writer } from "./codec_bytes.ts";
-import type { Properties } from "./packets.ts";
+import type { Properties, QoS } from "./packets.ts";
 import { readProperties, writeProperties } from "./properties.ts";
+
+/** The door's user property naming a publish QoS of 0 or 1. */
+export const ARIA_QOS = "aria-qos";
+/** The door's user property saying the retain flag was set. */
+export const ARIA_RETAIN = "aria-retain";
+
+/** A stored message as MQTT sees it: its properties and how it was published. */
+export interface StoredMessage {
+  /** The kept properties, without the door's own user properties. */
+  properties: Properties;
+  /** The QoS it was published with (2 when the message does not say). */
+  qos: QoS;
+  /** Its retain flag when published. */
+  retain: boolean;
+}
 
 /** The properties of a PUBLISH that travel with its message. */
 export function keptProperties(properties: Properties): Properties {
@@ -22,17 +42,36 @@ export function keptProperties(properties: Properties): Properties {
   if (properties.contentType !== undefined) kept.contentType = properties.contentType;
   if (properties.responseTopic !== undefined) kept.responseTopic = properties.responseTopic;
   if (properties.correlationData !== undefined) kept.correlationData = properties.correlationData;
-  if (properties.userProperties !== undefined && properties.userProperties.length > 0)
-    kept.userProperties = properties.userProperties;
+  const user = properties.userProperties?.filter(([name]) => !DOOR_NAMES.has(name));
+  if (user !== undefined && user.length > 0) kept.userProperties = user;
   return kept;
 }
 
+const DOOR_NAMES: ReadonlySet<string> = new Set([ARIA_QOS, ARIA_RETAIN]);
+
 const EMPTY = new Uint8Array(0);
 
-/** The log's bytes of a PUBLISH's kept properties (empty when it has none). */
-export function encodeStoredProperties(properties: Properties): Uint8Array {
+/**
+ * The log's bytes of a PUBLISH's kept properties, with its QoS and retain flag (as the door's
+ * user properties, when not 2 and not 0); empty when there is nothing to keep.
+ */
+export function encodeStoredProperties(
+  properties: Properties,
+  qos: QoS = 2,
+  retain = false,
+): Uint8Array {
   const kept = keptProperties(properties);
-  if (Object.keys(kept).length === 0) return EMPTY;
+  if (Object.keys(kept).length === 0) return DOOR_ONLY[qos][retain ? 1 : 0];
+  if (qos < 2 || retain) {
+    const user = kept.userProperties === undefined ? [] : [...kept.userProperties];
+    if (qos < 2) user.push([ARIA_QOS, String(qos)]);
+    if (retain) user.push([ARIA_RETAIN, "1"]);
+    kept.userProperties = user;
+  }
+  return encodeKept(kept);
+}
+
+function encodeKept(kept: Properties): Uint8Array {
   const writer = new Writer(64);
   writeProperties(writer, kept, "publish");
   // finish() puts a type byte and the body's length in front; the body is length + properties.
@@ -43,9 +82,51 @@ export function encodeStoredProperties(properties: Properties): Uint8Array {
   return packet.slice(reader.offset, reader.offset + length);
 }
 
-/** The MQTT properties of a message's native properties bytes (none when they do not decode). */
-export function decodeStoredProperties(bytes: Uint8Array): Properties {
-  if (bytes.length === 0) return {};
+/** The bytes of a message with no properties but the door's: [qos][retain]. */
+const DOOR_ONLY: readonly (readonly [Uint8Array, Uint8Array])[] = ([0, 1, 2] as const).map(
+  (qos) =>
+    [false, true].map((retain) => {
+      const user: [string, string][] = [];
+      if (qos < 2) user.push([ARIA_QOS, String(qos)]);
+      if (retain) user.push([ARIA_RETAIN, "1"]);
+      return user.length === 0 ? EMPTY : encodeKept({ userProperties: user });
+    }) as [Uint8Array, Uint8Array],
+);
+
+/**
+ * A stored message's properties bytes as MQTT sees them (no properties when they do not decode):
+ * the door's own user properties read and taken out.
+ */
+export function decodeStoredProperties(bytes: Uint8Array): StoredMessage {
+  if (bytes.length === 0) return { properties: {}, qos: 2, retain: false };
+  // The common case, a message with no properties of its publisher's, needs no decoding.
+  for (let qos = 0; qos < 3; qos++)
+    for (let retain = 0; retain < 2; retain++)
+      if (sameBytes(bytes, DOOR_ONLY[qos][retain]))
+        return { properties: {}, qos: qos as QoS, retain: retain === 1 };
+  const properties = decodeKept(bytes);
+  let qos: QoS = 2;
+  let retain = false;
+  const user = properties.userProperties;
+  if (user?.some(([name]) => DOOR_NAMES.has(name))) {
+    for (const [name, value] of user) {
+      if (name === ARIA_QOS && (value === "0" || value === "1")) qos = Number(value) as QoS;
+      else if (name === ARIA_RETAIN && value === "1") retain = true;
+    }
+    const others = user.filter(([name]) => !DOOR_NAMES.has(name));
+    if (others.length > 0) properties.userProperties = others;
+    else delete properties.userProperties;
+  }
+  return { properties, qos, retain };
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length || a.length === 0) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function decodeKept(bytes: Uint8Array): Properties {
   const framed = new Uint8Array(vbiBytes(bytes.length) + bytes.length);
   let at = 0;
   let rest = bytes.length;
@@ -57,7 +138,12 @@ export function decodeStoredProperties(bytes: Uint8Array): Properties {
   } while (rest > 0);
   framed.set(bytes, at);
   try {
-    return keptProperties(readProperties(new Reader(framed, 0, framed.length), "publish"));
+    // Not keptProperties: it would drop the door's user properties, which the caller reads.
+    const read = readProperties(new Reader(framed, 0, framed.length), "publish");
+    const kept = keptProperties({ ...read, userProperties: undefined });
+    if (read.userProperties !== undefined && read.userProperties.length > 0)
+      kept.userProperties = read.userProperties;
+    return kept;
   } catch {
     return {};
   }
