@@ -38,7 +38,7 @@ import { CatchUp, RECOVERY_SECONDS_BOUNDS } from "./catch_up.ts";
 import { Delivery } from "./delivery.ts";
 import { Dispatch, type DispatchOptions } from "./dispatch.ts";
 import { LiveFanout } from "./live_fanout.ts";
-import { Latest, type LatestMessage } from "./latest.ts";
+import { Latest, type LatestEntry, type LatestMessage } from "./latest.ts";
 import { type ConsumerInfo, ConsumerRegistry } from "./consumer_registry.ts";
 import type { BrokerStore, Clock, Connection, ConsumerStore, Scheduler } from "./ports.ts";
 import { Sequencer } from "./sequencer.ts";
@@ -193,6 +193,16 @@ export class Broker {
    */
   latestOf(filter: Filter): Promise<LatestMessage[]> {
     return this.latest.latestOf(filter);
+  }
+
+  /** Each topic matching `filter` with its newest visible seq, in seq order (latest.ts). */
+  newestOf(filter: Filter): Promise<LatestEntry[]> {
+    return this.latest.newestOf(filter);
+  }
+
+  /** The messages of newestOf's `entries`, copies; one retention removed is left out. */
+  latestMessagesOf(entries: readonly LatestEntry[]): Promise<LatestMessage[]> {
+    return this.latest.messagesOf(entries);
   }
 
   // ---- Events ------------------------------------------------------------------------------

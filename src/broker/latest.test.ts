@@ -139,4 +139,26 @@ describe("latestOf", () => {
       `41 new/t=${"m39".padEnd(40, ".")} []`,
     ]);
   });
+
+  test("the store is scanned once for all filters, also by callers asking at once", async () => {
+    const store = new MemoryStore();
+    const first = start(store, 1024);
+    for (let i = 0; i < 8; i++) first.publish(`dt/${i}`, `v${i}`);
+    await first.settle();
+    const restarted = start(store, 1024);
+    const read = store.read.bind(store);
+    let scans = 0;
+    store.read = (filter: Filter, from: { seq: number } | { timeUs: number }) => {
+      // A scan reads a filter; a message is read by its topic.
+      if (filter.toString().includes("*")) scans++;
+      return read(filter, from);
+    };
+    const asked = await Promise.all([
+      ...Array.from({ length: 20 }, () => restarted.broker.latestOf(Filter.of("dt/**"))),
+      restarted.broker.latestOf(Filter.of("dt/3")),
+      restarted.broker.latestOf(Filter.of("dt/*")),
+    ]);
+    expect(asked.map((messages) => messages.length)).toEqual([...Array(20).fill(8), 1, 8]);
+    expect(scans).toBe(1);
+  });
 });

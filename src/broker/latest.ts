@@ -3,12 +3,13 @@
  * message (the MQTT door asks when a client subscribes). Nothing is copied per publish: the
  * sequencer keeps each topic id's newest seq since start in a typed array; the newest seq of the
  * topics as they were at start comes from the store, read once per filter the first time it is
- * asked (a scan of the partitions it reads, up to the seq the server started at), and kept as a
- * topic → seq map. A message is then read from the tip when it still holds it, else from the
- * store (one read per topic).
+ * asked (one scan of every partition, the first time any filter is asked, shared by all the
+ * callers, up to the seq the server started at), and kept as a topic → seq map. A message is then
+ * read from the tip when it still holds it, else from the store (one read per topic).
  *
- *   latestOf(filter) ─▶ newest seq per matching topic: max(sequencer's table, store scan's map)
- *                    ─▶ each message: tip (offsetOfSeq) or store.read(topic, seq)
+ *   newestOf(filter)   ─▶ newest seq per matching topic: max(sequencer's table, store scan's map)
+ *   messagesOf(list)   ─▶ each message: tip (offsetOfSeq) or store.read(topic, seq)
+ *   latestOf(filter)   ─▶ both (a caller that bounds its memory reads the list in batches)
  *
  * Not here: what MQTT does with them (an empty payload deletes a retained message there: the door
  * decides). Invariants: only visible (durable) messages are returned; a seq retention removed is
@@ -30,6 +31,12 @@ export interface LatestMessage {
   properties: Uint8Array;
 }
 
+/** A topic and the seq of its newest message. */
+export interface LatestEntry {
+  topic: string;
+  seq: number;
+}
+
 /** What Latest reads of the sequencer. */
 export interface NewestSeqs {
   /** The seq the next message gets. */
@@ -48,8 +55,8 @@ export class Latest {
   private readonly startSeq: number;
   /** Newest seq before start per topic, of the filters scanned so far. */
   private readonly stored = new Map<string, number>();
-  /** Scans done or under way, by filter text ("**" covers every filter). */
-  private readonly scans = new Map<string, Promise<void>>();
+  /** The store's scan, done or under way (null: not started, or it failed). */
+  private scanning: Promise<void> | null = null;
 
   constructor(
     private readonly options: {
@@ -64,7 +71,12 @@ export class Latest {
 
   /** The newest visible message of every topic matching `filter`, in seq order. */
   async latestOf(filter: Filter): Promise<LatestMessage[]> {
-    await this.scanned(filter);
+    return this.messagesOf(await this.newestOf(filter));
+  }
+
+  /** Each topic matching `filter` with its newest visible seq, in seq order (no payloads). */
+  async newestOf(filter: Filter): Promise<LatestEntry[]> {
+    await this.scanned();
     const newest = new Map<string, number>();
     for (const [topic, seq] of this.stored) if (filter.matches(topic)) newest.set(topic, seq);
     const { topics, sequencer } = this.options;
@@ -79,23 +91,33 @@ export class Latest {
     }
     // Published but not yet durable: answered once it is, never before (a crash could take it back).
     await sequencer.whenVisible(seqMax + 1);
+    const entries: LatestEntry[] = [];
+    for (const [topic, seq] of newest) entries.push({ topic, seq });
+    return entries.sort((a, b) => a.seq - b.seq);
+  }
+
+  /** The messages of `entries` (newestOf's), in their order; one whose seq is gone is left out. */
+  async messagesOf(entries: readonly LatestEntry[]): Promise<LatestMessage[]> {
     const messages: LatestMessage[] = [];
-    for (const [topic, seq] of newest) {
+    for (const { topic, seq } of entries) {
       const message = this.fromTip(topic, seq) ?? (await this.fromStore(topic, seq));
       if (message !== null) messages.push(message);
     }
-    return messages.sort((a, b) => a.seq - b.seq);
+    return messages;
   }
 
-  /** The store's newest seq before start of each topic matching `filter`, read once. */
-  private scanned(filter: Filter): Promise<void> {
-    const text = filter.toString();
-    const done = this.scans.get("**") ?? this.scans.get(text);
-    if (done !== undefined) return done;
-    const scan = this.scan(filter);
-    this.scans.set(text, scan);
+  /**
+   * The store's newest seq before start of every topic, read once: the first caller starts the
+   * scan, every other caller (any filter) waits for the same one.
+   */
+  private scanned(): Promise<void> {
+    if (this.scanning !== null) return this.scanning;
+    const scan = this.scan(Filter.of("**"));
+    this.scanning = scan;
     // A failed read is not remembered: the next call tries again.
-    scan.catch(() => this.scans.delete(text));
+    scan.catch(() => {
+      if (this.scanning === scan) this.scanning = null;
+    });
     return scan;
   }
 

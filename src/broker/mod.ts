@@ -6,7 +6,7 @@ export {
   type SubscriptionLag,
   RECOVERY_SECONDS_BOUNDS,
 } from "./broker.ts";
-export type { LatestMessage } from "./latest.ts";
+export type { LatestEntry, LatestMessage } from "./latest.ts";
 export {
   Consumer,
   type ConsumerInfo,
