@@ -96,6 +96,11 @@ export interface StoredSession {
   /** Seconds it is kept after `releasedUs` (SESSION_EXPIRY_NEVER: kept). */
   expiryS: number;
   releasedUs: number;
+  /**
+   * QoS 2 packet ids received and PUBRECed (or being stored), awaiting PUBREL: session state
+   * (MQTT-4.3.3), so a resent PUBLISH on the next connection is not published again.
+   */
+  qos2Received?: readonly number[];
 }
 
 /** What a session asks of the door that holds it. */
@@ -437,6 +442,12 @@ export class MqttSession implements NativeEvents {
       properties,
     });
     if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
+    // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
+    // (One still being stored then is stored by the old link, which ends after it.)
+    for (const packetId of claimed?.qos2Received ?? []) {
+      this.qos2Received.set(packetId, "acked");
+      this.inboundInFlight++;
+    }
     // Packets sent behind CONNECT waited for its answer.
     while (this.early.length > 0 && !this.closing)
       this.handle(this.early.shift() as Packet, this.lastInputUs);
@@ -1237,6 +1248,7 @@ export class MqttSession implements NativeEvents {
         })),
         expiryS: this.sessionExpiryS,
         releasedUs: this.lastInputUs,
+        qos2Received: [...this.qos2Received.keys()],
       };
     }
     for (const state of this.subscriptions.values()) {
