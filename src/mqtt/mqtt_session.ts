@@ -78,6 +78,29 @@ export interface SavedSubscription {
   identifier: number | undefined;
   /** Where it goes on: the first seq its client did not process, or its first start. */
   start: StartPosition;
+  /**
+   * Below `below`, only the seqs in `again` go to the client again (held, never sent): the others
+   * were processed, or are in StoredSession.inflight. Absent: everything from `start`.
+   */
+  resume?: { below: number; again: readonly number[] };
+}
+
+/** A message as it went to the client (kept in flight, and with a session for its resume). */
+export type SentMessage = Pick<
+  Outgoing,
+  "seq" | "topic" | "payload" | "properties" | "qos" | "retain" | "retainFlag"
+>;
+
+/** A QoS 1/2 PUBLISH sent and not acknowledged when its connection ended. */
+export interface SavedFlight {
+  packetId: number;
+  /** The MQTT filter of its subscription. */
+  filter: string;
+  /** Part of its subscription's position (not a retained message, nor of one unsubscribed). */
+  inPosition: boolean;
+  /** QoS 2: PUBREC came and PUBREL was sent; PUBCOMP is awaited. */
+  released: boolean;
+  message: SentMessage;
 }
 
 /** A topic's newest message, as the broker gives it for retained messages (its LatestMessage). */
@@ -96,6 +119,8 @@ export interface StoredSession {
   /** Seconds it is kept after `releasedUs` (SESSION_EXPIRY_NEVER: kept). */
   expiryS: number;
   releasedUs: number;
+  /** Its PUBLISHes (and PUBRELs) in flight, in the order sent: again, DUP, on resume [MQTT-4.4.0-1]. */
+  inflight?: readonly SavedFlight[];
   /**
    * QoS 2 packet ids received and PUBRECed (or being stored), awaiting PUBREL: session state
    * (MQTT-4.3.3), so a resent PUBLISH on the next connection is not published again.
@@ -160,6 +185,9 @@ interface SubscriptionState {
   /** Shared: the seqs of its DATA in the order they came, from `deliveredHead` on. */
   delivered: number[];
   deliveredHead: number;
+  /** A resumed session's: seqs below `skipBelow` come to the client only when in `again`. */
+  skipBelow: number;
+  again: Set<number>;
 }
 
 interface Outgoing {
@@ -185,6 +213,8 @@ interface InFlight {
   released: boolean;
   /** A retained message (not part of the subscription's position). */
   retain: boolean;
+  /** What was sent (for a resume of the session). */
+  message: SentMessage;
 }
 
 interface PendingRequest {
@@ -442,6 +472,7 @@ export class MqttSession implements NativeEvents {
       properties,
     });
     if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
+    if (claimed?.inflight !== undefined) this.resend(claimed.inflight);
     // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
     // (One still being stored then is stored by the old link, which ends after it.)
     for (const packetId of claimed?.qos2Received ?? []) {
@@ -662,6 +693,8 @@ export class MqttSession implements NativeEvents {
         shared: mapped.share !== null,
         delivered: [],
         deliveredHead: 0,
+        skipBelow: 0,
+        again: new Set(),
       };
       suback.waiting++;
       this.openSubscription(state, { suback, index });
@@ -726,6 +759,8 @@ export class MqttSession implements NativeEvents {
       shared: mapped.share !== null,
       delivered: [],
       deliveredHead: 0,
+      skipBelow: saved.resume?.below ?? 0,
+      again: new Set(saved.resume?.again),
     });
   }
 
@@ -897,6 +932,8 @@ export class MqttSession implements NativeEvents {
       if (seq + 1 > state.positionSeq) state.positionSeq = seq + 1;
       if (seq > state.lastDataSeq) state.lastDataSeq = seq;
       if (state.shared) state.delivered.push(seq);
+      // A resumed session: what its client processed, or has in flight again, does not come again.
+      if (seq < state.skipBelow && !state.again.delete(seq)) continue;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
@@ -961,6 +998,7 @@ export class MqttSession implements NativeEvents {
           qos: next.qos,
           released: false,
           retain: next.retain,
+          message: next,
         });
       else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
@@ -987,6 +1025,7 @@ export class MqttSession implements NativeEvents {
     state: SubscriptionState,
     message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos" | "retainFlag">,
     packetId: number,
+    dup = false,
   ): boolean {
     let properties: Properties = {};
     if (this.protocolVersion === 5) {
@@ -1004,7 +1043,7 @@ export class MqttSession implements NativeEvents {
       payload: message.payload,
       qos: message.qos,
       retain: message.retainFlag,
-      dup: false,
+      dup,
       properties,
     };
     if (message.qos > 0) packet.packetId = packetId;
@@ -1231,6 +1270,90 @@ export class MqttSession implements NativeEvents {
     return this.phase === "closed" && this.link.ended;
   }
 
+  /** The PUBLISHes in flight, for the session's resume (a shared group's go to its members). */
+  private savedFlights(): SavedFlight[] {
+    const saved: SavedFlight[] = [];
+    for (const [packetId, flight] of this.inflight) {
+      const state = flight.subscription;
+      if (state.shared) continue;
+      const inPosition = !flight.retain && this.byNativeId.get(state.nativeId) === state;
+      saved.push({
+        packetId,
+        filter: state.filter,
+        inPosition,
+        released: flight.released,
+        message: flight.message,
+      });
+    }
+    return saved;
+  }
+
+  /** Which seqs below its position a subscription's resume sends again (SavedSubscription). */
+  private resumeOf(state: SubscriptionState): SavedSubscription["resume"] {
+    if (state.shared || state.positionSeq === 0) return undefined;
+    const flying = new Set<number>();
+    for (const flight of this.inflight.values())
+      if (flight.subscription === state && !flight.retain) flying.add(flight.seq);
+    const again = [...state.unprocessed].filter((seq) => !flying.has(seq));
+    return { below: state.positionSeq, again };
+  }
+
+  /**
+   * A resumed session's PUBLISHes in flight go again with their packet ids and DUP, and PUBRELs
+   * again for QoS 2 ones PUBRECed [MQTT-4.4.0-1], in the order first sent.
+   */
+  private resend(flights: readonly SavedFlight[]): void {
+    // Their seqs are the first unprocessed of their subscriptions, in seq order.
+    const bySeq = [...flights].sort((a, b) => a.message.seq - b.message.seq);
+    for (const flight of bySeq) {
+      const state = flight.inPosition ? this.subscriptions.get(flight.filter) : undefined;
+      if (state !== undefined && !flight.released) state.unprocessed.add(flight.message.seq);
+    }
+    for (const flight of flights) {
+      const found = flight.inPosition ? this.subscriptions.get(flight.filter) : undefined;
+      const state = found ?? this.detachedState(flight.filter);
+      const message = flight.message;
+      this.inflight.set(flight.packetId, {
+        subscription: state,
+        seq: message.seq,
+        qos: message.qos,
+        released: flight.released,
+        retain: found === undefined,
+        message,
+      });
+      if (flight.released) this.ack("pubrel", flight.packetId, REASON.SUCCESS);
+      else if (!this.sendMessage(state, message, flight.packetId, true)) {
+        // Too large for the client's new Maximum Packet Size: skipped.
+        this.inflight.delete(flight.packetId);
+        state.unprocessed.delete(message.seq);
+      }
+    }
+  }
+
+  /** A subscription no longer there, for a message in flight of it (outside any position). */
+  private detachedState(filter: string): SubscriptionState {
+    return {
+      filter,
+      entries: [],
+      options: { filter, qos: 0, noLocal: false, retainAsPublished: false, retainHandling: 2 },
+      identifier: undefined,
+      dollarExcluded: false,
+      nativeId: -1,
+      start: { kind: "live" },
+      unprocessed: new Set(),
+      positionSeq: 0,
+      durable: undefined,
+      lastDataSeq: 0,
+      ackedSeq: 0,
+      wantsRetained: false,
+      shared: false,
+      delivered: [],
+      deliveredHead: 0,
+      skipBelow: 0,
+      again: new Set(),
+    };
+  }
+
   /** Once, at the connection's end: native subscriptions end; the session is kept or not. */
   private finished = false;
   private finish(): void {
@@ -1245,9 +1368,11 @@ export class MqttSession implements NativeEvents {
           options: state.options,
           identifier: state.identifier,
           start: resumeOf(state),
+          resume: this.resumeOf(state),
         })),
         expiryS: this.sessionExpiryS,
         releasedUs: this.lastInputUs,
+        inflight: this.savedFlights(),
         qos2Received: [...this.qos2Received.keys()],
       };
     }

@@ -152,3 +152,72 @@ describe("MQTT session: delivered QoS and retain flag [MQTT-3.8.4-8]", () => {
     ]);
   });
 });
+
+describe("MQTT session: redelivery on resume [MQTT-4.4.0-1]", () => {
+  const connect = (world: DoorWorld, version: 4 | 5) => {
+    const client = world.client(version);
+    client.send({
+      type: "connect",
+      protocolVersion: version,
+      clientId: "resumer",
+      cleanStart: false,
+      keepAlive: 0,
+      properties: version === 5 ? { sessionExpiryInterval: 60 } : {},
+    });
+    return client;
+  };
+  /** What a client got, in order: PUBLISH as "topic payload #id dup", PUBREL as "PUBREL #id". */
+  const seen = (client: Client) =>
+    client.received.splice(0).flatMap((p) => {
+      if (p.type === "publish")
+        return [`${p.topic} ${text(p.payload)} #${p.packetId}${p.dup ? " dup" : ""}`];
+      if (p.type === "pubrel") return [`PUBREL #${p.packetId}`];
+      return [];
+    });
+  const ack = (client: Client, type: "puback" | "pubrec" | "pubcomp", packetId: number) =>
+    client.send({ type, packetId, reasonCode: 0, properties: {} });
+
+  for (const inMemorySessions of [false, true])
+    for (const version of [4, 5] as const)
+      test(`unacknowledged PUBLISHes go again with their ids and DUP, PUBRELs again (${inMemorySessions ? "in memory" : "durable"}, v${version})`, async () => {
+        const world = new DoorWorld({ inMemorySessions });
+        const first = connect(world, version);
+        await world.settle();
+        subscribe(first, "d/#", 2);
+        await world.settle();
+        first.received.length = 0;
+        const pub = await world.connected("pub");
+        for (const [i, payload] of ["a", "b", "c"].entries())
+          publish(pub, "d/x", payload, 2, i + 1);
+        await world.settle();
+        expect(seen(first)).toEqual(["d/x a #1", "d/x b #2", "d/x c #3"]);
+        ack(first, "pubrec", 1); // PUBREL 1 comes; no PUBCOMP: it goes again
+        ack(first, "pubrec", 3); // "c" done, out of order: not again
+        await world.settle();
+        ack(first, "pubcomp", 3);
+        await world.settle();
+        expect(seen(first)).toEqual(["PUBREL #1", "PUBREL #3"]);
+        first.drop();
+        await world.settle();
+        publish(pub, "d/x", "d", 2, 4);
+        await world.settle();
+        const second = connect(world, version);
+        await world.settle();
+        expect(second.take("connack").map((p) => p.sessionPresent)).toEqual([true]);
+        expect(seen(second)).toEqual(["PUBREL #1", "d/x b #2 dup", "d/x d #3"]);
+        ack(second, "pubcomp", 1);
+        ack(second, "pubrec", 2);
+        ack(second, "pubrec", 3);
+        await world.settle();
+        expect(seen(second)).toEqual(["PUBREL #2", "PUBREL #3"]);
+        ack(second, "pubcomp", 2);
+        ack(second, "pubcomp", 3);
+        await world.settle();
+        second.drop();
+        await world.settle();
+        // Everything acknowledged: nothing comes again.
+        const third = connect(world, version);
+        await world.settle();
+        expect(seen(third)).toEqual([]);
+      });
+});
