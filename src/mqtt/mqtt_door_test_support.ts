@@ -130,7 +130,10 @@ export class DoorWorld {
             list: () => this.broker.consumerList(),
             remove: (name) => this.broker.removeConsumer(name),
           },
-      retained: (entries) => this.broker.latestOf(Filter.of(...entries)),
+      retained: {
+        newest: (entries) => this.broker.newestOf(Filter.of(...entries)),
+        read: (entries) => this.broker.latestMessagesOf(entries),
+      },
       ariaSeq: options.ariaSeq,
     });
   }

@@ -27,6 +27,11 @@ export const MQTT_TOPIC_ALIASES_MAX = 64;
  * then stop and keep a position, as for a slow native client.
  */
 export const MQTT_HELD_BYTES_MAX = 256 * 1024;
+/**
+ * Retained messages a subscription reads at a time (payloads copied); the next batch is read once
+ * the session takes more (MQTT_HELD_BYTES_MAX, the client's window).
+ */
+export const MQTT_RETAINED_BATCH = 64;
 /** Packets a client may send after CONNECT before the server answered it (they wait for it). */
 export const MQTT_EARLY_PACKETS_MAX = 256;
 /**

@@ -38,6 +38,7 @@ import {
   MQTT_EARLY_BYTES_MAX,
   MQTT_EARLY_PACKETS_MAX,
   MQTT_HELD_BYTES_MAX,
+  MQTT_RETAINED_BATCH,
   MQTT_INFLIGHT_V4,
   MQTT_KEEP_ALIVE_GRACE,
   MQTT_PACKET_BYTES_MAX,
@@ -112,6 +113,34 @@ export interface RetainedMessage {
   properties: Uint8Array;
 }
 
+/** A topic and the seq of its newest message (the broker's LatestEntry). */
+export interface RetainedEntry {
+  topic: string;
+  seq: number;
+}
+
+/**
+ * Where retained messages come from (the broker's Latest): the topics first, without payloads,
+ * then their messages a batch at a time, so a session holds no more than its back-pressure allows.
+ */
+export interface RetainedSource {
+  /** Each topic an Aria filter matches with its newest visible seq, in seq order. */
+  newest(entries: readonly string[]): Promise<readonly RetainedEntry[]>;
+  /** The messages of `entries`, in their order (one retention removed is left out). */
+  read(entries: readonly RetainedEntry[]): Promise<readonly RetainedMessage[]>;
+}
+
+/** A subscription's retained messages being read: one read at a time, from `next` on. */
+interface RetainedRead {
+  /** Only messages below it (the subscription gets the rest live). */
+  beforeSeq: number;
+  /** The topics to send (null: being listed). */
+  list: readonly RetainedEntry[] | null;
+  next: number;
+  /** A batch is being read. */
+  reading: boolean;
+}
+
 /** What a session leaves behind when its connection ends with a session expiry. */
 export interface StoredSession {
   clientId: string;
@@ -143,11 +172,8 @@ export interface SessionDoor {
   readonly durableSessions: boolean;
   /** Removes the durable consumer `name` once the frames sent so far are handled. */
   removeConsumerSoon(name: string): void;
-  /**
-   * The newest message of every topic an Aria filter matches (MQTT's retained messages), in seq
-   * order; absent: retained messages are not served.
-   */
-  readonly retained?: (entries: readonly string[]) => Promise<readonly RetainedMessage[]>;
+  /** Each topic's newest message (MQTT's retained messages); absent: none are served. */
+  readonly retained?: RetainedSource;
   /** True when each PUBLISH to an MQTT 5 subscriber carries user property `aria-seq`. */
   readonly ariaSeq: boolean;
   /**
@@ -180,6 +206,8 @@ interface SubscriptionState {
   ackedSeq: number;
   /** Retained messages are sent once SUBSCRIBED says where it starts (retain handling). */
   wantsRetained: boolean;
+  /** Its retained messages being read (a SUBSCRIBE of it again replaces the read). */
+  retainedRead?: RetainedRead;
   /** A member of a shared group (`$share/G/f`): acknowledged in delivery order. */
   shared: boolean;
   /** Shared: the seqs of its DATA in the order they came, from `deliveredHead` on. */
@@ -806,16 +834,67 @@ export class MqttSession implements NativeEvents {
    * empty payload has none (MQTT's way of clearing a retained message).
    */
   private sendRetained(state: SubscriptionState, beforeSeq: number): void {
-    const retained = this.door.retained;
-    if (retained === undefined) return;
-    void retained(state.entries).then(
-      (messages) => this.deliverRetained(state, beforeSeq, messages),
-      (error: unknown) =>
-        this.door.log?.warn("mqtt retained messages not read", {
-          client: this.clientId,
-          reason: error instanceof Error ? error.message : String(error),
-        }),
+    if (this.door.retained === undefined) return;
+    // One read per subscription: this one replaces (cancels) the one before; a listing under
+    // way lists again for this one when it ends.
+    const listing = state.retainedRead?.list === null;
+    state.retainedRead = { beforeSeq, list: null, next: 0, reading: false };
+    if (!listing) this.listRetained(state);
+  }
+
+  private listRetained(state: SubscriptionState): void {
+    const read = state.retainedRead;
+    const source = this.door.retained;
+    if (read === undefined || source === undefined) return;
+    void source.newest(state.entries).then(
+      (list) => {
+        if (state.retainedRead !== read) {
+          if (state.retainedRead?.list === null) this.listRetained(state);
+          return;
+        }
+        read.list = list.filter((entry) => entry.seq < read.beforeSeq);
+        this.moreRetained();
+      },
+      (error: unknown) => this.retainedFailed(state, read, error),
     );
+  }
+
+  /**
+   * Reads the next batch of each subscription's retained messages, under the session's
+   * back-pressure: none while the socket or the held messages are full, or the window's worth
+   * waits; pump() (acks, drained socket) calls it again. Nothing once the client is gone.
+   */
+  private moreRetained(): void {
+    const source = this.door.retained;
+    if (source === undefined || this.closing) return;
+    for (const state of this.byNativeId.values()) {
+      const read = state.retainedRead;
+      if (read === undefined || read.list === null || read.reading) continue;
+      if (read.next >= read.list.length) {
+        state.retainedRead = undefined;
+        continue;
+      }
+      if (!this.accepting || this.held.length - this.heldHead >= this.window) return;
+      const batch = read.list.slice(read.next, read.next + MQTT_RETAINED_BATCH);
+      read.next += batch.length;
+      read.reading = true;
+      void source.read(batch).then(
+        (messages) => {
+          read.reading = false;
+          if (state.retainedRead !== read || this.byNativeId.get(state.nativeId) !== state) return;
+          this.deliverRetained(state, read.beforeSeq, messages);
+        },
+        (error: unknown) => this.retainedFailed(state, read, error),
+      );
+    }
+  }
+
+  private retainedFailed(state: SubscriptionState, read: RetainedRead, error: unknown): void {
+    if (state.retainedRead === read) state.retainedRead = undefined;
+    this.door.log?.warn("mqtt retained messages not read", {
+      client: this.clientId,
+      reason: error instanceof Error ? error.message : String(error),
+    });
   }
 
   private deliverRetained(
@@ -1007,6 +1086,7 @@ export class MqttSession implements NativeEvents {
       this.heldHead = 0;
     }
     for (const state of this.byNativeId.values()) this.progress(state);
+    this.moreRetained();
   }
 
   private takePacketId(): number {
@@ -1204,6 +1284,7 @@ export class MqttSession implements NativeEvents {
       return;
     }
     if (this.accepting) this.link.drained();
+    this.moreRetained();
   }
 
   /** The socket closed (either side). */

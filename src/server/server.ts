@@ -295,7 +295,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
             list: () => broker.consumerList(),
             remove: (name) => broker.removeConsumer(name),
           },
-          retained: (entries) => broker.latestOf(Filter.of(...entries)),
+          retained: {
+            newest: (entries) => broker.newestOf(Filter.of(...entries)),
+            read: (entries) => broker.latestMessagesOf(entries),
+          },
           ariaSeq: options.mqttAriaSeq ?? true,
           log,
         });
