@@ -31,29 +31,58 @@ export const PYTHON = "/usr/bin/python3";
 const DOES_NOT_APPLY_EXIT = 77;
 
 /**
- * The tests of test/broker that pass on Aria today: `bun test` (tests/mosquitto_suite.test.ts)
- * runs them and fails on any regression. Extend as Aria's door grows (the table says which).
+ * The tests of test/broker that pass on Aria today (each passed 3 full runs of 3): `bun test`
+ * (tests/mosquitto_suite.test.ts) runs them and fails on any regression. Extend as Aria's door
+ * grows (the table says which).
  */
 export const ARIA_PASSING: readonly string[] = [
+  "01-connect-575314",
   "01-connect-bad-packet",
   "01-connect-disconnect-v5",
+  "01-connect-invalid-id-0",
+  "01-connect-invalid-id-missing",
   "01-connect-invalid-protonum",
   "01-connect-invalid-reserved",
+  "01-connect-success",
   "02-subhier-crash",
+  "02-subpub-qos0",
+  "02-subpub-qos0-topic-alias",
+  "02-subpub-qos1",
+  "02-subpub-qos1-message-expiry-will",
+  "02-subpub-qos2",
+  "02-subpub-qos2-pubrec-error",
+  "02-subpub-recover-subscriptions",
   "02-subscribe-dollar-v5",
+  "02-subscribe-persistence-flipflop",
   "02-subscribe-qos0",
   "02-subscribe-qos1",
   "02-subscribe-qos2",
   "02-unsubscribe-qos0",
   "02-unsubscribe-qos1",
-  "02-unsubscribe-qos2-multiple",
   "02-unsubscribe-qos2",
+  "02-unsubscribe-qos2-multiple",
   "03-pattern-matching",
+  "03-publish-b2c-qos1-len",
+  "03-publish-b2c-qos2-len",
   "03-publish-c2b-qos2-len",
   "03-publish-dollar",
   "03-publish-qos2",
+  "04-retain-qos0-clear",
+  "04-retain-qos0-fresh",
+  "04-retain-qos0-repeated",
+  "05-clean-session-qos1",
   "05-session-expiry-v5",
+  "07-will-delay-session-expiry",
+  "07-will-delay-session-expiry2",
+  "07-will-disconnect-with-will",
+  "07-will-null",
+  "07-will-qos0",
+  "07-will-reconnect-1273",
   "12-prop-maximum-packet-size-connect",
+  "12-prop-maximum-packet-size-publish",
+  "12-prop-response-topic",
+  "12-prop-response-topic-correlation-data",
+  "12-prop-subpub-content-type",
 ];
 
 /** A test of the suite: its file name and how many ports it takes as arguments. */
@@ -110,6 +139,16 @@ function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Why Aria runs with `--mqtt-aria-seq off`: the suite compares the packets it receives byte for
+ * byte with the ones mosquitto sends, and Aria's default adds user property `aria-seq` to every
+ * PUBLISH to an MQTT 5 subscriber (docs/mqtt.md). Off, the PUBLISH carries the publisher's
+ * properties only, which is what the tests check.
+ */
+export const ARIA_SEQ_NOTE =
+  "Aria runs with `--mqtt-aria-seq off`: the suite compares packets byte for byte, and Aria's " +
+  "default adds user property `aria-seq` to every PUBLISH to an MQTT 5 subscriber.";
+
 /** The argv the hook runs instead of mosquitto for Aria ({port}, {data} filled by the hook). */
 export function ariaBrokerArgv(binary: string): string[] {
   return [
@@ -117,6 +156,8 @@ export function ariaBrokerArgv(binary: string): string[] {
     "serve",
     "--mqtt-port",
     "{port}",
+    "--mqtt-aria-seq",
+    "off",
     "--port",
     "0",
     "--admin-port",
@@ -206,6 +247,38 @@ export function failureReason(output: string, exitCode: number | null, timedOut:
   const error = lines.filter((line) => /^[A-Za-z_.]*(Error|Exception|timeout)\b/.test(line)).pop();
   if (error !== undefined) return error;
   return `exit ${exitCode}, no FAIL line: the test's own check failed`;
+}
+
+/**
+ * A note when a failure is a difference MQTT 5 allows (docs/mqtt.md, "Checked against others"):
+ * Aria's DISCONNECT carries the reason code expected plus a Reason String, or Aria answers a
+ * refused MQTT 5 CONNECT with a CONNACK where mosquitto closes without one. Else "".
+ */
+export function allowedDifference(reason: string, version: string | undefined): string {
+  const disconnect = new RegExp(
+    "Received: DISCONNECT, rl=(\\d+), reason_code=(\\d+) " +
+      "Expected: DISCONNECT, rl=1, reason_code=(\\d+)",
+  ).exec(reason);
+  if (disconnect !== null && Number(disconnect[1]) > 1 && disconnect[2] === disconnect[3])
+    return "the reason code expected, plus a Reason String (MQTT 5 allows one in DISCONNECT)";
+  if (version === "5" && reason.includes("Received (not decoded, len=1): b' ' Expected:"))
+    return (
+      "a refusing CONNACK (with a Reason String) where the test expects a silent close; " +
+      "MQTT 5 allows either [MQTT-3.1.4-1]"
+    );
+  if (version === "5" && reason.includes("Received (not decoded, len=1): b'\\xe0' Expected:"))
+    return (
+      "a DISCONNECT with the reason code before the close where the test expects a silent " +
+      "close; MQTT 5 allows it (4.13)"
+    );
+  if (
+    /Received: PUBACK, rl=2, mid=(\d+) Expected: PUBACK, rl=3, mid=\1, reason_code=16/.test(reason)
+  )
+    return (
+      "PUBACK 0x00 where mosquitto says 0x10 no matching subscribers, a MAY: " +
+      "the log keeps the message for later readers"
+    );
+  return "";
 }
 
 /** What a test checks: its file's opening comment (`# Test whether ...`). */
@@ -306,7 +379,13 @@ export async function runTest(
     return { ...result, status: "n/a", reason: config ?? "needs mosquitto's config file" };
   const version = /proto_ver=(\d)/.exec(output)?.[1];
   const named = { "3": "MQTT 3.1", "4": "MQTT 3.1.1", "5": "MQTT 5" }[version ?? ""];
-  const reason = `${named === undefined ? "" : `${named}: `}${failureReason(output, exitCode, timedOut)}`;
+  const failure = failureReason(output, exitCode, timedOut);
+  const allowed = allowedDifference(failure, version);
+  const reason = [
+    named === undefined ? "" : `${named}: `,
+    allowed === "" ? "" : `allowed: ${allowed}. `,
+    failure,
+  ].join("");
   const purpose = testPurpose(readFileSync(join(brokerDir, test.name), "utf8"));
   return {
     ...result,
@@ -435,6 +514,13 @@ async function main(): Promise<number> {
     });
     columns.push({ title: "Aria", results });
   }
+  const when = new Date()
+    .toISOString()
+    .replace(/:\d\d\.\d+Z$/, " UTC")
+    .replace("T", " ");
+  const command = `npx bun scripts/mosquitto_suite.ts ${args.join(" ")}`;
+  process.stdout.write(`Run ${when}: \`${command}\`\n\n`);
+  if (binary !== undefined) process.stdout.write(`${ARIA_SEQ_NOTE}\n\n`);
   process.stdout.write(`${markdownTable(tests, columns)}\n`);
   const reference = columns.find((column) => column.title !== "Aria");
   if (reference !== undefined) {

@@ -9,6 +9,8 @@
 import { beforeAll, expect, test } from "bun:test";
 import {
   ARIA_PASSING,
+  allowedDifference,
+  ariaBrokerArgv,
   ariaConnackDefaults,
   type Broker,
   runSuite,
@@ -95,7 +97,7 @@ test("Aria's MQTT door passes the suite's tests it passed before (ARIA_PASSING),
   const connackProperties = await ariaConnackDefaults(binary);
   const results = await run({ kind: "aria", binary, connackProperties }, named(...ARIA_PASSING));
   expect(results.map(summary)).toEqual(results.map((r) => `${r.name}: pass `));
-}, 60_000);
+}, 120_000);
 
 test("with mosquitto's CONNACK defaults expected, an MQTT 5 test fails on Aria: the launcher's substitution is what lets it pass", async () => {
   const binary = await ensureBinary();
@@ -103,3 +105,31 @@ test("with mosquitto's CONNACK defaults expected, an MQTT 5 test fails on Aria: 
   expect(result!.status).toBe("fail");
   expect(result!.reason).toContain("Received incorrect connack");
 }, 30_000);
+
+test("Aria runs without aria-seq: the suite compares each PUBLISH byte for byte", () => {
+  const argv = ariaBrokerArgv("/x/aria").join(" ");
+  expect(argv).toContain("--mqtt-aria-seq off");
+});
+
+test("failures MQTT 5 allows are told apart: a Reason String, a CONNACK or DISCONNECT before a close", () => {
+  const disconnect = (rl: number, code: number) =>
+    `FAIL: Received incorrect disconnect. Received: DISCONNECT, rl=${rl}, reason_code=${code} ` +
+    `Expected: DISCONNECT, rl=1, reason_code=130`;
+  expect(allowedDifference(disconnect(32, 130), "5")).toContain("Reason String");
+  // Another reason code, or the same short packet, is a real difference.
+  expect(allowedDifference(disconnect(32, 129), "5")).toBe("");
+  expect(allowedDifference(disconnect(1, 130), "5")).toBe("");
+  const connack =
+    "FAIL: Received incorrect connack. Received (not decoded, len=1): b' ' Expected: ";
+  expect(allowedDifference(connack, "5")).toContain("MQTT 5 allows either");
+  // MQTT 3.1.1 allows no CONNACK for a malformed CONNECT.
+  expect(allowedDifference(connack, "4")).toBe("");
+  const early =
+    "FAIL: Received incorrect pingreq. Received (not decoded, len=1): b'\\xe0' Expected: ";
+  expect(allowedDifference(early, "5")).toContain("DISCONNECT");
+  expect(allowedDifference(early, "4")).toBe("");
+  const puback = (code: number) =>
+    `FAIL: Received incorrect puback. Received: PUBACK, rl=2, mid=19 Expected: PUBACK, rl=3, mid=19, reason_code=${code}`;
+  expect(allowedDifference(puback(16), "5")).toContain("0x10");
+  expect(allowedDifference(puback(135), "5")).toBe("");
+});
