@@ -175,14 +175,18 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     const previous = this.byClientId.get(clientId);
     if (previous !== undefined && previous !== session) {
       previous.takenOver();
-      // Its will: a delayed one is not sent if the session goes on; otherwise it is, now.
+      // Its will: not when this connection goes on with the session, nor when it has a will delay
+      // (a new connection of the client id came before it ran out, MQTT 5 [MQTT-3.1.2-8]); else
+      // now, as the session ends. Mosquitto does the same, for 3.1.1 too.
+      const continues = !cleanStart && previous.sessionExpiryS > 0;
       const delayed = (previous.will?.properties.willDelayInterval ?? 0) > 0;
-      if (delayed && !cleanStart) previous.cancelWill();
+      if (continues || delayed) previous.cancelWill();
       else previous.publishWill();
     }
-    // A will waiting for its delay is not sent once the client is back with its session.
+    // A will waiting for its delay is not sent once a new connection of its client id came,
+    // clean start or not [MQTT-3.1.2-8].
     for (const waiting of this.connections.values())
-      if (waiting !== session && waiting.socketGone && waiting.clientId === clientId && !cleanStart)
+      if (waiting !== session && waiting.socketGone && waiting.clientId === clientId)
         waiting.cancelWill();
     let kept = this.stored.get(clientId) ?? null;
     this.stored.delete(clientId);

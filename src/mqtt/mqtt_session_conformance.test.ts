@@ -221,3 +221,68 @@ describe("MQTT session: redelivery on resume [MQTT-4.4.0-1]", () => {
         expect(seen(third)).toEqual([]);
       });
 });
+
+describe("MQTT session: wills on takeover and reconnection [MQTT-3.1.2-8]", () => {
+  const connectWithWill = (
+    world: DoorWorld,
+    version: 4 | 5,
+    clean: boolean,
+    will: { delayS?: number } | null,
+  ) => {
+    const client = world.client(version);
+    client.send({
+      type: "connect",
+      protocolVersion: version,
+      clientId: "willer",
+      cleanStart: clean,
+      keepAlive: 0,
+      will:
+        will === null
+          ? undefined
+          : {
+              topic: "will/test",
+              payload: bytesOf("LWT"),
+              qos: 0,
+              retain: false,
+              properties: will.delayS === undefined ? {} : { willDelayInterval: will.delayS },
+            },
+      properties: version === 5 ? { sessionExpiryInterval: clean ? 0 : 60 } : {},
+    });
+    return client;
+  };
+  const wills = (client: Client) => client.take("publish").map((p) => text(p.payload));
+
+  for (const version of [4, 5] as const)
+    for (const clean1 of [true, false])
+      for (const clean2 of [true, false])
+        test(`takeover, v${version}, clean ${clean1} then ${clean2}: the will only when the session ends`, async () => {
+          const world = new DoorWorld();
+          const watcher = await world.connected("watcher");
+          subscribe(watcher, "will/#", 0);
+          await world.settle();
+          const old = connectWithWill(world, version, clean1, {});
+          await world.settle();
+          connectWithWill(world, version, clean2, null);
+          await world.settle();
+          expect(old.take("connack").length).toBe(1);
+          old.drop();
+          await world.advance(1_000_000);
+          expect(wills(watcher)).toEqual(clean1 || clean2 ? ["LWT"] : []);
+        });
+
+  test("a reconnection within the will delay cancels the will, with clean start too", async () => {
+    for (const clean of [false, true]) {
+      const world = new DoorWorld();
+      const watcher = await world.connected("watcher");
+      subscribe(watcher, "will/#", 0);
+      await world.settle();
+      const first = connectWithWill(world, 5, false, { delayS: 3 });
+      await world.settle();
+      first.drop();
+      await world.advance(1_000_000);
+      connectWithWill(world, 5, clean, null);
+      await world.advance(4_000_000);
+      expect(wills(watcher)).toEqual([]);
+    }
+  });
+});
