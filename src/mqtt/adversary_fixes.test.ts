@@ -7,7 +7,9 @@ import {
   DoorWorld,
   type FakeMqttClient,
 } from "./mqtt_door_test_support.ts";
+import { Filter } from "../topic/mod.ts";
 import type { ProtocolVersion } from "./packets.ts";
+import { decodeStoredProperties } from "./stored_properties.ts";
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 const bytesOf = (s: string) => new TextEncoder().encode(s);
@@ -170,4 +172,48 @@ describe("retained messages are read in bounded batches under the session's back
     expect(got.every((p) => p.retain)).toBe(true);
     expect(reads()).toBe(TOPICS);
   });
+});
+
+test("user properties named aria-… are Aria's: a publisher's aria-seq/aria-from are dropped", async () => {
+  const world = new DoorWorld();
+  const sub = await world.connected("sub");
+  subscribe(sub, "up/#");
+  await world.settle();
+  const pub = await world.connected("pub");
+  pub.send({
+    type: "publish",
+    topic: "up/a",
+    payload: bytesOf("m"),
+    qos: 0,
+    retain: false,
+    dup: false,
+    properties: {
+      userProperties: [
+        ["aria-seq", "999"],
+        ["k", "v"],
+        ["aria-from", "earliest"],
+        ["aria-x", "y"],
+      ],
+    },
+  });
+  await world.settle();
+  const [got] = sub.take("publish");
+  expect(got.properties.userProperties).toEqual([
+    ["k", "v"],
+    ["aria-seq", "1"],
+  ]);
+  // Nor does the log keep them (a native subscriber, a later retained read).
+  const [stored] = await world.broker.latestOf(Filter.of("up/a"));
+  expect(decodeStoredProperties(stored.properties).properties.userProperties).toEqual([["k", "v"]]);
+  // A native publisher's (raw properties bytes) are not given to MQTT subscribers either.
+  const str = (v: string) => [0, v.length, ...bytesOf(v)];
+  const native = Uint8Array.from([
+    0x26,
+    ...str("aria-seq"),
+    ...str("999"),
+    0x26,
+    ...str("k"),
+    ...str("v"),
+  ]);
+  expect(decodeStoredProperties(native).properties.userProperties).toEqual([["k", "v"]]);
 });

@@ -11,7 +11,8 @@
  * The door's own user properties (reserved, docs/mqtt.md): `aria-qos` (`0` or `1`: the QoS the
  * message was published with; absent: 2, or not published over MQTT) and `aria-retain` (`1`: the
  * retain flag was set). Written last, read back and stripped before delivery to MQTT clients; a
- * client's own user properties of those names are dropped when it publishes.
+ * client's own user properties named `aria-…` (any: `aria-seq` too) are dropped when it
+ * publishes, and a native publisher's are not given to MQTT clients.
  */
 import { Reader, vbiBytes, Writer } from "./codec_bytes.ts";
 import type { Properties, QoS } from "./packets.ts";
@@ -42,12 +43,18 @@ export function keptProperties(properties: Properties): Properties {
   if (properties.contentType !== undefined) kept.contentType = properties.contentType;
   if (properties.responseTopic !== undefined) kept.responseTopic = properties.responseTopic;
   if (properties.correlationData !== undefined) kept.correlationData = properties.correlationData;
-  const user = properties.userProperties?.filter(([name]) => !DOOR_NAMES.has(name));
+  const user = properties.userProperties?.filter(([name]) => !isAriaName(name));
   if (user !== undefined && user.length > 0) kept.userProperties = user;
   return kept;
 }
 
-const DOOR_NAMES: ReadonlySet<string> = new Set([ARIA_QOS, ARIA_RETAIN]);
+/**
+ * User properties whose name starts with `aria-` are Aria's (docs/mqtt.md): a publisher's are
+ * not kept (a client's own `aria-seq` would come before the real one), nor given to MQTT clients.
+ */
+export function isAriaName(name: string): boolean {
+  return name.startsWith("aria-");
+}
 
 const EMPTY = new Uint8Array(0);
 
@@ -108,12 +115,12 @@ export function decodeStoredProperties(bytes: Uint8Array): StoredMessage {
   let qos: QoS = 2;
   let retain = false;
   const user = properties.userProperties;
-  if (user?.some(([name]) => DOOR_NAMES.has(name))) {
+  if (user?.some(([name]) => isAriaName(name))) {
     for (const [name, value] of user) {
       if (name === ARIA_QOS && (value === "0" || value === "1")) qos = Number(value) as QoS;
       else if (name === ARIA_RETAIN && value === "1") retain = true;
     }
-    const others = user.filter(([name]) => !DOOR_NAMES.has(name));
+    const others = user.filter(([name]) => !isAriaName(name));
     if (others.length > 0) properties.userProperties = others;
     else delete properties.userProperties;
   }
