@@ -291,6 +291,12 @@ export class MqttSession implements NativeEvents {
   // Output to the client.
   private readonly queue: Uint8Array[] = [];
   private queuedBytes = 0;
+  /** Nesting of batchStart/receive: above 0, packets gather in `queue` for one socket write. */
+  private corked = 0;
+  /** True from a short socket write to the next `writable()`. */
+  private blocked = false;
+  /** Subscriptions whose position moved in the current batch (ACKed at its end). */
+  private readonly progressDue = new Set<SubscriptionState>();
   private clientPacketBytesMax = MQTT_PACKET_BYTES_MAX;
   private problemInformation = true;
   // Inbound publishes.
@@ -334,6 +340,15 @@ export class MqttSession implements NativeEvents {
     if (this.closing || this.phase === "closed") return;
     this.lastInputUs = nowUs;
     this.decoder.push(bytes);
+    this.batchStart();
+    try {
+      this.receivePackets(nowUs);
+    } finally {
+      this.batchEnd();
+    }
+  }
+
+  private receivePackets(nowUs: number): void {
     for (let result = this.decoder.next(); result !== null; result = this.decoder.next()) {
       if (!result.ok) {
         const error = result.error;
@@ -754,6 +769,11 @@ export class MqttSession implements NativeEvents {
    */
   private progress(state: SubscriptionState): void {
     if (state.durable === undefined || !this.byNativeId.has(state.nativeId)) return;
+    // In a batch the ACK waits for its end (one scan of `unprocessed`, not one per PUBACK).
+    if (this.corked > 0) {
+      this.progressDue.add(state);
+      return;
+    }
     if (state.shared) return this.progressShared(state);
     let processed = state.positionSeq - 1;
     for (const seq of state.unprocessed) if (seq - 1 < processed) processed = seq - 1;
@@ -811,6 +831,7 @@ export class MqttSession implements NativeEvents {
   }
 
   private dropSubscription(state: SubscriptionState): void {
+    this.settleProgress();
     this.subscriptions.delete(state.filter);
     this.byNativeId.delete(state.nativeId);
     this.link.unsubscribe(state.nativeId);
@@ -1267,24 +1288,71 @@ export class MqttSession implements NativeEvents {
     if (this.queuedBytes === 0) this.socket.close();
   }
 
+  /** A batch begins: packets gather (one socket write) and frames to the broker too. */
+  batchStart(): void {
+    if (this.corked++ === 0) this.link.cork();
+  }
+
+  /** A batch ends: what gathered goes out in one write (unless the socket is full). */
+  batchEnd(): void {
+    if (this.corked > 1) {
+      this.corked--;
+      return;
+    }
+    this.settleProgress();
+    this.corked = 0;
+    this.link.uncork();
+    if (this.blocked || this.socketGone || this.queue.length === 0) return;
+    this.writeQueue();
+    if (this.queue.length === 0 && this.closing) this.socket.close();
+  }
+
+  /** The ACKs a batch put off, before the batch ends or a subscription does. */
+  private settleProgress(): void {
+    if (this.progressDue.size === 0) return;
+    const corked = this.corked;
+    this.corked = 0;
+    for (const state of this.progressDue) this.progress(state);
+    this.progressDue.clear();
+    this.corked = corked;
+  }
+
   /** The socket can take more: queued packets go out; the link takes DATA again. */
   writable(): void {
-    while (this.queue.length > 0) {
-      const head = this.queue[0];
-      const written = this.socket.write(head);
-      this.queuedBytes -= written;
-      if (written < head.length) {
-        this.queue[0] = head.subarray(written);
-        return;
-      }
-      this.queue.shift();
-    }
+    this.blocked = false;
+    this.writeQueue();
+    if (this.queue.length > 0) return;
     if (this.closing) {
       this.socket.close();
       return;
     }
     if (this.accepting) this.link.drained();
     this.moreRetained();
+  }
+
+  /** Writes the queue, joined into one write, until the socket takes no more. */
+  private writeQueue(): void {
+    if (this.queue.length > 1) {
+      const joined = new Uint8Array(this.queuedBytes);
+      let at = 0;
+      for (const part of this.queue) {
+        joined.set(part, at);
+        at += part.length;
+      }
+      this.queue.length = 0;
+      this.queue.push(joined);
+    }
+    while (this.queue.length > 0) {
+      const head = this.queue[0];
+      const written = this.socket.write(head);
+      this.queuedBytes -= written;
+      if (written < head.length) {
+        this.queue[0] = head.subarray(written);
+        this.blocked = true;
+        return;
+      }
+      this.queue.shift();
+    }
   }
 
   /** The socket closed (either side). */
@@ -1440,6 +1508,7 @@ export class MqttSession implements NativeEvents {
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
+    this.settleProgress();
     let stored: StoredSession | null = null;
     if (this.phase === "connected" && this.sessionExpiryS > 0) {
       stored = {
@@ -1486,7 +1555,10 @@ export class MqttSession implements NativeEvents {
       if (bytes.length > this.clientPacketBytesMax) return false;
     }
     let written = 0;
-    if (this.queue.length === 0) written = this.socket.write(bytes);
+    if (this.queue.length === 0 && this.corked === 0) {
+      written = this.socket.write(bytes);
+      if (written < bytes.length) this.blocked = true;
+    }
     if (written < bytes.length) {
       this.queue.push(written === 0 ? bytes : bytes.subarray(written));
       this.queuedBytes += bytes.length - written;

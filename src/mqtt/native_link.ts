@@ -10,6 +10,14 @@
  * MQTT socket and the in-flight window have room); otherwise it returns 0, the broker queues and
  * stalls the subscriptions as for a slow socket, and `drained()` lets it go on.
  *
+ * Batches: between `cork()` and `uncork()` (the session's handling of one read of its socket, or
+ * of one broker write) PUBLISH and ACK frames gather and go to the broker in one `receive`:
+ * consecutive publishes of one topic share one native PUBLISH frame (each message keeps its own
+ * request id: the frame's PUBLISH_ACK or ERROR is told for each), and consecutive ACKs of one
+ * subscription become the last one. Any other frame goes at once, behind what gathered (the
+ * broker answers HELLO and SUBSCRIBE before the next packet is handled, as uncorked). Frames
+ * keep their order.
+ *
  * Not here: MQTT packets (mqtt_session.ts). Never calls the broker from inside a broker write
  * (the broker is mid-flush there): a frame sent while the broker writes waits for `soon`, in
  * order with the frames sent after it.
@@ -47,6 +55,9 @@ export interface NativeEvents {
   /** The broker stops reading this session (storage behind), and reads on. */
   pause(): void;
   resume(): void;
+  /** A broker write begins (its events follow) and ends: the session may gather its output. */
+  batchStart(): void;
+  batchEnd(): void;
 }
 
 /** An ERROR frame, as an MQTT session needs it. */
@@ -57,6 +68,9 @@ export interface NativeError {
   relatedId: number;
   reason: string;
 }
+
+/** Most messages one batched native PUBLISH frame carries (more start a new frame). */
+const PUBLISH_BATCH_MAX = 1024;
 
 /** One broker session driven in native frames. */
 export class NativeLink {
@@ -71,6 +85,15 @@ export class NativeLink {
   private inBrokerWrite = false;
   /** Frames sent while the broker wrote, for `soon`. */
   private readonly deferred: Uint8Array[] = [];
+  /** Nesting of `cork()`: above 0, frames gather in the writer. */
+  private corked = 0;
+  /** The open batched PUBLISH frame while corked: its topic, flag and request ids. */
+  private openPublish: { topic: string; withProperties: boolean; requestIds: number[] } | null =
+    null;
+  /** An ACK not yet written while corked (a later one of its subscription replaces it). */
+  private pendingAck: { subscriptionId: number; seq: number } | null = null;
+  /** Request ids of a batched PUBLISH frame by the frame's request id (its first message's). */
+  private readonly publishBatches = new Map<number, number[]>();
 
   constructor(
     private readonly broker: ConnectionEvents,
@@ -96,19 +119,49 @@ export class NativeLink {
     this.sessionId = this.broker.open(this.connection);
   }
 
-  /** HELLO with the credential as the token (null: none). */
-  hello(clientName: string, authToken: string | null): void {
-    encodeHello(this.writer, { version: 1, clientName, authToken });
-    this.send();
+  /** Frames from here to the matching `uncork()` go to the broker together. */
+  cork(): void {
+    this.corked++;
   }
 
-  /** PUBLISH of one message under `requestId`, with its properties bytes (empty: none). */
+  /** Ends a `cork()`; the outermost one sends what gathered. */
+  uncork(): void {
+    assert(this.corked > 0, "uncork() after cork()");
+    if (--this.corked === 0) this.send();
+  }
+
+  /** HELLO with the credential as the token (null: none). */
+  hello(clientName: string, authToken: string | null): void {
+    this.closeBatched();
+    encodeHello(this.writer, { version: 1, clientName, authToken });
+    this.deliver();
+  }
+
+  /**
+   * PUBLISH of one message under `requestId`, with its properties bytes (empty: none). Corked,
+   * it joins the open PUBLISH frame when that frame has its topic and properties flag and room.
+   */
   publish(requestId: number, topic: string, payload: Uint8Array, properties: Uint8Array): void {
     const withProperties = properties.length > 0;
-    this.writer.beginPublish(requestId, withProperties);
+    const open = this.openPublish;
+    if (
+      open !== null &&
+      (open.topic !== topic ||
+        open.withProperties !== withProperties ||
+        open.requestIds.length >= PUBLISH_BATCH_MAX ||
+        !this.writer.publishMessageFits(topic.length * 3, payload.length, properties.length))
+    )
+      this.closeBatched();
+    if (this.openPublish === null) {
+      this.closeBatched();
+      this.writer.beginPublish(requestId, withProperties);
+      if (this.corked > 0) this.openPublish = { topic, withProperties, requestIds: [requestId] };
+    } else this.openPublish.requestIds.push(requestId);
     this.writer.addPublishMessageText(topic, payload, withProperties ? properties : undefined);
-    this.writer.endPublish();
-    this.send();
+    if (this.openPublish === null) {
+      this.writer.endPublish();
+      this.send();
+    }
   }
 
   /**
@@ -124,20 +177,48 @@ export class NativeLink {
     shared = false,
   ): void {
     const frame = { subscriptionId, start, filter, properties: true, durable, shared };
+    this.closeBatched();
     encodeSubscribe(this.writer, frame);
-    this.send();
+    this.deliver();
   }
 
   /** ACK: every message of durable subscription `subscriptionId` up to `seq` is processed. */
   ack(subscriptionId: number, seq: number): void {
+    if (this.corked > 0) {
+      if (this.pendingAck?.subscriptionId === subscriptionId) {
+        this.pendingAck.seq = Math.max(this.pendingAck.seq, seq);
+        return;
+      }
+      this.closeBatched();
+      this.pendingAck = { subscriptionId, seq };
+      return;
+    }
+    this.closeBatched();
     encodeAck(this.writer, { subscriptionId, seq });
     this.send();
   }
 
   /** UNSUBSCRIBE of `subscriptionId`. */
   unsubscribe(subscriptionId: number): void {
+    this.closeBatched();
     encodeUnsubscribe(this.writer, { subscriptionId });
-    this.send();
+    this.deliver();
+  }
+
+  /** Closes what a cork holds open (the batched PUBLISH frame, the pending ACK) into the writer. */
+  private closeBatched(): void {
+    const open = this.openPublish;
+    if (open !== null) {
+      this.openPublish = null;
+      this.writer.endPublish();
+      if (open.requestIds.length > 1)
+        this.publishBatches.set(open.requestIds[0] as number, open.requestIds);
+    }
+    const ack = this.pendingAck;
+    if (ack !== null) {
+      this.pendingAck = null;
+      encodeAck(this.writer, ack);
+    }
   }
 
   /** The session takes DATA again: the broker writes what it queued, and resumes stalls. */
@@ -145,16 +226,29 @@ export class NativeLink {
     if (!this.ended && this.sessionId >= 0) this.broker.writable(this.sessionId);
   }
 
-  /** The MQTT connection is gone: the broker session ends (subscriptions closed). */
+  /**
+   * The MQTT connection is gone: the broker session ends (subscriptions closed), after the frames
+   * a cork holds (the packets read before the end are handled as they would have been).
+   */
   end(): void {
     if (this.sessionId < 0) return;
+    this.deliver();
     const id = this.sessionId;
     this.ended = true;
     this.broker.closed(id);
   }
 
-  /** Hands the frame built in the writer to the broker (a copy: the broker may hold it). */
+  /**
+   * Hands the frames built in the writer to the broker (a copy: the broker may hold it); corked,
+   * they wait for the last `uncork()`.
+   */
   private send(): void {
+    if (this.corked === 0) this.deliver();
+  }
+
+  private deliver(): void {
+    this.closeBatched();
+    if (this.writer.bytesUsed === 0) return;
     const bytes = this.writer.bytes().slice();
     this.writer.reset();
     if (this.ended || this.sessionId < 0) return;
@@ -183,9 +277,13 @@ export class NativeLink {
     if (this.ended) return bytes.length;
     if (!this.events.accepting) return 0;
     this.inBrokerWrite = true;
+    this.cork();
+    this.events.batchStart();
     try {
       this.decodeFrames(bytes);
     } finally {
+      this.events.batchEnd();
+      this.uncork();
       this.inBrokerWrite = false;
     }
     return bytes.length;
@@ -200,7 +298,7 @@ export class NativeLink {
           this.events.welcome(frame.nextSeq);
           break;
         case "publish_ack":
-          this.events.publishAck(frame.requestId, frame.firstSeq);
+          this.publishAcked(frame.requestId, frame.firstSeq);
           break;
         case "subscribed":
           this.events.subscribed(frame.subscriptionId, frame.firstSeq);
@@ -215,7 +313,7 @@ export class NativeLink {
           this.events.unsubscribed(frame.subscriptionId);
           break;
         case "error":
-          this.events.error(frame);
+          this.failed(frame);
           break;
         case "decode_error":
           this.events.error({ ...frame, fatal: true });
@@ -224,6 +322,27 @@ export class NativeLink {
           // PING from the broker is not sent today; anything else is not for a client.
           break;
       }
+    }
+  }
+
+  /** PUBLISH_ACK of a frame: each of its messages' requests is acknowledged, in order. */
+  private publishAcked(requestId: number, firstSeq: number): void {
+    const batch = this.publishBatches.get(requestId);
+    if (batch === undefined) return this.events.publishAck(requestId, firstSeq);
+    this.publishBatches.delete(requestId);
+    for (let index = 0; index < batch.length && !this.ended; index++)
+      this.events.publishAck(batch[index] as number, firstSeq + index);
+  }
+
+  /** ERROR: one about a batched PUBLISH frame is told for each of its messages' requests. */
+  private failed(error: NativeError): void {
+    const batch =
+      error.relatedKind === "request" ? this.publishBatches.get(error.relatedId) : undefined;
+    if (batch === undefined) return this.events.error(error);
+    this.publishBatches.delete(error.relatedId);
+    for (const requestId of batch) {
+      if (this.ended) break;
+      this.events.error({ ...error, relatedId: requestId });
     }
   }
 }
