@@ -160,10 +160,16 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     return this.clock.nowUs();
   }
 
-  /** A client id for a client that gave none. */
+  /**
+   * A client id for a client that gave none: `auto-` and 32 hex digits shaped as a UUID (the time
+   * in µs, then a count), as mosquitto assigns them (its suite checks the length and prefix).
+   */
   assignClientId(): string {
     this.assignedCount++;
-    return `aria-${this.clock.nowUs().toString(36)}-${this.assignedCount.toString(36)}`;
+    const hex16 = (n: number) => Math.floor(n).toString(16).padStart(16, "0").slice(-16);
+    const hex = hex16(this.clock.nowUs()) + hex16(this.assignedCount);
+    const parts = [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20)];
+    return `auto-${parts.join("-")}-${hex.slice(20)}`;
   }
 
   /** The client signed in as `clientId`. */

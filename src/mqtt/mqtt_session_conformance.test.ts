@@ -286,3 +286,29 @@ describe("MQTT session: wills on takeover and reconnection [MQTT-3.1.2-8]", () =
     }
   });
 });
+
+test("an assigned client id is auto- and a UUID's shape, each its own; DISCONNECT giving an expiry after 0 is 0x82", async () => {
+  const world = new DoorWorld();
+  const ids: string[] = [];
+  const clients: Client[] = [];
+  for (let i = 0; i < 2; i++) {
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "",
+      cleanStart: true,
+      keepAlive: 10,
+      properties: {},
+    });
+    await world.settle();
+    ids.push(client.take("connack")[0].properties.assignedClientIdentifier ?? "");
+    clients.push(client);
+  }
+  for (const id of ids)
+    expect(id).toMatch(/^auto-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+  expect(ids[0]).not.toBe(ids[1]);
+  clients[0].send({ type: "disconnect", reasonCode: 0, properties: { sessionExpiryInterval: 1 } });
+  await world.settle();
+  expect(clients[0].take("disconnect").map((p) => p.reasonCode)).toEqual([0x82]);
+});
