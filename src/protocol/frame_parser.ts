@@ -565,13 +565,17 @@ const CONSUMER_NAME_PATTERN = /^[A-Za-z0-9_.:/$-]+$/;
 
 /**
  * Why `name` is not a valid durable consumer name (1..CONSUMER_NAME_BYTES_MAX bytes of
- * `[A-Za-z0-9_.:-]`, plus `/` and `$` for the names the MQTT door makes), or null.
+ * `[A-Za-z0-9_.:-]`, plus `/` and `$` for the names the MQTT door makes; not `.` nor `..`), or
+ * null.
  */
 export function consumerNameRefusal(name: string): string | null {
   if (name.length === 0 || name.length > CONSUMER_NAME_BYTES_MAX)
     return `consumer name is ${name.length} bytes, not 1..${CONSUMER_NAME_BYTES_MAX}`;
   if (!CONSUMER_NAME_PATTERN.test(name))
     return `consumer name ${JSON.stringify(name)} holds a character outside [A-Za-z0-9_.:/$-]`;
+  // A URL path segment of only dots is taken as . or .. (the admin API could not remove it).
+  if (name === "." || name === "..")
+    return `consumer name ${JSON.stringify(name)} cannot be named in a URL (the admin API)`;
   return null;
 }
 
