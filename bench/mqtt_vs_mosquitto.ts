@@ -1,7 +1,9 @@
 /**
  * Aria's MQTT door side by side with Debian's mosquitto broker, in one run, both on loopback, both
  * with their defaults (mosquitto: `mosquitto -p PORT`, no config file, so max_queued_messages
- * 1,000; Aria: `aria serve --mqtt-port PORT`, --fsync as given, `always` by default), driven by the
+ * 1,000 and persistence off: it never fsyncs; Aria: `aria serve --mqtt-port PORT` once per --fsync
+ * policy given, `never,always` by default: `never` (or `interval`) is the like-for-like column,
+ * `always` beside it; with --baseline BIN, that binary's columns too, e.g. an older build), driven by the
  * same client: a small raw-socket MQTT 3.1.1 client of this file (pre-encoded packets, pipelined
  * writes), whose own speed is measured first against a discarding sink and a parser-only run so
  * the table shows it is not the bound. Rows, each a median of --rounds, brokers alternating:
@@ -17,7 +19,8 @@
  *                  gets: how many, whether in order (the payload carries its index), and how fast
  *                  (from its CONNECT to the last message, ending after 3 s of silence).
  *
- *   npx bun bench/mqtt_vs_mosquitto.ts [--bin dist/aria] [--rounds 3] [--fsync always]
+ *   npx bun bench/mqtt_vs_mosquitto.ts [--bin dist/aria] [--baseline BIN] [--rounds 3]
+ *     [--fsync never,always]
  *     [--messages 200000] [--fan-messages 5000] [--offline 1000000] [--window 100]
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -31,6 +34,7 @@ import { median } from "../src/bench/stats.ts";
 const { values } = parseArgs({
   options: {
     bin: { type: "string" },
+    baseline: { type: "string" },
     rounds: { type: "string" },
     fsync: { type: "string" },
     messages: { type: "string" },
@@ -43,7 +47,8 @@ const { values } = parseArgs({
 });
 const BIN = values.bin ?? join(import.meta.dir, "..", "dist", "aria");
 const ROUNDS = Number(values.rounds ?? 3);
-const FSYNC = values.fsync ?? "always";
+const FSYNCS = (values.fsync ?? "never,always").split(",");
+const BASELINE = values.baseline;
 const MESSAGES = Number(values.messages ?? 200_000);
 const FAN_MESSAGES = Number(values["fan-messages"] ?? 5_000);
 const FAN_SUBSCRIBERS = Number(values["fan-subscribers"] ?? 100);
@@ -345,8 +350,15 @@ async function publishAll(
 
 // ---- Brokers ----------------------------------------------------------------------------------
 
+/** A broker as a column of the table: mosquitto, or an Aria binary under one fsync policy. */
+interface Variant {
+  label: string;
+  bin: string | null;
+  fsync: string;
+}
+
 interface Broker {
-  name: "mosquitto" | "aria";
+  name: string;
   port: number;
   pid: number;
   stop(): Promise<void>;
@@ -380,20 +392,23 @@ async function accepting(port: number): Promise<void> {
 }
 
 /** A fresh broker (fresh data directory for Aria): each round and row starts from nothing. */
-async function startBroker(name: Broker["name"]): Promise<Broker> {
+async function startBroker(variant: Variant): Promise<Broker> {
+  const name = variant.label;
   const port = await freePort();
-  const data = mkdtempSync(join(tmpdir(), `mqtt-vs-mosquitto-${name}-`));
+  const data = mkdtempSync(join(tmpdir(), "mqtt-vs-mosquitto-"));
   const argv =
-    name === "mosquitto"
+    variant.bin === null
       ? [MOSQUITTO, "-p", String(port)]
-      : [BIN, "serve", "--mqtt-port", String(port), "--port", "0", "--admin-port", "0"].concat([
-          "--data-dir",
-          data,
-          "--fsync",
-          FSYNC,
-          "--log-level",
-          "warn",
-        ]);
+      : [
+          variant.bin,
+          "serve",
+          "--mqtt-port",
+          String(port),
+          "--port",
+          "0",
+          "--admin-port",
+          "0",
+        ].concat(["--data-dir", data, "--fsync", variant.fsync, "--log-level", "warn"]);
   const child = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
   await accepting(port);
   return {
@@ -604,11 +619,19 @@ const ROWS: { name: string; unit: string; run: (port: number) => Promise<Measure
 const fmt = (value: number) => Math.round(value).toLocaleString("en");
 const load = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 const version = Bun.spawnSync([MOSQUITTO, "-h"]).stdout.toString().split("\n")[0]!.trim();
-const ariaVersion = Bun.spawnSync([BIN, "--version"]).stdout.toString().trim();
+const versionOf = (bin: string) => Bun.spawnSync([bin, "--version"]).stdout.toString().trim();
+const VARIANTS: Variant[] = [{ label: "mosquitto", bin: null, fsync: "-" }];
+for (const fsync of FSYNCS) VARIANTS.push({ label: `Aria, fsync ${fsync}`, bin: BIN, fsync });
+if (BASELINE !== undefined)
+  for (const fsync of FSYNCS)
+    VARIANTS.push({ label: `baseline Aria, fsync ${fsync}`, bin: BASELINE, fsync });
 
 console.log(`# MQTT: Aria vs mosquitto (${new Date().toISOString()})`);
 console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model}); load before: ${load()}`);
-console.log(`mosquitto: ${version} (default config); aria: ${ariaVersion} (--fsync ${FSYNC})`);
+console.log(
+  `mosquitto: ${version} (default config: persistence off, no fsync); aria: ${versionOf(BIN)}` +
+    (BASELINE === undefined ? "" : `; baseline: ${versionOf(BASELINE)}`),
+);
 const sendCeiling = await clientSendCeiling();
 const parseCeiling = clientParseCeiling();
 console.log(
@@ -616,37 +639,46 @@ console.log(
     `${fmt(parseCeiling)} PUBLISH/s`,
 );
 
-const results = new Map<string, { mosquitto: Measured[]; aria: Measured[] }>();
-for (const row of ROWS) results.set(row.name, { mosquitto: [], aria: [] });
+const results = new Map<string, Map<string, Measured[]>>();
+for (const row of ROWS)
+  results.set(row.name, new Map(VARIANTS.map((variant) => [variant.label, []])));
 for (let round = 0; round < ROUNDS; round++)
   for (const row of ROWS)
-    for (const name of round % 2 === 0
-      ? (["mosquitto", "aria"] as const)
-      : (["aria", "mosquitto"] as const)) {
-      const broker = await startBroker(name);
+    for (let turn = 0; turn < VARIANTS.length; turn++) {
+      // Each round starts at another broker, so none is always first after a quiet spell.
+      const variant = VARIANTS[(turn + round) % VARIANTS.length]!;
+      const broker = await startBroker(variant);
       try {
         const measured = await row.run(broker.port);
-        results.get(row.name)![name].push(measured);
+        results.get(row.name)!.get(variant.label)!.push(measured);
         console.error(
-          `round ${round + 1} ${name} ${row.name}: ${fmt(measured.rate)} ${row.unit} ${measured.note}`,
+          `round ${round + 1} ${variant.label} ${row.name}: ${fmt(measured.rate)} ${row.unit} ${measured.note}`,
         );
       } finally {
         await broker.stop();
       }
     }
 
+const arias = VARIANTS.slice(1);
 console.log("");
-console.log(`| row | mosquitto | Aria | Aria / mosquitto | notes (last round) |`);
-console.log(`| --- | ---: | ---: | ---: | --- |`);
+console.log(`| row | mosquitto | ${arias.map((v) => `${v.label} | / mosquitto`).join(" | ")} |`);
+console.log(`| --- | ---: | ${arias.map(() => "---: | ---:").join(" | ")} |`);
 for (const row of ROWS) {
   const got = results.get(row.name)!;
-  const mosquitto = median(got.mosquitto.map((m) => m.rate));
-  const aria = median(got.aria.map((m) => m.rate));
-  const notes = [`mosquitto: ${got.mosquitto.at(-1)?.note}`, `Aria: ${got.aria.at(-1)?.note}`]
-    .filter((text) => !text.endsWith(": "))
-    .join("; ");
-  console.log(
-    `| ${row.name} (${row.unit}) | ${fmt(mosquitto)} | ${fmt(aria)} | ${(aria / mosquitto).toFixed(2)} | ${notes} |`,
-  );
+  const mosquitto = median(got.get("mosquitto")!.map((m) => m.rate));
+  const cells = arias.map((variant) => {
+    const rate = median(got.get(variant.label)!.map((m) => m.rate));
+    return `${fmt(rate)} | ${(rate / mosquitto).toFixed(2)}`;
+  });
+  console.log(`| ${row.name} (${row.unit}) | ${fmt(mosquitto)} | ${cells.join(" | ")} |`);
 }
-console.log(`\nmedians of ${ROUNDS} rounds; load after: ${load()}`);
+console.log("");
+for (const row of ROWS)
+  for (const variant of VARIANTS) {
+    const note = results.get(row.name)!.get(variant.label)!.at(-1)?.note;
+    if (note) console.log(`- ${row.name}, ${variant.label} (last round): ${note}`);
+  }
+console.log(
+  `\nmedians of ${ROUNDS} rounds; mosquitto never fsyncs, so the Aria columns with fsync never ` +
+    `(or interval) are the like-for-like ones; load after: ${load()}`,
+);
