@@ -52,6 +52,11 @@ export const MQTT_SESSIONS_MAX = 10_000;
 export const MQTT_CLOSING_LINGER_US = 2_000_000;
 /** How long a will waits for its native PUBLISH_ACK before the session is ended anyway. */
 export const MQTT_WILL_ACK_TIMEOUT_US = 10_000_000;
+/**
+ * Seqs of a connection's own publishes remembered for its No Local subscriptions (the oldest go
+ * first: a live subscription gets its own message right after its PUBLISH_ACK).
+ */
+export const MQTT_OWN_SEQS_MAX = 4096;
 
 assert(MQTT_HELD_BYTES_MAX >= 64 * 1024, "holds at least one write of the broker");
 assert(MQTT_RECEIVE_MAXIMUM <= 65_535, "Receive Maximum is a two-byte integer");

@@ -44,6 +44,7 @@ import {
   MQTT_PACKET_BYTES_MAX,
   MQTT_RECEIVE_MAXIMUM,
   MQTT_SERVER_KEEP_ALIVE_MAX_S,
+  MQTT_OWN_SEQS_MAX,
   MQTT_TOPIC_ALIASES_MAX,
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
@@ -305,6 +306,11 @@ export class MqttSession implements NativeEvents {
   private readonly qos2Received = new Map<number, "pending" | "acked">();
   private inboundInFlight = 0;
   private readonly aliasesIn = new Map<number, string>();
+  /**
+   * The seqs of this connection's own publishes (from PUBLISH_ACK, which the broker writes before
+   * any DATA of them), kept while a subscription has No Local, in ascending order.
+   */
+  private readonly ownSeqs = new Set<number>();
   // Subscriptions and outbound messages.
   private nextSubscriptionId = 1;
   private readonly subscriptions = new Map<string, SubscriptionState>();
@@ -609,10 +615,15 @@ export class MqttSession implements NativeEvents {
   }
 
   /** PUBLISH_ACK: the message is durable; QoS 1 gets PUBACK, QoS 2 PUBREC. */
-  publishAck(requestId: number, _firstSeq: number): void {
+  publishAck(requestId: number, firstSeq: number): void {
     const request = this.requests.get(requestId);
     if (request === undefined) return;
     this.requests.delete(requestId);
+    if (this.hasNoLocal()) {
+      this.ownSeqs.add(firstSeq);
+      if (this.ownSeqs.size > MQTT_OWN_SEQS_MAX)
+        this.ownSeqs.delete(this.ownSeqs.values().next().value as number);
+    }
     if (request.will) return this.willDone();
     if (request.qos === 1) {
       this.inboundInFlight--;
@@ -928,6 +939,7 @@ export class MqttSession implements NativeEvents {
     const nowUs = this.door.nowUs();
     for (const message of messages) {
       if (message.seq >= beforeSeq || message.payload.length === 0) continue;
+      if (state.options.noLocal && this.ownSeqs.has(message.seq)) continue;
       const topic = mapping.topicFromAria(message.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const stored = decodeStoredProperties(message.properties);
@@ -1034,6 +1046,8 @@ export class MqttSession implements NativeEvents {
       if (state.shared) state.delivered.push(seq);
       // A resumed session: what its client processed, or has in flight again, does not come again.
       if (seq < state.skipBelow && !state.again.delete(seq)) continue;
+      // No Local: not the messages this connection published [MQTT-3.8.3-3].
+      if (state.options.noLocal && this.ownSeqs.has(seq)) continue;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
@@ -1066,6 +1080,24 @@ export class MqttSession implements NativeEvents {
     }
     this.pump();
     this.progress(state);
+    if (this.ownSeqs.size > 0) this.forgetOwnSeqs();
+  }
+
+  /** True when a subscription has No Local (then this connection's publishes are remembered). */
+  private hasNoLocal(): boolean {
+    for (const state of this.subscriptions.values()) if (state.options.noLocal) return true;
+    return false;
+  }
+
+  /** Own seqs every No Local subscription is past are forgotten (all, when none is left). */
+  private forgetOwnSeqs(): void {
+    let below = Number.POSITIVE_INFINITY;
+    for (const state of this.subscriptions.values())
+      if (state.options.noLocal) below = Math.min(below, state.positionSeq);
+    for (const seq of this.ownSeqs) {
+      if (seq >= below) break;
+      this.ownSeqs.delete(seq);
+    }
   }
 
   caughtUp(subscriptionId: number, nextSeq: number): void {

@@ -312,3 +312,32 @@ test("an assigned client id is auto- and a UUID's shape, each its own; DISCONNEC
   await world.settle();
   expect(clients[0].take("disconnect").map((p) => p.reasonCode)).toEqual([0x82]);
 });
+
+test("No Local: a subscription does not get what its own connection published [MQTT-3.8.3-3]", async () => {
+  const world = new DoorWorld();
+  const self = await world.connected("self");
+  subscribe(self, "n/#", 1, { noLocal: true });
+  await world.settle();
+  self.send({
+    type: "subscribe",
+    packetId: 8,
+    subscriptions: [
+      { filter: "n/+", qos: 0, noLocal: false, retainAsPublished: false, retainHandling: 0 },
+    ],
+    properties: { subscriptionIdentifiers: [2] },
+  });
+  await world.settle();
+  const other = await world.connected("other");
+  publish(self, "n/x", "mine", 1, 1);
+  await world.settle();
+  publish(other, "n/y", "theirs", 1, 1);
+  await world.settle();
+  const got = self
+    .take("publish")
+    .map((p) => [text(p.payload), p.properties.subscriptionIdentifiers?.[0] ?? "no local"]);
+  expect(got).toEqual([
+    ["mine", 2],
+    ["theirs", "no local"],
+    ["theirs", 2],
+  ]);
+});
