@@ -181,3 +181,29 @@ test("the PUBACKs of one read are one ACK of the durable consumer, after them", 
     Array.from({ length: 10 }, (_, i) => `m${20 + i}`),
   );
 });
+
+test("a refused batch of publishes: each QoS 1 PUBLISH of it gets its own failure PUBACK", async () => {
+  const world = new DoorWorld();
+  const pub = await world.connected("pub");
+  const frames = recordFrames(world);
+  // The store refuses appends for now (storage behind; it retries, so nothing fails for good).
+  const store = world.store as unknown as { refusal: Error | null; retrying: boolean };
+  store.refusal = new Error("storage is behind");
+  store.retrying = true;
+  pub.sendBytes(
+    oneRead(
+      pub,
+      Array.from({ length: 6 }, (_, i) => publish("r/x", i, 1)),
+    ),
+  );
+  await world.settle();
+  expect(frames.filter((f) => f.kind === "publish").map((f) => f.count)).toEqual([6]);
+  const acked = pub.take("puback");
+  expect(acked.map((p) => p.packetId)).toEqual([1, 2, 3, 4, 5, 6]);
+  expect(acked.every((p) => p.reasonCode >= 0x80)).toBe(true);
+  // The window is free again: the next publishes, once storage takes them, succeed.
+  store.refusal = null;
+  pub.sendBytes(oneRead(pub, [publish("r/x", 6, 1)]));
+  await world.settle();
+  expect(pub.take("puback").map((p) => [p.packetId, p.reasonCode])).toEqual([[7, 0]]);
+});
