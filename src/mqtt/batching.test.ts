@@ -12,6 +12,7 @@ import {
   DoorWorld,
   type FakeMqttClient,
 } from "./mqtt_door_test_support.ts";
+import { NativeLink, type NativeEvents } from "./native_link.ts";
 import type { Packet, QoS } from "./packets.ts";
 
 const bytesOf = (s: string) => new TextEncoder().encode(s);
@@ -206,4 +207,33 @@ test("a refused batch of publishes: each QoS 1 PUBLISH of it gets its own failur
   pub.sendBytes(oneRead(pub, [publish("r/x", 6, 1)]));
   await world.settle();
   expect(pub.take("puback").map((p) => [p.packetId, p.reasonCode])).toEqual([[7, 0]]);
+});
+
+test("corked ACKs of one subscription are its latest one, not its highest (shared members ACK in delivery order)", () => {
+  const frames: { kind: string; subscriptionId: number; seq: number }[] = [];
+  const broker = {
+    open: () => 1,
+    receive: (_id: number, bytes: Uint8Array) => {
+      const decoder = new FrameDecoder();
+      decoder.push(bytes.slice());
+      for (let frame = decoder.next(); frame !== null; frame = decoder.next())
+        if (frame.kind === "ack")
+          frames.push({ kind: frame.kind, subscriptionId: frame.subscriptionId, seq: frame.seq });
+    },
+    writable: () => undefined,
+    closed: () => undefined,
+  };
+  const link = new NativeLink(broker, {} as NativeEvents, {}, { soon: (task) => task() });
+  link.open();
+  link.cork();
+  link.ack(7, 10);
+  link.ack(7, 5); // a leaver's message, delivered after seq 10
+  link.ack(8, 3);
+  link.ack(7, 12);
+  link.uncork();
+  expect(frames.map((f) => [f.subscriptionId, f.seq])).toEqual([
+    [7, 5],
+    [8, 3],
+    [7, 12],
+  ]);
 });

@@ -107,6 +107,8 @@ export class NativeLink {
       pause: () => this.events.pause(),
       resume: () => this.events.resume(),
       remoteAddress: peer.remoteAddress,
+      // The broker lets only the door's sessions use the consumer names it makes.
+      door: "mqtt",
       get peerSubject() {
         return peer.peerSubject?.();
       },
@@ -186,7 +188,7 @@ export class NativeLink {
   ack(subscriptionId: number, seq: number): void {
     if (this.corked > 0) {
       if (this.pendingAck?.subscriptionId === subscriptionId) {
-        this.pendingAck.seq = Math.max(this.pendingAck.seq, seq);
+        this.pendingAck.seq = seq; // the latest: a shared member ACKs in delivery order
         return;
       }
       this.closeBatched();
