@@ -175,7 +175,7 @@ async function mosquittoRoundTrip(version: string, base: string): Promise<string
 
 const text = (value: string) => hex(new TextEncoder().encode(value));
 
-for (const version of ["mqttv311", "mqttv5"])
+for (const version of ["mqttv31", "mqttv311", "mqttv5"])
   test(`mosquitto_pub → Aria → mosquitto_sub (${version}): QoS 0, 1, 2 publishes and binary payload bytes arrive intact`, async () => {
     const base = `clients/mosquitto/${version}`;
     const messages = await mosquittoRoundTrip(version, base);
