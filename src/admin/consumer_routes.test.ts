@@ -13,6 +13,7 @@ const info: ConsumerInfo = {
   pendingSeqs: 2,
   members: 0,
   lastActiveUs: 7,
+  owner: "alice",
 };
 
 describe("consumer routes", () => {

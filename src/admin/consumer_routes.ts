@@ -2,7 +2,7 @@
  * consumer_routes: the durable consumers in the admin API (`aria consumers ls|rm` call them):
  *
  *   GET    /api/consumers        {"consumers": [{name, filter, shared, ackedSeq, nextSeq,
- *                                pendingSeqs, members, lastActiveUs}]} by name
+ *                                pendingSeqs, members, lastActiveUs, owner}]} by name
  *   DELETE /api/consumers/NAME   204 removed; 404 no such consumer; 409 a subscription of it is open
  *
  * `pendingSeqs` is an upper bound: the seqs published after the consumer's position, matching

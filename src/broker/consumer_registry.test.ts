@@ -112,6 +112,7 @@ describe("ConsumerRegistry", () => {
         members: 0,
         // Stored with the last position that moved (an ACK below it writes nothing).
         lastActiveUs: 1,
+        owner: null,
       },
     ]);
   });

@@ -43,6 +43,8 @@ export class Consumer {
     /** When it was last subscribed to or acknowledged (µs). */
     public lastActiveUs: number,
     private readonly registry: ConsumerRegistry,
+    /** The user who created it (with --users), or null: anyone may subscribe to it. */
+    readonly owner: string | null = null,
   ) {}
 
   /** A subscription of it began at `firstSeq` (SUBSCRIBED): a new consumer's position. */
@@ -59,6 +61,7 @@ export class Consumer {
       nextSeq: this.nextSeq,
       lastActiveUs: this.lastActiveUs,
       ...(this.group === null ? {} : { group: this.group }),
+      ...(this.owner === null ? {} : { owner: this.owner }),
     };
   }
 }
@@ -77,6 +80,8 @@ export interface ConsumerInfo {
   /** Open subscriptions of it. */
   members: number;
   lastActiveUs: number;
+  /** The user who created it, or null (no --users then). */
+  owner: string | null;
 }
 
 /** Why attach refused. */
@@ -108,6 +113,7 @@ export class ConsumerRegistry {
         Math.max(1, Math.min(record.nextSeq, group?.unackedSeqs[0] ?? seqEnd)),
         record.lastActiveUs,
         this,
+        record.owner ?? null,
       );
       consumer.group = group;
       this.consumers.set(record.name, consumer);
@@ -126,13 +132,15 @@ export class ConsumerRegistry {
 
   /**
    * A subscription of consumer `name` with `filter` opens: the consumer (created when new, with no
-   * position until `began`), or why not.
+   * position until `began`; owned by `user` when one is signed in), or why not (another user's
+   * consumer: PERMISSION_DENIED).
    */
   attach(
     name: string,
     filter: Filter,
-    options: { shared: boolean; nowUs: number },
+    options: { shared: boolean; nowUs: number; user?: string | null },
   ): { ok: true; consumer: Consumer } | ({ ok: false } & AttachRefusal) {
+    const user = options.user ?? null;
     const texts = filter.toStrings();
     let consumer = this.consumers.get(name);
     if (consumer === undefined) {
@@ -142,8 +150,14 @@ export class ConsumerRegistry {
           code: "ARIA_ERR_CONSUMERS_FULL",
           reason: `server holds ${this.consumers.size} durable consumers, the limit; remove unused ones (aria consumers rm NAME)`,
         };
-      consumer = new Consumer(name, texts, options.shared, 0, options.nowUs, this);
+      consumer = new Consumer(name, texts, options.shared, 0, options.nowUs, this, user);
       this.consumers.set(name, consumer);
+    } else if (user !== null && consumer.owner !== null && consumer.owner !== user) {
+      return {
+        ok: false,
+        code: "ARIA_ERR_PERMISSION_DENIED",
+        reason: `durable consumer "${name}" belongs to another user; use another name`,
+      };
     } else if (consumer.shared !== options.shared) {
       return {
         ok: false,
@@ -229,6 +243,7 @@ export class ConsumerRegistry {
         pendingSeqs: Math.max(0, visibleSeq - consumer.nextSeq),
         members: consumer.members,
         lastActiveUs: consumer.lastActiveUs,
+        owner: consumer.owner,
       });
     }
     return infos.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -485,9 +485,21 @@ export class Dispatch {
     name: string,
   ): { consumer: Consumer; start: SubscribeFrame["start"] } | null {
     const id = frame.subscriptionId;
+    // The names the MQTT door makes are its own: a native client could take an MQTT session's.
+    if (reservedConsumerName(name) && session.connection.door !== "mqtt")
+      return (
+        this.fail(
+          session,
+          "ARIA_ERR_PERMISSION_DENIED",
+          `durable consumer names starting mqtt/ or $share/ are the MQTT door's; use another name`,
+          { subscriptionId: id },
+        ),
+        null
+      );
     const attached = this.consumers.attach(name, frame.filter, {
       shared: frame.shared === true,
       nowUs: this.options.clock.nowUs(),
+      user: session.user?.name ?? null,
     });
     if (!attached.ok)
       return (this.fail(session, attached.code, attached.reason, { subscriptionId: id }), null);
@@ -699,4 +711,9 @@ export class Dispatch {
 function countedAddress(address: string | undefined): string | undefined {
   if (address === undefined) return undefined;
   return /^(127\.|::1$|::ffff:127\.)/.test(address) ? undefined : address;
+}
+
+/** True for the durable consumer names the MQTT door makes (src/mqtt/session_consumers.ts). */
+function reservedConsumerName(name: string): boolean {
+  return name.startsWith("mqtt/") || name.startsWith("$share/");
 }

@@ -373,3 +373,71 @@ describe("durable consumers", () => {
     );
   });
 });
+
+describe("durable consumers: owners and reserved names", () => {
+  const everyone = (name: string) =>
+    userFromRecord({
+      name,
+      tokenHash: `fake$${name}-secret`,
+      certSubject: null,
+      publish: { allow: ["**"], deny: [] },
+      subscribe: { allow: ["**"], deny: [] },
+      roles: [],
+    });
+  const users = () =>
+    new Users([everyone("alice"), everyone("bob")], {
+      verify: async (secret, stored) => stored === `fake$${secret}`,
+      digest: (token) => `digest:${token}`,
+    });
+
+  test("a consumer belongs to the user who made it: another user's SUBSCRIBE is refused, also after a restart", async () => {
+    const world = new World({ users: users() });
+    const alice = world.connect("alice:alice-secret");
+    await world.publish(alice, 2);
+    world.subscribe(alice, 1, "c");
+    await world.settle();
+    world.close(alice);
+    await world.settle();
+    expect(world.broker.consumerList()).toMatchObject([{ name: "c", owner: "alice" }]);
+    for (const restart of [false, true]) {
+      if (restart) world.start();
+      const bob = world.connect("bob:bob-secret");
+      await world.settle();
+      world.subscribe(bob, 1, "c");
+      await world.settle();
+      expect(bob.errors()).toEqual([
+        'ARIA_ERR_PERMISSION_DENIED: durable consumer "c" belongs to another user; use another name',
+      ]);
+      expect(bob.seqs).toEqual([]);
+      const again = world.connect("alice:alice-secret");
+      await world.settle();
+      world.subscribe(again, 1, "c");
+      await world.settle();
+      expect(again.errors()).toEqual([]);
+      world.close(again);
+      world.close(bob);
+      await world.settle();
+    }
+  });
+
+  test("the names the MQTT door makes (mqtt/…, $share/…) are refused to native clients", async () => {
+    const world = new World();
+    const client = world.connect();
+    await world.settle();
+    world.subscribe(client, 1, "mqtt/sensor.3f2a9c01b4d2/1a94c0e12f7b3");
+    world.send(client, {
+      kind: "subscribe",
+      subscriptionId: 2,
+      start: { kind: "earliest" },
+      filter: ["a/**"],
+      durable: "$share/g.1f2e3d4c5b6a/0a1b2c3d4e5f",
+      shared: true,
+    });
+    await world.settle();
+    expect(client.errors()).toEqual([
+      "ARIA_ERR_PERMISSION_DENIED: durable consumer names starting mqtt/ or $share/ are the MQTT door's; use another name",
+      "ARIA_ERR_PERMISSION_DENIED: durable consumer names starting mqtt/ or $share/ are the MQTT door's; use another name",
+    ]);
+    expect(world.broker.consumerList()).toEqual([]);
+  });
+});

@@ -33,6 +33,11 @@ export interface Connection {
   readonly peerSubject?: string;
   /** The peer's address (IP), for throttling failed sign-ins per source; undefined: unknown. */
   readonly remoteAddress?: string;
+  /**
+   * The front door that opened it: "mqtt" for the MQTT door's sessions, which alone may use the
+   * durable consumer names it makes (`mqtt/…`, `$share/…`); undefined: a native client.
+   */
+  readonly door?: "mqtt";
 }
 
 /** A message read back from storage. */
@@ -121,6 +126,8 @@ export interface ConsumerRecord {
    * `unackedSeqs` (ascending, the first is nextSeq) are still to deliver. Absent: all from nextSeq.
    */
   readonly group?: GroupRecord;
+  /** The user who created it (a server with --users): only that user may subscribe to it. */
+  readonly owner?: string;
 }
 
 /** A shared group's unacknowledged seqs below its read position (ConsumerRecord.group). */

@@ -28,7 +28,8 @@ Options:
   -h, --help          show this help
 
 ls prints one line per consumer: NAME, FILTER, ACKED (the last acknowledged seq), PENDING (seqs
-published since, an upper bound of the matching ones), MEMBERS (open subscriptions), LAST ACTIVE.
+published since, an upper bound of the matching ones), MEMBERS (open subscriptions), LAST ACTIVE,
+OWNER (the user who created it, with --users; only that user may subscribe to it).
 `;
 
 interface ConsumerRow {
@@ -40,6 +41,8 @@ interface ConsumerRow {
   pendingSeqs: number;
   members: number;
   lastActiveUs: number;
+  /** Absent from servers before owners. */
+  owner?: string | null;
 }
 
 /** Runs `aria consumers`. */
@@ -100,7 +103,7 @@ export async function consumersCommand(args: string[], io: CliIo): Promise<numbe
 export function consumersTable(consumers: readonly ConsumerRow[]): string {
   if (consumers.length === 0) return "no durable consumers\n";
   const rows = [
-    ["NAME", "FILTER", "ACKED", "PENDING", "MEMBERS", "LAST ACTIVE"],
+    ["NAME", "FILTER", "ACKED", "PENDING", "MEMBERS", "LAST ACTIVE", "OWNER"],
     ...consumers.map((c) => [
       c.shared ? `${c.name} (shared)` : c.name,
       c.filter.join(","),
@@ -108,6 +111,7 @@ export function consumersTable(consumers: readonly ConsumerRow[]): string {
       String(c.pendingSeqs),
       String(c.members),
       new Date(Math.floor(c.lastActiveUs / 1000)).toISOString(),
+      c.owner ?? "-",
     ]),
   ];
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));

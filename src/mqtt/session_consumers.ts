@@ -44,7 +44,7 @@ export function sessionConsumerName(clientId: string, filter: string, qos: QoS):
 
 /**
  * The shared group of MQTT's `$share/GROUP/filter`: one per group and filter, whoever subscribes
- * (MQTT clients of any session, and native members that use the same name):
+ * (MQTT clients of any session; a native client may not use the name, the broker refuses it):
  * `$share/<group>.<group hash>/<filter hash>`.
  */
 export function sharedConsumerName(group: string, filter: string): string {

@@ -48,3 +48,27 @@ describe("consumers codec: group positions", () => {
     }
   });
 });
+
+describe("consumers codec: owners (flag 4)", () => {
+  test("an owner round-trips, with and without a group position; a record without one reads as before", () => {
+    const entries: ConsumerEntry[] = [
+      { ...base, name: "old", shared: false, nextSeq: 4 },
+      { ...base, name: "mine", shared: false, nextSeq: 5, owner: "alice" },
+      {
+        ...base,
+        name: "g",
+        shared: true,
+        nextSeq: 3,
+        group: { readSeq: 41, unackedSeqs: [3, 9] },
+        owner: "bøb",
+      },
+    ];
+    const bytes = file(entries);
+    const decoded = decodeConsumersFile(bytes, crc32);
+    if (!decoded.ok) throw new Error(decoded.reason);
+    expect([...decoded.entries.values()] as ConsumerEntry[]).toEqual(entries);
+    // A record without an owner is byte for byte what older servers wrote: flags 0.
+    const old = file([entries[0]]);
+    expect(old[CONSUMERS_FILE_MAGIC.length + 8 + 2 + 3]).toBe(0);
+  });
+});

@@ -6,8 +6,9 @@
  *   header  "ARIACNS1" (8 bytes)
  *   record  u32 body bytes | u32 crc32(body) | body
  *   body    u8 kind (1 put, 2 remove) | u8 name bytes | name
- *           put: u8 flags (1 shared, 2 group position) | u64 next seq | u64 last active µs |
+ *           put: u8 flags (1 shared, 2 group position, 4 owner) | u64 next seq | u64 last active µs |
  *                u16 entries | entries (u16 bytes, text)
+ *                [flag 4: u16 bytes | the owner's user name (who created it, with --users)]
  *                [flag 2: u64 read seq | u32 count | count × u64 unacknowledged seq (ascending,
  *                 the first is next seq, each below read seq)]
  *
@@ -18,6 +19,7 @@
  * CONSUMER_RECORD_BYTES_MAX.
  */
 import {
+  AUTH_TOKEN_BYTES_MAX,
   CONSUMER_NAME_BYTES_MAX,
   FILTER_ENTRIES_MAX,
   GROUP_POSITION_SEQS_MAX,
@@ -36,6 +38,8 @@ export type ConsumerEntry =
       lastActiveUs: number;
       /** A shared group's unacknowledged seqs below its read position (ConsumerRecord.group). */
       group?: { readonly readSeq: number; readonly unackedSeqs: readonly number[] };
+      /** The user who created it (ConsumerRecord.owner); absent: none (no --users, older files). */
+      owner?: string;
     }
   | { kind: "remove"; name: string };
 
@@ -52,7 +56,9 @@ export const CONSUMER_RECORD_BYTES_MAX =
   2 +
   FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3) +
   12 +
-  8 * GROUP_POSITION_SEQS_MAX;
+  8 * GROUP_POSITION_SEQS_MAX +
+  2 +
+  AUTH_TOKEN_BYTES_MAX;
 
 const KIND_PUT = 1;
 const KIND_REMOVE = 2;
@@ -75,10 +81,12 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
   const name = utf8.encode(entry.name);
   const texts = entry.kind === "put" ? entry.filter.map((text) => utf8.encode(text)) : [];
   const group = entry.kind === "put" ? entry.group : undefined;
+  const owner = entry.kind === "put" && entry.owner !== undefined ? utf8.encode(entry.owner) : null;
   const bodyBytes =
     2 +
     name.length +
     (entry.kind === "put" ? 1 + 16 + 2 + texts.reduce((sum, t) => sum + 2 + t.length, 0) : 0) +
+    (owner === null ? 0 : 2 + owner.length) +
     (group === undefined ? 0 : 12 + 8 * group.unackedSeqs.length);
   const bytes = new Uint8Array(CONSUMER_RECORD_HEAD_BYTES + bodyBytes);
   const view = new DataView(bytes.buffer);
@@ -88,7 +96,7 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
   bytes.set(name, at);
   at += name.length;
   if (entry.kind === "put") {
-    bytes[at++] = (entry.shared ? 1 : 0) | (group === undefined ? 0 : 2);
+    bytes[at++] = (entry.shared ? 1 : 0) | (group === undefined ? 0 : 2) | (owner === null ? 0 : 4);
     view.setBigUint64(at, BigInt(entry.nextSeq), true);
     view.setBigUint64(at + 8, BigInt(entry.lastActiveUs), true);
     at += 16;
@@ -98,6 +106,11 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
       view.setUint16(at, text.length, true);
       bytes.set(text, at + 2);
       at += 2 + text.length;
+    }
+    if (owner !== null) {
+      view.setUint16(at, owner.length, true);
+      bytes.set(owner, at + 2);
+      at += 2 + owner.length;
     }
     if (group !== undefined) {
       view.setBigUint64(at, BigInt(group.readSeq), true);
@@ -255,7 +268,7 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
     if (kind === KIND_REMOVE) return at === body.length ? { kind: "remove", name } : null;
     if (kind !== KIND_PUT) return null;
     const flags = body[at]!;
-    if (flags > 3) return null;
+    if (flags > 7) return null;
     const shared = (flags & 1) !== 0;
     const nextSeq = Number(view.getBigUint64(at + 1, true));
     const lastActiveUs = Number(view.getBigUint64(at + 9, true));
@@ -269,9 +282,16 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
       at += 2 + length;
     }
     if (nextSeq < 1 || !Number.isSafeInteger(nextSeq)) return null;
+    let owner: { owner?: string } = {};
+    if ((flags & 4) !== 0) {
+      const length = view.getUint16(at, true);
+      if (at + 2 + length > body.length) return null;
+      owner = { owner: utf8Decoder.decode(body.subarray(at + 2, at + 2 + length)) };
+      at += 2 + length;
+    }
     if ((flags & 2) === 0) {
       if (at !== body.length) return null;
-      return { kind: "put", name, filter, shared, nextSeq, lastActiveUs };
+      return { kind: "put", name, filter, shared, nextSeq, lastActiveUs, ...owner };
     }
     const readSeq = Number(view.getBigUint64(at, true));
     const seqCount = view.getUint32(at + 8, true);
@@ -287,7 +307,7 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
     if (!valid || !Number.isSafeInteger(readSeq) || (seqCount === 0 && readSeq !== nextSeq))
       return null;
     const group = { readSeq, unackedSeqs };
-    return { kind: "put", name, filter, shared, nextSeq, lastActiveUs, group };
+    return { kind: "put", name, filter, shared, nextSeq, lastActiveUs, group, ...owner };
   } catch {
     return null;
   }
