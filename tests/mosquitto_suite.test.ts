@@ -12,6 +12,7 @@ import {
   allowedDifference,
   ariaBrokerArgv,
   ariaConnackDefaults,
+  pythonBytes,
   type Broker,
   runSuite,
   type SuiteTest,
@@ -132,4 +133,15 @@ test("failures MQTT 5 allows are told apart: a Reason String, a CONNACK or DISCO
     `FAIL: Received incorrect puback. Received: PUBACK, rl=2, mid=19 Expected: PUBACK, rl=3, mid=19, reason_code=${code}`;
   expect(allowedDifference(puback(16), "5")).toContain("0x10");
   expect(allowedDifference(puback(135), "5")).toBe("");
+  // A CONNACK refusal with the code expected and a property length (Aria's Reason String).
+  const refusal = (got: string) =>
+    "FAIL: Received incorrect connack. Received (not decoded, len=5): " +
+    `${got} Expected (not decoded, len=5): b' \\x03\\x00\\x8c\\x00'`;
+  expect(allowedDifference(refusal("b'  \\x00\\x8c\\x1d'"), "5")).toContain("Reason String");
+  expect(allowedDifference(refusal("b'  \\x00\\x87\\x1d'"), "5")).toBe("");
+});
+
+test("a Python bytes literal as the suite prints it reads back to its bytes", () => {
+  expect(pythonBytes("b' \\x03\\x00\\x8c\\x00'")).toEqual([0x20, 3, 0, 0x8c, 0]);
+  expect(pythonBytes(`b"a'\\n\\\\"`)).toEqual([0x61, 0x27, 10, 0x5c]);
 });
