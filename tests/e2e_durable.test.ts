@@ -130,6 +130,8 @@ test("durable consumer: resume after its acknowledged position across client res
   expect(repaired.exitCode).toBe(0);
   expect(repaired.stdout).toContain("damage: ");
   expect(repaired.stdout).toContain("durable consumers: 1 kept");
+  // The damaged record named c1, which an older record keeps: named.
+  expect(repaired.stdout).toContain("durable consumers at an older position: c1\n");
   server = await startAria({ dataDir });
   const resumed = await sub(server.tcpUrl, "--limit", "1");
   expect(seqsOf(resumed.stdout)).toEqual([2]);

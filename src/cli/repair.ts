@@ -110,10 +110,19 @@ function reportText(
       `${would}move: "${consumers?.file}" bytes ${d.offset}..${d.offset + d.bytes} → "${d.to}"`,
     );
   }
-  if (consumers !== null)
+  if (consumers !== null) {
     lines.push(
       `durable consumers: ${consumers.kept} kept; one whose newest record was damaged resumes at its record before, or starts anew`,
     );
+    if (consumers.lost.length > 0)
+      lines.push(`durable consumers lost (start anew): ${consumers.lost.join(", ")}`);
+    if (consumers.older.length > 0)
+      lines.push(`durable consumers at an older position: ${consumers.older.join(", ")}`);
+    if (consumers.unreadable > 0)
+      lines.push(
+        `durable consumers: ${consumers.unreadable} damaged record(s) whose name is unreadable dropped`,
+      );
+  }
   for (const m of report.moved)
     lines.push(`${would}move: "${m.file}" bytes ${m.offset}..${m.offset + m.bytes} → "${m.to}"`);
   for (const r of report.lostSeqs)

@@ -13,7 +13,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConsumerRecord } from "../broker/ports.ts";
 import { nativeCrc32 } from "./crc32.ts";
-import { CONSUMERS_FILE, ConsumerFile, repairConsumersFile } from "./consumer_file.ts";
+import {
+  CONSUMERS_FILE,
+  ConsumerFile,
+  repairConsumersFile,
+  type TornTail,
+} from "./consumer_file.ts";
 
 const root = mkdtempSync(join(tmpdir(), "aria-consumers-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -70,10 +75,15 @@ describe("ConsumerFile", () => {
     await file.close();
     const path = join(dir, CONSUMERS_FILE);
     const whole = readFileSync(path);
-    // Cut inside the last record: a crash mid-append.
+    // Cut inside the last record: a crash mid-append; told, with the consumer it named.
     writeFileSync(path, whole.subarray(0, whole.length - 5));
-    const torn = await ConsumerFile.open(dir, options);
+    const cuts: TornTail[] = [];
+    const torn = await ConsumerFile.open(dir, { ...options, onTornTail: (cut) => cuts.push(cut) });
     expect(torn.load()).toEqual([record("c", 3)]);
+    const recordBytes = whole.length - statSync(path).size;
+    expect(cuts).toEqual([
+      { file: path, offset: whole.length - recordBytes, bytesCut: recordBytes - 5, consumer: "d" },
+    ]);
     await torn.close();
     expect(statSync(path).size).toBeLessThan(whole.length - 5);
     // Zeros to the end (a file extended by a crash before its data): dropped too.
@@ -136,6 +146,38 @@ describe("ConsumerFile", () => {
     );
     // Repaired: a second repair finds nothing.
     expect(repairConsumersFile(dir, { crc32: nativeCrc32 })).toBeNull();
+  });
+
+  test("repair names the consumers it could not keep, and counts damaged records without a name", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    const order = [
+      ["a", 1],
+      ["b", 2],
+      ["b", 5],
+      ["c", 3],
+      ["d", 4],
+    ] as const;
+    for (const [name, seq] of order) {
+      file.save(record(name, seq));
+      await file.flush();
+    }
+    await file.close();
+    const path = join(dir, CONSUMERS_FILE);
+    const good = readFileSync(path);
+    const starts: number[] = [];
+    for (let at = 8; at < good.length; at += 8 + good.readUInt32LE(at)) starts.push(at);
+    const damaged = Uint8Array.from(good);
+    damaged[starts[0] + 10] = 0xff; // a's name: not UTF-8
+    damaged[starts[2] + 14] ^= 0xff; // b's newest record: its flags/seq
+    damaged[starts[3] + 14] ^= 0xff; // c's only record
+    writeFileSync(path, damaged);
+    const repaired = repairConsumersFile(dir, { crc32: nativeCrc32 });
+    expect(repaired).toMatchObject({ kept: 2, lost: ["c"], older: ["b"], unreadable: 1 });
+    expect(sorted((await ConsumerFile.open(dir, options)).load())).toEqual([
+      record("b", 2),
+      record("d", 4),
+    ]);
   });
 
   test("a failed write is retried by a whole rewrite: nothing lost, no damage left", async () => {

@@ -29,7 +29,10 @@ import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { ConsumerRecord, ConsumerStore } from "../broker/ports.ts";
 import { CONSUMERS_WRITE_INTERVAL_MS } from "../constants.ts";
+import { consumerNameRefusal } from "../protocol/mod.ts";
 import {
+  CONSUMER_RECORD_BYTES_MAX,
+  CONSUMER_RECORD_HEAD_BYTES,
   CONSUMERS_FILE_MAGIC,
   type ConsumerEntry,
   decodeConsumersFile,
@@ -52,6 +55,17 @@ export interface ConsumerFileOptions {
   intervalMs?: number;
   /** Called when a write fails (the positions stay in memory and are tried again). */
   onError?: (error: Error) => void;
+  /** Called at open when a torn tail (a write a crash cut short) is cut away (the server WARNs). */
+  onTornTail?: (cut: TornTail) => void;
+}
+
+/** A torn tail cut at open: where, how many bytes, and the consumer it named when readable. */
+export interface TornTail {
+  file: string;
+  offset: number;
+  bytesCut: number;
+  /** The consumer whose record was cut, when its name survived; absent: unreadable. */
+  consumer?: string;
 }
 
 /** Durable consumers' positions in one file of the data directory. */
@@ -97,6 +111,8 @@ export class ConsumerFile implements ConsumerStore {
     const records = [...decoded.entries.values()].map(({ kind: _, ...record }) => record);
     const file = new ConsumerFile(path, options, records, decoded.validBytes);
     // A torn tail, or a header that never got written whole: the next write starts clean.
+    if (decoded.validBytes < bytes.length && decoded.validBytes > 0)
+      options.onTornTail?.(tornTailOf(path, bytes, decoded.validBytes));
     if (decoded.validBytes < bytes.length || decoded.validBytes === 0) file.rewriteSync();
     return file;
   }
@@ -231,6 +247,51 @@ export class ConsumerFile implements ConsumerStore {
   }
 }
 
+/** The torn tail of `bytes` from `offset` (a record head, kind, name length, name: when whole). */
+function tornTailOf(file: string, bytes: Uint8Array, offset: number): TornTail {
+  const cut: TornTail = { file, offset, bytesCut: bytes.length - offset };
+  const name = recordNameAt(bytes, offset, bytes.length);
+  if (name !== null) cut.consumer = name;
+  return cut;
+}
+
+/** The consumer name of a record at `offset` that did not check, when it reads as one; or null. */
+function recordNameAt(bytes: Uint8Array, offset: number, end: number): string | null {
+  const nameAt = offset + CONSUMER_RECORD_HEAD_BYTES + 2;
+  const nameBytes = bytes[nameAt - 1];
+  if (nameBytes === undefined || nameBytes === 0 || nameAt + nameBytes > end) return null;
+  try {
+    const name = new TextDecoder("utf-8", { fatal: true }).decode(
+      bytes.subarray(nameAt, nameAt + nameBytes),
+    );
+    return consumerNameRefusal(name) === null ? name : null;
+  } catch {
+    return null; // not a name: the record is unreadable
+  }
+}
+
+/**
+ * The records of a damaged region, walked by their length fields while those hold: the names
+ * that read, and how many records (or the rest, as one) did not give one.
+ */
+function damagedNames(bytes: Uint8Array, offset: number, length: number) {
+  const names: string[] = [];
+  let unreadable = 0;
+  const end = offset + length;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = offset;
+  while (at < end) {
+    const bodyBytes = at + 4 <= end ? view.getUint32(at, true) : -1;
+    const name = recordNameAt(bytes, at, end);
+    if (name === null) unreadable++;
+    else names.push(name);
+    const next = at + CONSUMER_RECORD_HEAD_BYTES + bodyBytes;
+    if (bodyBytes < 0 || bodyBytes > CONSUMER_RECORD_BYTES_MAX || next > end) break;
+    at = next;
+  }
+  return { names, unreadable };
+}
+
 /** What `aria repair` did (or would do) to the consumers file. */
 export interface ConsumersRepair {
   /** The file's path. */
@@ -239,6 +300,12 @@ export interface ConsumersRepair {
   damaged: { offset: number; bytes: number; reason: string; to: string }[];
   /** Consumers kept. */
   kept: number;
+  /** Consumers named in the damage and not kept: they start anew. */
+  lost: string[];
+  /** Consumers named in the damage and kept at an older record: they resume there. */
+  older: string[];
+  /** Damaged records whose name could not be read (their consumers are lost or resume older). */
+  unreadable: number;
 }
 
 /**
@@ -291,7 +358,17 @@ export function repairConsumersFile(
     renameSync(temporary, path);
     syncDirectory(dataDir);
   }
-  return { file: path, damaged, kept: salvage.entries.length };
+  const kept = new Set(salvage.entries.map((entry) => entry.name));
+  const named = new Set<string>();
+  let unreadable = 0;
+  for (const region of salvage.damaged) {
+    const found = damagedNames(bytes, region.offset, region.bytes);
+    for (const name of found.names) named.add(name);
+    unreadable += found.unreadable;
+  }
+  const lost = [...named].filter((name) => !kept.has(name)).sort();
+  const older = [...named].filter((name) => kept.has(name)).sort();
+  return { file: path, damaged, kept: salvage.entries.length, lost, older, unreadable };
 }
 
 /** fsyncs a directory, so a rename in it is durable (ignored where directories cannot be opened). */

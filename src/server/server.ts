@@ -198,6 +198,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       crc32: runtime.crc32,
       onError: (error) =>
         log.error("cannot write the durable consumers' positions", { reason: error.message }),
+      onTornTail: (cut) =>
+        log.warn("cut the durable consumers' file after its last whole record", {
+          ...cut,
+          consumer: cut.consumer ?? "(name unreadable)",
+        }),
     });
   } catch (error) {
     await store.close({ sort: false }).catch(() => {});
