@@ -2,6 +2,7 @@
  * What an outside adversary found in the MQTT door (issue 30): each test fails without its fix.
  */
 import { describe, expect, test } from "bun:test";
+import { userFromRecord, Users } from "../auth/mod.ts";
 import {
   type DoorWorld as World,
   DoorWorld,
@@ -216,4 +217,69 @@ test("user properties named aria-… are Aria's: a publisher's aria-seq/aria-fro
     ...str("v"),
   ]);
   expect(decodeStoredProperties(native).properties.userProperties).toEqual([["k", "v"]]);
+});
+
+describe("a kept session belongs to its user", () => {
+  const everyone = (name: string) =>
+    userFromRecord({
+      name,
+      tokenHash: `fake$${name}-secret`,
+      certSubject: null,
+      publish: { allow: ["**"], deny: [] },
+      subscribe: { allow: ["**"], deny: [] },
+      roles: [],
+    });
+  const users = () =>
+    new Users([everyone("alice"), everyone("bob")], {
+      verify: async (secret, stored) => stored === `fake$${secret}`,
+      digest: (token) => `digest:${token}`,
+    });
+  const signIn = (world: World, user: string) => {
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "same",
+      cleanStart: false,
+      keepAlive: 0,
+      username: user,
+      password: bytesOf(`${user}-secret`),
+      properties: { sessionExpiryInterval: 3600 },
+    });
+    return client;
+  };
+
+  test("another user with the same client id gets no session: not its subscriptions, not its consumers", async () => {
+    const world = new DoorWorld({ users: users() });
+    const alice = signIn(world, "alice");
+    await world.settle();
+    expect(alice.take("connack").map((p) => p.reasonCode)).toEqual([0]);
+    subscribe(alice, "t/#", 1);
+    await world.settle();
+    alice.drop();
+    await world.settle();
+    const pub = signIn(world, "alice");
+    await world.settle();
+    pub.send({
+      type: "publish",
+      topic: "t/x",
+      payload: bytesOf("for alice"),
+      qos: 0,
+      retain: false,
+      dup: false,
+      properties: {},
+    });
+    await world.settle();
+    pub.send({ type: "disconnect", reasonCode: 0, properties: {} });
+    await world.settle();
+    const bob = signIn(world, "bob");
+    await world.settle();
+    expect(bob.take("connack").map((p) => p.sessionPresent)).toEqual([false]);
+    expect(payloads(bob)).toEqual([]);
+    // Subscribing to the same filter: alice's consumer is not bob's.
+    subscribe(bob, "t/#", 1);
+    await world.settle();
+    expect(bob.take("suback").map((p) => p.reasonCodes)).toEqual([[0x87]]);
+    expect(payloads(bob)).toEqual([]);
+  });
 });

@@ -196,11 +196,17 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
         waiting.cancelWill();
     let kept = this.stored.get(clientId) ?? null;
     this.stored.delete(clientId);
+    // A session kept for another user is not this one's, nor are its in-flight messages: the
+    // door forgets it (its consumers stay, and the broker refuses them to another user).
+    const foreign =
+      kept !== null && kept.signedInAs !== undefined && kept.signedInAs !== session.signedInAs;
+    if (foreign) kept = null;
     if (cleanStart) {
       // Clean start discards the session: its consumers (positions) go too.
       if (this.durableSessions) this.removeSessionConsumers(clientId);
       kept = null;
-    } else if (kept === null && previous === undefined) kept = this.sessionFromConsumers(clientId);
+    } else if (kept === null && previous === undefined && !foreign)
+      kept = this.sessionFromConsumers(clientId);
     // Room for one more kept session, when this client will leave one.
     if (session.sessionExpiryS > 0 && kept === null && this.stored.size >= MQTT_SESSIONS_MAX)
       return "full";

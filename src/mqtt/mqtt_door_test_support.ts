@@ -3,6 +3,7 @@
  * clients that speak through MQC's codec (packets in and out), with time under the test's control.
  * Not a test file itself; used by mqtt_session.test.ts and the fuzz test.
  */
+import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
 import type { Connection } from "../broker/ports.ts";
 import type { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
@@ -99,6 +100,8 @@ export class DoorWorld {
   constructor(
     options: {
       authToken?: string;
+      /** Users who sign in (a server with --users). */
+      users?: Users;
       /** Keep persistent sessions in the door's memory instead of durable consumers. */
       inMemorySessions?: boolean;
       /** A store and consumer store that outlive this world (a restart of the server). */
@@ -117,6 +120,10 @@ export class DoorWorld {
       clock,
       scheduler: { soon: (task) => this.tasks.push(task) },
       authToken: options.authToken,
+      signIn:
+        options.users === undefined
+          ? undefined
+          : { users: options.users, throttle: new FailureThrottle(), scheduleAfter: () => {} },
       consumerStore: options.consumerStore,
     });
     this.door = new MqttDoor({

@@ -156,6 +156,8 @@ export interface StoredSession {
    * (MQTT-4.3.3), so a resent PUBLISH on the next connection is not published again.
    */
   qos2Received?: readonly number[];
+  /** Who signed in (MqttSession.signedInAs): another gets no session of this client id. */
+  signedInAs?: string;
 }
 
 /** What a session asks of the door that holds it. */
@@ -287,6 +289,11 @@ export class MqttSession implements NativeEvents {
   private earlyBytes = 0;
   private earlyPaused = false;
   private connect: ConnectPacket | null = null;
+
+  /** Who signed in: the CONNECT's user name and the TLS certificate's subject. */
+  get signedInAs(): string {
+    return JSON.stringify([this.connect?.username ?? "", this.socket.peerSubject ?? ""]);
+  }
   private closing = false;
   private paused = false;
   // Output to the client.
@@ -1556,6 +1563,7 @@ export class MqttSession implements NativeEvents {
         releasedUs: this.lastInputUs,
         inflight: this.savedFlights(),
         qos2Received: [...this.qos2Received.keys()],
+        signedInAs: this.signedInAs,
       };
     }
     for (const state of this.subscriptions.values()) {
