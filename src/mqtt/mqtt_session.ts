@@ -328,6 +328,8 @@ export class MqttSession implements NativeEvents {
   private window = MQTT_INFLIGHT_V4;
   private nextPacketId = 1;
   private readonly held: Outgoing[] = [];
+  /** Subscriptions with retained messages being read (moreRetained goes through these only). */
+  private readonly retaining = new Set<SubscriptionState>();
   private heldHead = 0;
   private heldBytes = 0;
 
@@ -878,6 +880,7 @@ export class MqttSession implements NativeEvents {
     // way lists again for this one when it ends.
     const listing = state.retainedRead?.list === null;
     state.retainedRead = { beforeSeq, list: null, next: 0, reading: false };
+    this.retaining.add(state);
     if (!listing) this.listRetained(state);
   }
 
@@ -906,11 +909,16 @@ export class MqttSession implements NativeEvents {
   private moreRetained(): void {
     const source = this.door.retained;
     if (source === undefined || this.closing) return;
-    for (const state of this.byNativeId.values()) {
+    for (const state of this.retaining) {
       const read = state.retainedRead;
-      if (read === undefined || read.list === null || read.reading) continue;
+      if (read === undefined || this.byNativeId.get(state.nativeId) !== state) {
+        this.retaining.delete(state);
+        continue;
+      }
+      if (read.list === null || read.reading) continue;
       if (read.next >= read.list.length) {
         state.retainedRead = undefined;
+        this.retaining.delete(state);
         continue;
       }
       if (!this.accepting || this.held.length - this.heldHead >= this.window) return;
@@ -1574,6 +1582,7 @@ export class MqttSession implements NativeEvents {
     }
     this.subscriptions.clear();
     this.byNativeId.clear();
+    this.retaining.clear();
     this.held.length = 0;
     this.heldHead = 0;
     this.heldBytes = 0;
