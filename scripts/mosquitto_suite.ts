@@ -31,7 +31,8 @@ export const PYTHON = "/usr/bin/python3";
 const DOES_NOT_APPLY_EXIT = 77;
 
 /**
- * The tests of test/broker that pass on Aria today (each passed 3 full runs of 3): `bun test`
+ * The tests of test/broker that pass on Aria today (each passed 3 full runs of 3; left out as
+ * flaky: 04-retain-qos0, 04-retain-qos0-repeated, 02-subpub-recover-subscriptions): `bun test`
  * (tests/mosquitto_suite.test.ts) runs them and fails on any regression. Extend as Aria's door
  * grows (the table says which).
  */
@@ -53,7 +54,6 @@ export const ARIA_PASSING: readonly string[] = [
   "02-subpub-qos1-nolocal",
   "02-subpub-qos2",
   "02-subpub-qos2-pubrec-error",
-  "02-subpub-recover-subscriptions",
   "02-subscribe-dollar-v5",
   "02-subscribe-persistence-flipflop",
   "02-subscribe-qos0",
@@ -73,7 +73,6 @@ export const ARIA_PASSING: readonly string[] = [
   "03-publish-qos2",
   "04-retain-qos0-clear",
   "04-retain-qos0-fresh",
-  "04-retain-qos0-repeated",
   "05-clean-session-qos1",
   "05-session-expiry-v5",
   "07-will-delay-recover",
