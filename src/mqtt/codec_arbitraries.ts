@@ -7,6 +7,7 @@
 import fc from "fast-check";
 import { MqttDecoder, type MqttDecoderOptions } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
+import { MQTT31_CLIENT_ID_BYTES_MAX } from "./codec_parse.ts";
 import type {
   MqttDecodeResult,
   Packet,
@@ -154,8 +155,10 @@ export function packetArbitrary(version: ProtocolVersion): fc.Arbitrary<Packet> 
         { nil: undefined },
       ),
       properties: props("connect"),
+      // MQTT 3.1 (MQIsdp, level 3) rides on version 4: the same packets.
+      mqtt31: version === 4 ? fc.boolean() : fc.constant(false),
     })
-    .map((fields): Packet => {
+    .map(({ mqtt31, ...fields }): Packet => {
       const packet: Record<string, unknown> = { type: "connect", protocolVersion: version };
       for (const [key, value] of Object.entries(fields))
         if (value !== undefined) packet[key] = value;
@@ -163,6 +166,12 @@ export function packetArbitrary(version: ProtocolVersion): fc.Arbitrary<Packet> 
         packet.username = "user";
       }
       if (version === 4 && fields.clientId === "") packet.cleanStart = true;
+      if (mqtt31) {
+        packet.mqtt31 = true;
+        // 3.1's client id has 1 to 23 bytes.
+        const bytes = new TextEncoder().encode(fields.clientId).length;
+        if (bytes === 0 || bytes > MQTT31_CLIENT_ID_BYTES_MAX) packet.clientId = "mqtt31-client";
+      }
       return packet as unknown as Packet;
     });
   const connack = fc.record({

@@ -69,8 +69,8 @@ export function toLoose(packet: Packet, version: ProtocolVersion): Loose {
     case "connect": {
       const loose: Loose = {
         cmd: "connect",
-        protocolId: "MQTT",
-        protocolVersion: version,
+        protocolId: packet.mqtt31 === true ? "MQIsdp" : "MQTT",
+        protocolVersion: packet.mqtt31 === true ? 3 : version,
         clientId: packet.clientId,
         clean: packet.cleanStart,
         keepalive: packet.keepAlive,
@@ -163,7 +163,8 @@ export function fromLoose(loose: Loose, version: ProtocolVersion): Packet {
     case "connect": {
       const packet: Loose = {
         type: "connect",
-        protocolVersion: loose.protocolVersion,
+        protocolVersion: loose.protocolVersion === 3 ? 4 : loose.protocolVersion,
+        ...(loose.protocolVersion === 3 ? { mqtt31: true } : {}),
         clientId: loose.clientId,
         cleanStart: loose.clean,
         keepAlive: loose.keepalive,
