@@ -57,6 +57,12 @@ export const MQTT_WILL_ACK_TIMEOUT_US = 10_000_000;
  * first: a live subscription gets its own message right after its PUBLISH_ACK).
  */
 export const MQTT_OWN_SEQS_MAX = 4096;
+/**
+ * Payload bytes a connection keeps of its QoS 1/2 messages in flight, so a resumed session sends
+ * them again with their packet ids; past it, one in flight is not kept and comes again from the
+ * log as a new PUBLISH (the window alone could hold 65,535 payloads of 1 MiB).
+ */
+export const MQTT_FLIGHT_KEPT_BYTES_MAX = 1024 * 1024;
 
 assert(MQTT_HELD_BYTES_MAX >= 64 * 1024, "holds at least one write of the broker");
 assert(MQTT_RECEIVE_MAXIMUM <= 65_535, "Receive Maximum is a two-byte integer");

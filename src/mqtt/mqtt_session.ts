@@ -37,6 +37,7 @@ import { encodePacket } from "./codec_encode.ts";
 import {
   MQTT_EARLY_BYTES_MAX,
   MQTT_EARLY_PACKETS_MAX,
+  MQTT_FLIGHT_KEPT_BYTES_MAX,
   MQTT_HELD_BYTES_MAX,
   MQTT_RETAINED_BATCH,
   MQTT_INFLIGHT_V4,
@@ -244,8 +245,8 @@ interface InFlight {
   released: boolean;
   /** A retained message (not part of the subscription's position). */
   retain: boolean;
-  /** What was sent (for a resume of the session). */
-  message: SentMessage;
+  /** What was sent, for a resume of the session (undefined: not kept, over the bound). */
+  message: SentMessage | undefined;
 }
 
 interface PendingRequest {
@@ -332,6 +333,8 @@ export class MqttSession implements NativeEvents {
   private readonly retaining = new Set<SubscriptionState>();
   private heldHead = 0;
   private heldBytes = 0;
+  /** Payload bytes of the `inflight` messages kept for a resume. */
+  private keptFlightBytes = 0;
 
   constructor(
     private readonly door: SessionDoor,
@@ -1145,7 +1148,7 @@ export class MqttSession implements NativeEvents {
           qos: next.qos,
           released: false,
           retain: next.retain,
-          message: next,
+          message: this.keepFlight(next),
         });
       else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
@@ -1155,6 +1158,25 @@ export class MqttSession implements NativeEvents {
     }
     for (const state of this.byNativeId.values()) this.progress(state);
     this.moreRetained();
+  }
+
+  /** A message in flight kept for a resume, within MQTT_FLIGHT_KEPT_BYTES_MAX; else undefined. */
+  private keepFlight(message: SentMessage): SentMessage | undefined {
+    const bytes = message.payload.length;
+    if (this.keptFlightBytes + bytes > MQTT_FLIGHT_KEPT_BYTES_MAX) return undefined;
+    this.keptFlightBytes += bytes;
+    return message;
+  }
+
+  /** A message in flight needs its payload no more (acknowledged, or PUBREC: PUBREL goes again). */
+  private releaseFlight(flight: InFlight, acknowledged: boolean): void {
+    const message = flight.message;
+    if (message !== undefined) this.keptFlightBytes -= message.payload.length;
+    if (acknowledged) flight.message = undefined;
+    else {
+      const meta = message ?? EMPTY_SENT;
+      flight.message = { ...meta, seq: flight.seq, qos: flight.qos, payload: EMPTY_PAYLOAD };
+    }
   }
 
   private takePacketId(): number {
@@ -1233,9 +1255,11 @@ export class MqttSession implements NativeEvents {
     }
     if (type === "pubrec" && reasonCode < 0x80) {
       flight.released = true;
+      this.releaseFlight(flight, false);
       this.ack("pubrel", packetId, REASON.SUCCESS);
       return;
     }
+    this.releaseFlight(flight, true);
     this.inflight.delete(packetId);
     const wasAccepting = this.accepting;
     this.pump();
@@ -1471,7 +1495,8 @@ export class MqttSession implements NativeEvents {
     const saved: SavedFlight[] = [];
     for (const [packetId, flight] of this.inflight) {
       const state = flight.subscription;
-      if (state.shared) continue;
+      // Not kept (over MQTT_FLIGHT_KEPT_BYTES_MAX): it comes again from the log instead.
+      if (state.shared || flight.message === undefined) continue;
       const inPosition = !flight.retain && this.byNativeId.get(state.nativeId) === state;
       saved.push({
         packetId,
@@ -1489,7 +1514,8 @@ export class MqttSession implements NativeEvents {
     if (state.shared || state.positionSeq === 0) return undefined;
     const flying = new Set<number>();
     for (const flight of this.inflight.values())
-      if (flight.subscription === state && !flight.retain) flying.add(flight.seq);
+      if (flight.subscription === state && !flight.retain && flight.message !== undefined)
+        flying.add(flight.seq);
     const again = [...state.unprocessed].filter((seq) => !flying.has(seq));
     return { below: state.positionSeq, again };
   }
@@ -1517,10 +1543,12 @@ export class MqttSession implements NativeEvents {
         retain: found === undefined,
         message,
       });
+      this.keptFlightBytes += message.payload.length;
       if (flight.released) this.ack("pubrel", flight.packetId, REASON.SUCCESS);
       else if (!this.sendMessage(state, message, flight.packetId, true)) {
         // Too large for the client's new Maximum Packet Size: skipped.
         this.inflight.delete(flight.packetId);
+        this.keptFlightBytes -= message.payload.length;
         state.unprocessed.delete(message.seq);
       }
     }
@@ -1649,6 +1677,18 @@ export class MqttSession implements NativeEvents {
     return this.paused;
   }
 }
+
+const EMPTY_PAYLOAD = new Uint8Array(0);
+/** What a QoS 2 message in flight keeps once PUBRECed (PUBREL needs its packet id only). */
+const EMPTY_SENT: SentMessage = {
+  seq: 0,
+  topic: "",
+  payload: EMPTY_PAYLOAD,
+  properties: {},
+  qos: 2,
+  retain: false,
+  retainFlag: false,
+};
 
 /** A message without properties (a native one): its subscription's QoS, no retain flag. */
 const NATIVE: StoredMessage = { properties: {}, qos: 2, retain: false };

@@ -341,3 +341,37 @@ test("No Local: a subscription does not get what its own connection published [M
     ["theirs", 2],
   ]);
 });
+
+test("in-flight payloads past MQTT_FLIGHT_KEPT_BYTES_MAX are not kept: those come again from the log as new PUBLISHes", async () => {
+  const world = new DoorWorld({ inMemorySessions: true });
+  const connect = () => {
+    const client = world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: "big",
+      cleanStart: false,
+      keepAlive: 0,
+      properties: { sessionExpiryInterval: 60 },
+    });
+    return client;
+  };
+  const first = connect();
+  await world.settle();
+  subscribe(first, "big/#", 1);
+  await world.settle();
+  const pub = await world.connected("pub");
+  const payload = "x".repeat(600 * 1024);
+  publish(pub, "big/a", payload, 1, 1);
+  publish(pub, "big/b", payload, 1, 2);
+  await world.settle();
+  const shape = (client: Client) =>
+    client.take("publish").map((p) => `${p.topic} #${p.packetId}${p.dup ? " dup" : ""}`);
+  expect(shape(first)).toEqual(["big/a #1", "big/b #2"]);
+  first.drop();
+  await world.settle();
+  const second = connect();
+  await world.settle();
+  // 600 KiB kept, the next 600 KiB over the 1 MiB bound: a new PUBLISH, new id, DUP 0.
+  expect(shape(second)).toEqual(["big/a #1 dup", "big/b #2"]);
+});
