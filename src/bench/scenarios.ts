@@ -942,21 +942,11 @@ async function diskRecoveryScenario(
   env: BenchEnv,
   options: BenchOptions,
 ): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
-  let server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
+  const { server, fill, restarted } = await diskStream(env, options, "disk-recovery");
   const rows: Row[] = [];
   const notes: string[] = [];
   try {
-    const fill = await fillStream(
-      env,
-      server.url,
-      options.diskMessages,
-      options.diskPayloadBytes,
-      "disk-recovery",
-    );
-    if (server.restart !== null) {
-      env.progress("disk-recovery: restarting the server on the same data");
-      const restarted = await server.restart();
-      server = restarted.server;
+    if (restarted !== null) {
       notes.push(
         `The server was stopped (${formatMs(restarted.stopMs)} ms: it sorts the journal into segments) and started again on the same data directory (${formatMs(restarted.startMs)} ms: recovery and refilling its ${formatBytes(options.diskTipBytes)} tip from disk).`,
       );
@@ -1038,22 +1028,11 @@ async function herdScenario(
   env: BenchEnv,
   options: BenchOptions,
 ): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
-  let server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
+  const { server, fill } = await diskStream(env, options, "herd");
   const rows: Row[] = [];
   const notes: string[] = [];
   const targets: TargetCheck[] = [];
   try {
-    const fill = await fillStream(
-      env,
-      server.url,
-      options.diskMessages,
-      options.diskPayloadBytes,
-      "herd",
-    );
-    if (server.restart !== null) {
-      env.progress("herd: restarting the server on the same data");
-      server = (await server.restart()).server;
-    }
     const coldWhole = await server.dropCaches();
     env.progress(`herd: one client replaying ** from seq ${fill.firstSeq}`);
     const whole = await replay(env, server.url, "**", fill.firstSeq);
@@ -1156,6 +1135,38 @@ async function herdClient(
     return { delivered, firstMessageMs, doneMs: env.nowMs() - startedMs };
   } finally {
     await client.close();
+  }
+}
+
+/**
+ * A server holding the disk scenarios' stream, stopped and started again on its data when it can
+ * be (its tip refilled from disk, the rest only on disk); the caller stops the server it gets.
+ */
+async function diskStream(
+  env: BenchEnv,
+  options: BenchOptions,
+  label: string,
+): Promise<{
+  server: BenchServer;
+  fill: { firstSeq: number; lastSeq: number };
+  restarted: { stopMs: number; startMs: number } | null;
+}> {
+  const server = await env.server({ fsync: "interval", tipBytes: options.diskTipBytes });
+  try {
+    const fill = await fillStream(
+      env,
+      server.url,
+      options.diskMessages,
+      options.diskPayloadBytes,
+      label,
+    );
+    if (server.restart === null) return { server, fill, restarted: null };
+    env.progress(`${label}: restarting the server on the same data`);
+    const restarted = await server.restart();
+    return { server: restarted.server, fill, restarted };
+  } catch (error) {
+    await server.stop();
+    throw error;
   }
 }
 
