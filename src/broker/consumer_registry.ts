@@ -194,16 +194,18 @@ export class ConsumerRegistry {
     consumer.lastActiveUs = nowUs;
     if (seq + 1 <= consumer.nextSeq || this.consumers.get(consumer.name) !== consumer) return;
     consumer.nextSeq = seq + 1;
-    consumer.group = null;
+    consumer.group = groupAbove(consumer.group, consumer.nextSeq);
     this.store?.save(consumer.record());
   }
 
   /**
-   * A shared group stops (its last member left, or the server stops): its position is its lowest
-   * unacknowledged seq, and `group` lists what else below `group.readSeq` is unacknowledged (never
-   * back; a position not past the stored one stores nothing).
+   * A shared group's whole position (its last member left, the server stops, or a write interval
+   * passed while it reads): its lowest unacknowledged seq, and `group` lists what else below
+   * `group.readSeq` is unacknowledged (never back; a position not past the stored one stores
+   * nothing). Later ACKs keep the list, less what falls below the position: a seq listed and
+   * acknowledged since comes again after a crash, one not listed never.
    */
-  stopGroup(consumer: Consumer, group: GroupRecord): void {
+  saveGroup(consumer: Consumer, group: GroupRecord): void {
     const nextSeq = group.unackedSeqs[0] ?? group.readSeq;
     if (consumer.nextSeq === 0) return; // never began: it has no position to store
     if (nextSeq < consumer.nextSeq || this.consumers.get(consumer.name) !== consumer) return;
@@ -248,6 +250,13 @@ export class ConsumerRegistry {
     }
     return infos.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
+}
+
+/** `group` less the unacknowledged seqs below `nextSeq`; null when nothing is left above it. */
+function groupAbove(group: GroupRecord | null, nextSeq: number): GroupRecord | null {
+  if (group === null || group.readSeq <= nextSeq) return null;
+  const unackedSeqs = group.unackedSeqs.filter((seq) => seq >= nextSeq);
+  return unackedSeqs.length === 0 ? null : { readSeq: group.readSeq, unackedSeqs };
 }
 
 /** A group record with its read position cut back to `seqEnd` (null when nothing is left of it). */

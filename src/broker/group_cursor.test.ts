@@ -92,6 +92,11 @@ class World {
     });
   }
 
+  /** Moves the broker's clock on. */
+  advanceUs(us: number): void {
+    this.timeUs += us;
+  }
+
   connect(): Client {
     const client = new Client();
     client.sessionId = this.broker.open({
@@ -382,6 +387,31 @@ describe("shared groups", () => {
     world.join(d);
     await world.settle();
     expect(d.seqs().sort((x, y) => x - y)).toEqual(rest.sort((x, y) => x - y));
+  });
+
+  test("after a crash only what was unacknowledged (or acknowledged within the write interval) comes again", async () => {
+    const world = new World();
+    const publisher = world.connect();
+    const [a, b] = [world.connect(), world.connect()];
+    world.join(a);
+    world.join(b);
+    await world.settle();
+    await world.publish(publisher, 40, 8);
+    world.advanceUs(1_000_000); // a write interval has passed: the next ACK stores it all
+    world.ack(a, a.seqs().at(-1)!); // a acknowledges all it got, b nothing
+    await world.settle();
+    const unacked = b.seqs().sort((x, y) => x - y);
+    expect(unacked[0]).toBeLessThan(a.seqs().at(-1)!); // some of a's acked seqs are above it
+    // Within the interval b acknowledges its first: the stored list keeps the rest.
+    world.ack(b, b.seqs()[0]!);
+    await world.settle();
+    unacked.splice(unacked.indexOf(b.seqs()[0]!), 1);
+    // kill -9: no member leaves, no shutdown; a new broker on what was stored.
+    world.start();
+    const c = world.connect();
+    world.join(c);
+    await world.settle();
+    expect(c.seqs().sort((x, y) => x - y)).toEqual(unacked);
   });
 
   test("a stored read position past the visible end (seqs a crash lost) is cut back to it", async () => {

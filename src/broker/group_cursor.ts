@@ -17,15 +17,16 @@
  * backed up is marked not ready and gets nothing more until its connection drains.
  *
  * The stored position (ConsumerRecord.nextSeq) is the group's lowest unacknowledged seq, moved
- * as ACKs come. When the last member leaves (or the server stops) the record also lists the
- * unacknowledged seqs below the read position (ConsumerRecord.group), and the next start delivers
- * only those and what follows. After a crash the last position written holds: messages above it
- * that were acknowledged come again (at least once, never a gap).
+ * as ACKs come. Once per write interval while it reads, and when the last member leaves (or the
+ * server stops), the record also lists the unacknowledged seqs below the read position
+ * (ConsumerRecord.group), and the next start delivers only those and what follows. After a crash
+ * the last position written holds: what was acknowledged within the last interval comes again
+ * (at least once, never a gap).
  *
  * Not here: the assignment rules (shared_group.ts), frames (session.ts), attaching consumers
  * (consumer_registry.ts, dispatch.ts). Pure: the broker's stages come in as ports.
  */
-import { GROUP_POSITION_SEQS_MAX } from "../constants.ts";
+import { CONSUMERS_WRITE_INTERVAL_MS, GROUP_POSITION_SEQS_MAX } from "../constants.ts";
 import { encodeSubscribed, type SubscribeFrame, type TopicCache } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
 import type { Filter } from "../topic/filter.ts";
@@ -163,6 +164,8 @@ export class GroupCursor {
   private readonly lastSeqSent = new Map<number, number>();
   /** Members marked not ready (their session backed up). */
   private readonly notReady = new Set<number>();
+  /** When the whole position (with the unacknowledged seqs) was last stored, µs. */
+  private wholePositionSavedUs = 0;
 
   constructor(
     readonly consumer: Consumer,
@@ -219,13 +222,7 @@ export class GroupCursor {
    * stored record lists what is unacknowledged, so the next start delivers only that again.
    */
   stop(): void {
-    const position = this.group.position();
-    if (position.unackedSeqs.length <= GROUP_POSITION_SEQS_MAX)
-      this.ports.consumers.stopGroup(this.consumer, {
-        readSeq: position.nextSeq,
-        unackedSeqs: position.unackedSeqs,
-      });
-    else this.savePosition();
+    this.saveWholePosition();
     this.subscription.phase = Phase.Closed;
     this.ports.moves.drop(this.subscription);
     this.ports.fanout.unregister(this.subscription);
@@ -305,12 +302,37 @@ export class GroupCursor {
     }
   }
 
-  /** The group's stored position moves up to its lowest unacknowledged seq (never back). */
+  /**
+   * The group's stored position moves up to its lowest unacknowledged seq (never back); once per
+   * write interval it is the whole position, with the unacknowledged seqs above it, so a crash
+   * delivers again what was unacknowledged or acknowledged within the last interval, not all
+   * that lies above the lowest unacknowledged seq.
+   */
   private savePosition(): void {
     if (this.consumer.nextSeq === 0) return; // not begun: catch-up's begin sets it
+    const nowUs = this.ports.clock.nowUs();
+    if (nowUs - this.wholePositionSavedUs >= CONSUMERS_WRITE_INTERVAL_MS * 1000) {
+      this.wholePositionSavedUs = nowUs;
+      this.saveWholePosition();
+      return;
+    }
     const lowest = this.group.lowestUnackedSeq();
-    if (lowest > this.consumer.nextSeq)
-      this.ports.consumers.ack(this.consumer, lowest - 1, this.ports.clock.nowUs());
+    if (lowest > this.consumer.nextSeq) this.ports.consumers.ack(this.consumer, lowest - 1, nowUs);
+  }
+
+  /** Stores the lowest unacknowledged seq and the unacknowledged seqs above it (if they fit). */
+  private saveWholePosition(): void {
+    const position = this.group.position();
+    if (position.unackedSeqs.length > GROUP_POSITION_SEQS_MAX) {
+      const lowest = this.group.lowestUnackedSeq();
+      if (this.consumer.nextSeq !== 0 && lowest > this.consumer.nextSeq)
+        this.ports.consumers.ack(this.consumer, lowest - 1, this.ports.clock.nowUs());
+      return;
+    }
+    this.ports.consumers.saveGroup(this.consumer, {
+      readSeq: position.nextSeq,
+      unackedSeqs: position.unackedSeqs,
+    });
   }
 
   /** After a join, leave, ACK or drain: flush what moved; let the cursor read on if it may. */
