@@ -497,11 +497,14 @@ export class MqttSession implements NativeEvents {
         `the credential is longer than ${AUTH_TOKEN_BYTES_MAX} bytes`,
       );
     this.assignedClientId = assigned;
+    this.credentialSent = token !== null;
     // The client id names the broker session in logs: its first CLIENT_NAME_BYTES_MAX bytes.
     this.link.hello(cutUtf8(clientId, CLIENT_NAME_BYTES_MAX), token);
   }
 
   private assignedClientId = false;
+  /** Whether CONNECT carried a user name or password (a refusal without one: not authorized). */
+  private credentialSent = false;
 
   /** WELCOME: the broker signed the client in. */
   welcome(_nextSeq: number): void {
@@ -1271,7 +1274,7 @@ export class MqttSession implements NativeEvents {
   /** ERROR from the broker. */
   error(error: NativeError): void {
     if (this.phase === "signing_in" && error.fatal) {
-      return this.refuseConnect(connackOfError(error.code), error.reason);
+      return this.refuseConnect(connackOfError(error.code, this.credentialSent), error.reason);
     }
     if (error.relatedKind === "request") {
       const request = this.requests.get(error.relatedId);
@@ -1788,11 +1791,14 @@ function reasonOfError(code: string): number {
   }
 }
 
-/** The CONNACK reason of a fatal error during sign-in. */
-function connackOfError(code: string): number {
+/**
+ * The CONNACK reason of a fatal error during sign-in: a refused credential is a bad user name or
+ * password; no credential where one is needed is not authorized (3.1.1: return codes 4 and 5).
+ */
+function connackOfError(code: string, credentialSent: boolean): number {
   switch (code) {
     case "ARIA_ERR_AUTH_FAILED":
-      return REASON.BAD_USER_NAME_OR_PASSWORD;
+      return credentialSent ? REASON.BAD_USER_NAME_OR_PASSWORD : REASON.NOT_AUTHORIZED;
     case "ARIA_ERR_TOO_MANY_CONNECTIONS":
       return REASON.QUOTA_EXCEEDED;
     case "ARIA_ERR_SHUTTING_DOWN":
