@@ -40,6 +40,17 @@ export interface Connection {
   readonly door?: "mqtt";
 }
 
+/** The events of accepted TCP connections, as the broker takes them (Broker fits). */
+export interface ConnectionEvents {
+  /** A connection was accepted; returns the id its later events carry. */
+  open(connection: Connection): number;
+  receive(sessionId: number, bytes: Uint8Array): void;
+  /** The connection takes writes again after a partial one. */
+  writable(sessionId: number): void;
+  /** The connection is gone (peer closed, error, or after our close); reported once. */
+  closed(sessionId: number): void;
+}
+
 /** A message read back from storage. */
 export interface StoredMessageLike {
   seq: number;

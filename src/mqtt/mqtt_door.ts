@@ -12,7 +12,7 @@
  * `stored`, never both; `stored.size <= MQTT_SESSIONS_MAX`.
  */
 import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
-import type { ConnectionEvents } from "../runtime/runtime.ts";
+import type { ConnectionEvents } from "../broker/ports.ts";
 import type { Log } from "../stdx/log.ts";
 import { MQTT_CLOSING_LINGER_US, MQTT_SESSIONS_MAX } from "./mqtt_limits.ts";
 import {

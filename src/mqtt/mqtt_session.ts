@@ -29,7 +29,7 @@ import {
   PROPERTIES_BYTES_MAX,
 } from "../constants.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
-import type { ConnectionEvents } from "../runtime/runtime.ts";
+import type { ConnectionEvents } from "../broker/ports.ts";
 import type { Log } from "../stdx/log.ts";
 import { parseAriaFrom } from "./aria_from.ts";
 import { MqttDecoder } from "./codec.ts";

@@ -34,7 +34,7 @@ import {
   type MessageBatch,
   type StartPosition,
 } from "../protocol/mod.ts";
-import type { ConnectionEvents } from "../runtime/runtime.ts";
+import type { ConnectionEvents } from "../broker/ports.ts";
 import { assert } from "../stdx/assert.ts";
 
 /** What the broker tells an MQTT session, frame by frame. */

@@ -11,7 +11,7 @@
  * parseArgs), and the pure core's own interfaces (Disk, Clock, Scheduler, Connection), which this
  * file only names.
  */
-import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
+import type { Clock, ConnectionEvents, Scheduler } from "../broker/ports.ts";
 import type { Crc32 } from "../store/crc32.ts";
 import type { Disk } from "../store/disk.ts";
 import type { ReadTextResult } from "./files.ts";
@@ -19,23 +19,14 @@ import type { Dialer } from "../client/mod.ts";
 import type { TlsServerOptions } from "./tls.ts";
 import type { WebSocketDoor } from "./web_socket_door.ts";
 
+export type { ConnectionEvents };
+
 export type { ReadTextResult } from "./files.ts";
 export type { TlsServerOptions } from "./tls.ts";
 export type { WebSocketDoor } from "./web_socket_door.ts";
 
 /** A file's bytes, or why it could not be read (a one-line reason). */
 export type ReadBytesResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: string };
-
-/** The events of accepted TCP connections, as the broker takes them (Broker fits). */
-export interface ConnectionEvents {
-  /** A connection was accepted; returns the id its later events carry. */
-  open(connection: Connection): number;
-  receive(sessionId: number, bytes: Uint8Array): void;
-  /** The connection takes writes again after a partial one. */
-  writable(sessionId: number): void;
-  /** The connection is gone (peer closed, error, or after our close); reported once. */
-  closed(sessionId: number): void;
-}
 
 /** A listening TCP endpoint. */
 export interface TcpListener {
