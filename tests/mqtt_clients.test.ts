@@ -11,7 +11,6 @@
  * port): they never skip.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createServer, Socket } from "node:net";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Message } from "../src/client/mod.ts";
@@ -23,38 +22,12 @@ const PYTHON = "/usr/bin/python3";
 const MOSQUITTO_PUB = "/usr/bin/mosquitto_pub";
 const MOSQUITTO_SUB = "/usr/bin/mosquitto_sub";
 
-/** A port free on 127.0.0.1 now, for --mqtt-port (the fixture reads only the first two URLs). */
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address !== null ? resolve(address.port) : reject(),
-      );
-    });
-  });
-}
+const server = serverForFile({ fsync: "never", args: ["--mqtt-port", "0"] });
+let MQTT_PORT = 0;
 
-const MQTT_PORT = await freePort();
-const server = serverForFile({ fsync: "never", args: ["--mqtt-port", String(MQTT_PORT)] });
-
-/** Resolves when something accepts a TCP connection on `port` at 127.0.0.1. */
-async function accepts(port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const socket = new Socket();
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-    socket.connect(port, "127.0.0.1");
-  });
-}
-
-beforeAll(async () => {
-  await waitFor(() => accepts(MQTT_PORT), `Aria's MQTT door on port ${MQTT_PORT}`, 10_000);
+beforeAll(() => {
+  // The port the system picked, from the mqtt:// line the server printed.
+  MQTT_PORT = Number(new URL(server().mqttUrl as string).port);
 });
 
 const children = new Set<number>();

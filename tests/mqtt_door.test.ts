@@ -6,45 +6,19 @@
  * malformed bytes end only their own connection.
  */
 import { expect, test } from "bun:test";
-import { createServer, Socket } from "node:net";
+import { Socket } from "node:net";
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt";
 import type { Message } from "../src/client/mod.ts";
 import { connect } from "../src/server/mod.ts";
 import { makeTempDir, serverForFile, startAria, waitFor } from "./fixtures/e2e_server.ts";
 
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address !== null ? resolve(address.port) : reject(),
-      );
-    });
-  });
-}
-
-const MQTT_PORT = await freePort();
-const URL = `mqtt://127.0.0.1:${MQTT_PORT}`;
-const server = serverForFile({ fsync: "never", args: ["--mqtt-port", String(MQTT_PORT)] });
-
-/** Resolves whether something accepts a TCP connection on `port` at 127.0.0.1. */
-async function accepts(port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const socket = new Socket();
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-    socket.connect(port, "127.0.0.1");
-  });
-}
+const server = serverForFile({ fsync: "never", args: ["--mqtt-port", "0"] });
+/** The mqtt:// URL the server printed (its port picked by the system). */
+const mqttUrl = () => server().mqttUrl as string;
 
 const clients = new Set<MqttClient>();
 async function mqttClient(options: IClientOptions): Promise<MqttClient> {
-  const client = await mqtt.connectAsync(URL, {
+  const client = await mqtt.connectAsync(mqttUrl(), {
     reconnectPeriod: 0,
     connectTimeout: 5000,
     ...options,
@@ -130,7 +104,7 @@ test("a persistent session whose client was killed gets what it missed, in order
   clients.delete(first);
   const pub = await mqttClient({ protocolVersion: 4, clientId: "keep-pub" });
   for (let i = 0; i < 50; i++) await pub.publishAsync("keep/x", `m${i}`, { qos: 1 });
-  const again = mqtt.connect(URL, { ...options, reconnectPeriod: 0 });
+  const again = mqtt.connect(mqttUrl(), { ...options, reconnectPeriod: 0 });
   clients.add(again);
   const got = collect(again);
   await waitFor(async () => got.length >= 50, "50 missed messages", 10_000);
@@ -217,7 +191,9 @@ async function rawClient() {
     closed = true;
   });
   socket.on("error", () => {});
-  await new Promise<void>((resolve) => socket.connect(MQTT_PORT, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) =>
+    socket.connect(Number(new globalThis.URL(mqttUrl()).port), "127.0.0.1", resolve),
+  );
   return { socket, received, closed: () => closed };
 }
 
@@ -265,12 +241,10 @@ test("a second CONNECT (0x82) and malformed bytes end only their connection", as
 
 test("a persistent session outlives kill -9 of the server: its client gets what it had not acknowledged and what came after", async () => {
   const dataDir = makeTempDir("aria-mqtt-restart-");
-  const port = await freePort();
-  const url = `mqtt://127.0.0.1:${port}`;
-  const args = ["--mqtt-port", String(port)];
+  const args = ["--mqtt-port", "0"];
   let aria = await startAria({ dataDir, fsync: "always", args });
   try {
-    await waitFor(() => accepts(port), "the MQTT door", 10_000);
+    const url = aria.mqttUrl as string;
     const options = {
       protocolVersion: 5 as const,
       clientId: "survivor",
@@ -289,11 +263,12 @@ test("a persistent session outlives kill -9 of the server: its client gets what 
     first.stream.destroy();
     pub.stream.destroy();
     await aria.kill9();
+    // The restarted server listens on another port: the session is the client id's, not the port's.
     aria = await startAria({ dataDir, fsync: "always", args });
-    await waitFor(() => accepts(port), "the MQTT door again", 10_000);
-    const pub2 = await mqtt.connectAsync(url, { protocolVersion: 5, reconnectPeriod: 0 });
+    const url2 = aria.mqttUrl as string;
+    const pub2 = await mqtt.connectAsync(url2, { protocolVersion: 5, reconnectPeriod: 0 });
     for (let i = 20; i < 30; i++) await pub2.publishAsync("crash/x", `m${i}`, { qos: 1 });
-    const again = mqtt.connect(url, options);
+    const again = mqtt.connect(url2, options);
     const got = collect(again);
     const connack = await new Promise<{ sessionPresent: boolean }>((resolve) =>
       again.once("connect", resolve),
