@@ -717,7 +717,11 @@ describe("/api/topics", () => {
         `depth ${ADMIN_TREE_DEPTH_MAX + 1} is not between 0 and ${ADMIN_TREE_DEPTH_MAX}`,
       ],
       ["/api/topics?source=disk", 400, 'source "disk" is not live or persisted'],
-      ["/api/topics?prefx=app", 400, 'unknown parameter "prefx" (expected source, prefix, depth, filter)'],
+      [
+        "/api/topics?prefx=app",
+        400,
+        'unknown parameter "prefx" (expected source, prefix, depth, filter)',
+      ],
       ["/api/topics?source=live&prefix=nope", 404, 'no topic under "nope" in the live volumes'],
       [
         "/api/topics?source=live&prefix=app/ord",
