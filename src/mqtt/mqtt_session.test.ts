@@ -619,6 +619,35 @@ describe("MQTT session: retained messages", () => {
   });
 });
 
+describe("MQTT session: a retained message not yet durable", () => {
+  test("PUBLISH then SUBSCRIBE before the store commits: the message comes once, as retained", async () => {
+    const world = new DoorWorld();
+    const pub = await world.connected("pub");
+    world.store.holdCommits = true;
+    publish(pub, "h/1", "held");
+    await world.settle();
+    const sub = await world.connected("sub");
+    sub.send({
+      type: "subscribe",
+      packetId: 4,
+      subscriptions: [
+        { filter: "h/#", qos: 1, noLocal: false, retainAsPublished: false, retainHandling: 0 },
+      ],
+      properties: {},
+    });
+    await world.settle();
+    world.store.holdCommits = false;
+    world.store.release();
+    await world.settle();
+    // It was published before the subscription: a retained message (retain flag 1), not a live one.
+    expect(
+      sub
+        .take("publish")
+        .map((p) => `${p.topic}=${text(p.payload)}${p.retain ? " (retained)" : ""}`),
+    ).toEqual(["h/1=held (retained)"]);
+  });
+});
+
 describe("MQTT session: shared subscriptions", () => {
   test("$share/G/f: each message to one member; a leaver's unacknowledged ones go to another", async () => {
     const world = new DoorWorld();

@@ -303,6 +303,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           retained: {
             newest: (entries) => broker.newestOf(Filter.of(...entries)),
             read: (entries) => broker.latestMessagesOf(entries),
+            nextSeq: () => broker.nextSeq,
           },
           ariaSeq: options.mqttAriaSeq ?? true,
           log,
