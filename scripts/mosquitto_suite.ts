@@ -32,7 +32,7 @@ const DOES_NOT_APPLY_EXIT = 77;
 
 /**
  * The tests of test/broker that pass on Aria today (each passed 3 full runs of 3; left out as
- * flaky: 04-retain-qos0, 04-retain-qos0-repeated, 02-subpub-recover-subscriptions): `bun test`
+ * flaky: 02-subpub-recover-subscriptions): `bun test`
  * (tests/mosquitto_suite.test.ts) runs them and fails on any regression. Extend as Aria's door
  * grows (the table says which).
  */
@@ -48,6 +48,7 @@ export const ARIA_PASSING: readonly string[] = [
   "02-subhier-crash",
   "02-subpub-qos0",
   "02-subpub-qos0-retain-as-publish",
+  "02-subpub-qos0-send-retain",
   "02-subpub-qos0-topic-alias",
   "02-subpub-qos1",
   "02-subpub-qos1-message-expiry-will",
@@ -71,8 +72,10 @@ export const ARIA_PASSING: readonly string[] = [
   "03-publish-c2b-qos2-len",
   "03-publish-dollar",
   "03-publish-qos2",
+  "04-retain-qos0",
   "04-retain-qos0-clear",
   "04-retain-qos0-fresh",
+  "04-retain-qos0-repeated",
   "05-clean-session-qos1",
   "05-session-expiry-v5",
   "07-will-delay-recover",

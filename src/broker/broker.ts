@@ -208,11 +208,6 @@ export class Broker {
   // ---- Events ------------------------------------------------------------------------------
 
   /** A connection opened; returns its session id (the connection is closed when over the limit). */
-  /** The seq the next published message will get (messages below it are sequenced, maybe not yet durable). */
-  get nextSeq(): number {
-    return this.sequencer.nextSeq;
-  }
-
   open(connection: Connection): number {
     return this.dispatch.open(connection);
   }

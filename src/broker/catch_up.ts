@@ -54,6 +54,8 @@ const SLICE_MESSAGE_OVERHEAD_BYTES = 64;
 /** The visible end: seqs below it are durable and may be delivered (the sequencer's). */
 export interface VisibleEnd {
   readonly visibleSeq: number;
+  /** The seq the next published message will get: where a live subscription starts. */
+  readonly nextSeq: number;
 }
 
 /** What catch-up asks of the session lifecycle (dispatch.ts). */
@@ -140,8 +142,10 @@ export class CatchUp {
       this.resolveTime(subscription, start.timeUs);
       return;
     }
-    const visibleSeq = this.visible.visibleSeq;
-    const from = start.kind === "live" ? visibleSeq : start.kind === "earliest" ? 1 : start.seq;
+    // Live: after every message sequenced so far, durable or not (one published before the
+    // SUBSCRIBE is not the subscription's, even when its commit is still running).
+    const from =
+      start.kind === "live" ? this.visible.nextSeq : start.kind === "earliest" ? 1 : start.seq;
     this.begin(subscription, from);
   }
 

@@ -140,7 +140,6 @@ export class DoorWorld {
       retained: {
         newest: (entries) => this.broker.newestOf(Filter.of(...entries)),
         read: (entries) => this.broker.latestMessagesOf(entries),
-        nextSeq: () => this.broker.nextSeq,
       },
       ariaSeq: options.ariaSeq,
     });

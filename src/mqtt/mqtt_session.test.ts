@@ -626,19 +626,25 @@ describe("MQTT session: a retained message not yet durable", () => {
     world.store.holdCommits = true;
     publish(pub, "h/1", "held");
     await world.settle();
+    const subscribeH = (client: Client, retainHandling: 0 | 2) =>
+      client.send({
+        type: "subscribe",
+        packetId: 4,
+        subscriptions: [
+          { filter: "h/#", qos: 1, noLocal: false, retainAsPublished: false, retainHandling },
+        ],
+        properties: {},
+      });
     const sub = await world.connected("sub");
-    sub.send({
-      type: "subscribe",
-      packetId: 4,
-      subscriptions: [
-        { filter: "h/#", qos: 1, noLocal: false, retainAsPublished: false, retainHandling: 0 },
-      ],
-      properties: {},
-    });
+    subscribeH(sub, 0);
+    const never = await world.connected("never");
+    subscribeH(never, 2);
     await world.settle();
     world.store.holdCommits = false;
     world.store.release();
     await world.settle();
+    // Retain handling 2: no retained messages, and this one came before the subscription.
+    expect(never.take("publish")).toEqual([]);
     // It was published before the subscription: a retained message (retain flag 1), not a live one.
     expect(
       sub

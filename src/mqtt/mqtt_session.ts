@@ -130,8 +130,6 @@ export interface RetainedSource {
   newest(entries: readonly string[]): Promise<readonly RetainedEntry[]>;
   /** The messages of `entries`, in their order (one retention removed is left out). */
   read(entries: readonly RetainedEntry[]): Promise<readonly RetainedMessage[]>;
-  /** The seq the next published message will get. */
-  nextSeq(): number;
 }
 
 /** A subscription's retained messages being read: one read at a time, from `next` on. */
@@ -749,10 +747,7 @@ export class MqttSession implements NativeEvents {
         identifier,
         dollarExcluded: mapped.dollarExcluded,
         nativeId: 0,
-        start: this.liveStart(
-          start,
-          !startGiven && wanted.retainHandling !== 2 && mapped.share === null,
-        ),
+        start,
         unprocessed: new Set(),
         positionSeq: 0,
         durable:
@@ -775,17 +770,6 @@ export class MqttSession implements NativeEvents {
     }
     this.subacks.set(packet.packetId, suback);
     this.subackStep(suback);
-  }
-
-  /**
-   * Where a subscription that gets retained messages starts: at the next seq to be assigned, not
-   * at the visible end, so a message published before the SUBSCRIBE but not yet durable is one of
-   * its retained messages (their read waits for it), never a live one with retain flag 0.
-   */
-  private liveStart(start: StartPosition, wantsRetained: boolean): StartPosition {
-    const retained = this.door.retained;
-    if (!wantsRetained || start.kind !== "live" || retained === undefined) return start;
-    return { kind: "seq", seq: retained.nextSeq() };
   }
 
   private openSubscription(

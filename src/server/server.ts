@@ -303,7 +303,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           retained: {
             newest: (entries) => broker.newestOf(Filter.of(...entries)),
             read: (entries) => broker.latestMessagesOf(entries),
-            nextSeq: () => broker.nextSeq,
           },
           ariaSeq: options.mqttAriaSeq ?? true,
           log,
