@@ -231,20 +231,33 @@ export class ConsumerFile implements ConsumerStore {
   /** Writes every live record to a new file, fsynced, and renames it over the old one. */
   private rewriteSync(): void {
     const entries: ConsumerEntry[] = [...this.live.values()].map((r) => ({ kind: "put", ...r }));
-    const body = encodeConsumerEntries(entries, this.options.crc32);
-    const temporary = `${this.path}.tmp`;
-    const fd = openSync(temporary, "w");
-    try {
-      writeSync(fd, CONSUMERS_FILE_MAGIC);
-      writeSync(fd, body);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temporary, this.path);
-    syncDirectory(join(this.path, ".."));
+    const body = replaceConsumersFile(this.path, entries, this.options.crc32);
     this.fileBytes = CONSUMERS_FILE_MAGIC.length + body.length;
   }
+}
+
+/**
+ * Writes `entries` as a whole consumers file beside `path`, fsynced, renames it over `path` and
+ * syncs the directory: the old file or the new one, never a mix. Returns the body written.
+ */
+function replaceConsumersFile(
+  path: string,
+  entries: readonly ConsumerEntry[],
+  crc32: Crc32,
+): Uint8Array {
+  const body = encodeConsumerEntries(entries, crc32);
+  const temporary = `${path}.tmp`;
+  const fd = openSync(temporary, "w");
+  try {
+    writeSync(fd, CONSUMERS_FILE_MAGIC);
+    writeSync(fd, body);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
+  syncDirectory(join(path, ".."));
+  return body;
 }
 
 /** The torn tail of `bytes` from `offset` (a record head, kind, name length, name: when whole). */
@@ -345,18 +358,7 @@ export function repairConsumersFile(
       }
     }
     syncDirectory(join(dataDir, "damaged"));
-    const body = encodeConsumerEntries(salvage.entries, options.crc32);
-    const temporary = `${path}.tmp`;
-    const fd = openSync(temporary, "w");
-    try {
-      writeSync(fd, CONSUMERS_FILE_MAGIC);
-      writeSync(fd, body);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temporary, path);
-    syncDirectory(dataDir);
+    replaceConsumersFile(path, salvage.entries, options.crc32);
   }
   const kept = new Set(salvage.entries.map((entry) => entry.name));
   const named = new Set<string>();
