@@ -206,6 +206,8 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     );
   for (const problem of recovery.problems)
     log.warn("recovery found a problem", { problem: JSON.stringify(problem) });
+  // Listened for before the URL lines and the log say it serves: a supervisor may stop it then.
+  const stopAsked = new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
   log.info("serving", { protocol: server.tcpUrl, admin: server.adminUrl, mqtt: server.mqttUrl });
   io.out(`${server.tcpUrl}\n${server.adminUrl}\n`);
   if (server.mqttUrl !== undefined) io.out(`${server.mqttUrl}\n`);
@@ -222,7 +224,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       });
     }
   });
-  const signal = await new Promise<string>((resolve) => runtime.onShutdownSignal(resolve));
+  const signal = await stopAsked;
   log.info("shutting down", { signal });
   await server.stop();
   log.info("stopped");
