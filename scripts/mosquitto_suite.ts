@@ -49,7 +49,6 @@ export const ARIA_PASSING: readonly string[] = [
   "02-subpub-qos0",
   "02-subpub-qos0-retain-as-publish",
   "02-subpub-qos0-send-retain",
-  "02-subpub-qos0-topic-alias",
   "02-subpub-qos1",
   "02-subpub-qos1-message-expiry-will",
   "02-subpub-qos1-nolocal",

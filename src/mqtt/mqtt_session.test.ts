@@ -1,3 +1,9 @@
+/**
+ * The MQTT session machine over a real broker on a memory store (DoorWorld): connect, publish and
+ * subscribe, persistent sessions (durable consumers), QoS and flow control, keep alive and wills,
+ * bad input, topic names, PUBLISH properties, retained messages (one not yet durable too) and
+ * shared subscriptions. The wire is the codec's; the broker is the one the server runs.
+ */
 import { describe, expect, test } from "bun:test";
 import { encodePacket } from "./codec_encode.ts";
 import { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
