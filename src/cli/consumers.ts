@@ -5,6 +5,7 @@
  * lock names the serving process's admin URL and token). Exit codes: 0 done, 1 failure (server
  * unreachable, no such consumer, consumer in use), 2 usage.
  */
+import type { ConsumerInfo } from "../broker/mod.ts";
 import { readLock } from "../runtime/mod.ts";
 import { parseCommand, stringFlag, UsageError } from "./args.ts";
 import { EXIT_FAILURE, EXIT_OK, type CliIo } from "./cli_io.ts";
@@ -32,18 +33,8 @@ published since, an upper bound of the matching ones), MEMBERS (open subscriptio
 OWNER (the user who created it, with --users; only that user may subscribe to it).
 `;
 
-interface ConsumerRow {
-  name: string;
-  filter: string[];
-  shared: boolean;
-  ackedSeq: number;
-  nextSeq: number;
-  pendingSeqs: number;
-  members: number;
-  lastActiveUs: number;
-  /** Absent from servers before owners. */
-  owner?: string | null;
-}
+/** A consumer as GET /api/consumers lists it; `owner` is absent from servers before owners. */
+type ConsumerRow = Omit<ConsumerInfo, "owner"> & { owner?: string | null };
 
 /** Runs `aria consumers`. */
 export async function consumersCommand(args: string[], io: CliIo): Promise<number> {
