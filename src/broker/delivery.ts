@@ -70,32 +70,20 @@ export class Delivery {
     const session = subscription.session;
     const properties = subscription.withProperties ? (message.properties ?? NO_PROPERTIES) : null;
     const propertiesBytes = properties === null ? 0 : properties.length;
-    if (message.source !== undefined)
-      session.addData(
-        subscription.id,
-        message.seq,
-        message.timeUs,
-        topic,
-        message.source,
-        message.start as number,
-        message.length as number,
-        properties,
-        0,
-        propertiesBytes,
-      );
-    else
-      session.addData(
-        subscription.id,
-        message.seq,
-        message.timeUs,
-        topic,
-        message.payload,
-        0,
-        message.payload.length,
-        properties,
-        0,
-        propertiesBytes,
-      );
+    // A borrowing read gives a range of its buffer; a copying one the payload itself.
+    const borrowed = message.source !== undefined;
+    session.addData(
+      subscription.id,
+      message.seq,
+      message.timeUs,
+      topic,
+      borrowed ? (message.source as Uint8Array) : message.payload,
+      borrowed ? (message.start as number) : 0,
+      borrowed ? (message.length as number) : message.payload.length,
+      properties,
+      0,
+      propertiesBytes,
+    );
     subscription.messagesDelivered++;
     this.messagesDelivered++;
   }
