@@ -19,6 +19,12 @@
  *                  gets: how many, whether in order (the payload carries its index), and how fast
  *                  (from its CONNECT to the last message, ending after 3 s of silence).
  *
+ *
+ * Beside the QoS 1 row, each round also times the disk's bound for a writer that waits for one
+ * group commit per window (src/bench/fsync_bound.ts: append + fdatasync of WINDOW records' bytes
+ * in the directory the data directories are made in): `--fsync always` cannot beat WINDOW
+ * messages per such round, so its column is also given as a ratio of min(mosquitto, that bound).
+ *
  *   npx bun bench/mqtt_vs_mosquitto.ts [--bin dist/aria] [--baseline BIN] [--rounds 3]
  *     [--fsync never,always]
  *     [--messages 200000] [--fan-messages 5000] [--offline 1000000] [--window 100]
@@ -29,7 +35,10 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Socket } from "bun";
+import { boundRate, type FsyncBound, measureFsyncBound } from "../src/bench/fsync_bound.ts";
 import { median } from "../src/bench/stats.ts";
+import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { recordBytes } from "../src/store/record.ts";
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +65,8 @@ const OFFLINE = Number(values.offline ?? 1_000_000);
 const WINDOW = Number(values.window ?? 100);
 const PAYLOAD_BYTES = Number(values.payload ?? 64);
 const MOSQUITTO = "/usr/sbin/mosquitto";
+/** Timed rounds of the fsync bound, per benchmark round. */
+const BOUND_ROUNDS = 300;
 const SILENCE_MS = 3000;
 
 // ---- The raw MQTT 3.1.1 client --------------------------------------------------------------
@@ -442,12 +453,32 @@ async function qos0Publish(port: number): Promise<Measured> {
   return { rate: MESSAGES / seconds, note: "" };
 }
 
+const QOS1_TOPIC = "bench/q1";
+
+/**
+ * The disk's bound for QoS 1 with WINDOW in flight under `--fsync always`: one round appends and
+ * fdatasyncs WINDOW records of the QoS 1 row's size, in the directory the brokers' data go to.
+ */
+async function qos1FsyncBound(): Promise<FsyncBound> {
+  const dir = mkdtempSync(join(tmpdir(), "mqtt-vs-mosquitto-fsync-"));
+  try {
+    const record = recordBytes(encoder.encode(QOS1_TOPIC).length, PAYLOAD_BYTES);
+    return await measureFsyncBound(new BunDisk(dir), {
+      roundBytes: WINDOW * record,
+      rounds: BOUND_ROUNDS,
+      nowMs: () => performance.now(),
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function qos1Publish(port: number): Promise<Measured> {
   let acked = 0;
   const { client } = await connected(port, "bench-q1", { puback: () => acked++ });
   const started = performance.now();
   await publishAll(client, {
-    topic: "bench/q1",
+    topic: QOS1_TOPIC,
     qos: 1,
     count: MESSAGES,
     acked: () => acked,
@@ -642,8 +673,18 @@ console.log(
 const results = new Map<string, Map<string, Measured[]>>();
 for (const row of ROWS)
   results.set(row.name, new Map(VARIANTS.map((variant) => [variant.label, []])));
+const bounds: FsyncBound[] = [];
 for (let round = 0; round < ROUNDS; round++)
-  for (const row of ROWS)
+  for (const row of ROWS) {
+    if (row.run === qos1Publish) {
+      const bound = await qos1FsyncBound();
+      bounds.push(bound);
+      console.error(
+        `round ${round + 1} fsync bound: append + fdatasync of ${fmt(bound.roundBytes)} B: ` +
+          `median ${bound.medianUs.toFixed(0)} µs (p90 ${bound.p90Us.toFixed(0)}) → ` +
+          `${fmt(boundRate(bound, WINDOW))} msg/s at ${WINDOW} per round`,
+      );
+    }
     for (let turn = 0; turn < VARIANTS.length; turn++) {
       // Each round starts at another broker, so none is always first after a quiet spell.
       const variant = VARIANTS[(turn + round) % VARIANTS.length]!;
@@ -658,6 +699,7 @@ for (let round = 0; round < ROUNDS; round++)
         await broker.stop();
       }
     }
+  }
 
 const arias = VARIANTS.slice(1);
 console.log("");
@@ -671,6 +713,35 @@ for (const row of ROWS) {
     return `${fmt(rate)} | ${(rate / mosquitto).toFixed(2)}`;
   });
   console.log(`| ${row.name} (${row.unit}) | ${fmt(mosquitto)} | ${cells.join(" | ")} |`);
+}
+const qos1 = ROWS.find((row) => row.run === qos1Publish)!;
+const boundRates = bounds.map((bound) => boundRate(bound, WINDOW));
+const fsyncBound = median(boundRates);
+const qos1Mosquitto = median(
+  results
+    .get(qos1.name)!
+    .get("mosquitto")!
+    .map((m) => m.rate),
+);
+const limit = Math.min(qos1Mosquitto, fsyncBound);
+console.log("");
+console.log(
+  `fsync bound (same run, ${ROUNDS} rounds): append + fdatasync of ${WINDOW} records ` +
+    `(${fmt(bounds[0]?.roundBytes ?? 0)} B) median ${median(bounds.map((b) => b.medianUs)).toFixed(0)} µs ` +
+    `→ ${fmt(fsyncBound)} msg/s (rounds: ${boundRates.map(fmt).join(", ")}); ` +
+    `min(mosquitto ${fmt(qos1Mosquitto)}, bound) = ${fmt(limit)}`,
+);
+for (const variant of arias.filter((v) => v.fsync === "always")) {
+  const rate = median(
+    results
+      .get(qos1.name)!
+      .get(variant.label)!
+      .map((m) => m.rate),
+  );
+  console.log(
+    `- ${qos1.name}, ${variant.label}: ${fmt(rate)} msg/s = ${(rate / fsyncBound).toFixed(2)} ` +
+      `of the fsync bound, ${(rate / limit).toFixed(2)} of min(mosquitto, bound)`,
+  );
 }
 console.log("");
 for (const row of ROWS)
