@@ -98,6 +98,8 @@ export async function ariaReplay(
       wallMs: end - start,
       firstMessageMs: firstMessageAt - start,
       connectMs,
+      firstAt: firstMessageAt,
+      endAt: end,
     };
   } finally {
     await client.close();

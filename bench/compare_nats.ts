@@ -73,6 +73,9 @@ export interface ReplayTiming {
   firstMessageMs: number;
   /** Connecting (before the subscribe), ms. */
   connectMs: number;
+  /** performance.now() at the first and the last expected message (a herd times from its start). */
+  firstAt: number;
+  endAt: number;
 }
 
 /**
@@ -157,6 +160,8 @@ export async function natsReplay(
       wallMs: end - start,
       firstMessageMs: firstMessageAt - start,
       connectMs,
+      firstAt: firstMessageAt,
+      endAt: end,
     };
   } finally {
     await connection.close();

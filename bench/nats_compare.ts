@@ -37,6 +37,7 @@ import {
   type Row,
 } from "../src/bench/table.ts";
 import { ariaPublish, ariaReplay } from "./compare_aria.ts";
+import { type HerdFigures, runHerd } from "./compare_herd.ts";
 import { NATS_PULL_BATCH, natsPublish, natsReplay, type ReplayTiming } from "./compare_nats.ts";
 import {
   dropPageCache,
@@ -59,11 +60,20 @@ const WARM_UP_REPLAYS = 3;
 /** Ring bytes per message that surely hold the whole stream in the tip rows. */
 const LARGE_TIP_BYTES_PER_MESSAGE = 256;
 
+/** The parts of a round: the replay rows, and the herd. */
+const PHASES = ["rows", "herd"] as const;
+type Phase = (typeof PHASES)[number];
+
 interface Args {
   messages: number;
   rounds: number;
   json: boolean;
   ariaBin: string;
+  phases: Phase[];
+  /** Clients of the herd. */
+  readers: number;
+  /** Zipf exponent of the stream's partitions (0: every partition 1% of it). */
+  skew: number;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -72,6 +82,9 @@ function parseArgs(argv: string[]): Args {
     rounds: 3,
     json: false,
     ariaBin: join(import.meta.dir, "..", "dist", "aria"),
+    phases: [...PHASES],
+    readers: 100,
+    skew: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -89,9 +102,25 @@ function parseArgs(argv: string[]): Args {
     else if (flag === "--rounds") args.rounds = count(value());
     else if (flag === "--json") args.json = true;
     else if (flag === "--aria-bin") args.ariaBin = value();
-    else throw new Error(`unknown flag ${flag}: --messages N --rounds N --json --aria-bin PATH`);
+    else if (flag === "--readers") args.readers = count(value());
+    else if (flag === "--phases") args.phases = phasesOf(value());
+    else if (flag === "--skew") {
+      args.skew = Number(value());
+      if (!(args.skew >= 0)) throw new Error(`--skew: must be a number >= 0`);
+    } else
+      throw new Error(
+        `unknown flag ${flag}: --messages N --rounds N --json --aria-bin PATH --phases ${PHASES.join(",")} --readers N --skew S`,
+      );
   }
   return args;
+}
+
+function phasesOf(text: string): Phase[] {
+  const phases = text.split(",").map((phase) => phase.trim());
+  for (const phase of phases)
+    if (!(PHASES as readonly string[]).includes(phase))
+      throw new Error(`--phases: "${phase}" is not one of ${PHASES.join(", ")}`);
+  return phases as Phase[];
 }
 
 /** The two sides' servers and how to restart them. */
@@ -154,6 +183,30 @@ async function both(
   return { aria: await runAria(), nats };
 }
 
+/**
+ * Restarts both servers (Aria with a tip of `tipBytes`), then replays the smallest partition on
+ * each a few times, unmeasured: the rows measure servers with warm code. A fresh Aria's first tip
+ * replays are JIT-cold: 1M messages, 1% subtree, first message after 57, 56, 19, 8, 2.8 ms in
+ * five replays in a row on one server.
+ */
+async function freshPair(
+  sides: Sides,
+  stream: CompareStream,
+  ariaFirstSeq: number,
+  options: { tipBytes: number; source: "tip" | "disk"; ariaFirst: boolean },
+): Promise<void> {
+  await restart(sides, options.tipBytes);
+  for (let i = 0; i < WARM_UP_REPLAYS; i++)
+    await both(
+      sides,
+      stream,
+      stream.spec.partitions - 1,
+      ariaFirstSeq,
+      options.source,
+      options.ariaFirst,
+    );
+}
+
 interface RawRound {
   ariaBytes: number;
   ariaMs: number;
@@ -167,20 +220,13 @@ async function round(
   ariaFirstSeq: number,
   index: number,
   largeTipBytes: number,
-): Promise<{ measured: Round; raw: RawRound; load: number }> {
-  const load = loadavg()[0];
+): Promise<{ measured: Round; raw: RawRound }> {
   const ariaFirst = index % 2 === 0;
   const subtree = stream.onePercent;
   const measured: Round = new Map();
   const label = `round ${index + 1}`;
-  // Each fresh server pair replays the smallest partition first, unmeasured: the rows measure
-  // servers with warm code. A fresh Aria's first tip replays are JIT-cold: 1M messages, 1%
-  // subtree, first message after 57, 56, 19, 8, 2.8 ms in five replays in a row on one server.
-  const fresh = async (tipBytes: number, source: "tip" | "disk") => {
-    await restart(sides, tipBytes);
-    for (let i = 0; i < WARM_UP_REPLAYS; i++)
-      await both(sides, stream, stream.spec.partitions - 1, ariaFirstSeq, source, ariaFirst);
-  };
+  const fresh = (tipBytes: number, source: "tip" | "disk") =>
+    freshPair(sides, stream, ariaFirstSeq, { tipBytes, source, ariaFirst });
   if (index > 0) await fresh(largeTipBytes, "tip");
   progress(`${label}: tip`);
   await warmPageCache(sides.natsDir);
@@ -216,7 +262,6 @@ async function round(
       natsBytes: natsRaw.bytes,
       natsMs: natsRaw.wallMs,
     },
-    load,
   };
 }
 
@@ -275,6 +320,225 @@ const COLUMNS: Column[] = [
   { key: "ratio", header: "Aria vs NATS (NATS time / Aria time)", format: formatRatio },
 ];
 
+/** A target of the issue, checked against the measured figure. */
+type Target = { target: string; measured: string; met: boolean };
+
+/** The replay rows' table, targets, the raw-read note and their JSON. */
+function rowsReport(
+  rounds: Round[],
+  raws: RawRound[],
+  files: { ariaFiles: { bytes: number }[]; natsFiles: { bytes: number }[] },
+): { rows: Row[]; targets: Target[]; notes: string[]; json: Record<string, unknown> } {
+  const rows = summarize(rounds);
+  const rawAriaMBps = median(raws.map((raw) => raw.ariaBytes / raw.ariaMs / 1000));
+  const rawNatsMBps = median(raws.map((raw) => raw.natsBytes / raw.natsMs / 1000));
+  const wholeDropped = rounds.map((measured) => measured.get("whole dropped")!);
+  // Aria's whole-stream replay against dd reading the same files: dd's time / Aria's time.
+  const ariaShareOfRaw = median(raws.map((raw, i) => raw.ariaMs / wholeDropped[i].aria.wallMs));
+  const natsShareOfRaw = median(raws.map((raw, i) => raw.natsMs / wholeDropped[i].nats.wallMs));
+  const first = (key: string) => rows.find((row) => row.row === key)!;
+  const ratioOf = (key: string) =>
+    first(ROWS.find((row) => row.key === key)!.label).ratio as number;
+  const firstTip = first(`first message, 1% subtree, ${WHERE.tip}`);
+  const firstDropped = first(`first message, 1% subtree, ${WHERE.dropped}`);
+  const targets = [
+    {
+      target: "whole stream from disk (page cache dropped) >= 4x NATS",
+      measured: formatRatio(ratioOf("whole dropped")),
+      met: ratioOf("whole dropped") >= 4,
+    },
+    {
+      target: "whole stream from disk >= 70% of the raw read speed of its files",
+      measured: `${(ariaShareOfRaw * 100).toFixed(0)}%`,
+      met: ariaShareOfRaw >= 0.7,
+    },
+    {
+      target: "first message <= 1 ms from the tip (1% subtree)",
+      measured: `${formatMs(firstTip.ariaMs as number)} ms`,
+      met: (firstTip.ariaMs as number) <= 1,
+    },
+    {
+      target: "first message <= 5 ms from disk (1% subtree, page cache dropped)",
+      measured: `${formatMs(firstDropped.ariaMs as number)} ms`,
+      met: (firstDropped.ariaMs as number) <= 5,
+    },
+  ];
+  const sum = (list: { bytes: number }[]) => list.reduce((total, file) => total + file.bytes, 0);
+  const notes = [
+    `Raw reads (dd iflag=direct bs=1M, dd's own times, same rounds): Aria's files ${(sum(files.ariaFiles) / 1e6).toFixed(1)} MB at ${rawAriaMBps.toFixed(0)} MB/s, NATS's ${(sum(files.natsFiles) / 1e6).toFixed(1)} MB at ${rawNatsMBps.toFixed(0)} MB/s. Whole stream from disk (page cache dropped) as a share of dd's read of the same files: Aria ${(ariaShareOfRaw * 100).toFixed(0)}%, NATS ${(natsShareOfRaw * 100).toFixed(0)}%.`,
+  ];
+  return {
+    rows,
+    targets,
+    notes,
+    json: {
+      rows,
+      raw: raws,
+      rawAriaMBps,
+      rawNatsMBps,
+      ariaShareOfRaw,
+      natsShareOfRaw,
+      perRound: rounds.map((measured) => Object.fromEntries(measured)),
+    },
+  };
+}
+
+/** One side's herd round: one client reading the whole stream, then the herd. */
+interface HerdSide {
+  whole: ReplayTiming;
+  herd: HerdFigures;
+}
+
+/** One round of the herd phase, both sides. */
+interface HerdRound {
+  aria: HerdSide;
+  nats: HerdSide;
+}
+
+/**
+ * One round of the herd, each side in turn (Aria first in even rounds): both servers restarted
+ * (Aria with a 1 MiB tip), warmed, their files evicted from the page cache; then one client reads
+ * the whole stream; restarted and evicted again; then `readers` clients connect at once, client k
+ * replaying partition k mod 100 from the oldest message, every replay checked.
+ */
+async function herdRound(
+  sides: Sides,
+  stream: CompareStream,
+  ariaFirstSeq: number,
+  index: number,
+  readers: number,
+): Promise<HerdRound> {
+  const ariaFirst = index % 2 === 0;
+  const label = `round ${index + 1}, herd`;
+  const partitions = stream.spec.partitions;
+  const cold = async () => {
+    await freshPair(sides, stream, ariaFirstSeq, {
+      tipBytes: SMALL_TIP_BYTES,
+      source: "disk",
+      ariaFirst,
+    });
+    await dropPageCache(sides.ariaDir);
+    await dropPageCache(sides.natsDir);
+  };
+  const ariaSide = async (): Promise<HerdSide> => {
+    progress(`${label}: Aria, one client reading the whole stream`);
+    await cold();
+    const whole = await ariaReplay(sides.aria.url, stream, -1, ariaFirstSeq);
+    progress(`${label}: Aria, ${readers} clients at once`);
+    await cold();
+    const before = await ariaRecoveries(sides.aria);
+    const herd = await runHerd(readers, partitions, (partition) =>
+      ariaReplay(sides.aria.url, stream, partition, ariaFirstSeq),
+    );
+    const after = await ariaRecoveries(sides.aria);
+    if (after.disk - before.disk < readers)
+      throw new Error(
+        `Aria's herd: ${after.disk - before.disk} disk recoveries for ${readers} clients (not from disk)`,
+      );
+    return { whole, herd };
+  };
+  const natsSide = async (): Promise<HerdSide> => {
+    progress(`${label}: NATS, one client reading the whole stream`);
+    await cold();
+    const whole = await natsReplay(sides.nats.url, stream, -1);
+    progress(`${label}: NATS, ${readers} clients at once`);
+    await cold();
+    const herd = await runHerd(readers, partitions, (partition) =>
+      natsReplay(sides.nats.url, stream, partition),
+    );
+    return { whole, herd };
+  };
+  if (ariaFirst) {
+    const aria = await ariaSide();
+    return { aria, nats: await natsSide() };
+  }
+  const nats = await natsSide();
+  return { aria: await ariaSide(), nats };
+}
+
+const HERD_COLUMNS: Column[] = [
+  { key: "row", header: "readers (page cache dropped, servers restarted)" },
+  { key: "messages", header: "messages" },
+  { key: "wallMs", header: "wall ms (last done)", format: formatMs },
+  { key: "perSecond", header: "msg/s (aggregate)", format: formatSi },
+  { key: "medianMs", header: "median client ms", format: formatMs },
+  { key: "slowestMs", header: "slowest client ms", format: formatMs },
+  { key: "spread", header: "slowest / median", format: formatRatio },
+  { key: "firstMessageMs", header: "median first message ms", format: formatMs },
+  { key: "ofWhole", header: "vs one whole-stream client", format: formatRatio },
+];
+
+/** The herd's table (medians of the rounds), its targets, notes and JSON. */
+function herdReport(
+  herds: HerdRound[],
+  readers: number,
+  stream: CompareStream,
+): { rows: Row[]; targets: Target[]; notes: string[]; json: unknown } {
+  const rows: Row[] = [];
+  for (const side of ["aria", "nats"] as const) {
+    const name = side === "aria" ? "Aria" : "NATS";
+    const wholes = herds.map((round) => round[side].whole);
+    const figures = herds.map((round) => round[side].herd);
+    rows.push({
+      row: `${name}: 1 client, the whole stream`,
+      messages: wholes[0].delivered,
+      wallMs: median(wholes.map((whole) => whole.wallMs)),
+      perSecond: median(wholes.map((whole) => (whole.delivered / whole.wallMs) * 1000)),
+      medianMs: null,
+      slowestMs: null,
+      spread: null,
+      firstMessageMs: median(wholes.map((whole) => whole.firstMessageMs)),
+      ofWhole: 1,
+    });
+    rows.push({
+      row: `${name}: ${readers} clients at once, client k partition k`,
+      messages: figures[0].delivered,
+      wallMs: median(figures.map((herd) => herd.wallMs)),
+      perSecond: median(figures.map((herd) => herd.perSecond)),
+      medianMs: median(figures.map((herd) => herd.medianMs)),
+      slowestMs: median(figures.map((herd) => herd.slowestMs)),
+      spread: median(figures.map((herd) => herd.slowestMs / herd.medianMs)),
+      firstMessageMs: median(figures.map((herd) => herd.firstMessageMedianMs)),
+      ofWhole: median(
+        herds.map(
+          (round) =>
+            round[side].herd.perSecond /
+            ((round[side].whole.delivered / round[side].whole.wallMs) * 1000),
+        ),
+      ),
+    });
+  }
+  const versusNats = median(
+    herds.map((round) => round.aria.herd.perSecond / round.nats.herd.perSecond),
+  );
+  const ariaHerd = rows[1];
+  const uniform = stream.spec.skew === 0;
+  return {
+    rows,
+    targets: [
+      {
+        target: `herd (${readers} clients) aggregate msg/s >= 20x NATS's ${readers} ordered consumers`,
+        measured: formatRatio(versusNats),
+        met: versusNats >= 20,
+      },
+      {
+        target: "herd aggregate msg/s >= 50% of one client reading the whole stream",
+        measured: formatRatio(ariaHerd.ofWhole as number),
+        met: (ariaHerd.ofWhole as number) >= 0.5,
+      },
+      {
+        target: `slowest herd client <= 3x the median one${uniform ? "" : " (stream skewed: partitions differ in size)"}`,
+        measured: formatRatio(ariaHerd.spread as number),
+        met: (ariaHerd.spread as number) <= 3,
+      },
+    ],
+    notes: [
+      `The herd: ${readers} clients connect at once, client k replaying partition k mod ${stream.spec.partitions} (Aria bench/pK/**, NATS an ordered consumer of bench.pK.>) from the oldest message until it has all of it; times from the common start, before the first connection. Both servers restarted (Aria with a 1 MiB tip: each client starts on disk, then the tip) and their files evicted from the page cache before each side's herd and before its whole-stream client. Aggregate Aria / NATS: ${formatRatio(versusNats)} (median of the rounds' ratios).`,
+    ],
+    json: herds,
+  };
+}
+
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   if (!existsSync(args.ariaBin))
@@ -293,7 +557,7 @@ async function main(): Promise<number> {
     partitions: 100,
     topicsPerPartition: 100,
     payloadBytes: 64,
-    skew: 1,
+    skew: args.skew,
     seed: 1,
   });
   const largeTipBytes = Math.max(64 * 1024 * 1024, args.messages * LARGE_TIP_BYTES_PER_MESSAGE);
@@ -319,80 +583,66 @@ async function main(): Promise<number> {
       await both(sides, stream, stream.spec.partitions - 1, ariaPublished.firstSeq, "tip", true);
     const rounds: Round[] = [];
     const raws: RawRound[] = [];
+    const herds: HerdRound[] = [];
     const loads: number[] = [];
     for (let index = 0; index < args.rounds; index++) {
-      const result = await round(sides, stream, ariaPublished.firstSeq, index, largeTipBytes);
-      rounds.push(result.measured);
-      raws.push(result.raw);
-      loads.push(result.load);
+      loads.push(loadavg()[0]);
+      if (args.phases.includes("rows")) {
+        const result = await round(sides, stream, ariaPublished.firstSeq, index, largeTipBytes);
+        rounds.push(result.measured);
+        raws.push(result.raw);
+      }
+      if (args.phases.includes("herd"))
+        herds.push(await herdRound(sides, stream, ariaPublished.firstSeq, index, args.readers));
     }
     progress("");
-    const ariaFiles = await filesUnder(ariaDir);
-    const natsFiles = await filesUnder(natsDir);
-    const rows = summarize(rounds);
-    const rawAriaMBps = median(raws.map((raw) => raw.ariaBytes / raw.ariaMs / 1000));
-    const rawNatsMBps = median(raws.map((raw) => raw.natsBytes / raw.natsMs / 1000));
-    const wholeDropped = rounds.map((measured) => measured.get("whole dropped")!);
-    // Aria's whole-stream replay against dd reading the same files: dd's time / Aria's time.
-    const ariaShareOfRaw = median(raws.map((raw, i) => raw.ariaMs / wholeDropped[i].aria.wallMs));
-    const natsShareOfRaw = median(raws.map((raw, i) => raw.natsMs / wholeDropped[i].nats.wallMs));
-    const first = (key: string) => rows.find((row) => row.row === key)!;
-    const ratioOf = (key: string) =>
-      first(ROWS.find((row) => row.key === key)!.label).ratio as number;
-    const firstTip = first(`first message, 1% subtree, ${WHERE.tip}`);
-    const firstDropped = first(`first message, 1% subtree, ${WHERE.dropped}`);
-    const targets = [
-      {
-        target: "whole stream from disk (page cache dropped) >= 4x NATS",
-        measured: formatRatio(ratioOf("whole dropped")),
-        met: ratioOf("whole dropped") >= 4,
-      },
-      {
-        target: "whole stream from disk >= 70% of the raw read speed of its files",
-        measured: `${(ariaShareOfRaw * 100).toFixed(0)}%`,
-        met: ariaShareOfRaw >= 0.7,
-      },
-      {
-        target: "first message <= 1 ms from the tip (1% subtree)",
-        measured: `${formatMs(firstTip.ariaMs as number)} ms`,
-        met: (firstTip.ariaMs as number) <= 1,
-      },
-      {
-        target: "first message <= 5 ms from disk (1% subtree, page cache dropped)",
-        measured: `${formatMs(firstDropped.ariaMs as number)} ms`,
-        met: (firstDropped.ariaMs as number) <= 5,
-      },
-    ];
-    const sum = (files: { bytes: number }[]) =>
-      files.reduce((total, file) => total + file.bytes, 0);
-    const notes = [
-      `Stream: ${args.messages.toLocaleString("en-US")} messages of 64 B over 10,000 topics (100 partitions x 100 topics, partition k drawn with weight 1/(k+1), topics uniform within); the 1% subtree is partition ${stream.onePercent} (${stream.counts[stream.onePercent].toLocaleString("en-US")} messages): Aria bench/p${stream.onePercent}/**, NATS bench.p${stream.onePercent}.>.`,
+    const sections: { title: string; rows: Row[]; columns: Column[] }[] = [];
+    const targets: Target[] = [];
+    const notes: string[] = [];
+    const json: Record<string, unknown> = {};
+    if (rounds.length > 0) {
+      const report = rowsReport(rounds, raws, {
+        ariaFiles: await filesUnder(ariaDir),
+        natsFiles: await filesUnder(natsDir),
+      });
+      sections.push({ title: "Replays", rows: report.rows, columns: COLUMNS });
+      targets.push(...report.targets);
+      notes.push(...report.notes);
+      Object.assign(json, report.json);
+    }
+    if (herds.length > 0) {
+      const report = herdReport(herds, args.readers, stream);
+      sections.push({ title: "The herd", rows: report.rows, columns: HERD_COLUMNS });
+      targets.push(...report.targets);
+      notes.push(...report.notes);
+      json.herd = report.json;
+    }
+    const shares = Array.from(stream.counts, (count) => count / args.messages);
+    notes.unshift(
+      `Stream: ${args.messages.toLocaleString("en-US")} messages of 64 B over 10,000 topics (100 partitions x 100 topics, partition k drawn with weight 1/(k+1)^${args.skew}, topics uniform within; partitions hold ${(Math.min(...shares) * 100).toFixed(2)}–${(Math.max(...shares) * 100).toFixed(2)}% of it); the 1% subtree is partition ${stream.onePercent} (${stream.counts[stream.onePercent].toLocaleString("en-US")} messages): Aria bench/p${stream.onePercent}/**, NATS bench.p${stream.onePercent}.>.`,
       `Published once, acknowledged, as fast as each took it: Aria ${formatSi(ariaPublished.perSecond)} msg/s (batches of 4,096, 8 in flight, fsync interval), NATS ${formatSi(natsPublished.perSecond)} msg/s (js.publish, 4,096 in flight; file storage).`,
-      `Raw reads (dd iflag=direct bs=1M, dd's own times, same rounds): Aria's files ${(sum(ariaFiles) / 1e6).toFixed(1)} MB at ${rawAriaMBps.toFixed(0)} MB/s, NATS's ${(sum(natsFiles) / 1e6).toFixed(1)} MB at ${rawNatsMBps.toFixed(0)} MB/s. Whole stream from disk (page cache dropped) as a share of dd's read of the same files: Aria ${(ariaShareOfRaw * 100).toFixed(0)}%, NATS ${(natsShareOfRaw * 100).toFixed(0)}%.`,
-      `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${natsClientVersion} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; the subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
-      `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows), restarted between phases; after each start both replay partition ${stream.spec.partitions - 1} ${WARM_UP_REPLAYS} times, unmeasured (warm code paths). ${args.rounds} rounds; load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
-    ];
+    );
+    notes.push(
+      `Clients in this process: Aria's client reading DATA frames with frames(); nats.js ${natsClientVersion} ordered consumers with a callback (whole stream: pull consume(), ${NATS_PULL_BATCH.toLocaleString("en-US")} per pull; a subtree: the ordered push consumer, see bench/compare_nats.ts). Every replay was checked: exactly the expected messages, in seq order.`,
+      `Servers: ${natsVersion} (-js), the built aria serve (tip ${(largeTipBytes / 2 ** 20).toFixed(0)} MiB for the tip rows, 1 MiB for the disk rows and the herd), restarted between phases; after each start both replay partition ${stream.spec.partitions - 1} ${WARM_UP_REPLAYS} times, unmeasured (warm code paths). ${args.rounds} rounds (${args.phases.join(", ")}); load average (1 min) at the rounds' starts ${loads.map((load) => load.toFixed(1)).join(", ")} on ${navigator.hardwareConcurrency} CPUs (at the start of the run ${loadStart[0].toFixed(1)}).`,
+    );
     if (args.json) {
       console.log(
         JSON.stringify(
           {
             date: startedAt.toISOString(),
             messages: args.messages,
+            skew: args.skew,
             rounds: args.rounds,
+            phases: args.phases,
             nats: natsVersion,
             publish: {
               ariaPerSecond: ariaPublished.perSecond,
               natsPerSecond: natsPublished.perSecond,
             },
-            rows,
-            raw: raws,
-            rawAriaMBps,
-            rawNatsMBps,
-            ariaShareOfRaw,
-            natsShareOfRaw,
+            ...json,
             loads,
             targets,
-            perRound: rounds.map((measured) => Object.fromEntries(measured)),
           },
           null,
           2,
@@ -400,7 +650,10 @@ async function main(): Promise<number> {
       );
     } else {
       console.log(`## Aria vs NATS JetStream (${startedAt.toISOString()})\n`);
-      console.log(markdownTable(COLUMNS, rows));
+      for (const section of sections) {
+        console.log(`### ${section.title}\n`);
+        console.log(markdownTable(section.columns, section.rows));
+      }
       console.log(
         markdownTable(
           [
