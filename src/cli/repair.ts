@@ -118,6 +118,12 @@ function reportText(
       lines.push(`durable consumers lost (start anew): ${consumers.lost.join(", ")}`);
     if (consumers.older.length > 0)
       lines.push(`durable consumers at an older position: ${consumers.older.join(", ")}`);
+    if (consumers.lostStates.length > 0)
+      lines.push(
+        `MQTT session states lost (their sessions resume from their consumers only): ${consumers.lostStates.join(", ")}`,
+      );
+    if (consumers.olderStates.length > 0)
+      lines.push(`MQTT session states at an older record: ${consumers.olderStates.join(", ")}`);
     if (consumers.unreadable > 0)
       lines.push(
         `durable consumers: ${consumers.unreadable} damaged record(s) whose name is unreadable dropped`,

@@ -204,4 +204,95 @@ describe("ConsumerFile", () => {
       record("b", 2),
     ]);
   });
+
+  test("session states: encoded when their batch is written, last wins, kept by compaction", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    let encodes = 0;
+    let value = 1;
+    const encode = () => {
+      encodes++;
+      return Uint8Array.of(value);
+    };
+    // Many changes before the write: one encode per batch, of the newest state.
+    file.save(record("c", 5));
+    for (; value < 50; value++) file.saveState("mqtt/s.1", encode);
+    file.saveState("mqtt/gone", () => Uint8Array.of(7));
+    await file.flush();
+    expect(encodes).toBeLessThanOrEqual(2);
+    file.saveState("mqtt/gone", () => null);
+    file.removeState("mqtt/other");
+    // A state and a consumer may share a name: two namespaces.
+    file.saveState("c", () => Uint8Array.of(9, 9));
+    await file.close();
+    const again = await ConsumerFile.open(dir, options);
+    expect(again.load()).toEqual([record("c", 5)]);
+    expect([...again.loadStates()]).toEqual([
+      ["mqtt/s.1", Uint8Array.of(50)],
+      ["c", Uint8Array.of(9, 9)],
+    ]);
+    // Compaction (the file past 4 times its live bytes) keeps the states.
+    const big = new Uint8Array(20_000).fill(3);
+    for (let i = 0; i < 20; i++) {
+      again.saveState("mqtt/big", () => big);
+      await again.flush();
+    }
+    await again.close();
+    expect(statSync(join(dir, CONSUMERS_FILE)).size).toBeLessThan(5 * 20_100);
+    const third = await ConsumerFile.open(dir, options);
+    expect(third.loadStates().get("mqtt/big")).toEqual(big);
+    expect(third.loadStates().get("mqtt/s.1")).toEqual(Uint8Array.of(50));
+    await third.close();
+  });
+
+  test("whenDurable waits for the write holding what was saved before it (fsync always)", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    const order: string[] = [];
+    file.whenDurable(() => order.push("nothing pending: at once"));
+    file.saveState("mqtt/s.1", () => {
+      order.push("encoded");
+      return Uint8Array.of(1);
+    });
+    file.whenDurable(() => order.push("durable"));
+    expect(order).toEqual(["nothing pending: at once"]);
+    await file.flush();
+    expect(order).toEqual(["nothing pending: at once", "encoded", "durable"]);
+    await file.close();
+    const interval = await ConsumerFile.open(newDir(), { ...options, fsync: "interval" });
+    interval.saveState("mqtt/s.1", () => Uint8Array.of(1));
+    let called = false;
+    interval.whenDurable(() => {
+      called = true;
+    });
+    expect(called).toBe(true);
+    await interval.close();
+  });
+
+  test("repair keeps the states that check and names the ones it lost", async () => {
+    const dir = newDir();
+    const file = await ConsumerFile.open(dir, options);
+    file.save(record("a", 1));
+    await file.flush();
+    file.saveState("mqtt/s.1", () => Uint8Array.of(1));
+    await file.flush();
+    file.saveState("mqtt/s.2", () => Uint8Array.of(2));
+    await file.flush();
+    file.save(record("b", 2));
+    await file.close();
+    const path = join(dir, CONSUMERS_FILE);
+    const good = readFileSync(path);
+    const starts: number[] = [];
+    for (let at = 8; at < good.length; at += 8 + good.readUInt32LE(at)) starts.push(at);
+    const damaged = Uint8Array.from(good);
+    damaged[starts[2] + 8 + 2 + 8 + 4] ^= 0xff; // s.2's state byte: its CRC fails
+    writeFileSync(path, damaged);
+    await expect(ConsumerFile.open(dir, options)).rejects.toThrow(`offset ${starts[2]}`);
+    const repaired = repairConsumersFile(dir, { crc32: nativeCrc32 });
+    expect(repaired).toMatchObject({ kept: 2, lost: [], lostStates: ["mqtt/s.2"] });
+    const reopened = await ConsumerFile.open(dir, options);
+    expect([...reopened.loadStates().keys()]).toEqual(["mqtt/s.1"]);
+    expect(sorted(reopened.load())).toEqual([record("a", 1), record("b", 2)]);
+    await reopened.close();
+  });
 });

@@ -14,6 +14,12 @@
  * fsynced) when it holds more than 4 times its live records. Opening a damaged file (a bad record
  * followed by more bytes) fails with ARIA_ERR_STORE_CORRUPT naming the file and offset; a torn
  * tail (a write cut by a crash) is dropped, and the next write truncates it away.
+ *
+ * Session states (a door's, e.g. an MQTT session's in-flight packet ids, wills and expiry) ride
+ * the same file, batches and compaction: `saveState` takes a function that encodes the state when
+ * the batch is written (so a state that changes per PUBLISH costs one map entry until then, and
+ * one record per batch); `whenDurable` calls back once what was saved before it is written
+ * (fsync always) or at once (the other policies: durable within their interval).
  * Not here: deciding positions (consumer_registry.ts), the record bytes (consumers_codec.ts).
  */
 import {
@@ -34,6 +40,7 @@ import {
   CONSUMER_RECORD_BYTES_MAX,
   CONSUMER_RECORD_HEAD_BYTES,
   CONSUMERS_FILE_MAGIC,
+  CONSUMER_STATE_BYTES_MAX,
   type ConsumerEntry,
   decodeConsumersFile,
   encodeConsumerEntries,
@@ -68,11 +75,21 @@ export interface TornTail {
   consumer?: string;
 }
 
+/** Encodes a session state when its batch is written; null: the state is gone (removed). */
+export type StateEncoder = () => Uint8Array | null;
+
 /** Durable consumers' positions in one file of the data directory. */
 export class ConsumerFile implements ConsumerStore {
   private readonly live = new Map<string, ConsumerRecord>();
   private readonly pending = new Map<string, ConsumerEntry>();
   private readonly loaded: ConsumerRecord[];
+  /** Session states as last written (what a compaction writes). */
+  private readonly liveStates = new Map<string, Uint8Array>();
+  /** States to write in the next batch: their encoders (null: remove). */
+  private readonly pendingStates = new Map<string, StateEncoder | null>();
+  private readonly loadedStates: ReadonlyMap<string, Uint8Array>;
+  /** Called once the next write is done (whenDurable). */
+  private waiters: (() => void)[] = [];
   private handle: FileHandle | null = null;
   private fileBytes: number;
   private writing: Promise<void> | null = null;
@@ -80,14 +97,19 @@ export class ConsumerFile implements ConsumerStore {
   private closed = false;
   /** The last write failed: the next waits an interval. */
   private failed = false;
+  /** A write is queued for after the current event (fsync always). */
+  private queued = false;
 
   private constructor(
     readonly path: string,
     private readonly options: ConsumerFileOptions,
     records: ConsumerRecord[],
     validBytes: number,
+    states: ReadonlyMap<string, Uint8Array>,
   ) {
     this.loaded = records;
+    this.loadedStates = states;
+    for (const [name, state] of states) this.liveStates.set(name, state);
     for (const record of records) this.live.set(record.name, record);
     this.fileBytes = validBytes;
   }
@@ -109,7 +131,7 @@ export class ConsumerFile implements ConsumerStore {
         `Cannot read the durable consumers' file "${path}": ${decoded.reason} at offset ${decoded.offset}`,
       );
     const records = [...decoded.entries.values()].map(({ kind: _, ...record }) => record);
-    const file = new ConsumerFile(path, options, records, decoded.validBytes);
+    const file = new ConsumerFile(path, options, records, decoded.validBytes, decoded.states);
     // A torn tail, or a header that never got written whole: the next write starts clean.
     if (decoded.validBytes < bytes.length && decoded.validBytes > 0)
       options.onTornTail?.(tornTailOf(path, bytes, decoded.validBytes));
@@ -133,14 +155,43 @@ export class ConsumerFile implements ConsumerStore {
     this.schedule();
   }
 
+  /** The session states stored when the server started, by name. */
+  loadStates(): ReadonlyMap<string, Uint8Array> {
+    return this.loadedStates;
+  }
+
+  /** The state `name` changed: `encode` gives its bytes when the next batch is written. */
+  saveState(name: string, encode: StateEncoder): void {
+    this.pendingStates.set(name, encode);
+    this.schedule();
+  }
+
+  /** Forgets state `name`. */
+  removeState(name: string): void {
+    this.pendingStates.set(name, null);
+    this.schedule();
+  }
+
+  /** Calls `done` once what was saved before is written (fsync always; others: at once). */
+  whenDurable(done: () => void): void {
+    if (this.options.fsync !== "always" || this.closed) return done();
+    if (!this.hasPending() && this.writing === null) return done();
+    this.waiters.push(done);
+    this.schedule();
+  }
+
+  private hasPending(): boolean {
+    return this.pending.size > 0 || this.pendingStates.size > 0;
+  }
+
   /** Writes what is pending now (and waits for a write in flight). */
   async flush(): Promise<void> {
     // A write's end may start the next one (fsync always): wait until none runs and nothing is
     // pending, or a write failed (then the timer retries).
     for (;;) {
       if (this.writing !== null) await this.writing;
-      else if (this.pending.size > 0 && !this.failed) await this.write();
-      else if (this.pending.size > 0 && this.failed && this.timer !== null) {
+      else if (this.hasPending() && !this.failed) await this.write();
+      else if (this.hasPending() && this.failed && this.timer !== null) {
         this.stopTimer();
         await this.write();
         if (this.failed) return;
@@ -155,6 +206,7 @@ export class ConsumerFile implements ConsumerStore {
     // A write that ended meanwhile may have set the timer again.
     this.stopTimer();
     this.closed = true;
+    for (const done of this.waiters.splice(0)) done();
     await this.handle?.sync();
     await this.handle?.close();
     this.handle = null;
@@ -166,10 +218,15 @@ export class ConsumerFile implements ConsumerStore {
   }
 
   private schedule(): void {
-    if (this.closed || this.writing !== null || this.timer !== null) return;
+    if (this.closed || this.writing !== null || this.timer !== null || this.queued) return;
     // After a failed write, the next try waits an interval (a full disk is not retried hot).
     if (this.options.fsync === "always" && !this.failed) {
-      void this.write();
+      // After the current event: a state's encoder never runs in the middle of its owner's work.
+      this.queued = true;
+      queueMicrotask(() => {
+        this.queued = false;
+        if (!this.closed && this.writing === null) void this.write();
+      });
       return;
     }
     this.timer = setTimeout(() => {
@@ -181,6 +238,9 @@ export class ConsumerFile implements ConsumerStore {
   /** One append of everything pending (or a compaction); then the next, if more came. */
   private write(): Promise<void> {
     let entries: ConsumerEntry[] = [];
+    let states: [string, StateEncoder | null][] = [];
+    // Those waiting for what was saved before this write began.
+    const waiting = this.waiters.splice(0);
     const run = async () => {
       try {
         // After a failed append the file may end in part of a record, which a later append would
@@ -189,35 +249,60 @@ export class ConsumerFile implements ConsumerStore {
           await this.handle?.close();
           this.handle = null;
           const changed = [...this.pending.keys()];
+          for (const [name, encode] of this.pendingStates) this.stateEntry(name, encode);
+          this.pendingStates.clear();
           this.rewriteSync();
           // Everything live is in the new file (what came meanwhile stays pending).
           for (const name of changed) this.pending.delete(name);
           this.failed = false;
+          for (const done of waiting) done();
           return;
         }
         entries = [...this.pending.values()];
         this.pending.clear();
+        states = [...this.pendingStates];
+        this.pendingStates.clear();
+        for (const [name, encode] of states) entries.push(this.stateEntry(name, encode));
         const bytes = encodeConsumerEntries(entries, this.options.crc32);
         this.handle ??= await open(this.path, "a");
         await this.handle.write(bytes);
         this.fileBytes += bytes.length;
         if (this.options.fsync !== "never") await this.handle.sync();
         this.failed = false;
+        for (const done of waiting) done();
       } catch (error) {
         this.failed = true;
         await this.handle?.close().catch(() => {});
         this.handle = null;
         // Written in part or not at all: the entries go again (a newer one of a name wins).
         for (const entry of entries)
-          if (!this.pending.has(entry.name)) this.pending.set(entry.name, entry);
+          if (entry.kind !== "state" && entry.kind !== "unstate" && !this.pending.has(entry.name))
+            this.pending.set(entry.name, entry);
+        for (const [name, encode] of states)
+          if (!this.pendingStates.has(name)) this.pendingStates.set(name, encode);
+        this.waiters.unshift(...waiting);
         this.options.onError?.(error as Error);
       }
     };
     this.writing = run().finally(() => {
       this.writing = null;
-      if (this.pending.size > 0) this.schedule();
+      if (this.hasPending()) this.schedule();
+      else if (!this.failed) for (const done of this.waiters.splice(0)) done();
     });
     return this.writing;
+  }
+
+  /** The record of a pending state, encoded now, and the live state updated. */
+  private stateEntry(name: string, encode: StateEncoder | null): ConsumerEntry {
+    let state = encode === null ? null : encode();
+    if (state !== null && state.length > CONSUMER_STATE_BYTES_MAX) {
+      // Not written (the encoder bounds what it keeps; this is a bug): the older state stays.
+      this.options.onError?.(new Error(`session state "${name}" of ${state.length} bytes`));
+      state = this.liveStates.get(name) ?? null;
+    }
+    if (state === null) this.liveStates.delete(name);
+    else this.liveStates.set(name, state);
+    return state === null ? { kind: "unstate", name } : { kind: "state", name, state };
   }
 
   /** Bytes the live records take (an estimate of a compacted file's size). */
@@ -225,12 +310,14 @@ export class ConsumerFile implements ConsumerStore {
     let bytes = CONSUMERS_FILE_MAGIC.length;
     for (const record of this.live.values())
       bytes += 40 + record.name.length + record.filter.reduce((sum, t) => sum + 2 + t.length, 0);
+    for (const [name, state] of this.liveStates) bytes += 16 + name.length + state.length;
     return bytes;
   }
 
   /** Writes every live record to a new file, fsynced, and renames it over the old one. */
   private rewriteSync(): void {
     const entries: ConsumerEntry[] = [...this.live.values()].map((r) => ({ kind: "put", ...r }));
+    for (const [name, state] of this.liveStates) entries.push({ kind: "state", name, state });
     const body = replaceConsumersFile(this.path, entries, this.options.crc32);
     this.fileBytes = CONSUMERS_FILE_MAGIC.length + body.length;
   }
@@ -289,6 +376,7 @@ function recordNameAt(bytes: Uint8Array, offset: number, end: number): string | 
  */
 function damagedNames(bytes: Uint8Array, offset: number, length: number) {
   const names: string[] = [];
+  const stateNames: string[] = [];
   let unreadable = 0;
   const end = offset + length;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -296,13 +384,15 @@ function damagedNames(bytes: Uint8Array, offset: number, length: number) {
   while (at < end) {
     const bodyBytes = at + 4 <= end ? view.getUint32(at, true) : -1;
     const name = recordNameAt(bytes, at, end);
+    const kind = bytes[at + CONSUMER_RECORD_HEAD_BYTES];
     if (name === null) unreadable++;
+    else if (kind === 3 || kind === 4) stateNames.push(name);
     else names.push(name);
     const next = at + CONSUMER_RECORD_HEAD_BYTES + bodyBytes;
     if (bodyBytes < 0 || bodyBytes > CONSUMER_RECORD_BYTES_MAX || next > end) break;
     at = next;
   }
-  return { names, unreadable };
+  return { names, stateNames, unreadable };
 }
 
 /** What `aria repair` did (or would do) to the consumers file. */
@@ -319,6 +409,11 @@ export interface ConsumersRepair {
   older: string[];
   /** Damaged records whose name could not be read (their consumers are lost or resume older). */
   unreadable: number;
+  /** Session states (an MQTT session's) named in the damage and not kept: those sessions resume
+   * from their consumers only (a new session when they have none). */
+  lostStates: string[];
+  /** Session states named in the damage and kept at an older record. */
+  olderStates: string[];
 }
 
 /**
@@ -358,19 +453,25 @@ export function repairConsumersFile(
       }
     }
     syncDirectory(join(dataDir, "damaged"));
-    replaceConsumersFile(path, salvage.entries, options.crc32);
+    replaceConsumersFile(path, [...salvage.entries, ...salvage.states], options.crc32);
   }
   const kept = new Set(salvage.entries.map((entry) => entry.name));
+  const keptStates = new Set(salvage.states.map((entry) => entry.name));
   const named = new Set<string>();
+  const namedStates = new Set<string>();
   let unreadable = 0;
   for (const region of salvage.damaged) {
     const found = damagedNames(bytes, region.offset, region.bytes);
     for (const name of found.names) named.add(name);
+    for (const name of found.stateNames) namedStates.add(name);
     unreadable += found.unreadable;
   }
   const lost = [...named].filter((name) => !kept.has(name)).sort();
   const older = [...named].filter((name) => kept.has(name)).sort();
-  return { file: path, damaged, kept: salvage.entries.length, lost, older, unreadable };
+  const lostStates = [...namedStates].filter((name) => !keptStates.has(name)).sort();
+  const olderStates = [...namedStates].filter((name) => keptStates.has(name)).sort();
+  const keptCount = salvage.entries.length;
+  return { file: path, damaged, kept: keptCount, lost, older, unreadable, lostStates, olderStates };
 }
 
 /** fsyncs a directory, so a rename in it is durable (ignored where directories cannot be opened). */

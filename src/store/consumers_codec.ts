@@ -11,6 +11,9 @@
  *                [flag 4: u16 bytes | the owner's user name (who created it, with --users)]
  *                [flag 2: u64 read seq | u32 count | count × u64 unacknowledged seq (ascending,
  *                 the first is next seq, each below read seq)]
+ *           kind 3 (state put): u32 bytes | bytes (opaque: a door's session state, e.g. an MQTT
+ *                 session's, src/mqtt/session_state.ts); kind 4 (state remove): nothing more.
+ *           States are a namespace of their own (a state and a consumer may share a name).
  *
  * Reading (issue 28's rule): a record that does not check at the end of the file, with nothing
  * readable after it (bytes cut short, or zeros to the end), is a write cut by a crash and is
@@ -41,27 +44,38 @@ export type ConsumerEntry =
       /** The user who created it (ConsumerRecord.owner); absent: none (no --users, older files). */
       owner?: string;
     }
-  | { kind: "remove"; name: string };
+  | { kind: "remove"; name: string }
+  /** A door's session state (opaque bytes), or that it was removed. */
+  | { kind: "state"; name: string; state: Uint8Array }
+  | { kind: "unstate"; name: string };
 
 /** The file's first bytes. */
 export const CONSUMERS_FILE_MAGIC = new TextEncoder().encode("ARIACNS1");
 /** Bytes before a record's body: u32 body bytes, u32 crc. */
 export const CONSUMER_RECORD_HEAD_BYTES = 8;
-/** Largest record body: a longest name, a largest filter and a largest group position. */
-export const CONSUMER_RECORD_BYTES_MAX =
+/** Largest session state a record holds (an MQTT session: a will, flights, subscriptions). */
+export const CONSUMER_STATE_BYTES_MAX = 8 * 1024 * 1024;
+/** Largest record body: a longest name, a largest filter and a largest group position; a state. */
+export const CONSUMER_RECORD_BYTES_MAX = Math.max(
+  2 + CONSUMER_NAME_BYTES_MAX + 4 + CONSUMER_STATE_BYTES_MAX,
   2 +
-  CONSUMER_NAME_BYTES_MAX +
-  1 +
-  16 +
-  2 +
-  FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3) +
-  12 +
-  8 * GROUP_POSITION_SEQS_MAX +
-  2 +
-  AUTH_TOKEN_BYTES_MAX;
+    CONSUMER_NAME_BYTES_MAX +
+    1 +
+    16 +
+    2 +
+    FILTER_ENTRIES_MAX * (2 + TOPIC_BYTES_MAX + 3) +
+    12 +
+    8 * GROUP_POSITION_SEQS_MAX +
+    2 +
+    AUTH_TOKEN_BYTES_MAX,
+);
 
 const KIND_PUT = 1;
 const KIND_REMOVE = 2;
+const KIND_STATE = 3;
+const KIND_UNSTATE = 4;
+/** The kind byte of each entry kind. */
+const KIND_OF = { put: KIND_PUT, remove: KIND_REMOVE, state: KIND_STATE, unstate: KIND_UNSTATE };
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -87,14 +101,19 @@ function recordOf(entry: ConsumerEntry, crc32: Crc32): Uint8Array {
     name.length +
     (entry.kind === "put" ? 1 + 16 + 2 + texts.reduce((sum, t) => sum + 2 + t.length, 0) : 0) +
     (owner === null ? 0 : 2 + owner.length) +
-    (group === undefined ? 0 : 12 + 8 * group.unackedSeqs.length);
+    (group === undefined ? 0 : 12 + 8 * group.unackedSeqs.length) +
+    (entry.kind === "state" ? 4 + entry.state.length : 0);
   const bytes = new Uint8Array(CONSUMER_RECORD_HEAD_BYTES + bodyBytes);
   const view = new DataView(bytes.buffer);
   let at = CONSUMER_RECORD_HEAD_BYTES;
-  bytes[at++] = entry.kind === "put" ? KIND_PUT : KIND_REMOVE;
+  bytes[at++] = KIND_OF[entry.kind];
   bytes[at++] = name.length;
   bytes.set(name, at);
   at += name.length;
+  if (entry.kind === "state") {
+    view.setUint32(at, entry.state.length, true);
+    bytes.set(entry.state, at + 4);
+  }
   if (entry.kind === "put") {
     bytes[at++] = (entry.shared ? 1 : 0) | (group === undefined ? 0 : 2) | (owner === null ? 0 : 4);
     view.setBigUint64(at, BigInt(entry.nextSeq), true);
@@ -133,6 +152,8 @@ export type ConsumersDecoded =
       ok: true;
       /** The consumers, by name, after every record applied in order. */
       entries: Map<string, Extract<ConsumerEntry, { kind: "put" }>>;
+      /** The session states, by name, after every record applied in order. */
+      states: Map<string, Uint8Array>;
       /** Bytes of the readable prefix (header and whole records): a torn tail starts here. */
       validBytes: number;
       /** Records read. */
@@ -143,7 +164,8 @@ export type ConsumersDecoded =
 /** Decodes a whole file (header included); an empty file holds no consumer. */
 export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersDecoded {
   const entries = new Map<string, Extract<ConsumerEntry, { kind: "put" }>>();
-  if (bytes.length === 0) return { ok: true, entries, validBytes: 0, records: 0 };
+  const states = new Map<string, Uint8Array>();
+  if (bytes.length === 0) return { ok: true, entries, states, validBytes: 0, records: 0 };
   const magic = CONSUMERS_FILE_MAGIC;
   if (bytes.length < magic.length || magic.some((byte, i) => bytes[i] !== byte)) {
     // A header cut short by a crash at creation, or zeros: nothing was ever stored after it.
@@ -151,7 +173,7 @@ export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersD
       bytes.length < magic.length &&
       magic.subarray(0, bytes.length).every((b, i) => bytes[i] === b)
     )
-      return { ok: true, entries, validBytes: 0, records: 0 };
+      return { ok: true, entries, states, validBytes: 0, records: 0 };
     return { ok: false, offset: 0, reason: "the file does not start with ARIACNS1", validBytes: 0 };
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -168,17 +190,30 @@ export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersD
     const entry = decodeBody(bytes.subarray(at + 8, at + 8 + bodyBytes));
     if (entry === null)
       return { ok: false, offset: at, reason: "a record's body does not decode", validBytes: at };
-    if (entry.kind === "put") entries.set(entry.name, entry);
-    else entries.delete(entry.name);
+    applyEntry(entry, entries, states);
     records++;
     at += CONSUMER_RECORD_HEAD_BYTES + bodyBytes;
   }
-  return { ok: true, entries, validBytes: at, records };
+  return { ok: true, entries, states, validBytes: at, records };
+}
+
+/** Applies one decoded record to the consumers and states read so far. */
+function applyEntry(
+  entry: ConsumerEntry,
+  entries: Map<string, Extract<ConsumerEntry, { kind: "put" }>>,
+  states: Map<string, Uint8Array>,
+): void {
+  if (entry.kind === "put") entries.set(entry.name, entry);
+  else if (entry.kind === "remove") entries.delete(entry.name);
+  else if (entry.kind === "state") states.set(entry.name, entry.state);
+  else states.delete(entry.name);
 }
 
 /** What `aria repair` keeps of a damaged consumers file, and the damaged regions it skipped. */
 export interface ConsumersSalvage {
   entries: Extract<ConsumerEntry, { kind: "put" }>[];
+  /** The session states kept. */
+  states: Extract<ConsumerEntry, { kind: "state" }>[];
   /** Byte ranges [offset, offset + bytes) that did not check and were skipped. */
   damaged: { offset: number; bytes: number; reason: string }[];
 }
@@ -190,6 +225,7 @@ export interface ConsumersSalvage {
  */
 export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersSalvage {
   const entries = new Map<string, Extract<ConsumerEntry, { kind: "put" }>>();
+  const states = new Map<string, Uint8Array>();
   const damaged: ConsumersSalvage["damaged"] = [];
   const magic = CONSUMERS_FILE_MAGIC;
   if (bytes.length >= magic.length && magic.some((byte, i) => bytes[i] !== byte)) {
@@ -198,7 +234,7 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
       bytes: bytes.length,
       reason: "the file does not start with ARIACNS1",
     });
-    return { entries: [], damaged };
+    return { entries: [], states: [], damaged };
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let at = magic.length;
@@ -209,8 +245,7 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
         ? decodeBody(bytes.subarray(at + 8, at + 8 + view.getUint32(at, true)))
         : null;
     if (entry !== null) {
-      if (entry.kind === "put") entries.set(entry.name, entry);
-      else entries.delete(entry.name);
+      applyEntry(entry, entries, states);
       at += CONSUMER_RECORD_HEAD_BYTES + view.getUint32(at, true);
       continue;
     }
@@ -227,7 +262,8 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
       });
     at = next;
   }
-  return { entries: [...entries.values()], damaged };
+  const kept = [...states].map(([name, state]) => ({ kind: "state" as const, name, state }));
+  return { entries: [...entries.values()], states: kept, damaged };
 }
 
 function recordChecks(bytes: Uint8Array, view: DataView, at: number, crc32: Crc32): boolean {
@@ -266,6 +302,12 @@ function decodeBody(body: Uint8Array): ConsumerEntry | null {
     const name = utf8Decoder.decode(body.subarray(2, 2 + nameBytes));
     let at = 2 + nameBytes;
     if (kind === KIND_REMOVE) return at === body.length ? { kind: "remove", name } : null;
+    if (kind === KIND_UNSTATE) return at === body.length ? { kind: "unstate", name } : null;
+    if (kind === KIND_STATE) {
+      const length = view.getUint32(at, true);
+      if (at + 4 + length !== body.length) return null;
+      return { kind: "state", name, state: body.slice(at + 4) };
+    }
     if (kind !== KIND_PUT) return null;
     const flags = body[at]!;
     if (flags > 7) return null;
