@@ -11,7 +11,10 @@
  *   4. SIGTERM (exit 0), restart, read again; `aria split` under Deno with the server running (the
  *      server switches), read again; 1,000 more messages published with the Deno CLI, stop, an
  *      offline split under Deno (this process switches), restart, read everything and a subtree:
- *      identical every time.
+ *      identical every time;
+ *   5. MQTT over WebSocket at /mqtt of the admin port (Deno.upgradeWebSocket): a raw MQTT 3.1.1
+ *      client on Deno's WebSocket subscribes, publishes at QoS 1 and gets its message back, which
+ *      dist/aria then reads from the log.
  *
  * Written against node: APIs, which Deno implements, so `tsc` checks it with the rest of scripts/.
  * Needs dist/aria (`npm run build`; ARIA_BIN overrides). Exits 0 when every step held, 1 otherwise.
@@ -73,6 +76,8 @@ async function ok(argv: string[], input = ""): Promise<string> {
 
 type Server = {
   url: string;
+  /** The admin app's http:// URL (MQTT over WebSocket at its /mqtt). */
+  admin: string;
   child: ChildProcess;
   stderr(): string;
   stop(): Promise<number | null>;
@@ -93,6 +98,8 @@ function startServer(dataDir: string): Promise<Server> {
       dataDir,
       "--tip-bytes",
       "64KiB",
+      "--mqtt-port",
+      "0",
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
@@ -111,7 +118,7 @@ function startServer(dataDir: string): Promise<Server> {
     child.stdout!.setEncoding("utf8").on("data", (text: string) => {
       stdout += text;
       const lines = stdout.split("\n");
-      if (lines.length < 3) return;
+      if (lines.length < 4) return; // tcp://, http://, mqtt://, each with its newline
       clearTimeout(timer);
       if (
         !/^tcp:\/\/127\.0\.0\.1:\d+$/.test(lines[0]) ||
@@ -120,6 +127,7 @@ function startServer(dataDir: string): Promise<Server> {
         reject(new Error(`unexpected URLs: ${JSON.stringify(stdout)}`));
       resolve({
         url: lines[0],
+        admin: lines[1],
         child,
         stderr: () => stderr,
         stop: async () => {
@@ -157,6 +165,80 @@ function same(what: string, expected: string, actual: string): void {
   throw new Error(
     `${what}: output differs from the first read at line ${index + 1} (${left.length - 1} vs ${right.length - 1} lines)\nexpected: ${left[index]?.slice(0, 200)}\nactual:   ${right[index]?.slice(0, 200)}`,
   );
+}
+
+/** An MQTT packet: `header`, the remaining length, `body`. */
+function mqttPacket(header: number, body: number[]): Uint8Array {
+  const length: number[] = [];
+  let rest = body.length;
+  do {
+    length.push((rest % 128) | (rest >= 128 ? 0x80 : 0));
+    rest = Math.floor(rest / 128);
+  } while (rest > 0);
+  return new Uint8Array([header, ...length, ...body]);
+}
+
+function mqttString(text: string): number[] {
+  const bytes = [...new TextEncoder().encode(text)];
+  return [bytes.length >> 8, bytes.length & 0xff, ...bytes];
+}
+
+/**
+ * A raw MQTT 3.1.1 client over the WebSocket of `server.admin`/mqtt: CONNECT, SUBSCRIBE ws/# at
+ * QoS 1, PUBLISH ws/x at QoS 1; it must get CONNACK, SUBACK, PUBACK and its own message back
+ * (each packet in its own binary frame), then dist/aria must read the message from the log.
+ */
+async function mqttOverWebSocket(server: Server): Promise<void> {
+  const payload = [0, 1, 2, 255];
+  const socket = new WebSocket(`${server.admin.replace(/^http/, "ws")}/mqtt`, "mqtt");
+  socket.binaryType = "arraybuffer";
+  const got: number[] = [];
+  let delivered: number[] | null = null;
+  let buffered: number[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`MQTT over WebSocket: got packet types ${got.join(",")} only`)),
+      STEP_TIMEOUT_MS,
+    );
+    socket.onerror = () => reject(new Error("MQTT over WebSocket: the socket failed"));
+    socket.onopen = () => {
+      socket.send(
+        mqttPacket(0x10, [0, 4, 0x4d, 0x51, 0x54, 0x54, 4, 2, 0, 60, ...mqttString("deno-ws")]),
+      );
+      socket.send(mqttPacket(0x82, [0, 1, ...mqttString("ws/#"), 1]));
+    };
+    socket.onmessage = (event: MessageEvent) => {
+      buffered = buffered.concat([...new Uint8Array(event.data as ArrayBuffer)]);
+      // Packets here are short: a one-byte remaining length.
+      while (buffered.length >= 2 && buffered.length >= 2 + buffered[1]) {
+        const packet = buffered.slice(0, 2 + buffered[1]);
+        buffered = buffered.slice(packet.length);
+        const type = packet[0] >> 4;
+        got.push(type);
+        if (type === 9) socket.send(mqttPacket(0x32, [...mqttString("ws/x"), 0, 7, ...payload]));
+        if (type === 3) {
+          const topicEnd = 4 + ((packet[2] << 8) | packet[3]);
+          delivered = packet.slice(topicEnd + ((packet[0] >> 1) & 3 ? 2 : 0));
+          if ((packet[0] >> 1) & 3)
+            socket.send(mqttPacket(0x40, packet.slice(topicEnd, topicEnd + 2)));
+        }
+        if (got.includes(2) && got.includes(4) && delivered !== null) {
+          clearTimeout(timer);
+          resolve();
+        }
+      }
+    };
+  });
+  try {
+    await done;
+  } finally {
+    socket.close();
+  }
+  if (JSON.stringify(delivered) !== JSON.stringify(payload))
+    throw new Error(`MQTT over WebSocket delivered ${JSON.stringify(delivered)}`);
+  const read = await readAll(server.url, "ws/**");
+  if (!read.includes('"topic":"ws/x"'))
+    throw new Error(`dist/aria did not read the message published over WebSocket:\n${read}`);
 }
 
 async function main(): Promise<void> {
@@ -231,6 +313,8 @@ async function main(): Promise<void> {
     log(
       `offline split under Deno: ${offline.split("\n")[0]}; identical after a restart, subtree too`,
     );
+    await mqttOverWebSocket(server);
+    log("MQTT over WebSocket: subscribed, published at QoS 1, got it back; dist/aria read it");
     await stopCleanly(server, "last stop");
     server = null;
     log("ok");

@@ -1,8 +1,9 @@
 /**
  * denoRuntime: the Runtime over Deno's natives — Deno.listen / Deno.connect and their TLS forms
  * (deno_tcp.ts), Deno.open with fdatasync / fsync (deno_disk.ts), Deno.serve for the admin app
- * (HTTPS with cert and key), module workers, Deno.args / Deno.exit / Deno.stdout / Deno.stdin /
- * Deno.addSignalListener for the process. Built only when Deno runs Aria (current_runtime.ts);
+ * (HTTPS with cert and key; its WebSocket door through Deno.upgradeWebSocket, deno_web_socket.ts),
+ * module workers, Deno.args / Deno.exit / Deno.stdout / Deno.stdin / Deno.addSignalListener for
+ * the process. Built only when Deno runs Aria (current_runtime.ts);
  * importing this module under Bun evaluates no `Deno.` reference. CRC-32 is node:zlib's crc32,
  * which Deno implements natively (Deno has no Bun.hash); the clock and the scheduler are the web
  * platform's, shared with Bun (clock.ts).
@@ -12,6 +13,7 @@ import type { Crc32 } from "../store/crc32.ts";
 import { scheduleAfter, systemClock, systemScheduler, yieldToEvents } from "./clock.ts";
 import { DenoDisk } from "./deno_disk.ts";
 import { denoDialTcp, denoListenTcp } from "./deno_tcp.ts";
+import { denoUpgradeWebSocket } from "./deno_web_socket.ts";
 import { readBytesFile, readTextFile } from "./files.ts";
 import { type HttpServer, OutputClosedError, type Runtime } from "./runtime.ts";
 
@@ -32,7 +34,13 @@ export const denoRuntime = (): Runtime => ({
         onListen: () => {},
         ...(options.tls === undefined ? {} : { cert: options.tls.cert, key: options.tls.key }),
       },
-      (request, info) => fetch(request, { remoteAddress: info.remoteAddr.hostname }),
+      (request, info) => {
+        const remoteAddress = info.remoteAddr.hostname;
+        const door = options.webSocket;
+        const upgraded =
+          door === undefined ? null : denoUpgradeWebSocket(door, request, remoteAddress);
+        return upgraded ?? fetch(request, { remoteAddress });
+      },
     );
     return {
       port: server.addr.port,

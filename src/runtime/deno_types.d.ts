@@ -78,6 +78,11 @@ declare namespace Deno {
     handler: (request: Request, info: { remoteAddr: NetAddr }) => Response | Promise<Response>,
   ): HttpServer;
 
+  function upgradeWebSocket(
+    request: Request,
+    options?: { protocol?: string },
+  ): { socket: WebSocket; response: Response };
+
   enum SeekMode {
     Start = 0,
     Current = 1,

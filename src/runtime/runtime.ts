@@ -78,8 +78,8 @@ export interface Runtime {
   readonly dialTcp: Dialer;
   /**
    * Serves `fetch` over HTTP on host:port, HTTPS with `tls`; throws when it cannot bind. With
-   * `webSocket`, requests to its path upgrade to WebSocket connections of its events (Bun only;
-   * web_socket_door.ts).
+   * `webSocket`, requests to its path upgrade to WebSocket connections of its events
+   * (web_socket_door.ts on Bun, deno_web_socket.ts on Deno).
    */
   serveHttp(
     fetch: FetchHandler,

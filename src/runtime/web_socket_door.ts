@@ -1,7 +1,8 @@
 /**
- * A WebSocket door on Bun's HTTP server: requests to one path with an Upgrade (and the expected
- * subprotocol) become connections of a ConnectionEvents (MQTT over WebSocket: the MQTT door at
- * `/mqtt` of the admin port, subprotocol `mqtt`). Binary messages are the stream's bytes in any
+ * A WebSocket door on Bun's HTTP server (Deno's is deno_web_socket.ts, with the same checks):
+ * requests to one path with an Upgrade (and the expected subprotocol) become connections of a
+ * ConnectionEvents (MQTT over WebSocket: the MQTT door at `/mqtt` of the admin port, subprotocol
+ * `mqtt`). Binary messages are the stream's bytes in any
  * split; the events never see a WebSocket, only the Connection port. Back-pressure: a write is
  * refused (0 taken) while Bun's buffer for the socket holds WEB_SOCKET_BUFFERED_BYTES_MAX; Bun's
  * drain says when to write again.
@@ -11,7 +12,7 @@ import type { Connection } from "../broker/ports.ts";
 import type { ConnectionEvents } from "./runtime.ts";
 
 /** Bytes Bun may buffer for one WebSocket before writes are refused (the events queue the rest). */
-const WEB_SOCKET_BUFFERED_BYTES_MAX = 256 * 1024;
+export const WEB_SOCKET_BUFFERED_BYTES_MAX = 256 * 1024;
 
 /** A WebSocket endpoint of an HTTP server. */
 export interface WebSocketDoor {
@@ -31,14 +32,11 @@ export interface WebSocketData {
 }
 
 /**
- * Upgrades `request` when it is for `door`: undefined when it was upgraded (Bun answers it), a
- * Response when it was for the door but refused, null when it is not for the door.
+ * Whether `request` may upgrade to `door`: "upgrade" when it may, a Response when it was for the
+ * door but is refused (no Upgrade 426, the refusal's 403, no subprotocol 400), null when it is not
+ * for the door. Both runtimes' doors ask it first (this file for Bun, deno_web_socket.ts).
  */
-export function upgradeWebSocket(
-  door: WebSocketDoor,
-  request: Request,
-  server: Server<WebSocketData>,
-): Response | undefined | null {
+export function upgradeCheck(door: WebSocketDoor, request: Request): Response | "upgrade" | null {
   if (new URL(request.url).pathname !== door.path) return null;
   if (request.headers.get("upgrade")?.toLowerCase() !== "websocket")
     return new Response(`${door.path} takes WebSocket connections only\n`, { status: 426 });
@@ -51,6 +49,20 @@ export function upgradeWebSocket(
     return new Response(`${door.path} needs the WebSocket subprotocol "${door.protocol}"\n`, {
       status: 400,
     });
+  return "upgrade";
+}
+
+/**
+ * Upgrades `request` when it is for `door`: undefined when it was upgraded (Bun answers it), a
+ * Response when it was for the door but refused, null when it is not for the door.
+ */
+export function upgradeWebSocket(
+  door: WebSocketDoor,
+  request: Request,
+  server: Server<WebSocketData>,
+): Response | undefined | null {
+  const checked = upgradeCheck(door, request);
+  if (checked !== "upgrade") return checked;
   const data: WebSocketData = {
     connectionId: 0,
     remoteAddress: server.requestIP(request)?.address,
