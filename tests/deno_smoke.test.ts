@@ -2,8 +2,8 @@
  * Aria under Deno, in CI: `deno task smoke` (scripts/deno_smoke.ts — `aria serve` under Deno on
  * port 0, pub/sub through the Bun-built dist/aria and the Deno CLI, SIGTERM and restart, a split
  * under Deno with the server running and one offline, every read identical, MQTT over WebSocket)
- * and `deno task test-core` (the pure core's test files under Deno through the bun:test shim). Deno is the npm
- * package `deno` (a dev dependency): node_modules/.bin/deno, never downloaded here.
+ * and `deno task test-core` (the pure core's test files under Deno through the bun:test shim).
+ * Deno is the npm package `deno` (a dev dependency): node_modules/.bin/deno, never downloaded here.
  */
 import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
