@@ -177,8 +177,12 @@ export const READ_BATCH_BYTES_MAX = 4 * 1024 * 1024;
  * a batch of small messages stays young garbage (a byte limit alone allowed ~100,000 objects).
  */
 export const READ_BATCH_MESSAGES_MAX = 8192;
-/** Recent topics a lane keeps: a partition's interleaved topics are not decoded per record. */
-export const LANE_TOPICS_KEPT = 8;
+/**
+ * Topics a disk reader keeps by their stored bytes (read/topic_cache.ts), so a record's topic is
+ * not decoded per record: a whole-stream read of 10,000 interleaved topics fits; one of more
+ * starts the table again when it is full (a few MB per reader at most).
+ */
+export const TOPIC_CACHE_ENTRIES_MAX = 16384;
 /** The largest span read (one allocation, or one mapping, for many lanes' regions of a pack). */
 export const SPAN_BYTES_MAX = 64 * 1024 * 1024;
 /**

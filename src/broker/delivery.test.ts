@@ -23,3 +23,25 @@ test("a stored message on a topic the full table refuses is still delivered, wit
   expect(subscription.messagesDelivered).toBe(2);
   expect(topics.stats().known).toBe(1);
 });
+
+test("a borrowed stored message's topic bytes go into its frame as they are: no name looked up", () => {
+  const topics = new TopicTable({ topicsMax: 16 });
+  const delivery = new Delivery(topics, {} as never);
+  const written: Uint8Array[] = [];
+  const subscription = {
+    id: 7,
+    messagesDelivered: 0,
+    session: {
+      addData: (_id: number, _seq: number, _t: number, topic: Uint8Array) => written.push(topic),
+    },
+  } as unknown as Subscription;
+  const topicUtf8 = new TextEncoder().encode("app/b");
+  const source = new Uint8Array(8);
+  const message = { seq: 5, timeUs: 1, topic: "app/b", topicUtf8, source, start: 0, length: 3 };
+  delivery.fromStore(subscription, message as never);
+  delivery.fromStore(subscription, { ...message, seq: 6 } as never);
+  expect(written).toEqual([topicUtf8, topicUtf8]);
+  expect(written[0]).toBe(topicUtf8);
+  // The broker's topic table did not take the name in (a whole-stream replay looked up each one).
+  expect(topics.lookup("app/b")).toBe(-1);
+});

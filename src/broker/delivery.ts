@@ -61,12 +61,10 @@ export class Delivery {
 
   /** Delivers a message read from the store to `subscription` (copying a borrowed payload). */
   fromStore(subscription: Subscription, message: StoredMessageLike): void {
-    const interned = this.topics.intern(message.topic, message.seq);
-    // A stored topic is valid; it is refused only when the table is full (TOPICS_MAX): then its
-    // name is encoded for this message alone, and the reader still gets it.
-    const topic = interned.ok
-      ? this.topicUtf8(interned.topicId)
-      : this.encoder.encode(message.topic);
+    // A borrowing read hands the topic's bytes out (its reader keeps them per topic): no lookup of
+    // the name per message (a whole-stream replay over 10,000 topics spent a third of its time
+    // there and in decoding the names, docs/benchmarks.md#performance-second-round-issue-32).
+    const topic = message.topicUtf8 ?? this.storedTopicUtf8(message);
     const session = subscription.session;
     const properties = subscription.withProperties ? (message.properties ?? NO_PROPERTIES) : null;
     const propertiesBytes = properties === null ? 0 : properties.length;
@@ -86,6 +84,14 @@ export class Delivery {
     );
     subscription.messagesDelivered++;
     this.messagesDelivered++;
+  }
+
+  /** The UTF-8 bytes of a stored message's topic, through the topic table. */
+  private storedTopicUtf8(message: StoredMessageLike): Uint8Array {
+    const interned = this.topics.intern(message.topic, message.seq);
+    // A stored topic is valid; it is refused only when the table is full (TOPICS_MAX): then its
+    // name is encoded for this message alone, and the reader still gets it.
+    return interned.ok ? this.topicUtf8(interned.topicId) : this.encoder.encode(message.topic);
   }
 
   /** Counts `messages` delivered to `subscription` through shared frames (already copied). */

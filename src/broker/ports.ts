@@ -57,6 +57,8 @@ export interface StoredMessageLike {
   timeUs: number;
   topic: string;
   payload: Uint8Array;
+  /** Set by borrowing reads: the topic's bytes, shared by its messages (not to be changed). */
+  topicUtf8?: Uint8Array;
   /** Set by borrowing reads: the payload is source[start, start + length), no view needed. */
   source?: Uint8Array;
   start?: number;

@@ -44,6 +44,8 @@ export class BorrowedMessage {
   seq = 0;
   timeUs = 0;
   topic = "";
+  /** The topic's bytes (ASCII), shared by the reader's messages of that topic: not to be changed. */
+  topicUtf8: Uint8Array = EMPTY;
   source: Uint8Array = EMPTY;
   start = 0;
   length = 0;
@@ -185,6 +187,7 @@ export class DecodedRuns {
   private readonly nextOf: Int32Array;
   private readonly endOf: Int32Array;
   private readonly topics: string[];
+  private readonly topicUtf8: Uint8Array[];
   private readonly topicBytes: Int32Array;
   /** Payload plus topic bytes of the record the last take returned (a batch's byte count). */
   lastBytes = 0;
@@ -195,6 +198,7 @@ export class DecodedRuns {
     this.nextOf = new Int32Array(capacity);
     this.endOf = new Int32Array(capacity);
     this.topics = new Array<string>(capacity).fill("");
+    this.topicUtf8 = new Array<Uint8Array>(capacity).fill(EMPTY);
     this.topicBytes = new Int32Array(capacity);
   }
 
@@ -208,13 +212,24 @@ export class DecodedRuns {
     return asSeq((this.tables[source] as RecordTable).seqs[this.nextOf[source]]);
   }
 
-  /** Makes records [first, end) of `table`, all of topic `topic`, the run of `source`. */
-  begin(source: number, table: RecordTable, first: number, end: number, topic: string): void {
+  /**
+   * Makes records [first, end) of `table`, all of topic `topic` (its bytes `topicUtf8`), the run
+   * of `source`.
+   */
+  begin(
+    source: number,
+    table: RecordTable,
+    first: number,
+    end: number,
+    topic: string,
+    topicUtf8: Uint8Array,
+  ): void {
     this.tables[source] = table;
     this.nextOf[source] = first;
     this.endOf[source] = end;
     this.topics[source] = topic;
-    this.topicBytes[source] = topic.length;
+    this.topicUtf8[source] = topicUtf8;
+    this.topicBytes[source] = topicUtf8.length;
   }
 
   /** Takes the next record of the run of `source` (pending only): into `into`, or as a copy. */
@@ -243,6 +258,7 @@ export class DecodedRuns {
     into.seq = asSeq(table.seqs[i]);
     into.timeUs = table.times[i];
     into.topic = this.topics[source];
+    into.topicUtf8 = this.topicUtf8[source];
     into.source = table.bytes;
     into.start = start;
     into.length = length;

@@ -52,6 +52,8 @@ export type StoredMessage = {
   timeUs: number;
   topic: string;
   payload: Uint8Array;
+  /** Set by borrowing reads: the topic's bytes (ASCII), shared by messages of the topic. */
+  topicUtf8?: Uint8Array;
   source?: Uint8Array;
   start?: number;
   length?: number;

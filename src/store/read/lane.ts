@@ -13,9 +13,7 @@
  * increase, each >= the lane's resume seq and <= the batch's limit; every record is checked
  * (its CRC, or its image's) before it is yielded.
  */
-import { LANE_TOPICS_KEPT } from "../../constants.ts";
 import { assert } from "../../stdx/assert.ts";
-import type { Filter } from "../../topic/mod.ts";
 import type { StoreContext } from "../context.ts";
 import { asSeq, type BorrowedMessage, type DecodedRuns } from "../decoded_runs.ts";
 import type { PartitionLog } from "../partition_log.ts";
@@ -32,8 +30,6 @@ import {
   recordProblem,
   recordSeq,
   recordTime,
-  recordTopic,
-  recordTopicEquals,
   type StoredMessage,
 } from "../record.ts";
 import { seekIndex } from "../segment_index.ts";
@@ -43,20 +39,22 @@ import { corrupt } from "./file_access.ts";
 import { type FileMeta, recordsCrcOf, smallInPack } from "./file_meta.ts";
 import { type LaneOwner, NEEDS_READ, WANT_AHEAD } from "./lane_buffer.ts";
 import { LaneReadAhead } from "./lane_read_ahead.ts";
+import type { TopicCache } from "./topic_cache.ts";
+
+const NO_BYTES = new Uint8Array(0);
 
 /** One partition's source of records: a run of files (and journal records) in seq order. */
 export class Lane extends LaneReadAhead {
-  topicCache = "";
+  /** The topic of the last record considered: its name, its bytes and whether it matches. */
+  topic = "";
+  topicUtf8: Uint8Array = NO_BYTES;
   topicMatches = false;
-  private readonly seenTopics: string[] = [];
-  private readonly seenMatches: boolean[] = [];
-  private seenNext = 0;
 
   constructor(
     readonly log: PartitionLog,
     files: readonly FileMeta[],
     withPending: boolean,
-    private readonly filter: Filter,
+    private readonly topics: TopicCache,
     private readonly matchesAll: boolean,
     from: { nextSeq: number; timeFloor: number },
     chunkBytes: number,
@@ -160,7 +158,7 @@ export class Lane extends LaneReadAhead {
       message = {
         seq: this.headSeq,
         timeUs: recordTime(this.view, at),
-        topic: this.topicCache,
+        topic: this.topic,
         payload: recordPayload(this.buffer, this.view, at),
       };
       const properties = recordProperties(this.buffer, this.view, at);
@@ -168,7 +166,8 @@ export class Lane extends LaneReadAhead {
     } else {
       into.seq = this.headSeq;
       into.timeUs = recordTime(this.view, at);
-      into.topic = this.topicCache;
+      into.topic = this.topic;
+      into.topicUtf8 = this.topicUtf8;
       into.source = this.buffer;
       into.start =
         at + RECORD_TOPIC_OFFSET + this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true);
@@ -212,11 +211,11 @@ export class Lane extends LaneReadAhead {
     let last = head;
     while (last + 1 < tabled.end && table.seqs[last + 1] <= limit) last++;
     if (last === head) return false;
-    runs.begin(source, table, head, last, this.topicCache);
+    runs.begin(source, table, head, last, this.topic, this.topicUtf8);
     this.nextSeq = asSeq(table.seqs[last - 1] + 1);
     this.headAt = (table.offsets[last] - tabled.shift) | 0;
     this.headLength = recordBytes(
-      this.topicCache.length,
+      this.topicUtf8.length,
       table.payloadBytes[last],
       table.propertiesBytes[last],
     );
@@ -241,7 +240,7 @@ export class Lane extends LaneReadAhead {
   private consider(at: number, length: number): boolean {
     const seq = recordSeq(this.view, at);
     if (seq < this.nextSeq || recordTime(this.view, at) < this.owner.timeFloor) return false;
-    if (!recordTopicEquals(this.buffer, this.view, at, this.topicCache)) this.switchTopic(at);
+    if (!this.sameTopic(at)) this.switchTopic(at);
     if (!this.topicMatches) return false;
     this.headAt = at;
     this.headLength = length;
@@ -249,26 +248,27 @@ export class Lane extends LaneReadAhead {
     return true;
   }
 
+  /** True when the record at `at` has the topic of the last record considered. */
+  private sameTopic(at: number): boolean {
+    const known = this.topicUtf8;
+    const length = known.length;
+    if (this.view.getUint16(at + RECORD_TOPIC_BYTES_OFFSET, true) !== length) return false;
+    const buffer = this.buffer;
+    const from = at + RECORD_TOPIC_OFFSET;
+    for (let i = 0; i < length; i++) if (buffer[from + i] !== known[i]) return false;
+    return true;
+  }
+
   /**
-   * Sets topicCache to the topic of the record at `at`: one of the last LANE_TOPICS_KEPT topics
-   * when it is one (a partition's topics interleave: no string built per record), else decoded.
+   * Sets the topic to that of the record at `at`, from the reader's topic cache (a partition's
+   * topics interleave: no string is built per record).
    */
   private switchTopic(at: number): void {
-    const seen = this.seenTopics;
-    for (let i = 0; i < seen.length; i++) {
-      if (recordTopicEquals(this.buffer, this.view, at, seen[i])) {
-        this.topicCache = seen[i];
-        this.topicMatches = this.seenMatches[i];
-        return;
-      }
-    }
-    const topic = recordTopic(this.buffer, this.view, at);
-    const matches = this.matchesAll || this.filter.matches(topic);
-    const slot = seen.length < LANE_TOPICS_KEPT ? seen.length : this.seenNext++ % LANE_TOPICS_KEPT;
-    seen[slot] = topic;
-    this.seenMatches[slot] = matches;
-    this.topicCache = topic;
-    this.topicMatches = matches;
+    const topics = this.topics;
+    const entry = topics.find(this.buffer, this.view, at);
+    this.topic = topics.names[entry];
+    this.topicUtf8 = topics.bytes[entry];
+    this.topicMatches = this.matchesAll || topics.matches(entry);
   }
 
   /** Offset in `buffer` of the checked record at `position` of `path`, or NEEDS_READ. */

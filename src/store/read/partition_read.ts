@@ -24,6 +24,7 @@ import type { BufferPool } from "./buffer_pool.ts";
 import { Lane } from "./lane.ts";
 import { NEEDS_READ } from "./lane_buffer.ts";
 import type { SpanRequest } from "./span_read.ts";
+import type { TopicCache } from "./topic_cache.ts";
 
 /**
  * Where a read starts: at a seq, after a seq (resume), or at the first message at or after a time.
@@ -49,6 +50,7 @@ export class PartitionRead {
   constructor(
     readonly log: PartitionLog,
     private readonly filter: Filter,
+    private readonly topics: TopicCache,
     from: ReadFrom,
     private readonly chunkBytes: number,
     private readonly subtreeMatches: Map<number, number>,
@@ -82,7 +84,7 @@ export class PartitionRead {
           this.log,
           [subtree],
           false,
-          this.filter,
+          this.topics,
           match === MATCH_ALL,
           from,
           this.chunkBytes,
@@ -96,7 +98,7 @@ export class PartitionRead {
         this.log,
         this.log.segments,
         true,
-        this.filter,
+        this.topics,
         this.matchesAll,
         from,
         this.chunkBytes,

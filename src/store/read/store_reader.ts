@@ -42,6 +42,7 @@ import { BufferPool } from "./buffer_pool.ts";
 import { NEEDS_READ } from "./lane_buffer.ts";
 import { advanceReading, PartitionRead, type ReadFrom } from "./partition_read.ts";
 import { readSpans, type SpanRequest } from "./span_read.ts";
+import { TopicCache } from "./topic_cache.ts";
 
 export type { ReadFrom } from "./partition_read.ts";
 
@@ -57,6 +58,8 @@ export type ReadOptions = { batchBytesMax?: number; borrow?: boolean; bufferByte
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
   private readonly parts: PartitionRead[] = [];
+  /** The topics its partition reads meet, by their stored bytes (see topic_cache.ts). */
+  private readonly topics: TopicCache;
   /** Per subtree store id: whether it holds none, some or only matching topics. */
   private readonly subtreeMatches = new Map<number, number>();
   /**
@@ -113,6 +116,7 @@ export class StoreReader {
     private readonly from: ReadFrom,
     options: ReadOptions = {},
   ) {
+    this.topics = new TopicCache(filter);
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
     this.bufferBytes = options.bufferBytes ?? context.options.readBufferBytes;
     // The pool keeps two batches' buffers and a round of its lanes' chunks (its read-ahead):
@@ -414,6 +418,7 @@ export class StoreReader {
         new PartitionRead(
           log,
           this.filter,
+          this.topics,
           from,
           chunkBytes,
           this.subtreeMatches,
