@@ -20,6 +20,11 @@ export const NATS_PULL_BATCH = 10_000;
 
 /** A replay that has not delivered everything by then fails the run. */
 const REPLAY_TIMEOUT_MS = 600_000;
+/**
+ * How long a JetStream API request (creating the consumer) may take. nats.js's default of 5 s
+ * failed the herd: 100 ordered consumers created at once on a 1M-message stream timed out.
+ */
+const JS_API_TIMEOUT_MS = 120_000;
 
 /** Creates the stream and publishes `stream` into it; the publish rate (msg/s, acknowledged). */
 export async function natsPublish(
@@ -115,7 +120,9 @@ export async function natsReplay(
       // The whole stream: the ordered pull consumer, consume() with a callback and a large batch.
       // No options: an ordered consumer from seq 1. (DeliverPolicy.All would be sent beside
       // opt_start_seq 1, which nats-server 2.9 refuses; the client then retries for ever.)
-      const consumer = await connection.jetstream().consumers.get(NATS_STREAM);
+      const consumer = await connection
+        .jetstream({ timeout: JS_API_TIMEOUT_MS })
+        .consumers.get(NATS_STREAM);
       const messages = await consumer.consume({
         max_messages: NATS_PULL_BATCH,
         callback: onMessage,
@@ -136,7 +143,9 @@ export async function natsReplay(
             finish();
           } else if (message !== null) onMessage(message);
         });
-      const subscription = await connection.jetstream().subscribe(subject, options);
+      const subscription = await connection
+        .jetstream({ timeout: JS_API_TIMEOUT_MS })
+        .subscribe(subject, options);
       stop = async () => subscription.unsubscribe();
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
