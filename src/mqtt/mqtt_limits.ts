@@ -53,11 +53,6 @@ export const MQTT_CLOSING_LINGER_US = 2_000_000;
 /** How long a will waits for its native PUBLISH_ACK before the session is ended anyway. */
 export const MQTT_WILL_ACK_TIMEOUT_US = 10_000_000;
 /**
- * Seqs of a connection's own publishes remembered for its No Local subscriptions (the oldest go
- * first: a live subscription gets its own message right after its PUBLISH_ACK).
- */
-export const MQTT_OWN_SEQS_MAX = 4096;
-/**
  * Payload bytes a connection keeps of its QoS 1/2 messages in flight, so a resumed session sends
  * them again with their packet ids; past it, one in flight is not kept and comes again from the
  * log as a new PUBLISH (the window alone could hold 65,535 payloads of 1 MiB).

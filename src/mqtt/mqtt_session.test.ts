@@ -857,3 +857,51 @@ test("a PUBLISH that fits the client's Maximum Packet Size only without aria-seq
   const got = sub.take("publish");
   expect(got.map((p) => [text(p.payload), p.properties])).toEqual([["67890", {}]]);
 });
+
+describe("MQTT session: No Local across connections", () => {
+  const subscribeNoLocal = (client: Client, filter: string, from?: string) =>
+    client.send({
+      type: "subscribe",
+      packetId: 8,
+      subscriptions: [
+        { filter, qos: 1, noLocal: true, retainAsPublished: false, retainHandling: 0 },
+      ],
+      properties: from === undefined ? {} : { userProperties: [["aria-from", from]] },
+    });
+
+  test("what an earlier connection of the client id published is not delivered back, after a restart too", async () => {
+    const store = new MemoryStore();
+    const before = new DoorWorld({ store });
+    const first = await before.connected("nl");
+    publish(first, "n/x", "mine-1", 1, 1);
+    await before.settle();
+    first.send({ type: "disconnect", reasonCode: 0, properties: {} });
+    await publishAll(before, "n/x", ["theirs-1"]);
+    // A new connection of the same client id replays the log with No Local: its own are skipped.
+    const second = await before.connected("nl");
+    subscribeNoLocal(second, "n/#", "earliest");
+    await before.settle();
+    expect(payloads(second)).toEqual(["theirs-1"]);
+    // The retained message of a topic (its newest) published by this client id: not sent either.
+    publish(second, "n/own", "mine-2", 1, 2);
+    await before.settle();
+    const third = await before.connected("nl");
+    subscribeNoLocal(third, "n/own");
+    await before.settle();
+    expect(payloads(third)).toEqual([]);
+    // After a restart of the server: the origin is in the log, not in the door's memory.
+    const after = new DoorWorld({ store });
+    const fourth = await after.connected("nl");
+    subscribeNoLocal(fourth, "n/#", "earliest");
+    await after.settle();
+    expect(payloads(fourth)).toEqual(["theirs-1"]);
+    // Another client id gets them all, without the door's aria-origin.
+    const other = await after.connected("other");
+    subscribe(other, "n/#", 1, [["aria-from", "earliest"]]);
+    await after.settle();
+    const got = other.take("publish");
+    expect(got.map((p) => text(p.payload))).toEqual(["mine-1", "theirs-1", "mine-2"]);
+    for (const p of got)
+      expect(p.properties.userProperties?.map(([name]) => name)).toEqual(["aria-seq"]);
+  });
+});

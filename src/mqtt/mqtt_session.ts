@@ -45,13 +45,13 @@ import {
   MQTT_PACKET_BYTES_MAX,
   MQTT_RECEIVE_MAXIMUM,
   MQTT_SERVER_KEEP_ALIVE_MAX_S,
-  MQTT_OWN_SEQS_MAX,
   MQTT_TOPIC_ALIASES_MAX,
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
 import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
 import {
+  clientOrigin,
   decodeStoredProperties,
   encodeStoredProperties,
   type StoredMessage,
@@ -314,11 +314,8 @@ export class MqttSession implements NativeEvents {
   private readonly qos2Received = new Map<number, "pending" | "acked">();
   private inboundInFlight = 0;
   private readonly aliasesIn = new Map<number, string>();
-  /**
-   * The seqs of this connection's own publishes (from PUBLISH_ACK, which the broker writes before
-   * any DATA of them), kept while a subscription has No Local, in ascending order.
-   */
-  private readonly ownSeqs = new Set<number>();
+  /** The client id's origin (stored with each message it publishes): No Local compares it. */
+  private origin = "";
   // Subscriptions and outbound messages.
   private nextSubscriptionId = 1;
   private readonly subscriptions = new Map<string, SubscriptionState>();
@@ -453,6 +450,7 @@ export class MqttSession implements NativeEvents {
     }
     this.connect = packet;
     this.clientId = clientId;
+    this.origin = clientOrigin(clientId);
     this.keepAliveS = packet.keepAlive;
     this.sessionExpiryS = v5
       ? (props.sessionExpiryInterval ?? 0)
@@ -473,7 +471,12 @@ export class MqttSession implements NativeEvents {
       const mapped = this.door.mapping.topicToAria(this.will.topic);
       if (!mapped.ok) return this.refuseConnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
       const will = this.will;
-      const properties = encodeStoredProperties(will.properties, will.qos, will.retain);
+      const properties = encodeStoredProperties(
+        will.properties,
+        will.qos,
+        will.retain,
+        this.origin,
+      );
       const tooLarge = nativeLimitProblem(this.will.payload, properties);
       if (tooLarge !== null) return this.refuseConnect(REASON.PACKET_TOO_LARGE, tooLarge);
     }
@@ -608,7 +611,12 @@ export class MqttSession implements NativeEvents {
         mapped.reason,
       );
     }
-    const properties = encodeStoredProperties(packet.properties, packet.qos, packet.retain);
+    const properties = encodeStoredProperties(
+      packet.properties,
+      packet.qos,
+      packet.retain,
+      this.origin,
+    );
     const tooLarge = nativeLimitProblem(packet.payload, properties);
     if (tooLarge !== null) {
       if (packet.qos === 0 || !v5) return this.disconnect(REASON.PACKET_TOO_LARGE, tooLarge);
@@ -630,15 +638,10 @@ export class MqttSession implements NativeEvents {
   }
 
   /** PUBLISH_ACK: the message is durable; QoS 1 gets PUBACK, QoS 2 PUBREC. */
-  publishAck(requestId: number, firstSeq: number): void {
+  publishAck(requestId: number, _firstSeq: number): void {
     const request = this.requests.get(requestId);
     if (request === undefined) return;
     this.requests.delete(requestId);
-    if (this.hasNoLocal()) {
-      this.ownSeqs.add(firstSeq);
-      if (this.ownSeqs.size > MQTT_OWN_SEQS_MAX)
-        this.ownSeqs.delete(this.ownSeqs.values().next().value as number);
-    }
     if (request.will) return this.willDone();
     if (request.qos === 1) {
       this.inboundInFlight--;
@@ -960,10 +963,10 @@ export class MqttSession implements NativeEvents {
     const nowUs = this.door.nowUs();
     for (const message of messages) {
       if (message.seq >= beforeSeq || message.payload.length === 0) continue;
-      if (state.options.noLocal && this.ownSeqs.has(message.seq)) continue;
       const topic = mapping.topicFromAria(message.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const stored = decodeStoredProperties(message.properties);
+      if (state.options.noLocal && stored.origin === this.origin) continue;
       const properties = stored.properties;
       if (!this.expiryLeft(properties, message.timeUs, nowUs)) continue;
       const bytes = message.payload.length + topic.length + message.properties.length;
@@ -1067,11 +1070,11 @@ export class MqttSession implements NativeEvents {
       if (state.shared) state.delivered.push(seq);
       // A resumed session: what its client processed, or has in flight again, does not come again.
       if (seq < state.skipBelow && !state.again.delete(seq)) continue;
-      // No Local: not the messages this connection published [MQTT-3.8.3-3].
-      if (state.options.noLocal && this.ownSeqs.has(seq)) continue;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
       const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
+      // No Local: not the messages this client id published, on any connection [MQTT-3.8.3-3].
+      if (state.options.noLocal && stored.origin === this.origin) continue;
       const properties = stored === NATIVE ? {} : stored.properties;
       // Expired messages are skipped; others carry what is left of their interval.
       if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
@@ -1101,24 +1104,6 @@ export class MqttSession implements NativeEvents {
     }
     this.pump();
     this.progress(state);
-    if (this.ownSeqs.size > 0) this.forgetOwnSeqs();
-  }
-
-  /** True when a subscription has No Local (then this connection's publishes are remembered). */
-  private hasNoLocal(): boolean {
-    for (const state of this.subscriptions.values()) if (state.options.noLocal) return true;
-    return false;
-  }
-
-  /** Own seqs every No Local subscription is past are forgotten (all, when none is left). */
-  private forgetOwnSeqs(): void {
-    let below = Number.POSITIVE_INFINITY;
-    for (const state of this.subscriptions.values())
-      if (state.options.noLocal) below = Math.min(below, state.positionSeq);
-    for (const seq of this.ownSeqs) {
-      if (seq >= below) break;
-      this.ownSeqs.delete(seq);
-    }
   }
 
   caughtUp(subscriptionId: number, nextSeq: number): void {
@@ -1475,7 +1460,7 @@ export class MqttSession implements NativeEvents {
       requestId,
       mapped.topic,
       will.payload,
-      encodeStoredProperties(will.properties, will.qos, will.retain),
+      encodeStoredProperties(will.properties, will.qos, will.retain, this.origin),
     );
   }
 

@@ -13,6 +13,12 @@
  * retain flag was set). Written last, read back and stripped before delivery to MQTT clients; a
  * client's own user properties named `aria-…` (any: `aria-seq` too) are dropped when it
  * publishes, and a native publisher's are not given to MQTT clients.
+ *
+ * Origin: the door writes `aria-origin` (16 hex digits: a 64-bit hash of the publishing client
+ * id, `clientOrigin`) as the very last property, so a stored message ends in these 32 bytes:
+ * 0x26 | u16 11 | "aria-origin" | u16 16 | hex. No Local compares it with the subscriber's
+ * client id (any connection of it, before or after a restart) [MQTT-3.8.3-3]; it is taken out
+ * before delivery like the others. Read from the tail without decoding the rest.
  */
 import { Reader, vbiBytes, Writer } from "./codec_bytes.ts";
 import type { Properties, QoS } from "./packets.ts";
@@ -22,6 +28,8 @@ import { readProperties, writeProperties } from "./properties.ts";
 export const ARIA_QOS = "aria-qos";
 /** The door's user property saying the retain flag was set. */
 export const ARIA_RETAIN = "aria-retain";
+/** The door's user property naming the publishing client (clientOrigin), written last. */
+export const ARIA_ORIGIN = "aria-origin";
 
 /** A stored message as MQTT sees it: its properties and how it was published. */
 export interface StoredMessage {
@@ -31,6 +39,47 @@ export interface StoredMessage {
   qos: QoS;
   /** Its retain flag when published. */
   retain: boolean;
+  /** The publishing client's origin (clientOrigin) when published over MQTT; else undefined. */
+  origin?: string;
+}
+
+/** The origin of client id `clientId`: a 64-bit hash (two 32-bit FNV-1a) as 16 hex digits. */
+export function clientOrigin(clientId: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x811c9dc5 ^ 0x5bd1e995;
+  for (let i = 0; i < clientId.length; i++) {
+    const code = clientId.charCodeAt(i);
+    a = Math.imul(a ^ code, 0x01000193) >>> 0;
+    b = Math.imul(b ^ (code + 0x9e), 0x01000193) >>> 0;
+  }
+  return a.toString(16).padStart(8, "0") + b.toString(16).padStart(8, "0");
+}
+
+/** The origin property's bytes before its 16 hex digits. */
+const ORIGIN_HEAD = Uint8Array.of(0x26, 0, 11, ...new TextEncoder().encode(ARIA_ORIGIN), 0, 16);
+/** Bytes of the origin property at the end of a stored message's properties. */
+const ORIGIN_BYTES = ORIGIN_HEAD.length + 16;
+
+/** The origin property's bytes for `origin` (16 hex digits). */
+function originTail(origin: string): Uint8Array {
+  const tail = new Uint8Array(ORIGIN_BYTES);
+  tail.set(ORIGIN_HEAD);
+  for (let i = 0; i < 16; i++) tail[ORIGIN_HEAD.length + i] = origin.charCodeAt(i);
+  return tail;
+}
+
+/** The origin at the end of `bytes`, or null (no origin property there). */
+function originAtEnd(bytes: Uint8Array): string | null {
+  const at = bytes.length - ORIGIN_BYTES;
+  if (at < 0) return null;
+  for (let i = 0; i < ORIGIN_HEAD.length; i++) if (bytes[at + i] !== ORIGIN_HEAD[i]) return null;
+  let origin = "";
+  for (let i = at + ORIGIN_HEAD.length; i < bytes.length; i++) {
+    const c = bytes[i];
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return null;
+    origin += String.fromCharCode(c);
+  }
+  return origin;
 }
 
 /** The properties of a PUBLISH that travel with its message. */
@@ -60,13 +109,26 @@ const EMPTY = new Uint8Array(0);
 
 /**
  * The log's bytes of a PUBLISH's kept properties, with its QoS and retain flag (as the door's
- * user properties, when not 2 and not 0); empty when there is nothing to keep.
+ * user properties, when not 2 and not 0) and its publisher's origin (last); empty when there is
+ * nothing to keep.
  */
 export function encodeStoredProperties(
   properties: Properties,
   qos: QoS = 2,
   retain = false,
+  origin?: string,
 ): Uint8Array {
+  const bytes = encodeWithoutOrigin(properties, qos, retain);
+  if (origin === undefined) return bytes;
+  // User properties are the last a PUBLISH's kept properties write: the origin, appended to
+  // them, is the last bytes.
+  const joined = new Uint8Array(bytes.length + ORIGIN_BYTES);
+  joined.set(bytes);
+  joined.set(originTail(origin), bytes.length);
+  return joined;
+}
+
+function encodeWithoutOrigin(properties: Properties, qos: QoS, retain: boolean): Uint8Array {
   const kept = keptProperties(properties);
   if (Object.keys(kept).length === 0) return DOOR_ONLY[qos][retain ? 1 : 0];
   if (qos < 2 || retain) {
@@ -105,6 +167,14 @@ const DOOR_ONLY: readonly (readonly [Uint8Array, Uint8Array])[] = ([0, 1, 2] as 
  * the door's own user properties read and taken out.
  */
 export function decodeStoredProperties(bytes: Uint8Array): StoredMessage {
+  const origin = originAtEnd(bytes);
+  if (origin === null) return decodeWithoutOrigin(bytes);
+  const stored = decodeWithoutOrigin(bytes.subarray(0, bytes.length - ORIGIN_BYTES));
+  stored.origin = origin;
+  return stored;
+}
+
+function decodeWithoutOrigin(bytes: Uint8Array): StoredMessage {
   if (bytes.length === 0) return { properties: {}, qos: 2, retain: false };
   // The common case, a message with no properties of its publisher's, needs no decoding.
   for (let qos = 0; qos < 3; qos++)
