@@ -5,6 +5,9 @@
  *
  *   bun bench/tip.bench.ts            full size: 256 MiB ring, 10 / 1,000 / 100,000 partitions
  *   bun bench/tip.bench.ts --quick    a 16 MiB ring, for a fast look
+ *   --partitions 10,100000            only these partition counts
+ *   --appends-only                    the appends and memory table only (no reads)
+ *   --skip-readers                    no concurrent-readers table
  */
 import { parseArgs } from "node:util";
 import { buildStream, readInterleaved, SELECTIVITIES, type BuiltStream } from "./tip_scenarios.ts";
@@ -12,8 +15,15 @@ import type { ReadChoice } from "../src/tip/mod.ts";
 import { FilterMatcher } from "../src/topic/mod.ts";
 
 const { values } = parseArgs({
-  options: { quick: { type: "boolean", default: false }, reps: { type: "string", default: "5" } },
+  options: {
+    quick: { type: "boolean", default: false },
+    reps: { type: "string", default: "5" },
+    partitions: { type: "string", default: "10,1000,100000" },
+    "appends-only": { type: "boolean", default: false },
+    "skip-readers": { type: "boolean", default: false },
+  },
 });
+const PARTITIONS = values.partitions.split(",").map(Number);
 const RING_BYTES = values.quick ? 16 * 1024 * 1024 : 256 * 1024 * 1024;
 const REPS = Number(values.reps);
 const STRATEGIES: ReadChoice[] = ["linear", "indexed", "planned"];
@@ -76,7 +86,7 @@ console.log(
 );
 console.log("|---:|---|---:|---:|---:|---:|---:|");
 const readRows: string[] = [];
-for (const partitions of [10, 1000, 100_000]) {
+for (const partitions of PARTITIONS) {
   for (const interleave of ["runs", "spread"] as const) {
     // 100,000 partitions each need a block of their own: give the pool room for them.
     const poolBlocks = partitions >= 100_000 ? 1 << 17 : undefined;
@@ -88,7 +98,7 @@ for (const partitions of [10, 1000, 100_000]) {
     console.log(
       `| ${partitions} | ${interleave} | ${stats.records} | ${(built.fillAppendsPerSecond / 1e6).toFixed(1)} M | ${(built.appendsPerSecond / 1e6).toFixed(1)} M | ${(stats.indexBytesUsed / stats.records).toFixed(1)} | ${stats.poolBlocksUsed} |`,
     );
-    for (const selectivity of SELECTIVITIES) {
+    for (const selectivity of values["appends-only"] ? [] : SELECTIVITIES) {
       const { ms, messages } = measure(built, selectivity, 1, REPS);
       const linear = ms.get("linear")!;
       const indexed = ms.get("indexed")!;
@@ -105,12 +115,14 @@ for (const partitions of [10, 1000, 100_000]) {
     Bun.gc(true);
   }
 }
+if (values["appends-only"]) process.exit(0);
 console.log(
   "\n| partitions | interleave | selectivity | messages read | linear ms | indexed ms | planned ms (choice) | linear / indexed | planned / linear |",
 );
 console.log("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
 for (const row of readRows) console.log(row);
 
+if (values["skip-readers"]) process.exit(0);
 console.log(
   "\nConcurrent readers (1,000 partitions, spread; round-robin batches of 64; total ms for all readers):\n",
 );

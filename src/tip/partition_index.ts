@@ -5,6 +5,10 @@
  * pool the moment its last entry is evicted. Struct of arrays indexed by partition id: no object
  * per partition, so 100,000 partitions cost a few typed arrays.
  *
+ * A new tail block's size class follows the partition's live entries (classForLive): a cold
+ * partition holds 16-entry blocks, a busy one 1,024-entry blocks, and a partition that heats up
+ * grows by chaining larger blocks (nothing is copied; its small blocks leave as the ring evicts).
+ *
  *   partition p:  headBlock ─next─▶ block ─next─▶ tailBlock
  *                 [·····|xxxxxxx]   [xxxxxxxxxx]   [xxxxx|      ]
  *                  ▲headEntry                             ▲pool.count[tailBlock]
@@ -13,9 +17,16 @@
  * tailBlock; live === 0 ⇔ headBlock === BLOCK_NONE ⇔ tailBlock === BLOCK_NONE; entries are in
  * seq order; the sum of live over partitions equals the ring's record count.
  */
-import { INDEX_BLOCK_ENTRIES, PARTITIONS_MAX } from "../constants.ts";
+import { PARTITIONS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
-import { BLOCK_NONE, ENTRY_SEQ_DELTA_MAX, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
+import {
+  BLOCK_NONE,
+  BLOCK_UNIT_ENTRIES,
+  classForLive,
+  ENTRY_SEQ_DELTA_MAX,
+  ENTRY_WORDS,
+  type BlockPool,
+} from "./block_pool.ts";
 
 const PARTITIONS_INITIAL = 64;
 
@@ -45,7 +56,7 @@ export class PartitionIndexes {
     const tail = this.tailBlock[p];
     return (
       tail === BLOCK_NONE ||
-      this.pool.count[tail] === INDEX_BLOCK_ENTRIES ||
+      this.pool.count[tail] === this.pool.capacityOf(tail) ||
       seq - this.pool.firstSeq[tail] > ENTRY_SEQ_DELTA_MAX
     );
   }
@@ -58,7 +69,7 @@ export class PartitionIndexes {
     const pool = this.pool;
     if (this.needsBlock(p, seq)) {
       if (p >= this.live.length) this.grow(p);
-      const block = pool.acquire();
+      const block = pool.acquire(classForLive(this.live[p]));
       if (block === BLOCK_NONE) return false;
       pool.firstSeq[block] = seq;
       const tail = this.tailBlock[p];
@@ -71,7 +82,7 @@ export class PartitionIndexes {
       this.tailBlock[p] = block;
     }
     const tail = this.tailBlock[p];
-    const word = (tail * INDEX_BLOCK_ENTRIES + pool.count[tail]++) * ENTRY_WORDS;
+    const word = (tail * BLOCK_UNIT_ENTRIES + pool.count[tail]++) * ENTRY_WORDS;
     pool.entries[word] = offsetUnits;
     pool.entries[word + 1] = seq - pool.firstSeq[tail];
     this.live[p]++;

@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { INDEX_BLOCK_ENTRIES } from "../constants.ts";
 import { fcParams } from "../testing/fc_params.ts";
 import { ReferenceStream } from "../testing/reference_stream.ts";
 import { Filter, FilterMatcher, TopicTable } from "../topic/mod.ts";
+import { INDEX_BLOCK_ENTRIES } from "../constants.ts";
+import { BLOCK_UNIT_ENTRIES, CLASS_LIVE_DIVISOR } from "./block_pool.ts";
 import {
   BLOCK_NONE,
   BlockPool,
@@ -49,11 +50,12 @@ function checkAccounting(tip: Tip): void {
     }
     // A partition holds the fewest blocks its live entries need, plus at most one partial head.
     expect(partition.blocks.length).toBeLessThanOrEqual(
-      Math.ceil(partition.seqs.length / INDEX_BLOCK_ENTRIES) + 1,
+      Math.ceil(partition.seqs.length / BLOCK_UNIT_ENTRIES) + 1,
     );
     expect(partition.seqs).toEqual([...partition.seqs].sort((a, b) => a - b));
   }
-  expect(blocks).toBe(stats.poolBlocksUsed);
+  expect(blocks).toBe(tip.pool.blocksUsed);
+  expect(tip.pool.pagesEverUsed).toBeLessThanOrEqual(tip.pool.pagesMax);
 }
 
 describe("ring layout", () => {
@@ -98,9 +100,10 @@ describe("ring layout", () => {
           },
         ],
         "pool": {
+          "blocks": 2,
           "entriesLive": 8,
-          "free": 2,
-          "used": 2,
+          "free": 3,
+          "used": 1,
         },
         "records": [
           "0:1:a/x/1:100",
@@ -150,9 +153,10 @@ describe("ring layout", () => {
           },
         ],
         "pool": {
+          "blocks": 2,
           "entriesLive": 8,
-          "free": 2,
-          "used": 2,
+          "free": 3,
+          "used": 1,
         },
         "records": [
           "256:3:b/y:100",
@@ -400,6 +404,78 @@ describe("property: every strategy equals the naive reference", () => {
   });
 });
 
+/** Phases of a stream: each a number of partitions with a share of one hot partition. */
+const phasesArb = fc.array(
+  fc.record({
+    partitions: fc.integer({ min: 1, max: 400 }),
+    hotShare: fc.constantFrom(0, 0.5, 0.95),
+    messages: fc.integer({ min: 1, max: 12_000 }),
+    payloadBytes: fc.constantFrom(8, 40),
+  }),
+  { minLength: 1, maxLength: 4 },
+);
+
+describe("property: size classes across phases of cold and busy partitions", () => {
+  test("blocks grow across classes, pages are reused after eviction, reads stay right", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(64 * 1024, 256 * 1024),
+        fc.constantFrom(16, 40),
+        phasesArb,
+        fc.nat(),
+        (capacityBytes, poolBlocks, phases, seed) => {
+          const topics = new TopicTable();
+          const tip = new Tip(topics, { capacityBytes, poolBlocks });
+          const reference = new ReferenceStream();
+          let seq = 1;
+          let pagesUsedMax = 0;
+          let draw = seed;
+          const random = () => {
+            draw = (draw * 1103515245 + 12345) >>> 0;
+            return draw / 2 ** 32;
+          };
+          for (const phase of phases) {
+            for (let i = 0; i < phase.messages; i++, seq++) {
+              const p = random() < phase.hotShare ? 0 : Math.floor(random() * phase.partitions);
+              const name = `g${p % 7}/p${p}/t`;
+              const payload = payloadOf(seq, phase.payloadBytes);
+              tip.append(topics.internValid(name), seq, seq, payload);
+              reference.append({ seq, timeUs: seq, topic: name, payload });
+              pagesUsedMax = Math.max(pagesUsedMax, tip.pool.pagesUsed);
+            }
+            checkAccounting(tip);
+            // Pages are reused, never touched afresh while a used one is free.
+            expect(tip.pool.pagesEverUsed).toBe(pagesUsedMax);
+            const hot = tip.topics.lookupPartition("g0/p0");
+            const live = tip.indexes.live[hot];
+            if (
+              tip.stats().evictionsForPool === 0 &&
+              live >= CLASS_LIVE_DIVISOR * INDEX_BLOCK_ENTRIES + 256
+            )
+              expect(tip.pool.capacityOf(tip.indexes.tailBlock[hot])).toBe(INDEX_BLOCK_ENTRIES);
+            const fromSeq = tip.ring.firstSeq + Math.floor(random() * tip.ring.count);
+            for (const filter of [Filter.of("g0/**"), Filter.of("g1/**", "g3/p3/t")]) {
+              const expected = reference.read(filter, fromSeq, tip.ring.nextSeq).map((m) => m.seq);
+              const read = tip.read(new FilterMatcher(topics, filter), fromSeq, {
+                strategy: "indexed",
+              });
+              if (!read.ok) throw new Error("read refused");
+              expect(drain(tip, read.cursor).map((m) => m.seq)).toEqual(expected);
+            }
+          }
+          // A record larger than the ring empties it: every page goes back to the pool.
+          tip.append(topics.internValid("big/x"), seq, seq, new Uint8Array(capacityBytes));
+          expect({ pages: tip.pool.pagesUsed, blocks: tip.pool.blocksUsed }).toEqual({
+            pages: 0,
+            blocks: 0,
+          });
+        },
+      ),
+      fcParams({ runs: 25 }),
+    );
+  });
+});
+
 test("BLOCK_NONE is not a block id", () => {
   expect(BLOCK_NONE).toBeLessThan(0);
 });
@@ -425,8 +501,17 @@ describe("partition index", () => {
   test("an exhausted pool refuses a push and changes nothing", () => {
     const pool = new BlockPool(2);
     const indexes = new PartitionIndexes(pool);
-    expect(indexes.push(0, 0, 1) && indexes.push(1, 1, 2)).toBe(true);
-    expect(indexes.push(2, 2, 3)).toBe(false);
-    expect({ used: pool.blocksUsed, live: indexes.entriesLiveCount }).toEqual({ used: 2, live: 2 });
+    // Two pages of 64 smallest blocks each: one block per cold partition.
+    const blocks = (2 * INDEX_BLOCK_ENTRIES) / BLOCK_UNIT_ENTRIES;
+    for (let p = 0; p < blocks; p++) expect(indexes.push(p, p, p + 1)).toBe(true);
+    expect(pool.canAcquire()).toBe(false);
+    expect(indexes.push(blocks, blocks, blocks + 1)).toBe(false);
+    expect({
+      used: pool.blocksUsed,
+      pages: pool.pagesUsed,
+      live: indexes.entriesLiveCount,
+    }).toEqual({ used: blocks, pages: 2, live: blocks });
+    // A partition with room in its block still takes entries.
+    expect(indexes.push(0, blocks, blocks + 2)).toBe(true);
   });
 });

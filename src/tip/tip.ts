@@ -32,6 +32,7 @@ import { IndexedCursor, LinearCursor, type TipCursor } from "./tip_cursor.ts";
 /** Sizes of a tip; tests shrink them to reach wrap-around and pool exhaustion quickly. */
 export interface TipOptions {
   capacityBytes?: number;
+  /** Pages of the block pool (INDEX_BLOCK_ENTRIES entries each, cut into smaller blocks). */
   poolBlocks?: number;
 }
 
@@ -40,7 +41,7 @@ export type TipRead =
   | { ok: true; cursor: TipCursor }
   | { ok: false; reason: "too-old"; firstSeq: number };
 
-/** Counters of a tip, for metrics and tests. */
+/** Counters of a tip, for metrics and tests; poolBlocks* count pool pages (see block_pool.ts). */
 export interface TipStats {
   capacityBytes: number;
   bytesUsed: number;
@@ -97,7 +98,7 @@ export class Tip {
     const partition = this.partitionByTopic[topicId];
     // The topic's id is not reclaimed while this record is held (topic_table.ts).
     this.topics.seen(topicId, seq);
-    if (this.pool.blocksFree === 0 && this.indexes.needsBlock(partition, seq)) this.evictForBlock();
+    if (this.indexes.needsBlock(partition, seq) && !this.pool.canAcquire()) this.evictForBlock();
     const at = this.ring.append(
       topicId,
       seq,
@@ -188,9 +189,9 @@ export class Tip {
       records: this.ring.count,
       firstSeq: this.ring.firstSeq,
       nextSeq: this.ring.nextSeq,
-      poolBlocksUsed: this.pool.blocksUsed,
-      poolBlocksFree: this.pool.blocksFree,
-      poolBlocksMax: this.pool.blocksMax,
+      poolBlocksUsed: this.pool.pagesUsed,
+      poolBlocksFree: this.pool.pagesFree,
+      poolBlocksMax: this.pool.pagesMax,
       indexEntriesLive: this.indexes.entriesLiveCount,
       indexBytesUsed: this.pool.bytesUsed(),
       evictionsForPool: this.evictionsForPool,
@@ -213,10 +214,10 @@ export class Tip {
   }
 
   private evictForBlock(): void {
-    while (this.pool.blocksFree === 0 && this.ring.count > 0) {
+    while (!this.pool.canAcquire() && this.ring.count > 0) {
       this.ring.evictOldest();
       this.evictionsForPool++;
     }
-    assert(this.pool.blocksFree > 0, "Tip: an empty ring frees every block");
+    assert(this.pool.canAcquire(), "Tip: an empty ring frees every block");
   }
 }

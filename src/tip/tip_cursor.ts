@@ -12,9 +12,9 @@
  * holds resumeSeq, and when it does not, stops with fellBehind set (the owner goes to disk).
  * Appends between next() calls are allowed; nothing here allocates per record.
  */
-import { INDEX_BLOCK_ENTRIES, RECORD_ALIGN_BYTES } from "../constants.ts";
+import { RECORD_ALIGN_BYTES } from "../constants.ts";
 import type { FilterMatcher } from "../topic/filter_matcher.ts";
-import { BLOCK_NONE, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
+import { BLOCK_NONE, BLOCK_UNIT_ENTRIES, ENTRY_WORDS, type BlockPool } from "./block_pool.ts";
 import type { MergeHeap } from "../merge/mod.ts";
 import type { PartitionIndexes } from "./partition_index.ts";
 import { TOPIC_ID_MASK, TOPIC_U32, type Ring } from "./ring.ts";
@@ -198,7 +198,7 @@ export class IndexedCursor implements TipCursor {
       low = 0;
     }
     let high = pool.count[block];
-    const base = block * INDEX_BLOCK_ENTRIES;
+    const base = block * BLOCK_UNIT_ENTRIES;
     const delta = fromSeq - pool.firstSeq[block];
     while (low < high) {
       const middle = (low + high) >>> 1;
@@ -233,7 +233,7 @@ export class IndexedCursor implements TipCursor {
    */
   private enterBlock(source: number, block: number, entry: number): void {
     const pool = this.indexes.pool;
-    const base = block * INDEX_BLOCK_ENTRIES;
+    const base = block * BLOCK_UNIT_ENTRIES;
     this.sourceBlock[source] = block;
     this.sourceWord[source] = (base + entry) * ENTRY_WORDS;
     this.sourceEnd[source] = (base + pool.count[block]) * ENTRY_WORDS;

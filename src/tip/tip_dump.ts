@@ -3,8 +3,8 @@
  * and debugging. Walks the structures exactly as cursors do, so a dump that looks right is
  * evidence the links are right. Not for hot paths.
  */
-import { INDEX_BLOCK_ENTRIES, RECORD_ALIGN_BYTES } from "../constants.ts";
-import { BLOCK_NONE, ENTRY_WORDS } from "./block_pool.ts";
+import { RECORD_ALIGN_BYTES } from "../constants.ts";
+import { BLOCK_NONE, BLOCK_UNIT_ENTRIES, ENTRY_WORDS } from "./block_pool.ts";
 import type { Tip } from "./tip.ts";
 
 /** One partition's index chain: its blocks and the seqs its live entries point at. */
@@ -22,7 +22,8 @@ export interface TipDump {
   nextSeq: number;
   bytesUsed: number;
   records: string[];
-  pool: { used: number; free: number; entriesLive: number };
+  /** Pages used and free, blocks in partition chains, live entries. */
+  pool: { used: number; free: number; blocks: number; entriesLive: number };
   partitions: PartitionDump[];
 }
 
@@ -49,7 +50,7 @@ export function dumpTip(tip: Tip): TipDump {
     ) {
       blocks.push(block);
       for (; entry < tip.pool.count[block]; entry++) {
-        const word = (block * INDEX_BLOCK_ENTRIES + entry) * ENTRY_WORDS;
+        const word = (block * BLOCK_UNIT_ENTRIES + entry) * ENTRY_WORDS;
         const seq = tip.pool.firstSeq[block] + tip.pool.entries[word + 1];
         // The entry's seq and the record it points at must agree.
         seqs.push(ring.seqAt(tip.pool.entries[word] * RECORD_ALIGN_BYTES) === seq ? seq : -seq);
@@ -65,8 +66,9 @@ export function dumpTip(tip: Tip): TipDump {
     bytesUsed: ring.bytesUsed,
     records,
     pool: {
-      used: tip.pool.blocksUsed,
-      free: tip.pool.blocksFree,
+      used: tip.pool.pagesUsed,
+      free: tip.pool.pagesFree,
+      blocks: tip.pool.blocksUsed,
       entriesLive: indexes.entriesLiveCount,
     },
     partitions,
