@@ -29,6 +29,7 @@
  * is built for it. When it drains, its subscriptions catch up from the tip, or the disk if the ring
  * moved past them.
  */
+import type { MessageBatch } from "../protocol/mod.ts";
 import type { Log } from "../stdx/log.ts";
 import type { Histogram } from "../stdx/histogram.ts";
 import type { Tip } from "../tip/mod.ts";
@@ -245,6 +246,44 @@ export class Broker {
   /** The connection of session `sessionId` closed. */
   closed(sessionId: number): void {
     this.dispatch.closed(sessionId);
+  }
+
+  // ---- Replica (src/replica/) ---------------------------------------------------------------
+
+  /** Makes this broker a replica of `leaderUrl`: its PUBLISH frames are refused with NOT_LEADER. */
+  follow(leaderUrl: string): void {
+    this.sequencer.leaderUrl = leaderUrl;
+  }
+
+  /**
+   * Appends a leader's DATA batch with the leader's seqs and times and starts its commit (it
+   * becomes visible to this broker's subscribers once durable here); null, or why nothing of it
+   * was appended (Sequencer.replicate).
+   */
+  replicate(messages: MessageBatch): string | null {
+    const refused = this.sequencer.replicate(messages);
+    if (refused === null) this.sequencer.commitIfDue();
+    return refused;
+  }
+
+  /** While the store is behind on its background work (append no more), when it caught up. */
+  storeBacklog(): Promise<void> | null {
+    return this.sequencer.storeBacklog();
+  }
+
+  /** The seq the next message gets (a replica: the leader's seq it needs next). */
+  get nextSeq(): number {
+    return this.sequencer.nextSeq;
+  }
+
+  /** The last seq durable here. */
+  get durableSeq(): number {
+    return this.sequencer.durableSeq;
+  }
+
+  /** Resolves once every seq below `seq` is durable and visible here (or storage failed). */
+  whenVisible(seq: number): Promise<void> {
+    return this.sequencer.whenVisible(seq);
   }
 
   /**

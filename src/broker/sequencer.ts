@@ -16,11 +16,15 @@
  * PUBLISH is asked before it is sequenced (`store.refusal`), never answered by an append throwing
  * in the middle of its batch.
  *
+ * A replica (src/replica/) does not sequence: `replicate` appends the leader's messages with the
+ * leader's seqs and publish times (the clock is not read), each seq the next one, and commits and
+ * fans them out like a publish; its PUBLISH frames are refused with NOT_LEADER (`leaderUrl`).
+ *
  * Not here: sessions (errors and flushing go through SequencerOutput), subscriptions. Invariants:
  * visibleSeq <= nextSeq; publish times never decrease, across a restart too; a batch is sequenced
  * whole or not at all. Pure: the store and clock are ports.
  */
-import type { AriaErrorCode, PublishFrame } from "../protocol/mod.ts";
+import type { AriaErrorCode, MessageBatch, PublishFrame } from "../protocol/mod.ts";
 import { encodePublishAck } from "../protocol/mod.ts";
 import { assert } from "../stdx/assert.ts";
 import { COPY_VIEWS_BYTES_MAX } from "../stdx/bytes.ts";
@@ -68,6 +72,8 @@ export class Sequencer {
   visibleSeq: number;
   /** True once shutdown began: publishes are refused. */
   shuttingDown = false;
+  /** A replica's leader (its URL): PUBLISH is refused with NOT_LEADER naming it; null: a leader. */
+  leaderUrl: string | null = null;
   readonly counters = { messagesPublished: 0, bytesPublished: 0, publishersPaused: 0 };
   private lastTimeUs = 0;
   private commitInFlight = false;
@@ -130,6 +136,13 @@ export class Sequencer {
       return output.fail(session, "ARIA_ERR_SHUTTING_DOWN", "server is shutting down", {
         requestId,
       });
+    if (this.leaderUrl !== null)
+      return output.fail(
+        session,
+        "ARIA_ERR_NOT_LEADER",
+        `this server is a replica: publish to the leader at ${this.leaderUrl}`,
+        { requestId },
+      );
     // Refused before any seq is taken (storage stalled past its backlog bound): a batch that
     // starts is appended whole.
     const refusal = this.store.refusal ?? null;
@@ -198,6 +211,83 @@ export class Sequencer {
     this.counters.messagesPublished += messages.count;
     this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
     if (this.store.backlogged) this.pauseForStore(session);
+  }
+
+  /**
+   * Appends a leader's DATA batch (a replica: src/replica/) with the leader's seqs and publish
+   * times; commitIfDue then makes it durable and visible as a publish would be. Returns null, or
+   * why nothing of the batch was appended: its first seq is not `nextSeq` (a gap or a repeat),
+   * its seqs are not consecutive, a time goes back, a topic is refused, or the store refuses.
+   * Checked whole before the first append, so a batch is appended whole or not at all.
+   */
+  replicate(messages: MessageBatch): string | null {
+    if (this.failure !== null) return this.failure;
+    if (this.shuttingDown) return "server is shutting down";
+    const refusal = this.store.refusal ?? null;
+    if (refusal !== null) return `the store refuses appends: ${refusal.message}`;
+    const topicIds = new Int32Array(messages.count);
+    let timeUs = this.lastTimeUs;
+    messages.rewind();
+    for (let i = 0; messages.next(); i++) {
+      const expected = this.nextSeq + i;
+      if (messages.seq !== expected)
+        return `seq ${messages.seq} arrived where seq ${expected} was next`;
+      if (messages.timeUs < timeUs)
+        return `seq ${messages.seq}: publish time ${messages.timeUs} µs is before ${timeUs} µs`;
+      timeUs = messages.timeUs;
+      const interned = this.topics.internValidated(messages.topic, expected);
+      if (!interned.ok) return `seq ${messages.seq}: ${interned.reason}`;
+      topicIds[i] = interned.topicId;
+    }
+    messages.rewind();
+    const frameBytes = messages.frame;
+    for (let i = 0; messages.next(); i++) {
+      const { seq, payloadStart, payloadBytes, propertiesStart, propertiesBytes } = messages;
+      try {
+        this.store.append(
+          seq,
+          messages.timeUs,
+          messages.topic,
+          frameBytes,
+          payloadStart,
+          payloadBytes,
+          frameBytes,
+          propertiesStart,
+          propertiesBytes,
+        );
+      } catch (error) {
+        assert(i === 0, "Broker.replicate: the store fails between events, never inside a batch");
+        this.storageFailed(error);
+        return this.failure;
+      }
+      this.nextSeq++;
+      this.lastTimeUs = messages.timeUs;
+      this.tip.append(
+        topicIds[i],
+        seq,
+        messages.timeUs,
+        frameBytes,
+        payloadStart,
+        payloadBytes,
+        frameBytes,
+        propertiesStart,
+        propertiesBytes,
+      );
+      this.countTopic(topicIds[i], payloadBytes, seq);
+      this.counters.bytesPublished += payloadBytes;
+    }
+    this.counters.messagesPublished += messages.count;
+    return null;
+  }
+
+  /** While the store is behind on its background work, when it has caught up; else null. */
+  storeBacklog(): Promise<void> | null {
+    return this.store.backlogged ? this.store.whenCaughtUp() : null;
+  }
+
+  /** The last seq durable in the store (a replica reports it to its leader). */
+  get durableSeq(): number {
+    return this.store.committedSeq;
   }
 
   /**

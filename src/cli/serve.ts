@@ -13,7 +13,8 @@ import {
 } from "../constants.ts";
 import { allowedHostProblem } from "../admin/mod.ts";
 import { processLog, runtime } from "../runtime/mod.ts";
-import { FATAL_EXIT, FatalError, startServer } from "../server/mod.ts";
+import { parseTcpUrl } from "../client/mod.ts";
+import { FATAL_EXIT, FatalError, type FollowOptions, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { LOG_LEVELS, type LogFields } from "../stdx/log.ts";
 import { parseDuration, parsePort, parseSize, UsageError } from "./args.ts";
@@ -25,7 +26,7 @@ import {
   type SettingSpecs,
   settingLabel,
 } from "./settings.ts";
-import { SERVE_TLS_FLAGS, SERVE_TLS_USAGE, serveTlsOf } from "./tls_files.ts";
+import { SERVE_TLS_FLAGS, SERVE_TLS_USAGE, serveTlsOf, TLS_FILE_BYTES_MAX } from "./tls_files.ts";
 
 const LOG_FORMATS = ["text", "json"] as const;
 
@@ -55,7 +56,12 @@ Options:
   --admin-allowed-hosts LIST
                          host names the admin app answers as, comma-separated, beyond localhost,
                          127.0.0.1, [::1] and --admin-host; * answers any (default: none)
-${SERVE_TLS_USAGE}  --log-format FORMAT    text | json: one line per event on stderr (default text)
+${SERVE_TLS_USAGE}  --follow URL           run as a replica of the leader at URL (tcp:// or tls://): hold its
+                         log seq for seq, serve readers, refuse publishes (docs/cluster.md)
+  --follow-auth-token TOKEN
+                         the token this replica signs in to its leader with (default: none)
+  --follow-ca FILE       trust this CA (PEM) for a tls:// leader (default: the system's CAs)
+  --log-format FORMAT    text | json: one line per event on stderr (default text)
   --log-level LEVEL      debug | info | warn | error: the least severe written (default info)
   --config FILE          settings from a TOML or JSON file, keys named as these flags
                          (docs/configuration.md)
@@ -89,6 +95,9 @@ export const SERVE_SETTINGS: SettingSpecs = {
   "admin-token": { type: "string", secret: true },
   "admin-allowed-hosts": { type: "string", list: true },
   ...Object.fromEntries(Object.keys(SERVE_TLS_FLAGS).map((name) => [name, { type: "string" }])),
+  follow: { type: "string" },
+  "follow-auth-token": { type: "string", secret: true },
+  "follow-ca": { type: "string" },
   "log-format": { type: "string", default: "text" },
   "log-level": { type: "string", default: "info" },
 };
@@ -174,11 +183,12 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     io.err(`aria serve: Cannot serve TLS: ${tls.message}\n`);
     return FATAL_EXIT.tls;
   }
+  const follow = await followOf(values, label);
   const log = processLog({ level: logLevel, format: logFormat });
   log.info("starting", startFields(settings));
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls, log });
+    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls, log, follow });
   } catch (error) {
     if (error instanceof FatalError) {
       io.err(`aria serve: ${error.message}\n`);
@@ -224,11 +234,46 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       });
     }
   });
-  const signal = await stopAsked;
-  log.info("shutting down", { signal });
+  const ended = await Promise.race([stopAsked, server.failed]);
+  if (ended instanceof FatalError) {
+    // A replica that cannot go on (docs/cluster.md): stopped with its own exit code.
+    io.err(`aria serve: ${ended.message}\n`);
+    await server.stop();
+    log.info("stopped");
+    return ended.exitCode;
+  }
+  log.info("shutting down", { signal: ended });
   await server.stop();
   log.info("stopped");
   return EXIT_OK;
+}
+
+/** --follow and its client flags, checked and read (the CA file), or undefined. */
+async function followOf(
+  values: Record<string, string | boolean | undefined>,
+  label: (name: string) => string,
+): Promise<FollowOptions | undefined> {
+  const url = values.follow as string | undefined;
+  const authToken = values["follow-auth-token"] as string | undefined;
+  const caPath = values["follow-ca"] as string | undefined;
+  if (url === undefined) {
+    for (const name of ["follow-auth-token", "follow-ca"])
+      if (values[name] !== undefined) throw new UsageError(`${label(name)} needs --follow URL`);
+    return undefined;
+  }
+  try {
+    parseTcpUrl(url);
+  } catch (error) {
+    throw new UsageError(`${label("follow")}: ${(error as Error).message}`);
+  }
+  if (authToken === "") throw new UsageError(`${label("follow-auth-token")}: must not be empty`);
+  if (caPath === undefined)
+    return { url, authToken, tls: url.startsWith("tls://") ? {} : undefined };
+  if (!url.startsWith("tls://"))
+    throw new UsageError(`${label("follow-ca")} is for a tls:// leader; ${url} is plain TCP`);
+  const read = await runtime.readTextFile(caPath, { bytesMax: TLS_FILE_BYTES_MAX });
+  if (!read.ok) throw new UsageError(`${label("follow-ca")}: ${read.reason}`);
+  return { url, authToken, tls: { ca: read.text } };
 }
 
 /** The start-up line's fields: every setting that is set, secrets redacted, and the config file. */

@@ -34,6 +34,7 @@ export const ARIA_ERROR_WIRE_CODES = {
   ARIA_ERR_CONSUMER_MISMATCH: 25,
   ARIA_ERR_CONSUMERS_FULL: 26,
   ARIA_ERR_PROPERTIES_TOO_LARGE: 27,
+  ARIA_ERR_NOT_LEADER: 28,
 } as const;
 
 /** A stable error code of Aria. */
@@ -77,6 +78,8 @@ export const ARIA_ERROR_SUMMARIES: Readonly<Record<AriaErrorCode, string>> = {
     "a durable consumer of that name exists with another filter, or shared where it is not (or the other way round)",
   ARIA_ERR_CONSUMERS_FULL: "the server holds the most durable consumers allowed",
   ARIA_ERR_PROPERTIES_TOO_LARGE: "a message's properties exceed the properties limit",
+  ARIA_ERR_NOT_LEADER:
+    "the server is a replica (aria serve --follow): publish to the leader, whose URL the reason names",
 };
 
 /** The code an ERROR frame carries when its wire code is newer than this table. */

@@ -15,6 +15,7 @@ export { connect } from "./connect.ts";
 export {
   FATAL_EXIT,
   FatalError,
+  type FollowOptions,
   type RunningServer,
   type ServerOptions,
   startServer,

@@ -47,6 +47,8 @@ import { addSplitRoutes } from "../admin/split_routes.ts";
 import { addConsumerRoutes } from "../admin/consumer_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { MqttDoor, mqttTopicMapping } from "../mqtt/mod.ts";
+import { AriaClient, type DialTls } from "../client/mod.ts";
+import { Follower, type LogMessage, type ReplicaError } from "../replica/mod.ts";
 import { adminPlanner } from "./split_pool.ts";
 import { adminCredentialOf, readUsersFile, reloadUsers, usersOf } from "./users_source.ts";
 
@@ -84,6 +86,17 @@ export interface ServerOptions {
     StoreOptions,
     "journalBytesMax" | "journalRetainedBytesMax" | "pendingRecordsMax" | "segmentBytesMax"
   >;
+  /** Run as a replica of the leader at `url` (tcp:// or tls://; src/replica/, docs/cluster.md). */
+  follow?: FollowOptions;
+}
+
+/** How a replica reaches its leader: the URL, and the client's credential and TLS material. */
+export interface FollowOptions {
+  url: string;
+  authToken?: string;
+  tls?: DialTls;
+  /** First reconnect delay (ms; doubles up to 2 s). Tests shorten it. */
+  backoffMs?: number;
 }
 
 /** A running server. */
@@ -98,6 +111,10 @@ export interface RunningServer {
   recovery: RecoveryReport;
   /** Reads the users file again (SIGHUP): applied to open connections, or kept on an error. */
   reloadUsers(): Promise<{ ok: boolean; message: string }>;
+  /** A replica's follower (ServerOptions.follow), else null. */
+  follower: Follower | null;
+  /** Resolves when the server cannot go on (a replica's fatal condition); never otherwise. */
+  failed: Promise<FatalError>;
   stop(): Promise<void>;
 }
 
@@ -112,7 +129,17 @@ export class FatalError extends Error {
 }
 
 /** Exit codes of fatal start-up conditions. */
-export const FATAL_EXIT = { dataDir: 3, port: 4, corrupt: 5, tls: 6, users: 7 } as const;
+export const FATAL_EXIT = {
+  dataDir: 3,
+  port: 4,
+  corrupt: 5,
+  tls: 6,
+  users: 7,
+  /** A replica whose leader no longer holds its next seq (retention removed it). */
+  replicaBehindRetention: 8,
+  /** A replica whose log is ahead of its leader's or differs from it. */
+  replicaDiverged: 9,
+} as const;
 
 /** The exit code of a store error at start-up: damage found, or anything else about the directory. */
 function storeExit(error: unknown): number {
@@ -274,6 +301,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     log,
   });
+  if (options.follow !== undefined) broker.follow(options.follow.url);
   let tcp: TcpListener;
   let admin: HttpServer;
   try {
@@ -437,6 +465,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await lock.update({
     adminUrl: `${adminScheme}://${hostForUrl(adminHost === "0.0.0.0" ? "127.0.0.1" : adminHost)}:${admin.port}`,
   });
+  // A replica follows its leader once it serves (its subscribers may connect before it caught up).
+  let fail: (error: FatalError) => void = () => {};
+  const failed = new Promise<FatalError>((resolve) => {
+    fail = resolve;
+  });
+  const follower =
+    options.follow === undefined
+      ? null
+      : startFollower(options.follow, broker, await lastMessageOf(store), log, fail);
   let maintaining = false;
   const timer = setInterval(() => {
     const nowUs = runtime.clock.nowUs();
@@ -481,8 +518,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       if (reloaded.ok) broker.usersReplaced();
       return reloaded;
     },
+    follower,
+    failed,
     stop: () =>
       (stopping ??= (async () => {
+        await follower?.stop();
         clearInterval(timer);
         lag.stop();
         tcp.stop();
@@ -497,6 +537,58 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await store.close();
         await lock.release();
       })()),
+  };
+}
+
+/** Starts following the leader (src/replica/); a fatal condition ends the server through `fail`. */
+function startFollower(
+  follow: FollowOptions,
+  broker: Broker,
+  last: LogMessage | null,
+  log: Log,
+  fail: (error: FatalError) => void,
+): Follower {
+  const follower = new Follower({
+    leaderUrl: follow.url,
+    broker,
+    last,
+    log,
+    connect: (url) =>
+      AriaClient.connect(url, runtime.dialTcp, {
+        clientName: "aria-replica",
+        authToken: follow.authToken,
+        tls: follow.tls,
+        reconnect: false,
+      }),
+    sleep: (ms) => new Promise((resolve) => runtime.scheduleAfter(ms, resolve)),
+    backoffMs: follow.backoffMs,
+    onFatal: (error: ReplicaError) =>
+      fail(
+        new FatalError(
+          error.message,
+          error.kind === "leader_lacks_next_seq"
+            ? FATAL_EXIT.replicaBehindRetention
+            : FATAL_EXIT.replicaDiverged,
+        ),
+      ),
+  });
+  follower.start();
+  return follower;
+}
+
+/** The newest message of the store, whole (a replica compares it with its leader's), or null. */
+async function lastMessageOf(store: Store): Promise<LogMessage | null> {
+  if (store.nextSeq <= 1) return null;
+  const seq = store.nextSeq - 1;
+  const batch = await store.read(Filter.of("**"), { seq }).nextBatch();
+  const message = batch[0];
+  if (message === undefined || message.seq !== seq) return null;
+  return {
+    seq,
+    timeUs: message.timeUs,
+    topic: message.topic,
+    payload: message.payload.slice(),
+    properties: message.properties?.slice() ?? new Uint8Array(0),
   };
 }
 

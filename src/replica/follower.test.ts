@@ -1,0 +1,230 @@
+/**
+ * The replica's apply path over real stores in temp dirs: Broker.replicate appends a leader's
+ * DATA batches with the leader's seqs and times (never its own clock), refuses a gap, a repeat or
+ * a time going back without appending anything, and what it appended survives a restart as it
+ * was. The follower against an in-process leader: it copies the log byte for byte, and refuses a
+ * data directory that is ahead of its leader, disagrees with it, or needs a seq the leader's
+ * retention removed.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { AriaClient, MessageBatch } from "../client/mod.ts";
+import { AriaError, type DataFrame, type DataMessage, FrameDecoder } from "../protocol/mod.ts";
+import { encodeAll } from "../protocol/test_support.ts";
+import { connect, type RunningServer, type ServerOptions, startServer } from "../server/mod.ts";
+import { processLog } from "../runtime/mod.ts";
+
+const dirs: string[] = [];
+const servers: RunningServer[] = [];
+afterAll(async () => {
+  for (const server of servers) await server.stop().catch(() => {});
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "aria-replica-"));
+  dirs.push(dir);
+  return dir;
+}
+
+const quiet = processLog({ level: (process.env.REP_LOG as "info") ?? "error", format: "text" });
+
+async function serve(dataDir: string, extra: Partial<ServerOptions> = {}): Promise<RunningServer> {
+  const server = await startServer({
+    host: "127.0.0.1",
+    port: 0,
+    adminPort: 0,
+    dataDir,
+    tipBytes: 1024 * 1024,
+    fsync: "always",
+    log: quiet,
+    ...extra,
+  });
+  servers.push(server);
+  return server;
+}
+
+/** A DATA batch of `messages`, as the client hands it out (a copy of its own). */
+function batchOf(messages: DataMessage[]): MessageBatch {
+  const decoder = new FrameDecoder();
+  decoder.push(encodeAll([{ kind: "data", subscriptionId: 1, messages, properties: true }]));
+  const frame = decoder.next() as DataFrame;
+  return frame.messages.copy() as MessageBatch;
+}
+
+const text = (s: string) => new TextEncoder().encode(s);
+
+/** Every message of the server's log, read whole (properties too). */
+async function readAll(url: string): Promise<DataMessage[]> {
+  const client = await connect(url);
+  const out: DataMessage[] = [];
+  const subscription = client.subscribe("**", {
+    from: "earliest",
+    untilCaughtUp: true,
+    properties: true,
+  });
+  for await (const m of subscription)
+    out.push({
+      seq: m.seq,
+      timeUs: m.timeUs,
+      topic: m.topic,
+      payload: m.payload.slice(),
+      properties: m.properties.slice(),
+    });
+  await client.close();
+  return out;
+}
+
+// Times in 2001: a replica reading its own clock would give 2026's.
+const T0 = 978_307_200_000_000;
+const leaderMessages: DataMessage[] = [
+  { seq: 1, timeUs: T0, topic: "a/b", payload: text("one"), properties: text("p1") },
+  { seq: 2, timeUs: T0, topic: "a/c", payload: text("two"), properties: new Uint8Array(0) },
+  { seq: 3, timeUs: T0 + 5, topic: "z", payload: new Uint8Array([0, 255]), properties: text("q") },
+];
+
+test("replicate appends with the leader's seqs and times, refuses gaps, and survives a restart", async () => {
+  const dir = tempDir();
+  const server = await serve(dir);
+  const broker = server.broker;
+  expect(broker.replicate(batchOf(leaderMessages.slice(0, 2)))).toBeNull();
+  // A gap (seq 4 where 3 is next), a repeat, a time going back: nothing appended.
+  const gap = { ...leaderMessages[2], seq: 4 };
+  expect(broker.replicate(batchOf([gap]))).toContain("seq 4 arrived where seq 3 was next");
+  expect(broker.replicate(batchOf([leaderMessages[1]]))).toContain("where seq 3 was next");
+  const back = { ...leaderMessages[2], timeUs: T0 - 1 };
+  expect(broker.replicate(batchOf([back]))).toContain("is before");
+  // A batch whose second message skips is refused whole.
+  const skipping = [leaderMessages[2], { ...leaderMessages[2], seq: 5 }];
+  expect(broker.replicate(batchOf(skipping))).toContain("seq 5 arrived where seq 4 was next");
+  expect(broker.nextSeq).toBe(3);
+  expect(broker.replicate(batchOf([leaderMessages[2]]))).toBeNull();
+  await broker.whenVisible(4);
+  expect(await readAll(server.tcpUrl)).toEqual(leaderMessages);
+  await server.stop();
+  const again = await serve(dir);
+  expect(await readAll(again.tcpUrl)).toEqual(leaderMessages);
+  expect(again.broker.nextSeq).toBe(4);
+  await again.stop();
+});
+
+test("a replica refuses publishes with NOT_LEADER naming its leader", async () => {
+  const server = await serve(tempDir());
+  server.broker.follow("tcp://leader.example:7400");
+  const client = await connect(server.tcpUrl);
+  const refused = await client.publish("a", "x").catch((error) => error);
+  expect(refused).toBeInstanceOf(AriaError);
+  expect((refused as AriaError).code).toBe("ARIA_ERR_NOT_LEADER");
+  expect((refused as AriaError).message).toContain("tcp://leader.example:7400");
+  await client.close();
+  await server.stop();
+});
+
+async function publishSome(client: AriaClient, prefix: string, count: number): Promise<void> {
+  const batch = [];
+  for (let i = 0; i < count; i++)
+    batch.push({
+      topic: `${prefix}/${i % 5}`,
+      payload: text(`${prefix}-${i}-${"x".repeat(i % 50)}`),
+      properties: i % 3 === 0 ? text(`prop-${i}`) : undefined,
+    });
+  await client.publishBatch(batch);
+}
+
+async function caughtUp(replica: RunningServer, leader: RunningServer): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (replica.broker.durableSeq < leader.broker.nextSeq - 1) {
+    if (Date.now() > deadline) throw new Error("the replica did not catch up");
+    await Bun.sleep(5);
+  }
+}
+
+function follow(url: string) {
+  return { follow: { url, backoffMs: 10 } };
+}
+
+test("a follower copies its leader's log byte for byte, across its own restart", async () => {
+  const leader = await serve(tempDir());
+  const publisher = await connect(leader.tcpUrl);
+  await publishSome(publisher, "before", 300);
+  const replicaDir = tempDir();
+  let replica = await serve(replicaDir, follow(leader.tcpUrl));
+  await publishSome(publisher, "during", 300);
+  await caughtUp(replica, leader);
+  await replica.stop();
+  await publishSome(publisher, "between", 50);
+  replica = await serve(replicaDir, follow(leader.tcpUrl));
+  await publishSome(publisher, "after", 50);
+  await caughtUp(replica, leader);
+  const [leaderLog, replicaLog] = await Promise.all([
+    readAll(leader.tcpUrl),
+    readAll(replica.tcpUrl),
+  ]);
+  expect(leaderLog.length).toBe(700);
+  expect(replicaLog).toEqual(leaderLog);
+  await publisher.close();
+  await replica.stop();
+  await leader.stop();
+});
+
+/** Starts a replica of `leaderUrl` on `dir` and waits for its fatal condition. */
+async function fatalOf(dir: string, leaderUrl: string): Promise<{ code: number; text: string }> {
+  const replica = await serve(dir, follow(leaderUrl));
+  const failed = await Promise.race([replica.failed, Bun.sleep(5000).then(() => null)]);
+  await replica.stop();
+  if (failed === null) throw new Error("the replica did not fail");
+  return { code: failed.exitCode, text: failed.message };
+}
+
+test("a replica ahead of its leader, or disagreeing with it, is refused", async () => {
+  const leaderA = await serve(tempDir());
+  const leaderB = await serve(tempDir());
+  const a = await connect(leaderA.tcpUrl);
+  const b = await connect(leaderB.tcpUrl);
+  await publishSome(a, "a", 5);
+  await publishSome(b, "b", 5);
+  const replicaDir = tempDir();
+  const replica = await serve(replicaDir, follow(leaderA.tcpUrl));
+  await caughtUp(replica, leaderA);
+  await replica.stop();
+  // B's seq 5 is another message: the logs disagree.
+  const diverged = await fatalOf(replicaDir, leaderB.tcpUrl);
+  expect(diverged.code).toBe(9);
+  expect(diverged.text).toContain("differs from the leader's");
+  // A leader with fewer messages than the replica holds.
+  const leaderC = await serve(tempDir());
+  const c = await connect(leaderC.tcpUrl);
+  await publishSome(c, "a", 2);
+  const ahead = await fatalOf(replicaDir, leaderC.tcpUrl);
+  expect(ahead.code).toBe(9);
+  expect(ahead.text).toContain("the leader's next seq is 3");
+  for (const client of [a, b, c]) await client.close();
+});
+
+test("a replica whose next seq the leader's retention removed stops with exit code 8", async () => {
+  // A small tip: the oldest messages are on disk only, where retention removes them.
+  const leader = await serve(tempDir(), {
+    tipBytes: 4096,
+    storeLimits: { segmentBytesMax: 4096, journalBytesMax: 64 * 1024 },
+  });
+  const publisher = await connect(leader.tcpUrl);
+  // Enough for the journal to roll: retention then removes seq 1 for good.
+  const filler = text("x".repeat(200));
+  for (let round = 0; round < 60; round++)
+    await publisher.publishBatch(
+      Array.from({ length: 50 }, () => ({ topic: "t", payload: filler })),
+    );
+  const store = leader.store;
+  for (let i = 0; i < 100 && (store.firstSeqHeld ?? 1) <= 1; i++) {
+    store.maintain(Date.now() * 1000 + 3_600_000_000);
+    await store.retain({ bytes: 1 }, Date.now() * 1000);
+    await Bun.sleep(10);
+  }
+  expect(store.firstSeqHeld ?? 1).toBeGreaterThan(1);
+  const stopped = await fatalOf(tempDir(), leader.tcpUrl);
+  expect(stopped.code).toBe(8);
+  expect(stopped.text).toContain("the leader no longer holds seq 1");
+  await publisher.close();
+});
