@@ -1,0 +1,148 @@
+/**
+ * End to end: `aria serve --follow URL` with the compiled binary. A publisher sends batches with
+ * properties to the leader while the replica is killed with SIGKILL and restarted on its data
+ * directory, then the leader is killed with SIGKILL and restarted on its data directory and port;
+ * the replica reconnects with back-off and resumes. Afterwards both logs, read whole from the
+ * oldest message with PROPERTIES, are equal: seq, time, topic, payload and properties, byte for
+ * byte (no gap, no duplicate). `aria pub` to the replica is refused with ARIA_ERR_NOT_LEADER naming
+ * the leader and exits non-zero.
+ */
+import { afterAll, expect, test } from "bun:test";
+import type { AriaClient } from "../src/client/mod.ts";
+import { connect } from "../src/server/mod.ts";
+import {
+  type AriaServer,
+  cleanupAll,
+  makeTempDir,
+  runAria,
+  startAria,
+  waitFor,
+} from "./fixtures/e2e_server.ts";
+
+afterAll(cleanupAll);
+
+interface Logged {
+  seq: number;
+  timeUs: number;
+  topic: string;
+  payload: string;
+  properties: string;
+}
+
+const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
+
+/** The server's whole log, from the oldest message, properties included. */
+async function logOf(url: string): Promise<Logged[]> {
+  const client = await connect(url);
+  const out: Logged[] = [];
+  const subscription = client.subscribe("**", {
+    from: "earliest",
+    untilCaughtUp: true,
+    properties: true,
+  });
+  for await (const m of subscription)
+    out.push({
+      seq: m.seq,
+      timeUs: m.timeUs,
+      topic: m.topic,
+      payload: hex(m.payload),
+      properties: hex(m.properties),
+    });
+  await client.close();
+  return out;
+}
+
+/** Publishes batches until `stop()`; survives the leader's restarts (lost batches are dropped). */
+function publishing(url: string): { stop(): Promise<number> } {
+  let stopped = false;
+  let acked = 0;
+  const run = (async () => {
+    let client: AriaClient | null = null;
+    for (let n = 0; !stopped; n++) {
+      try {
+        client ??= await connect(url, { reconnectDelayMs: 20, reconnectAttemptsMax: 200 });
+        const batch = Array.from({ length: 1 + (n % 20) }, (_, i) => ({
+          topic: `r/${n % 7}/${i % 3}`,
+          payload: new Uint8Array([n & 255, i, 0, 255, ...new TextEncoder().encode(`m${n}.${i}`)]),
+          properties: i % 4 === 0 ? new TextEncoder().encode(`p${n}`) : undefined,
+        }));
+        const result = await client.publishBatch(batch);
+        acked += result.count;
+      } catch {
+        await Bun.sleep(20); // the leader is down: the client reconnects by itself
+      }
+    }
+    await client?.close();
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await run;
+      return acked;
+    },
+  };
+}
+
+async function caughtUp(replica: AriaServer, leader: AriaServer): Promise<void> {
+  await waitFor(async () => {
+    const [r, l] = await Promise.all([replica.stats(), leader.stats()]);
+    return r.broker.visibleSeq === l.broker.visibleSeq && l.broker.visibleSeq > 1;
+  }, "the replica to catch up with the leader");
+}
+
+test("a replica's log equals its leader's byte for byte across kill -9 of either", async () => {
+  const leaderDir = makeTempDir();
+  const replicaDir = makeTempDir();
+  let leader = await startAria({ dataDir: leaderDir });
+  const port = Number(new URL(leader.tcpUrl.replace("tcp:", "http:")).port);
+  const follow = ["--follow", leader.tcpUrl];
+  let replica = await startAria({ dataDir: replicaDir, args: follow });
+  const publisher = publishing(leader.tcpUrl);
+  await waitFor(async () => (await replica.stats()).broker.visibleSeq > 300, "replicated messages");
+  await replica.kill9();
+  await Bun.sleep(100);
+  replica = await startAria({ dataDir: replicaDir, args: follow });
+  await waitFor(async () => {
+    const [r, l] = await Promise.all([replica.stats(), leader.stats()]);
+    return r.broker.visibleSeq > l.broker.visibleSeq - 50 && r.broker.visibleSeq > 600;
+  }, "the restarted replica to follow");
+  await leader.kill9();
+  await Bun.sleep(200);
+  leader = await startAria({ dataDir: leaderDir, port });
+  await waitFor(
+    async () =>
+      (await leader.stats()).broker.visibleSeq > (await replica.stats()).broker.visibleSeq + 200,
+    "publishes to the restarted leader",
+  );
+  const acked = await publisher.stop();
+  expect(acked).toBeGreaterThan(900);
+  await caughtUp(replica, leader);
+  const [leaderLog, replicaLog] = await Promise.all([logOf(leader.tcpUrl), logOf(replica.tcpUrl)]);
+  expect(leaderLog.length).toBeGreaterThanOrEqual(acked);
+  expect(leaderLog[0].seq).toBe(1);
+  expect(leaderLog.at(-1)?.seq).toBe(leaderLog.length);
+  expect(replicaLog.length).toBe(leaderLog.length);
+  expect(replicaLog).toEqual(leaderLog);
+  expect(replica.stderr()).toContain("the connection to the leader ended; resuming");
+  // Publishing to the replica: refused, naming the leader.
+  const refused = await runAria(["pub", "--url", replica.tcpUrl, "r/x", "no"]);
+  expect(refused.exitCode).not.toBe(0);
+  expect(refused.stderr).toContain("ARIA_ERR_NOT_LEADER");
+  expect(refused.stderr).toContain(leader.tcpUrl);
+  expect(await replica.stop()).toBe(0);
+  expect(await leader.stop()).toBe(0);
+}, 60_000);
+
+test("a replica ahead of its leader exits with code 9 and says why", async () => {
+  const replicaDir = makeTempDir();
+  const first = await startAria({ dataDir: replicaDir });
+  await runAria(["pub", "--url", first.tcpUrl, "a", "one"]);
+  await runAria(["pub", "--url", first.tcpUrl, "a", "two"]);
+  await first.stop();
+  const leader = await startAria();
+  const replica = await startAria({ dataDir: replicaDir, args: ["--follow", leader.tcpUrl] });
+  await waitFor(() => !replica.alive(), "the replica to stop");
+  expect(replica.process.exitCode).toBe(9);
+  expect(replica.stderr()).toContain("the leader's next seq is 1");
+  await leader.stop();
+});
