@@ -8,7 +8,10 @@ export {
   type BenchOverrides,
   type BenchServer,
   benchOptions,
+  type ChartSeries,
   type IoCounters,
+  REPORT_CHARTS,
+  type ReportChart,
   runScenario,
   type ScenarioName,
   type ScenarioResult,
@@ -33,3 +36,12 @@ export {
   markdownTable,
   type Row,
 } from "./table.ts";
+export {
+  type Axis,
+  type BarChart,
+  barChart,
+  escapeXml,
+  type LineChart,
+  lineChart,
+} from "./chart.ts";
+export { reportCharts, reportHtml } from "./report.ts";

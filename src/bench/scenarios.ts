@@ -18,7 +18,7 @@ import { RECORD_HEADER_BYTES as RING_RECORD_HEADER_BYTES } from "../constants.ts
 import type { FsyncPolicy } from "../store/mod.ts";
 import { SLOW_SHARE, WINDOW_MS, spinWindows, steadiness } from "./cpu_steadiness.ts";
 import { PATH_BATCH, publishPathBreakdown, type StoreFactory } from "./publish_path.ts";
-import { median, perSecond, Samples, summarize } from "./stats.ts";
+import { cdfPoints, median, perSecond, Samples, summarizeSorted } from "./stats.ts";
 import {
   type Column,
   formatBytes,
@@ -50,6 +50,17 @@ const STREAM_TOPICS_PER_PARTITION = 4;
 /** The 1% subtree every recovery scenario reads. */
 const SUBTREE = "bench/p0/**";
 const SUBTREE_PREFIX = "bench/p0/";
+/**
+ * The other selectivities the recovery scenarios replay (beside the 1% subtree and `**`), for the
+ * report's recovery-by-selectivity chart: one topic of the 1% subtree (0.25%), ten subtrees (10%).
+ */
+const SELECTIVITY_FILTERS: readonly { filter: readonly string[]; label: string }[] = [
+  { filter: ["bench/p0/t0"], label: "bench/p0/t0 (0.25%)" },
+  {
+    filter: Array.from({ length: 10 }, (_, k) => `bench/p${k}/**`),
+    label: "bench/p0/** … bench/p9/** (10%)",
+  },
+];
 /** Messages per publishBatch call while filling a stream. */
 const FILL_BATCH = 4096;
 /** Publishes a paced publisher may have unacknowledged before it skips a tick. */
@@ -205,6 +216,23 @@ export interface TargetCheck {
   met: boolean;
 }
 
+/** The charts of `aria bench --report` (src/bench/report.ts draws them). */
+export const REPORT_CHARTS = [
+  "readers-throughput",
+  "latency-cdf",
+  "first-message",
+  "recovery-selectivity",
+] as const;
+/** One chart of the report. */
+export type ReportChart = (typeof REPORT_CHARTS)[number];
+
+/** A named series of a report chart: x a number (line charts) or a category label (bars). */
+export interface ChartSeries {
+  chart: ReportChart;
+  name: string;
+  points: { x: number | string; y: number }[];
+}
+
 /** The outcome of one scenario. */
 export interface ScenarioResult {
   scenario: ScenarioName;
@@ -213,6 +241,8 @@ export interface ScenarioResult {
   rows: Row[];
   notes: string[];
   targets: TargetCheck[];
+  /** What the scenario adds to the report's charts (absent: nothing). */
+  series?: ChartSeries[];
   elapsedMs: number;
 }
 
@@ -525,6 +555,16 @@ async function fanoutScenario(
       `Rates are measured over ${options.durationMs} ms after a ${options.warmupMs} ms warm-up. Below 100% the subscribers could not keep up: the server stopped their cursors (back-pressure) and they caught up from the tip.`,
     ],
     targets: [],
+    series: [
+      {
+        chart: "readers-throughput",
+        name: `live fan-out of ** at ${formatSi(options.fanoutRate)} msg/s (fanout)`,
+        points: rows.map((row) => ({
+          x: row.subscribers as number,
+          y: row.deliveredPerSecond as number,
+        })),
+      },
+    ],
   };
 }
 
@@ -742,6 +782,7 @@ async function latencyScenario(
   options: BenchOptions,
 ): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
   const rows: Row[] = [];
+  const series: ChartSeries[] = [];
   for (const fsync of options.latencyFsync) {
     const server = await env.server({
       fsync,
@@ -753,7 +794,13 @@ async function latencyScenario(
         env.progress(
           `latency: fsync ${server.fsync}, ${formatSi(rate)} msg/s, ${options.latencySubscribers} subscribers`,
         );
-        rows.push({ fsync: server.fsync, ...(await latencyRun(env, server.url, rate, options)) });
+        const run = await latencyRun(env, server.url, rate, options);
+        rows.push({ fsync: server.fsync, ...run.row });
+        series.push({
+          chart: "latency-cdf",
+          name: `${server.fsync === "external" ? "external server" : `fsync ${server.fsync}`}, ${formatSi(rate)} msg/s`,
+          points: run.cdf.map(([us, percent]) => ({ x: us / 1000, y: percent })),
+        });
       }
     } finally {
       await server.stop();
@@ -792,6 +839,7 @@ async function latencyScenario(
       "A message is delivered once durable under the policy: `interval` acknowledges after the journal write (fsync every 50 ms), `always` after the fsync.",
     ],
     targets,
+    series,
   };
 }
 
@@ -800,7 +848,7 @@ async function latencyRun(
   url: string,
   rate: number,
   options: BenchOptions,
-): Promise<Row> {
+): Promise<{ row: Row; cdf: [number, number][] }> {
   // Room for every sample of the measured window, and 10% more (the publisher may run ahead).
   const samples = new Samples(
     Math.ceil((1.1 * rate * options.durationMs * options.latencySubscribers) / 1000),
@@ -835,9 +883,10 @@ async function latencyRun(
     expected = publishing.published();
     const drainUntil = env.nowMs() + DRAIN_TIMEOUT_MS;
     while (subscribers.deliveredMin() < expected && env.nowMs() < drainUntil) await env.sleep(5);
-    const summary = summarize(samples);
+    const sorted = samples.sorted();
+    const summary = summarizeSorted(sorted);
     const measuredExpected = Math.round((expected * options.durationMs) / (until - started));
-    return {
+    const row = {
       rate,
       publishedPerSecond: perSecond(expected, until - started),
       subscribers: options.latencySubscribers,
@@ -849,6 +898,7 @@ async function latencyRun(
       lostSamples: Math.max(0, options.latencySubscribers * expected - subscribers.delivered()),
       expectedSamples: measuredExpected * options.latencySubscribers,
     };
+    return { row, cdf: cdfPoints(sorted) };
   } finally {
     await publisher.close();
     await subscribers.close();
@@ -865,6 +915,7 @@ async function tipRecoveryScenario(
   const rows: Row[] = [];
   const notes: string[] = [];
   const targets: TargetCheck[] = [];
+  const series: ChartSeries[] = [];
   try {
     const recordBytes = RING_RECORD_HEADER_BYTES + ((options.tipPayloadBytes + 7) & ~7);
     const messages = Math.floor((0.9 * options.tipBytes) / recordBytes);
@@ -885,17 +936,27 @@ async function tipRecoveryScenario(
     const fullMs: number[] = [];
     let subtree: ReplayResult | null = null;
     let full: ReplayResult | null = null;
+    const subtreeRuns: ReplayResult[] = [];
+    const fullRuns: ReplayResult[] = [];
+    const others: ReplayResult[][] = SELECTIVITY_FILTERS.map(() => []);
     for (let rep = 0; rep < options.repeat; rep++) {
       env.progress(
         `tip-recovery: ${SUBTREE} from seq ${fill.firstSeq}, run ${rep + 1}/${options.repeat}`,
       );
       subtree = await replay(env, server.url, SUBTREE, fill.firstSeq);
       subtreeMs.push(subtree.wallMs);
+      subtreeRuns.push(subtree);
       env.progress(
         `tip-recovery: ** from seq ${fill.firstSeq} (full-stream filter), run ${rep + 1}/${options.repeat}`,
       );
       full = await replay(env, server.url, "**", fill.firstSeq);
       fullMs.push(full.wallMs);
+      fullRuns.push(full);
+      for (const [i, { filter, label }] of SELECTIVITY_FILTERS.entries()) {
+        env.progress(`tip-recovery: ${label} from seq ${fill.firstSeq}, run ${rep + 1}`);
+        const result = await replay(env, server.url, filter, fill.firstSeq);
+        others[i].push(result);
+      }
     }
     const recoveriesAfter = server.recoveries();
     const subtreeWall = median(subtreeMs);
@@ -904,6 +965,19 @@ async function tipRecoveryScenario(
       replayRow(`${SUBTREE} (server-side, indexed)`, subtree!, subtreeWall, subtreeMs.length),
     );
     rows.push(replayRow("** filtered by the client", full!, fullWall, fullMs.length));
+    for (const [i, { label }] of SELECTIVITY_FILTERS.entries()) {
+      const runs = others[i];
+      const wall = median(runs.map((run) => run.wallMs));
+      rows.push(replayRow(`${label} (server-side)`, runs[0], wall, runs.length));
+    }
+    series.push(selectivitySeries("tip, filled to 90% (tip-recovery)", messages, rows), {
+      chart: "first-message",
+      name: "from the tip (tip-recovery)",
+      points: [
+        { x: "1% subtree", y: median(firsts(subtreeRuns)) },
+        { x: "** (the whole stream)", y: median(firsts(fullRuns)) },
+      ],
+    });
     const ratio = fullWall / subtreeWall;
     if (subtree!.matching !== full!.matching)
       throw new Error(
@@ -911,7 +985,7 @@ async function tipRecoveryScenario(
       );
     notes.push(
       `Stream: ${messages.toLocaleString("en-US")} messages of ${options.tipPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(messages * recordBytes)} of ring records, 90% of a ${formatBytes(options.tipBytes)} tip); \`${SUBTREE}\` is 1% of it.`,
-      `Both readers subscribe from seq ${fill.firstSeq} (the oldest message of the stream, in the ring) with untilCaughtUp; wall time is from subscribe() to the end of the iteration. Median of ${subtreeMs.length} run(s), readers alternating.`,
+      `Every reader subscribes from seq ${fill.firstSeq} (the oldest message of the stream, in the ring) with untilCaughtUp; wall time is from subscribe() to the end of the iteration. Median of ${subtreeMs.length} run(s), readers taking turns. The 0.25% and 10% rows (one topic of the subtree; ten subtrees in one filter) chart recovery time by selectivity in \`--report\`.`,
       `Ratio full-stream / subtree: ${formatRatio(ratio)}.`,
     );
     if (recoveriesBefore !== null && recoveriesAfter !== null) {
@@ -933,6 +1007,7 @@ async function tipRecoveryScenario(
     rows,
     notes,
     targets,
+    series,
   };
 }
 
@@ -945,6 +1020,7 @@ async function diskRecoveryScenario(
   const { server, fill, restarted } = await diskStream(env, options, "disk-recovery");
   const rows: Row[] = [];
   const notes: string[] = [];
+  const series: ChartSeries[] = [];
   try {
     if (restarted !== null) {
       notes.push(
@@ -953,17 +1029,21 @@ async function diskRecoveryScenario(
     }
     const bytes = server.storeBytes();
     const recoveriesBefore = server.recoveries();
-    for (const [filter, label] of [
-      [SUBTREE, `${SUBTREE} (1%)`],
-      ["**", "** filtered by the client"],
-    ] as const) {
+    const replays: { filter: string | readonly string[]; label: string }[] = [
+      { filter: SUBTREE, label: `${SUBTREE} (1%)` },
+      { filter: "**", label: "** filtered by the client" },
+      ...SELECTIVITY_FILTERS,
+    ];
+    const firstMessageMs: number[] = [];
+    for (const { filter, label } of replays) {
       const cold = await server.dropCaches();
-      env.progress(`disk-recovery: ${filter} from seq ${fill.firstSeq}`);
+      env.progress(`disk-recovery: ${label} from seq ${fill.firstSeq}`);
       const ioBefore = env.io();
       const storeReadBefore = server.storeBytesRead();
       const result = await replay(env, server.url, filter, fill.firstSeq);
       const storeReadAfter = server.storeBytesRead();
       const ioAfter = env.io();
+      firstMessageMs.push(result.firstMessageMs);
       rows.push({
         ...replayRow(label, result, result.wallMs, 1),
         pageCache: cold ? "dropped" : "warm",
@@ -982,8 +1062,23 @@ async function diskRecoveryScenario(
       });
     }
     const recoveriesAfter = server.recoveries();
+    series.push(
+      selectivitySeries(
+        "disk after a restart, page cache dropped (disk-recovery)",
+        options.diskMessages,
+        rows,
+      ),
+      {
+        chart: "first-message",
+        name: "from disk after a restart (disk-recovery)",
+        points: [
+          { x: "1% subtree", y: firstMessageMs[0] },
+          { x: "** (the whole stream)", y: firstMessageMs[1] },
+        ],
+      },
+    );
     notes.push(
-      `Stream: ${options.diskMessages.toLocaleString("en-US")} messages of ${options.diskPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(options.diskMessages * options.diskPayloadBytes)} of payload) behind a ${formatBytes(options.diskTipBytes)} tip; both readers start at seq ${fill.firstSeq}, the oldest message.`,
+      `Stream: ${options.diskMessages.toLocaleString("en-US")} messages of ${options.diskPayloadBytes} B over ${STREAM_PARTITIONS} partitions (${formatBytes(options.diskMessages * options.diskPayloadBytes)} of payload) behind a ${formatBytes(options.diskTipBytes)} tip; every reader starts at seq ${fill.firstSeq}, the oldest message, on a fresh connection with the page cache dropped first.`,
     );
     if (bytes !== null)
       notes.push(
@@ -1012,6 +1107,7 @@ async function diskRecoveryScenario(
     rows,
     notes,
     targets: [],
+    series,
   };
 }
 
@@ -1032,6 +1128,7 @@ async function herdScenario(
   const rows: Row[] = [];
   const notes: string[] = [];
   const targets: TargetCheck[] = [];
+  const series: ChartSeries[] = [];
   try {
     const coldWhole = await server.dropCaches();
     env.progress(`herd: one client replaying ** from seq ${fill.firstSeq}`);
@@ -1073,6 +1170,21 @@ async function herdScenario(
       firstMessageMs: median(clients.map((client) => client.firstMessageMs)),
       pageCache: coldHerd ? "dropped" : "warm",
     });
+    series.push(
+      {
+        chart: "readers-throughput",
+        name: "replay from disk: 1 client reading **, N clients 1% each (herd)",
+        points: [
+          { x: 1, y: wholeRate },
+          { x: count, y: aggregate },
+        ],
+      },
+      {
+        chart: "first-message",
+        name: `herd of ${count}, from its common start (median client)`,
+        points: [{ x: "1% subtree", y: median(clients.map((client) => client.firstMessageMs)) }],
+      },
+    );
     const expected = Math.round(options.diskMessages / STREAM_PARTITIONS);
     const short = clients.filter((client) => Math.abs(client.delivered - expected) > 1).length;
     notes.push(
@@ -1113,6 +1225,7 @@ async function herdScenario(
     rows,
     notes,
     targets,
+    series,
   };
 }
 
@@ -1229,13 +1342,15 @@ interface ReplayResult {
   matching: number;
   matchingPayloadBytes: number;
   wallMs: number;
+  /** subscribe() to the first message (NaN when none came). */
+  firstMessageMs: number;
 }
 
 /** Subscribes to `filter` from `fromSeq` until caught up, on a fresh connection; counts the 1% subtree's messages. */
 async function replay(
   env: BenchEnv,
   url: string,
-  filter: string,
+  filter: string | readonly string[],
   fromSeq: number,
 ): Promise<ReplayResult> {
   const client = await env.connect(url);
@@ -1243,19 +1358,27 @@ async function replay(
     let delivered = 0;
     let matching = 0;
     let matchingPayloadBytes = 0;
+    let firstMessageMs = Number.NaN;
     const started = env.nowMs();
     const subscription: ClientSubscription = client.subscribe(filter, {
       from: fromSeq,
       untilCaughtUp: true,
     });
     for await (const message of subscription) {
+      if (delivered === 0) firstMessageMs = env.nowMs() - started;
       delivered++;
       if (message.topic.startsWith(SUBTREE_PREFIX)) {
         matching++;
         matchingPayloadBytes += message.payload.length;
       }
     }
-    return { delivered, matching, matchingPayloadBytes, wallMs: env.nowMs() - started };
+    return {
+      delivered,
+      matching,
+      matchingPayloadBytes,
+      wallMs: env.nowMs() - started,
+      firstMessageMs,
+    };
   } finally {
     await client.close();
   }
@@ -1270,6 +1393,23 @@ function replayRow(reader: string, result: ReplayResult, wallMs: number, runs: n
     matchingPerSecond: perSecond(result.matching, wallMs),
     matchingPayloadBytesPerSecond: perSecond(result.matchingPayloadBytes, wallMs),
     runs,
+  };
+}
+
+/** The first-message times of `runs`. */
+function firsts(runs: readonly ReplayResult[]): number[] {
+  return runs.map((run) => run.firstMessageMs);
+}
+
+/** A recovery-by-selectivity series: each replay row's share of `messages` (%) and wall time. */
+function selectivitySeries(name: string, messages: number, rows: readonly Row[]): ChartSeries {
+  return {
+    chart: "recovery-selectivity",
+    name,
+    points: rows.map((row) => ({
+      x: ((row.delivered as number) / messages) * 100,
+      y: row.wallMs as number,
+    })),
   };
 }
 

@@ -55,9 +55,33 @@ export function percentile(sorted: Float64Array, q: number): number {
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
 }
 
+/** Quantiles a CDF is drawn at: 0.1%, every percent, then the tail (99.5 … 99.99%) and the max. */
+export const CDF_QUANTILES: readonly number[] = [
+  0.001,
+  ...Array.from({ length: 99 }, (_, i) => (i + 1) / 100),
+  0.995,
+  0.999,
+  0.9995,
+  0.9999,
+  1,
+];
+
+/** The CDF of ascending `sorted` at `quantiles`: [value, share of samples <= it in %]; [] if empty. */
+export function cdfPoints(
+  sorted: Float64Array,
+  quantiles: readonly number[] = CDF_QUANTILES,
+): [number, number][] {
+  if (sorted.length === 0) return [];
+  return quantiles.map((q) => [percentile(sorted, q), q * 100]);
+}
+
 /** Count, mean, p50, p99, p99.9 and max of `samples`. */
 export function summarize(samples: Samples): Summary {
-  const sorted = samples.sorted();
+  return summarizeSorted(samples.sorted());
+}
+
+/** Count, mean, p50, p99, p99.9 and max of ascending `sorted`. */
+export function summarizeSorted(sorted: Float64Array): Summary {
   let sum = 0;
   for (let i = 0; i < sorted.length; i++) sum += sorted[i];
   return {

@@ -16,7 +16,7 @@ export type Row = Record<string, number | string | boolean | null>;
 
 /** A markdown table of `rows` under `columns`. */
 export function markdownTable(columns: readonly Column[], rows: readonly Row[]): string {
-  const cells = rows.map((row) => columns.map((column) => cell(row[column.key], column)));
+  const cells = rows.map((row) => columns.map((column) => formatCell(row[column.key], column)));
   const numeric = columns.map((column) => rows.some((row) => typeof row[column.key] === "number"));
   const widths = columns.map((column, i) =>
     Math.max(3, column.header.length, ...cells.map((line) => line[i].length)),
@@ -31,7 +31,8 @@ export function markdownTable(columns: readonly Column[], rows: readonly Row[]):
   return `${lines.join("\n")}\n`;
 }
 
-function cell(value: Row[string] | undefined, column: Column): string {
+/** One value of a row as its column prints it ("-" when missing). */
+export function formatCell(value: Row[string] | undefined, column: Column): string {
   if (value === undefined || value === null) return "-";
   if (typeof value === "number") {
     if (Number.isNaN(value)) return "-";

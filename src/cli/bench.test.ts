@@ -1,11 +1,16 @@
 import { expect, test } from "bun:test";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   benchOptions,
+  type ChartSeries,
   formatBytes,
   formatSi,
   markdownTable,
   median,
   percentile,
+  REPORT_CHARTS,
   Samples,
   SCENARIOS,
   summarize,
@@ -32,7 +37,12 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   if (code !== 0) console.error(io.stderr);
   expect(code).toBe(0);
   const report = JSON.parse(io.stdout) as {
-    scenarios: { scenario: string; rows: Record<string, unknown>[]; targets: { met: boolean }[] }[];
+    scenarios: {
+      scenario: string;
+      rows: Record<string, unknown>[];
+      targets: { met: boolean }[];
+      series?: ChartSeries[];
+    }[];
   };
   expect(report.scenarios.map((s) => s.scenario)).toEqual([...SCENARIOS]);
   const rowsOf = (name: string) => report.scenarios.find((s) => s.scenario === name)!.rows;
@@ -59,12 +69,26 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   positive(latency, "p99Ms");
   for (const name of ["tip-recovery", "disk-recovery"]) {
     const rows = rowsOf(name);
-    expect(rows.length).toBe(2);
+    expect(rows.length).toBe(4);
     positive(rows, "wallMs");
     // Both readers saw the same 1% of the stream: the subtree one only that, the other all of it.
     expect(rows[0].matching).toBe(rows[1].matching);
     expect(rows[0].delivered).toBe(rows[0].matching);
     expect(rows[1].delivered as number).toBeGreaterThan(rows[1].matching as number);
+    // The selectivity rows: one topic of the subtree (a quarter of it), ten subtrees (~10x it).
+    const subtree = rows[0].delivered as number;
+    expect(Math.abs((rows[2].delivered as number) - subtree / 4)).toBeLessThanOrEqual(1);
+    expect(Math.abs((rows[3].delivered as number) - 10 * subtree)).toBeLessThanOrEqual(10);
+  }
+  // Every chart of --report got a series with points from this run.
+  const series = report.scenarios.flatMap((s) => s.series ?? []);
+  for (const chart of REPORT_CHARTS) {
+    const fed = series.filter((s) => s.chart === chart);
+    expect(fed.length).toBeGreaterThan(0);
+    for (const s of fed) {
+      expect(s.points.length).toBeGreaterThan(0);
+      for (const point of s.points) expect(point.y).toBeGreaterThan(0);
+    }
   }
   // The herd: one whole-stream reader, then 10 clients (quick) that each got exactly their 1%.
   const herd = rowsOf("herd");
@@ -74,6 +98,43 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   expect(herd[1].slowestMs as number).toBeGreaterThanOrEqual(herd[1].medianMs as number);
   expect(io.stderr).toContain("aria bench: herd: done in");
 }, 60_000);
+
+test("aria bench --report DIR writes a self-contained page with the run's charts", async () => {
+  const root = await mkdtemp(join(tmpdir(), "aria-bench-report-"));
+  const dir = join(root, "new", "dir");
+  try {
+    const io = capture();
+    const code = await runCli(
+      ["bench", "--quick", "--scenario", "latency,tip-recovery", "--report", dir],
+      io,
+    );
+    if (code !== 0) console.error(io.stderr);
+    expect(code).toBe(0);
+    expect(io.stderr).toContain(`report written to ${dir}/index.html`);
+    const html = await readFile(join(dir, "index.html"), "utf8");
+    const markdown = await readFile(join(dir, "report.md"), "utf8");
+    expect(markdown).toBe(io.stdout);
+    expect(JSON.parse(await readFile(join(dir, "results.json"), "utf8")).scenarios.length).toBe(2);
+    // Drawn: the latency CDFs, first message and selectivity; not fed by these scenarios: readers.
+    for (const chart of ["latency-cdf", "first-message", "recovery-selectivity"])
+      expect(html).toContain(`<figure data-chart="${chart}"><svg`);
+    expect(html).toContain('<p class="missing" data-chart="readers-throughput">');
+    expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org\/2000\/svg)/);
+    expect(html).toContain("<h2>Tip recovery over TCP");
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}, 60_000);
+
+test("aria bench --report: a directory it cannot create fails the command", async () => {
+  const io = capture();
+  const code = await runCli(
+    ["bench", "--quick", "--scenario", "cpu-steadiness", "--report", "/proc/aria-report"],
+    io,
+  );
+  expect(code).toBe(1);
+  expect(io.stderr).toContain("--report /proc/aria-report:");
+});
 
 test("aria bench: wrong arguments are usage errors", async () => {
   const io = capture();

@@ -14,12 +14,14 @@ import {
   benchOptions,
   type BenchOverrides,
   markdownTable,
+  reportHtml,
   runScenario,
   type ScenarioName,
   type ScenarioResult,
   SCENARIOS,
 } from "../bench/mod.ts";
 import { benchEnv, defaultParentDir, type MachineInfo, machineInfo } from "../server/mod.ts";
+import { runtime, writeTextFileAtomic } from "../runtime/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import {
   authTokenOf,
@@ -68,6 +70,8 @@ Options:
                          (default always,interval,never for publish; interval,always for latency)
   --quick                small sizes and short runs: a smoke test in seconds
   --json                 print the results as JSON instead of markdown tables
+  --report DIR           also write DIR/index.html (charts and tables, one self-contained
+                         page), DIR/report.md (the tables) and DIR/results.json
   --url URL              benchmark this running server (its own fsync policy and tip size:
                          pass its --tip-bytes; disk-recovery needs a tip much smaller than
                          --messages of 256 B); tls://HOST:PORT for TLS (default: ARIA_URL)
@@ -91,6 +95,7 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     payload: { type: "string" },
     quick: { type: "boolean" },
     json: { type: "boolean" },
+    report: { type: "string" },
     url: { type: "string" },
     "data-dir": { type: "string" },
     ...CLIENT_AUTH_FLAGS,
@@ -157,10 +162,39 @@ export async function benchCommand(args: string[], io: CliIo): Promise<number> {
     return EXIT_FAILURE;
   }
   progress.done("");
-  if (values.json === true)
-    io.out(`${JSON.stringify({ machine, options, scenarios: results }, null, 2)}\n`);
-  else io.out(renderMarkdown(machine, results));
+  const json = `${JSON.stringify({ machine, options, scenarios: results }, null, 2)}\n`;
+  const markdown = renderMarkdown(machine, results);
+  io.out(values.json === true ? json : markdown);
+  if (typeof values.report === "string") {
+    const written = await writeReport(values.report, {
+      "index.html": reportHtml({ machineLine: machineLine(machine), results }),
+      "report.md": markdown,
+      "results.json": json,
+    });
+    if (!written.ok) {
+      io.err(`aria bench: --report ${values.report}: ${written.reason}\n`);
+      return EXIT_FAILURE;
+    }
+    io.err(`aria bench: report written to ${values.report}/index.html\n`);
+  }
   return EXIT_OK;
+}
+
+/** Writes `files` into `dir` (created when missing), each replaced whole. */
+async function writeReport(
+  dir: string,
+  files: Record<string, string>,
+): Promise<{ ok: true } | { ok: false; reason: string }> {
+  try {
+    await runtime.openDisk(dir).mkdir(".");
+  } catch (error) {
+    return { ok: false, reason: (error as Error).message };
+  }
+  for (const [name, text] of Object.entries(files)) {
+    const written = await writeTextFileAtomic(`${dir}/${name}`, text, { mode: 0o644 });
+    if (!written.ok) return written;
+  }
+  return { ok: true };
 }
 
 function parseScenarios(text: string): ScenarioName[] {
@@ -195,11 +229,14 @@ function positive(value: number, flag: string): number {
 
 // ---- Output ------------------------------------------------------------------------------------
 
+/** The line that says when, on what and against which server the run was. */
+function machineLine(machine: MachineInfo): string {
+  return `${machine.date} · ${machine.cpus} × ${machine.cpuModel} · ${machine.runtime} · ${machine.platform} · server: ${machine.server}`;
+}
+
 /** The results as markdown: one section per scenario, then the targets. */
 function renderMarkdown(machine: MachineInfo, results: ScenarioResult[]): string {
-  const parts = [
-    `# aria bench\n\n${machine.date} · ${machine.cpus} × ${machine.cpuModel} · ${machine.runtime} · ${machine.platform} · server: ${machine.server}\n`,
-  ];
+  const parts = [`# aria bench\n\n${machineLine(machine)}\n`];
   for (const result of results) {
     parts.push(`## ${result.title}\n\n${markdownTable(result.columns, result.rows)}`);
     if (result.notes.length > 0)
