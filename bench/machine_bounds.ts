@@ -1,0 +1,330 @@
+/**
+ * Issue 32's two targets stated against this machine's own limits, each bound measured in the same
+ * run just before (or beside) the figure it bounds, and reported as a ratio:
+ *
+ *   durability  64 publishers, one message in flight each (`publish`, await the ack, again), to a
+ *               server with `--fsync always`; the bound: 64 messages per (append + fdatasync of
+ *               one group's bytes) — 64 records of this run's size, timed by src/bench/fsync_bound.ts
+ *               on the file system of the servers' data directories just before each run. Target:
+ *               ≥ 0.70 of the bound.
+ *   latency     p99 publish → deliver at RATE msg/s (64 B) to 10 subscribers of `**` (the latency
+ *               scenario of `aria bench`, fsync interval), beside a trivial Bun server that only
+ *               forwards the publisher's bytes to 10 subscribers, paced and stamped the same way,
+ *               in the same process (the server of `aria bench` runs in-process too): the host's
+ *               stalls hit both. Runs alternate which goes first. Target: Aria's p99 ≤ 2x the
+ *               relay's.
+ *
+ * Every run prints its figures; the summary gives the medians and the median of the per-run
+ * ratios. Servers and data directories are made and removed here (parent: --dir, default tmpdir).
+ *
+ *   npx bun bench/machine_bounds.ts [--only durability,latency] [--runs 5] [--duration 3s]
+ *     [--rate 100000] [--subscribers 10] [--publishers 64] [--dir DIR]
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import type { Socket } from "bun";
+import { boundRate, type FsyncBound, measureFsyncBound } from "../src/bench/fsync_bound.ts";
+import { type BenchEnv, benchOptions, runScenario } from "../src/bench/mod.ts";
+import { median } from "../src/bench/stats.ts";
+import { parseDuration } from "../src/cli/args.ts";
+import { BunDisk } from "../src/runtime/bun_disk.ts";
+import { benchEnv, defaultParentDir } from "../src/server/mod.ts";
+import { recordBytes } from "../src/store/record.ts";
+
+const { values } = parseArgs({
+  options: {
+    only: { type: "string" },
+    runs: { type: "string" },
+    duration: { type: "string" },
+    rate: { type: "string" },
+    subscribers: { type: "string" },
+    publishers: { type: "string" },
+    dir: { type: "string" },
+  },
+});
+const PARTS = (values.only ?? "durability,latency").split(",");
+const RUNS = Number(values.runs ?? 5);
+const DURATION_MS =
+  values.duration === undefined ? 3000 : parseDuration(values.duration, "--duration");
+const RATE = Number(values.rate ?? 100_000);
+const SUBSCRIBERS = Number(values.subscribers ?? 10);
+const PUBLISHERS = Number(values.publishers ?? 64);
+const PARENT = values.dir ?? defaultParentDir();
+const WARMUP_MS = 1000;
+const PAYLOAD_BYTES = 64;
+/** Timed rounds of the fsync bound before each durability run. */
+const BOUND_ROUNDS = 500;
+/** The trivial relay's message: 64 B, its first 8 the send time (µs, f64). */
+const RELAY_MESSAGE_BYTES = 64;
+
+const env: BenchEnv = benchEnv({
+  url: null,
+  parentDir: PARENT,
+  progress: (text) => process.stderr.write(`  ${text}\n`),
+});
+const fmt = (value: number) => Math.round(value).toLocaleString("en");
+
+// ---- Durability at the disk's limit -----------------------------------------------------------
+
+interface DurabilityRun {
+  bound: FsyncBound;
+  boundRate: number;
+  rate: number;
+  ratio: number;
+}
+
+const durableTopic = (publisher: number) => `bench/durable/p${publisher % 16}`;
+
+async function durabilityRun(): Promise<DurabilityRun> {
+  const server = await env.server({ fsync: "always", tipBytes: 64 * 1024 * 1024 });
+  const clients = await Promise.all(
+    Array.from({ length: PUBLISHERS }, () => env.connect(server.url)),
+  );
+  try {
+    // The bound, just before: one group is one message of each publisher.
+    const recordOf = (publisher: number) =>
+      recordBytes(new TextEncoder().encode(durableTopic(publisher)).length, PAYLOAD_BYTES);
+    const groupBytes = Array.from({ length: PUBLISHERS }, (_, p) => recordOf(p)).reduce(
+      (sum, bytes) => sum + bytes,
+      0,
+    );
+    const probeDir = mkdtempSync(join(PARENT, "aria-fsync-bound-"));
+    let bound: FsyncBound;
+    try {
+      bound = await measureFsyncBound(new BunDisk(probeDir), {
+        roundBytes: groupBytes,
+        rounds: BOUND_ROUNDS,
+        nowMs: env.nowMs,
+      });
+    } finally {
+      rmSync(probeDir, { recursive: true, force: true });
+    }
+    const payload = new Uint8Array(PAYLOAD_BYTES).fill(0x61);
+    const started = env.nowMs();
+    const measureFrom = started + WARMUP_MS;
+    const until = measureFrom + DURATION_MS;
+    let counted = 0;
+    await Promise.all(
+      clients.map(async (client, p) => {
+        const topic = durableTopic(p);
+        for (let now = env.nowMs(); now < until; now = env.nowMs()) {
+          await client.publish(topic, payload);
+          if (now >= measureFrom) counted++;
+        }
+      }),
+    );
+    const rate = (counted * 1000) / DURATION_MS;
+    const limit = boundRate(bound, PUBLISHERS);
+    return { bound, boundRate: limit, rate, ratio: rate / limit };
+  } finally {
+    await Promise.all(clients.map((client) => client.close()));
+    await server.stop();
+  }
+}
+
+// ---- Latency at the machine's limit -----------------------------------------------------------
+
+/** Aria's p99 (ms) at RATE to SUBSCRIBERS: the latency scenario of `aria bench`, one run. */
+async function ariaLatencyP99(): Promise<number> {
+  const options = {
+    ...benchOptions({ durationMs: DURATION_MS, repeat: 1, fsync: ["interval"] }),
+    latencyRates: [RATE],
+    latencySubscribers: SUBSCRIBERS,
+  };
+  const result = await runScenario("latency", env, options);
+  const row = result.rows.find((r) => r.rate === RATE);
+  if (row === undefined) throw new Error("the latency scenario gave no row");
+  return row.p99Ms as number;
+}
+
+/** The nearest-rank percentile `q` of `values` (sorted here). */
+function percentile(values: Float64Array, q: number): number {
+  const sorted = values.slice().sort();
+  return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
+}
+
+/**
+ * The trivial relay's p99 (ms): a Bun server that writes whatever its publisher connection sends
+ * to each of SUBSCRIBERS connections (no parsing, no storage); the publisher paced like `aria
+ * bench`'s (every 1 ms the messages due, stamped with the tick's time, in one write).
+ */
+async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
+  // Per subscriber: the bytes its socket did not take yet (written on drain, in order).
+  type Role = { role: "publisher" | "subscriber" | null; backlog: Uint8Array[] };
+  const subscribersOut: Socket<Role>[] = [];
+  const forward = (out: Socket<Role>, bytes: Uint8Array) => {
+    if (out.data.backlog.length > 0) return void out.data.backlog.push(bytes.slice());
+    const wrote = out.write(bytes);
+    if (wrote < bytes.length) out.data.backlog.push(bytes.slice(wrote));
+  };
+  const server = Bun.listen<Role>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { role: null, backlog: [] };
+      },
+      data(socket, chunk) {
+        let bytes: Uint8Array = chunk;
+        if (socket.data.role === null) {
+          socket.data.role = bytes[0] === 0x50 ? "publisher" : "subscriber";
+          if (socket.data.role === "subscriber") subscribersOut.push(socket);
+          bytes = bytes.subarray(1);
+        }
+        if (socket.data.role === "publisher" && bytes.length > 0)
+          for (const out of subscribersOut) forward(out, bytes);
+      },
+      drain(socket) {
+        const backlog = socket.data.backlog;
+        while (backlog.length > 0) {
+          const head = backlog[0];
+          const wrote = socket.write(head);
+          if (wrote < head.length) {
+            backlog[0] = head.subarray(wrote);
+            return;
+          }
+          backlog.shift();
+        }
+      },
+    },
+  });
+  const expected = Math.ceil((1.1 * RATE * DURATION_MS * SUBSCRIBERS) / 1000);
+  const samples = new Float64Array(expected);
+  let count = 0;
+  let measureFromUs = Infinity;
+  let measureUntilUs = Infinity;
+  const received: number[] = [];
+  const stamp = new Float64Array(1);
+  const stampBytes = new Uint8Array(stamp.buffer);
+  const subscribers = await Promise.all(
+    Array.from({ length: SUBSCRIBERS }, (_, index) => {
+      received.push(0);
+      let pending = new Uint8Array(0);
+      return Bun.connect({
+        hostname: "127.0.0.1",
+        port: server.port,
+        socket: {
+          data(_socket, chunk) {
+            const nowUs = performance.now() * 1000;
+            let bytes: Uint8Array = chunk;
+            if (pending.length > 0) {
+              bytes = new Uint8Array(pending.length + chunk.length);
+              bytes.set(pending);
+              bytes.set(chunk, pending.length);
+            }
+            let at = 0;
+            for (; at + RELAY_MESSAGE_BYTES <= bytes.length; at += RELAY_MESSAGE_BYTES) {
+              stampBytes.set(bytes.subarray(at, at + 8));
+              const sentUs = stamp[0];
+              received[index]++;
+              if (sentUs >= measureFromUs && sentUs < measureUntilUs && count < samples.length)
+                samples[count++] = nowUs - sentUs;
+            }
+            pending = bytes.slice(at);
+          },
+        },
+      });
+    }),
+  );
+  for (const subscriber of subscribers) subscriber.write(new Uint8Array([0x53]));
+  const publisher = await Bun.connect({
+    hostname: "127.0.0.1",
+    port: server.port,
+    socket: { data() {} },
+  });
+  publisher.write(new Uint8Array([0x50]));
+  await env.sleep(50); // the roles reach the server before the first message
+  try {
+    const started = env.nowMs();
+    const measureFrom = started + WARMUP_MS;
+    const until = measureFrom + DURATION_MS;
+    measureFromUs = measureFrom * 1000;
+    measureUntilUs = until * 1000;
+    let published = 0;
+    const tick = new Uint8Array(RELAY_MESSAGE_BYTES * Math.ceil(RATE / 10)).fill(0x61);
+    while (env.nowMs() < until) {
+      const now = env.nowMs();
+      const due = Math.min(
+        Math.floor((RATE * (now - started)) / 1000) - published,
+        tick.length / RELAY_MESSAGE_BYTES,
+      );
+      if (due > 0) {
+        stamp[0] = now * 1000;
+        for (let i = 0; i < due; i++) tick.set(stampBytes, i * RELAY_MESSAGE_BYTES);
+        // Bun.connect's write may take part: the rest is written after the tick's sleep.
+        let offset = 0;
+        const bytes = tick.subarray(0, due * RELAY_MESSAGE_BYTES);
+        while (offset < bytes.length) {
+          const wrote = publisher.write(bytes.subarray(offset));
+          offset += wrote;
+          if (offset < bytes.length) await env.sleep(0);
+        }
+        published += due;
+      }
+      await env.sleep(1);
+    }
+    const drainUntil = env.nowMs() + 10_000;
+    while (Math.min(...received) < published && env.nowMs() < drainUntil) await env.sleep(5);
+    return { p99Ms: percentile(samples.subarray(0, count), 0.99) / 1000, samples: count };
+  } finally {
+    publisher.end();
+    for (const subscriber of subscribers) subscriber.end();
+    server.stop(true);
+  }
+}
+
+// ---- Main -------------------------------------------------------------------------------------
+
+console.log(`# machine bounds (${new Date().toISOString()}), ${RUNS} runs of ${DURATION_MS} ms`);
+if (PARTS.includes("durability")) {
+  const runs: DurabilityRun[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const got = await durabilityRun();
+    runs.push(got);
+    console.log(
+      `durability run ${run + 1}: bound: append + fdatasync of ${fmt(got.bound.roundBytes)} B ` +
+        `median ${got.bound.medianUs.toFixed(0)} µs (p90 ${got.bound.p90Us.toFixed(0)}) → ` +
+        `${fmt(got.boundRate)} msg/s; fsync always, ${PUBLISHERS} publishers × 1 in flight: ` +
+        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound`,
+    );
+  }
+  const ratio = median(runs.map((r) => r.ratio));
+  console.log(
+    `durability: medians of ${RUNS}: bound ${fmt(median(runs.map((r) => r.boundRate)))} msg/s ` +
+      `(fdatasync round ${median(runs.map((r) => r.bound.medianUs)).toFixed(0)} µs), always ` +
+      `${fmt(median(runs.map((r) => r.rate)))} msg/s; ratio ${ratio.toFixed(2)} ` +
+      `(per run ${runs.map((r) => r.ratio.toFixed(2)).join(", ")}); target ≥ 0.70: ` +
+      `${ratio >= 0.7 ? "met" : "missed"}`,
+  );
+}
+if (PARTS.includes("latency")) {
+  const aria: number[] = [];
+  const relay: number[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    // Alternate which goes first, so neither always meets the quieter moment.
+    let a = 0;
+    let r = { p99Ms: 0, samples: 0 };
+    if (run % 2 === 0) {
+      a = await ariaLatencyP99();
+      r = await relayLatencyP99();
+    } else {
+      r = await relayLatencyP99();
+      a = await ariaLatencyP99();
+    }
+    aria.push(a);
+    relay.push(r.p99Ms);
+    console.log(
+      `latency run ${run + 1}: ${fmt(RATE)} msg/s to ${SUBSCRIBERS} subscribers: Aria p99 ` +
+        `${a.toFixed(2)} ms, trivial relay p99 ${r.p99Ms.toFixed(2)} ms (${fmt(r.samples)} ` +
+        `samples); ratio ${(a / r.p99Ms).toFixed(2)}`,
+    );
+  }
+  const ratios = aria.map((a, i) => a / relay[i]);
+  console.log(
+    `latency: medians of ${RUNS}: Aria p99 ${median(aria).toFixed(2)} ms, trivial relay p99 ` +
+      `${median(relay).toFixed(2)} ms; ratio of medians ${(median(aria) / median(relay)).toFixed(2)}, ` +
+      `median per-run ratio ${median(ratios).toFixed(2)} (per run ${ratios.map((x) => x.toFixed(2)).join(", ")}); ` +
+      `target ≤ 2: ${median(ratios) <= 2 ? "met" : "missed"}`,
+  );
+}
