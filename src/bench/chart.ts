@@ -29,12 +29,16 @@ export interface BarChart {
   y: Axis;
   categories: readonly string[];
   series: { name: string; values: readonly (number | null)[] }[];
+  /** How the label over each bar prints its value (default: as the y ticks). */
+  valueFormat?: (value: number) => string;
 }
 
 const WIDTH = 720;
+/** Height of the chart above its legend (one line per series below it). */
 const HEIGHT = 360;
+const LEGEND_LINE = 18;
 const PLOT_LEFT = 72;
-const PLOT_RIGHT = WIDTH - 200;
+const PLOT_RIGHT = WIDTH - 24;
 const PLOT_TOP = 40;
 const PLOT_BOTTOM = HEIGHT - 56;
 /** Series colours, in order (enough for the report's charts; they repeat past it). */
@@ -127,14 +131,15 @@ const px = (value: number) => value.toFixed(1);
 
 function frame(title: string, body: string[], legend: string[]): string {
   const label = escapeXml(title);
+  const height = HEIGHT + legend.length * LEGEND_LINE;
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-label="${label}" font-family="sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 ${WIDTH} ${height}" width="${WIDTH}" height="${height}" role="img" aria-label="${label}" font-family="sans-serif" font-size="12">`,
     `<title>${label}</title>`,
     `<text x="${WIDTH / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">${label}</text>`,
     ...body,
     ...legend.map(
       (name, i) =>
-        `<g class="legend"><rect x="${PLOT_RIGHT + 16}" y="${PLOT_TOP + i * 20}" width="12" height="12" fill="${colour(i)}"/><text x="${PLOT_RIGHT + 34}" y="${PLOT_TOP + i * 20 + 10}">${escapeXml(name)}</text></g>`,
+        `<g class="legend"><rect x="${PLOT_LEFT}" y="${HEIGHT - 4 + i * LEGEND_LINE}" width="12" height="12" fill="${colour(i)}"/><text x="${PLOT_LEFT + 18}" y="${HEIGHT + 6 + i * LEGEND_LINE}">${escapeXml(name)}</text></g>`,
     ),
     "</svg>",
   ].join("\n");
@@ -167,7 +172,7 @@ function axes(x: Axis, y: Axis, xs: Scale | null, ys: Scale): string[] {
   out.push(
     `<line x1="${PLOT_LEFT}" x2="${PLOT_RIGHT}" y1="${PLOT_BOTTOM}" y2="${PLOT_BOTTOM}" stroke="#333"/>`,
     `<line x1="${PLOT_LEFT}" x2="${PLOT_LEFT}" y1="${PLOT_TOP}" y2="${PLOT_BOTTOM}" stroke="#333"/>`,
-    `<text x="${(PLOT_LEFT + PLOT_RIGHT) / 2}" y="${HEIGHT - 14}" text-anchor="middle">${escapeXml(x.label)}</text>`,
+    `<text x="${(PLOT_LEFT + PLOT_RIGHT) / 2}" y="${PLOT_BOTTOM + 36}" text-anchor="middle">${escapeXml(x.label)}</text>`,
     `<text transform="translate(16 ${(PLOT_TOP + PLOT_BOTTOM) / 2}) rotate(-90)" text-anchor="middle">${escapeXml(y.label)}</text>`,
   );
   return out;
@@ -225,7 +230,7 @@ export function barChart(chart: BarChart): string {
   const body = axes({ label: "" }, chart.y, null, ys);
   const groupWidth = (PLOT_RIGHT - PLOT_LEFT) / Math.max(1, chart.categories.length);
   const barWidth = (groupWidth * 0.8) / Math.max(1, chart.series.length);
-  const format = chart.y.format ?? formatTick;
+  const format = chart.valueFormat ?? chart.y.format ?? formatTick;
   const base = chart.y.scale === "log" ? PLOT_BOTTOM : ys.at(Math.max(0, ys.ticks[0]));
   chart.categories.forEach((category, c) => {
     const centre = PLOT_LEFT + groupWidth * (c + 0.5);

@@ -46,7 +46,8 @@ const CHART_SPECS: Record<
       const categories = [...new Set(series.flatMap((s) => s.points.map((p) => String(p.x))))];
       return barChart({
         title,
-        y: { label: "subscribe → first message (ms)", format: formatMs },
+        y: { label: "subscribe → first message (ms)" },
+        valueFormat: formatMs,
         categories,
         series: series.map((s) => ({
           name: s.name,
@@ -62,7 +63,7 @@ const CHART_SPECS: Record<
       lineChart({
         title,
         x: { label: "share of the stream the filter selects (%)", scale: "log" },
-        y: { label: "replay wall time (ms)", scale: "log", format: formatMs },
+        y: { label: "replay wall time (ms)", scale: "log" },
         series: numeric(series),
       }),
   },
