@@ -16,16 +16,18 @@
  *
  * Every run prints its figures; the summary gives the medians and the median of the per-run
  * ratios. Servers and data directories are made and removed here (parent: --dir, default tmpdir).
+ * With --bin B, each server (Aria's: `B serve`; the relay: this script with --relay-serve) runs
+ * in a process of its own instead, so on a 2-core machine server and clients each get a core.
  *
  *   npx bun bench/machine_bounds.ts [--only durability,latency] [--runs 5] [--duration 3s]
- *     [--rate 100000] [--subscribers 10] [--publishers 64] [--dir DIR]
+ *     [--rate 100000] [--subscribers 10] [--publishers 64] [--dir DIR] [--bin dist/aria]
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Socket } from "bun";
 import { boundRate, type FsyncBound, measureFsyncBound } from "../src/bench/fsync_bound.ts";
-import { type BenchEnv, benchOptions, runScenario } from "../src/bench/mod.ts";
+import { type BenchEnv, benchOptions, type Row, runScenario } from "../src/bench/mod.ts";
 import { median } from "../src/bench/stats.ts";
 import { parseDuration } from "../src/cli/args.ts";
 import { BunDisk } from "../src/runtime/bun_disk.ts";
@@ -41,6 +43,8 @@ const { values } = parseArgs({
     subscribers: { type: "string" },
     publishers: { type: "string" },
     dir: { type: "string" },
+    bin: { type: "string" },
+    "relay-serve": { type: "boolean" },
   },
 });
 const PARTS = (values.only ?? "durability,latency").split(",");
@@ -58,11 +62,68 @@ const BOUND_ROUNDS = 500;
 /** The trivial relay's message: 64 B, its first 8 the send time (µs, f64). */
 const RELAY_MESSAGE_BYTES = 64;
 
-const env: BenchEnv = benchEnv({
-  url: null,
-  parentDir: PARENT,
-  progress: (text) => process.stderr.write(`  ${text}\n`),
-});
+const BIN = values.bin;
+const progress = (text: string) => process.stderr.write(`  ${text}\n`);
+const env: BenchEnv = benchEnv({ url: null, parentDir: PARENT, progress });
+
+/** A server process; `lines` are its first stdout lines (its URLs). */
+interface Child {
+  lines: string[];
+  stop(): Promise<void>;
+}
+
+/** Runs argv until it printed `count` stdout lines; stop() kills it and removes `dir`. */
+async function spawnServer(argv: string[], count: number, dir?: string): Promise<Child> {
+  const child = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+  const reader = child.stdout.getReader();
+  let text = "";
+  const deadline = Date.now() + 15_000;
+  while (text.split("\n").length <= count && Date.now() < deadline) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  const lines = text.split("\n").slice(0, count);
+  if (lines.length < count || lines.some((line) => line === "")) {
+    child.kill("SIGKILL");
+    throw new Error(`${argv.join(" ")} printed ${JSON.stringify(text)}`);
+  }
+  return {
+    lines,
+    stop: async () => {
+      child.kill("SIGKILL");
+      await child.exited;
+      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A fresh Aria server and the env to drive it: in this process, or with --bin a `serve` process
+ * (the env then sees it as an external server).
+ */
+async function ariaServer(
+  fsync: "always" | "interval",
+): Promise<{ env: BenchEnv; url: string; stop(): Promise<void> }> {
+  if (BIN === undefined) {
+    const server = await env.server({ fsync, tipBytes: 256 * 1024 * 1024 });
+    return { env, url: server.url, stop: () => server.stop() };
+  }
+  const dir = mkdtempSync(join(PARENT, "aria-machine-bounds-"));
+  const child = await spawnServer(
+    [BIN, "serve", "--port", "0", "--admin-port", "0", "--data-dir", dir, "--fsync", fsync].concat([
+      "--tip-bytes",
+      "256MiB",
+      "--log-level",
+      "warn",
+    ]),
+    2,
+    dir,
+  );
+  const url = child.lines[0];
+  return { env: benchEnv({ url, parentDir: PARENT, progress }), url, stop: child.stop };
+}
 const fmt = (value: number) => Math.round(value).toLocaleString("en");
 
 // ---- Durability at the disk's limit -----------------------------------------------------------
@@ -77,9 +138,9 @@ interface DurabilityRun {
 const durableTopic = (publisher: number) => `bench/durable/p${publisher % 16}`;
 
 async function durabilityRun(): Promise<DurabilityRun> {
-  const server = await env.server({ fsync: "always", tipBytes: 64 * 1024 * 1024 });
+  const server = await ariaServer("always");
   const clients = await Promise.all(
-    Array.from({ length: PUBLISHERS }, () => env.connect(server.url)),
+    Array.from({ length: PUBLISHERS }, () => server.env.connect(server.url)),
   );
   try {
     // The bound, just before: one group is one message of each publisher.
@@ -132,7 +193,16 @@ async function ariaLatencyP99(): Promise<number> {
     latencyRates: [RATE],
     latencySubscribers: SUBSCRIBERS,
   };
-  const result = await runScenario("latency", env, options);
+  if (BIN === undefined) return latencyRow(await runScenario("latency", env, options));
+  const server = await ariaServer("interval");
+  try {
+    return latencyRow(await runScenario("latency", server.env, options));
+  } finally {
+    await server.stop();
+  }
+}
+
+function latencyRow(result: { rows: Row[] }): number {
   const row = result.rows.find((r) => r.rate === RATE);
   if (row === undefined) throw new Error("the latency scenario gave no row");
   return row.p99Ms as number;
@@ -145,11 +215,10 @@ function percentile(values: Float64Array, q: number): number {
 }
 
 /**
- * The trivial relay's p99 (ms): a Bun server that writes whatever its publisher connection sends
- * to each of SUBSCRIBERS connections (no parsing, no storage); the publisher paced like `aria
- * bench`'s (every 1 ms the messages due, stamped with the tick's time, in one write).
+ * The trivial relay: the first byte of a connection says what it is (P: the publisher, else a
+ * subscriber); whatever the publisher sends next goes to every subscriber as it came.
  */
-async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
+function relayServer() {
   // Per subscriber: the bytes its socket did not take yet (written on drain, in order).
   type Role = { role: "publisher" | "subscriber" | null; backlog: Uint8Array[] };
   const subscribersOut: Socket<Role>[] = [];
@@ -158,7 +227,7 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
     const wrote = out.write(bytes);
     if (wrote < bytes.length) out.data.backlog.push(bytes.slice(wrote));
   };
-  const server = Bun.listen<Role>({
+  return Bun.listen<Role>({
     hostname: "127.0.0.1",
     port: 0,
     socket: {
@@ -189,6 +258,25 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
       },
     },
   });
+}
+
+/**
+ * The trivial relay's p99 (ms): a Bun server that writes whatever its publisher connection sends
+ * to each of SUBSCRIBERS connections (no parsing, no storage); the publisher paced like `aria
+ * bench`'s (every 1 ms the messages due, stamped with the tick's time, in one write).
+ */
+async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
+  let port: number;
+  let stopRelay: () => Promise<void>;
+  if (BIN === undefined) {
+    const server = relayServer();
+    port = server.port;
+    stopRelay = async () => server.stop(true);
+  } else {
+    const child = await spawnServer([process.execPath, import.meta.path, "--relay-serve"], 1);
+    port = Number(child.lines[0]);
+    stopRelay = child.stop;
+  }
   const expected = Math.ceil((1.1 * RATE * DURATION_MS * SUBSCRIBERS) / 1000);
   const samples = new Float64Array(expected);
   let count = 0;
@@ -203,7 +291,7 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
       let pending = new Uint8Array(0);
       return Bun.connect({
         hostname: "127.0.0.1",
-        port: server.port,
+        port,
         socket: {
           data(_socket, chunk) {
             const nowUs = performance.now() * 1000;
@@ -230,7 +318,7 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
   for (const subscriber of subscribers) subscriber.write(new Uint8Array([0x53]));
   const publisher = await Bun.connect({
     hostname: "127.0.0.1",
-    port: server.port,
+    port,
     socket: { data() {} },
   });
   publisher.write(new Uint8Array([0x50]));
@@ -270,11 +358,17 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
   } finally {
     publisher.end();
     for (const subscriber of subscribers) subscriber.end();
-    server.stop(true);
+    await stopRelay();
   }
 }
 
 // ---- Main -------------------------------------------------------------------------------------
+
+if (values["relay-serve"] === true) {
+  // The relay in a process of its own (--bin): its port on stdout, then serve until killed.
+  console.log(relayServer().port);
+  await new Promise(() => {});
+}
 
 console.log(`# machine bounds (${new Date().toISOString()}), ${RUNS} runs of ${DURATION_MS} ms`);
 if (PARTS.includes("durability")) {
