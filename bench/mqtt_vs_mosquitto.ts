@@ -28,6 +28,7 @@
  *   npx bun bench/mqtt_vs_mosquitto.ts [--bin dist/aria] [--baseline BIN] [--rounds 3]
  *     [--fsync never,always]
  *     [--messages 200000] [--fan-messages 5000] [--offline 1000000] [--window 100]
+ *     [--rows qos0,qos1,fanout,offline]   (all by default)
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -53,6 +54,7 @@ const { values } = parseArgs({
     offline: { type: "string" },
     window: { type: "string" },
     payload: { type: "string" },
+    rows: { type: "string" },
   },
 });
 const BIN = values.bin ?? join(import.meta.dir, "..", "dist", "aria");
@@ -635,20 +637,34 @@ function clientParseCeiling(): number {
 
 // ---- Main -------------------------------------------------------------------------------------
 
-const ROWS: { name: string; unit: string; run: (port: number) => Promise<Measured> }[] = [
-  { name: `QoS 0 publish, ${PAYLOAD_BYTES} B`, unit: "msg/s", run: qos0Publish },
+const ALL_ROWS: {
+  key: string;
+  name: string;
+  unit: string;
+  run: (port: number) => Promise<Measured>;
+}[] = [
+  { key: "qos0", name: `QoS 0 publish, ${PAYLOAD_BYTES} B`, unit: "msg/s", run: qos0Publish },
   {
+    key: "qos1",
     name: `QoS 1 publish, ${PAYLOAD_BYTES} B, ${WINDOW} in flight`,
     unit: "msg/s",
     run: qos1Publish,
   },
-  { name: `fan-out to ${FAN_SUBSCRIBERS} subscribers`, unit: "deliveries/s", run: fanOut },
   {
+    key: "fanout",
+    name: `fan-out to ${FAN_SUBSCRIBERS} subscribers`,
+    unit: "deliveries/s",
+    run: fanOut,
+  },
+  {
+    key: "offline",
     name: `offline persistent session, ${OFFLINE.toLocaleString("en")} missed`,
     unit: "msg/s on return",
     run: offlineSession,
   },
 ];
+const ROW_KEYS = (values.rows ?? "qos0,qos1,fanout,offline").split(",");
+const ROWS = ALL_ROWS.filter((row) => ROW_KEYS.includes(row.key));
 
 const fmt = (value: number) => Math.round(value).toLocaleString("en");
 const load = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
@@ -717,40 +733,42 @@ for (const row of ROWS) {
   });
   console.log(`| ${row.name} (${row.unit}) | ${fmt(mosquitto)} | ${cells.join(" | ")} |`);
 }
-const qos1 = ROWS.find((row) => row.run === qos1Publish)!;
-const qos1Rate = (label: string) =>
-  median(
-    results
-      .get(qos1.name)!
-      .get(label)!
-      .map((m) => m.rate),
-  );
-const boundRates = bounds.map((bound) => boundRate(bound, WINDOW));
-const fsyncBound = median(boundRates);
-const fsyncUs = median(bounds.map((bound) => bound.medianUs));
-const qos1Mosquitto = qos1Rate("mosquitto");
-const limit = Math.min(qos1Mosquitto, fsyncBound);
-console.log("");
-console.log(
-  `fsync bound (same run, ${ROUNDS} rounds): append + fdatasync of ${WINDOW} records ` +
-    `(${fmt(bounds[0]?.roundBytes ?? 0)} B) median ${fsyncUs.toFixed(0)} µs → ` +
-    `${fmt(fsyncBound)} msg/s (rounds: ${boundRates.map(fmt).join(", ")}); ` +
-    `min(mosquitto ${fmt(qos1Mosquitto)}, bound) = ${fmt(limit)}`,
-);
-for (const variant of arias.filter((v) => v.fsync === "always")) {
-  const rate = qos1Rate(variant.label);
-  // With WINDOW in flight the whole window is one group: the client sends the next only after
-  // its PUBACKs, so a round is the same binary's round without fsync plus one fsync.
-  const never = arias.find((v) => v.bin === variant.bin && v.fsync === "never");
-  const serial =
-    never === undefined ? NaN : WINDOW / (WINDOW / qos1Rate(never.label) + fsyncUs / 1e6);
+const qos1 = ROWS.find((row) => row.run === qos1Publish);
+if (qos1 !== undefined) {
+  const qos1Rate = (label: string) =>
+    median(
+      results
+        .get(qos1.name)!
+        .get(label)!
+        .map((m) => m.rate),
+    );
+  const boundRates = bounds.map((bound) => boundRate(bound, WINDOW));
+  const fsyncBound = median(boundRates);
+  const fsyncUs = median(bounds.map((bound) => bound.medianUs));
+  const qos1Mosquitto = qos1Rate("mosquitto");
+  const limit = Math.min(qos1Mosquitto, fsyncBound);
+  console.log("");
   console.log(
-    `- ${qos1.name}, ${variant.label}: ${fmt(rate)} msg/s = ${(rate / fsyncBound).toFixed(2)} ` +
-      `of the fsync bound, ${(rate / limit).toFixed(2)} of min(mosquitto, bound)` +
-      (never === undefined
-        ? ""
-        : `; ${(rate / serial).toFixed(2)} of ${fmt(serial)} (its fsync-never round + one fsync)`),
+    `fsync bound (same run, ${ROUNDS} rounds): append + fdatasync of ${WINDOW} records ` +
+      `(${fmt(bounds[0]?.roundBytes ?? 0)} B) median ${fsyncUs.toFixed(0)} µs → ` +
+      `${fmt(fsyncBound)} msg/s (rounds: ${boundRates.map(fmt).join(", ")}); ` +
+      `min(mosquitto ${fmt(qos1Mosquitto)}, bound) = ${fmt(limit)}`,
   );
+  for (const variant of arias.filter((v) => v.fsync === "always")) {
+    const rate = qos1Rate(variant.label);
+    // With WINDOW in flight the whole window is one group: the client sends the next only after
+    // its PUBACKs, so a round is the same binary's round without fsync plus one fsync.
+    const never = arias.find((v) => v.bin === variant.bin && v.fsync === "never");
+    const serial =
+      never === undefined ? NaN : WINDOW / (WINDOW / qos1Rate(never.label) + fsyncUs / 1e6);
+    console.log(
+      `- ${qos1.name}, ${variant.label}: ${fmt(rate)} msg/s = ${(rate / fsyncBound).toFixed(2)} ` +
+        `of the fsync bound, ${(rate / limit).toFixed(2)} of min(mosquitto, bound)` +
+        (never === undefined
+          ? ""
+          : `; ${(rate / serial).toFixed(2)} of ${fmt(serial)} (its fsync-never round + one fsync)`),
+    );
+  }
 }
 console.log("");
 for (const row of ROWS)
