@@ -8,8 +8,15 @@
  * Not here: sockets (src/runtime), packets (codec.ts), the broker (reached only through its
  * ConnectionEvents, like any TCP client). Pure: time comes in as arguments of events.
  *
+ * Persistence (`sessions`, the data directory's consumers.log): the state of each persistent
+ * session (session_state.ts) is written whenever it changes, in the file's batches; at start-up
+ * the door reads them back into `stored` (a session connected when the server stopped counts as
+ * left at start-up), removes the ones that expired while the server was down (with their
+ * consumers), and publishes the wills that came due (restored_will.ts).
+ *
  * Invariants: `byClientId` holds connected sessions only; a client id is in `byClientId` or in
- * `stored`, never both; `stored.size <= MQTT_SESSIONS_MAX`.
+ * `stored`, never both; `stored.size <= MQTT_SESSIONS_MAX`; a client's state record, once
+ * written, is what encodeState gives at the batch's write (null: removed).
  */
 import type { Clock, Connection, Scheduler } from "../broker/ports.ts";
 import type { ConnectionEvents } from "../broker/ports.ts";
@@ -22,13 +29,31 @@ import {
   type StoredSession,
 } from "./mqtt_session.ts";
 import { REASON } from "./packets.ts";
+import { RestoredWill } from "./restored_will.ts";
 import { mqttFilterOf, qosOfConsumer, sessionConsumerPrefix } from "./session_consumers.ts";
+import {
+  decodeSessionState,
+  encodeSessionState,
+  type PersistedFlight,
+  type PersistedSession,
+  sessionStateName,
+} from "./session_state.ts";
 import type { TopicMapping } from "./topic_mapping.ts";
 
 /** The broker's durable consumers, as the door lists and removes them (Broker fits through server.ts). */
 export interface SessionConsumers {
   list(): readonly { name: string; filter: readonly string[] }[];
   remove(name: string): "removed" | "unknown" | "busy";
+}
+
+/** Where persistent sessions' states are written (ConsumerFile fits: the same batches). */
+export interface SessionStateStore {
+  /** The states stored when the server started, by name. */
+  loadStates(): ReadonlyMap<string, Uint8Array>;
+  /** State `name` changed: `encode` gives its bytes (null: removed) when the batch is written. */
+  saveState(name: string, encode: () => Uint8Array | null): void;
+  /** Calls `done` once what was saved before is durable under the fsync policy. */
+  whenDurable(done: () => void): void;
 }
 
 /** What a door is built from. */
@@ -40,6 +65,8 @@ export interface MqttDoorOptions {
   mapping: TopicMapping;
   /** Durable consumers: persistent sessions keep their positions there (absent: in memory). */
   consumers?: SessionConsumers;
+  /** Persistent sessions' states (absent: in memory only, lost on a restart). */
+  sessions?: SessionStateStore;
   /** Each matching topic's newest message, for retained messages (absent: none are sent). */
   retained?: SessionDoor["retained"];
   /** MQTT 5 subscribers get user property `aria-seq` on each PUBLISH (default true). */
@@ -68,6 +95,11 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   private readonly connections = new Map<number, MqttSession>();
   private readonly byClientId = new Map<string, MqttSession>();
   private readonly stored = new Map<string, StoredSession>();
+  private readonly sessions: SessionStateStore | undefined;
+  /** Sessions whose socket is gone and whose will waits for its delay, by client id. */
+  private readonly willsWaiting = new Map<string, MqttSession>();
+  /** Wills restored from the data directory being published. */
+  private readonly restoredWills = new Set<RestoredWill>();
   private nextConnectionId = 1;
   private assignedCount = 0;
 
@@ -81,6 +113,42 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     this.durableSessions = options.consumers !== undefined;
     this.retained = options.retained;
     this.ariaSeq = options.ariaSeq ?? true;
+    this.sessions = options.sessions;
+    if (this.sessions !== undefined) this.restore(this.sessions, this.clock.nowUs());
+  }
+
+  /**
+   * The sessions stored before the server stopped: kept again (their expiry counting from when
+   * their client left, or from now for one connected then); expired ones and due wills at once.
+   */
+  private restore(sessions: SessionStateStore, nowUs: number): void {
+    for (const [name, bytes] of sessions.loadStates()) {
+      const persisted = decodeSessionState(bytes);
+      if (persisted === null || sessionStateName(persisted.clientId) !== name) {
+        this.log?.warn("mqtt session state unreadable: dropped", { name });
+        continue;
+      }
+      if (this.stored.size >= MQTT_SESSIONS_MAX) break;
+      this.stored.set(persisted.clientId, storedOf(persisted, nowUs));
+      // Written again: a session connected when the server stopped now counts as left.
+      if (persisted.connected) this.touch(persisted.clientId);
+    }
+    this.expire(nowUs);
+  }
+
+  /** Client `clientId`'s state record is rewritten (or removed) in the next batch. */
+  private touch(clientId: string): void {
+    this.sessions?.saveState(sessionStateName(clientId), () => this.encodeState(clientId));
+  }
+
+  /** The bytes of client `clientId`'s persistent session now; null: it has none. */
+  private encodeState(clientId: string): Uint8Array | null {
+    const live = this.byClientId.get(clientId);
+    if (live !== undefined)
+      return live.sessionExpiryS > 0 ? encodeSessionState(live.persisted(this.nowUs())) : null;
+    const kept = this.stored.get(clientId);
+    if (kept === undefined) return null;
+    return encodeSessionState(persistedOf(kept, this.willsWaiting.get(clientId)));
   }
 
   // ---- ConnectionEvents --------------------------------------------------------------------
@@ -111,6 +179,22 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   }
 
   // ---- SessionDoor ---------------------------------------------------------------------------
+
+  /** A session's durable state changed: written in the next batch of the sessions' store. */
+  sessionChanged(session: MqttSession): void {
+    if (this.sessions === undefined || session.clientId === "") return;
+    const clientId = session.clientId;
+    if (session.socketGone && session.will !== null && session.willDueUs >= 0)
+      this.willsWaiting.set(clientId, session);
+    else if (this.willsWaiting.get(clientId) === session) this.willsWaiting.delete(clientId);
+    this.touch(clientId);
+  }
+
+  /** Calls `done` once the states changed so far are durable (at once without a store). */
+  whenDurable(done: () => void): void {
+    if (this.sessions === undefined) done();
+    else this.sessions.whenDurable(done);
+  }
 
   /** Removes durable consumer `name` after the frames sent so far (its UNSUBSCRIBE) were handled. */
   removeConsumerSoon(name: string): void {
@@ -219,6 +303,7 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     if (this.byClientId.get(session.clientId) === session) this.byClientId.delete(session.clientId);
     if (stored !== null && this.stored.size < MQTT_SESSIONS_MAX)
       this.stored.set(stored.clientId, stored);
+    this.touch(session.clientId);
   }
 
   // ---- Timer ---------------------------------------------------------------------------------
@@ -241,11 +326,32 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
       if (session.done) this.connections.delete(id);
     }
     for (const [clientId, kept] of this.stored) {
+      // A will restored from the data directory, due (overdue ones at start-up).
+      if (kept.will !== undefined && nowUs >= kept.will.dueUs) {
+        this.publishRestoredWill(clientId, kept.will);
+        kept.will = undefined;
+        this.touch(clientId);
+      }
       if (kept.expiryS === SESSION_EXPIRY_NEVER) continue;
       if (nowUs - kept.releasedUs < kept.expiryS * 1e6) continue;
       this.stored.delete(clientId);
       this.removeSessionConsumers(clientId);
+      this.touch(clientId);
     }
+    for (const will of this.restoredWills) if (will.done) this.restoredWills.delete(will);
+  }
+
+  private publishRestoredWill(clientId: string, will: NonNullable<StoredSession["will"]>): void {
+    const mapped = this.mapping.topicToAria(will.topic);
+    if (!mapped.ok) return;
+    const message = { clientId, topic: mapped.topic, payload: will.payload };
+    const restored = new RestoredWill(
+      this.broker,
+      this.scheduler,
+      { ...message, properties: will.properties },
+      this.log,
+    );
+    this.restoredWills.add(restored);
   }
 
   /** Counters. */
@@ -253,6 +359,71 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
     let willsPending = 0;
     for (const session of this.connections.values())
       if (session.socketGone && session.will !== null) willsPending++;
+    for (const kept of this.stored.values()) if (kept.will !== undefined) willsPending++;
     return { connections: this.connections.size, sessionsStored: this.stored.size, willsPending };
   }
+}
+
+/** A stored session from its durable state, read at start-up at `nowUs`. */
+function storedOf(persisted: PersistedSession, nowUs: number): StoredSession {
+  const releasedUs = persisted.connected ? nowUs : persisted.releasedUs;
+  const stored: StoredSession = {
+    clientId: persisted.clientId,
+    subscriptions: persisted.subscriptions.map((sub) => ({
+      filter: sub.filter,
+      options: sub.options,
+      identifier: sub.identifier,
+      start: sub.startSeq > 0 ? { kind: "seq", seq: sub.startSeq } : { kind: "live" },
+      resume: sub.below > 0 ? { below: sub.below, again: sub.again } : undefined,
+      flights: sub.flights,
+    })),
+    expiryS: persisted.expiryS,
+    releasedUs,
+    qos2Received: persisted.qos2Received,
+    signedInAs: persisted.signedInAs,
+    pubrelIds: persisted.pubrelIds,
+  };
+  const will = persisted.will;
+  if (will !== null) {
+    // Connected when written: its connection ended with the server; the delay runs from now.
+    const dueUs =
+      will.dueUs > 0 ? will.dueUs : releasedUs + Math.min(will.delayS, persisted.expiryS) * 1e6;
+    stored.will = { ...will, dueUs };
+  }
+  return stored;
+}
+
+/** The durable state of a session kept while its client is away (and its will, if waiting). */
+function persistedOf(kept: StoredSession, waiting: MqttSession | undefined): PersistedSession {
+  const flightsOf = new Map<string, PersistedFlight[]>();
+  const pubrelIds = [...(kept.pubrelIds ?? [])];
+  for (const flight of kept.inflight ?? []) {
+    if (flight.released) pubrelIds.push(flight.packetId);
+    else if (flight.inPosition) {
+      const list = flightsOf.get(flight.filter) ?? [];
+      list.push({ seq: flight.message.seq, packetId: flight.packetId, qos: flight.message.qos });
+      flightsOf.set(flight.filter, list);
+    }
+  }
+  return {
+    clientId: kept.clientId,
+    signedInAs: kept.signedInAs ?? "",
+    expiryS: kept.expiryS,
+    releasedUs: kept.releasedUs,
+    connected: false,
+    subscriptions: kept.subscriptions.map((sub) => ({
+      filter: sub.filter,
+      options: sub.options,
+      identifier: sub.identifier,
+      startSeq: sub.start.kind === "seq" ? sub.start.seq : 0,
+      below: sub.resume?.below ?? 0,
+      again: [...(sub.resume?.again ?? [])],
+      flights: [...(flightsOf.get(sub.filter) ?? []), ...(sub.flights ?? [])].sort(
+        (a, b) => a.seq - b.seq,
+      ),
+    })),
+    pubrelIds: [...new Set(pubrelIds)],
+    qos2Received: [...(kept.qos2Received ?? [])],
+    will: waiting?.persistedWill() ?? kept.will ?? null,
+  };
 }

@@ -5,7 +5,7 @@
  */
 import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
-import type { Connection } from "../broker/ports.ts";
+import type { Connection, ConsumerStore } from "../broker/ports.ts";
 import type { MemoryConsumerStore } from "../testing/memory_consumer_store.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
 import { Tip } from "../tip/tip.ts";
@@ -13,7 +13,7 @@ import { Filter } from "../topic/mod.ts";
 import { TopicTable } from "../topic/topic_table.ts";
 import { MqttDecoder } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
-import { MqttDoor } from "./mqtt_door.ts";
+import { MqttDoor, type SessionStateStore } from "./mqtt_door.ts";
 import type { Packet, ProtocolVersion } from "./packets.ts";
 import { ariaTopicMapping } from "./topic_mapping.ts";
 
@@ -106,12 +106,17 @@ export class DoorWorld {
       inMemorySessions?: boolean;
       /** A store and consumer store that outlive this world (a restart of the server). */
       store?: MemoryStore;
-      consumerStore?: MemoryConsumerStore;
+      consumerStore?: MemoryConsumerStore | ConsumerStore;
+      /** Persistent sessions' states (the server passes its consumers file). */
+      sessions?: SessionStateStore;
+      /** The time at start (µs): a restart later than the stop. */
+      timeUs?: number;
       /** MQTT 5 subscribers get `aria-seq` (default true: the server's default). */
       ariaSeq?: boolean;
     } = {},
   ) {
     if (options.store !== undefined) this.store = options.store;
+    if (options.timeUs !== undefined) this.timeUs = options.timeUs;
     const clock = { nowUs: () => this.timeUs };
     this.broker = new Broker({
       topics: this.topics,
@@ -142,6 +147,7 @@ export class DoorWorld {
         read: (entries) => this.broker.latestMessagesOf(entries),
       },
       ariaSeq: options.ariaSeq,
+      sessions: options.sessions,
     });
   }
 

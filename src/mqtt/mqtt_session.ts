@@ -50,6 +50,12 @@ import {
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
 import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
+import type {
+  PersistedFlight,
+  PersistedSession,
+  PersistedSubscription,
+  PersistedWill,
+} from "./session_state.ts";
 import {
   clientOrigin,
   decodeStoredProperties,
@@ -86,6 +92,11 @@ export interface SavedSubscription {
    * were processed, or are in StoredSession.inflight. Absent: everything from `start`.
    */
   resume?: { below: number; again: readonly number[] };
+  /**
+   * Flights restored from the data directory (no payloads): each goes again, DUP with its packet
+   * id, when its seq comes again from the subscription's consumer.
+   */
+  flights?: readonly PersistedFlight[];
 }
 
 /** A message as it went to the client (kept in flight, and with a session for its resume). */
@@ -159,6 +170,10 @@ export interface StoredSession {
   qos2Received?: readonly number[];
   /** Who signed in (MqttSession.signedInAs): another gets no session of this client id. */
   signedInAs?: string;
+  /** QoS 2 packet ids PUBRECed by the client before a restart: PUBREL again on resume. */
+  pubrelIds?: readonly number[];
+  /** A will restored from the data directory, waiting for its delay (the door publishes it). */
+  will?: PersistedWill;
 }
 
 /** What a session asks of the door that holds it. */
@@ -176,6 +191,10 @@ export interface SessionDoor {
   readonly durableSessions: boolean;
   /** Removes the durable consumer `name` once the frames sent so far are handled. */
   removeConsumerSoon(name: string): void;
+  /** The session's durable state changed (a persistent one's is written in the next batch). */
+  sessionChanged(session: MqttSession): void;
+  /** Calls `done` once the state changes told so far are durable (the --fsync policy's rule). */
+  whenDurable(done: () => void): void;
   /** Each topic's newest message (MQTT's retained messages); absent: none are served. */
   readonly retained?: RetainedSource;
   /** True when each PUBLISH to an MQTT 5 subscriber carries user property `aria-seq`. */
@@ -220,6 +239,8 @@ interface SubscriptionState {
   /** A resumed session's: seqs below `skipBelow` come to the client only when in `again`. */
   skipBelow: number;
   again: Set<number>;
+  /** Flights restored from the data directory, by seq: DUP with their packet id when they come. */
+  restored?: Map<number, PersistedFlight>;
 }
 
 interface Outgoing {
@@ -332,6 +353,8 @@ export class MqttSession implements NativeEvents {
   private heldBytes = 0;
   /** Payload bytes of the `inflight` messages kept for a resume. */
   private keptFlightBytes = 0;
+  /** Packet ids of restored flights not yet sent again (takePacketId skips them). */
+  private readonly reservedIds = new Set<number>();
 
   constructor(
     private readonly door: SessionDoor,
@@ -540,12 +563,28 @@ export class MqttSession implements NativeEvents {
     });
     if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
     if (claimed?.inflight !== undefined) this.resend(claimed.inflight);
+    // PUBREL again for QoS 2 messages the client PUBRECed before a restart [MQTT-4.4.0-1].
+    for (const packetId of claimed?.pubrelIds ?? []) {
+      if (this.inflight.has(packetId)) continue;
+      const state = this.detachedState("");
+      this.inflight.set(packetId, {
+        subscription: state,
+        seq: 0,
+        qos: 2,
+        released: true,
+        retain: true,
+        message: EMPTY_SENT,
+      });
+      this.ack("pubrel", packetId, REASON.SUCCESS);
+    }
     // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
     // (One still being stored then is stored by the old link, which ends after it.)
     for (const packetId of claimed?.qos2Received ?? []) {
       this.qos2Received.set(packetId, "acked");
       this.inboundInFlight++;
     }
+    // The state record: written (persistent), or removed (clean start, no expiry).
+    this.door.sessionChanged(this);
     // Packets sent behind CONNECT waited for its answer.
     while (this.early.length > 0 && !this.closing)
       this.handle(this.early.shift() as Packet, this.lastInputUs);
@@ -648,13 +687,19 @@ export class MqttSession implements NativeEvents {
       this.ack("puback", request.packetId, REASON.SUCCESS);
     } else if (request.qos === 2) {
       if (this.qos2Received.has(request.packetId)) this.qos2Received.set(request.packetId, "acked");
-      this.ack("pubrec", request.packetId, REASON.SUCCESS);
+      // A persistent session's PUBREC waits until the id is durable: a PUBLISH resent after a
+      // restart then gets PUBREC, not a second publish.
+      if (this.sessionExpiryS === 0) return this.ack("pubrec", request.packetId, REASON.SUCCESS);
+      this.changed();
+      const packetId = request.packetId;
+      this.door.whenDurable(() => this.ack("pubrec", packetId, REASON.SUCCESS));
     }
   }
 
   private onPubrel(packetId: number): void {
     const known = this.qos2Received.delete(packetId);
     if (known) this.inboundInFlight--;
+    if (known) this.changed();
     this.ack("pubcomp", packetId, known ? REASON.SUCCESS : REASON.PACKET_IDENTIFIER_NOT_FOUND);
   }
 
@@ -773,6 +818,7 @@ export class MqttSession implements NativeEvents {
     }
     this.subacks.set(packet.packetId, suback);
     this.subackStep(suback);
+    this.changed();
   }
 
   private openSubscription(
@@ -836,9 +882,58 @@ export class MqttSession implements NativeEvents {
       shared: mapped.share !== null,
       delivered: [],
       deliveredHead: 0,
+      // Restored flights' seqs come to the client again (as DUPs), below the resume's bound too.
       skipBelow: saved.resume?.below ?? 0,
-      again: new Set(saved.resume?.again),
+      again: new Set([...(saved.resume?.again ?? []), ...(saved.flights ?? []).map((f) => f.seq)]),
+      restored: this.restoredOf(saved.flights),
     });
+  }
+
+  /** Restored flights by seq, their packet ids reserved until they are sent again. */
+  private restoredOf(
+    flights: readonly PersistedFlight[] | undefined,
+  ): Map<number, PersistedFlight> | undefined {
+    if (flights === undefined || flights.length === 0) return undefined;
+    const bySeq = new Map<number, PersistedFlight>();
+    for (const flight of flights) {
+      bySeq.set(flight.seq, flight);
+      this.reservedIds.add(flight.packetId);
+    }
+    return bySeq;
+  }
+
+  /** Restored flights whose seq is below `seq` never come (processed, or skipped): forgotten. */
+  private sweepRestored(state: SubscriptionState, seq: number): void {
+    const restored = state.restored;
+    if (restored === undefined) return;
+    for (const [flightSeq, flight] of restored)
+      if (flightSeq < seq) {
+        restored.delete(flightSeq);
+        this.reservedIds.delete(flight.packetId);
+      }
+    if (restored.size === 0) state.restored = undefined;
+  }
+
+  /** A restored flight's message came again: DUP, with its packet id [MQTT-4.4.0-1]. */
+  private resendRestored(state: SubscriptionState, flight: PersistedFlight, message: SentMessage) {
+    state.restored?.delete(flight.seq);
+    this.reservedIds.delete(flight.packetId);
+    const again = !this.inflight.has(flight.packetId);
+    const packetId = again ? flight.packetId : this.takePacketId();
+    state.unprocessed.add(message.seq);
+    if (!this.sendMessage(state, message, packetId, again)) {
+      state.unprocessed.delete(message.seq); // too large for the client's new maximum: skipped
+      return;
+    }
+    this.inflight.set(packetId, {
+      subscription: state,
+      seq: message.seq,
+      qos: message.qos,
+      released: false,
+      retain: false,
+      message: this.keepFlight(message),
+    });
+    this.changed();
   }
 
   /**
@@ -871,6 +966,7 @@ export class MqttSession implements NativeEvents {
   subscribed(subscriptionId: number, firstSeq: number): void {
     const state = this.byNativeId.get(subscriptionId);
     if (state !== undefined && state.positionSeq === 0) state.positionSeq = firstSeq;
+    if (state !== undefined) this.sweepRestored(state, firstSeq);
     this.filterAnswered(subscriptionId, null, "");
     if (state?.wantsRetained) {
       state.wantsRetained = false;
@@ -1038,6 +1134,7 @@ export class MqttSession implements NativeEvents {
       return REASON.SUCCESS;
     });
     this.send({ type: "unsuback", packetId: packet.packetId, reasonCodes, properties: {} });
+    this.changed();
   }
 
   // ---- Outbound messages -------------------------------------------------------------------
@@ -1080,6 +1177,13 @@ export class MqttSession implements NativeEvents {
       if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
       const qos = Math.min(stored.qos, state.options.qos) as QoS;
       const retainFlag = stored.retain && state.options.retainAsPublished;
+      const restored = state.restored?.get(seq);
+      if (restored !== undefined) {
+        const payload = messages.payload.slice();
+        const message = { seq, topic, payload, properties, qos: restored.qos, retainFlag };
+        this.resendRestored(state, restored, { ...message, retain: false });
+        continue;
+      }
       if (qos === 0 && this.held.length === this.heldHead) {
         const payload = messages.payload;
         const message = { seq, topic, payload, properties, qos, retain: false, retainFlag };
@@ -1102,6 +1206,7 @@ export class MqttSession implements NativeEvents {
       });
       this.heldBytes += bytes;
     }
+    if (state.restored !== undefined) this.sweepRestored(state, state.positionSeq);
     this.pump();
     this.progress(state);
   }
@@ -1109,6 +1214,7 @@ export class MqttSession implements NativeEvents {
   caughtUp(subscriptionId: number, nextSeq: number): void {
     const state = this.byNativeId.get(subscriptionId);
     if (state !== undefined && nextSeq > state.positionSeq) state.positionSeq = nextSeq;
+    if (state?.restored !== undefined) this.sweepRestored(state, state.positionSeq);
   }
 
   unsubscribed(_subscriptionId: number): void {}
@@ -1129,7 +1235,7 @@ export class MqttSession implements NativeEvents {
       const packetId = next.qos === 0 ? 0 : this.takePacketId();
       const sent = this.sendMessage(state, next, packetId);
       if (next.qos === 0) continue;
-      if (sent)
+      if (sent) {
         this.inflight.set(packetId, {
           subscription: state,
           seq: next.seq,
@@ -1138,7 +1244,8 @@ export class MqttSession implements NativeEvents {
           retain: next.retain,
           message: this.keepFlight(next),
         });
-      else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
+        this.changed();
+      } else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
     if (this.heldHead === this.held.length) {
       this.held.length = 0;
@@ -1171,7 +1278,7 @@ export class MqttSession implements NativeEvents {
     for (;;) {
       const id = this.nextPacketId;
       this.nextPacketId = id === 65_535 ? 1 : id + 1;
-      if (!this.inflight.has(id)) return id;
+      if (!this.inflight.has(id) && !this.reservedIds.has(id)) return id;
     }
   }
 
@@ -1241,6 +1348,7 @@ export class MqttSession implements NativeEvents {
       flight.subscription.unprocessed.delete(flight.seq);
       this.progress(flight.subscription);
     }
+    this.changed();
     if (type === "pubrec" && reasonCode < 0x80) {
       flight.released = true;
       this.releaseFlight(flight, false);
@@ -1422,6 +1530,7 @@ export class MqttSession implements NativeEvents {
     if (this.will !== null && this.willDueUs < 0) {
       const delayS = this.will.properties.willDelayInterval ?? 0;
       this.willDueUs = nowUs + Math.min(delayS, this.sessionExpiryS) * 1e6;
+      if (this.willDueUs > nowUs) this.door.sessionChanged(this);
     }
     if (this.will === null) this.endLink();
   }
@@ -1443,6 +1552,7 @@ export class MqttSession implements NativeEvents {
   /** The will must not be sent (the session was resumed in time): the link ends. */
   cancelWill(): void {
     this.will = null;
+    if (this.socketGone) this.door.sessionChanged(this);
     if (this.socketGone) this.endLink();
   }
 
@@ -1452,6 +1562,7 @@ export class MqttSession implements NativeEvents {
     if (will === null) return;
     this.will = null;
     this.willDueUs = -1;
+    if (this.socketGone) this.door.sessionChanged(this);
     const mapped = this.door.mapping.topicToAria(will.topic);
     if (!mapped.ok || this.phase !== "connected" || this.link.ended) return this.willDone();
     const requestId = this.takeRequestId();
@@ -1499,6 +1610,9 @@ export class MqttSession implements NativeEvents {
 
   /** Which seqs below its position a subscription's resume sends again (SavedSubscription). */
   private resumeOf(state: SubscriptionState): SavedSubscription["resume"] {
+    // Not subscribed yet (a resumed session gone at once): the resume it came with.
+    if (!state.shared && state.positionSeq === 0 && state.skipBelow > 0)
+      return { below: state.skipBelow, again: [...state.again] };
     if (state.shared || state.positionSeq === 0) return undefined;
     const flying = new Set<number>();
     for (const flight of this.inflight.values())
@@ -1566,6 +1680,77 @@ export class MqttSession implements NativeEvents {
     };
   }
 
+  /** A persistent session's state changed: the door writes it in the next batch. */
+  private changed(): void {
+    if (this.sessionExpiryS > 0 && this.phase === "connected") this.door.sessionChanged(this);
+  }
+
+  /** The durable state of this connected session (session_state.ts), as of now. */
+  persisted(nowUs: number): PersistedSession {
+    const flightsOf = new Map<SubscriptionState, PersistedFlight[]>();
+    const pubrelIds: number[] = [];
+    for (const [packetId, flight] of this.inflight) {
+      if (flight.released) pubrelIds.push(packetId);
+      else if (!flight.retain && !flight.subscription.shared) {
+        const list = flightsOf.get(flight.subscription) ?? [];
+        list.push({ seq: flight.seq, packetId, qos: flight.qos });
+        flightsOf.set(flight.subscription, list);
+      }
+    }
+    const subscriptions: PersistedSubscription[] = [];
+    for (const state of this.subscriptions.values()) {
+      const flights = flightsOf.get(state) ?? [];
+      if (state.restored !== undefined) flights.push(...state.restored.values());
+      flights.sort((a, b) => a.seq - b.seq);
+      const start = resumeOf(state);
+      let below = 0;
+      let again: number[] = [];
+      if (!state.shared && state.positionSeq > 0) {
+        const flying = new Set(flights.map((flight) => flight.seq));
+        below = state.positionSeq;
+        again = [...state.unprocessed].filter((seq) => !flying.has(seq));
+      } else if (!state.shared && state.skipBelow > 0) {
+        below = state.skipBelow;
+        again = [...state.again];
+      }
+      subscriptions.push({
+        filter: state.filter,
+        options: state.options,
+        identifier: state.identifier,
+        startSeq: start.kind === "seq" ? start.seq : 0,
+        below,
+        again: again.sort((a, b) => a - b),
+        flights,
+      });
+    }
+    const connected = !this.socketGone;
+    return {
+      clientId: this.clientId,
+      signedInAs: this.signedInAs,
+      expiryS: this.sessionExpiryS,
+      releasedUs: connected ? nowUs : this.lastInputUs,
+      connected,
+      subscriptions,
+      pubrelIds,
+      qos2Received: [...this.qos2Received].filter(([, s]) => s === "acked").map(([id]) => id),
+      will: this.persistedWill(),
+    };
+  }
+
+  /** The will still to publish, as the state keeps it (null: none). */
+  persistedWill(): PersistedWill | null {
+    const will = this.will;
+    if (will === null) return null;
+    return {
+      topic: will.topic,
+      payload: will.payload,
+      properties: encodeStoredProperties(will.properties, will.qos, will.retain, this.origin),
+      qos: will.qos,
+      delayS: will.properties.willDelayInterval ?? 0,
+      dueUs: Math.max(0, this.willDueUs),
+    };
+  }
+
   /** Once, at the connection's end: native subscriptions end; the session is kept or not. */
   private finished = false;
   private finish(): void {
@@ -1582,6 +1767,7 @@ export class MqttSession implements NativeEvents {
           identifier: state.identifier,
           start: resumeOf(state),
           resume: this.resumeOf(state),
+          flights: state.restored === undefined ? undefined : [...state.restored.values()],
         })),
         expiryS: this.sessionExpiryS,
         releasedUs: this.lastInputUs,
