@@ -328,6 +328,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
             list: () => broker.consumerList(),
             remove: (name) => broker.removeConsumer(name),
           },
+          // Their state (flights, wills, expiry) rides the consumers' file and its batches.
+          sessions: consumerFile,
           retained: {
             newest: (entries) => broker.newestOf(Filter.of(...entries)),
             read: (entries) => broker.latestMessagesOf(entries),
