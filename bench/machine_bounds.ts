@@ -72,7 +72,7 @@ interface Child {
   stop(): Promise<void>;
 }
 
-/** Runs argv until it printed `count` stdout lines; stop() kills it and removes `dir`. */
+/** Runs argv until it printed `count` stdout lines; stop() ends it and removes `dir`. */
 async function spawnServer(argv: string[], count: number, dir?: string): Promise<Child> {
   const child = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
   const reader = child.stdout.getReader();
@@ -92,8 +92,11 @@ async function spawnServer(argv: string[], count: number, dir?: string): Promise
   return {
     lines,
     stop: async () => {
-      child.kill("SIGKILL");
+      // SIGTERM first: a server stops cleanly (and a profiler wrapped around it writes out).
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
       await child.exited;
+      clearTimeout(timer);
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     },
   };
