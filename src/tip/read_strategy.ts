@@ -23,8 +23,8 @@ export const HEAP_LEVEL_COST = 0.5;
 export interface ReadStrategyInput {
   /** Partitions the filter touches that hold live records. */
   partitions: Int32Array;
-  /** Live records per partition id. */
-  live: Float64Array;
+  /** Live records per partition id (the partition indexes fit). */
+  live: { liveOf(partition: number): number };
   ringRecords: number;
   fromSeq: number;
   firstSeq: number;
@@ -36,7 +36,8 @@ export function chooseReadStrategy(input: ReadStrategyInput): ReadStrategy {
   const span = input.nextSeq - Math.max(input.fromSeq, input.firstSeq);
   if (span <= 0 || input.ringRecords === 0) return "linear";
   let touched = 0;
-  for (let i = 0; i < input.partitions.length; i++) touched += input.live[input.partitions[i]];
+  for (let i = 0; i < input.partitions.length; i++)
+    touched += input.live.liveOf(input.partitions[i]);
   // Records are spread over the ring in no known way: assume the touched share holds after fromSeq.
   const indexedVisits = touched * (span / input.ringRecords);
   const indexedCost =

@@ -293,7 +293,8 @@ describe("reads", () => {
   });
 
   test("read strategy: indexed for a small share, linear for most of the stream", () => {
-    const live = new Float64Array([900_000, 1000, 99_000]);
+    const counts = [900_000, 1000, 99_000];
+    const live = { liveOf: (p: number) => counts[p] };
     const base = { live, ringRecords: 1_000_000, fromSeq: 1, firstSeq: 1, nextSeq: 1_000_001 };
     expect([
       chooseReadStrategy({ ...base, partitions: Int32Array.of(1) }),
@@ -447,12 +448,12 @@ describe("property: size classes across phases of cold and busy partitions", () 
             // Pages are reused, never touched afresh while a used one is free.
             expect(tip.pool.pagesEverUsed).toBe(pagesUsedMax);
             const hot = tip.topics.lookupPartition("g0/p0");
-            const live = tip.indexes.live[hot];
+            const live = tip.indexes.liveOf(hot);
             if (
               tip.stats().evictionsForPool === 0 &&
               live >= CLASS_LIVE_DIVISOR * INDEX_BLOCK_ENTRIES + 256
             )
-              expect(tip.pool.capacityOf(tip.indexes.tailBlock[hot])).toBe(INDEX_BLOCK_ENTRIES);
+              expect(tip.pool.capacityOf(tip.indexes.tailBlockOf(hot))).toBe(INDEX_BLOCK_ENTRIES);
             const fromSeq = tip.ring.firstSeq + Math.floor(random() * tip.ring.count);
             for (const filter of [Filter.of("g0/**"), Filter.of("g1/**", "g3/p3/t")]) {
               const expected = reference.read(filter, fromSeq, tip.ring.nextSeq).map((m) => m.seq);
@@ -488,12 +489,12 @@ describe("partition index", () => {
     expect(indexes.push(0, 1, 2 + 0xffffffff)).toBe(true);
     expect({
       used: pool.blocksUsed,
-      head: indexes.headBlock[0],
-      tail: indexes.tailBlock[0],
+      head: indexes.headBlockOf(0),
+      tail: indexes.tailBlockOf(0),
       counts: [pool.count[0], pool.count[1]],
     }).toEqual({ used: 2, head: 0, tail: 1, counts: [1, 1] });
     indexes.dropOldest(0);
-    expect({ used: pool.blocksUsed, head: indexes.headBlock[0] }).toEqual({ used: 1, head: 1 });
+    expect({ used: pool.blocksUsed, head: indexes.headBlockOf(0) }).toEqual({ used: 1, head: 1 });
     indexes.dropOldest(0);
     expect({ used: pool.blocksUsed, live: indexes.entriesLiveCount }).toEqual({ used: 0, live: 0 });
   });

@@ -152,7 +152,7 @@ export class Tip {
       options.strategy === undefined || options.strategy === "planned"
         ? chooseReadStrategy({
             partitions,
-            live: this.indexes.live,
+            live: this.indexes,
             ringRecords: ring.count,
             fromSeq,
             firstSeq: ring.firstSeq,
@@ -201,15 +201,14 @@ export class Tip {
   /** The partitions the filter touches that hold live records. */
   private livePartitions(matcher: FilterMatcher): Int32Array {
     const touched = matcher.partitions();
-    const live = this.indexes.live;
+    const indexes = this.indexes;
     let count = 0;
-    for (let i = 0; i < touched.length; i++)
-      if (touched[i] < live.length && live[touched[i]] > 0) count++;
+    for (let i = 0; i < touched.length; i++) if (indexes.liveOf(touched[i]) > 0) count++;
     if (count === touched.length) return touched;
     const result = new Int32Array(count);
     count = 0;
     for (let i = 0; i < touched.length; i++)
-      if (touched[i] < live.length && live[touched[i]] > 0) result[count++] = touched[i];
+      if (indexes.liveOf(touched[i]) > 0) result[count++] = touched[i];
     return result;
   }
 

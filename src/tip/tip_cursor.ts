@@ -185,9 +185,9 @@ export class IndexedCursor implements TipCursor {
     const p = this.sourcePartition[source];
     const indexes = this.indexes;
     const pool: BlockPool = indexes.pool;
-    let block = p < indexes.partitionCapacity ? indexes.headBlock[p] : BLOCK_NONE;
+    let block = indexes.headBlockOf(p);
     if (block === BLOCK_NONE) return this.exhaust(source);
-    let low = indexes.headEntry[p];
+    let low = indexes.headEntryOf(p);
     // Skip whole blocks that end before fromSeq, then binary-search the block's seq deltas.
     for (
       let next = pool.next[block];

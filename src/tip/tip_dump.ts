@@ -39,12 +39,12 @@ export function dumpTip(tip: Tip): TipDump {
   const partitions: PartitionDump[] = [];
   const indexes = tip.indexes;
   for (let p = 0; p < tip.topics.partitionCount; p++) {
-    if (p >= indexes.partitionCapacity || indexes.headBlock[p] === BLOCK_NONE) continue;
+    if (indexes.headBlockOf(p) === BLOCK_NONE) continue;
     const blocks: number[] = [];
     const seqs: number[] = [];
-    let entry = indexes.headEntry[p];
+    let entry = indexes.headEntryOf(p);
     for (
-      let block = indexes.headBlock[p];
+      let block = indexes.headBlockOf(p);
       block !== BLOCK_NONE;
       block = tip.pool.next[block], entry = 0
     ) {
