@@ -16,12 +16,14 @@
  * work differently, each alone in this process on the same topics (new / repeated phases
  * alternated, `--rounds` times): the decoder's TopicCache; the TopicTable's intern with the same
  * subscriptions' matchers registered (the index walk) and without any; the store's append with
- * its topic bookkeeping (an in-memory disk, a commit per 256, sorting not timed); and, as the
+ * its topic bookkeeping (an in-memory disk, a commit per 256, sorting not timed; with the topic
+ * and partition ids a table gave each topic, as the broker passes them); and, as the
  * floor any table of names by string pays, a plain Map insert of each name. Prints µs per message
- * of each and what a new topic adds.
+ * of each (this thread's CPU time, so that other load counts less) and what a new topic adds.
  *
  *   bun bench/new_topics.ts [--bin dist/aria] [--connections 4] [--subscriptions 256]
  *     [--entries 10] [--messages 50000] [--rounds 3] [--in-process]
+ *     [--only new|repeated] (only that phase, e.g. to profile the server under it alone)
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -43,6 +45,7 @@ const { values } = parseArgs({
     rounds: { type: "string" },
     probe: { type: "string" },
     "in-process": { type: "boolean" },
+    only: { type: "string" },
   },
 });
 
@@ -120,7 +123,7 @@ async function main(): Promise<void> {
     await publishAll(publisher, messages, known, payload); // interns them: known from now on
     const rows: Row[] = [];
     for (let round = 0; round < rounds; round++) {
-      for (const phase of ["repeated", "new"]) {
+      for (const phase of values.only === undefined ? ["repeated", "new"] : [values.only]) {
         const topicOf = phase === "new" ? (i: number) => `n${round}/p${i % 64}/t${i}` : known;
         const started = Date.now();
         const cpuBefore = cpuNs(server.pid);
@@ -179,11 +182,17 @@ async function inProcess(): Promise<void> {
     for (const texts of filtersOf(c, subscriptions, entries))
       new FilterMatcher(table, Filter.of(...texts));
   const { store } = await Store.open(new SimDisk().view(), { fsync: "never" });
+  const { store: byIds } = await Store.open(new SimDisk().view(), { fsync: "never" });
   const names = new Map<string, number>();
   const payload = new Uint8Array(64);
   const encoder = new TextEncoder();
   const known = (i: number) => `pub/p${i % 64}/t${i % 4096}`;
   let seq = 1;
+  let idsSeq = 1; // the second store's
+  // The ids the broker's table gave each topic before the store's append (not timed here).
+  const ids = new TopicTable();
+  let topicIds = new Int32Array(0);
+  let partitionIds = new Int32Array(0);
   const stages: Record<string, (topics: string[], bytes: Uint8Array, starts: Int32Array) => void> =
     {
       decode: (topics, bytes, starts) => {
@@ -196,10 +205,30 @@ async function inProcess(): Promise<void> {
       "intern, no matchers": (topics) => {
         for (let i = 0; i < topics.length; i++) bare.internValidated(topics[i], seq + i);
       },
-      store: (topics) => {
+      "store, by name": (topics) => {
         for (let i = 0; i < topics.length; i++) {
           store.append(seq++, 1_700_000_000_000_000 + seq, topics[i], payload);
           if (i % 256 === 255) void store.commit();
+        }
+      },
+      "store, by ids": (topics) => {
+        for (let i = 0; i < topics.length; i++) {
+          const at = idsSeq++;
+          const time = 1_700_000_000_000_000 + at;
+          byIds.append(
+            at,
+            time,
+            topics[i],
+            payload,
+            0,
+            64,
+            null,
+            0,
+            0,
+            topicIds[i],
+            partitionIds[i],
+          );
+          if (i % 256 === 255) void byIds.commit();
         }
       },
       "Map insert": (topics) => {
@@ -223,17 +252,23 @@ async function inProcess(): Promise<void> {
       for (const [stage, run] of Object.entries(stages)) {
         // Each stage sees the topics as the server would: the strings the decoder made of them.
         const decoded = topics.map((topic) => ` ${topic}`.slice(1));
+        if (stage === "store, by ids") {
+          topicIds = Int32Array.from(decoded, (topic) => ids.internValid(topic));
+          partitionIds = Int32Array.from(topicIds, (id) => ids.partitionOfTopic(id));
+        }
         Bun.gc(true);
-        const started = performance.now();
+        const started = threadUs();
         run(decoded, bytes, starts);
-        const us = ((performance.now() - started) * 1000) / messages;
-        if (stage === "store") await store.commit();
+        const us = (threadUs() - started) / messages;
+        if (stage === "store, by name") await store.commit();
+        if (stage === "store, by ids") await byIds.commit();
         if (round >= 0)
           results.set(`${stage} ${phase}`, [...(results.get(`${stage} ${phase}`) ?? []), us]);
       }
     }
   }
   await store.close();
+  await byIds.close();
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(
     `in-process, ${connections * subscriptions} matchers of ${entries} entries, ` +
@@ -332,12 +367,14 @@ function print(
   };
   for (const phase of ["repeated", "new"]) {
     const mine = rows.filter((row) => row.phase === phase);
+    if (mine.length === 0) continue;
     const lags = mine.map((row) => row.lagMs).filter((lag): lag is number => lag !== null);
     const cpuNs = cpu(phase);
     console.log(
       `| ${phase} | ${(median(mine.map((r) => r.rate)) / 1000).toFixed(1)} | ${mine.map((r) => (r.rate / 1000).toFixed(1)).join(", ")} | ${Math.max(...mine.map((r) => r.probeMs)).toFixed(0)} | ${lags.length === 0 ? "n/a" : Math.max(...lags).toFixed(0)} | ${cpuNs === null ? "n/a" : (cpuNs / 1000).toFixed(2)} |`,
     );
   }
+  if (values.only !== undefined) return; // one phase: no ratio
   const rate = (phase: string) => median(rows.filter((r) => r.phase === phase).map((r) => r.rate));
   const cpuRepeated = cpu("repeated");
   const cpuNew = cpu("new");
@@ -353,6 +390,17 @@ interface Row {
   lagMs: number | null;
   /** The server's main-thread CPU time per message in the phase, or null off Linux. */
   cpuNsPerMessage: number | null;
+}
+
+/**
+ * Microseconds this thread has run (its CPU time: other load on the machine does not count), or
+ * the time since start where the runtime cannot tell.
+ */
+function threadUs(): number {
+  const usage = (
+    process as { threadCpuUsage?: () => { user: number; system: number } }
+  ).threadCpuUsage?.();
+  return usage === undefined ? performance.now() * 1000 : usage.user + usage.system;
 }
 
 /** Nanoseconds the main thread of process `pid` has run (Linux schedstat), or null. */

@@ -27,6 +27,7 @@ import {
   FSYNC_INTERVAL_MS_DEFAULT,
   JOURNAL_BYTES_MAX,
   JOURNAL_RETAINED_BYTES_MAX,
+  PARTITION_SEGMENTS,
   READ_BATCH_BYTES_MAX,
   READ_BUFFER_BYTES_TOTAL,
   SEGMENT_AGE_US_MAX,
@@ -161,7 +162,12 @@ export type JournalInfo = {
  * it — in the journal (counted at append and at replay) and in the closed files whose counts are
  * known (FilesInForce.fileCounts). Retention and a split's switch subtract what they remove.
  */
-export type TopicHeld = { readonly log: PartitionLog; messages: number; bytes: number };
+export type TopicHeld = {
+  readonly topic: string;
+  readonly log: PartitionLog;
+  messages: number;
+  bytes: number;
+};
 
 /**
  * The journal's state. Owner: journal_writer.ts (appends, rolls, watermarks) and journal_files.ts
@@ -216,14 +222,31 @@ export class JournalState {
  * journal_writer.ts (an append), recovery.ts (replay), store.ts; the sorter writes `oversized`
  * (the writer adds to it). Read by the sorter, the reader (new partitions by index, `layout`),
  * manifest.ts (a rewrite lists every file) and store.ts (retention, stats).
+ *
+ * Topics by id. An append may name its topic by the caller's ids too (the broker's topic table:
+ * topic and partition ids). Its entry is then found in `heldById` — no string is hashed — and a
+ * topic new to the store enters no table by name on the append path: its entry waits in
+ * `unfiled` until something asks by name (`topicHeld`, `topicsHeld`: recovery, a file's counts,
+ * retention, stats), which files every waiting entry first (merging it into an entry the name
+ * already had). A slot whose id now names another topic (the table reclaimed and reused it) is
+ * told by the name (`held.topic`): nothing needs to hear of a reclaim. A partition id's log is
+ * checked against the topic's name before use, so ids of another table cannot misplace a record.
  */
 export class Partitions {
   readonly byName = new Map<string, PartitionLog>();
   /**
-   * Every topic seen, by name (never removed: entries never go stale). One lookup per append
-   * finds the partition and counts the message.
+   * Every topic filed, by name (never removed: entries never go stale). Read through
+   * `topicHeld` and `topicsHeld`, which file the entries appended by id first.
    */
-  readonly topics = new Map<string, TopicHeld>();
+  private readonly topics = new Map<string, TopicHeld>();
+  /** Entries by the appender's topic id (see "Topics by id"); a slot may be stale. */
+  private readonly heldById: (TopicHeld | undefined)[] = [];
+  /** Logs by the appender's partition id, and what their topics' names start with (its name/). */
+  private readonly logById: (PartitionLog | undefined)[] = [];
+  private readonly belowById: string[] = [];
+  /** Entries made by id and not yet in `topics`, with their ids (unfiledIds[i] of unfiled[i]). */
+  private unfiled: TopicHeld[] = [];
+  private unfiledIds: number[] = [];
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly list: PartitionLog[] = [];
   /** Bumped with every partition's layout version (see PartitionLog): any change of any one. */
@@ -244,20 +267,92 @@ export class Partitions {
 
   /** `topic`'s entry: its partition's log and what the directory holds of it (created when new). */
   topicHeld(topic: string): TopicHeld {
+    if (this.unfiled.length > 0) this.file();
     // Cached by topic: every append would otherwise cut a new partition string and hash it.
     let held = this.topics.get(topic);
     if (held === undefined) {
-      held = { log: this.log(partitionOf(topic)), messages: 0, bytes: 0 };
+      held = { topic, log: this.log(partitionOf(topic)), messages: 0, bytes: 0 };
       this.topics.set(topic, held);
     }
     return held;
+  }
+
+  /**
+   * `topic`'s entry found by the appender's ids (see "Topics by id"): `topicId` names `topic`
+   * now, and `partitionId` its partition, both in one table of ids.
+   */
+  topicHeldById(topic: string, topicId: number, partitionId: number): TopicHeld {
+    const held = this.heldById[topicId];
+    if (held !== undefined && held.topic === topic) return held;
+    return this.newHeldById(topic, topicId, partitionId);
+  }
+
+  /** Every topic's entry by name (the entries appended by id filed first). */
+  topicsHeld(): ReadonlyMap<string, TopicHeld> {
+    if (this.unfiled.length > 0) this.file();
+    return this.topics;
   }
 
   /** The log of `topic`'s partition. */
   logOfTopic(topic: string): PartitionLog {
     return this.topicHeld(topic).log;
   }
+
+  private newHeldById(topic: string, topicId: number, partitionId: number): TopicHeld {
+    let log = this.logById[partitionId];
+    // The log is the topic's when the topic is its name or lies below it (PARTITION_SEGMENTS).
+    if (
+      log === undefined ||
+      !(topic.startsWith(this.belowById[partitionId]) || topic === log.name)
+    ) {
+      log = this.log(partitionOf(topic));
+      while (this.logById.length <= partitionId) {
+        this.logById.push(undefined);
+        this.belowById.push(NOTHING_BELOW);
+      }
+      this.logById[partitionId] = log;
+      this.belowById[partitionId] = isFullPartition(log.name) ? `${log.name}/` : NOTHING_BELOW;
+    }
+    const held: TopicHeld = { topic, log, messages: 0, bytes: 0 };
+    const heldById = this.heldById;
+    while (heldById.length < topicId) heldById.push(undefined);
+    if (topicId === heldById.length) heldById.push(held);
+    else heldById[topicId] = held;
+    this.unfiled.push(held);
+    this.unfiledIds.push(topicId);
+    return held;
+  }
+
+  /** Puts every unfiled entry in `topics`, merged into the name's entry when it has one. */
+  private file(): void {
+    const unfiled = this.unfiled;
+    const ids = this.unfiledIds;
+    this.unfiled = [];
+    this.unfiledIds = [];
+    for (let i = 0; i < unfiled.length; i++) {
+      const held = unfiled[i];
+      const named = this.topics.get(held.topic);
+      if (named === undefined) {
+        this.topics.set(held.topic, held);
+        continue;
+      }
+      named.messages += held.messages;
+      named.bytes += held.bytes;
+      if (this.heldById[ids[i]] === held) this.heldById[ids[i]] = named;
+    }
+  }
 }
+
+/** True when `partition` has PARTITION_SEGMENTS segments: topics below it are its own. */
+function isFullPartition(partition: string): boolean {
+  let slashes = 0;
+  for (let i = 0; i < partition.length; i++) if (partition.charCodeAt(i) === CODE_SLASH) slashes++;
+  return slashes === PARTITION_SEGMENTS - 1;
+}
+
+const CODE_SLASH = 0x2f;
+/** What no topic starts with (a control character): no topic lies below a shorter partition. */
+const NOTHING_BELOW = "\u0000";
 
 /**
  * The closed files (segments, subtree stores, packs) in force: their ids, their packs' segment

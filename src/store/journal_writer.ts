@@ -131,6 +131,8 @@ export class JournalWriter {
   /**
    * Buffers one message, its payload source[payloadStart, payloadStart + payloadBytes) and its
    * properties properties[propertiesStart, + propertiesBytes); `seq` must be the store's next seq.
+   * `topicId` and `partitionId` (-1: none), the caller's ids of the topic and its partition, find
+   * its entry without hashing its name (context.ts, "Topics by id").
    */
   append(
     seq: number,
@@ -142,6 +144,8 @@ export class JournalWriter {
     properties: Uint8Array | null = null,
     propertiesStart = 0,
     propertiesBytes = 0,
+    topicId = -1,
+    partitionId = -1,
   ): void {
     const context = this.context;
     const journals = this.journals;
@@ -188,7 +192,10 @@ export class JournalWriter {
     chunk.lastSeq = seq;
     this.plannedBytes += length;
     this.bufferedBytes += length;
-    const held = this.partitions.topicHeld(topic);
+    const held =
+      topicId < 0
+        ? this.partitions.topicHeld(topic)
+        : this.partitions.topicHeldById(topic, topicId, partitionId);
     held.messages++;
     held.bytes += length;
     const log = held.log;

@@ -323,7 +323,10 @@ export class Store {
    * of its frame, with no view per message. Throws while the store has failed or is closed, or
    * the journal is stalled (each set between events, so before a batch's first append); the
    * sorter's stall does not make it throw: see `refusal`, checked before each batch. The
-   * properties (none by default) are properties[propertiesStart, + propertiesBytes).
+   * properties (none by default) are properties[propertiesStart, + propertiesBytes). `topicId`
+   * and `partitionId`, when given, are the caller's ids of the topic and its partition, from one
+   * table of ids (the broker's TopicTable): the store then finds the topic's entry by them
+   * instead of by its name (context.ts, "Topics by id"); ids reused for another topic are fine.
    */
   append(
     seq: number,
@@ -335,6 +338,8 @@ export class Store {
     properties: Uint8Array | null = null,
     propertiesStart = 0,
     propertiesBytes = 0,
+    topicId = -1,
+    partitionId = -1,
   ): void {
     this.writer.append(
       seq,
@@ -346,6 +351,8 @@ export class Store {
       properties,
       propertiesStart,
       propertiesBytes,
+      topicId,
+      partitionId,
     );
   }
 
@@ -783,7 +790,7 @@ export class Store {
    */
   topicVolumes(): TopicVolume[] {
     const rows: TopicVolume[] = [];
-    for (const [topic, held] of this.context.partitions.topics) {
+    for (const [topic, held] of this.context.partitions.topicsHeld()) {
       if (held.messages > 0)
         rows.push({
           topic,

@@ -344,8 +344,14 @@ class ObservedStore implements BrokerStore {
     payload: Uint8Array,
     start: number,
     length: number,
+    _properties?: Uint8Array,
+    _propertiesStart?: number,
+    _propertiesBytes?: number,
+    topicId?: number,
+    partitionId?: number,
   ): void {
-    this.inner.append(seq, timeUs, topic, payload, start, length);
+    // The broker's topic ids go through, so the store's entries by id meet reclaims here too.
+    this.inner.append(seq, timeUs, topic, payload, start, length, null, 0, 0, topicId, partitionId);
     this.checker.onAppend(seq, timeUs, topic, payload.subarray(start, start + length));
   }
 
