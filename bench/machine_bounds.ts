@@ -189,8 +189,27 @@ async function durabilityRun(): Promise<DurabilityRun> {
 
 // ---- Latency at the machine's limit -----------------------------------------------------------
 
+/** Latency percentiles of one run (ms), and how many samples they are of. */
+interface Latency {
+  p50Ms: number;
+  p99Ms: number;
+  samples: number;
+}
+
+/**
+ * `run`, and the CPU this process used meanwhile as a share of one core (with --bin the server's
+ * own process is not counted).
+ */
+async function withCpu<T>(run: () => Promise<T>): Promise<T & { cpuShare: number }> {
+  const wall = env.nowMs();
+  const cpu = process.cpuUsage();
+  const result = await run();
+  const used = process.cpuUsage(cpu);
+  return { ...result, cpuShare: (used.user + used.system) / 1000 / (env.nowMs() - wall) };
+}
+
 /** Aria's p99 (ms) at RATE to SUBSCRIBERS: the latency scenario of `aria bench`, one run. */
-async function ariaLatencyP99(): Promise<number> {
+async function ariaLatencyP99(): Promise<Latency> {
   const options = {
     ...benchOptions({ durationMs: DURATION_MS, repeat: 1, fsync: ["interval"] }),
     latencyRates: [RATE],
@@ -205,10 +224,10 @@ async function ariaLatencyP99(): Promise<number> {
   }
 }
 
-function latencyRow(result: { rows: Row[] }): number {
+function latencyRow(result: { rows: Row[] }): Latency {
   const row = result.rows.find((r) => r.rate === RATE);
   if (row === undefined) throw new Error("the latency scenario gave no row");
-  return row.p99Ms as number;
+  return { p50Ms: row.p50Ms as number, p99Ms: row.p99Ms as number, samples: row.samples as number };
 }
 
 /** The nearest-rank percentile `q` of `values` (sorted here). */
@@ -268,7 +287,7 @@ function relayServer() {
  * to each of SUBSCRIBERS connections (no parsing, no storage); the publisher paced like `aria
  * bench`'s (every 1 ms the messages due, stamped with the tick's time, in one write).
  */
-async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
+async function relayLatencyP99(): Promise<Latency> {
   let port: number;
   let stopRelay: () => Promise<void>;
   if (BIN === undefined) {
@@ -357,7 +376,12 @@ async function relayLatencyP99(): Promise<{ p99Ms: number; samples: number }> {
     }
     const drainUntil = env.nowMs() + 10_000;
     while (Math.min(...received) < published && env.nowMs() < drainUntil) await env.sleep(5);
-    return { p99Ms: percentile(samples.subarray(0, count), 0.99) / 1000, samples: count };
+    const measured = samples.subarray(0, count);
+    return {
+      p50Ms: percentile(measured, 0.5) / 1000,
+      p99Ms: percentile(measured, 0.99) / 1000,
+      samples: count,
+    };
   } finally {
     publisher.end();
     for (const subscriber of subscribers) subscriber.end();
@@ -400,21 +424,17 @@ if (PARTS.includes("latency")) {
   const relay: number[] = [];
   for (let run = 0; run < RUNS; run++) {
     // Alternate which goes first, so neither always meets the quieter moment.
-    let a = 0;
-    let r = { p99Ms: 0, samples: 0 };
-    if (run % 2 === 0) {
-      a = await ariaLatencyP99();
-      r = await relayLatencyP99();
-    } else {
-      r = await relayLatencyP99();
-      a = await ariaLatencyP99();
-    }
-    aria.push(a);
+    const first = run % 2 === 0 ? await withCpu(ariaLatencyP99) : await withCpu(relayLatencyP99);
+    const second = run % 2 === 0 ? await withCpu(relayLatencyP99) : await withCpu(ariaLatencyP99);
+    const [a, r] = run % 2 === 0 ? [first, second] : [second, first];
+    aria.push(a.p99Ms);
     relay.push(r.p99Ms);
+    const cpu = (x: { cpuShare: number }) => `${(x.cpuShare * 100).toFixed(0)}% of a core`;
     console.log(
       `latency run ${run + 1}: ${fmt(RATE)} msg/s to ${SUBSCRIBERS} subscribers: Aria p99 ` +
-        `${a.toFixed(2)} ms, trivial relay p99 ${r.p99Ms.toFixed(2)} ms (${fmt(r.samples)} ` +
-        `samples); ratio ${(a / r.p99Ms).toFixed(2)}`,
+        `${a.p99Ms.toFixed(2)} ms (p50 ${a.p50Ms.toFixed(2)}, ${fmt(a.samples)} samples, ${cpu(a)}), ` +
+        `trivial relay p99 ${r.p99Ms.toFixed(2)} ms (p50 ${r.p50Ms.toFixed(2)}, ` +
+        `${fmt(r.samples)} samples, ${cpu(r)}); ratio ${(a.p99Ms / r.p99Ms).toFixed(2)}`,
     );
   }
   const ratios = aria.map((a, i) => a / relay[i]);
