@@ -186,6 +186,31 @@ test("the split view draws both plans of an uploaded volume table", async () => 
   expect([...readFileSync(screenshot).subarray(1, 4)]).toEqual([0x50, 0x4e, 0x47]); // "PNG"
 }, 30_000);
 
+test("the overview lists the replicas following the server, with their durable seq", async () => {
+  await page.locator('nav [data-view="overview"]').first().click();
+  expect(await page.locator("#replicas-card").isHidden()).toBe(true);
+  const replica = await startAria({ args: ["--follow", server.tcpUrl, "--node-id", "replica-1"] });
+  const leaderSeq = (await server.stats()).broker.visibleSeq - 1;
+  await page.waitForFunction(
+    (seq) => {
+      const cells = document.querySelectorAll('#replicas tr[data-replica="replica-1"] td');
+      return cells.length === 5 && cells[2].textContent === seq.toLocaleString("en-US");
+    },
+    leaderSeq,
+    { timeout: 10_000 },
+  );
+  const cells = await page.locator('#replicas tr[data-replica="replica-1"] td').allInnerTexts();
+  expect(cells).toEqual(["replica-1", "in sync", leaderSeq.toLocaleString("en-US"), "0", "0"]);
+  await replica.stop();
+  await page.waitForFunction(
+    () =>
+      document.querySelector('#replicas tr[data-replica="replica-1"] td:nth-child(2)')
+        ?.textContent === "disconnected",
+    undefined,
+    { timeout: 10_000 },
+  );
+}, 30_000);
+
 test("the page loaded nothing from other origins and logged no errors", () => {
   expect(offOrigin).toEqual([]);
   expect(pageErrors).toEqual([]);

@@ -12,6 +12,7 @@ import { partitionOf } from "../topic/mod.ts";
 import type { VolumeRow } from "../split/mod.ts";
 import type { HistogramView, ServerStats, SplitStatus } from "./ports.ts";
 import { PrometheusText } from "./prometheus.ts";
+import type { ReplicaInfo } from "../replica/tracker.ts";
 
 /** The `partition` label of the partitions beyond the top ones. */
 export const OTHER_PARTITION_LABEL = "*other*";
@@ -291,9 +292,40 @@ function writeProcess(out: PrometheusText, stats: ServerStats): void {
         phase: lag.phase,
       });
   }
+  if (stats.replicas !== undefined && stats.replicas.length > 0) writeReplicas(out, stats.replicas);
   if (stats.build !== undefined) {
     out.family("aria_build_info", "gauge", "The build this server runs (always 1).");
     out.sample("aria_build_info", 1, { ...stats.build });
+  }
+}
+
+/** Each replica's durable seq, lag and state (docs/cluster.md), labelled by its node id. */
+function writeReplicas(out: PrometheusText, replicas: readonly ReplicaInfo[]): void {
+  const families = [
+    ["aria_replica_durable_seq", "The last seq the replica reported durable in its store."],
+    ["aria_replica_lag_messages", "Messages durable on this server beyond the replica's."],
+    [
+      "aria_replica_lag_ms",
+      "This server's newest durable publish time minus the replica's durable message's (ms).",
+    ],
+    ["aria_replica_connected", "1 while the replica follows (its subscription is open), else 0."],
+    ["aria_replica_in_sync", "1 while the replica is in the in-sync set (ISR), else 0."],
+  ] as const;
+  for (const [name, help] of families) {
+    out.family(name, "gauge", help);
+    for (const replica of replicas) {
+      const value =
+        name === "aria_replica_durable_seq"
+          ? replica.durableSeq
+          : name === "aria_replica_lag_messages"
+            ? replica.lagMessages
+            : name === "aria_replica_lag_ms"
+              ? replica.lagMs
+              : name === "aria_replica_connected"
+                ? Number(replica.connected)
+                : Number(replica.inSync);
+      if (value !== null) out.sample(name, value, { replica: labelCut(replica.id) });
+    }
   }
 }
 

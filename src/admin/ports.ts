@@ -10,6 +10,7 @@ import type { Histogram } from "../stdx/histogram.ts";
 import type { StoreStats } from "../store/mod.ts";
 import type { TipStats } from "../tip/tip.ts";
 import type { TopicStats } from "../topic/mod.ts";
+import type { ReplicaInfo } from "../replica/tracker.ts";
 import type { Planner } from "./plan_work.ts";
 
 /** The counters of the server's parts, read together. */
@@ -27,6 +28,8 @@ export interface ServerStats {
   build?: BuildView;
   /** The subscriptions furthest behind, largest first (absent in fakes). */
   lags?: readonly SubscriptionLag[];
+  /** The replicas following this server (docs/cluster.md; absent in fakes). */
+  replicas?: readonly ReplicaInfo[];
 }
 
 /** The server process's resources, as the runtime reads them (null: this system cannot tell). */

@@ -43,6 +43,7 @@ import { Latest, type LatestEntry, type LatestMessage } from "./latest.ts";
 import { type ConsumerInfo, ConsumerRegistry } from "./consumer_registry.ts";
 import type { BrokerStore, Clock, Connection, ConsumerStore, Scheduler } from "./ports.ts";
 import { Sequencer } from "./sequencer.ts";
+import { type AckMode, ReplicaTracker } from "../replica/tracker.ts";
 import { Phase, type SubscriberSession, type Subscription } from "./subscription.ts";
 
 export { RECOVERY_SECONDS_BOUNDS };
@@ -79,6 +80,10 @@ export interface BrokerOptions {
   consumerStore?: ConsumerStore;
   /** Durable consumers the server keeps (CONSUMERS_MAX; tests shrink it). */
   consumersMax?: number;
+  /** When a PUBLISH is acknowledged: `leader` (default), `quorum` or `all` (docs/cluster.md). */
+  acks?: AckMode;
+  /** A replica whose durable message is older than the newest by more leaves the ISR (µs). */
+  isrMaxLagUs?: number;
 }
 
 /** Counters of a broker, for metrics. */
@@ -126,6 +131,8 @@ export class Broker {
   private readonly dispatch: Dispatch;
   private readonly consumers: ConsumerRegistry;
   private readonly latest: Latest;
+  /** The replicas following this broker (src/replica/tracker.ts). */
+  readonly replicas: ReplicaTracker;
 
   constructor(options: BrokerOptions) {
     const { topics, tip, store, clock } = options;
@@ -140,11 +147,33 @@ export class Broker {
       subscriptionFailed: (subscription: Subscription, error: unknown) =>
         this.dispatch.subscriptionFailed(subscription, error),
     };
+    const records = tip.records;
+    this.replicas = new ReplicaTracker(
+      {
+        get durableSeq() {
+          return store.committedSeq;
+        },
+        timeOfSeq: (seq) =>
+          records.count > 0 && seq >= records.firstSeq && seq < records.nextSeq
+            ? records.timeAt(records.offsetOfSeq(seq))
+            : null,
+      },
+      {
+        log: options.log,
+        acks: options.acks,
+        isrMaxLagUs: options.isrMaxLagUs,
+        onAckable: () => this.sequencer.acksMayAdvance(),
+      },
+    );
     this.sequencer = new Sequencer({
       topics,
       tip,
       store,
       clock,
+      ackableSeq:
+        options.acks === undefined || options.acks === "leader"
+          ? undefined
+          : () => this.replicas.ackableSeq(),
       output: {
         fail: (session, code, reason, related) =>
           this.dispatch.fail(session, code, reason, related),
@@ -182,6 +211,7 @@ export class Broker {
       frameDeadlineUs: options.frameDeadlineUs,
       inputBytesMax: options.inputBytesMax,
       consumers: this.consumers,
+      replicas: this.replicas,
     });
     this.sessions = this.dispatch.sessions;
     this.recoverySeconds = this.catchUp.recoverySeconds;
@@ -231,6 +261,7 @@ export class Broker {
    */
   expire(nowUs: number): void {
     this.dispatch.expire(nowUs);
+    this.replicas.reviewAll();
   }
 
   /** Counts a failed sign-in made elsewhere (a bearer token the admin app refused). */

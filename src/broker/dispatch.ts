@@ -54,6 +54,7 @@ import type { TopicTable } from "../topic/topic_table.ts";
 import type { Consumer, ConsumerRegistry } from "./consumer_registry.ts";
 import type { Clock, Connection } from "./ports.ts";
 import { GroupCursors } from "./group_cursor.ts";
+import { REPLICA_NAME_PREFIX } from "../replica/tracker.ts";
 import { QueueChunkPool, Session } from "./session.ts";
 import { SignIn, type SignInOptions } from "./sign_in.ts";
 import { Phase, type SubscriberSession, Subscription } from "./subscription.ts";
@@ -98,6 +99,17 @@ export interface DispatchOptions extends SignInOptions {
   inputBytesMax?: number;
   /** The durable consumers (SUBSCRIBE option DURABLE, ACK). */
   consumers: ConsumerRegistry;
+  /** Replicas following this server (DURABLE `$replica/<node-id>`; src/replica/tracker.ts). */
+  replicas?: ReplicaPort;
+}
+
+/** What dispatch asks of the replica tracker (src/replica/tracker.ts). */
+export interface ReplicaPort {
+  refusal(clientName: string, filter: readonly string[]): string | null;
+  attach(name: string, subscription: Subscription): void;
+  detach(subscription: Subscription): void;
+  /** True when the ACK was a replica's (recorded). */
+  ack(subscription: Subscription, seq: number): boolean;
 }
 
 /** What an ERROR concerns (a request, a subscription) and whether it ends the session. */
@@ -451,7 +463,17 @@ export class Dispatch {
       );
     let consumer: Consumer | null = null;
     let start = frame.start;
-    if (frame.durable !== undefined) {
+    // A replica (aria serve --follow) starts where it says and reports its durable seq by ACK.
+    const replica = frame.durable?.startsWith(REPLICA_NAME_PREFIX) === true;
+    if (replica) {
+      const replicas = this.options.replicas;
+      const refusal =
+        replicas === undefined
+          ? "this server takes no replicas"
+          : replicas.refusal(session.clientName, frame.filter.toStrings());
+      if (refusal !== null)
+        return this.fail(session, "ARIA_ERR_PERMISSION_DENIED", refusal, { subscriptionId: id });
+    } else if (frame.durable !== undefined) {
       const durable = this.durable(session, frame, frame.durable);
       if (durable === null) return;
       consumer = durable.consumer;
@@ -469,6 +491,7 @@ export class Dispatch {
     );
     subscription.consumer = consumer;
     session.subscriptions.set(id, subscription);
+    if (replica) this.options.replicas?.attach(frame.durable as string, subscription);
     // A shared group's member: the group's cursor reads, the group gives it its share.
     if (consumer?.shared) return this.groups.join(subscription, consumer, start);
     this.fanout.register(subscription);
@@ -537,6 +560,8 @@ export class Dispatch {
       return;
     }
     const consumer = subscription.consumer;
+    if (seq < subscription.nextSeq && this.options.replicas?.ack(subscription, seq) === true)
+      return;
     if (consumer === null)
       return this.fail(
         session,
@@ -673,6 +698,7 @@ export class Dispatch {
     this.fanout.unregister(subscription);
     // Out of the topic table's filter index: new topics no longer look at it.
     subscription.matcher.close();
+    this.options.replicas?.detach(subscription);
     if (subscription.consumer !== null) {
       this.consumers.detach(subscription.consumer);
       subscription.consumer = null;

@@ -62,6 +62,12 @@ export interface SequencerOptions {
   store: BrokerStore;
   clock: Clock;
   output: SequencerOutput;
+  /**
+   * The highest seq a PUBLISH_ACK may cover now (`--acks quorum|all`: what enough replicas hold
+   * durably; src/replica/tracker.ts); absent: the store's committed seq. Visibility does not wait
+   * for it: a replica reads what is durable here.
+   */
+  ackableSeq?: () => number;
 }
 
 /** Sequences publishes into the stream and acknowledges them once durable. */
@@ -94,8 +100,10 @@ export class Sequencer {
   private readonly store: BrokerStore;
   private readonly clock: Clock;
   private readonly output: SequencerOutput;
+  private readonly ackableSeq: (() => number) | undefined;
 
   constructor(options: SequencerOptions) {
+    this.ackableSeq = options.ackableSeq;
     this.topics = options.topics;
     this.tip = options.tip;
     this.store = options.store;
@@ -395,13 +403,23 @@ export class Sequencer {
     });
   }
 
-  /** Storage made more durable: acknowledge publishers, move the visible end, fan out. */
+  /** Replicas reported more durable, or the in-sync set changed: acknowledge what may be now. */
+  acksMayAdvance(): void {
+    if (this.failure === null && this.pendingAckHead < this.pendingAcks.length) this.committed();
+  }
+
+  /**
+   * Storage made more durable: acknowledge publishers (up to what the replicas hold, under
+   * `--acks quorum|all`), move the visible end, fan out.
+   */
   private committed(): void {
     const committedSeq = this.store.committedSeq;
+    const ackable =
+      this.ackableSeq === undefined ? committedSeq : Math.min(committedSeq, this.ackableSeq());
     const touched = new Set<SubscriberSession>();
     while (this.pendingAckHead < this.pendingAcks.length) {
       const ack = this.pendingAcks[this.pendingAckHead];
-      if (ack.firstSeq + ack.count - 1 > committedSeq) break;
+      if (ack.firstSeq + ack.count - 1 > ackable) break;
       this.pendingAckHead++;
       if (ack.session.closed) continue;
       ack.session.endData();

@@ -14,6 +14,7 @@ import {
 import { allowedHostProblem } from "../admin/mod.ts";
 import { processLog, runtime } from "../runtime/mod.ts";
 import { parseTcpUrl } from "../client/mod.ts";
+import { ACK_MODES } from "../replica/mod.ts";
 import { FATAL_EXIT, FatalError, type FollowOptions, startServer } from "../server/mod.ts";
 import type { FsyncPolicy } from "../store/mod.ts";
 import { LOG_LEVELS, type LogFields } from "../stdx/log.ts";
@@ -61,6 +62,13 @@ ${SERVE_TLS_USAGE}  --follow URL           run as a replica of the leader at URL
   --follow-auth-token TOKEN
                          the token this replica signs in to its leader with (default: none)
   --follow-ca FILE       trust this CA (PEM) for a tls:// leader (default: the system's CAs)
+  --node-id ID           this node's name, as its leader lists it (default: a random one kept in
+                         DATA_DIR/node-id)
+  --acks MODE            leader | quorum | all: a publish is acknowledged once durable on this
+                         server, on a majority of it and its replicas, or on every in-sync replica
+                         too (default leader; docs/cluster.md)
+  --isr-max-lag DURATION a replica whose durable message is older than the newest by more leaves
+                         the in-sync set (default 10s)
   --log-format FORMAT    text | json: one line per event on stderr (default text)
   --log-level LEVEL      debug | info | warn | error: the least severe written (default info)
   --config FILE          settings from a TOML or JSON file, keys named as these flags
@@ -98,6 +106,9 @@ export const SERVE_SETTINGS: SettingSpecs = {
   follow: { type: "string" },
   "follow-auth-token": { type: "string", secret: true },
   "follow-ca": { type: "string" },
+  "node-id": { type: "string" },
+  acks: { type: "string", default: "leader" },
+  "isr-max-lag": { type: "string", default: "10s" },
   "log-format": { type: "string", default: "text" },
   "log-level": { type: "string", default: "info" },
 };
@@ -184,11 +195,25 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     return FATAL_EXIT.tls;
   }
   const follow = await followOf(values, label);
+  const nodeId = text("node-id");
+  if (nodeId !== undefined && !/^[A-Za-z0-9_.:-]{1,64}$/.test(nodeId))
+    throw new UsageError(`${label("node-id")}: 1 to 64 of A-Z a-z 0-9 _ . : -`);
+  const acks = oneOf(values.acks, ACK_MODES, label("acks"));
+  const isrMaxLagUs = parseDuration(text("isr-max-lag") as string, label("isr-max-lag")) * 1000;
   const log = processLog({ level: logLevel, format: logFormat });
   log.info("starting", startFields(settings));
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
-    server = await startServer({ ...options, tls: tls.tls, adminTls: tls.adminTls, log, follow });
+    server = await startServer({
+      ...options,
+      tls: tls.tls,
+      adminTls: tls.adminTls,
+      log,
+      follow,
+      nodeId,
+      acks,
+      isrMaxLagUs,
+    });
   } catch (error) {
     if (error instanceof FatalError) {
       io.err(`aria serve: ${error.message}\n`);

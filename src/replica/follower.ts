@@ -20,12 +20,17 @@
  */
 import type { AriaClient, MessageBatch } from "../client/mod.ts";
 import type { Log } from "../stdx/log.ts";
+import { REPLICA_NAME_PREFIX } from "./tracker.ts";
 
 /** What the follower asks of its broker (broker.ts, replica section). */
 export interface ReplicaBroker {
   readonly nextSeq: number;
+  /** The last seq durable here (under --fsync never: written). */
+  readonly durableSeq: number;
   replicate(messages: MessageBatch): string | null;
   storeBacklog(): Promise<void> | null;
+  /** Resolves once every seq below `seq` is durable here. */
+  whenVisible(seq: number): Promise<void>;
 }
 
 /** One message of the log, whole: what is compared with the leader's copy on connect. */
@@ -53,6 +58,8 @@ export class ReplicaError extends Error {
 /** What a follower is built from. */
 export interface FollowerOptions {
   leaderUrl: string;
+  /** This replica's name at the leader (`--node-id`): its subscription is `$replica/<nodeId>`. */
+  nodeId: string;
   broker: ReplicaBroker;
   /** Connects to the leader (signed in, TLS as the flags say; no reconnect of its own). */
   connect(url: string): Promise<AriaClient>;
@@ -168,7 +175,16 @@ export class Follower {
     const last = this.last;
     // From the newest message held, to compare it; from the first seq when empty.
     const from = last === null ? 1 : last.seq;
-    const subscription = client.subscribe("**", { from: { seq: from }, properties: true });
+    // DURABLE $replica/<node-id>: the leader starts it where this says and takes its ACKs as the
+    // seq this replica holds durably (src/replica/tracker.ts), sent once its own commit is done.
+    const subscription = client.subscribe("**", {
+      from: { seq: from },
+      properties: true,
+      durable: `${REPLICA_NAME_PREFIX}${this.options.nodeId}`,
+      ack: "manual",
+    });
+    const report = () => subscription.acknowledge(broker.durableSeq);
+    if (broker.durableSeq >= from) report();
     let first = true;
     for await (const frame of subscription.frames()) {
       let batch: MessageBatch | null = frame;
@@ -194,6 +210,7 @@ export class Follower {
         return;
       }
       this.last = lastOf(batch);
+      void broker.whenVisible(broker.nextSeq).then(report);
       const backlog = broker.storeBacklog();
       if (backlog !== null) await backlog;
     }

@@ -12,3 +12,11 @@ export {
   ReplicaError,
   type ReplicaFailure,
 } from "./follower.ts";
+export {
+  ACK_MODES,
+  type AckMode,
+  ISR_MAX_LAG_US_DEFAULT,
+  REPLICA_NAME_PREFIX,
+  type ReplicaInfo,
+  ReplicaTracker,
+} from "./tracker.ts";

@@ -6,7 +6,9 @@
  * clients with SHUTTING_DOWN, sort and close the store. Sockets, files, the HTTP server and the
  * clock come from the Runtime (src/runtime/), so the same assembly runs under Bun and Deno.
  */
-import { mkdir } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { createAdminApp, hostPolicyOf, hostRefusal, type LastSplit } from "../admin/mod.ts";
 import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
@@ -48,7 +50,7 @@ import { addConsumerRoutes } from "../admin/consumer_routes.ts";
 import { storeHost } from "../split/in_process.ts";
 import { MqttDoor, mqttTopicMapping } from "../mqtt/mod.ts";
 import { AriaClient, type DialTls } from "../client/mod.ts";
-import { Follower, type LogMessage, type ReplicaError } from "../replica/mod.ts";
+import { type AckMode, Follower, type LogMessage, type ReplicaError } from "../replica/mod.ts";
 import { adminPlanner } from "./split_pool.ts";
 import { adminCredentialOf, readUsersFile, reloadUsers, usersOf } from "./users_source.ts";
 
@@ -88,6 +90,12 @@ export interface ServerOptions {
   >;
   /** Run as a replica of the leader at `url` (tcp:// or tls://; src/replica/, docs/cluster.md). */
   follow?: FollowOptions;
+  /** This node's name (a replica's at its leader); default: one made once and kept in the data dir. */
+  nodeId?: string;
+  /** When a PUBLISH is acknowledged: leader (default), quorum or all (docs/cluster.md). */
+  acks?: AckMode;
+  /** A replica whose durable message is older than the newest by more leaves the ISR (µs). */
+  isrMaxLagUs?: number;
 }
 
 /** How a replica reaches its leader: the URL, and the client's credential and TLS material. */
@@ -291,6 +299,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     tip,
     store,
     consumerStore: consumerFile,
+    acks: options.acks,
+    isrMaxLagUs: options.isrMaxLagUs,
     clock: runtime.clock,
     scheduler: runtime.scheduler,
     authToken: options.authToken,
@@ -373,6 +383,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         runtime: `${runtime.name} ${runtime.version}`,
       },
       lags: broker.largestLags(METRICS_LAGS_MAX),
+      replicas: broker.replicas.list(),
     }),
     // Live: published since start (the broker's). Persisted: held in the data directory (the store's).
     volumes: (source) =>
@@ -475,7 +486,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const follower =
     options.follow === undefined
       ? null
-      : startFollower(options.follow, broker, await lastMessageOf(store), log, fail);
+      : startFollower(
+          options.follow,
+          options.nodeId ?? (await nodeIdOf(options.dataDir)),
+          broker,
+          await lastMessageOf(store),
+          log,
+          fail,
+        );
   let maintaining = false;
   const timer = setInterval(() => {
     const nowUs = runtime.clock.nowUs();
@@ -545,6 +563,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 /** Starts following the leader (src/replica/); a fatal condition ends the server through `fail`. */
 function startFollower(
   follow: FollowOptions,
+  nodeId: string,
   broker: Broker,
   last: LogMessage | null,
   log: Log,
@@ -552,6 +571,7 @@ function startFollower(
 ): Follower {
   const follower = new Follower({
     leaderUrl: follow.url,
+    nodeId,
     broker,
     last,
     log,
@@ -576,6 +596,16 @@ function startFollower(
   });
   follower.start();
   return follower;
+}
+
+/** This node's id: the one kept in `DIR/node-id`, else a new random one written there. */
+async function nodeIdOf(dataDir: string): Promise<string> {
+  const path = join(dataDir, "node-id");
+  const kept = await readFile(path, "utf8").catch(() => "");
+  if (/^[A-Za-z0-9_.:-]{1,64}$/.test(kept.trim())) return kept.trim();
+  const id = randomUUID().slice(0, 8);
+  await writeFile(path, `${id}\n`);
+  return id;
 }
 
 /** The newest message of the store, whole (a replica compares it with its leader's), or null. */

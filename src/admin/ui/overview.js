@@ -1,5 +1,6 @@
 // Overview: polls /api/stats every second and shows publish rate (with a one-minute sparkline),
-// totals, subscriptions by state, tip fill and oldest seq, block pool use, disk and recoveries.
+// totals, subscriptions by state, tip fill and oldest seq, block pool use, disk and recoveries,
+// and the replicas following this server (their durable seq and lag), when there are any.
 import { api } from "./api.js";
 import {
   el,
@@ -109,6 +110,27 @@ function render(root, stats, history) {
         ? `${formatCount(last.storesWritten)} stores (time not recorded)`
         : new Date(last.finishedUs / 1000).toLocaleString(),
   );
+  renderReplicas(root, stats.replicas ?? []);
+}
+
+/** The replicas following this server (docs/cluster.md): one row each; hidden when none. */
+function renderReplicas(root, replicas) {
+  const card = root.querySelector("#replicas-card");
+  card.hidden = replicas.length === 0;
+  const rows = replicas.map((replica) =>
+    el(
+      "tr",
+      { "data-replica": replica.id },
+      el("td", { text: replica.id }),
+      el("td", {
+        text: !replica.connected ? "disconnected" : replica.inSync ? "in sync" : "behind",
+      }),
+      el("td", { text: formatCount(replica.durableSeq) }),
+      el("td", { text: formatCount(replica.lagMessages) }),
+      el("td", { text: replica.lagMs === null ? "—" : formatCount(Math.round(replica.lagMs)) }),
+    ),
+  );
+  root.querySelector("#replicas tbody").replaceChildren(...rows);
 }
 
 function renderSubscriptions(root, byPhase, total) {

@@ -1,0 +1,147 @@
+/**
+ * The leader's replica tracker: the seq acks may go up to under leader, quorum and all; the
+ * in-sync set (left when behind by more than the bound or disconnected, rejoined when caught up);
+ * and, against in-process servers, a replica's reported durable seq, `--acks quorum` holding a
+ * PUBLISH_ACK until the replica has the message durably, and the `$replica/` names refused to
+ * ordinary clients.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AriaError } from "../protocol/mod.ts";
+import { processLog } from "../runtime/mod.ts";
+import { connect, type RunningServer, type ServerOptions, startServer } from "../server/mod.ts";
+import { type AckMode, ReplicaTracker } from "./tracker.ts";
+
+/** A leader log whose seq s was published at s ms. */
+function fakeLog(durableSeq: number) {
+  const log = {
+    durableSeq,
+    timeOfSeq: (seq: number) => (seq >= 1 && seq <= log.durableSeq ? seq * 1000 : null),
+  };
+  return log;
+}
+
+function tracker(acks: AckMode, log = fakeLog(100), isrMaxLagUs = 10_000) {
+  return { log, tracker: new ReplicaTracker(log, { acks, isrMaxLagUs }) };
+}
+
+test("ackableSeq: leader alone, a majority, every in-sync replica", () => {
+  const a = {};
+  const b = {};
+  for (const acks of ["leader", "quorum", "all"] as const) {
+    const { tracker: t } = tracker(acks);
+    // No replica yet: the leader alone.
+    expect(t.ackableSeq()).toBe(100);
+    t.attach("$replica/a", a);
+    t.attach("$replica/b", b);
+    t.ack(a, 95);
+    t.ack(b, 92);
+    expect(t.ackableSeq()).toBe(acks === "leader" ? 100 : acks === "quorum" ? 95 : 92);
+    // b reports less than it did (a reconnect after a crash): its durable seq stays.
+    t.ack(b, 50);
+    expect(t.list().find((r) => r.id === "b")?.durableSeq).toBe(92);
+  }
+  const { tracker: all } = tracker("all");
+  all.attach("$replica/a", a);
+  all.ack(a, 95);
+  expect(all.ackableSeq()).toBe(95);
+  // Disconnected: out of the ISR, acks go on without it (docs/cluster.md).
+  all.detach(a);
+  expect(all.list()[0]).toMatchObject({ connected: false, inSync: false, durableSeq: 95 });
+  expect(all.ackableSeq()).toBe(100);
+  // Quorum counts a disconnected replica's durable seq: it is still durable there.
+  const { tracker: quorum } = tracker("quorum");
+  quorum.attach("$replica/a", a);
+  quorum.ack(a, 90);
+  quorum.detach(a);
+  expect(quorum.ackableSeq()).toBe(90);
+});
+
+test("the in-sync set: left when behind by more than the bound, rejoined when caught up", () => {
+  const log = fakeLog(100);
+  const t = new ReplicaTracker(log, { acks: "all", isrMaxLagUs: 10_000 });
+  const a = {};
+  t.attach("$replica/a", a);
+  t.ack(a, 95);
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 5, lagMs: 5 });
+  log.durableSeq = 120; // the leader moved on, the replica did not
+  t.reviewAll();
+  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 25, lagMs: 25 });
+  expect(t.isrShrinks).toBe(1);
+  t.ack(a, 118);
+  expect(t.list()[0].inSync).toBe(true);
+});
+
+const dirs: string[] = [];
+const servers: RunningServer[] = [];
+afterAll(async () => {
+  for (const server of servers) await server.stop().catch(() => {});
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function serve(extra: Partial<ServerOptions> = {}, dataDir?: string) {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), "aria-tracker-"));
+  dirs.push(dir);
+  const server = await startServer({
+    host: "127.0.0.1",
+    port: 0,
+    adminPort: 0,
+    dataDir: dir,
+    tipBytes: 1024 * 1024,
+    fsync: "always",
+    log: processLog({ level: "error", format: "text" }),
+    ...extra,
+  });
+  servers.push(server);
+  return { server, dir };
+}
+
+test("--acks quorum: a publish is acknowledged once the replica has it durably", async () => {
+  const { server: leader } = await serve({ acks: "quorum" });
+  const { server: first, dir } = await serve({
+    nodeId: "r1",
+    follow: { url: leader.tcpUrl, backoffMs: 10 },
+  });
+  const client = await connect(leader.tcpUrl);
+  const seq = await client.publish("a/b", "one");
+  expect(seq).toBe(1);
+  // Acknowledged: the replica reported it durable, and the leader shows it.
+  expect(first.broker.durableSeq).toBeGreaterThanOrEqual(1);
+  const row = leader.broker.replicas.list()[0];
+  expect(row).toMatchObject({ id: "r1", connected: true, durableSeq: 1, lagMessages: 0 });
+  // The replica stops: a quorum (leader + r1) cannot hold the next publish, which waits.
+  await first.stop();
+  let acked = false;
+  const pending = client.publish("a/b", "two").then((s) => {
+    acked = true;
+    return s;
+  });
+  await Bun.sleep(300);
+  expect(acked).toBe(false);
+  expect(leader.broker.replicas.list()[0].connected).toBe(false);
+  // It returns, copies seq 2, reports it: the publish is acknowledged.
+  await serve({ nodeId: "r1", follow: { url: leader.tcpUrl, backoffMs: 10 } }, dir);
+  expect(await pending).toBe(2);
+  expect(leader.broker.replicas.list()[0]).toMatchObject({ connected: true, durableSeq: 2 });
+  await client.close();
+});
+
+test("$replica/ names are refused to ordinary clients", async () => {
+  const { server } = await serve();
+  const client = await connect(server.tcpUrl);
+  const subscription = client.subscribe("**", { durable: "$replica/x" });
+  const error = await (async () => {
+    try {
+      for await (const _ of subscription) break;
+    } catch (caught) {
+      return caught;
+    }
+    return null;
+  })();
+  expect(error).toBeInstanceOf(AriaError);
+  expect((error as AriaError).code).toBe("ARIA_ERR_PERMISSION_DENIED");
+  expect(server.broker.replicas.list()).toEqual([]);
+  await client.close();
+});

@@ -1,0 +1,205 @@
+/**
+ * ReplicaTracker: the leader's view of its replicas. A replica follows through a subscription
+ * DURABLE `$replica/<node-id>` to `**` and ACKs the seq up to which its own store is durable;
+ * here each replica's durable seq, whether it is connected, and whether it is in sync (ISR: its
+ * durable message is at most `isrMaxLagUs` older than the leader's newest durable one, and it is
+ * connected). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
+ * leader's durable seq; `quorum` the seq a majority of the cluster (leader + every replica seen
+ * since start) holds durably; `all` the seq every in-sync replica holds (the leader alone when
+ * none is in sync: docs/cluster.md says why).
+ *
+ * Not the consumer registry's: a replica's subscription starts where its SUBSCRIBE says (its own
+ * next seq), never at a stored position, and its ACKs are not persisted in consumers.log (the
+ * replica's store is the record of what it holds). Not here: the frames (dispatch.ts), the held
+ * acks (sequencer.ts). Pure: the time of a seq and the clock come in as arguments.
+ * Invariants: a replica's durable seq never goes back while the leader runs (a reconnect after
+ * it lost unsynced seqs starts from what it reports again); a subscription maps to one replica.
+ */
+import type { Log } from "../stdx/log.ts";
+
+/** The durable consumer names of replicas: `$replica/<node-id>`. */
+export const REPLICA_NAME_PREFIX = "$replica/";
+
+/** When a PUBLISH is acknowledged (`aria serve --acks`). */
+export type AckMode = "leader" | "quorum" | "all";
+
+/** The acknowledgement modes, as the flag takes them. */
+export const ACK_MODES: readonly AckMode[] = ["leader", "quorum", "all"];
+
+/** One replica as /metrics, /api/stats and the web UI show it. */
+export interface ReplicaInfo {
+  id: string;
+  connected: boolean;
+  /** The last seq the replica reported durable (0: none yet). */
+  durableSeq: number;
+  /** Messages the leader holds durably beyond it. */
+  lagMessages: number;
+  /** The leader's newest durable publish time minus the replica's durable message's (ms); null: unknown. */
+  lagMs: number | null;
+  inSync: boolean;
+}
+
+/** What the tracker reads of the leader's log. */
+export interface TrackedLog {
+  /** The leader's last durable seq. */
+  readonly durableSeq: number;
+  /** The publish time (µs) of `seq`, or null when no longer at hand (out of the tip). */
+  timeOfSeq(seq: number): number | null;
+}
+
+interface Replica {
+  id: string;
+  durableSeq: number;
+  subscriptions: number;
+  inSync: boolean;
+}
+
+/** What the tracker is built from. */
+export interface ReplicaTrackerOptions {
+  log?: Log;
+  acks?: AckMode;
+  /** A replica whose durable message is older than the leader's newest by more leaves the ISR. */
+  isrMaxLagUs?: number;
+  /** Called when `ackableSeq` may have moved (an ACK, a replica leaving or joining the ISR). */
+  onAckable?: () => void;
+}
+
+/** Default ISR bound: 10 s. */
+export const ISR_MAX_LAG_US_DEFAULT = 10_000_000;
+
+/** The leader's replicas: durable seqs, connection, ISR, and the seq acks may go up to. */
+export class ReplicaTracker {
+  readonly acks: AckMode;
+  private readonly replicas = new Map<string, Replica>();
+  private readonly bySubscription = new Map<object, Replica>();
+  private readonly isrMaxLagUs: number;
+  /** Times a replica left the ISR since start. */
+  isrShrinks = 0;
+  onAckable: () => void;
+
+  constructor(
+    private readonly leader: TrackedLog,
+    private readonly options: ReplicaTrackerOptions = {},
+  ) {
+    this.acks = options.acks ?? "leader";
+    this.isrMaxLagUs = options.isrMaxLagUs ?? ISR_MAX_LAG_US_DEFAULT;
+    this.onAckable = options.onAckable ?? (() => {});
+  }
+
+  /** Why `clientName` may not follow as a replica with `filter` (null: it may). */
+  refusal(clientName: string, filter: readonly string[]): string | null {
+    if (clientName !== "aria-replica")
+      return `durable consumer names starting ${REPLICA_NAME_PREFIX} are replicas' (aria serve --follow); use another name`;
+    if (filter.length !== 1 || filter[0] !== "**")
+      return "a replica follows the whole stream: its filter is **";
+    return null;
+  }
+
+  /** A replica's subscription opened (`name` is `$replica/<node-id>`). */
+  attach(name: string, subscription: object): void {
+    const id = name.slice(REPLICA_NAME_PREFIX.length);
+    let replica = this.replicas.get(id);
+    if (replica === undefined) {
+      replica = { id, durableSeq: 0, subscriptions: 0, inSync: false };
+      this.replicas.set(id, replica);
+      this.options.log?.info("replica connected for the first time", { replica: id });
+    }
+    replica.subscriptions++;
+    this.bySubscription.set(subscription, replica);
+  }
+
+  /** A subscription closed: when it was a replica's, that replica may be disconnected. */
+  detach(subscription: object): void {
+    const replica = this.bySubscription.get(subscription);
+    if (replica === undefined) return;
+    this.bySubscription.delete(subscription);
+    replica.subscriptions--;
+    if (replica.subscriptions === 0) {
+      this.options.log?.warn("replica disconnected", {
+        replica: replica.id,
+        durableSeq: replica.durableSeq,
+      });
+      this.setInSync(replica, false);
+    }
+  }
+
+  /** An ACK: true when it was a replica's (recorded), false for any other subscription. */
+  ack(subscription: object, seq: number): boolean {
+    const replica = this.bySubscription.get(subscription);
+    if (replica === undefined) return false;
+    if (seq > replica.durableSeq) replica.durableSeq = seq;
+    this.review(replica);
+    this.onAckable();
+    return true;
+  }
+
+  /** Re-checks every replica's ISR membership (the leader's end moved; a timer calls it too). */
+  reviewAll(): void {
+    for (const replica of this.replicas.values()) this.review(replica);
+  }
+
+  /** The highest seq a PUBLISH_ACK may cover under `acks` (at most the leader's durable seq). */
+  ackableSeq(): number {
+    const leaderSeq = this.leader.durableSeq;
+    if (this.acks === "leader" || this.replicas.size === 0) return leaderSeq;
+    if (this.acks === "quorum") {
+      // A majority of leader + replicas; the leader is one of them.
+      const needed = Math.floor((this.replicas.size + 1) / 2);
+      if (needed === 0) return leaderSeq;
+      const seqs = [...this.replicas.values()].map((r) => r.durableSeq).sort((a, b) => b - a);
+      return Math.min(leaderSeq, seqs[needed - 1]);
+    }
+    let ackable = leaderSeq;
+    for (const replica of this.replicas.values())
+      if (replica.inSync) ackable = Math.min(ackable, replica.durableSeq);
+    return ackable;
+  }
+
+  /** Every replica seen since start, by id. */
+  list(): ReplicaInfo[] {
+    const leaderSeq = this.leader.durableSeq;
+    const rows: ReplicaInfo[] = [];
+    for (const replica of this.replicas.values())
+      rows.push({
+        id: replica.id,
+        connected: replica.subscriptions > 0,
+        durableSeq: replica.durableSeq,
+        lagMessages: Math.max(0, leaderSeq - replica.durableSeq),
+        lagMs: this.lagUs(replica) === null ? null : (this.lagUs(replica) as number) / 1000,
+        inSync: replica.inSync,
+      });
+    rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return rows;
+  }
+
+  /** The leader's newest durable time minus the replica's durable message's (µs), or null. */
+  private lagUs(replica: Replica): number | null {
+    const leaderSeq = this.leader.durableSeq;
+    if (replica.durableSeq >= leaderSeq) return 0;
+    if (replica.durableSeq === 0) return null;
+    const newest = this.leader.timeOfSeq(leaderSeq);
+    const held = this.leader.timeOfSeq(replica.durableSeq);
+    return newest === null || held === null ? null : Math.max(0, newest - held);
+  }
+
+  private review(replica: Replica): void {
+    if (replica.subscriptions === 0) return this.setInSync(replica, false);
+    const lag = this.lagUs(replica);
+    this.setInSync(replica, lag !== null && lag <= this.isrMaxLagUs);
+  }
+
+  private setInSync(replica: Replica, inSync: boolean): void {
+    if (replica.inSync === inSync) return;
+    replica.inSync = inSync;
+    if (inSync) this.options.log?.info("replica joined the in-sync set", { replica: replica.id });
+    else {
+      this.isrShrinks++;
+      this.options.log?.warn("replica left the in-sync set", {
+        replica: replica.id,
+        durableSeq: replica.durableSeq,
+        leaderDurableSeq: this.leader.durableSeq,
+      });
+    }
+    this.onAckable();
+  }
+}
