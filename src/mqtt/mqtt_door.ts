@@ -98,6 +98,8 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   private readonly sessions: SessionStateStore | undefined;
   /** Sessions whose socket is gone and whose will waits for its delay, by client id. */
   private readonly willsWaiting = new Map<string, MqttSession>();
+  /** Each client's state encoder while its record is pending (one closure, not one per change). */
+  private readonly encoders = new Map<string, () => Uint8Array | null>();
   /** Wills restored from the data directory being published. */
   private readonly restoredWills = new Set<RestoredWill>();
   private nextConnectionId = 1;
@@ -138,7 +140,16 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
 
   /** Client `clientId`'s state record is rewritten (or removed) in the next batch. */
   private touch(clientId: string): void {
-    this.sessions?.saveState(sessionStateName(clientId), () => this.encodeState(clientId));
+    if (this.sessions === undefined) return;
+    let encode = this.encoders.get(clientId);
+    if (encode === undefined) {
+      encode = () => {
+        this.encoders.delete(clientId);
+        return this.encodeState(clientId);
+      };
+      this.encoders.set(clientId, encode);
+    }
+    this.sessions.saveState(sessionStateName(clientId), encode);
   }
 
   /** The bytes of client `clientId`'s persistent session now; null: it has none. */

@@ -320,6 +320,18 @@ test("session state bytes: decode(encode(s)) gives s back; cut or unknown bytes 
   };
   const bytes = encodeSessionState(state);
   expect(decodeSessionState(bytes)).toEqual(state);
+  // Consecutive seqs and packet ids (wrapping after 65,535) are runs: a window costs a few bytes.
+  const window = Array.from({ length: 1024 }, (_, i) => ({
+    seq: 1000 + i,
+    packetId: ((65_000 + i - 1) % 65_535) + 1,
+    qos: 1 as const,
+  }));
+  const held = Array.from({ length: 5000 }, (_, i) => 3000 + i);
+  const sub = { ...state.subscriptions[0], below: 9000, again: held, flights: window };
+  const busy = { ...state, subscriptions: [sub] };
+  const busyBytes = encodeSessionState(busy);
+  expect(busyBytes.length).toBeLessThan(bytes.length + 64);
+  expect(decodeSessionState(busyBytes)).toEqual(busy);
   expect(decodeSessionState(bytes.subarray(0, bytes.length - 1))).toBeNull();
   expect(decodeSessionState(Uint8Array.of(9, ...bytes.subarray(1)))).toBeNull();
 });

@@ -13,9 +13,14 @@
  *      | u32 delay s | u64 due µs (0: not yet: the connection was up)]
  *   subscription: str MQTT filter | u8 options (qos | 4 no local | 8 retain as published |
  *     16·retain handling) | u32 identifier (0: none) | u64 start seq (0: live) | u64 below (0: no
- *     resume) | u32 count | seqs below `below` to send again (held, never sent) | u32 count |
- *     flights: u64 seq | u16 packet id | u8 qos (sent, not acknowledged: again with DUP)
+ *     resume) | u32 runs | the seqs below `below` to send again (held, never sent), as runs of
+ *     consecutive seqs: u64 first | u32 count | u32 runs | flights (sent, not acknowledged: again
+ *     with DUP) as runs of consecutive seqs with consecutive packet ids (65,535 is followed by 1)
+ *     and one QoS: u64 first seq | u16 first packet id | u8 qos | u32 count
  *   str: u32 bytes | UTF-8; bin: u32 bytes | bytes
+ *
+ * Runs keep a busy session's state small: its held messages and flights are mostly consecutive
+ * (one record of a few bytes for a window of 1,024 in flight to a subscriber of everything).
  *
  * Payloads are not stored (the log has them): a flight comes again, DUP with its packet id, when
  * its seq comes again from the subscription's consumer. Invariants: decode(encode(s)) equals s;
@@ -75,10 +80,41 @@ export interface PersistedSession {
 /** Largest state encoded; past it the largest lists are cut (see the header). */
 export const SESSION_STATE_BYTES_MAX = 4 * 1024 * 1024;
 /**
- * Seqs "again" kept across a session's subscriptions (held messages, 8 bytes each): a
+ * Runs of seqs "again" kept across a session's subscriptions (held messages, 12 bytes a run): a
  * subscription past it is written without a resume (everything from its position comes again).
  */
-const AGAIN_SEQS_MAX = 131_072;
+const AGAIN_RUNS_MAX = 131_072;
+
+/** Sorted seqs as runs of consecutive ones: [first, count][]. */
+function runsOf(seqs: readonly number[]): [number, number][] {
+  const runs: [number, number][] = [];
+  for (const seq of seqs) {
+    const last = runs.at(-1);
+    if (last !== undefined && last[0] + last[1] === seq) last[1]++;
+    else runs.push([seq, 1]);
+  }
+  return runs;
+}
+
+/** The packet id after `id` (65,535 is followed by 1). */
+const nextId = (id: number) => (id === 65_535 ? 1 : id + 1);
+
+/** Flights sorted by seq as runs: consecutive seqs, consecutive ids, one QoS. */
+function flightRuns(flights: readonly PersistedFlight[]): [PersistedFlight, number][] {
+  const runs: [PersistedFlight, number][] = [];
+  for (const flight of flights) {
+    const last = runs.at(-1);
+    if (
+      last !== undefined &&
+      last[0].seq + last[1] === flight.seq &&
+      last[0].qos === flight.qos &&
+      flight.packetId === ((last[0].packetId + last[1] - 1) % 65_535) + 1
+    )
+      last[1]++;
+    else runs.push([flight, 1]);
+  }
+  return runs;
+}
 
 const VERSION = 1;
 const utf8 = new TextEncoder();
@@ -182,25 +218,31 @@ export function encodeSessionState(session: PersistedSession): Uint8Array {
   out.u64(Math.max(0, session.releasedUs));
   out.u8((session.connected ? 1 : 0) | (session.will === null ? 0 : 2));
   out.u16(session.subscriptions.length);
-  // Flights are bounded by the windows (65,535 ids at most: 11 bytes each); seqs again by a budget.
-  let againLeft = AGAIN_SEQS_MAX;
+  // Flights are bounded by the windows (65,535 ids at most); seqs again by a budget of runs.
+  let againLeft = AGAIN_RUNS_MAX;
   for (const sub of session.subscriptions) {
     out.str(sub.filter);
     const o = sub.options;
     out.u8(o.qos | (o.noLocal ? 4 : 0) | (o.retainAsPublished ? 8 : 0) | (o.retainHandling << 4));
     out.u32(sub.identifier ?? 0);
     out.u64(sub.startSeq);
-    const resume = sub.below > 0 && sub.again.length <= againLeft;
-    if (resume) againLeft -= sub.again.length;
+    const runs = runsOf(sub.again);
+    const resume = sub.below > 0 && runs.length <= againLeft;
+    if (resume) againLeft -= runs.length;
     out.u64(resume ? sub.below : 0);
-    const again = resume ? sub.again : [];
+    const again = resume ? runs : [];
     out.u32(again.length);
-    for (const seq of again) out.u64(seq);
-    out.u32(sub.flights.length);
-    for (const flight of sub.flights) {
+    for (const [first, count] of again) {
+      out.u64(first);
+      out.u32(count);
+    }
+    const flights = flightRuns(sub.flights);
+    out.u32(flights.length);
+    for (const [flight, count] of flights) {
       out.u64(flight.seq);
       out.u16(flight.packetId);
       out.u8(flight.qos);
+      out.u32(count);
     }
   }
   out.u16(session.pubrelIds.length);
@@ -247,13 +289,21 @@ export function decodeSessionState(bytes: Uint8Array): PersistedSession | null {
       const startSeq = input.u64();
       const below = input.u64();
       const again: number[] = [];
-      for (let k = input.u32(); k > 0; k--) again.push(input.u64());
+      for (let k = input.u32(); k > 0; k--) {
+        const first = input.u64();
+        const count = input.u32();
+        if (count > 1 << 24) return null;
+        for (let i = 0; i < count; i++) again.push(first + i);
+      }
       const flights: PersistedFlight[] = [];
       for (let k = input.u32(); k > 0; k--) {
         const seq = input.u64();
-        const packetId = input.u16();
+        let packetId = input.u16();
         const flightQos = input.u8() as QoS;
-        flights.push({ seq, packetId, qos: flightQos });
+        const count = input.u32();
+        if (count > 65_535 || packetId === 0 || flightQos === 0 || flightQos > 2) return null;
+        for (let i = 0; i < count; i++, packetId = nextId(packetId))
+          flights.push({ seq: seq + i, packetId, qos: flightQos });
       }
       const identifier = id === 0 ? undefined : id;
       subscriptions.push({ filter, options, identifier, startSeq, below, again, flights });
