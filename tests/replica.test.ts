@@ -146,3 +146,34 @@ test("a replica ahead of its leader exits with code 9 and says why", async () =>
   expect(replica.stderr()).toContain("the leader's next seq is 1");
   await leader.stop();
 });
+
+test("the leader shows its replica in /metrics and /api/stats; --acks quorum acknowledges", async () => {
+  const leader = await startAria({ args: ["--acks", "quorum"] });
+  const replica = await startAria({ args: ["--follow", leader.tcpUrl, "--node-id", "r1"] });
+  await waitFor(async () => {
+    const stats = (await leader.stats()) as unknown as { replicas: { connected: boolean }[] };
+    return stats.replicas.length === 1 && stats.replicas[0].connected;
+  }, "the replica to connect");
+  for (const payload of ["one", "two", "three"]) {
+    const published = await runAria(["pub", "--url", leader.tcpUrl, "q/a", payload]);
+    expect(published.exitCode).toBe(0);
+  }
+  const stats = (await leader.stats()) as unknown as { replicas: unknown[] };
+  expect(stats.replicas).toEqual([
+    { id: "r1", connected: true, durableSeq: 3, lagMessages: 0, lagMs: 0, inSync: true },
+  ]);
+  const metrics = await (await fetch(`${leader.adminUrl}/metrics`)).text();
+  expect(metrics).toContain('aria_replica_durable_seq{replica="r1"} 3');
+  expect(metrics).toContain('aria_replica_lag_messages{replica="r1"} 0');
+  expect(metrics).toContain('aria_replica_lag_ms{replica="r1"} 0');
+  expect(metrics).toContain('aria_replica_in_sync{replica="r1"} 1');
+  expect(await replica.stop()).toBe(0);
+  await waitFor(
+    async () =>
+      (await fetch(`${leader.adminUrl}/metrics`).then((r) => r.text())).includes(
+        'aria_replica_connected{replica="r1"} 0',
+      ),
+    "the leader to see the replica gone",
+  );
+  await leader.stop();
+});
