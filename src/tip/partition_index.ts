@@ -6,7 +6,7 @@
  *
  *   partition p:  headBlock ─next─▶ block ─next─▶ tailBlock
  *                 [·····|xxxxxxx]   [xxxxxxxxxx]   [xxxxx|      ]
- *                  ▲headEntry                             ▲tailCount (= pool.count[tailBlock])
+ *                  ▲headEntry                             ▲tailCount
  *
  * A new tail block's size class follows the partition's live entries (classForLive): a cold
  * partition holds 16-entry blocks, a busy one 1,024-entry blocks, and a partition that heats up
@@ -14,13 +14,14 @@
  *
  * One record of PARTITION_FIELDS f64 per partition (a cache line): an append or an eviction at
  * 100,000 partitions reads one line of partition state instead of one per array, and the tail
- * block's count, capacity and seq base are cached there, so an append touches the pool only to
- * write the entry and the block's count (which cursors read). No object per partition.
+ * block's count, capacity and seq base live there, so an append touches the pool only to write
+ * the entry; a block's count goes to pool.count when it is closed (countOf reads either).
+ * No object per partition.
  *
  * Invariants per partition: live === entries from (headBlock, headEntry) to the end of
  * tailBlock; live === 0 ⇔ headBlock === BLOCK_NONE ⇔ tailBlock === BLOCK_NONE; entries are in
- * seq order; tailCount === pool.count[tailBlock]; headEnd === pool.count[headBlock] when the head
- * is not the tail; the sum of live over partitions equals the ring's record count.
+ * seq order; pool.count holds the count of every closed block (all but the tail); headEnd ===
+ * pool.count[headBlock] when the head is not the tail; the sum of live over partitions equals the ring's record count.
  */
 import { PARTITIONS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
@@ -89,6 +90,14 @@ export class PartitionIndexes {
     return at < this.state.length ? this.state[at + TAIL_BLOCK] : BLOCK_NONE;
   }
 
+  /** Entries written to `block`, a block of partition `p`'s chain. */
+  countOf(p: number, block: number): number {
+    const at = p * PARTITION_FIELDS;
+    return block === this.state[at + TAIL_BLOCK]
+      ? this.state[at + TAIL_COUNT]
+      : this.pool.count[block];
+  }
+
   /** True when appending seq `seq` to partition `p` needs a block the pool must supply. */
   needsBlock(p: number, seq: number): boolean {
     const at = p * PARTITION_FIELDS;
@@ -115,7 +124,6 @@ export class PartitionIndexes {
     entries[word] = offsetUnits;
     entries[word + 1] = seq - state[at + TAIL_BASE];
     state[at + TAIL_COUNT] = count + 1;
-    this.pool.count[tail] = count + 1;
     state[at + LIVE]++;
     this.entriesLive++;
     return true;
@@ -159,8 +167,9 @@ export class PartitionIndexes {
       state[at + HEAD_BLOCK] = block;
       state[at + HEAD_ENTRY] = 0;
     } else {
+      // The old tail is closed: its count is final.
       pool.next[tail] = block;
-      // The old tail is closed: if it is the head, its end is now fixed.
+      pool.count[tail] = state[at + TAIL_COUNT];
       if (tail === state[at + HEAD_BLOCK]) state[at + HEAD_END] = state[at + TAIL_COUNT];
     }
     state[at + TAIL_BLOCK] = block;

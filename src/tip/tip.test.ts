@@ -491,7 +491,7 @@ describe("partition index", () => {
       used: pool.blocksUsed,
       head: indexes.headBlockOf(0),
       tail: indexes.tailBlockOf(0),
-      counts: [pool.count[0], pool.count[1]],
+      counts: [indexes.countOf(0, 0), indexes.countOf(0, 1)],
     }).toEqual({ used: 2, head: 0, tail: 1, counts: [1, 1] });
     indexes.dropOldest(0);
     expect({ used: pool.blocksUsed, head: indexes.headBlockOf(0) }).toEqual({ used: 1, head: 1 });

@@ -197,7 +197,8 @@ export class IndexedCursor implements TipCursor {
       block = next;
       low = 0;
     }
-    let high = pool.count[block];
+    const count = indexes.countOf(p, block);
+    let high = count;
     const base = block * BLOCK_UNIT_ENTRIES;
     const delta = fromSeq - pool.firstSeq[block];
     while (low < high) {
@@ -206,7 +207,7 @@ export class IndexedCursor implements TipCursor {
       else high = middle;
     }
     this.enterBlock(source, block, low);
-    if (low === pool.count[block]) return this.nextBlock(source);
+    if (low === count) return this.nextBlock(source);
     return this.sourceBase[source] + pool.entries[this.sourceWord[source] + 1];
   }
 
@@ -222,7 +223,8 @@ export class IndexedCursor implements TipCursor {
   private nextBlock(source: number): number {
     const pool = this.indexes.pool;
     const block = pool.next[this.sourceBlock[source]];
-    if (block === BLOCK_NONE || pool.count[block] === 0) return this.exhaust(source);
+    if (block === BLOCK_NONE || this.indexes.countOf(this.sourcePartition[source], block) === 0)
+      return this.exhaust(source);
     this.enterBlock(source, block, 0);
     return this.sourceBase[source] + pool.entries[this.sourceWord[source] + 1];
   }
@@ -236,7 +238,8 @@ export class IndexedCursor implements TipCursor {
     const base = block * BLOCK_UNIT_ENTRIES;
     this.sourceBlock[source] = block;
     this.sourceWord[source] = (base + entry) * ENTRY_WORDS;
-    this.sourceEnd[source] = (base + pool.count[block]) * ENTRY_WORDS;
+    const count = this.indexes.countOf(this.sourcePartition[source], block);
+    this.sourceEnd[source] = (base + count) * ENTRY_WORDS;
     this.sourceBase[source] = pool.firstSeq[block];
   }
 

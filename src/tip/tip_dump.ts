@@ -49,7 +49,7 @@ export function dumpTip(tip: Tip): TipDump {
       block = tip.pool.next[block], entry = 0
     ) {
       blocks.push(block);
-      for (; entry < tip.pool.count[block]; entry++) {
+      for (const count = indexes.countOf(p, block); entry < count; entry++) {
         const word = (block * BLOCK_UNIT_ENTRIES + entry) * ENTRY_WORDS;
         const seq = tip.pool.firstSeq[block] + tip.pool.entries[word + 1];
         // The entry's seq and the record it points at must agree.
