@@ -22,7 +22,7 @@
  *   npx bun bench/machine_bounds.ts [--only durability,latency] [--runs 5] [--duration 3s]
  *     [--rate 100000] [--subscribers 10] [--publishers 64] [--dir DIR] [--bin dist/aria]
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Socket } from "bun";
@@ -200,12 +200,32 @@ interface Latency {
  * `run`, and the CPU this process used meanwhile as a share of one core (with --bin the server's
  * own process is not counted).
  */
-async function withCpu<T>(run: () => Promise<T>): Promise<T & { cpuShare: number }> {
+async function withCpu<T>(
+  run: () => Promise<T>,
+): Promise<T & { cpuShare: number; waitShare: number }> {
   const wall = env.nowMs();
   const cpu = process.cpuUsage();
+  const waited = runQueueWaitMs();
   const result = await run();
   const used = process.cpuUsage(cpu);
-  return { ...result, cpuShare: (used.user + used.system) / 1000 / (env.nowMs() - wall) };
+  const ms = env.nowMs() - wall;
+  return {
+    ...result,
+    cpuShare: (used.user + used.system) / 1000 / ms,
+    waitShare: (runQueueWaitMs() - waited) / ms,
+  };
+}
+
+/**
+ * Time this process's main thread spent runnable but waiting for a CPU, ms (the second field of
+ * /proc/self/schedstat); 0 where there is none. Host CPU stalls and other processes show there.
+ */
+function runQueueWaitMs(): number {
+  try {
+    return Number(readFileSync("/proc/self/schedstat", "utf8").split(" ")[1]) / 1e6;
+  } catch {
+    return 0;
+  }
 }
 
 /** Aria's p99 (ms) at RATE to SUBSCRIBERS: the latency scenario of `aria bench`, one run. */
@@ -401,13 +421,15 @@ console.log(`# machine bounds (${new Date().toISOString()}), ${RUNS} runs of ${D
 if (PARTS.includes("durability")) {
   const runs: DurabilityRun[] = [];
   for (let run = 0; run < RUNS; run++) {
-    const got = await durabilityRun();
+    const got = await withCpu(durabilityRun);
     runs.push(got);
     console.log(
       `durability run ${run + 1}: bound: append + fdatasync of ${fmt(got.bound.roundBytes)} B ` +
         `median ${got.bound.medianUs.toFixed(0)} µs (p90 ${got.bound.p90Us.toFixed(0)}) → ` +
         `${fmt(got.boundRate)} msg/s; fsync always, ${PUBLISHERS} publishers × 1 in flight: ` +
-        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound`,
+        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound (this process ` +
+        `${(got.cpuShare * 100).toFixed(0)}% of a core, waited for a CPU ` +
+        `${(got.waitShare * 100).toFixed(0)}% of the time)`,
     );
   }
   const ratio = median(runs.map((r) => r.ratio));
@@ -429,7 +451,8 @@ if (PARTS.includes("latency")) {
     const [a, r] = run % 2 === 0 ? [first, second] : [second, first];
     aria.push(a.p99Ms);
     relay.push(r.p99Ms);
-    const cpu = (x: { cpuShare: number }) => `${(x.cpuShare * 100).toFixed(0)}% of a core`;
+    const cpu = (x: { cpuShare: number; waitShare: number }) =>
+      `${(x.cpuShare * 100).toFixed(0)}% of a core, waited for a CPU ${(x.waitShare * 100).toFixed(0)}% of the time`;
     console.log(
       `latency run ${run + 1}: ${fmt(RATE)} msg/s to ${SUBSCRIBERS} subscribers: Aria p99 ` +
         `${a.p99Ms.toFixed(2)} ms (p50 ${a.p50Ms.toFixed(2)}, ${fmt(a.samples)} samples, ${cpu(a)}), ` +
