@@ -10,6 +10,7 @@
 import { afterAll, expect, test } from "bun:test";
 import type { AriaClient } from "../src/client/mod.ts";
 import { connect } from "../src/server/mod.ts";
+import { makeTestCerts } from "./tls_certs.ts";
 import {
   type AriaServer,
   cleanupAll,
@@ -145,7 +146,7 @@ test("a replica ahead of its leader exits with code 9 and says why", async () =>
   expect(replica.process.exitCode).toBe(9);
   expect(replica.stderr()).toContain("the leader's next seq is 1");
   await leader.stop();
-});
+}, 30_000);
 
 test("the leader shows its replica in /metrics and /api/stats; --acks quorum acknowledges", async () => {
   const leader = await startAria({ args: ["--acks", "quorum"] });
@@ -176,4 +177,63 @@ test("the leader shows its replica in /metrics and /api/stats; --acks quorum ack
     "the leader to see the replica gone",
   );
   await leader.stop();
-});
+}, 30_000);
+
+test("a replica follows a tls:// leader that requires a token (--follow-ca, --follow-auth-token)", async () => {
+  const certs = makeTestCerts();
+  const leader = await startAria({
+    args: [
+      "--tls-cert",
+      certs.path("server.pem"),
+      "--tls-key",
+      certs.path("server.key"),
+      "--auth-token",
+      "leader-secret",
+    ],
+  });
+  expect(leader.tcpUrl.startsWith("tls://")).toBe(true);
+  const pub = ["pub", "--url", leader.tcpUrl, "--ca", certs.path("ca.pem")];
+  const env = { ...process.env, ARIA_AUTH_TOKEN: "leader-secret" } as Record<string, string>;
+  expect((await runAria([...pub, "s/a", "secret one"], { env })).exitCode).toBe(0);
+  const follow = ["--follow", leader.tcpUrl, "--follow-ca", certs.path("ca.pem")];
+  // Without the token the leader refuses it: it retries, holding nothing.
+  const refused = await startAria({ args: follow });
+  await waitFor(
+    () => refused.stderr().includes("requires an auth token"),
+    "the refused sign-in in the log",
+  );
+  expect((await refused.stats()).broker.visibleSeq).toBe(1);
+  await refused.stop();
+  const replica = await startAria({ args: [...follow, "--follow-auth-token", "leader-secret"] });
+  await waitFor(async () => (await replica.stats()).broker.visibleSeq === 2, "the copy");
+  const [leaderLog, replicaLog] = await Promise.all([
+    logOfTls(leader.tcpUrl, certs.text("ca.pem")),
+    logOf(replica.tcpUrl),
+  ]);
+  expect(replicaLog).toEqual(leaderLog);
+  expect(replicaLog.length).toBe(1);
+  await replica.stop();
+  await leader.stop();
+  certs.remove();
+}, 30_000);
+
+/** The whole log of a tls:// server that requires the token. */
+async function logOfTls(url: string, ca: string): Promise<Logged[]> {
+  const client = await connect(url, { tls: { ca }, authToken: "leader-secret" });
+  const out: Logged[] = [];
+  const subscription = client.subscribe("**", {
+    from: "earliest",
+    untilCaughtUp: true,
+    properties: true,
+  });
+  for await (const m of subscription)
+    out.push({
+      seq: m.seq,
+      timeUs: m.timeUs,
+      topic: m.topic,
+      payload: hex(m.payload),
+      properties: hex(m.properties),
+    });
+  await client.close();
+  return out;
+}
