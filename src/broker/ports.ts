@@ -82,6 +82,8 @@ export interface BrokerStore {
   /**
    * Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame)
    * and whose properties are properties[propertiesStart, + propertiesBytes) (0 bytes: none).
+   * `topicId` and `partitionId` are the topic's ids in the broker's TopicTable: the store finds
+   * its entry for the topic by them instead of by the name (an id reused later is fine).
    */
   append(
     seq: number,
@@ -93,6 +95,8 @@ export interface BrokerStore {
     properties?: Uint8Array,
     propertiesStart?: number,
     propertiesBytes?: number,
+    topicId?: number,
+    partitionId?: number,
   ): void;
   /** Resolves once everything appended so far is durable (group commit). */
   commit(): Promise<void>;

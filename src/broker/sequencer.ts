@@ -167,6 +167,8 @@ export class Sequencer {
       topicIds[i] = interned.topicId;
     }
     messages.rewind();
+    // The store finds each topic's entry by these ids, not by hashing its name again.
+    const partitionIds = this.topics.partitionsByTopic();
     const timeUs = Math.max(this.clock.nowUs(), this.lastTimeUs);
     this.lastTimeUs = timeUs;
     const firstSeq = this.nextSeq;
@@ -193,6 +195,8 @@ export class Sequencer {
           frameBytes,
           propertiesStart,
           propertiesBytes,
+          topicIds[i],
+          partitionIds[topicIds[i]],
         );
       } catch (error) {
         // The store stopped in the background (a segment close or an fsync failed) before any
@@ -249,6 +253,7 @@ export class Sequencer {
     }
     messages.rewind();
     const frameBytes = messages.frame;
+    const partitionIds = this.topics.partitionsByTopic(); // as in publish
     for (let i = 0; messages.next(); i++) {
       const { seq, payloadStart, payloadBytes, propertiesStart, propertiesBytes } = messages;
       try {
@@ -262,6 +267,8 @@ export class Sequencer {
           frameBytes,
           propertiesStart,
           propertiesBytes,
+          topicIds[i],
+          partitionIds[topicIds[i]],
         );
       } catch (error) {
         assert(i === 0, "Broker.replicate: the store fails between events, never inside a batch");
