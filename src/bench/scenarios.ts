@@ -39,6 +39,7 @@ export const SCENARIOS = [
   "tip-recovery",
   "disk-recovery",
   "herd",
+  "recovery-mix",
 ] as const;
 /** One scenario name. */
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -106,6 +107,8 @@ export interface BenchEnv {
     fsync: FsyncPolicy;
     tipBytes: number;
     retainBytes?: number;
+    /** How the tip finds a recovering reader's records (default "planned"; in-process only). */
+    tipReadStrategy?: "planned" | "linear";
   }): Promise<BenchServer>;
   connect(url: string): Promise<AriaClient>;
   /** A monotonic clock in milliseconds with sub-millisecond resolution. */
@@ -158,6 +161,10 @@ export interface BenchOptions {
   diskTipBytes: number;
   /** Clients of the herd scenario, each replaying its own 1% subtree of the disk stream. */
   herdReaders: number;
+  /** Readers of the recovery-mix scenario (10% of them recovering, the rest live). */
+  mixReaders: number;
+  /** Paced publish rate (msg/s) while the recovery mix runs. */
+  mixRate: number;
 }
 
 /** What `benchOptions` takes: `quick` for a smoke-test-sized run, and the command-line knobs. */
@@ -206,6 +213,8 @@ export function benchOptions(overrides: BenchOverrides = {}): BenchOptions {
     diskPayloadBytes: 256,
     diskTipBytes: quick ? 256 * 1024 : 16 * MiB,
     herdReaders: overrides.readers ?? (quick ? 10 : 100),
+    mixReaders: overrides.readers ?? (quick ? 10 : 100),
+    mixRate: quick ? 5_000 : 20_000,
   };
 }
 
@@ -271,6 +280,7 @@ const RUNNERS: Record<ScenarioName, Runner> = {
   "tip-recovery": tipRecoveryScenario,
   "disk-recovery": diskRecoveryScenario,
   herd: herdScenario,
+  "recovery-mix": recoveryMixScenario,
 };
 
 // ---- 1. Publish throughput --------------------------------------------------------------------
@@ -627,10 +637,11 @@ async function liveSubscribers(
   url: string,
   count: number,
   onMessage: (frame: MessageBatch, receivedUs: number) => void,
+  filterOf: (subscriber: number) => string = () => "**",
 ): Promise<LiveSubscribers> {
   const clients = await Promise.all(Array.from({ length: count }, () => env.connect(url)));
   const counts = new Float64Array(count);
-  const subscriptions = clients.map((client) => client.subscribe("**", { from: "live" }));
+  const subscriptions = clients.map((client, i) => client.subscribe(filterOf(i), { from: "live" }));
   let failure: unknown = null;
   const loops = subscriptions.map(async (subscription, i) => {
     try {
@@ -674,7 +685,15 @@ interface PacedPublisher {
 function pacedPublisher(
   env: BenchEnv,
   client: AriaClient,
-  options: { rate: number; payloadBytes: number; startMs: number; untilMs: number; stamp: boolean },
+  options: {
+    rate: number;
+    payloadBytes: number;
+    startMs: number;
+    untilMs: number;
+    stamp: boolean;
+    /** The topic of the i-th message published (default: all on bench/live/t). */
+    topicOf?: (i: number) => string;
+  },
 ): PacedPublisher {
   let published = 0;
   let inFlight = 0;
@@ -694,7 +713,12 @@ function pacedPublisher(
       if (due > 0 && inFlight < PACED_IN_FLIGHT_MAX) {
         // One payload for the whole tick: the client copies it into the frame before the next one.
         if (options.stamp) writeStamp(payload, now * 1000);
-        const messages = Array.from({ length: due }, () => ({ topic, payload }));
+        const topicOf = options.topicOf;
+        const first = published;
+        const messages = Array.from({ length: due }, (_, k) => ({
+          topic: topicOf === undefined ? topic : topicOf(first + k),
+          payload,
+        }));
         inFlight += due;
         published += due;
         client.publishBatch(messages).then(
@@ -1280,6 +1304,233 @@ async function diskStream(
   } catch (error) {
     await server.stop();
     throw error;
+  }
+}
+
+// ---- The seed's headline: indexed recovery against the linear pass, CPU per delivered message --
+
+/** One run of the recovery mix on one server. */
+interface MixRun {
+  cpuMs: number;
+  elapsedMs: number;
+  liveDelivered: number;
+  recoveryDelivered: number;
+  recoveries: number;
+  tipRecoveries: number | null;
+  diskRecoveries: number | null;
+}
+
+/**
+ * A production-like mix (the seed: "CPU per delivered message"): of `mixReaders` readers, 10%
+ * recover their own 1% subtree from the tip again and again (a fresh connection each time, from
+ * half a tip back, until caught up) while the other 90% read their own 1% subtree live and a
+ * paced publisher feeds the stream. Run on two servers holding the same stream, one reading the
+ * tip with the planned (indexed) strategy, one forced to the linear pass; the CPU of this process
+ * (server and clients) per delivered message is compared.
+ */
+async function recoveryMixScenario(
+  env: BenchEnv,
+  options: BenchOptions,
+): Promise<Omit<ScenarioResult, "scenario" | "elapsedMs">> {
+  const strategies = ["planned", "linear"] as const;
+  const title = "The recovery mix: CPU per delivered message, indexed recovery vs the linear pass";
+  const columns: Column[] = [
+    { key: "strategy", header: "tip reads" },
+    { key: "recoveries", header: "recoveries completed" },
+    { key: "tipRecoveries", header: "started from the tip" },
+    { key: "diskRecoveries", header: "started from disk" },
+    { key: "liveDeliveredPerSecond", header: "live msg/s", format: formatSi },
+    { key: "recoveryDeliveredPerSecond", header: "recovered msg/s", format: formatSi },
+    { key: "cpuShare", header: "CPU busy %", format: (v) => (v * 100).toFixed(0) },
+    { key: "cpuNsPerMessage", header: "CPU ns per delivered msg", format: (v) => v.toFixed(0) },
+    { key: "runs", header: "runs" },
+  ];
+  const servers: BenchServer[] = [];
+  try {
+    for (const strategy of strategies)
+      servers.push(
+        await env.server({
+          fsync: "interval",
+          tipBytes: options.tipBytes,
+          tipReadStrategy: strategy,
+        }),
+      );
+    if (servers[0].fsync === "external" || servers[0].recoveries() === null)
+      return {
+        title,
+        columns,
+        rows: [],
+        notes: [
+          "Needs the in-process servers (their tip read strategy is forced): not with --url.",
+        ],
+        targets: [],
+      };
+    const recordBytes = RING_RECORD_HEADER_BYTES + ((options.tipPayloadBytes + 7) & ~7);
+    const messages = Math.floor((0.9 * options.tipBytes) / recordBytes);
+    const fills = [];
+    for (const [i, server] of servers.entries())
+      fills.push(
+        await fillStream(
+          env,
+          server.url,
+          messages,
+          options.tipPayloadBytes,
+          `recovery-mix (${strategies[i]})`,
+        ),
+      );
+    const runs: MixRun[][] = strategies.map(() => []);
+    for (let rep = 0; rep < options.repeat; rep++) {
+      // Alternating which strategy runs first, so drift spreads over both.
+      const order = rep % 2 === 0 ? [0, 1] : [1, 0];
+      for (const i of order) {
+        env.progress(
+          `recovery-mix: ${strategies[i]} tip reads, ${options.mixReaders} readers, run ${rep + 1}/${options.repeat}`,
+        );
+        runs[i].push(await mixRun(env, servers[i], fills[i], messages, options));
+      }
+    }
+    const rows: Row[] = strategies.map((strategy, i) => {
+      const list = runs[i];
+      const per = (f: (run: MixRun) => number) => median(list.map(f));
+      return {
+        strategy: strategy === "planned" ? "planned (indexed for 1%)" : "linear pass (forced)",
+        recoveries: per((run) => run.recoveries),
+        tipRecoveries: per((run) => run.tipRecoveries ?? Number.NaN),
+        diskRecoveries: per((run) => run.diskRecoveries ?? Number.NaN),
+        liveDeliveredPerSecond: per((run) => perSecond(run.liveDelivered, run.elapsedMs)),
+        recoveryDeliveredPerSecond: per((run) => perSecond(run.recoveryDelivered, run.elapsedMs)),
+        cpuShare: per((run) => run.cpuMs / run.elapsedMs),
+        cpuNsPerMessage: per(
+          (run) => (run.cpuMs * 1e6) / (run.liveDelivered + run.recoveryDelivered),
+        ),
+        runs: list.length,
+      };
+    });
+    const saved = median(
+      runs[0].map((run, rep) => {
+        const indexed = (run.cpuMs * 1e6) / (run.liveDelivered + run.recoveryDelivered);
+        const other = runs[1][rep];
+        const linear = (other.cpuMs * 1e6) / (other.liveDelivered + other.recoveryDelivered);
+        return 1 - indexed / linear;
+      }),
+    );
+    const recovering = Math.max(1, Math.round(options.mixReaders / 10));
+    return {
+      title,
+      columns,
+      rows,
+      notes: [
+        `Two servers in this process hold the same stream: ${messages.toLocaleString("en-US")} messages of ${options.tipPayloadBytes} B over ${STREAM_PARTITIONS} partitions, 90% of a ${formatBytes(options.tipBytes)} tip; one reads its tip with the planned strategy (indexed for a 1% subtree), the other is forced to the linear pass (every record from the start seq tested against the filter).`,
+        `${options.mixReaders} readers: ${recovering} (10%) each recover their own 1% subtree bench/p{k}/** from half a tip back (${Math.floor(messages / 2).toLocaleString("en-US")} messages), on a fresh connection, until caught up, then again; the other ${options.mixReaders - recovering} read their own 1% subtree live while one publisher sends ${formatSi(options.mixRate)} msg/s over the stream's topics. Measured ${options.durationMs} ms after a ${options.warmupMs} ms warm-up; medians of ${options.repeat} run(s), the strategies taking turns.`,
+        `CPU: this process (servers and clients, all threads) over the window, per message delivered to any reader. CPU saved by indexed recovery (median of the runs' 1 - indexed / linear): ${(saved * 100).toFixed(0)}%.`,
+      ],
+      targets: [
+        {
+          target: "indexed recovery saves >= 30% CPU per delivered message (the seed's figure)",
+          measured: `${(saved * 100).toFixed(0)}% saved`,
+          met: saved >= 0.3,
+        },
+      ],
+    };
+  } finally {
+    for (const server of servers) await server.stop();
+  }
+}
+
+/** One measured window of the mix on `server` (its stream filled as `fill`). */
+async function mixRun(
+  env: BenchEnv,
+  server: BenchServer,
+  fill: { firstSeq: number; lastSeq: number },
+  messages: number,
+  options: BenchOptions,
+): Promise<MixRun> {
+  const recovering = Math.max(1, Math.round(options.mixReaders / 10));
+  const live = options.mixReaders - recovering;
+  const subtreeOf = (reader: number) => `bench/p${reader % STREAM_PARTITIONS}/**`;
+  const subscribers = await liveSubscribers(
+    env,
+    server.url,
+    live,
+    () => {},
+    (i) => subtreeOf(recovering + i),
+  );
+  const publisher = await env.connect(server.url);
+  let stopped = false;
+  let recoveryDelivered = 0;
+  let recoveries = 0;
+  let failure: unknown = null;
+  // Half a tip back: in the ring for the whole run (the publisher adds far less than that).
+  const from = Math.max(fill.firstSeq, fill.lastSeq + 1 - Math.floor(messages / 2));
+  const recoverer = async (reader: number) => {
+    while (!stopped) {
+      const client = await env.connect(server.url);
+      try {
+        const subscription = client.subscribe(subtreeOf(reader), { from, untilCaughtUp: true });
+        for await (const frame of subscription.frames()) recoveryDelivered += frame.remaining;
+        recoveries++;
+      } finally {
+        await client.close();
+      }
+    }
+  };
+  try {
+    const started = env.nowMs();
+    const publishing = pacedPublisher(env, publisher, {
+      rate: options.mixRate,
+      payloadBytes: options.tipPayloadBytes,
+      startMs: started,
+      untilMs: Infinity,
+      stamp: false,
+      topicOf: (i) => streamTopic(fill.lastSeq + 1 - fill.firstSeq + i),
+    });
+    const recoverers = Array.from({ length: recovering }, (_, reader) =>
+      recoverer(reader).catch((error: unknown) => {
+        failure ??= error;
+      }),
+    );
+    await env.sleep(options.warmupMs);
+    const before = {
+      cpuMs: env.cpuMs() ?? Number.NaN,
+      live: subscribers.delivered(),
+      recovered: recoveryDelivered,
+      recoveries,
+      broker: server.recoveries(),
+      at: env.nowMs(),
+    };
+    await env.sleep(options.durationMs);
+    const after = {
+      cpuMs: env.cpuMs() ?? Number.NaN,
+      live: subscribers.delivered(),
+      recovered: recoveryDelivered,
+      recoveries,
+      broker: server.recoveries(),
+      at: env.nowMs(),
+    };
+    stopped = true;
+    publishing.stop();
+    await publishing.done;
+    await Promise.all(recoverers);
+    if (failure !== null) throw failure;
+    return {
+      cpuMs: after.cpuMs - before.cpuMs,
+      elapsedMs: after.at - before.at,
+      liveDelivered: after.live - before.live,
+      recoveryDelivered: after.recovered - before.recovered,
+      recoveries: after.recoveries - before.recoveries,
+      tipRecoveries:
+        before.broker === null || after.broker === null
+          ? null
+          : after.broker.tip - before.broker.tip,
+      diskRecoveries:
+        before.broker === null || after.broker === null
+          ? null
+          : after.broker.disk - before.broker.disk,
+    };
+  } finally {
+    stopped = true;
+    await publisher.close();
+    await subscribers.close();
   }
 }
 

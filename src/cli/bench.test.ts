@@ -97,6 +97,14 @@ test("aria bench --quick --scenario all --json: every scenario produces numbers"
   expect(herd[1].delivered).toBe((herd[0].delivered as number) / 10);
   expect(herd[1].slowestMs as number).toBeGreaterThanOrEqual(herd[1].medianMs as number);
   expect(io.stderr).toContain("aria bench: herd: done in");
+  // The recovery mix: the indexed and the linear server each delivered, and their CPU was read.
+  const mix = rowsOf("recovery-mix");
+  expect(mix.map((row) => row.strategy)).toEqual([
+    "planned (indexed for 1%)",
+    "linear pass (forced)",
+  ]);
+  // (A 200 ms window may end before a loaded machine completes a recovery: not counted here.)
+  positive(mix, "cpuNsPerMessage");
 }, 60_000);
 
 test("aria bench --report DIR writes a self-contained page with the run's charts", async () => {
@@ -140,7 +148,7 @@ test("aria bench: wrong arguments are usage errors", async () => {
   const io = capture();
   expect(await runCli(["bench", "--scenario", "nope"], io)).toBe(2);
   expect(io.stderr.split("\n")[0]).toMatchInlineSnapshot(
-    `"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, herd, all"`,
+    `"aria bench: --scenario: "nope" is not one of publish, publish-path, fanout, cpu-steadiness, latency, tip-recovery, disk-recovery, herd, recovery-mix, all"`,
   );
   const help = capture();
   expect(await runCli(["bench", "--help"], help)).toBe(0);

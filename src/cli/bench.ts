@@ -54,12 +54,14 @@ Scenarios (in this order for all):
   tip-recovery   1% subtree replayed from the tip vs a full-stream reader filtering it
   disk-recovery  1% subtree replayed from disk after a restart, page cache dropped
   herd           --readers clients at once, each replaying its own 1% subtree from disk
+  recovery-mix   CPU per delivered message, 10% of --readers recovering a 1% subtree from the
+                 tip again and again, the rest live: indexed tip reads vs the linear pass
 
 Options:
   --scenario NAME|all    a scenario, a comma-separated list, or all (default all)
   --duration DURATION    measured time of each throughput or latency run (default 3s)
   --messages N           messages of the disk-recovery and herd stream (default 2000000)
-  --readers N            clients of the herd scenario (default 100)
+  --readers N            clients of the herd and recovery-mix scenarios (default 100)
   --repeat N             runs of each measured cell; tables show medians (default 3)
   --window N             publishes a throughput publisher keeps unacknowledged (default 32768)
   --batch N              messages per publishBatch call of that publisher (default 8192)

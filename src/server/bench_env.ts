@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { BenchEnv, BenchServer, IoCounters } from "../bench/mod.ts";
 import type { DialTls } from "../client/mod.ts";
 import { type FsyncPolicy, Store } from "../store/mod.ts";
+import type { Tip } from "../tip/mod.ts";
 import { processLog, runtime } from "../runtime/mod.ts";
 import { connect } from "./connect.ts";
 import { startServer } from "./server.ts";
@@ -121,7 +122,12 @@ function externalServer(url: string): BenchServer {
 /** A server in this process on a fresh temporary data directory; stop() removes the directory. */
 async function inProcessServer(
   parentDir: string,
-  options: { fsync: FsyncPolicy; tipBytes: number; retainBytes?: number },
+  options: {
+    fsync: FsyncPolicy;
+    tipBytes: number;
+    retainBytes?: number;
+    tipReadStrategy?: "planned" | "linear";
+  },
 ): Promise<BenchServer> {
   const dataDir = await mkdtemp(join(parentDir, "aria-bench-"));
   const start = async (): Promise<BenchServer> => {
@@ -136,6 +142,7 @@ async function inProcessServer(
       // Connections opened and closed are the benchmark's own: only warnings share the progress line.
       log: processLog({ level: "warn", format: "text" }),
     });
+    if (options.tipReadStrategy === "linear") forceLinearTipReads(running.tip);
     return {
       url: running.tcpUrl,
       fsync: options.fsync,
@@ -173,6 +180,17 @@ async function inProcessServer(
     await rm(dataDir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/**
+ * Makes every read of `tip` take the linear pass, whatever its caller asks. The linear pass is a
+ * baseline only a benchmark wants (the recovery mix measures what the index saves), so a bench
+ * server's tip is forced to it here rather than through a serving option.
+ */
+export function forceLinearTipReads(tip: Pick<Tip, "read">): void {
+  const read = tip.read.bind(tip);
+  tip.read = (matcher, fromSeq, readOptions = {}) =>
+    read(matcher, fromSeq, { ...readOptions, strategy: "linear" });
 }
 
 /**
