@@ -2,6 +2,7 @@
  * nats_compare: Aria against NATS JetStream on the same machine in one run (issue 32).
  *
  *   npx bun bench/nats_compare.ts [--messages N] [--rounds N] [--json] [--aria-bin PATH]
+ *                                 [--phases rows,herd] [--readers N] [--skew S]
  *
  * Installs Debian's nats-server when it is missing (apt-get; never in tests), starts it with
  * JetStream and the built `aria serve` (dist/aria, `bun scripts/build.ts`; or --aria-bin) on
@@ -16,6 +17,12 @@
  *
  * After each restart both sides first replay the smallest partition a few times, unmeasured, so
  * the rows measure servers with warm code (a fresh Aria's first replays are JIT-cold).
+ *
+ * The herd (phase `herd`, after the rows in each round): per side, both servers restarted with a
+ * small tip and their files evicted, one client reads the whole stream; again, then --readers
+ * clients connect at once, client k replaying partition k from the oldest message
+ * (compare_herd.ts); aggregate msg/s, slowest and median client. `--skew 0` spreads the stream
+ * evenly (every partition 1%, as the issue's herd has it); the default 1 is the rows' skew.
  *
  * Rows: the 1% partition subtree, the whole stream, time to first message of the subtree
  * (subscribe → first message on a connected client), and the raw read speed of Aria's and
