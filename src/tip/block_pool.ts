@@ -10,8 +10,9 @@
  *
  *   entries  [ page 0: unit 0 … unit 63 | page 1: … ]   entry e of block b: word (b·16 + e)·2
  *            [ page 0 = one 1024 block  | page 1 = 4 × 256 | page 2 = 64 × 16 | … ]
- *   per unit:  count (entries written), next (partition chain, or class free list), prev (free
- *              list), firstSeq (base of the seq deltas) — only a block's first unit is used
+ *   per unit:  count (entries of a closed block), next (partition chain, or class free list),
+ *              firstSeq (base of the seq deltas; the free list's back link while the block is
+ *              free) — only a block's first unit is used
  *   per page:  class, blocks handed out of it, next page on the free page list
  *
  * An entry is two u32 words: the record's ring offset in RECORD_ALIGN_BYTES units, and its seq
@@ -48,8 +49,11 @@ export const CLASS_LIVE_DIVISOR = 4;
 
 const UNITS_PER_PAGE = INDEX_BLOCK_ENTRIES / BLOCK_UNIT_ENTRIES;
 const CLASSES = CLASS_ENTRIES.length;
-/** Bytes of per-unit bookkeeping: count, next, prev (i32 each), firstSeq (f64). */
-const UNIT_META_BYTES = 3 * Int32Array.BYTES_PER_ELEMENT + Float64Array.BYTES_PER_ELEMENT;
+assert(INDEX_BLOCK_ENTRIES <= 0xffff, "a block's count fits a u16");
+assert(INDEX_BLOCK_ENTRIES % BLOCK_UNIT_ENTRIES === 0, "a page is whole units");
+/** Bytes of per-unit bookkeeping: count (u16), next (i32), firstSeq (f64). */
+const UNIT_META_BYTES =
+  Uint16Array.BYTES_PER_ELEMENT + Int32Array.BYTES_PER_ELEMENT + Float64Array.BYTES_PER_ELEMENT;
 /** Bytes a used page holds: its entries and the bookkeeping of all its units. */
 const PAGE_BYTES =
   INDEX_BLOCK_ENTRIES * ENTRY_WORDS * Uint32Array.BYTES_PER_ELEMENT +
@@ -70,14 +74,12 @@ export function classForLive(live: number): number {
 export class BlockPool {
   /** Entry words of every page; entry e of block b is at word (b * BLOCK_UNIT_ENTRIES + e) * ENTRY_WORDS. */
   readonly entries: Uint32Array;
-  /** Entries written to each block. */
-  readonly count: Int32Array;
+  /** Entries written to each block, once it is closed (an open tail's count is its partition's). */
+  readonly count: Uint16Array;
   /** Next block in the owning partition's chain (or the class free list); BLOCK_NONE ends it. */
   readonly next: Int32Array;
-  /** Seq of the first entry written to each block. */
+  /** Seq of the first entry written to each block; while it is free, the previous free block. */
   readonly firstSeq: Float64Array;
-  /** Previous block on the class free list (only meaningful while the block is free). */
-  private readonly prev: Int32Array;
   /** Size class of each used page. */
   private readonly pageClass: Uint8Array;
   /** Blocks handed out of each used page (a page returns when this reaches 0). */
@@ -104,9 +106,8 @@ export class BlockPool {
     const units = pagesMax * UNITS_PER_PAGE;
     this.entries = new Uint32Array(units * BLOCK_UNIT_ENTRIES * ENTRY_WORDS);
     // Not filled: a unit's fields are written when its block is handed out.
-    this.count = new Int32Array(units);
+    this.count = new Uint16Array(units);
     this.next = new Int32Array(units);
-    this.prev = new Int32Array(units);
     this.firstSeq = new Float64Array(units);
     this.pageClass = new Uint8Array(pagesMax);
     this.pageBlocksUsed = new Int32Array(pagesMax);
@@ -241,16 +242,16 @@ export class BlockPool {
   private pushFree(sizeClass: number, block: number): void {
     const head = this.classFreeHead[sizeClass];
     this.next[block] = head;
-    this.prev[block] = BLOCK_NONE;
-    if (head !== BLOCK_NONE) this.prev[head] = block;
+    this.firstSeq[block] = BLOCK_NONE;
+    if (head !== BLOCK_NONE) this.firstSeq[head] = block;
     this.classFreeHead[sizeClass] = block;
   }
 
   private unlinkFree(sizeClass: number, block: number): void {
-    const prev = this.prev[block];
+    const prev = this.firstSeq[block];
     const next = this.next[block];
     if (prev === BLOCK_NONE) this.classFreeHead[sizeClass] = next;
     else this.next[prev] = next;
-    if (next !== BLOCK_NONE) this.prev[next] = prev;
+    if (next !== BLOCK_NONE) this.firstSeq[next] = prev;
   }
 }
