@@ -12,7 +12,7 @@ import {
   TIP_BYTES_MIN,
 } from "../constants.ts";
 import { allowedHostProblem } from "../admin/mod.ts";
-import { processLog, runtime } from "../runtime/mod.ts";
+import { NODE_ID_PATTERN, processLog, runtime } from "../runtime/mod.ts";
 import { parseTcpUrl } from "../client/mod.ts";
 import { ACK_MODES } from "../replica/mod.ts";
 import { FATAL_EXIT, FatalError, type FollowOptions, startServer } from "../server/mod.ts";
@@ -196,7 +196,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
   }
   const follow = await followOf(values, label);
   const nodeId = text("node-id");
-  if (nodeId !== undefined && !/^[A-Za-z0-9_.:-]{1,64}$/.test(nodeId))
+  if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId))
     throw new UsageError(`${label("node-id")}: 1 to 64 of A-Z a-z 0-9 _ . : -`);
   const acks = oneOf(values.acks, ACK_MODES, label("acks"));
   const isrMaxLagUs = parseDuration(text("isr-max-lag") as string, label("isr-max-lag")) * 1000;

@@ -27,6 +27,7 @@ export {
   type HeldLock,
   type LockInfo,
 } from "./data_dir_lock.ts";
+export { NODE_ID_PATTERN, nodeIdOf } from "./node_id.ts";
 export { buildCommit } from "./build_info.ts";
 export {
   CONSUMERS_FILE,

@@ -6,9 +6,7 @@
  * clients with SHUTTING_DOWN, sort and close the store. Sockets, files, the HTTP server and the
  * clock come from the Runtime (src/runtime/), so the same assembly runs under Bun and Deno.
  */
-import { randomUUID } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir } from "node:fs/promises";
 import { createAdminApp, hostPolicyOf, hostRefusal, type LastSplit } from "../admin/mod.ts";
 import { FailureThrottle, type Users } from "../auth/mod.ts";
 import { Broker } from "../broker/broker.ts";
@@ -35,6 +33,7 @@ import {
   buildCommit,
   ConsumerFile,
   type HeldLock,
+  nodeIdOf,
   type HttpServer,
   runtime,
   serverTlsProblem,
@@ -596,16 +595,6 @@ function startFollower(
   });
   follower.start();
   return follower;
-}
-
-/** This node's id: the one kept in `DIR/node-id`, else a new random one written there. */
-async function nodeIdOf(dataDir: string): Promise<string> {
-  const path = join(dataDir, "node-id");
-  const kept = await readFile(path, "utf8").catch(() => "");
-  if (/^[A-Za-z0-9_.:-]{1,64}$/.test(kept.trim())) return kept.trim();
-  const id = randomUUID().slice(0, 8);
-  await writeFile(path, `${id}\n`);
-  return id;
 }
 
 /** The newest message of the store, whole (a replica compares it with its leader's), or null. */
