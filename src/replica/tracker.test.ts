@@ -104,6 +104,9 @@ test("--acks quorum: a publish is acknowledged once the replica has it durably",
     nodeId: "r1",
     follow: { url: leader.tcpUrl, backoffMs: 10 },
   });
+  // Until the replica connected the leader knows no replica and acknowledges alone.
+  const deadline = Date.now() + 5000;
+  while (leader.broker.replicas.list().length === 0 && Date.now() < deadline) await Bun.sleep(5);
   const client = await connect(leader.tcpUrl);
   const seq = await client.publish("a/b", "one");
   expect(seq).toBe(1);
