@@ -325,6 +325,22 @@ describe("TopicTable", () => {
     for (let i = 0; i < 5000; i++) expect(table.internValid(`p${i % 7}/q/t${i}`)).toBe(i);
     expect(table.partitionOfTopic(4999)).toBe(table.lookupPartition("p1/q"));
   });
+
+  test("each topic's partition is partitionOf's, through the partition cache's collisions", () => {
+    // More partitions than the cache has slots, names that share prefixes, lengths and slots
+    // ("a/b" and "a/bc", "ab" and "a/b"), topics of one and two segments.
+    const table = new TopicTable();
+    const names: string[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const p = `p${i % 1500}`;
+      names.push(`${p}/q${i % 3}/t${i}`, `${p}/q${i % 3}`, p, `${p}x/q/t${i}`, `a/${p}`);
+    }
+    names.push("a/b", "a/bc", "ab", "a/b/c", "a/bc/d", "ab/c/d");
+    for (const name of names) {
+      const id = table.internValid(name);
+      expect(table.partitionName(table.partitionOfTopic(id))).toBe(partitionOf(name));
+    }
+  });
 });
 
 describe("TopicTable limit", () => {

@@ -23,11 +23,11 @@
  * and no record in the tip; every id a reader can meet (a record held, a caller between intern
  * and use) has lastSeq >= reclaimBelow(), so it is never released under it.
  */
-import { PARTITIONS_MAX, TOPICS_MAX } from "../constants.ts";
+import { PARTITION_SEGMENTS, PARTITIONS_MAX, TOPICS_MAX } from "../constants.ts";
 import { assert } from "../stdx/assert.ts";
 import { FilterIndex } from "./filter_index.ts";
 import type { FilterMatcher } from "./filter_matcher.ts";
-import { partitionOf, validateTopic } from "./topic.ts";
+import { validateTopic } from "./topic.ts";
 
 const CAPACITY_INITIAL = 1024;
 /** The name slot of a free id ("" is never a valid topic). */
@@ -41,6 +41,9 @@ const RECLAIM_SCAN_IDS = 1 << 18;
 const RECLAIM_BATCH_IDS = 1 << 12;
 /** Epochs whose ids stay listed for matchers catching up (1 MiB); older ones reset whole. */
 const RECLAIM_LOG_EPOCHS = 64;
+/** Slots of the partition cache (a power of two): 8 KiB of names and ids. */
+const PARTITION_SLOTS = 1024;
+const CODE_SLASH = 0x2f;
 
 /** The result of interning: the topic id, or why the name cannot be interned. */
 export type InternResult = { ok: true; topicId: number } | { ok: false; reason: string };
@@ -85,6 +88,16 @@ export class TopicTable {
   private readonly partitionIds = new Map<string, number>();
   private readonly topicNames: string[] = [];
   private readonly partitionNames: string[] = [];
+  /**
+   * The partition cache: a partition's name and id in the slot its characters hash to (FREE:
+   * none), so that a new topic of a known partition finds its id without cutting the
+   * partition's name out and hashing it. Partitions are never reclaimed: an entry never goes
+   * stale. `partitionEnd` and `partitionSlot` are cachedPartition's other results.
+   */
+  private readonly partitionSlotNames: string[] = new Array<string>(PARTITION_SLOTS).fill(FREE);
+  private readonly partitionSlotIds = new Int32Array(PARTITION_SLOTS);
+  private partitionEnd = 0;
+  private partitionSlot = 0;
   private partitionByTopic = new Int32Array(CAPACITY_INITIAL);
   private lastSeqByTopic = new Float64Array(CAPACITY_INITIAL);
   private stampByTopic = new Float64Array(CAPACITY_INITIAL);
@@ -164,19 +177,27 @@ export class TopicTable {
   }
 
   private internNew(name: string, seq: number): InternResult {
-    const partition = partitionOf(name);
-    let partitionId = this.partitionIds.get(partition);
-    if (partitionId === undefined && this.partitionNames.length >= PARTITIONS_MAX)
-      return { ok: false, reason: `server holds ${PARTITIONS_MAX} partitions, the limit` };
+    let partitionId = this.cachedPartition(name);
+    let partition: string | null = null;
+    if (partitionId < 0) {
+      partition = name.slice(0, this.partitionEnd); // partitionOf(name)
+      partitionId = this.partitionIds.get(partition) ?? -1;
+      if (partitionId < 0 && this.partitionNames.length >= PARTITIONS_MAX)
+        return { ok: false, reason: `server holds ${PARTITIONS_MAX} partitions, the limit` };
+    }
     const topicId = this.takeId();
     if (topicId < 0) {
       this.topicsRefused++;
       return { ok: false, reason: `server holds ${this.topicsMax} topics, the limit` };
     }
-    if (partitionId === undefined) {
-      partitionId = this.partitionNames.length;
-      this.partitionNames.push(partition);
-      this.partitionIds.set(partition, partitionId);
+    if (partition !== null) {
+      if (partitionId < 0) {
+        partitionId = this.partitionNames.length;
+        this.partitionNames.push(partition);
+        this.partitionIds.set(partition, partitionId);
+      }
+      this.partitionSlotNames[this.partitionSlot] = partition;
+      this.partitionSlotIds[this.partitionSlot] = partitionId;
     }
     this.partitionByTopic[topicId] = partitionId;
     this.lastSeqByTopic[topicId] = seq;
@@ -185,6 +206,31 @@ export class TopicTable {
     this.topicIds.set(name, topicId);
     if (this.filters.size > 0) this.tellMatchers(name, topicId);
     return { ok: true, topicId };
+  }
+
+  /**
+   * The id of `name`'s partition if the partition cache holds it, else -1; either way sets
+   * `partitionEnd` (the partition's length: its name is name.slice(0, partitionEnd), as
+   * partitionOf says) and `partitionSlot` (its slot). The slot comes from a hash of the
+   * partition's characters, computed while looking for its end: no string is cut or hashed.
+   */
+  private cachedPartition(name: string): number {
+    let hash = 0;
+    let end = name.length;
+    let slashes = 0;
+    for (let i = 0; i < name.length; i++) {
+      const code = name.charCodeAt(i);
+      if (code === CODE_SLASH && ++slashes === PARTITION_SEGMENTS) {
+        end = i;
+        break;
+      }
+      hash = (Math.imul(hash, 31) + code) | 0;
+    }
+    const slot = hash & (PARTITION_SLOTS - 1);
+    this.partitionEnd = end;
+    this.partitionSlot = slot;
+    const cached = this.partitionSlotNames[slot];
+    return cached.length === end && name.startsWith(cached) ? this.partitionSlotIds[slot] : -1;
   }
 
   /** Interns a name the caller knows to be valid; asserts that it is. */
