@@ -46,7 +46,8 @@ const CHART_SPECS: Record<
       const categories = [...new Set(series.flatMap((s) => s.points.map((p) => String(p.x))))];
       return barChart({
         title,
-        y: { label: "subscribe → first message (ms)" },
+        // Log: a herd's first message (seconds, behind 99 others) beside one client's (ms).
+        y: { label: "subscribe → first message (ms)", scale: "log" },
         valueFormat: formatMs,
         categories,
         series: series.map((s) => ({
