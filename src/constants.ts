@@ -343,6 +343,12 @@ assert(CONSUMER_NAME_BYTES_MAX <= 255, "a consumer name's length fits SUBSCRIBE'
  */
 export const CATCH_UP_SLICE_BYTES = 256 * 1024;
 /**
+ * Bytes of a subscription's first catch-up slice, and of its disk reader's first batch: built in
+ * the event that subscribed it and written with SUBSCRIBED, so the first message leaves at once
+ * rather than after a full slice (a turn of the event loop, a 64 KiB frame) or a full batch.
+ */
+export const CATCH_UP_FIRST_SLICE_BYTES = 4 * 1024;
+/**
  * Bytes of DATA one event builds for all sessions together — a commit's live fan-out, a round of
  * catch-up — before the rest waits for the next turn of the event loop (the subscriptions not
  * reached go on from the tip): a thousand subscribers of one large commit would otherwise hold

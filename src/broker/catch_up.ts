@@ -29,6 +29,7 @@
  */
 import type { Log } from "../stdx/log.ts";
 import {
+  CATCH_UP_FIRST_SLICE_BYTES,
   CATCH_UP_READ_BATCH_BYTES,
   CATCH_UP_READ_BUFFER_BYTES,
   CATCH_UP_SLICE_BYTES,
@@ -169,6 +170,8 @@ export class CatchUp {
       this.recoveries.tip++;
       subscription.recovery = "tip";
       this.toTip(subscription);
+      // The first messages leave with SUBSCRIBED at the end of this event; the pump goes on.
+      this.tipSlice(subscription, CATCH_UP_FIRST_SLICE_BYTES);
     } else {
       this.recoveries.disk++;
       subscription.recovery = "disk";
@@ -263,11 +266,12 @@ export class CatchUp {
       subscription.filter,
       { seq: subscription.nextSeq },
       reading
-        ? { borrow: true }
+        ? { borrow: true, firstBatchBytesMax: CATCH_UP_FIRST_SLICE_BYTES }
         : {
             borrow: true,
             batchBytesMax: CATCH_UP_READ_BATCH_BYTES,
             bufferBytes: CATCH_UP_READ_BUFFER_BYTES,
+            firstBatchBytesMax: CATCH_UP_FIRST_SLICE_BYTES,
           },
     );
     if (!reading) this.smallReaders.add(reader);
@@ -403,8 +407,11 @@ export class CatchUp {
     }
   }
 
-  /** Delivers up to a slice of a subscription's backlog from the tip; returns the bytes counted. */
-  private tipSlice(subscription: Subscription): number {
+  /**
+   * Delivers up to a slice (`sliceBytes`) of a subscription's backlog from the tip; returns the
+   * bytes counted.
+   */
+  private tipSlice(subscription: Subscription, sliceBytes = this.sliceBytes): number {
     const visibleSeq = this.visible.visibleSeq;
     if (subscription.nextSeq >= visibleSeq) {
       this.goLive(subscription);
@@ -419,7 +426,7 @@ export class CatchUp {
     const session = subscription.session;
     const records = this.records;
     let bytes = 0;
-    while (bytes < this.sliceBytes && !session.backedUp) {
+    while (bytes < sliceBytes && !session.backedUp) {
       if (!cursor.next()) {
         if (cursor.fellBehind) {
           subscription.nextSeq = cursor.resumeSeq;

@@ -118,12 +118,18 @@ export interface BrokerStore {
   /**
    * Reads a filter's committed messages in seq order; an empty batch means caught up. With
    * `borrow`, a batch's payloads may be views valid only until the next `nextBatch()` call;
-   * `batchBytesMax` and `bufferBytes` bound a batch and the read-ahead (the store's defaults).
+   * `batchBytesMax` and `bufferBytes` bound a batch and the read-ahead (the store's defaults),
+   * `firstBatchBytesMax` the first batch (a first message sooner).
    */
   read(
     filter: Filter,
     from: { seq: number } | { timeUs: number },
-    options?: { borrow?: boolean; batchBytesMax?: number; bufferBytes?: number },
+    options?: {
+      borrow?: boolean;
+      batchBytesMax?: number;
+      bufferBytes?: number;
+      firstBatchBytesMax?: number;
+    },
   ): { nextBatch(): Promise<StoredMessageLike[]> };
 }
 

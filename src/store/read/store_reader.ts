@@ -53,7 +53,13 @@ export type { ReadFrom } from "./partition_read.ts";
  * the read-ahead its partition reads share (default the store's readBufferBytes), so a reader
  * that hands out a little at a time (a subscriber's catch-up) holds little.
  */
-export type ReadOptions = { batchBytesMax?: number; borrow?: boolean; bufferBytes?: number };
+export type ReadOptions = {
+  batchBytesMax?: number;
+  borrow?: boolean;
+  bufferBytes?: number;
+  /** Bytes of the first batch (default batchBytesMax): a subscriber's first message sooner. */
+  firstBatchBytesMax?: number;
+};
 
 /** A pull reader of one filter's messages in seq order. */
 export class StoreReader {
@@ -102,6 +108,7 @@ export class StoreReader {
   /** Seq of the last message delivered (0: none yet). */
   lastSeq = 0;
   private readonly batchBytesMax: number;
+  private readonly firstBatchBytesMax: number;
   /** Read-ahead bytes this reader's partition reads share (see ReadOptions). */
   private readonly bufferBytes: number;
   private readonly pool: BufferPool | null;
@@ -119,6 +126,10 @@ export class StoreReader {
     this.topics = new TopicCache(filter);
     this.batchBytesMax = options.batchBytesMax ?? context.options.readBatchBytesMax;
     this.bufferBytes = options.bufferBytes ?? context.options.readBufferBytes;
+    this.firstBatchBytesMax = Math.min(
+      this.batchBytesMax,
+      options.firstBatchBytesMax ?? this.batchBytesMax,
+    );
     // The pool keeps two batches' buffers and a round of its lanes' chunks (its read-ahead):
     // kept any smaller, a reader of many partitions allocated most of its reads afresh (a catch-up
     // reader of 16 partitions, 256 KiB batches: 85 MB over 32 batches, 8 MB keeping its read-ahead).
@@ -332,7 +343,7 @@ export class StoreReader {
     const keys = this.keys;
     const runs = this.runs;
     const borrowed = this.borrowed;
-    const bytesMax = this.batchBytesMax;
+    const bytesMax = batch === 1 ? this.firstBatchBytesMax : this.batchBytesMax;
     let bytes = this.batchBytes;
     while (!heap.empty() && bytes < bytesMax && out.length < READ_BATCH_MESSAGES_MAX) {
       const source = heap.topSource();
