@@ -1,6 +1,8 @@
 /**
- * Replication (issue 31, replicas): the built binary as a single server, as a leader with one
- * replica (`aria serve --follow`) at `--acks leader`, and at `--acks quorum`, interleaved in each
+ * Replication (issue 31, replicas): the built binary as a single server, as a single server with
+ * one `aria sub **` reader in its own process (what a replica's reading costs the leader, without
+ * the replica's appends), as a leader with one replica (`aria serve --follow`) at `--acks
+ * leader`, and at `--acks quorum`, interleaved in each
  * round so that other load on the machine hits all three alike. Each run publishes `--messages`
  * messages of 100 bytes (256 per PUBLISH frame, 8 frames unacknowledged) from this process and
  * times first send to last PUBLISH_ACK. Then the replica's lag under a steady publish rate
@@ -97,14 +99,35 @@ async function publishRate(url: string): Promise<number> {
   return (batches * BATCH) / seconds;
 }
 
-type Config = "single" | "replica, acks leader" | "replica, acks quorum";
-const CONFIGS: Config[] = ["single", "replica, acks leader", "replica, acks quorum"];
+type Config = "single" | "single + ** reader" | "replica, acks leader" | "replica, acks quorum";
+const CONFIGS: Config[] = [
+  "single",
+  "single + ** reader",
+  "replica, acks leader",
+  "replica, acks quorum",
+];
 
 async function run(config: Config): Promise<number> {
   const leader = await serve(config === "replica, acks quorum" ? ["--acks", "quorum"] : []);
   let replica: ServedBinary | null = null;
+  // The baseline of a replica's reading: `aria sub **` in its own process, from the live end.
+  const reader =
+    config === "single + ** reader"
+      ? Bun.spawn([values.bin as string, "sub", "--url", leader.tcpUrl, "**"], {
+          stdin: "ignore",
+          stdout: "ignore",
+          stderr: "ignore",
+        })
+      : null;
   try {
-    if (config !== "single") {
+    if (reader !== null)
+      await waitFor(async () => {
+        const stats = (await (await fetch(`${leader.adminUrl}/api/stats`)).json()) as {
+          broker: { subscriptions: number };
+        };
+        return stats.broker.subscriptions === 1;
+      }, "the reader to subscribe");
+    if (config === "replica, acks leader" || config === "replica, acks quorum") {
       replica = await serve(["--follow", leader.tcpUrl, "--node-id", "r1"]);
       await waitFor(
         async () => (await replicasOf(leader)).some((r) => r.connected),
@@ -113,6 +136,8 @@ async function run(config: Config): Promise<number> {
     }
     return await publishRate(leader.tcpUrl);
   } finally {
+    reader?.kill();
+    await reader?.exited;
     await replica?.stop();
     await leader.stop();
   }
