@@ -73,8 +73,31 @@ interface Child {
 }
 
 /** Runs argv until it printed `count` stdout lines; stop() ends it and removes `dir`. */
+/** CPU use and run-queue wait of the last server process, over its life (shares of its time). */
+let lastServer: { cpuShare: number; waitShare: number } | null = null;
+
+/** What the last server process used (null: no server process ran since it was last cleared). */
+function lastServerUsage(): { cpuShare: number; waitShare: number } | null {
+  return lastServer;
+}
+
+/** CPU time (utime + stime) and its main thread's run-queue wait of process `pid`, ms. */
+function processUsageMs(pid: number): { cpuMs: number; waitMs: number } {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 (1-based, counting pid and comm): clock ticks of 10 ms.
+    const cpuMs = (Number(fields[11]) + Number(fields[12])) * 10;
+    const waitMs = Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[1]) / 1e6;
+    return { cpuMs, waitMs };
+  } catch {
+    return { cpuMs: 0, waitMs: 0 };
+  }
+}
+
 async function spawnServer(argv: string[], count: number, dir?: string): Promise<Child> {
   const child = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+  const spawned = env.nowMs();
   const reader = child.stdout.getReader();
   let text = "";
   const deadline = Date.now() + 15_000;
@@ -92,6 +115,9 @@ async function spawnServer(argv: string[], count: number, dir?: string): Promise
   return {
     lines,
     stop: async () => {
+      const usage = processUsageMs(child.pid);
+      const lived = env.nowMs() - spawned;
+      lastServer = { cpuShare: usage.cpuMs / lived, waitShare: usage.waitMs / lived };
       // SIGTERM first: a server stops cleanly (and a profiler wrapped around it writes out).
       child.kill("SIGTERM");
       const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
@@ -200,19 +226,25 @@ interface Latency {
  * `run`, and the CPU this process used meanwhile as a share of one core (with --bin the server's
  * own process is not counted).
  */
-async function withCpu<T>(
-  run: () => Promise<T>,
-): Promise<T & { cpuShare: number; waitShare: number }> {
+async function withCpu<T>(run: () => Promise<T>): Promise<T & { cpu: string }> {
   const wall = env.nowMs();
   const cpu = process.cpuUsage();
   const waited = runQueueWaitMs();
+  lastServer = null;
   const result = await run();
   const used = process.cpuUsage(cpu);
   const ms = env.nowMs() - wall;
+  const percent = (share: number) => `${(share * 100).toFixed(0)}%`;
+  const here =
+    `this process ${percent((used.user + used.system) / 1000 / ms)} of a core, waited for a ` +
+    `CPU ${percent((runQueueWaitMs() - waited) / ms)} of the time`;
+  const server = lastServerUsage();
   return {
     ...result,
-    cpuShare: (used.user + used.system) / 1000 / ms,
-    waitShare: (runQueueWaitMs() - waited) / ms,
+    cpu:
+      server === null
+        ? here
+        : `${here}; the server process ${percent(server.cpuShare)}, waited ${percent(server.waitShare)}`,
   };
 }
 
@@ -427,9 +459,7 @@ if (PARTS.includes("durability")) {
       `durability run ${run + 1}: bound: append + fdatasync of ${fmt(got.bound.roundBytes)} B ` +
         `median ${got.bound.medianUs.toFixed(0)} µs (p90 ${got.bound.p90Us.toFixed(0)}) → ` +
         `${fmt(got.boundRate)} msg/s; fsync always, ${PUBLISHERS} publishers × 1 in flight: ` +
-        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound (this process ` +
-        `${(got.cpuShare * 100).toFixed(0)}% of a core, waited for a CPU ` +
-        `${(got.waitShare * 100).toFixed(0)}% of the time)`,
+        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound (${got.cpu})`,
     );
   }
   const ratio = median(runs.map((r) => r.ratio));
@@ -451,13 +481,11 @@ if (PARTS.includes("latency")) {
     const [a, r] = run % 2 === 0 ? [first, second] : [second, first];
     aria.push(a.p99Ms);
     relay.push(r.p99Ms);
-    const cpu = (x: { cpuShare: number; waitShare: number }) =>
-      `${(x.cpuShare * 100).toFixed(0)}% of a core, waited for a CPU ${(x.waitShare * 100).toFixed(0)}% of the time`;
     console.log(
       `latency run ${run + 1}: ${fmt(RATE)} msg/s to ${SUBSCRIBERS} subscribers: Aria p99 ` +
-        `${a.p99Ms.toFixed(2)} ms (p50 ${a.p50Ms.toFixed(2)}, ${fmt(a.samples)} samples, ${cpu(a)}), ` +
+        `${a.p99Ms.toFixed(2)} ms (p50 ${a.p50Ms.toFixed(2)}, ${fmt(a.samples)} samples; ${a.cpu}), ` +
         `trivial relay p99 ${r.p99Ms.toFixed(2)} ms (p50 ${r.p50Ms.toFixed(2)}, ` +
-        `${fmt(r.samples)} samples, ${cpu(r)}); ratio ${(a.p99Ms / r.p99Ms).toFixed(2)}`,
+        `${fmt(r.samples)} samples; ${r.cpu}); ratio ${(a.p99Ms / r.p99Ms).toFixed(2)}`,
     );
   }
   const ratios = aria.map((a, i) => a / relay[i]);
