@@ -50,8 +50,11 @@ export interface SessionConsumers {
 export interface SessionStateStore {
   /** The states stored when the server started, by name. */
   loadStates(): ReadonlyMap<string, Uint8Array>;
-  /** State `name` changed: `encode` gives its bytes (null: removed) when the batch is written. */
-  saveState(name: string, encode: () => Uint8Array | null): void;
+  /**
+   * State `name` changed: `encode` gives its bytes (null: removed) when the batch is written;
+   * `lazy`: a change a crash may lose (a message in flight), written within an interval.
+   */
+  saveState(name: string, encode: () => Uint8Array | null, lazy?: boolean): void;
   /** Calls `done` once what was saved before is durable under the fsync policy. */
   whenDurable(done: () => void): void;
 }
@@ -98,8 +101,11 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   private readonly sessions: SessionStateStore | undefined;
   /** Sessions whose socket is gone and whose will waits for its delay, by client id. */
   private readonly willsWaiting = new Map<string, MqttSession>();
-  /** Each client's state encoder while its record is pending (one closure, not one per change). */
-  private readonly encoders = new Map<string, () => Uint8Array | null>();
+  /**
+   * Each client's record while it is pending in the store (one closure and one name, not one per
+   * change; `lazy`: only lazy changes so far): a change while pending costs one map lookup.
+   */
+  private readonly pending = new Map<string, { encode: () => Uint8Array | null; lazy: boolean }>();
   /** Wills restored from the data directory being published. */
   private readonly restoredWills = new Set<RestoredWill>();
   private nextConnectionId = 1;
@@ -139,17 +145,19 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   }
 
   /** Client `clientId`'s state record is rewritten (or removed) in the next batch. */
-  private touch(clientId: string): void {
+  private touch(clientId: string, lazy = false): void {
     if (this.sessions === undefined) return;
-    let encode = this.encoders.get(clientId);
-    if (encode === undefined) {
-      encode = () => {
-        this.encoders.delete(clientId);
+    const pending = this.pending.get(clientId);
+    if (pending !== undefined && (lazy || !pending.lazy)) return;
+    const entry = {
+      encode: () => {
+        if (this.pending.get(clientId) === entry) this.pending.delete(clientId);
         return this.encodeState(clientId);
-      };
-      this.encoders.set(clientId, encode);
-    }
-    this.sessions.saveState(sessionStateName(clientId), encode);
+      },
+      lazy,
+    };
+    this.pending.set(clientId, entry);
+    this.sessions.saveState(sessionStateName(clientId), entry.encode, lazy);
   }
 
   /** The bytes of client `clientId`'s persistent session now; null: it has none. */
@@ -191,14 +199,18 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
 
   // ---- SessionDoor ---------------------------------------------------------------------------
 
-  /** A session's durable state changed: written in the next batch of the sessions' store. */
-  sessionChanged(session: MqttSession): void {
+  /**
+   * A session's durable state changed: written in the next batch of the sessions' store (`lazy`:
+   * a message in flight, within the store's interval).
+   */
+  sessionChanged(session: MqttSession, lazy = false): void {
     if (this.sessions === undefined || session.clientId === "") return;
     const clientId = session.clientId;
     if (session.socketGone && session.will !== null && session.willDueUs >= 0)
       this.willsWaiting.set(clientId, session);
-    else if (this.willsWaiting.get(clientId) === session) this.willsWaiting.delete(clientId);
-    this.touch(clientId);
+    else if (this.willsWaiting.size > 0 && this.willsWaiting.get(clientId) === session)
+      this.willsWaiting.delete(clientId);
+    this.touch(clientId, lazy);
   }
 
   /** Calls `done` once the states changed so far are durable (at once without a store). */

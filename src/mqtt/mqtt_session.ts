@@ -18,19 +18,19 @@
  * written at QoS 0): a session kept after the connection (session expiry) resubscribes from
  * there, so a client away misses nothing the log still holds.
  *
+ * Persistence: a persistent session tells its door when its state changes (`changed`); the door
+ * writes `persisted()` in the consumers file's next batch (session_state.ts). A session restored
+ * after a restart sends its flights again, DUP with their packet ids, as their seqs come again.
+ *
+ * Beside it: its types (session_types.ts), its pure helpers and reason codes (session_codes.ts).
+ *
  * Invariants: one CONNECT; nothing but CONNECT before it; packet ids in `inflight` are unique and
- * their count ≤ the client's window; `heldBytes` is the sum of held payloads.
+ * their count ≤ the client's window; `heldBytes` is the sum of held payloads; a restored flight's
+ * packet id is reserved (not taken by a new PUBLISH) until it is sent again or forgotten.
  */
-import type { Connection, Scheduler } from "../broker/ports.ts";
-import {
-  AUTH_TOKEN_BYTES_MAX,
-  CLIENT_NAME_BYTES_MAX,
-  PAYLOAD_BYTES_MAX,
-  PROPERTIES_BYTES_MAX,
-} from "../constants.ts";
+import type { Connection } from "../broker/ports.ts";
+import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX } from "../constants.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
-import type { ConnectionEvents } from "../broker/ports.ts";
-import type { Log } from "../stdx/log.ts";
 import { parseAriaFrom } from "./aria_from.ts";
 import { MqttDecoder } from "./codec.ts";
 import { encodePacket } from "./codec_encode.ts";
@@ -56,12 +56,7 @@ import type {
   PersistedSubscription,
   PersistedWill,
 } from "./session_state.ts";
-import {
-  clientOrigin,
-  decodeStoredProperties,
-  encodeStoredProperties,
-  type StoredMessage,
-} from "./stored_properties.ts";
+import { ClientOrigin, decodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
   type Packet,
@@ -71,218 +66,51 @@ import {
   type QoS,
   REASON,
   type SubscribePacket,
-  type Subscription,
   type UnsubscribePacket,
   type Will,
 } from "./packets.ts";
-import type { TopicMapping } from "./topic_mapping.ts";
+import {
+  connackOfError,
+  cutUtf8,
+  EMPTY_PAYLOAD,
+  EMPTY_SENT,
+  isUtf8,
+  NATIVE,
+  nativeLimitProblem,
+  PUBLISH_ACK_FAILURES,
+  reasonOfError,
+  resumeOf,
+  SUBACK_FAILURES,
+  UTF8,
+} from "./session_codes.ts";
+import {
+  type InFlight,
+  type Outgoing,
+  type PendingRequest,
+  type PendingSuback,
+  type Phase,
+  type RetainedMessage,
+  type RetainedRead,
+  SESSION_EXPIRY_NEVER,
+  type SavedFlight,
+  type SavedSubscription,
+  type SentMessage,
+  type SessionDoor,
+  type StoredSession,
+  type SubscriptionState,
+} from "./session_types.ts";
 
-/** Session expiry "never" (MQTT 5's 0xFFFFFFFF; a 3.1.1 session without clean session). */
-export const SESSION_EXPIRY_NEVER = 0xffff_ffff;
-
-/** A subscription of a session kept while its client is away. */
-export interface SavedSubscription {
-  filter: string;
-  options: Subscription;
-  identifier: number | undefined;
-  /** Where it goes on: the first seq its client did not process, or its first start. */
-  start: StartPosition;
-  /**
-   * Below `below`, only the seqs in `again` go to the client again (held, never sent): the others
-   * were processed, or are in StoredSession.inflight. Absent: everything from `start`.
-   */
-  resume?: { below: number; again: readonly number[] };
-  /**
-   * Flights restored from the data directory (no payloads): each goes again, DUP with its packet
-   * id, when its seq comes again from the subscription's consumer.
-   */
-  flights?: readonly PersistedFlight[];
-}
-
-/** A message as it went to the client (kept in flight, and with a session for its resume). */
-export type SentMessage = Pick<
-  Outgoing,
-  "seq" | "topic" | "payload" | "properties" | "qos" | "retain" | "retainFlag"
->;
-
-/** A QoS 1/2 PUBLISH sent and not acknowledged when its connection ended. */
-export interface SavedFlight {
-  packetId: number;
-  /** The MQTT filter of its subscription. */
-  filter: string;
-  /** Part of its subscription's position (not a retained message, nor of one unsubscribed). */
-  inPosition: boolean;
-  /** QoS 2: PUBREC came and PUBREL was sent; PUBCOMP is awaited. */
-  released: boolean;
-  message: SentMessage;
-}
-
-/** A topic's newest message, as the broker gives it for retained messages (its LatestMessage). */
-export interface RetainedMessage {
-  seq: number;
-  timeUs: number;
-  topic: string;
-  payload: Uint8Array;
-  properties: Uint8Array;
-}
-
-/** A topic and the seq of its newest message (the broker's LatestEntry). */
-export interface RetainedEntry {
-  topic: string;
-  seq: number;
-}
-
-/**
- * Where retained messages come from (the broker's Latest): the topics first, without payloads,
- * then their messages a batch at a time, so a session holds no more than its back-pressure allows.
- */
-export interface RetainedSource {
-  /** Each topic an Aria filter matches with its newest visible seq, in seq order. */
-  newest(entries: readonly string[]): Promise<readonly RetainedEntry[]>;
-  /** The messages of `entries`, in their order (one retention removed is left out). */
-  read(entries: readonly RetainedEntry[]): Promise<readonly RetainedMessage[]>;
-}
-
-/** A subscription's retained messages being read: one read at a time, from `next` on. */
-interface RetainedRead {
-  /** Only messages below it (the subscription gets the rest live). */
-  beforeSeq: number;
-  /** The topics to send (null: being listed). */
-  list: readonly RetainedEntry[] | null;
-  next: number;
-  /** A batch is being read. */
-  reading: boolean;
-}
-
-/** What a session leaves behind when its connection ends with a session expiry. */
-export interface StoredSession {
-  clientId: string;
-  subscriptions: SavedSubscription[];
-  /** Seconds it is kept after `releasedUs` (SESSION_EXPIRY_NEVER: kept). */
-  expiryS: number;
-  releasedUs: number;
-  /** Its PUBLISHes (and PUBRELs) in flight, in the order sent: again, DUP, on resume [MQTT-4.4.0-1]. */
-  inflight?: readonly SavedFlight[];
-  /**
-   * QoS 2 packet ids received and PUBRECed (or being stored), awaiting PUBREL: session state
-   * (MQTT-4.3.3), so a resent PUBLISH on the next connection is not published again.
-   */
-  qos2Received?: readonly number[];
-  /** Who signed in (MqttSession.signedInAs): another gets no session of this client id. */
-  signedInAs?: string;
-  /** QoS 2 packet ids PUBRECed by the client before a restart: PUBREL again on resume. */
-  pubrelIds?: readonly number[];
-  /** A will restored from the data directory, waiting for its delay (the door publishes it). */
-  will?: PersistedWill;
-}
-
-/** What a session asks of the door that holds it. */
-export interface SessionDoor {
-  readonly broker: ConnectionEvents;
-  /** Runs work after the current event (frames sent while the broker writes wait for it). */
-  readonly scheduler: Scheduler;
-  readonly mapping: TopicMapping;
-  readonly log?: Log;
-  /** A client id for a CONNECT that gave none (MQTT 5). */
-  assignClientId(): string;
-  /** The time now (µs): a message's expiry is counted from its publish time. */
-  nowUs(): number;
-  /** True when persistent sessions keep their positions as durable consumers (session_consumers.ts). */
-  readonly durableSessions: boolean;
-  /** Removes the durable consumer `name` once the frames sent so far are handled. */
-  removeConsumerSoon(name: string): void;
-  /** The session's durable state changed (a persistent one's is written in the next batch). */
-  sessionChanged(session: MqttSession): void;
-  /** Calls `done` once the state changes told so far are durable (the --fsync policy's rule). */
-  whenDurable(done: () => void): void;
-  /** Each topic's newest message (MQTT's retained messages); absent: none are served. */
-  readonly retained?: RetainedSource;
-  /** True when each PUBLISH to an MQTT 5 subscriber carries user property `aria-seq`. */
-  readonly ariaSeq: boolean;
-  /**
-   * The client signed in as `clientId`: another connection of it is taken over, and the session
-   * it left is given back (null: none, or `cleanStart` discarded it); "full": no room.
-   */
-  claim(session: MqttSession, clientId: string, cleanStart: boolean): StoredSession | null | "full";
-  /** The connection ended; the session is kept as `stored` (null: it ended with it). */
-  released(session: MqttSession, stored: StoredSession | null): void;
-}
-
-type Phase = "awaiting_connect" | "signing_in" | "connected" | "closed";
-
-interface SubscriptionState {
-  filter: string;
-  entries: string[];
-  options: Subscription;
-  identifier: number | undefined;
-  dollarExcluded: boolean;
-  nativeId: number;
-  start: StartPosition;
-  /** Seqs taken from the broker that the client has not processed yet (held or in flight). */
-  unprocessed: Set<number>;
-  /** The seq after the last one the broker gave (0: SUBSCRIBED not seen yet). */
-  positionSeq: number;
-  /** The durable consumer keeping its position (a persistent session), or undefined. */
-  durable: string | undefined;
-  /** The last seq of a DATA of it, and the last one acknowledged to the broker (ACK). */
-  lastDataSeq: number;
-  ackedSeq: number;
-  /** Retained messages are sent once SUBSCRIBED says where it starts (retain handling). */
-  wantsRetained: boolean;
-  /** Its retained messages being read (a SUBSCRIBE of it again replaces the read). */
-  retainedRead?: RetainedRead;
-  /** A member of a shared group (`$share/G/f`): acknowledged in delivery order. */
-  shared: boolean;
-  /** Shared: the seqs of its DATA in the order they came, from `deliveredHead` on. */
-  delivered: number[];
-  deliveredHead: number;
-  /** A resumed session's: seqs below `skipBelow` come to the client only when in `again`. */
-  skipBelow: number;
-  again: Set<number>;
-  /** Flights restored from the data directory, by seq: DUP with their packet id when they come. */
-  restored?: Map<number, PersistedFlight>;
-}
-
-interface Outgoing {
-  subscription: SubscriptionState;
-  seq: number;
-  topic: string;
-  payload: Uint8Array;
-  properties: Properties;
-  qos: QoS;
-  /** What it counts in heldBytes. */
-  bytes: number;
-  /** Sent as a retained message (retain flag 1; not part of the subscription's position). */
-  retain: boolean;
-  /** The PUBLISH's retain flag: a retained message, or Retain As Published of one set. */
-  retainFlag: boolean;
-}
-
-interface InFlight {
-  subscription: SubscriptionState;
-  seq: number;
-  qos: QoS;
-  /** QoS 2: PUBREL was sent, PUBCOMP is awaited. */
-  released: boolean;
-  /** A retained message (not part of the subscription's position). */
-  retain: boolean;
-  /** What was sent, for a resume of the session (undefined: not kept, over the bound). */
-  message: SentMessage | undefined;
-}
-
-interface PendingRequest {
-  qos: QoS;
-  packetId: number;
-  /** The will's publish: ends the session once acked. */
-  will: boolean;
-}
-
-interface PendingSuback {
-  packetId: number;
-  codes: number[];
-  waiting: number;
-  reasons: string[];
-}
+export {
+  type RetainedEntry,
+  type RetainedMessage,
+  type RetainedSource,
+  SESSION_EXPIRY_NEVER,
+  type SavedFlight,
+  type SavedSubscription,
+  type SentMessage,
+  type SessionDoor,
+  type StoredSession,
+} from "./session_types.ts";
 
 /** One MQTT connection bridged onto the broker. */
 export class MqttSession implements NativeEvents {
@@ -336,7 +164,7 @@ export class MqttSession implements NativeEvents {
   private inboundInFlight = 0;
   private readonly aliasesIn = new Map<number, string>();
   /** The client id's origin (stored with each message it publishes): No Local compares it. */
-  private origin = "";
+  private origin = new ClientOrigin("");
   // Subscriptions and outbound messages.
   private nextSubscriptionId = 1;
   private readonly subscriptions = new Map<string, SubscriptionState>();
@@ -473,7 +301,7 @@ export class MqttSession implements NativeEvents {
     }
     this.connect = packet;
     this.clientId = clientId;
-    this.origin = clientOrigin(clientId);
+    this.origin = new ClientOrigin(clientId);
     this.keepAliveS = packet.keepAlive;
     this.sessionExpiryS = v5
       ? (props.sessionExpiryInterval ?? 0)
@@ -494,12 +322,7 @@ export class MqttSession implements NativeEvents {
       const mapped = this.door.mapping.topicToAria(this.will.topic);
       if (!mapped.ok) return this.refuseConnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
       const will = this.will;
-      const properties = encodeStoredProperties(
-        will.properties,
-        will.qos,
-        will.retain,
-        this.origin,
-      );
+      const properties = this.origin.encode(will.properties, will.qos, will.retain);
       const tooLarge = nativeLimitProblem(this.will.payload, properties);
       if (tooLarge !== null) return this.refuseConnect(REASON.PACKET_TOO_LARGE, tooLarge);
     }
@@ -650,12 +473,7 @@ export class MqttSession implements NativeEvents {
         mapped.reason,
       );
     }
-    const properties = encodeStoredProperties(
-      packet.properties,
-      packet.qos,
-      packet.retain,
-      this.origin,
-    );
+    const properties = this.origin.encode(packet.properties, packet.qos, packet.retain);
     const tooLarge = nativeLimitProblem(packet.payload, properties);
     if (tooLarge !== null) {
       if (packet.qos === 0 || !v5) return this.disconnect(REASON.PACKET_TOO_LARGE, tooLarge);
@@ -933,7 +751,7 @@ export class MqttSession implements NativeEvents {
       retain: false,
       message: this.keepFlight(message),
     });
-    this.changed();
+    this.changed(true);
   }
 
   /**
@@ -1061,8 +879,8 @@ export class MqttSession implements NativeEvents {
       if (message.seq >= beforeSeq || message.payload.length === 0) continue;
       const topic = mapping.topicFromAria(message.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
+      if (state.options.noLocal && this.origin.published(message.properties)) continue;
       const stored = decodeStoredProperties(message.properties);
-      if (state.options.noLocal && stored.origin === this.origin) continue;
       const properties = stored.properties;
       if (!this.expiryLeft(properties, message.timeUs, nowUs)) continue;
       const bytes = message.payload.length + topic.length + message.properties.length;
@@ -1169,9 +987,14 @@ export class MqttSession implements NativeEvents {
       if (seq < state.skipBelow && !state.again.delete(seq)) continue;
       const topic = mapping.topicFromAria(messages.topic);
       if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
-      const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
       // No Local: not the messages this client id published, on any connection [MQTT-3.8.3-3].
-      if (state.options.noLocal && stored.origin === this.origin) continue;
+      if (
+        state.options.noLocal &&
+        messages.hasProperties &&
+        this.origin.published(messages.properties)
+      )
+        continue;
+      const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
       const properties = stored === NATIVE ? {} : stored.properties;
       // Expired messages are skipped; others carry what is left of their interval.
       if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
@@ -1244,7 +1067,7 @@ export class MqttSession implements NativeEvents {
           retain: next.retain,
           message: this.keepFlight(next),
         });
-        this.changed();
+        this.changed(true);
       } else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
     }
     if (this.heldHead === this.held.length) {
@@ -1348,7 +1171,7 @@ export class MqttSession implements NativeEvents {
       flight.subscription.unprocessed.delete(flight.seq);
       this.progress(flight.subscription);
     }
-    this.changed();
+    this.changed(true);
     if (type === "pubrec" && reasonCode < 0x80) {
       flight.released = true;
       this.releaseFlight(flight, false);
@@ -1571,7 +1394,7 @@ export class MqttSession implements NativeEvents {
       requestId,
       mapped.topic,
       will.payload,
-      encodeStoredProperties(will.properties, will.qos, will.retain, this.origin),
+      this.origin.encode(will.properties, will.qos, will.retain),
     );
   }
 
@@ -1680,9 +1503,12 @@ export class MqttSession implements NativeEvents {
     };
   }
 
-  /** A persistent session's state changed: the door writes it in the next batch. */
-  private changed(): void {
-    if (this.sessionExpiryS > 0 && this.phase === "connected") this.door.sessionChanged(this);
+  /**
+   * A persistent session's state changed: the door writes it in the next batch (`lazy`: a flight
+   * sent or acknowledged, within the store's interval; a crash may lose the last interval's).
+   */
+  private changed(lazy = false): void {
+    if (this.sessionExpiryS > 0 && this.phase === "connected") this.door.sessionChanged(this, lazy);
   }
 
   /** The durable state of this connected session (session_state.ts), as of now. */
@@ -1744,7 +1570,7 @@ export class MqttSession implements NativeEvents {
     return {
       topic: will.topic,
       payload: will.payload,
-      properties: encodeStoredProperties(will.properties, will.qos, will.retain, this.origin),
+      properties: this.origin.encode(will.properties, will.qos, will.retain),
       qos: will.qos,
       delayS: will.properties.willDelayInterval ?? 0,
       dueUs: Math.max(0, this.willDueUs),
@@ -1849,132 +1675,5 @@ export class MqttSession implements NativeEvents {
   /** True while the broker asked not to read this client (storage behind). */
   get readPaused(): boolean {
     return this.paused;
-  }
-}
-
-const EMPTY_PAYLOAD = new Uint8Array(0);
-/** What a QoS 2 message in flight keeps once PUBRECed (PUBREL needs its packet id only). */
-const EMPTY_SENT: SentMessage = {
-  seq: 0,
-  topic: "",
-  payload: EMPTY_PAYLOAD,
-  properties: {},
-  qos: 2,
-  retain: false,
-  retainFlag: false,
-};
-
-/** A message without properties (a native one): its subscription's QoS, no retain flag. */
-const NATIVE: StoredMessage = { properties: {}, qos: 2, retain: false };
-
-/** The failure reason codes PUBACK and PUBREC may carry (MQTT 5, 3.4.2.1 and 3.5.2.1). */
-const PUBLISH_ACK_FAILURES: ReadonlySet<number> = new Set([
-  REASON.UNSPECIFIED_ERROR,
-  REASON.IMPLEMENTATION_SPECIFIC_ERROR,
-  REASON.NOT_AUTHORIZED,
-  REASON.TOPIC_NAME_INVALID,
-  REASON.PACKET_IDENTIFIER_IN_USE,
-  REASON.QUOTA_EXCEEDED,
-  REASON.PAYLOAD_FORMAT_INVALID,
-]);
-
-/** The failure reason codes SUBACK may carry (MQTT 5, 3.9.3). */
-const SUBACK_FAILURES: ReadonlySet<number> = new Set([
-  REASON.UNSPECIFIED_ERROR,
-  REASON.IMPLEMENTATION_SPECIFIC_ERROR,
-  REASON.NOT_AUTHORIZED,
-  REASON.TOPIC_FILTER_INVALID,
-  REASON.PACKET_IDENTIFIER_IN_USE,
-  REASON.QUOTA_EXCEEDED,
-  REASON.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
-  REASON.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
-  REASON.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED,
-]);
-
-/** Why a message cannot be published natively (over PAYLOAD_BYTES_MAX or PROPERTIES_BYTES_MAX). */
-function nativeLimitProblem(payload: Uint8Array, properties: Uint8Array): string | null {
-  if (payload.length > PAYLOAD_BYTES_MAX)
-    return `payload of ${payload.length} bytes is over the limit of ${PAYLOAD_BYTES_MAX}`;
-  if (properties.length > PROPERTIES_BYTES_MAX)
-    return `properties of ${properties.length} bytes are over the limit of ${PROPERTIES_BYTES_MAX}`;
-  return null;
-}
-
-const UTF8 = new TextEncoder();
-const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
-
-/** `text` cut to at most `bytesMax` bytes of UTF-8, at a character boundary. */
-function cutUtf8(text: string, bytesMax: number): string {
-  if (UTF8.encode(text).length <= bytesMax) return text;
-  let cut = "";
-  let bytes = 0;
-  for (const char of text) {
-    bytes += UTF8.encode(char).length;
-    if (bytes > bytesMax) break;
-    cut += char;
-  }
-  return cut;
-}
-
-/** True when `bytes` are valid UTF-8. */
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    UTF8_STRICT.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Where a subscription goes on: the first seq its client did not process. */
-function resumeOf(state: SubscriptionState): StartPosition {
-  if (state.positionSeq === 0) return state.start;
-  let seq = state.positionSeq;
-  for (const unprocessed of state.unprocessed) if (unprocessed < seq) seq = unprocessed;
-  return { kind: "seq", seq };
-}
-
-/** The MQTT 5 reason code of a native error code. */
-function reasonOfError(code: string): number {
-  switch (code) {
-    case "ARIA_ERR_PERMISSION_DENIED":
-    case "ARIA_ERR_AUTH_FAILED":
-      return REASON.NOT_AUTHORIZED;
-    case "ARIA_ERR_INVALID_TOPIC":
-      return REASON.TOPIC_NAME_INVALID;
-    case "ARIA_ERR_INVALID_FILTER":
-      return REASON.TOPIC_FILTER_INVALID;
-    case "ARIA_ERR_PAYLOAD_TOO_LARGE":
-    case "ARIA_ERR_FRAME_TOO_LARGE":
-      return REASON.PACKET_TOO_LARGE;
-    case "ARIA_ERR_TOO_MANY_SUBSCRIPTIONS":
-    case "ARIA_ERR_TOO_MANY_CONNECTIONS":
-    case "ARIA_ERR_CONSUMERS_FULL":
-      return REASON.QUOTA_EXCEEDED;
-    case "ARIA_ERR_PROPERTIES_TOO_LARGE":
-      return REASON.PACKET_TOO_LARGE;
-    case "ARIA_ERR_SHUTTING_DOWN":
-      return REASON.SERVER_SHUTTING_DOWN;
-    case "ARIA_ERR_STORAGE_FAILED":
-      return REASON.SERVER_UNAVAILABLE;
-    default:
-      return REASON.UNSPECIFIED_ERROR;
-  }
-}
-
-/**
- * The CONNACK reason of a fatal error during sign-in: a refused credential is a bad user name or
- * password; no credential where one is needed is not authorized (3.1.1: return codes 4 and 5).
- */
-function connackOfError(code: string, credentialSent: boolean): number {
-  switch (code) {
-    case "ARIA_ERR_AUTH_FAILED":
-      return credentialSent ? REASON.BAD_USER_NAME_OR_PASSWORD : REASON.NOT_AUTHORIZED;
-    case "ARIA_ERR_TOO_MANY_CONNECTIONS":
-      return REASON.QUOTA_EXCEEDED;
-    case "ARIA_ERR_SHUTTING_DOWN":
-      return REASON.SERVER_UNAVAILABLE;
-    default:
-      return REASON.UNSPECIFIED_ERROR;
   }
 }

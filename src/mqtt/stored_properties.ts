@@ -39,8 +39,6 @@ export interface StoredMessage {
   qos: QoS;
   /** Its retain flag when published. */
   retain: boolean;
-  /** The publishing client's origin (clientOrigin) when published over MQTT; else undefined. */
-  origin?: string;
 }
 
 /** The origin of client id `clientId`: a 64-bit hash (two 32-bit FNV-1a) as 16 hex digits. */
@@ -68,18 +66,54 @@ function originTail(origin: string): Uint8Array {
   return tail;
 }
 
-/** The origin at the end of `bytes`, or null (no origin property there). */
-function originAtEnd(bytes: Uint8Array): string | null {
+/** True when `bytes` end in an origin property (any origin). */
+function hasOriginTail(bytes: Uint8Array): boolean {
   const at = bytes.length - ORIGIN_BYTES;
-  if (at < 0) return null;
-  for (let i = 0; i < ORIGIN_HEAD.length; i++) if (bytes[at + i] !== ORIGIN_HEAD[i]) return null;
-  let origin = "";
+  if (at < 0) return false;
+  for (let i = 0; i < ORIGIN_HEAD.length; i++) if (bytes[at + i] !== ORIGIN_HEAD[i]) return false;
   for (let i = at + ORIGIN_HEAD.length; i < bytes.length; i++) {
     const c = bytes[i];
-    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return null;
-    origin += String.fromCharCode(c);
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
   }
-  return origin;
+  return true;
+}
+
+/**
+ * A client's stored properties writer and No Local test: its origin property's bytes, and the
+ * bytes of a publish with no properties of its own (per QoS and retain flag) made once.
+ */
+export class ClientOrigin {
+  /** The origin property's bytes (the last of every message this client publishes). */
+  readonly tail: Uint8Array;
+  private readonly doorOnly: (Uint8Array | undefined)[] = [];
+
+  constructor(clientId: string) {
+    this.tail = originTail(clientOrigin(clientId));
+  }
+
+  /** encodeStoredProperties with this client's origin. */
+  encode(properties: Properties, qos: QoS, retain: boolean): Uint8Array {
+    const bytes = encodeWithoutOrigin(properties, qos, retain);
+    const doorOnly = bytes === DOOR_ONLY[qos][retain ? 1 : 0];
+    const key = qos * 2 + (retain ? 1 : 0);
+    if (doorOnly) {
+      const cached = this.doorOnly[key];
+      if (cached !== undefined) return cached;
+    }
+    const joined = new Uint8Array(bytes.length + ORIGIN_BYTES);
+    joined.set(bytes);
+    joined.set(this.tail, bytes.length);
+    if (doorOnly) this.doorOnly[key] = joined;
+    return joined;
+  }
+
+  /** True when a stored message's properties say this client id published it (No Local). */
+  published(bytes: Uint8Array): boolean {
+    const at = bytes.length - ORIGIN_BYTES;
+    if (at < 0) return false;
+    for (let i = 0; i < ORIGIN_BYTES; i++) if (bytes[at + i] !== this.tail[i]) return false;
+    return true;
+  }
 }
 
 /** The properties of a PUBLISH that travel with its message. */
@@ -167,11 +201,8 @@ const DOOR_ONLY: readonly (readonly [Uint8Array, Uint8Array])[] = ([0, 1, 2] as 
  * the door's own user properties read and taken out.
  */
 export function decodeStoredProperties(bytes: Uint8Array): StoredMessage {
-  const origin = originAtEnd(bytes);
-  if (origin === null) return decodeWithoutOrigin(bytes);
-  const stored = decodeWithoutOrigin(bytes.subarray(0, bytes.length - ORIGIN_BYTES));
-  stored.origin = origin;
-  return stored;
+  if (!hasOriginTail(bytes)) return decodeWithoutOrigin(bytes);
+  return decodeWithoutOrigin(bytes.subarray(0, bytes.length - ORIGIN_BYTES));
 }
 
 function decodeWithoutOrigin(bytes: Uint8Array): StoredMessage {

@@ -258,7 +258,24 @@ describe("ConsumerFile", () => {
     expect(order).toEqual(["nothing pending: at once"]);
     await file.flush();
     expect(order).toEqual(["nothing pending: at once", "encoded", "durable"]);
+    // A lazy save waits for the interval, even behind other writes (fsync always).
+    file.saveState(
+      "mqtt/lazy",
+      () => {
+        order.push("lazy encoded");
+        return Uint8Array.of(2);
+      },
+      true,
+    );
+    file.save(record("c", 1));
+    await Bun.sleep(20);
+    expect(order.at(-1)).toBe("durable");
+    await Bun.sleep(250);
+    expect(order.at(-1)).toBe("lazy encoded");
     await file.close();
+    expect((await ConsumerFile.open(dir, options)).loadStates().get("mqtt/lazy")).toEqual(
+      Uint8Array.of(2),
+    );
     const interval = await ConsumerFile.open(newDir(), { ...options, fsync: "interval" });
     interval.saveState("mqtt/s.1", () => Uint8Array.of(1));
     let called = false;

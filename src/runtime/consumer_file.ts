@@ -19,7 +19,9 @@
  * the same file, batches and compaction: `saveState` takes a function that encodes the state when
  * the batch is written (so a state that changes per PUBLISH costs one map entry until then, and
  * one record per batch); `whenDurable` calls back once what was saved before it is written
- * (fsync always) or at once (the other policies: durable within their interval).
+ * (fsync always) or at once (the other policies: durable within their interval). A `lazy` save
+ * (a change that may be lost in a crash's last window, e.g. a message in flight) waits for the
+ * interval even with fsync always: a busy state is encoded at most once per interval.
  * Not here: deciding positions (consumer_registry.ts), the record bytes (consumers_codec.ts).
  */
 import {
@@ -88,6 +90,9 @@ export class ConsumerFile implements ConsumerStore {
   /** States to write in the next batch: their encoders (null: remove). */
   private readonly pendingStates = new Map<string, StateEncoder | null>();
   private readonly loadedStates: ReadonlyMap<string, Uint8Array>;
+  /** Lazy saves waiting for the interval (then they join `pendingStates`). */
+  private readonly lazyStates = new Map<string, StateEncoder>();
+  private lazyTimer: ReturnType<typeof setTimeout> | null = null;
   /** Called once the next write is done (whenDurable). */
   private waiters: (() => void)[] = [];
   private handle: FileHandle | null = null;
@@ -160,14 +165,35 @@ export class ConsumerFile implements ConsumerStore {
     return this.loadedStates;
   }
 
-  /** The state `name` changed: `encode` gives its bytes when the next batch is written. */
-  saveState(name: string, encode: StateEncoder): void {
+  /**
+   * The state `name` changed: `encode` gives its bytes when the next batch is written; `lazy`:
+   * in the first batch written once CONSUMERS_WRITE_INTERVAL_MS has passed.
+   */
+  saveState(name: string, encode: StateEncoder, lazy = false): void {
+    if (lazy && !this.pendingStates.has(name)) {
+      this.lazyStates.set(name, encode);
+      this.lazyTimer ??= setTimeout(() => {
+        this.lazyTimer = null;
+        this.lazyDue();
+      }, this.options.intervalMs ?? CONSUMERS_WRITE_INTERVAL_MS);
+      return;
+    }
+    this.lazyStates.delete(name);
     this.pendingStates.set(name, encode);
+    this.schedule();
+  }
+
+  /** The lazy saves join the next batch. */
+  private lazyDue(): void {
+    if (this.lazyStates.size === 0) return;
+    for (const [name, encode] of this.lazyStates) this.pendingStates.set(name, encode);
+    this.lazyStates.clear();
     this.schedule();
   }
 
   /** Forgets state `name`. */
   removeState(name: string): void {
+    this.lazyStates.delete(name);
     this.pendingStates.set(name, null);
     this.schedule();
   }
@@ -186,6 +212,7 @@ export class ConsumerFile implements ConsumerStore {
 
   /** Writes what is pending now (and waits for a write in flight). */
   async flush(): Promise<void> {
+    this.lazyDue();
     // A write's end may start the next one (fsync always): wait until none runs and nothing is
     // pending, or a write failed (then the timer retries).
     for (;;) {
@@ -202,6 +229,8 @@ export class ConsumerFile implements ConsumerStore {
   /** Writes what is pending, fsynced, and closes the file (shutdown). */
   async close(): Promise<void> {
     this.stopTimer();
+    if (this.lazyTimer !== null) clearTimeout(this.lazyTimer);
+    this.lazyTimer = null;
     await this.flush();
     // A write that ended meanwhile may have set the timer again.
     this.stopTimer();
