@@ -1,6 +1,7 @@
 /**
  * The garbage hint becomes a full collection once the resident set grew by the growth bytes
- * from its low since the last one, or once many connections closed since then; otherwise a hint.
+ * from its low since the last one, or once many connections closed since then, and again 1 and 4
+ * calls after (follow-ups); otherwise a hint.
  */
 import { expect, test } from "bun:test";
 import { garbageHint } from "./garbage_hint.ts";
@@ -31,11 +32,12 @@ test("a full collection once the resident set grew by the growth from its low, t
   hint(); // 99 over the low: a hint
   state.rss = 550;
   hint(); // 100 over: full, and the low is 520 from here
+  hint(); // its first follow-up
   state.rss = 600;
   hint();
   state.rss = 620;
-  hint();
-  expect(state.calls).toEqual(["hint", "hint", "hint", "full", "hint", "full"]);
+  hint(); // the growth rule again, before the second follow-up
+  expect(state.calls).toEqual(["hint", "hint", "hint", "full", "full", "hint", "full"]);
 });
 
 test("a full collection once many connections closed since the last, though the resident set did not grow", () => {
@@ -46,6 +48,27 @@ test("a full collection once many connections closed since the last, though the 
   state.closed = 10; // what they held is garbage now
   hint();
   state.closed = 19;
+  hint(); // the first follow-up
   hint();
-  expect(state.calls).toEqual(["hint", "hint", "full", "hint"]);
+  expect(state.calls).toEqual(["hint", "hint", "full", "full", "hint"]);
+});
+
+test("a full collection the rules start is followed by two more, 1 and 4 calls after, not by a chain", () => {
+  const { state, hint } = fake();
+  state.closed = 10;
+  hint(); // the closes rule
+  // What the burst freed stays resident for seconds: the follow-ups return it.
+  state.rss = 590;
+  for (let call = 0; call < 8; call++) hint();
+  expect(state.calls).toEqual([
+    "full",
+    "full",
+    "hint",
+    "hint",
+    "full",
+    "hint",
+    "hint",
+    "hint",
+    "hint",
+  ]);
 });
