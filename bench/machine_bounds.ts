@@ -6,7 +6,9 @@
  *               server with `--fsync always`; the bound: 64 messages per (append + fdatasync of
  *               one group's bytes) — 64 records of this run's size, timed by src/bench/fsync_bound.ts
  *               on the file system of the servers' data directories just before each run. Target:
- *               ≥ 0.70 of the bound.
+ *               ≥ 0.70 of the bound. Beside it, what the same 64 clients get from a server that
+ *               only answers (the trivial relay's echo), and the bound of one such round plus one
+ *               fsync round: how far the round trips alone keep this machine from the disk's bound.
  *   latency     p99 publish → deliver at RATE msg/s (64 B) to 10 subscribers of `**` (the latency
  *               scenario of `aria bench`, fsync interval), beside a trivial Bun server that only
  *               forwards the publisher's bytes to 10 subscribers, paced and stamped the same way,
@@ -160,8 +162,62 @@ const fmt = (value: number) => Math.round(value).toLocaleString("en");
 interface DurabilityRun {
   bound: FsyncBound;
   boundRate: number;
+  /** PUBLISHERS clients × 1 in flight against the trivial server's one-byte acks, msg/s. */
+  echoRate: number;
+  /** PUBLISHERS messages per (one echo round + one fsync round). */
+  serialRate: number;
   rate: number;
   ratio: number;
+}
+
+/** The trivial relay server: in this process, or with --bin in a process of its own. */
+async function relay(): Promise<{ port: number; stop(): Promise<void> }> {
+  if (BIN === undefined) {
+    const server = relayServer();
+    return { port: server.port, stop: async () => server.stop(true) };
+  }
+  const child = await spawnServer([process.execPath, import.meta.path, "--relay-serve"], 1);
+  return { port: Number(child.lines[0]), stop: child.stop };
+}
+
+/**
+ * What PUBLISHERS clients with one message in flight each get from a server that only answers
+ * (the relay's echo: no parsing, no storage), msg/s over `ms` after a short warm-up: the cost of
+ * the round trips themselves on this machine.
+ */
+async function echoRate(ms: number): Promise<number> {
+  const server = await relay();
+  const message = new Uint8Array(RELAY_MESSAGE_BYTES).fill(0x61);
+  let counting = false;
+  let counted = 0;
+  let running = true;
+  const clients = await Promise.all(
+    Array.from({ length: PUBLISHERS }, () =>
+      Bun.connect({
+        hostname: "127.0.0.1",
+        port: server.port,
+        socket: {
+          data(socket, chunk) {
+            if (counting) counted += chunk.length;
+            if (running) for (let i = 0; i < chunk.length; i++) socket.write(message);
+          },
+        },
+      }),
+    ),
+  );
+  try {
+    for (const client of clients) client.write(new Uint8Array([0x45, ...message]));
+    await env.sleep(300);
+    counting = true;
+    const started = env.nowMs();
+    await env.sleep(ms);
+    counting = false;
+    return (counted * 1000) / (env.nowMs() - started);
+  } finally {
+    running = false;
+    for (const client of clients) client.end();
+    await server.stop();
+  }
 }
 
 const durableTopic = (publisher: number) => `bench/durable/p${publisher % 16}`;
@@ -190,6 +246,7 @@ async function durabilityRun(): Promise<DurabilityRun> {
     } finally {
       rmSync(probeDir, { recursive: true, force: true });
     }
+    const echo = await echoRate(1000);
     const payload = new Uint8Array(PAYLOAD_BYTES).fill(0x61);
     const started = env.nowMs();
     const measureFrom = started + WARMUP_MS;
@@ -206,7 +263,8 @@ async function durabilityRun(): Promise<DurabilityRun> {
     );
     const rate = (counted * 1000) / DURATION_MS;
     const limit = boundRate(bound, PUBLISHERS);
-    return { bound, boundRate: limit, rate, ratio: rate / limit };
+    const serialRate = PUBLISHERS / (PUBLISHERS / echo + bound.medianUs / 1e6);
+    return { bound, boundRate: limit, echoRate: echo, serialRate, rate, ratio: rate / limit };
   } finally {
     await Promise.all(clients.map((client) => client.close()));
     await server.stop();
@@ -289,12 +347,18 @@ function percentile(values: Float64Array, q: number): number {
 }
 
 /**
- * The trivial relay: the first byte of a connection says what it is (P: the publisher, else a
- * subscriber); whatever the publisher sends next goes to every subscriber as it came.
+ * The trivial relay: the first byte of a connection says what it is (P: the publisher, E: an
+ * echo client, else a subscriber); whatever the publisher sends next goes to every subscriber as
+ * it came; an echo client gets one byte back per RELAY_MESSAGE_BYTES it sent.
  */
 function relayServer() {
   // Per subscriber: the bytes its socket did not take yet (written on drain, in order).
-  type Role = { role: "publisher" | "subscriber" | null; backlog: Uint8Array[] };
+  type Role = {
+    role: "publisher" | "subscriber" | "echo" | null;
+    backlog: Uint8Array[];
+    /** Echo: bytes of the message begun but not yet whole. */
+    partial: number;
+  };
   const subscribersOut: Socket<Role>[] = [];
   const forward = (out: Socket<Role>, bytes: Uint8Array) => {
     if (out.data.backlog.length > 0) return void out.data.backlog.push(bytes.slice());
@@ -306,17 +370,25 @@ function relayServer() {
     port: 0,
     socket: {
       open(socket) {
-        socket.data = { role: null, backlog: [] };
+        socket.data = { role: null, backlog: [], partial: 0 };
       },
       data(socket, chunk) {
         let bytes: Uint8Array = chunk;
         if (socket.data.role === null) {
-          socket.data.role = bytes[0] === 0x50 ? "publisher" : "subscriber";
+          socket.data.role =
+            bytes[0] === 0x50 ? "publisher" : bytes[0] === 0x45 ? "echo" : "subscriber";
           if (socket.data.role === "subscriber") subscribersOut.push(socket);
           bytes = bytes.subarray(1);
         }
         if (socket.data.role === "publisher" && bytes.length > 0)
           for (const out of subscribersOut) forward(out, bytes);
+        if (socket.data.role === "echo") {
+          // One byte back per whole message: the acknowledgement of a server that does nothing.
+          const total = socket.data.partial + bytes.length;
+          socket.data.partial = total % RELAY_MESSAGE_BYTES;
+          const acks = Math.floor(total / RELAY_MESSAGE_BYTES);
+          if (acks > 0) forward(socket, new Uint8Array(acks));
+        }
       },
       drain(socket) {
         const backlog = socket.data.backlog;
@@ -340,17 +412,8 @@ function relayServer() {
  * bench`'s (every 1 ms the messages due, stamped with the tick's time, in one write).
  */
 async function relayLatencyP99(): Promise<Latency> {
-  let port: number;
-  let stopRelay: () => Promise<void>;
-  if (BIN === undefined) {
-    const server = relayServer();
-    port = server.port;
-    stopRelay = async () => server.stop(true);
-  } else {
-    const child = await spawnServer([process.execPath, import.meta.path, "--relay-serve"], 1);
-    port = Number(child.lines[0]);
-    stopRelay = child.stop;
-  }
+  const server = await relay();
+  const port = server.port;
   const expected = Math.ceil((1.1 * RATE * DURATION_MS * SUBSCRIBERS) / 1000);
   const samples = new Float64Array(expected);
   let count = 0;
@@ -437,7 +500,7 @@ async function relayLatencyP99(): Promise<Latency> {
   } finally {
     publisher.end();
     for (const subscriber of subscribers) subscriber.end();
-    await stopRelay();
+    await server.stop();
   }
 }
 
@@ -459,7 +522,9 @@ if (PARTS.includes("durability")) {
       `durability run ${run + 1}: bound: append + fdatasync of ${fmt(got.bound.roundBytes)} B ` +
         `median ${got.bound.medianUs.toFixed(0)} µs (p90 ${got.bound.p90Us.toFixed(0)}) → ` +
         `${fmt(got.boundRate)} msg/s; fsync always, ${PUBLISHERS} publishers × 1 in flight: ` +
-        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound (${got.cpu})`,
+        `${fmt(got.rate)} msg/s = ${got.ratio.toFixed(2)} of the bound (${got.cpu}); ` +
+        `trivial echo ${PUBLISHERS} × 1 in flight ${fmt(got.echoRate)} msg/s, so one echo round ` +
+        `+ one fsync round: ${fmt(got.serialRate)} msg/s, Aria ${(got.rate / got.serialRate).toFixed(2)} of it`,
     );
   }
   const ratio = median(runs.map((r) => r.ratio));
@@ -467,7 +532,8 @@ if (PARTS.includes("durability")) {
     `durability: medians of ${RUNS}: bound ${fmt(median(runs.map((r) => r.boundRate)))} msg/s ` +
       `(fdatasync round ${median(runs.map((r) => r.bound.medianUs)).toFixed(0)} µs), always ` +
       `${fmt(median(runs.map((r) => r.rate)))} msg/s; ratio ${ratio.toFixed(2)} ` +
-      `(per run ${runs.map((r) => r.ratio.toFixed(2)).join(", ")}); target ≥ 0.70: ` +
+      `(per run ${runs.map((r) => r.ratio.toFixed(2)).join(", ")}); of one echo round + one ` +
+      `fsync round: ${median(runs.map((r) => r.rate / r.serialRate)).toFixed(2)}; target ≥ 0.70: ` +
       `${ratio >= 0.7 ? "met" : "missed"}`,
   );
 }
