@@ -8,6 +8,8 @@
  * times first send to last PUBLISH_ACK. Then the replica's lag under a steady publish rate
  * (`--rate` msg/s for `--seconds`, batches every 10 ms, `--acks leader`): the leader's
  * /api/stats is sampled every 100 ms for the replica's lag in ms and in messages.
+ * Then a publish's latency with one in flight (`--latency-publishes` of them, sequential) at
+ * `--acks leader` and `--acks quorum`, a replica following in both.
  * Prints medians and each round. Every server gets its own temp data directory (removed after).
  *
  *   bun bench/replication.ts [--bin dist/aria] [--messages 100000] [--rounds 3]
@@ -28,6 +30,7 @@ const { values } = parseArgs({
     fsync: { type: "string", default: "always" },
     rate: { type: "string", default: "100000" },
     seconds: { type: "string", default: "10" },
+    "latency-publishes": { type: "string", default: "500" },
   },
 });
 const MESSAGES = Number(values.messages);
@@ -201,6 +204,27 @@ async function lagUnderRate(rate: number, seconds: number) {
   }
 }
 
+/** One publish at a time: p50 and p90 round trips (ms) at `acks`, a replica following. */
+async function latencyAt(acks: "leader" | "quorum"): Promise<{ p50: number; p90: number }> {
+  const leader = await serve(["--acks", acks]);
+  const replica = await serve(["--follow", leader.tcpUrl, "--node-id", "r1"]);
+  try {
+    await waitFor(async () => (await replicasOf(leader)).some((r) => r.connected), "the replica");
+    const client = await connect(leader.tcpUrl);
+    const rounds: number[] = [];
+    for (let i = 0; i < Number(values["latency-publishes"]); i++) {
+      const started = performance.now();
+      await client.publish("bench/latency", PAYLOAD);
+      rounds.push(performance.now() - started);
+    }
+    await client.close();
+    return { p50: percentile(rounds, 50), p90: percentile(rounds, 90) };
+  } finally {
+    await replica.stop();
+    await leader.stop();
+  }
+}
+
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
 try {
@@ -234,6 +258,13 @@ try {
   console.log(
     `  lag messages: p50 ${fmt(percentile(lag.lagMessages, 50))}, p99 ${fmt(percentile(lag.lagMessages, 99))}, max ${fmt(Math.max(...lag.lagMessages))}`,
   );
+  console.log("\none publish in flight, a replica following:");
+  for (const acks of ["leader", "quorum"] as const) {
+    const latency = await latencyAt(acks);
+    console.log(
+      `  --acks ${acks}: p50 ${latency.p50.toFixed(2)} ms, p90 ${latency.p90.toFixed(2)} ms`,
+    );
+  }
 } finally {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 }
