@@ -335,3 +335,35 @@ test("session state bytes: decode(encode(s)) gives s back; cut or unknown bytes 
   expect(decodeSessionState(bytes.subarray(0, bytes.length - 1))).toBeNull();
   expect(decodeSessionState(Uint8Array.of(9, ...bytes.subarray(1)))).toBeNull();
 });
+
+test("a persistent session's PUBREC waits until the QoS 2 id is durable (a clean session's does not)", async () => {
+  // A store whose writes happen only when the test says: what was saved, and who waits.
+  const saved = new Map<string, () => Uint8Array | null>();
+  let waiting: (() => void)[] = [];
+  const written = new Map<string, Uint8Array | null>();
+  const sessions = {
+    loadStates: () => new Map<string, Uint8Array>(),
+    saveState: (name: string, encode: () => Uint8Array | null) => void saved.set(name, encode),
+    whenDurable: (done: () => void) => void waiting.push(done),
+  };
+  const write = () => {
+    for (const [name, encode] of saved) written.set(name, encode());
+    saved.clear();
+    for (const done of waiting.splice(0)) done();
+    waiting = [];
+  };
+  const world = new DoorWorld({ store: new MemoryStore(), sessions, timeUs: T0 });
+  const kept = connect(world, "kept");
+  const clean = connect(world, "clean", { expiryS: 0, cleanStart: true });
+  await world.settle();
+  publish(kept, "d/x", "k", 2, 5);
+  publish(clean, "d/x", "c", 2, 6);
+  await world.settle();
+  expect(clean.take("pubrec").map((p) => p.packetId)).toEqual([6]);
+  expect(kept.take("pubrec")).toEqual([]);
+  write();
+  expect(kept.take("pubrec").map((p) => p.packetId)).toEqual([5]);
+  const { decodeSessionState, sessionStateName } = await import("./session_state.ts");
+  const state = written.get(sessionStateName("kept"));
+  expect(state && decodeSessionState(state)?.qos2Received).toEqual([5]);
+});
