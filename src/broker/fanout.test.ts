@@ -64,10 +64,11 @@ describe("Fanout", () => {
         .sort((x, y) => x - y),
     );
     const c3y = Array.from({ length: 10 }, (_, k) => 3 + 10 * k);
-    expect({ lists, walks }).toEqual({ lists: [[7], c3y, [], c3y], walks: names.length });
+    // "new/topic" is not walked at all: no entry begins with "new" (FilterIndex.mayMatchIn).
+    expect({ lists, walks }).toEqual({ lists: [[7], c3y, [], c3y], walks: names.length - 1 });
     // A list dropped by a change of subscriptions is walked for again, once.
     fanout.remove(fanout.of(table.lookup("c7/x"))[0]);
     expect(fanout.of(table.lookup("c7/x"))).toEqual([]);
-    expect(walks).toBe(names.length + 1);
+    expect(walks).toBe(names.length);
   });
 });

@@ -52,6 +52,8 @@ export class Filter {
   private readonly spanning = new Set<string>();
   /** Pattern entries (with `*`). */
   private readonly patterns: Shape[] = [];
+  /** The distinct first segments of the exact and subtree entries (made on first use). */
+  private firsts: readonly string[] | null = null;
 
   private constructor(readonly entries: readonly FilterEntry[]) {
     for (const entry of entries) {
@@ -64,6 +66,21 @@ export class Filter {
       if (entry.kind === "subtree" && text.indexOf("/") < 0) this.spanning.add(text);
       else this.partitions.add(partitionOf(text));
     }
+  }
+
+  /**
+   * The distinct first segments of the exact and subtree entries (not `**`'s, nor patterns'):
+   * a topic whose first segment is none of them matches none of those entries (filter_index.ts).
+   */
+  firstSegments(): readonly string[] {
+    if (this.firsts !== null) return this.firsts;
+    const firsts = new Set<string>();
+    for (const text of [...this.exact, ...this.subtrees]) {
+      const slash = text.indexOf("/");
+      if (text !== "") firsts.add(slash < 0 ? text : text.slice(0, slash));
+    }
+    this.firsts = [...firsts];
+    return this.firsts;
   }
 
   /** Parses filter strings such as `a/b/c`, `a/b/**`, `a/*` and `**`. */

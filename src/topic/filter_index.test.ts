@@ -90,6 +90,39 @@ describe("FilterIndex", () => {
     );
   });
 
+  test("a new topic of a partition no entry can match is not walked; a later entry is seen", () => {
+    const table = new TopicTable();
+    let walks = 0;
+    const matching = table.filters.matching.bind(table.filters);
+    table.filters.matching = (name, out) => {
+      walks++;
+      matching(name, out);
+    };
+    const x = new FilterMatcher(table, Filter.of("x/y/**", "n/q/z"));
+    const answers = (topic: string, ...matchers: FilterMatcher[]) => {
+      const id = table.internValid(topic);
+      return matchers.map((matcher) => matcher.matches(id));
+    };
+    // "m/…": no entry begins with "m": no walk, and no matcher matches.
+    expect([answers("m/p/t1", x), walks]).toEqual([[false], 0]);
+    expect([answers("m/p/t2", x), walks]).toEqual([[false], 0]);
+    // "n/…": x has an entry beginning with "n": walked (in every partition of "n").
+    expect([answers("n/p/t3", x), walks]).toEqual([[false], 1]);
+    expect([answers("n/q/z", x), walks]).toEqual([[true], 2]);
+    // A matcher registered later is seen by the next new topic of a partition judged before.
+    const m = new FilterMatcher(table, Filter.of("m/p/**"));
+    expect([answers("m/p/t4", x, m), walks]).toEqual([[false, true], 3]);
+    m.close();
+    expect([answers("m/p/t5", x), walks]).toEqual([[false], 3]);
+    const everything = new FilterMatcher(table, Filter.of("**"));
+    expect(answers("m/p/t6", x, everything)).toEqual([false, true]);
+    everything.close();
+    const pattern = new FilterMatcher(table, Filter.of("*/p/t7"));
+    expect(answers("m/p/t7", x, pattern)).toEqual([false, true]);
+    pattern.close();
+    expect([answers("m/p/t8", x), walks]).toEqual([[false], 5]);
+  });
+
   test("a new topic among 50 × 256 subscriptions of 256 entries costs no per-filter match", () => {
     const table = new TopicTable();
     // 256 distinct filters (parsing is quadratic in entries), each shared by 50 matchers.

@@ -14,6 +14,12 @@
  *   matching("a/b/c") looks up subtrees at "", "a", "a/b", "a/b/c" and exact at "a/b/c",
  *   skipping the depths at which no subtree entry is registered (subtreesAtDepth).
  *
+ * By first segment: how many values have an exact or subtree entry beginning with each (a
+ * filter's distinct first segments, filter.ts: one count per value, not per entry), so that
+ * mayMatchIn(partition) tells in one lookup that no entry can match any topic of a partition
+ * (the topic table then skips the walk for the new topics there, remembering the answer per
+ * partition id until `version` changes).
+ *
  * Pattern entries (with `*`) live in a small trie of their own, each node with its literal
  * children and one `*` child; a topic walks it segment by segment, following the literal child
  * and the `*` child of every node reached: O(segments × nodes reached), the nodes reached being
@@ -58,14 +64,31 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
   /** The pattern trie and how many pattern entries it holds. */
   private readonly patterns: PatternNode<T> = patternNode();
   private patternCount = 0;
+  /** Values by the first segments of their exact and subtree entries: how many hold each. */
+  private readonly firstSegments = new Map<string, number>();
+  /** Bumped by every add and remove: an answer of mayMatchIn holds while it is unchanged. */
+  version = 0;
 
   /** Values registered. */
   get size(): number {
     return this.valueCount;
   }
 
+  /**
+   * False when no registered entry can match any topic of `partition` (a partition's name): no
+   * `**`, no pattern, and no exact or subtree entry begins with the partition's first segment.
+   * One lookup; the answer holds until `version` changes.
+   */
+  mayMatchIn(partition: string): boolean {
+    if (this.patternCount > 0 || this.subtreesAtDepth[0] > 0) return true;
+    const slash = partition.indexOf("/");
+    return this.firstSegments.has(slash < 0 ? partition : partition.slice(0, slash));
+  }
+
   /** Registers `value` under each entry of its filter. */
   add(value: T): void {
+    this.version++;
+    for (const first of value.filter.firstSegments()) this.countFirst(first, 1);
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") put(this.exact, entry.topic, value);
       else if (entry.kind === "pattern") {
@@ -92,6 +115,8 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
 
   /** Unregisters `value` (added before). */
   remove(value: T): void {
+    this.version++;
+    for (const first of value.filter.firstSegments()) this.countFirst(first, -1);
     for (const entry of value.filter.entries) {
       if (entry.kind === "exact") take(this.exact, entry.topic, value);
       else if (entry.kind === "pattern") {
@@ -103,6 +128,12 @@ export class FilterIndex<T extends { readonly filter: Filter }> {
       }
     }
     this.valueCount--;
+  }
+
+  private countFirst(segment: string, add: number): void {
+    const count = (this.firstSegments.get(segment) ?? 0) + add;
+    if (count === 0) this.firstSegments.delete(segment);
+    else this.firstSegments.set(segment, count);
   }
 
   /** Appends to `out` every value whose filter matches topic `name`, each once. */

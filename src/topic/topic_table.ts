@@ -7,7 +7,8 @@
  *   topic id ──partitionOfTopic──▶ partition id ──partitionName──▶ "app/codestore"
  *
  * Interning a new topic also tells the matchers registered in `filters` that match it (one walk
- * of the index, filter_index.ts), so none has to test the new name itself.
+ * of the index, filter_index.ts), so none has to test the new name itself — no walk at all when
+ * the index says none can match a topic of its partition (remembered per partition id).
  *
  * Reclaim. Every id carries the newest seq of a record of its topic the server holds
  * (`lastSeq`: the tip's appends and the store's reads set it). The broker says below which seq
@@ -98,6 +99,9 @@ export class TopicTable {
   private readonly partitionSlotIds = new Int32Array(PARTITION_SLOTS);
   private partitionEnd = 0;
   private partitionSlot = 0;
+  /** Per partition id: the index's version + 1 when mayMatchIn was answered (0: never), and the answer. */
+  private mayMatchVersions = new Float64Array(CAPACITY_INITIAL);
+  private mayMatchAnswers = new Uint8Array(CAPACITY_INITIAL);
   private partitionByTopic = new Int32Array(CAPACITY_INITIAL);
   private lastSeqByTopic = new Float64Array(CAPACITY_INITIAL);
   private stampByTopic = new Float64Array(CAPACITY_INITIAL);
@@ -204,7 +208,7 @@ export class TopicTable {
     this.stampByTopic[topicId] = this.stamp++;
     this.topicNames[topicId] = name;
     this.topicIds.set(name, topicId);
-    if (this.filters.size > 0) this.tellMatchers(name, topicId);
+    if (this.filters.size > 0) this.tellMatchers(name, topicId, partitionId);
     return { ok: true, topicId };
   }
 
@@ -409,13 +413,41 @@ export class TopicTable {
   }
 
   /**
-   * Sets the answer of topic `topicId` in every registered matcher whose filter matches it, and
-   * hands the same walk's result to the intern listeners.
+   * False when no registered matcher can match a topic of partition `partitionId`
+   * (FilterIndex.mayMatchIn), remembered per partition until the index changes.
    */
-  private tellMatchers(name: string, topicId: number): void {
+  private mayMatchIn(partitionId: number): boolean {
+    const known = this.filters.version + 1; // 0: never asked
+    if (partitionId >= this.mayMatchVersions.length) {
+      let length = this.mayMatchVersions.length;
+      while (length <= partitionId) length *= 2;
+      const versions = new Float64Array(length);
+      versions.set(this.mayMatchVersions);
+      this.mayMatchVersions = versions;
+      const answers = new Uint8Array(length);
+      answers.set(this.mayMatchAnswers);
+      this.mayMatchAnswers = answers;
+    }
+    if (this.mayMatchVersions[partitionId] !== known) {
+      this.mayMatchAnswers[partitionId] = this.filters.mayMatchIn(this.partitionNames[partitionId])
+        ? 1
+        : 0;
+      this.mayMatchVersions[partitionId] = known;
+    }
+    return this.mayMatchAnswers[partitionId] === 1;
+  }
+
+  /**
+   * Sets the answer of topic `topicId` in every registered matcher whose filter matches it, and
+   * hands the same walk's result to the intern listeners (none: the index says that no matcher
+   * can match a topic of its partition, and there is no walk).
+   */
+  private tellMatchers(name: string, topicId: number, partitionId: number): void {
     const matched = this.matched;
-    this.filters.matching(name, matched);
-    for (let i = 0; i < matched.length; i++) matched[i].matched(topicId);
+    if (this.mayMatchIn(partitionId)) {
+      this.filters.matching(name, matched);
+      for (let i = 0; i < matched.length; i++) matched[i].matched(topicId);
+    }
     for (const listener of this.internListeners) listener(topicId, matched);
     matched.length = 0;
   }
