@@ -84,6 +84,8 @@ export interface BrokerOptions {
   acks?: AckMode;
   /** A replica whose durable message is older than the newest by more leaves the ISR (µs). */
   isrMaxLagUs?: number;
+  /** The replicas `--acks quorum` counts, seen or not (absent: those seen since start). */
+  replicasExpected?: number;
 }
 
 /** Counters of a broker, for metrics. */
@@ -162,6 +164,7 @@ export class Broker {
         log: options.log,
         acks: options.acks,
         isrMaxLagUs: options.isrMaxLagUs,
+        replicasExpected: options.replicasExpected,
         onAckable: () => this.sequencer.acksMayAdvance(),
       },
     );

@@ -67,6 +67,8 @@ ${SERVE_TLS_USAGE}  --follow URL           run as a replica of the leader at URL
   --acks MODE            leader | quorum | all: a publish is acknowledged once durable on this
                          server, on a majority of it and its replicas, or on every in-sync replica
                          too (default leader; docs/cluster.md)
+  --replicas N           the replicas --acks quorum counts, connected yet or not (default: those
+                         that connected since start)
   --isr-max-lag DURATION a replica whose durable message is older than the newest by more leaves
                          the in-sync set (default 10s)
   --log-format FORMAT    text | json: one line per event on stderr (default text)
@@ -109,6 +111,7 @@ export const SERVE_SETTINGS: SettingSpecs = {
   "node-id": { type: "string" },
   acks: { type: "string", default: "leader" },
   "isr-max-lag": { type: "string", default: "10s" },
+  replicas: { type: "string" },
   "log-format": { type: "string", default: "text" },
   "log-level": { type: "string", default: "info" },
 };
@@ -200,6 +203,9 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     throw new UsageError(`${label("node-id")}: 1 to 64 of A-Z a-z 0-9 _ . : -`);
   const acks = oneOf(values.acks, ACK_MODES, label("acks"));
   const isrMaxLagUs = parseDuration(text("isr-max-lag") as string, label("isr-max-lag")) * 1000;
+  const replicas = text("replicas");
+  if (replicas !== undefined && !/^\d{1,3}$/.test(replicas))
+    throw new UsageError(`${label("replicas")}: a count of replicas, 0 to 999`);
   const log = processLog({ level: logLevel, format: logFormat });
   log.info("starting", startFields(settings));
   let server: Awaited<ReturnType<typeof startServer>>;
@@ -213,6 +219,7 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       nodeId,
       acks,
       isrMaxLagUs,
+      replicasExpected: replicas === undefined ? undefined : Number(replicas),
     });
   } catch (error) {
     if (error instanceof FatalError) {

@@ -59,6 +59,22 @@ test("ackableSeq: leader alone, a majority, every in-sync replica", () => {
   expect(quorum.ackableSeq()).toBe(90);
 });
 
+test("--replicas N: quorum counts the replicas expected, seen or not", () => {
+  const log = fakeLog(100);
+  const t = new ReplicaTracker(log, { acks: "quorum", replicasExpected: 2 });
+  // A leader just restarted, no replica back yet: a majority of 3 is not there.
+  expect(t.ackableSeq()).toBe(0);
+  const a = {};
+  t.attach("$replica/a", a);
+  t.ack(a, 90);
+  expect(t.ackableSeq()).toBe(90);
+  // Expecting 4: a majority of 5 is the leader and 2 replicas.
+  const four = new ReplicaTracker(log, { acks: "quorum", replicasExpected: 4 });
+  four.attach("$replica/a", a);
+  four.ack(a, 90);
+  expect(four.ackableSeq()).toBe(0);
+});
+
 test("the in-sync set: left when behind by more than the bound, rejoined when caught up", () => {
   const log = fakeLog(100);
   const t = new ReplicaTracker(log, { acks: "all", isrMaxLagUs: 10_000 });
@@ -128,6 +144,25 @@ test("--acks quorum: a publish is acknowledged once the replica has it durably",
   await serve({ nodeId: "r1", follow: { url: leader.tcpUrl, backoffMs: 10 } }, dir);
   expect(await pending).toBe(2);
   expect(leader.broker.replicas.list()[0]).toMatchObject({ connected: true, durableSeq: 2 });
+  await client.close();
+});
+
+test("a leader with --replicas 1 holds acknowledgements until its replica is back", async () => {
+  const { server: leader } = await serve({ acks: "quorum", replicasExpected: 1 });
+  const client = await connect(leader.tcpUrl);
+  let acked = false;
+  const pending = client.publish("a/b", "first").then((seq) => {
+    acked = true;
+    return seq;
+  });
+  await Bun.sleep(200);
+  expect(acked).toBe(false);
+  const { server: replica } = await serve({
+    nodeId: "r1",
+    follow: { url: leader.tcpUrl, backoffMs: 10 },
+  });
+  expect(await pending).toBe(1);
+  expect(replica.broker.durableSeq).toBe(1);
   await client.close();
 });
 

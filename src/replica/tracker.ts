@@ -5,7 +5,7 @@
  * durable message is at most `isrMaxLagUs` older than the leader's newest durable one, and it is
  * connected). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
  * leader's durable seq; `quorum` the seq a majority of the cluster (leader + every replica seen
- * since start) holds durably; `all` the seq every in-sync replica holds (the leader alone when
+ * since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync replica holds (the leader alone when
  * none is in sync: docs/cluster.md says why).
  *
  * Not the consumer registry's: a replica's subscription starts where its SUBSCRIBE says (its own
@@ -62,6 +62,12 @@ export interface ReplicaTrackerOptions {
   isrMaxLagUs?: number;
   /** Called when `ackableSeq` may have moved (an ACK, a replica leaving or joining the ISR). */
   onAckable?: () => void;
+  /**
+   * The replicas the cluster has (`--replicas N`) whether seen yet or not: `quorum` counts the
+   * ones not seen as holding nothing (a leader just restarted waits for them); absent: those
+   * seen since start.
+   */
+  replicasExpected?: number;
 }
 
 /** Default ISR bound: 10 s. */
@@ -141,13 +147,15 @@ export class ReplicaTracker {
   /** The highest seq a PUBLISH_ACK may cover under `acks` (at most the leader's durable seq). */
   ackableSeq(): number {
     const leaderSeq = this.leader.durableSeq;
-    if (this.acks === "leader" || this.replicas.size === 0) return leaderSeq;
+    if (this.acks === "leader") return leaderSeq;
     if (this.acks === "quorum") {
-      // A majority of leader + replicas; the leader is one of them.
-      const needed = Math.floor((this.replicas.size + 1) / 2);
+      // A majority of leader + replicas; the leader is one of them. Replicas expected but not
+      // seen hold nothing yet.
+      const total = Math.max(this.replicas.size, this.options.replicasExpected ?? 0);
+      const needed = Math.floor((total + 1) / 2);
       if (needed === 0) return leaderSeq;
       const seqs = [...this.replicas.values()].map((r) => r.durableSeq).sort((a, b) => b - a);
-      return Math.min(leaderSeq, seqs[needed - 1]);
+      return Math.min(leaderSeq, seqs[needed - 1] ?? 0);
     }
     let ackable = leaderSeq;
     for (const replica of this.replicas.values())

@@ -95,6 +95,8 @@ export interface ServerOptions {
   acks?: AckMode;
   /** A replica whose durable message is older than the newest by more leaves the ISR (µs). */
   isrMaxLagUs?: number;
+  /** The replicas `--acks quorum` counts, seen or not (absent: those seen since start). */
+  replicasExpected?: number;
 }
 
 /** How a replica reaches its leader: the URL, and the client's credential and TLS material. */
@@ -300,6 +302,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     consumerStore: consumerFile,
     acks: options.acks,
     isrMaxLagUs: options.isrMaxLagUs,
+    replicasExpected: options.replicasExpected,
     clock: runtime.clock,
     scheduler: runtime.scheduler,
     authToken: options.authToken,
