@@ -12,15 +12,16 @@
  *      server switches), read again; 1,000 more messages published with the Deno CLI, stop, an
  *      offline split under Deno (this process switches), restart, read everything and a subtree:
  *      identical every time;
- *   5. MQTT over WebSocket at /mqtt of the admin port (Deno.upgradeWebSocket): a raw MQTT 3.1.1
- *      client on Deno's WebSocket subscribes, publishes at QoS 1 and gets its message back, which
- *      dist/aria then reads from the log.
+ *   5. MQTT over WebSocket at /mqtt of the admin port (Deno.upgradeWebSocket): an Upgrade without
+ *      a handshake gets 400; a raw MQTT 3.1.1 client on Deno's WebSocket subscribes, publishes at
+ *      QoS 1 and gets its message back, which dist/aria then reads from the log.
  *
  * Written against node: APIs, which Deno implements, so `tsc` checks it with the rest of scripts/.
  * Needs dist/aria (`npm run build`; ARIA_BIN overrides). Exits 0 when every step held, 1 otherwise.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -189,6 +190,28 @@ function mqttString(text: string): number[] {
  * (each packet in its own binary frame), then dist/aria must read the message from the log.
  */
 async function mqttOverWebSocket(server: Server): Promise<void> {
+  // A request with an Upgrade but no WebSocket handshake is refused (400), not a server error.
+  const { hostname, port } = new URL(server.admin);
+  const answer = await new Promise<string>((resolve, reject) => {
+    const raw = connect(Number(port), hostname, () =>
+      raw.write(
+        `GET /mqtt HTTP/1.1\r\nHost: ${hostname}:${port}\r\nUpgrade: websocket\r\n` +
+          "Sec-WebSocket-Protocol: mqtt\r\n\r\n",
+      ),
+    );
+    let text = "";
+    raw.setEncoding("utf8");
+    raw.on("data", (chunk: string) => {
+      text += chunk;
+      if (text.includes("\r\n")) {
+        raw.destroy();
+        resolve(text.split("\r\n")[0]);
+      }
+    });
+    raw.on("error", reject);
+  });
+  if (answer !== "HTTP/1.1 400 Bad Request")
+    throw new Error(`an Upgrade without a handshake got "${answer}", not 400`);
   const payload = [0, 1, 2, 255];
   const socket = new WebSocket(`${server.admin.replace(/^http/, "ws")}/mqtt`, "mqtt");
   socket.binaryType = "arraybuffer";

@@ -33,7 +33,14 @@ export function denoUpgradeWebSocket(
 ): Response | null {
   const checked = upgradeCheck(door, request);
   if (checked !== "upgrade") return checked;
-  const { socket, response } = Deno.upgradeWebSocket(request, { protocol: door.protocol });
+  let upgraded: { socket: WebSocket; response: Response };
+  try {
+    upgraded = Deno.upgradeWebSocket(request, { protocol: door.protocol });
+  } catch {
+    // Not a valid WebSocket handshake (no Sec-WebSocket-Key, no Connection: Upgrade): as Bun's.
+    return new Response("WebSocket upgrade failed\n", { status: 400 });
+  }
+  const { socket, response } = upgraded;
   socket.binaryType = "arraybuffer";
   const events = door.events;
   let id: number | null = null;
