@@ -1,13 +1,19 @@
 /**
- * Stalled readers: what subscribers that never read cost the server and everyone else. It starts
- * the built server itself (`aria serve` on port 0, a temp data dir, --fsync never), then in each
- * run publishes `--mb` MB three times over one publisher connection, with one healthy subscriber
- * of `**` reading everything:
+ * Stalled readers: what subscribers that never read cost the server and everyone else. Each run
+ * starts the built server twice (`aria serve` on port 0, a fresh temp data dir, --fsync never),
+ * and on each publishes `--mb` MB twice over one publisher connection, with one healthy
+ * subscriber of `**` reading everything:
  *
- *   warm-up    fills the tip ring once, so the phases below compare like with like
- *   baseline   the same publish, no stalled readers
- *   stalled    `--stalled` raw connections HELLO + SUBSCRIBE `**` (live), then never read
- *   after      the stalled connections closed: RSS 3 s and 10 s later
+ *   server 1: warm-up   fills the tip ring once, so the phases below compare like with like
+ *             baseline  the same publish, no stalled readers; RSS 3 s and 10 s later
+ *   server 2: warm-up
+ *             stalled   `--stalled` raw connections HELLO + SUBSCRIBE `**` (live), then never read
+ *             after     the stalled connections closed: RSS 3 s and 10 s later
+ *
+ * Both phases run at the same store state (a warm-up, then the same publish): on one server a
+ * third publish took the journals past JOURNAL_RETAINED_BYTES_MAX, and the store's background
+ * sorting alone (`--stalled 0`) raised that phase's RSS peak by 180–220 MiB, kept ~270 MiB resident
+ * 10 s after, and cut the publisher's rate, all of which was counted against the stalled.
  *
  * For the baseline and stalled phases it prints the publisher's and the healthy subscriber's
  * rate, the server's peak RSS (VmRSS from /proc), the largest event-loop pause the server saw
@@ -148,9 +154,18 @@ interface RunResult {
   rssAfterBytes: number;
   /** RSS 10 s after they left (the collector may not have run by 3 s on an idle server). */
   rssAfterLateBytes: number;
+  /** The baseline server's RSS 3 s and 10 s after its publish (what "after" compares with). */
+  baselineAfterBytes: number;
+  baselineAfterLateBytes: number;
 }
 
-async function oneRun(): Promise<RunResult> {
+/** One server's phases: `stalled` 0 is the baseline server. */
+async function servePhases(stalledCount: number): Promise<{
+  phase: PhaseResult;
+  rssBeforeBytes: number;
+  rssAfterBytes: number;
+  rssAfterLateBytes: number;
+}> {
   const dataDir = mkdtempSync(join(tmpdir(), "aria-stalled-"));
   const server = await startServedBinary(BIN, dataDir, TIP_BYTES);
   try {
@@ -180,12 +195,11 @@ async function oneRun(): Promise<RunResult> {
     });
     const pinger = await openPinger(server);
     await publishPhase(server, publisher, healthy, pinger); // warm-up: the ring filled once
-    const baseline = await publishPhase(server, publisher, healthy, pinger);
     const stalled: Socket<undefined>[] = [];
-    for (let i = 0; i < STALLED; i++) stalled.push(await openStalled(server));
-    while ((await subscriptionCount(server)) < STALLED + 1) await Bun.sleep(20);
+    for (let i = 0; i < stalledCount; i++) stalled.push(await openStalled(server));
+    while ((await subscriptionCount(server)) < stalledCount + 1) await Bun.sleep(20);
     const rssBeforeBytes = rssBytes(server.pid);
-    const withStalled = await publishPhase(server, publisher, healthy, pinger);
+    const phase = await publishPhase(server, publisher, healthy, pinger);
     for (const socket of stalled) socket.end();
     await Bun.sleep(3000);
     const rssAfterBytes = rssBytes(server.pid);
@@ -195,11 +209,25 @@ async function oneRun(): Promise<RunResult> {
     await subscriber.close();
     await consuming.catch(() => undefined);
     await publisher.close();
-    return { baseline, stalled: withStalled, rssBeforeBytes, rssAfterBytes, rssAfterLateBytes };
+    return { phase, rssBeforeBytes, rssAfterBytes, rssAfterLateBytes };
   } finally {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+async function oneRun(): Promise<RunResult> {
+  const baseline = await servePhases(0);
+  const stalled = await servePhases(STALLED);
+  return {
+    baseline: baseline.phase,
+    stalled: stalled.phase,
+    rssBeforeBytes: stalled.rssBeforeBytes,
+    rssAfterBytes: stalled.rssAfterBytes,
+    rssAfterLateBytes: stalled.rssAfterLateBytes,
+    baselineAfterBytes: baseline.rssAfterBytes,
+    baselineAfterLateBytes: baseline.rssAfterLateBytes,
+  };
 }
 
 function median(values: number[]): number {
@@ -309,7 +337,7 @@ for (let run = 0; run < RUNS; run++) {
   const perStalledKiB =
     (result.stalled.rssPeakBytes - result.baseline.rssPeakBytes) / STALLED / 1024;
   console.error(
-    `run ${run + 1}: baseline ${JSON.stringify(result.baseline)} stalled ${JSON.stringify(result.stalled)} per stalled ${perStalledKiB.toFixed(0)} KiB, RSS before ${(result.rssBeforeBytes / MB).toFixed(0)} MiB after ${(result.rssAfterBytes / MB).toFixed(0)} MiB (10 s: ${(result.rssAfterLateBytes / MB).toFixed(0)} MiB)`,
+    `run ${run + 1}: baseline ${JSON.stringify(result.baseline)} stalled ${JSON.stringify(result.stalled)} per stalled ${perStalledKiB.toFixed(0)} KiB, RSS before ${(result.rssBeforeBytes / MB).toFixed(0)} MiB after ${(result.rssAfterBytes / MB).toFixed(0)} MiB (10 s: ${(result.rssAfterLateBytes / MB).toFixed(0)} MiB; baseline server ${(result.baselineAfterBytes / MB).toFixed(0)} / ${(result.baselineAfterLateBytes / MB).toFixed(0)} MiB)`,
   );
 }
 
@@ -341,5 +369,6 @@ console.log(
   `| of which anonymous (RssAnon) | | ${m((r) => (r.stalled.rssAnonPeakBytes - r.baseline.rssAnonPeakBytes) / STALLED / 1024, 0)} KiB | |`,
 );
 console.log(
-  `| RSS before stalled / 3 s and 10 s after they left | ${m((r) => r.rssBeforeBytes / MB, 0)} MiB | ${m((r) => r.rssAfterBytes / MB, 0)} / ${m((r) => r.rssAfterLateBytes / MB, 0)} MiB | |`,
+  `| RSS 3 s / 10 s after the publish (stalled: after they left) | ${m((r) => r.baselineAfterBytes / MB, 0)} / ${m((r) => r.baselineAfterLateBytes / MB, 0)} MiB | ${m((r) => r.rssAfterBytes / MB, 0)} / ${m((r) => r.rssAfterLateBytes / MB, 0)} MiB | |`,
 );
+console.log(`| RSS before the stalled came | | ${m((r) => r.rssBeforeBytes / MB, 0)} MiB | |`);
