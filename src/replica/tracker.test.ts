@@ -166,6 +166,25 @@ test("a leader with --replicas 1 holds acknowledgements until its replica is bac
   await client.close();
 });
 
+test("--acks all: waits for the in-sync replica; with none in sync the leader acknowledges alone", async () => {
+  const { server: leader } = await serve({ acks: "all" });
+  const { server: replica } = await serve({
+    nodeId: "r1",
+    follow: { url: leader.tcpUrl, backoffMs: 10 },
+  });
+  const deadline = Date.now() + 5000;
+  while (!leader.broker.replicas.list()[0]?.inSync && Date.now() < deadline) await Bun.sleep(5);
+  const client = await connect(leader.tcpUrl);
+  expect(await client.publish("a/b", "one")).toBe(1);
+  // Acknowledged only once the in-sync replica had it.
+  expect(replica.broker.durableSeq).toBe(1);
+  await replica.stop();
+  expect(leader.broker.replicas.list()[0]).toMatchObject({ connected: false, inSync: false });
+  // The in-sync set is empty: the leader acknowledges alone (docs/cluster.md).
+  expect(await client.publish("a/b", "two")).toBe(2);
+  await client.close();
+});
+
 test("$replica/ names are refused to ordinary clients", async () => {
   const { server } = await serve();
   const client = await connect(server.tcpUrl);
