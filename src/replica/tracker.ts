@@ -5,15 +5,15 @@
  * durable message is at most `isrMaxLagUs` older than the leader's newest durable one, and it is
  * connected). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
  * leader's durable seq; `quorum` the seq a majority of the cluster (leader + every replica seen
- * since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync replica holds (the leader alone when
- * none is in sync: docs/cluster.md says why).
+ * since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync replica
+ * holds (the leader alone when none is in sync: docs/cluster.md says why).
  *
  * Not the consumer registry's: a replica's subscription starts where its SUBSCRIBE says (its own
  * next seq), never at a stored position, and its ACKs are not persisted in consumers.log (the
  * replica's store is the record of what it holds). Not here: the frames (dispatch.ts), the held
- * acks (sequencer.ts). Pure: the time of a seq and the clock come in as arguments.
- * Invariants: a replica's durable seq never goes back while the leader runs (a reconnect after
- * it lost unsynced seqs starts from what it reports again); a subscription maps to one replica.
+ * acks (sequencer.ts). Pure: the leader's durable seq and the time of a seq come in through
+ * TrackedLog. Invariants: a replica's durable seq is the highest it reported since the leader
+ * started (it never goes back); a subscription maps to one replica.
  */
 import type { Log } from "../stdx/log.ts";
 
@@ -34,7 +34,7 @@ export interface ReplicaInfo {
   durableSeq: number;
   /** Messages the leader holds durably beyond it. */
   lagMessages: number;
-  /** The leader's newest durable publish time minus the replica's durable message's (ms); null: unknown. */
+  /** The leader's newest durable time minus the replica's durable message's (ms); null: unknown. */
   lagMs: number | null;
   inSync: boolean;
 }
