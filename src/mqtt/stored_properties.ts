@@ -66,15 +66,11 @@ function originTail(origin: string): Uint8Array {
   return tail;
 }
 
-/** True when `bytes` end in an origin property (any origin). */
+/** True when `bytes` end in an origin property (its head: any 16 bytes of origin after it). */
 function hasOriginTail(bytes: Uint8Array): boolean {
   const at = bytes.length - ORIGIN_BYTES;
   if (at < 0) return false;
   for (let i = 0; i < ORIGIN_HEAD.length; i++) if (bytes[at + i] !== ORIGIN_HEAD[i]) return false;
-  for (let i = at + ORIGIN_HEAD.length; i < bytes.length; i++) {
-    const c = bytes[i];
-    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
-  }
   return true;
 }
 
@@ -201,17 +197,17 @@ const DOOR_ONLY: readonly (readonly [Uint8Array, Uint8Array])[] = ([0, 1, 2] as 
  * the door's own user properties read and taken out.
  */
 export function decodeStoredProperties(bytes: Uint8Array): StoredMessage {
-  if (!hasOriginTail(bytes)) return decodeWithoutOrigin(bytes);
-  return decodeWithoutOrigin(bytes.subarray(0, bytes.length - ORIGIN_BYTES));
-}
-
-function decodeWithoutOrigin(bytes: Uint8Array): StoredMessage {
-  if (bytes.length === 0) return { properties: {}, qos: 2, retain: false };
+  const end = hasOriginTail(bytes) ? bytes.length - ORIGIN_BYTES : bytes.length;
+  if (end === 0) return { properties: {}, qos: 2, retain: false };
   // The common case, a message with no properties of its publisher's, needs no decoding.
   for (let qos = 0; qos < 3; qos++)
     for (let retain = 0; retain < 2; retain++)
-      if (sameBytes(bytes, DOOR_ONLY[qos][retain]))
+      if (samePrefix(bytes, end, DOOR_ONLY[qos][retain]))
         return { properties: {}, qos: qos as QoS, retain: retain === 1 };
+  return decodeWithoutOrigin(end === bytes.length ? bytes : bytes.subarray(0, end));
+}
+
+function decodeWithoutOrigin(bytes: Uint8Array): StoredMessage {
   const properties = decodeKept(bytes);
   let qos: QoS = 2;
   let retain = false;
@@ -228,9 +224,10 @@ function decodeWithoutOrigin(bytes: Uint8Array): StoredMessage {
   return { properties, qos, retain };
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length || a.length === 0) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+/** True when the first `end` bytes of `a` are `b` (not empty). */
+function samePrefix(a: Uint8Array, end: number, b: Uint8Array): boolean {
+  if (end !== b.length || end === 0) return false;
+  for (let i = 0; i < end; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 
