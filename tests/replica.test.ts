@@ -237,3 +237,19 @@ async function logOfTls(url: string, ca: string): Promise<Logged[]> {
   await client.close();
   return out;
 }
+
+test("serve refuses replica settings it cannot use, with exit code 2", async () => {
+  const cases: [string[], string][] = [
+    [["--acks", "most"], '--acks: "most" is not one of leader, quorum, all'],
+    [["--node-id", "a b"], "--node-id: 1 to 64 of"],
+    [["--replicas", "many"], "--replicas: a count of replicas"],
+    [["--follow", "http://127.0.0.1:1"], "--follow:"],
+    [["--follow", "tcp://127.0.0.1:1", "--follow-ca", "/x"], "--follow-ca is for a tls:// leader"],
+    [["--follow-auth-token", "t"], "--follow-auth-token needs --follow URL"],
+  ];
+  for (const [args, message] of cases) {
+    const run = await runAria(["serve", "--data-dir", makeTempDir(), "--port", "0", ...args]);
+    expect(run.exitCode).toBe(2);
+    expect(run.stderr).toContain(message);
+  }
+});

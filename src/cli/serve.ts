@@ -188,6 +188,14 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
       `${label("users")} and ${label("auth-token")}: choose one (with users each client signs in with its user's token)`,
     );
   if (options.usersFile === "") throw new UsageError(`${label("users")}: must not be empty`);
+  const nodeId = text("node-id");
+  if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId))
+    throw new UsageError(`${label("node-id")}: 1 to 64 of A-Z a-z 0-9 _ . : -`);
+  const acks = oneOf(values.acks, ACK_MODES, label("acks"));
+  const isrMaxLagUs = parseDuration(text("isr-max-lag") as string, label("isr-max-lag")) * 1000;
+  const replicas = text("replicas");
+  if (replicas !== undefined && !/^\d{1,3}$/.test(replicas))
+    throw new UsageError(`${label("replicas")}: a count of replicas, 0 to 999`);
   if (values["print-config"] === true) {
     io.out(describeSettings(SERVE_SETTINGS, settings));
     return EXIT_OK;
@@ -198,14 +206,6 @@ export async function serveCommand(args: string[], io: CliIo): Promise<number> {
     return FATAL_EXIT.tls;
   }
   const follow = await followOf(values, label);
-  const nodeId = text("node-id");
-  if (nodeId !== undefined && !NODE_ID_PATTERN.test(nodeId))
-    throw new UsageError(`${label("node-id")}: 1 to 64 of A-Z a-z 0-9 _ . : -`);
-  const acks = oneOf(values.acks, ACK_MODES, label("acks"));
-  const isrMaxLagUs = parseDuration(text("isr-max-lag") as string, label("isr-max-lag")) * 1000;
-  const replicas = text("replicas");
-  if (replicas !== undefined && !/^\d{1,3}$/.test(replicas))
-    throw new UsageError(`${label("replicas")}: a count of replicas, 0 to 999`);
   const log = processLog({ level: logLevel, format: logFormat });
   log.info("starting", startFields(settings));
   let server: Awaited<ReturnType<typeof startServer>>;
