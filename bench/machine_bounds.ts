@@ -61,6 +61,8 @@ const WARMUP_MS = 1000;
 const PAYLOAD_BYTES = 64;
 /** Timed rounds of the fsync bound before each durability run. */
 const BOUND_ROUNDS = 500;
+/** An event-loop delay past this counts as late (withCpu). */
+const LAG_MS = 2;
 /** The trivial relay's message: 64 B, its first 8 the send time (µs, f64). */
 const RELAY_MESSAGE_BYTES = 64;
 
@@ -289,13 +291,27 @@ async function withCpu<T>(run: () => Promise<T>): Promise<T & { cpu: string }> {
   const cpu = process.cpuUsage();
   const waited = runQueueWaitMs();
   lastServer = null;
+  // This event loop's lateness: a 1 ms timer's delay beyond its due time, the time of the delays
+  // over LAG_MS summed (what every message handled by this thread then waited, at least).
+  let due = env.nowMs() + 1;
+  let lateMs = 0;
+  let lateMax = 0;
+  const ticker = setInterval(() => {
+    const now = env.nowMs();
+    const late = now - due;
+    if (late > LAG_MS) lateMs += late;
+    lateMax = Math.max(lateMax, late);
+    due = now + 1;
+  }, 1);
   const result = await run();
+  clearInterval(ticker);
   const used = process.cpuUsage(cpu);
   const ms = env.nowMs() - wall;
   const percent = (share: number) => `${(share * 100).toFixed(0)}%`;
   const here =
     `this process ${percent((used.user + used.system) / 1000 / ms)} of a core, waited for a ` +
-    `CPU ${percent((runQueueWaitMs() - waited) / ms)} of the time`;
+    `CPU ${percent((runQueueWaitMs() - waited) / ms)} of the time, its event loop late > ` +
+    `${LAG_MS} ms for ${percent(lateMs / ms)} of it (longest ${lateMax.toFixed(0)} ms)`;
   const server = lastServerUsage();
   return {
     ...result,
