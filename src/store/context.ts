@@ -226,17 +226,20 @@ export class JournalState {
  * Topics by id. An append may name its topic by the caller's ids too (the broker's topic table:
  * topic and partition ids). Its entry is then found in `heldById` — no string is hashed — and a
  * topic new to the store enters no table by name on the append path: its entry waits in
- * `unfiled` until something asks by name (`topicHeld`, `topicsHeld`: recovery, a file's counts,
- * retention, stats), which files every waiting entry first (merging it into an entry the name
- * already had). A slot whose id now names another topic (the table reclaimed and reused it) is
- * told by the name (`held.topic`): nothing needs to hear of a reclaim. A partition id's log is
- * checked against the topic's name before use, so ids of another table cannot misplace a record.
+ * `unfiled`. A name may then have two entries or more (one by name: recovery, a file's counts,
+ * retention; one per id it had), and what the directory holds of it is their sum: only
+ * `topicsHeld` (stats) reads counts, and it files every waiting entry first (merging it into the
+ * name's entry). A slot whose id now names another topic (the table reclaimed and reused it) is
+ * told by the name (`held.topic`): nothing needs to hear of a reclaim. Past one waiting entry
+ * per id (ids reused, UNFILED_SLACK), each new one files a few of the oldest: entries stay
+ * bounded by the ids and the names. A partition id's log is checked against the topic's name
+ * before use, so ids of another table cannot misplace a record.
  */
 export class Partitions {
   readonly byName = new Map<string, PartitionLog>();
   /**
    * Every topic filed, by name (never removed: entries never go stale). Read through
-   * `topicHeld` and `topicsHeld`, which file the entries appended by id first.
+   * `topicHeld` and `topicsHeld` (which files the entries appended by id first).
    */
   private readonly topics = new Map<string, TopicHeld>();
   /** Entries by the appender's topic id (see "Topics by id"); a slot may be stale. */
@@ -244,9 +247,13 @@ export class Partitions {
   /** Logs by the appender's partition id, and what their topics' names start with (its name/). */
   private readonly logById: (PartitionLog | undefined)[] = [];
   private readonly belowById: string[] = [];
-  /** Entries made by id and not yet in `topics`, with their ids (unfiledIds[i] of unfiled[i]). */
+  /**
+   * Entries made by id and not yet in `topics`, with their ids (unfiledIds[i] of unfiled[i]),
+   * from unfiledHead on.
+   */
   private unfiled: TopicHeld[] = [];
   private unfiledIds: number[] = [];
+  private unfiledHead = 0;
   /** Partitions in creation order: readers pick up new ones by index. */
   readonly list: PartitionLog[] = [];
   /** Bumped with every partition's layout version (see PartitionLog): any change of any one. */
@@ -265,9 +272,11 @@ export class Partitions {
     return log;
   }
 
-  /** `topic`'s entry: its partition's log and what the directory holds of it (created when new). */
+  /**
+   * `topic`'s entry by name: its partition's log, and what the directory holds of it less what
+   * its entries by id hold (see "Topics by id"). Created when new.
+   */
   topicHeld(topic: string): TopicHeld {
-    if (this.unfiled.length > 0) this.file();
     // Cached by topic: every append would otherwise cut a new partition string and hash it.
     let held = this.topics.get(topic);
     if (held === undefined) {
@@ -289,7 +298,7 @@ export class Partitions {
 
   /** Every topic's entry by name (the entries appended by id filed first). */
   topicsHeld(): ReadonlyMap<string, TopicHeld> {
-    if (this.unfiled.length > 0) this.file();
+    this.file(this.unfiled.length);
     return this.topics;
   }
 
@@ -320,16 +329,19 @@ export class Partitions {
     else heldById[topicId] = held;
     this.unfiled.push(held);
     this.unfiledIds.push(topicId);
+    if (this.unfiled.length - this.unfiledHead > heldById.length + UNFILED_SLACK)
+      this.file(this.unfiledHead + FILED_PER_ENTRY);
     return held;
   }
 
-  /** Puts every unfiled entry in `topics`, merged into the name's entry when it has one. */
-  private file(): void {
+  /**
+   * Files the waiting entries up to index `end`: each goes in `topics`, or is merged into the
+   * entry its name has there (and its id's slot, if still its own, points to that entry).
+   */
+  private file(end: number): void {
     const unfiled = this.unfiled;
     const ids = this.unfiledIds;
-    this.unfiled = [];
-    this.unfiledIds = [];
-    for (let i = 0; i < unfiled.length; i++) {
+    for (let i = this.unfiledHead; i < end; i++) {
       const held = unfiled[i];
       const named = this.topics.get(held.topic);
       if (named === undefined) {
@@ -340,8 +352,24 @@ export class Partitions {
       named.bytes += held.bytes;
       if (this.heldById[ids[i]] === held) this.heldById[ids[i]] = named;
     }
+    this.unfiledHead = end;
+    if (end === unfiled.length) {
+      this.unfiled = [];
+      this.unfiledIds = [];
+      this.unfiledHead = 0;
+    } else if (end > 4096 && end * 4 > unfiled.length) {
+      // The filed head is a quarter or more: dropped (a copy of the rest, amortised).
+      this.unfiled = unfiled.slice(end);
+      this.unfiledIds = ids.slice(end);
+      this.unfiledHead = 0;
+    }
   }
 }
+
+/** Waiting entries (context.ts, "Topics by id") allowed beyond one per id before filing starts. */
+const UNFILED_SLACK = 1 << 16;
+/** Waiting entries filed per new one past that: the oldest first. */
+const FILED_PER_ENTRY = 4;
 
 /** True when `partition` has PARTITION_SEGMENTS segments: topics below it are its own. */
 function isFullPartition(partition: string): boolean {

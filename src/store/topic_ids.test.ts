@@ -134,3 +134,43 @@ test("appends by ids count and place each topic as appends by name do, through s
   await expectHeld(reopened);
   await reopened.close();
 });
+
+test("retention subtracts from topics appended by ids before anything asked by name; waiting entries past one per id are filed", async () => {
+  const disk = new SimDisk();
+  const { store } = await Store.open(disk.view(), OPTIONS);
+  const table = new TopicTable();
+  const append = (topic: string) => {
+    const id = table.internValid(topic);
+    const seq = store.nextSeq;
+    const payload = new Uint8Array(7);
+    store.append(seq, 1000 + seq, topic, payload, 0, 7, null, 0, 0, id, table.partitionOfTopic(id));
+  };
+  for (let i = 0; i < 300; i++) append(`r/s/t${i % 40}`);
+  await store.seal();
+  // Nothing asked by name yet: retention's counts meet entries by id only.
+  const removed = await store.retain({ bytes: 0 }, 0);
+  expect(removed.segmentsRemoved + removed.storesRemoved).toBeGreaterThan(0);
+  expect(store.topicVolumes()).toEqual([]);
+  for (let i = 0; i < 5; i++) append("r/s/t1");
+  expect(store.topicVolumes()).toEqual([
+    { topic: "r/s/t1", messages: 5, recordBytes: 5 * (32 + 6 + 7), payloadBytes: 35 },
+  ]);
+  // One id reused for 90,000 names, nothing asked by name: past 65,536 waiting entries beyond
+  // one per id, each new one files some (counts unchanged).
+  // (A store of the default sizes: this many records in small journals would take long.)
+  await store.close();
+  const { store: big } = await Store.open(new SimDisk().view(), { fsync: "never" });
+  const names = 90_000;
+  for (let i = 0; i < names; i++) {
+    const topic = `u/v/${i}`;
+    const seq = big.nextSeq;
+    big.append(seq, 1000 + seq, topic, new Uint8Array(1), 0, 1, null, 0, 0, 7, 0);
+    if (i === 100) expect(big.topicVolumes().length).toBe(101); // some filed early, by name
+  }
+  const volumes = big.topicVolumes();
+  expect(volumes.length).toBe(names);
+  expect(
+    volumes.every((row) => row.messages === 1 && row.recordBytes === 33 + row.topic.length),
+  ).toBe(true);
+  await big.close();
+});
