@@ -30,3 +30,26 @@ test("the first batch stops at firstBatchBytesMax, the next ones at batchBytesMa
   expect(sizes[1]).toBeGreaterThan(500);
   await store.close();
 });
+
+test("a reader with a small first batch reads little before it: its lanes' first reads are small", async () => {
+  const { store } = await Store.open(new SimDisk(), { fsync: "never" });
+  const payload = new Uint8Array(1000).fill(1);
+  for (let seq = 1; seq <= 4000; seq++) store.append(seq, seq, `app/p${seq % 2}/t`, payload);
+  await store.commit();
+  await store.sortAll();
+  const readFirstBatch = async (firstBatchBytesMax?: number) => {
+    const before = store.stats().bytesRead;
+    const reader = store.read(
+      Filter.of("app/p1/**"),
+      { seq: 1 },
+      { borrow: true, batchBytesMax: 256 * 1024, bufferBytes: 4 << 20, firstBatchBytesMax },
+    );
+    const batch = await reader.nextBatch();
+    expect(batch[0].seq).toBe(1);
+    return store.stats().bytesRead - before;
+  };
+  // 2 MB of the partition's records: a chunk of 1 MiB read first without, 16 KiB with.
+  expect(await readFirstBatch()).toBeGreaterThanOrEqual(1 << 20);
+  expect(await readFirstBatch(4096)).toBeLessThanOrEqual(64 * 1024);
+  await store.close();
+});

@@ -29,8 +29,15 @@ export const NEEDS_READ = -1;
 /** `want.limit` of a lane waiting for its read ahead in flight (aheadRead); -1 is an index read. */
 export const WANT_AHEAD = -2;
 
-/** What a lane asks of its partition read: the time floor of a time read, and sparseness. */
-export type LaneOwner = { timeFloor: number; readonly sparse: boolean };
+/**
+ * What a lane asks of its partition read: the time floor of a time read, sparseness, and the bytes
+ * of a lane's first read while its reader wants a first message soon (0: a chunk).
+ */
+export type LaneOwner = {
+  timeFloor: number;
+  readonly sparse: boolean;
+  readonly firstReadBytes: number;
+};
 
 /** The first chunk of the next file, read ahead (by a span read or by the lane itself). */
 export type AheadChunk = {
@@ -101,6 +108,8 @@ export class LaneBuffer implements SpanTaker {
   /** Buffer offsets [checkedStart, checkedEnd) hold records checked as a whole by checkImage. */
   protected checkedStart = 0;
   protected checkedEnd = 0;
+  /** Bytes of this lane's first read (0: a chunk, as every read after it; see load). */
+  protected firstReadBytes: number;
 
   constructor(
     readonly files: readonly FileMeta[],
@@ -111,6 +120,7 @@ export class LaneBuffer implements SpanTaker {
   ) {
     this.buffer = new Uint8Array(0);
     this.view = new DataView(this.buffer.buffer);
+    this.firstReadBytes = owner.firstReadBytes;
   }
 
   /**
@@ -118,7 +128,10 @@ export class LaneBuffer implements SpanTaker {
    * rest.
    */
   protected readBytes(position: number, end: number, atLeast: number): number {
-    return Math.min(end - position, Math.max(this.chunkBytes, READ_CHUNK_BYTES_MIN, atLeast));
+    // A reader's first message waits for its first read: that one is small (a 1 MiB chunk took
+    // most of the time to a 1% subtree's first message from disk, page cache warm or not).
+    const chunk = this.firstReadBytes > 0 ? this.firstReadBytes : this.chunkBytes;
+    return Math.min(end - position, Math.max(chunk, READ_CHUNK_BYTES_MIN, atLeast));
   }
 
   protected request(path: string, position: number, bytes: number, limit: number): number {
@@ -197,6 +210,8 @@ export class LaneBuffer implements SpanTaker {
   /** Performs `want`: a chunk of a data file, or an index. */
   async load(context: StoreContext): Promise<void> {
     const want = this.want;
+    // The read `want` asks for is the lane's first (its size from readBytes): later ones are chunks.
+    if (want.limit >= 0) this.firstReadBytes = 0;
     if (want.limit === WANT_AHEAD) {
       await this.aheadRead;
       return;

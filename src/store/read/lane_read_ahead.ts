@@ -162,6 +162,7 @@ export class LaneReadAhead extends LaneBuffer {
     const next = this.files[this.segmentIndex + 1];
     const { path, dataStart, end } = recordSpanOf(next);
     const bytes = this.readBytes(dataStart, end, 0);
+    this.firstReadBytes = 0;
     const random = this.owner.sparse && smallInPack(next);
     const mapped = random
       ? null

@@ -55,7 +55,7 @@ export class PartitionRead {
     private readonly chunkBytes: number,
     private readonly subtreeMatches: Map<number, number>,
     private readonly pool: BufferPool | null,
-    private readonly access: { sparse: boolean },
+    private readonly access: { sparse: boolean; firstReadBytes: number },
   ) {
     this.nextSeq = "seq" in from ? from.seq : "afterSeq" in from ? from.afterSeq + 1 : 1;
     this.timeFloor = "timeUs" in from ? from.timeUs : -Infinity;
@@ -67,6 +67,11 @@ export class PartitionRead {
   /** The reader reads few of the store's partitions (see StoreReader.access). */
   get sparse(): boolean {
     return this.access.sparse;
+  }
+
+  /** Bytes of a new lane's first read (see StoreReader.access). */
+  get firstReadBytes(): number {
+    return this.access.firstReadBytes;
   }
 
   private rebuild(): void {

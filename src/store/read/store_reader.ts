@@ -26,6 +26,7 @@ import {
   CALENDAR_PARTITIONS_MIN,
   READ_BATCH_MESSAGES_MAX,
   READ_CHUNK_BYTES_MAX,
+  READ_CHUNK_BYTES_MIN,
   READ_CONCURRENCY_MAX,
   RUN_PARTITIONS_MIN,
   SPARSE_PARTITIONS_SHARE,
@@ -73,7 +74,7 @@ export class StoreReader {
    * packed images it reads are read without the kernel's read-ahead, which would read the
    * neighbouring partitions' images it never wants. A dense reader wants them soon: kept.
    */
-  private readonly access = { sparse: false };
+  private readonly access = { sparse: false, firstReadBytes: 0 };
   private partitionsSeen = 0;
   private heap: MergeHeap = new BinaryHeap(16);
   /**
@@ -130,6 +131,10 @@ export class StoreReader {
       this.batchBytesMax,
       options.firstBatchBytesMax ?? this.batchBytesMax,
     );
+    // A small first batch wants small first reads too: the lanes of the first batch read
+    // READ_CHUNK_BYTES_MIN first, then their chunks.
+    if (this.firstBatchBytesMax < this.batchBytesMax)
+      this.access.firstReadBytes = READ_CHUNK_BYTES_MIN;
     // The pool keeps two batches' buffers and a round of its lanes' chunks (its read-ahead):
     // kept any smaller, a reader of many partitions allocated most of its reads afresh (a catch-up
     // reader of 16 partitions, 256 KiB batches: 85 MB over 32 batches, 8 MB keeping its read-ahead).
@@ -318,6 +323,7 @@ export class StoreReader {
       const part = this.parts[waiting];
       this.settle(part, waiting, await advanceReading(context, part, limit), limit);
     }
+    this.access.firstReadBytes = 0;
     this.resumeLimit = limit;
     this.resumeLayout = layout;
     if (out.length > 0) {
