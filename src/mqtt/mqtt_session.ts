@@ -1291,6 +1291,10 @@ export class MqttSession implements NativeEvents {
     }
     this.settleProgress();
     this.corked = 0;
+    if (this.lazyChange) {
+      this.lazyChange = false;
+      this.changed(true);
+    }
     this.link.uncork();
     if (this.blocked || this.socketGone || this.queue.length === 0) return;
     this.writeQueue();
@@ -1508,8 +1512,14 @@ export class MqttSession implements NativeEvents {
    * sent or acknowledged, within the store's interval; a crash may lose the last interval's).
    */
   private changed(lazy = false): void {
-    if (this.sessionExpiryS > 0 && this.phase === "connected") this.door.sessionChanged(this, lazy);
+    if (this.sessionExpiryS === 0 || this.phase !== "connected") return;
+    // In a batch, lazy changes are told once, at its end (one call per batch, not per message).
+    if (lazy && this.corked > 0) this.lazyChange = true;
+    else this.door.sessionChanged(this, lazy);
   }
+
+  /** A lazy change of the current batch, told at its end. */
+  private lazyChange = false;
 
   /** The durable state of this connected session (session_state.ts), as of now. */
   persisted(nowUs: number): PersistedSession {
