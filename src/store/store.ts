@@ -215,25 +215,28 @@ export class Store {
   }
 
   /**
-   * Every seq below this is gone (retention removed it): the oldest seq a closed file or a live
-   * journal holds. The broker gives back the ids of topics with no record from here on
-   * (topic/topic_table.ts). O(partitions), recomputed only once a file was closed or removed or
-   * the oldest journal retired (a new file's records come from the live journals).
+   * Every seq below this is gone (retention removed it): the oldest seq a closed file or a
+   * partition's pending records hold, or `nextSeq` when nothing is held. Not the oldest journal's
+   * first seq: its records up to a partition's sorted-through seq are no longer read from it
+   * (recovery skips them too), and retention may have removed the files that held them. The broker
+   * gives back the ids of topics with no record from here on (topic/topic_table.ts). O(partitions),
+   * recomputed only once the layout changed (a file closed or removed: the only ways a held seq
+   * goes; an append adds seqs >= nextSeq, at or above the value cached).
    */
   get firstSeqHeld(): number {
-    const oldest = this.journal.generations[0];
     const version = this.context.partitions.layout.version;
     const held = this.held;
-    if (held.gen === oldest.gen && held.version === version) return held.seq;
-    let first = oldest.firstSeq;
+    if (held.version === version) return held.seq;
+    let first = this.journal.nextSeq;
     for (const log of this.context.partitions.list) {
       if (log.segments.length > 0) first = Math.min(first, log.segments[0].firstSeq);
       for (const store of log.subtreeStores) first = Math.min(first, store.firstSeq);
+      if (log.pendingCount > 0) first = Math.min(first, log.pendingSeq(log.pendingHead));
     }
-    this.held = { gen: oldest.gen, version, seq: first };
+    this.held = { version, seq: first };
     return first;
   }
-  private held = { gen: -1, version: -1, seq: 0 };
+  private held = { version: -1, seq: 0 };
 
   private wakeCaughtUp(): void {
     if (this.catchUpWaiters.length === 0 || this.backlogged) return;
