@@ -509,12 +509,18 @@ export class CatchUp {
       this.delivery.fromStore(subscription, message);
       subscription.nextSeq = message.seq + 1;
     }
-    // An empty batch: nothing more matches up to what was committed when it was asked for.
-    if (batch.length === 0)
-      subscription.nextSeq = Math.max(subscription.nextSeq, committedBefore + 1);
     const visibleSeq = this.visible.visibleSeq;
     const records = this.records;
-    const tipHolds = subscription.nextSeq >= (records.count > 0 ? records.firstSeq : visibleSeq);
+    const tipFirst = records.count > 0 ? records.firstSeq : visibleSeq;
+    // An empty batch: nothing more matches up to what was committed when it was asked for, but
+    // not past the tip's oldest: retention may have removed files holding seqs the tip still
+    // holds (the store held nothing from here on), and those are the oldest messages still held.
+    if (batch.length === 0)
+      subscription.nextSeq = Math.max(
+        subscription.nextSeq,
+        Math.min(committedBefore + 1, tipFirst),
+      );
+    const tipHolds = subscription.nextSeq >= tipFirst;
     if (subscription.phase === Phase.Stalled) return;
     if (tipHolds || subscription.nextSeq >= visibleSeq) this.toTip(subscription);
     else if (session.backedUp) this.stall(subscription);
