@@ -24,6 +24,7 @@ test("a subscriber from seq 1 after retention gets the oldest held message on, t
     adminPort: 0,
     dataDir,
     tipBytes: 4096,
+    fsync: "always",
     storeLimits: { segmentBytesMax: 4096, journalBytesMax: 64 * 1024 },
     log: processLog({ level: "error", format: "text" }),
   });
