@@ -27,7 +27,12 @@ import { type ReadFrom, type ReadOptions, StoreReader } from "./read/mod.ts";
 import { recordTopic, recordTopicEquals, type StoredMessage } from "./record.ts";
 import { type RecoveryReport, recover } from "./recovery.ts";
 import { JOURNAL_HEADER_BYTES } from "./file_header.ts";
-import { dropDrainedJournals, sealJournalFile, startJournal } from "./journal_files.ts";
+import {
+  dropDrainedJournals,
+  retireJournalFile,
+  sealJournalFile,
+  startJournal,
+} from "./journal_files.ts";
 import type { SegmentMeta } from "./segment_index.ts";
 import { Sorter } from "./sorter.ts";
 import {
@@ -357,6 +362,44 @@ export class Store {
       topicId,
       partitionId,
     );
+  }
+
+  /**
+   * Makes an EMPTY store (nothing ever appended: next seq 1, no file, no journal record) begin at
+   * `seq`: its next append carries `seq`, and every seq below it is gone, as if retention had
+   * removed it (a replica starting at its leader's oldest held seq, src/replica/follower.ts).
+   * Durable when it resolves, through the journal header's first seq, which every build already
+   * reads as the store's next seq: the empty journal is retired, then a journal starting at
+   * `seq` is created (header fsynced). A crash between leaves an empty store at seq 1, never a
+   * journal that seems to have lost seqs.
+   */
+  async beginAt(seq: number): Promise<void> {
+    const context = this.context;
+    const journal = context.journal;
+    if (context.closed || context.failure !== null)
+      throw new StoreError("ARIA_ERR_STORE_CLOSED", "beginAt on a closed or failed store");
+    await this.writer.drain();
+    const active = journal.generations[journal.generations.length - 1];
+    const empty =
+      journal.nextSeq === 1 &&
+      journal.generations.length === 1 &&
+      active.bytes === JOURNAL_HEADER_BYTES &&
+      context.partitions.list.every(
+        (log) => log.pendingCount === 0 && log.segments.length + log.subtreeStores.length === 0,
+      );
+    if (!empty) throw new StoreError("ARIA_ERR_STORE_IO", "beginAt: the store is not empty");
+    if (!Number.isSafeInteger(seq) || seq < 1)
+      throw new StoreError("ARIA_ERR_STORE_IO", `beginAt: bad seq ${seq}`);
+    if (seq === 1) return;
+    // Listed until its successor is: the active journal is never missing (nothing is appended
+    // meanwhile: the caller waits for this).
+    await sealJournalFile(context, active);
+    await retireJournalFile(context, active);
+    await startJournal(context, active.gen + 1, seq, false);
+    journal.generations.shift();
+    journal.nextSeq = seq;
+    journal.writtenSeq = journal.syncedSeq = journal.committedSeq = seq - 1;
+    this.held = { version: -1, seq: 0 };
   }
 
   /** Resolves once every message appended so far is durable under the policy (group commit). */
