@@ -161,6 +161,8 @@ export type JournalInfo = {
  * One topic: its partition's log, and the messages and record bytes the data directory holds of
  * it — in the journal (counted at append and at replay) and in the closed files whose counts are
  * known (FilesInForce.fileCounts). Retention and a split's switch subtract what they remove.
+ * A topic may have several entries (one by name, one per id it was appended by: see "Topics by
+ * id" in Partitions); what the directory holds of it is their sum, and one alone may be negative.
  */
 export type TopicHeld = {
   readonly topic: string;
