@@ -305,6 +305,11 @@ export class Broker {
     return this.sequencer.storeBacklog();
   }
 
+  /** An empty replica begins at `seq`, its leader's oldest held seq (Sequencer.beginAt). */
+  beginAt(seq: number): Promise<void> {
+    return this.sequencer.beginAt(seq);
+  }
+
   /** The seq the next message gets (a replica: the leader's seq it needs next). */
   get nextSeq(): number {
     return this.sequencer.nextSeq;

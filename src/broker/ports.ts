@@ -80,6 +80,11 @@ export interface BrokerStore {
    */
   readonly firstSeqHeld?: number;
   /**
+   * Makes an empty store begin at `seq`, durably (Store.beginAt: a replica starting at its
+   * leader's oldest held seq). Absent: the store cannot, and a replica needs seq 1.
+   */
+  beginAt?(seq: number): Promise<void>;
+  /**
    * Buffers a message whose payload is payload[start, start + length) (a range of a PUBLISH frame)
    * and whose properties are properties[propertiesStart, + propertiesBytes) (0 bytes: none).
    * `topicId` and `partitionId` are the topic's ids in the broker's TopicTable: the store finds

@@ -300,6 +300,19 @@ export class Sequencer {
     return this.store.backlogged ? this.store.whenCaughtUp() : null;
   }
 
+  /**
+   * A replica with nothing appended begins at its leader's oldest held seq `seq`: the store
+   * records it durably, then the next seq, the visible end and the empty tip move there.
+   */
+  async beginAt(seq: number): Promise<void> {
+    const store = this.store;
+    if (store.beginAt === undefined) throw new Error("this store cannot begin past seq 1");
+    assert(this.nextSeq === 1 && this.tip.records.count === 0, "Sequencer.beginAt: not empty");
+    await store.beginAt(seq);
+    this.nextSeq = this.visibleSeq = store.nextSeq;
+    this.tip.startAt(this.nextSeq);
+  }
+
   /** The last seq durable in the store (a replica reports it to its leader). */
   get durableSeq(): number {
     return this.store.committedSeq;

@@ -70,8 +70,10 @@ async function readAll(url: string): Promise<DataMessage[]> {
       seq: m.seq,
       timeUs: m.timeUs,
       topic: m.topic,
-      payload: m.payload.slice(),
-      properties: m.properties.slice(),
+      // Plain copies: a payload may come as a Buffer (a view of the decoder's), and toEqual
+      // tells a Buffer from a Uint8Array of the same bytes.
+      payload: new Uint8Array(m.payload),
+      properties: new Uint8Array(m.properties),
     });
   await client.close();
   return out;
@@ -203,28 +205,65 @@ test("a replica ahead of its leader, or disagreeing with it, is refused", async 
   for (const client of [a, b, c]) await client.close();
 });
 
-test("a replica whose next seq the leader's retention removed stops with exit code 8", async () => {
+test("past the leader's retention: an empty replica begins at its oldest; one behind it exits 8", async () => {
   // A small tip: the oldest messages are on disk only, where retention removes them.
   const leader = await serve(tempDir(), {
     tipBytes: 4096,
     storeLimits: { segmentBytesMax: 4096, journalBytesMax: 64 * 1024 },
   });
   const publisher = await connect(leader.tcpUrl);
-  // Enough for the journal to roll: retention then removes seq 1 for good.
+  await publishSome(publisher, "early", 10);
+  // A replica that copied seqs 1..10, then stopped.
+  const behindDir = tempDir();
+  const early = await serve(behindDir, follow(leader.tcpUrl));
+  await caughtUp(early, leader);
+  await early.stop();
+  // Enough for the journal to roll: retention then removes seq 11 for good.
   const filler = text("x".repeat(200));
   for (let round = 0; round < 60; round++)
     await publisher.publishBatch(
       Array.from({ length: 50 }, () => ({ topic: "t", payload: filler })),
     );
   const store = leader.store;
-  for (let i = 0; i < 100 && (store.firstSeqHeld ?? 1) <= 1; i++) {
+  for (let i = 0; i < 100 && (store.firstSeqHeld ?? 1) <= 11; i++) {
     store.maintain(Date.now() * 1000 + 3_600_000_000);
     await store.retain({ bytes: 1 }, Date.now() * 1000);
     await Bun.sleep(10);
   }
-  expect(store.firstSeqHeld ?? 1).toBeGreaterThan(1);
-  const stopped = await fatalOf(tempDir(), leader.tcpUrl);
+  const oldest = store.firstSeqHeld ?? 1;
+  expect(oldest).toBeGreaterThan(11);
+  // Not empty, and behind the leader's oldest: its log would have a hole.
+  const stopped = await fatalOf(behindDir, leader.tcpUrl);
   expect(stopped.code).toBe(8);
-  expect(stopped.text).toContain("the leader no longer holds seq 1");
+  expect(stopped.text).toContain("the leader no longer holds seq 11");
+  // Empty: it begins at the leader's oldest held seq and copies the log from there. (The
+  // leader's tip may still hold a few seqs its store no longer does: the oldest held is theirs.)
+  const heldBefore = await readAll(leader.tcpUrl);
+  expect(heldBefore[0].seq).toBe(Math.min(oldest, leader.tip.records.firstSeq));
+  const replicaDir = tempDir();
+  let replica = await serve(replicaDir, follow(leader.tcpUrl));
+  // Copied before the leader's tip moves on (it holds only a few 200-byte messages).
+  await caughtUp(replica, leader);
+  await publishSome(publisher, "during", 20);
+  await caughtUp(replica, leader);
+  const newest = heldBefore[heldBefore.length - 1].seq;
+  const after = (await readAll(leader.tcpUrl)).filter((message) => message.seq > newest);
+  expect(after.length).toBe(20);
+  expect(await readAll(replica.tcpUrl)).toEqual([...heldBefore, ...after]);
+  // Durably: after a restart it goes on from where it was, not from seq 1.
+  await replica.stop();
+  await publishSome(publisher, "after", 5);
+  replica = await serve(replicaDir, follow(leader.tcpUrl));
+  await caughtUp(replica, leader);
+  const [replicaLog, leaderLog] = [await readAll(replica.tcpUrl), await readAll(leader.tcpUrl)];
+  expect(replicaLog.map((message) => message.seq)).toEqual(
+    Array.from(
+      { length: leader.broker.nextSeq - heldBefore[0].seq },
+      (_, i) => heldBefore[0].seq + i,
+    ),
+  );
+  expect(replicaLog.slice(0, heldBefore.length + 20)).toEqual([...heldBefore, ...after]);
+  expect(replicaLog.slice(-leaderLog.length)).toEqual(leaderLog);
+  await replica.stop();
   await publisher.close();
 });

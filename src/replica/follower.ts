@@ -11,7 +11,8 @@
  * subscription's SUBSCRIBED) must not be below its own (a replica AHEAD of its leader is refused),
  * and its newest message is asked for again and compared whole (seq, time, topic, payload,
  * properties; a disagreement is refused). When the leader no longer holds the replica's next seq
- * (retention removed it) the replica stops. Those three are fatal (ReplicaError, with the exit
+ * (retention removed it) the replica stops, unless it is empty: it then begins at the leader's
+ * oldest held seq (Store.beginAt, durably). Those three are fatal (ReplicaError, with the exit
  * code of `aria serve`): nothing is appended, and the operator decides (docs/cluster.md).
  *
  * Not here: sockets (the client comes from `connect`), timers (`sleep`), storage (the broker).
@@ -28,6 +29,8 @@ export interface ReplicaBroker {
   /** The last seq durable here (under --fsync never: written). */
   readonly durableSeq: number;
   replicate(messages: MessageBatch): string | null;
+  /** An empty replica begins at `seq` (durably): the leader's oldest held seq. */
+  beginAt(seq: number): Promise<void>;
   storeBacklog(): Promise<void> | null;
   /** Resolves once every seq below `seq` is durable here. */
   whenVisible(seq: number): Promise<void>;
@@ -173,8 +176,9 @@ export class Follower {
         `this replica holds seqs up to ${next - 1} but the leader's next seq is ${leaderNext}: its data directory is not a copy of this leader's log (refused; see docs/cluster.md)`,
       );
     const last = this.last;
-    // From the newest message held, to compare it; from the first seq when empty.
-    const from = last === null ? 1 : last.seq;
+    // From the newest message held, to compare it; from the next seq when none is held (seq 1
+    // when empty: the leader's oldest held comes first, where an empty replica begins).
+    const from = last === null ? next : last.seq;
     // DURABLE $replica/<node-id>: the leader starts it where this says and takes its ACKs as the
     // seq this replica holds durably (src/replica/tracker.ts), sent once its own commit is done.
     const subscription = client.subscribe("**", {
@@ -190,6 +194,7 @@ export class Follower {
       let batch: MessageBatch | null = frame;
       if (first) {
         first = false;
+        await this.beginAtOldest(frame);
         batch = this.checkFirst(frame);
         if (batch === null) continue;
       }
@@ -217,8 +222,25 @@ export class Follower {
   }
 
   /**
+   * An EMPTY replica (nothing ever appended) whose leader's oldest held seq is above 1 (its
+   * retention removed seq 1) begins there, as a new Kafka follower begins at the leader's log
+   * start offset: nothing below it can be copied, and nothing is missing from what it will hold.
+   * A replica holding anything needs its own next seq and gets no such start (checkFirst).
+   */
+  private async beginAtOldest(batch: MessageBatch): Promise<void> {
+    const broker = this.options.broker;
+    if (this.last !== null || broker.nextSeq !== 1 || batch.firstSeq <= 1) return;
+    this.options.log.info("replica: empty; beginning at the leader's oldest held seq", {
+      leader: this.options.leaderUrl,
+      seq: batch.firstSeq,
+    });
+    await broker.beginAt(batch.firstSeq);
+  }
+
+  /**
    * The first batch of a session: its first message is the replica's newest one again (compared
-   * whole) or, when the replica is empty, seq 1. Returns what follows it, or null when nothing.
+   * whole) or, when it holds none, its next seq (an empty one's begins at the first: see
+   * beginAtOldest). Returns what follows it, or null when nothing.
    */
   private checkFirst(batch: MessageBatch): MessageBatch | null {
     const next = this.options.broker.nextSeq;
