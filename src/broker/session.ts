@@ -14,11 +14,6 @@
  * (catch_up.ts), and its writer shrinks back, so a client that stopped reading costs a few
  * chunks, not a copy of the stream.
  *
- * A client that has not shown it reads (below) costs less: its frames and socket writes are
- * small (UNSHOWN_WRITE_BYTES; shared frames go straight to its socket), so its writer never
- * grows, and from the first write its socket refuses, its subscriptions wait (backed up) until
- * the socket drains: its queue holds the rest of one write, not queueBytesMax of copies.
- *
  * Whether its client reads shows only over time: a socket that is never read still takes the
  * kernel's buffers' worth (~4 MB on loopback) first. A session shows it reads once the connection
  * drained a backlog, or took more than any socket's buffers hold (READING_SHOWN_BYTES); catch-up
@@ -36,13 +31,7 @@ import {
   CONNECTION_WRITE_BYTES,
   READING_SHOWN_BYTES,
 } from "../constants.ts";
-import {
-  FRAME_HEADER_BYTES,
-  FrameDecoder,
-  FrameWriter,
-  type InputBudget,
-  type TopicCache,
-} from "../protocol/mod.ts";
+import { FrameDecoder, FrameWriter, type InputBudget, type TopicCache } from "../protocol/mod.ts";
 import { dataFrameFull, type SharedFrames } from "./data_frame.ts";
 import type { Connection } from "./ports.ts";
 
@@ -53,14 +42,6 @@ import type { Connection } from "./ports.ts";
 export const QUEUE_CHUNK_BYTES = 16 * 1024;
 /** First capacity of a session's writer, and what a backed-up session keeps. */
 const WRITER_BYTES_INITIAL = 16 * 1024;
-/**
- * Bytes of DATA frames, and of socket writes, for a client that has not shown it reads: within
- * the writer's first capacity, so the writer of a subscriber that never reads does not grow
- * (16 → 128 KiB in three copies, each left to the collector: with 1,000 such subscribers,
- * hundreds of MB of garbage while they filled their sockets). A reading client gets
- * CONNECTION_WRITE_BYTES.
- */
-export const UNSHOWN_WRITE_BYTES = 8 * 1024;
 
 /** Free send-queue chunks shared by the sessions of one broker (keeps at most `keepChunks`: 4 MiB). */
 export class QueueChunkPool {
@@ -108,8 +89,6 @@ export class Session<Sub = unknown> {
   drainedBacklog = false;
   /** The writer gives back its grown buffer at the next flush (see shrinkWriter). */
   private shrinkWriterPending = false;
-  /** The socket refused part of a write and has not drained since. */
-  private refused = false;
 
   constructor(
     readonly id: number,
@@ -141,15 +120,7 @@ export class Session<Sub = unknown> {
 
   /** True when this session's subscriptions must wait for the client to read. */
   get backedUp(): boolean {
-    return this.bufferedBytes >= this.queueBytesMax || this.refusedUnshown;
-  }
-
-  /**
-   * The socket of a client not shown to read refused a write (and this session has
-   * subscriptions, which wait with a position): it is backed up until the socket drains.
-   */
-  private get refusedUnshown(): boolean {
-    return this.refused && this.subscriptions.size > 0 && !this.showsReading;
+    return this.bufferedBytes >= this.queueBytesMax;
   }
 
   /**
@@ -162,7 +133,7 @@ export class Session<Sub = unknown> {
 
   /** True when the queue drained enough for stopped subscriptions to go on. */
   get drained(): boolean {
-    return this.bufferedBytes <= this.queueBytesMax / 2 && !this.refusedUnshown;
+    return this.bufferedBytes <= this.queueBytesMax / 2;
   }
 
   /** Closes the open DATA frame, if any (before any other frame is written). */
@@ -193,15 +164,13 @@ export class Session<Sub = unknown> {
     const writer = this.writer;
     const withProperties = properties !== null;
     const sizedProperties = withProperties ? propertiesBytes : 0;
-    const writeBytes = this.showsReading ? CONNECTION_WRITE_BYTES : UNSHOWN_WRITE_BYTES;
     if (
       this.openDataSubscription !== subscriptionId ||
       writer.withProperties !== withProperties ||
-      writer.frameBytes >= writeBytes ||
       dataFrameFull(writer, topic.length, length, sizedProperties)
     ) {
       this.endData();
-      if (writer.bytesUsed >= writeBytes) this.flush();
+      if (writer.bytesUsed >= CONNECTION_WRITE_BYTES) this.flush();
       writer.beginData(subscriptionId, withProperties);
       this.openDataSubscription = subscriptionId;
     }
@@ -225,43 +194,13 @@ export class Session<Sub = unknown> {
    */
   addSharedFrames(subscriptionId: number, shared: SharedFrames): number {
     this.endData();
-    const reading = this.showsReading;
-    // A client not shown to read: each frame straight to its socket, not through its writer
-    // (UNSHOWN_WRITE_BYTES); what the writer holds goes first.
-    if (!reading && shared.frameCount > 0) this.flush();
     for (let i = 0; i < shared.frameCount; i++) {
       const frame = shared.frame(i);
-      if (this.bufferedBytes + frame.length >= this.queueBytesMax || this.refusedUnshown) return i;
-      if (!reading) {
-        this.sendSharedFrame(frame, subscriptionId);
-        continue;
-      }
+      if (this.bufferedBytes + frame.length >= this.queueBytesMax) return i;
       this.writer.copyDataFrame(frame, subscriptionId);
       if (this.writer.bytesUsed >= CONNECTION_WRITE_BYTES) this.flush();
     }
     return shared.frameCount;
-  }
-
-  /**
-   * Writes one shared DATA frame to the socket as subscription `subscriptionId`'s, queuing what
-   * it does not take. The frame's id is set for the write and put back to 0 (it is shared).
-   */
-  private sendSharedFrame(frame: Uint8Array, subscriptionId: number): void {
-    const id = new DataView(frame.buffer, frame.byteOffset + FRAME_HEADER_BYTES, 4);
-    id.setUint32(0, subscriptionId, true);
-    this.send(frame);
-    id.setUint32(0, 0, true);
-  }
-
-  /** Hands `bytes` to the connection behind what is queued; queues what it does not take. */
-  private send(bytes: Uint8Array): void {
-    const written =
-      this.queueHead === this.queue.length && !this.closed ? this.connection.write(bytes) : 0;
-    this.bytesTaken += written;
-    if (written < bytes.length) {
-      this.refused = true;
-      this.enqueue(bytes, written);
-    }
   }
 
   /**
@@ -277,7 +216,12 @@ export class Session<Sub = unknown> {
   flush(): void {
     this.endData();
     const writer = this.writer;
-    if (writer.bytesUsed > 0 && !this.closed) this.send(writer.bytes());
+    if (writer.bytesUsed > 0 && !this.closed) {
+      const bytes = writer.bytes();
+      const written = this.queueHead === this.queue.length ? this.connection.write(bytes) : 0;
+      this.bytesTaken += written;
+      if (written < bytes.length) this.enqueue(bytes, written);
+    }
     // A client that stopped reading keeps a position, not buffers: the writer shrinks back.
     if (this.backedUp || this.shrinkWriterPending) {
       writer.release();
@@ -317,7 +261,6 @@ export class Session<Sub = unknown> {
     }
     this.queue.length = 0;
     this.queueHead = 0;
-    this.refused = false;
     return true;
   }
 

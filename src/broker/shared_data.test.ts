@@ -59,8 +59,6 @@ function perMessage(
 ): Uint8Array {
   const sink = new Sink();
   const session = new Session(1, sink, new TopicCache(), Number.MAX_SAFE_INTEGER);
-  // A client known to read: DATA frames of DATA_FRAME_BYTES_TARGET, as the shared ones.
-  session.drainedBacklog = true;
   let at = ring.offsetOfSeq(fromSeq);
   for (let seq = fromSeq; seq < ring.nextSeq; seq++) {
     const topicId = ring.topicAt(at);

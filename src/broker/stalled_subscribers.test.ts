@@ -9,6 +9,7 @@ import { expect, test } from "bun:test";
 import {
   CATCH_UP_READ_BATCH_BYTES,
   CONNECTION_BUFFERED_BYTES_MAX,
+  DISK_READERS_UNSHOWN_MAX,
   PROTOCOL_VERSION,
 } from "../constants.ts";
 import { encodeFrame, FrameDecoder, FrameWriter, type OutgoingFrame } from "../protocol/mod.ts";
@@ -433,8 +434,6 @@ test("a subscription left waiting for a disk reader holds its position, not a gr
   const publisher = signIn(broker, TAKES_ALL, "p");
   await settle();
   const sessions = (broker as unknown as { sessions: Map<number, SubscriberSession> }).sessions;
-  // Clients known to read (one not shown yet writes small frames, its writer never grows).
-  for (const id of ids) (sessions.get(id) as SubscriberSession).drainedBacklog = true;
   const capacities = () => ids.map((id) => (sessions.get(id) as SubscriberSession).writer.capacity);
   // Live delivery of 256 KiB commits grows their writers (a socket write's worth and a frame).
   const payload = new Uint8Array(PAYLOAD_BYTES).fill(6);
@@ -454,9 +453,9 @@ test("a subscription left waiting for a disk reader holds its position, not a gr
   broker.receive(publisher, bytes);
   await settle();
   expect(broker.stats().subscriptionsByPhase.disk).toBe(SUBSCRIBERS);
-  // The six without a reader are back to the writer's first 16 KiB (128 KiB each before).
+  // The eight without a reader are back to the writer's first 16 KiB (128 KiB each before).
   const small = capacities().filter((capacity) => capacity <= 16 * 1024);
-  expect(small.length).toBe(SUBSCRIBERS - 4);
+  expect(small.length).toBe(SUBSCRIBERS - DISK_READERS_UNSHOWN_MAX);
 });
 
 test("a client that has shown it reads catches up from disk with the store's batches and read-ahead; one that has not yet, with small ones until it does", async () => {
@@ -523,142 +522,4 @@ test("a client that has shown it reads catches up from disk with the store's bat
   // store's size at the subscription's position.
   expect(opened).toEqual([CATCH_UP_READ_BATCH_BYTES, "store's"]);
   expect(seqs).toEqual(Array.from({ length: MESSAGES }, (_, i) => i + 1));
-});
-
-test("a subscriber not shown to read stops at its socket's first refusal, with small writes: it holds the rest of one write and a writer that never grew; when it reads it gets every message once, in order", async () => {
-  const { broker, settle } = world({ capacityBytes: 2 * 1024 * 1024 });
-  const sessions = (broker as unknown as { sessions: Map<number, SubscriberSession> }).sessions;
-  const STALLED_HERE = 4;
-  // The largest writer a stalled session had while it filled its socket (what it left behind
-  // for the collector when it shrank back).
-  let writerCapacityMax = 0;
-  const subscribers = Array.from({ length: STALLED_HERE }, () => {
-    const decoder = new FrameDecoder();
-    const subscriber = { id: 0, room: KERNEL_BYTES, seqs: [] as number[] };
-    subscriber.id = signIn(
-      broker,
-      {
-        write: (bytes) => {
-          const session = sessions.get(subscriber.id);
-          if (session !== undefined)
-            writerCapacityMax = Math.max(writerCapacityMax, session.writer.capacity);
-          const taken = Math.min(subscriber.room, bytes.length);
-          subscriber.room -= taken;
-          decoder.push(bytes.subarray(0, taken));
-          for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-            if (frame.kind !== "data") continue;
-            while (frame.messages.next()) subscriber.seqs.push(frame.messages.seq);
-          }
-          return taken;
-        },
-        close: () => {},
-      },
-      "s",
-    );
-    subscribeAll(broker, subscriber.id, "live");
-    return subscriber;
-  });
-  const publisher = signIn(broker, TAKES_ALL, "p");
-  await settle();
-  const payload = new Uint8Array(PAYLOAD_BYTES).fill(8);
-  const messages = Array.from({ length: BATCH_MESSAGES }, (_, i) => ({
-    topic: `t/p${i % 8}`,
-    payload,
-  }));
-  // 4 MiB, twice the ring: they stall, and the ring moves past where they stopped.
-  const batches = (4 * 1024 * 1024) / PAYLOAD_BYTES / BATCH_MESSAGES;
-  let heldMax = 0;
-  let requestId = 0;
-  const publish = async () => {
-    broker.receive(publisher, frameBytes({ kind: "publish", requestId: ++requestId, messages }));
-    await settle();
-  };
-  for (let b = 0; b < batches; b++) {
-    await publish();
-    for (const { id } of subscribers)
-      heldMax = Math.max(heldMax, (sessions.get(id) as SubscriberSession).heldBytes);
-  }
-  expect(broker.stats().subscriptionsByPhase.stalled).toBe(STALLED_HERE);
-  // The rest of the write the socket took part of (UNSHOWN_WRITE_BYTES and a message: one
-  // 16 KiB chunk) and the writer's 16 KiB; with the queue's limit of DATA it was 160 KiB.
-  expect(heldMax).toBeLessThanOrEqual(32 * 1024);
-  // Small writes until a client shows it reads: the writer never grew (to 128 KiB before).
-  expect(writerCapacityMax).toBe(16 * 1024);
-  // They read: each gets what it was sent before, then the rest from where it stopped.
-  for (const subscriber of subscribers) {
-    subscriber.room = Number.POSITIVE_INFINITY;
-    broker.writable(subscriber.id);
-  }
-  await settle();
-  await publish();
-  const total = (batches + 1) * BATCH_MESSAGES;
-  for (const { seqs } of subscribers)
-    expect(seqs).toEqual(Array.from({ length: total }, (_, i) => i + 1));
-});
-
-test("two subscriptions of a client not shown to read, a DATA frame per message: both stop at the first refusal, the queue keeps the rest of one write; each reads on in order", async () => {
-  const { broker, settle } = world({ capacityBytes: 2 * 1024 * 1024 });
-  const sessions = (broker as unknown as { sessions: Map<number, SubscriberSession> }).sessions;
-  const decoder = new FrameDecoder();
-  // Its socket takes a little more than one flush, then nothing until the test reads.
-  let room = 70 * 1024;
-  const seqs = new Map<number, number[]>([
-    [1, []],
-    [2, []],
-  ]);
-  const id = signIn(
-    broker,
-    {
-      write: (bytes) => {
-        const taken = Math.min(room, bytes.length);
-        room -= taken;
-        decoder.push(bytes.subarray(0, taken));
-        for (let frame = decoder.next(); frame !== null; frame = decoder.next()) {
-          if (frame.kind !== "data") continue;
-          while (frame.messages.next()) seqs.get(frame.subscriptionId)?.push(frame.messages.seq);
-        }
-        return taken;
-      },
-      close: () => {},
-    },
-    "s",
-  );
-  for (const [subscriptionId, filter] of [
-    [1, "a/**"],
-    [2, "b/**"],
-  ] as const)
-    broker.receive(
-      id,
-      frameBytes({
-        kind: "subscribe",
-        subscriptionId,
-        start: { kind: "live" },
-        filter: Filter.of(filter),
-      }),
-    );
-  const publisher = signIn(broker, TAKES_ALL, "p");
-  await settle();
-  // Topics alternate between the two subscriptions: each message opens a DATA frame.
-  const payload = new Uint8Array(PAYLOAD_BYTES).fill(2);
-  const messages = Array.from({ length: BATCH_MESSAGES }, (_, i) => ({
-    topic: i % 2 === 0 ? "a/x" : "b/x",
-    payload,
-  }));
-  const BATCHES = 8;
-  let heldMax = 0;
-  for (let b = 0; b < BATCHES; b++) {
-    broker.receive(publisher, frameBytes({ kind: "publish", requestId: b + 1, messages }));
-    await settle();
-    heldMax = Math.max(heldMax, (sessions.get(id) as SubscriberSession).heldBytes);
-  }
-  expect(broker.stats().subscriptionsByPhase.stalled).toBe(2);
-  // The writer's 16 KiB and one chunk for the rest of one write; filling the queue to its limit
-  // held 160 KiB.
-  expect(heldMax).toBeLessThanOrEqual(32 * 1024);
-  room = Number.POSITIVE_INFINITY;
-  broker.writable(id);
-  await settle();
-  const total = BATCHES * BATCH_MESSAGES;
-  expect(seqs.get(1)).toEqual(Array.from({ length: total / 2 }, (_, i) => 2 * i + 1));
-  expect(seqs.get(2)).toEqual(Array.from({ length: total / 2 }, (_, i) => 2 * i + 2));
 });
