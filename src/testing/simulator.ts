@@ -979,6 +979,16 @@ class Simulation {
       recovered: false,
       completeTo: life.store.retrying ? life.store.committedSeq + 1 : undefined,
     });
+    // The oldest seq held is the oldest read (what a read from below it starts at; the topic
+    // table reclaims ids below it): retention of files whose seqs the live journal still covered
+    // once left it at 1, which nothing here checked (too low only reclaims fewer ids).
+    const held = life.store.firstSeqHeld;
+    const committed = life.store.committedSeq;
+    check(
+      read.length > 0 ? held === read[0].seq : held > committed && held <= life.store.nextSeq,
+      "first-seq-held",
+      () => `firstSeqHeld ${held}, oldest read ${read[0]?.seq ?? "none"}, committed ${committed}`,
+    );
   }
 
   /** Long stalls that are over (all of them when settling): the subscriber reads or hangs up. */
