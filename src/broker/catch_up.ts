@@ -512,14 +512,18 @@ export class CatchUp {
     const visibleSeq = this.visible.visibleSeq;
     const records = this.records;
     const tipFirst = records.count > 0 ? records.firstSeq : visibleSeq;
-    // An empty batch: nothing more matches up to what was committed when it was asked for, but
-    // not past the tip's oldest: retention may have removed files holding seqs the tip still
-    // holds (the store held nothing from here on), and those are the oldest messages still held.
-    if (batch.length === 0)
+    // An empty batch: nothing more matches up to what was committed when it was asked for. Then
+    // the subscription moves past it, but not past the tip's oldest when the store no longer
+    // holds that (retention removed files holding seqs the tip still holds): those are the oldest
+    // messages still held. Otherwise the store's answer covers the tip's seqs too.
+    if (batch.length === 0) {
+      const past = committedBefore + 1;
+      const tipOnly = tipFirst < (this.store.firstSeqHeld ?? 0);
       subscription.nextSeq = Math.max(
         subscription.nextSeq,
-        Math.min(committedBefore + 1, tipFirst),
+        tipOnly ? Math.min(past, tipFirst) : past,
       );
+    }
     const tipHolds = subscription.nextSeq >= tipFirst;
     if (subscription.phase === Phase.Stalled) return;
     if (tipHolds || subscription.nextSeq >= visibleSeq) this.toTip(subscription);
