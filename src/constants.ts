@@ -52,10 +52,10 @@ export const PROPERTIES_BYTES_MAX = 8192;
 /** Index entries in one pool block (DESIGN: "fixed blocks of 1024 entries"). */
 export const INDEX_BLOCK_ENTRIES = 1024;
 /**
- * Default block limit of the shared pool: enough for a full default ring of the smallest records
- * (11 Mi records = 11 Ki full blocks) plus one partly filled block for each of 53 Ki partitions.
- * The typed arrays (8 KiB of entries per block) are allocated once at the limit; pages no block
- * has touched cost no resident memory.
+ * Default page limit of the shared pool (pages of 1,024 entries, cut into 16/64/256/1,024-entry
+ * blocks): a full default ring of the smallest records (11 Ki pages) plus one 16-entry block for
+ * each of 3.4 Mi cold partitions. The typed arrays (8 KiB of entries per page) are allocated once
+ * at the limit; pages never touched cost no resident memory.
  */
 export const POOL_BLOCKS_DEFAULT = 64 * 1024;
 /** Smallest pool: every partition index needs at least one block to hold an entry. */
