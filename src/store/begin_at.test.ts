@@ -5,6 +5,8 @@
  */
 import { expect, test } from "bun:test";
 import { SimDisk } from "../testing/sim_disk.ts";
+import { DiskOpClock, faultDisk, type LifeToken } from "../testing/sim_fault_disk.ts";
+import { TraceHash } from "../testing/sim_trace.ts";
 import { Filter } from "../topic/filter.ts";
 import { Store, type StoreOptions } from "./mod.ts";
 
@@ -87,4 +89,42 @@ test("beginAt refuses a store that holds or held anything", async () => {
   await expect(store.beginAt(100)).rejects.toThrow("not empty");
   expect(store.nextSeq).toBe(2);
   await store.close();
+});
+
+test("a crash at any disk operation of beginAt leaves a store that opens at seq 1 or at N", async () => {
+  const seen = new Set<number>();
+  for (let k = 1; ; k++) {
+    const sim = new SimDisk();
+    const opClock = new DiskOpClock();
+    const life: LifeToken = { alive: true };
+    opClock.onCrash = () => {
+      life.alive = false;
+      sim.crash();
+    };
+    const disk = faultDisk(sim.view(), opClock, new TraceHash(), life);
+    const { store } = await Store.open(disk, OPTIONS);
+    opClock.crashAtOp = opClock.ops + k;
+    const done = await store.beginAt(900).then(
+      () => life.alive,
+      () => false,
+    );
+    if (done) {
+      await store.close();
+      break;
+    }
+    // Reopened after the crash: empty, at seq 1 (begin again) or at 900; never refused.
+    const again = (await Store.open(sim.view(), OPTIONS)).store;
+    seen.add(again.nextSeq);
+    expect([1, 900]).toContain(again.nextSeq);
+    if (again.nextSeq === 1) await again.beginAt(900);
+    publish(again, 3);
+    await again.commit();
+    await again.close();
+    const last = (await Store.open(sim.view(), OPTIONS)).store;
+    expect(await seqsFrom(last, 1)).toEqual([900, 901, 902]);
+    await last.close();
+    expect(k).toBeLessThan(100);
+  }
+  // Both outcomes happened: the crash points cover the step from one journal to the other.
+  expect([...seen].sort((a, b) => a - b)).toEqual([1, 900]);
 });
