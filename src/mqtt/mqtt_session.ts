@@ -22,7 +22,10 @@
  * writes `persisted()` in the consumers file's next batch (session_state.ts). A session restored
  * after a restart sends its flights again, DUP with their packet ids, as their seqs come again.
  *
- * Beside it: its types (session_types.ts), its pure helpers and reason codes (session_codes.ts).
+ * Beside it, each owning one part: its types (session_types.ts), its pure helpers and reason
+ * codes (session_codes.ts), the client's PUBLISHes and topic aliases in (inbound_publishes.ts),
+ * retained messages being read (retained_reads.ts), the packets' way to the socket
+ * (session_output.ts), and what it leaves behind, persisted or in memory (session_snapshot.ts).
  *
  * Invariants: one CONNECT; nothing but CONNECT before it; packet ids in `inflight` are unique and
  * their count ≤ the client's window; `heldBytes` is the sum of held payloads; a restored flight's
@@ -33,13 +36,11 @@ import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX } from "../constants.ts";
 import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
 import { parseAriaFrom } from "./aria_from.ts";
 import { MqttDecoder } from "./codec.ts";
-import { encodePacket } from "./codec_encode.ts";
 import {
   MQTT_EARLY_BYTES_MAX,
   MQTT_EARLY_PACKETS_MAX,
   MQTT_FLIGHT_KEPT_BYTES_MAX,
   MQTT_HELD_BYTES_MAX,
-  MQTT_RETAINED_BATCH,
   MQTT_INFLIGHT_V4,
   MQTT_KEEP_ALIVE_GRACE,
   MQTT_PACKET_BYTES_MAX,
@@ -50,12 +51,16 @@ import {
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
 import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
-import type {
-  PersistedFlight,
-  PersistedSession,
-  PersistedSubscription,
-  PersistedWill,
-} from "./session_state.ts";
+import { type AckType, InboundPublishes } from "./inbound_publishes.ts";
+import { RetainedReads, retainedOutgoing } from "./retained_reads.ts";
+import { SessionOutput } from "./session_output.ts";
+import {
+  persistedSession,
+  persistedWill as persistedWillOf,
+  type SessionView,
+  storedSession,
+} from "./session_snapshot.ts";
+import type { PersistedFlight, PersistedSession, PersistedWill } from "./session_state.ts";
 import { ClientOrigin, decodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
@@ -74,23 +79,20 @@ import {
   cutUtf8,
   EMPTY_PAYLOAD,
   EMPTY_SENT,
-  isUtf8,
+  expiryLeft,
   NATIVE,
   nativeLimitProblem,
   PUBLISH_ACK_FAILURES,
   reasonOfError,
-  resumeOf,
   SUBACK_FAILURES,
   UTF8,
 } from "./session_codes.ts";
 import {
   type InFlight,
   type Outgoing,
-  type PendingRequest,
   type PendingSuback,
   type Phase,
   type RetainedMessage,
-  type RetainedRead,
   SESSION_EXPIRY_NEVER,
   type SavedFlight,
   type SavedSubscription,
@@ -147,22 +149,14 @@ export class MqttSession implements NativeEvents {
   private closing = false;
   private paused = false;
   // Output to the client.
-  private readonly queue: Uint8Array[] = [];
-  private queuedBytes = 0;
-  /** Nesting of batchStart/receive: above 0, packets gather in `queue` for one socket write. */
+  private readonly output: SessionOutput;
+  /** Nesting of batchStart/receive: above 0, packets gather in the output's queue. */
   private corked = 0;
-  /** True from a short socket write to the next `writable()`. */
-  private blocked = false;
   /** Subscriptions whose position moved in the current batch (ACKed at its end). */
   private readonly progressDue = new Set<SubscriptionState>();
-  private clientPacketBytesMax = MQTT_PACKET_BYTES_MAX;
   private problemInformation = true;
   // Inbound publishes.
-  private nextRequestId = 1;
-  private readonly requests = new Map<number, PendingRequest>();
-  private readonly qos2Received = new Map<number, "pending" | "acked">();
-  private inboundInFlight = 0;
-  private readonly aliasesIn = new Map<number, string>();
+  private readonly inbound: InboundPublishes;
   /** The client id's origin (stored with each message it publishes): No Local compares it. */
   private origin = new ClientOrigin("");
   // Subscriptions and outbound messages.
@@ -175,8 +169,8 @@ export class MqttSession implements NativeEvents {
   private window = MQTT_INFLIGHT_V4;
   private nextPacketId = 1;
   private readonly held: Outgoing[] = [];
-  /** Subscriptions with retained messages being read (moreRetained goes through these only). */
-  private readonly retaining = new Set<SubscriptionState>();
+  /** The retained messages its subscriptions are owed, being read. */
+  private readonly retainedReads: RetainedReads;
   private heldHead = 0;
   private heldBytes = 0;
   /** Payload bytes of the `inflight` messages kept for a resume. */
@@ -190,12 +184,30 @@ export class MqttSession implements NativeEvents {
     nowUs: number,
   ) {
     this.lastInputUs = nowUs;
+    this.output = new SessionOutput(socket);
+    this.retainedReads = new RetainedReads(door, {
+      clientId: () => this.clientId,
+      stopped: () => this.closing,
+      isOpen: (state) => this.byNativeId.get(state.nativeId) === state,
+      hasRoom: () => this.accepting && this.held.length - this.heldHead < this.window,
+      deliver: (state, beforeSeq, messages) => this.deliverRetained(state, beforeSeq, messages),
+    });
     this.link = new NativeLink(
       door.broker,
       this,
       { remoteAddress: socket.remoteAddress, peerSubject: () => socket.peerSubject },
       door.scheduler,
     );
+    this.inbound = new InboundPublishes(door, this.link, {
+      version: () => this.protocolVersion,
+      origin: () => this.origin,
+      persistent: () => this.sessionExpiryS !== 0,
+      clientId: () => this.clientId,
+      ack: (type, packetId, reasonCode, reason) => this.ack(type, packetId, reasonCode, reason),
+      disconnect: (reasonCode, reason) => this.disconnect(reasonCode, reason),
+      changed: () => this.changed(),
+      willDone: () => this.willDone(),
+    });
     this.link.open();
   }
 
@@ -257,13 +269,13 @@ export class MqttSession implements NativeEvents {
       case "connect":
         return this.onConnect(packet, nowUs);
       case "publish":
-        return this.onPublish(packet);
+        return this.inbound.publish(packet);
       case "puback":
       case "pubrec":
       case "pubcomp":
         return this.onDeliveryAck(packet.type, packet.packetId, packet.reasonCode);
       case "pubrel":
-        return this.onPubrel(packet.packetId);
+        return this.inbound.released(packet.packetId);
       case "subscribe":
         return this.onSubscribe(packet, nowUs);
       case "unsubscribe":
@@ -310,7 +322,7 @@ export class MqttSession implements NativeEvents {
         : SESSION_EXPIRY_NEVER;
     if (v5) {
       this.window = props.receiveMaximum ?? 65_535;
-      this.clientPacketBytesMax = Math.min(
+      this.output.packetBytesMax = Math.min(
         props.maximumPacketSize ?? MQTT_PACKET_BYTES_MAX,
         MQTT_PACKET_BYTES_MAX,
       );
@@ -402,10 +414,7 @@ export class MqttSession implements NativeEvents {
     }
     // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
     // (One still being stored then is stored by the old link, which ends after it.)
-    for (const packetId of claimed?.qos2Received ?? []) {
-      this.qos2Received.set(packetId, "acked");
-      this.inboundInFlight++;
-    }
+    this.inbound.restore(claimed?.qos2Received ?? []);
     // The state record: written (persistent), or removed (clean start, no expiry).
     this.door.sessionChanged(this);
     // Packets sent behind CONNECT waited for its answer.
@@ -432,121 +441,13 @@ export class MqttSession implements NativeEvents {
 
   // ---- Inbound PUBLISH ---------------------------------------------------------------------
 
-  private onPublish(packet: PublishPacket): void {
-    const v5 = this.protocolVersion === 5;
-    let topic = packet.topic;
-    const alias = packet.properties.topicAlias;
-    if (alias !== undefined) {
-      if (alias === 0 || alias > MQTT_TOPIC_ALIASES_MAX)
-        return this.disconnect(REASON.TOPIC_ALIAS_INVALID, `topic alias ${alias} is out of range`);
-      if (topic === "") {
-        const known = this.aliasesIn.get(alias);
-        if (known === undefined)
-          return this.disconnect(REASON.PROTOCOL_ERROR, `topic alias ${alias} was never set`);
-        topic = known;
-      } else this.aliasesIn.set(alias, topic);
-    } else if (topic === "") return this.disconnect(REASON.PROTOCOL_ERROR, "empty topic name");
-    const packetId = packet.packetId ?? 0;
-    if (packet.qos === 2 && this.qos2Received.has(packetId)) {
-      // A resent QoS 2 PUBLISH: published once; PUBREC again if it was acked already.
-      if (this.qos2Received.get(packetId) === "acked") this.ack("pubrec", packetId, 0);
-      return;
-    }
-    if (packet.qos > 0 && this.inboundInFlight >= MQTT_RECEIVE_MAXIMUM)
-      return this.disconnect(
-        REASON.RECEIVE_MAXIMUM_EXCEEDED,
-        `more than ${MQTT_RECEIVE_MAXIMUM} QoS 1 and 2 publishes unacknowledged`,
-      );
-    if (v5 && packet.properties.payloadFormatIndicator === 1 && !isUtf8(packet.payload)) {
-      const reason = "payload format indicator 1 with a payload that is not UTF-8";
-      if (packet.qos === 0) return this.disconnect(REASON.PAYLOAD_FORMAT_INVALID, reason);
-      const type = packet.qos === 1 ? "puback" : "pubrec";
-      return this.ack(type, packetId, REASON.PAYLOAD_FORMAT_INVALID, reason);
-    }
-    const mapped = this.door.mapping.topicToAria(topic);
-    if (!mapped.ok) {
-      if (packet.qos === 0 || !v5) return this.disconnect(REASON.TOPIC_NAME_INVALID, mapped.reason);
-      return this.ack(
-        packet.qos === 1 ? "puback" : "pubrec",
-        packetId,
-        REASON.TOPIC_NAME_INVALID,
-        mapped.reason,
-      );
-    }
-    const properties = this.origin.encode(packet.properties, packet.qos, packet.retain);
-    const tooLarge = nativeLimitProblem(packet.payload, properties);
-    if (tooLarge !== null) {
-      if (packet.qos === 0 || !v5) return this.disconnect(REASON.PACKET_TOO_LARGE, tooLarge);
-      const type = packet.qos === 1 ? "puback" : "pubrec";
-      // PUBACK cannot carry 0x95: 0x97 quota exceeded, with the limit in the reason string.
-      return this.ack(type, packetId, REASON.QUOTA_EXCEEDED, tooLarge);
-    }
-    const requestId = this.takeRequestId();
-    this.requests.set(requestId, { qos: packet.qos, packetId, will: false });
-    if (packet.qos > 0) this.inboundInFlight++;
-    if (packet.qos === 2) this.qos2Received.set(packetId, "pending");
-    this.link.publish(requestId, mapped.topic, packet.payload, properties);
-  }
-
-  private takeRequestId(): number {
-    const id = this.nextRequestId;
-    this.nextRequestId = id >= 0xffff_fffe ? 1 : id + 1;
-    return id;
-  }
-
   /** PUBLISH_ACK: the message is durable; QoS 1 gets PUBACK, QoS 2 PUBREC. */
   publishAck(requestId: number, _firstSeq: number): void {
-    const request = this.requests.get(requestId);
-    if (request === undefined) return;
-    this.requests.delete(requestId);
-    if (request.will) return this.willDone();
-    if (request.qos === 1) {
-      this.inboundInFlight--;
-      this.ack("puback", request.packetId, REASON.SUCCESS);
-    } else if (request.qos === 2) {
-      if (this.qos2Received.has(request.packetId)) this.qos2Received.set(request.packetId, "acked");
-      // A persistent session's PUBREC waits until the id is durable: a PUBLISH resent after a
-      // restart then gets PUBREC, not a second publish.
-      if (this.sessionExpiryS === 0) return this.ack("pubrec", request.packetId, REASON.SUCCESS);
-      this.changed();
-      const packetId = request.packetId;
-      this.door.whenDurable(() => this.ack("pubrec", packetId, REASON.SUCCESS));
-    }
-  }
-
-  private onPubrel(packetId: number): void {
-    const known = this.qos2Received.delete(packetId);
-    if (known) this.inboundInFlight--;
-    if (known) this.changed();
-    this.ack("pubcomp", packetId, known ? REASON.SUCCESS : REASON.PACKET_IDENTIFIER_NOT_FOUND);
-  }
-
-  /** A refused publish: a QoS 1/2 one gets its reason (MQTT 5) or closes (3.1.1 cannot say). */
-  private publishRefused(request: PendingRequest, error: NativeError): void {
-    if (request.will) return this.willDone();
-    const reasonCode = reasonOfError(error.code);
-    if (request.qos === 0) {
-      this.door.log?.info("mqtt publish refused", { client: this.clientId, reason: error.reason });
-      return;
-    }
-    if (this.protocolVersion === 4) return this.disconnect(reasonCode, error.reason);
-    if (request.qos === 1) {
-      this.inboundInFlight--;
-      this.ack("puback", request.packetId, reasonCode, error.reason);
-    } else {
-      // A failed PUBREC ends the exchange: the packet id is free again.
-      if (this.qos2Received.delete(request.packetId)) this.inboundInFlight--;
-      this.ack("pubrec", request.packetId, reasonCode, error.reason);
-    }
+    this.inbound.acked(requestId);
   }
 
   /** PUBACK, PUBREC, PUBREL or PUBCOMP; a failure PUBACK/PUBREC cannot carry becomes 0x80. */
-  private ack(
-    type: "puback" | "pubrec" | "pubrel" | "pubcomp",
-    packetId: number,
-    reasonCode: number,
-    reason?: string,
-  ): void {
+  private ack(type: AckType, packetId: number, reasonCode: number, reason?: string): void {
     // PUBREL and PUBCOMP fail only with 0x92 (packet identifier not found).
     const failures =
       type === "puback" || type === "pubrec"
@@ -602,7 +503,7 @@ export class MqttSession implements NativeEvents {
         existing.options = wanted;
         existing.identifier = identifier;
         if (wanted.retainHandling === 0 && !startGiven && existing.positionSeq > 0)
-          this.sendRetained(existing, existing.positionSeq);
+          this.retainedReads.start(existing, existing.positionSeq);
         continue;
       }
       if (existing !== undefined) this.dropSubscription(existing);
@@ -788,85 +689,11 @@ export class MqttSession implements NativeEvents {
     this.filterAnswered(subscriptionId, null, "");
     if (state?.wantsRetained) {
       state.wantsRetained = false;
-      this.sendRetained(state, firstSeq);
+      this.retainedReads.start(state, firstSeq);
     }
   }
 
-  /**
-   * The newest message of each topic the subscription matches, below `beforeSeq` (what comes
-   * from there on, it gets live), as retained messages. A topic whose newest message has an
-   * empty payload has none (MQTT's way of clearing a retained message).
-   */
-  private sendRetained(state: SubscriptionState, beforeSeq: number): void {
-    if (this.door.retained === undefined) return;
-    // One read per subscription: this one replaces (cancels) the one before; a listing under
-    // way lists again for this one when it ends.
-    const listing = state.retainedRead?.list === null;
-    state.retainedRead = { beforeSeq, list: null, next: 0, reading: false };
-    this.retaining.add(state);
-    if (!listing) this.listRetained(state);
-  }
-
-  private listRetained(state: SubscriptionState): void {
-    const read = state.retainedRead;
-    const source = this.door.retained;
-    if (read === undefined || source === undefined) return;
-    void source.newest(state.entries).then(
-      (list) => {
-        if (state.retainedRead !== read) {
-          if (state.retainedRead?.list === null) this.listRetained(state);
-          return;
-        }
-        read.list = list.filter((entry) => entry.seq < read.beforeSeq);
-        this.moreRetained();
-      },
-      (error: unknown) => this.retainedFailed(state, read, error),
-    );
-  }
-
-  /**
-   * Reads the next batch of each subscription's retained messages, under the session's
-   * back-pressure: none while the socket or the held messages are full, or the window's worth
-   * waits; pump() (acks, drained socket) calls it again. Nothing once the client is gone.
-   */
-  private moreRetained(): void {
-    const source = this.door.retained;
-    if (source === undefined || this.closing) return;
-    for (const state of this.retaining) {
-      const read = state.retainedRead;
-      if (read === undefined || this.byNativeId.get(state.nativeId) !== state) {
-        this.retaining.delete(state);
-        continue;
-      }
-      if (read.list === null || read.reading) continue;
-      if (read.next >= read.list.length) {
-        state.retainedRead = undefined;
-        this.retaining.delete(state);
-        continue;
-      }
-      if (!this.accepting || this.held.length - this.heldHead >= this.window) return;
-      const batch = read.list.slice(read.next, read.next + MQTT_RETAINED_BATCH);
-      read.next += batch.length;
-      read.reading = true;
-      void source.read(batch).then(
-        (messages) => {
-          read.reading = false;
-          if (state.retainedRead !== read || this.byNativeId.get(state.nativeId) !== state) return;
-          this.deliverRetained(state, read.beforeSeq, messages);
-        },
-        (error: unknown) => this.retainedFailed(state, read, error),
-      );
-    }
-  }
-
-  private retainedFailed(state: SubscriptionState, read: RetainedRead, error: unknown): void {
-    if (state.retainedRead === read) state.retainedRead = undefined;
-    this.door.log?.warn("mqtt retained messages not read", {
-      client: this.clientId,
-      reason: error instanceof Error ? error.message : String(error),
-    });
-  }
-
+  /** A batch of retained messages read: held, then sent as the window allows. */
   private deliverRetained(
     state: SubscriptionState,
     beforeSeq: number,
@@ -874,42 +701,15 @@ export class MqttSession implements NativeEvents {
   ): void {
     if (this.closing || this.byNativeId.get(state.nativeId) !== state) return;
     const mapping = this.door.mapping;
+    const origin = this.origin;
     const nowUs = this.door.nowUs();
-    for (const message of messages) {
-      if (message.seq >= beforeSeq || message.payload.length === 0) continue;
-      const topic = mapping.topicFromAria(message.topic);
-      if (state.dollarExcluded && mapping.isDollarTopic(topic)) continue;
-      if (state.options.noLocal && this.origin.published(message.properties)) continue;
-      const stored = decodeStoredProperties(message.properties);
-      const properties = stored.properties;
-      if (!this.expiryLeft(properties, message.timeUs, nowUs)) continue;
-      const bytes = message.payload.length + topic.length + message.properties.length;
-      this.held.push({
-        subscription: state,
-        seq: message.seq,
-        topic,
-        payload: message.payload,
-        properties,
-        qos: Math.min(state.options.qos, stored.qos) as QoS,
-        bytes,
-        retain: true,
-        retainFlag: true,
-      });
-      this.heldBytes += bytes;
+    for (const message of retainedOutgoing(state, beforeSeq, messages, mapping, origin, nowUs)) {
+      this.held.push(message);
+      this.heldBytes += message.bytes;
     }
     const wasAccepting = this.accepting;
     this.pump();
     if (!wasAccepting && this.accepting) this.link.drained();
-  }
-
-  /** False when a message's expiry interval ran out; else sets what is left of it. */
-  private expiryLeft(properties: Properties, timeUs: number, nowUs: number): boolean {
-    const expiryS = properties.messageExpiryInterval;
-    if (expiryS === undefined) return true;
-    const leftS = expiryS - Math.floor((nowUs - timeUs) / 1e6);
-    if (leftS <= 0) return false;
-    properties.messageExpiryInterval = leftS;
-    return true;
   }
 
   /** A filter of a SUBSCRIBE was answered (granted: failure null). */
@@ -964,7 +764,7 @@ export class MqttSession implements NativeEvents {
   get accepting(): boolean {
     return (
       this.closing ||
-      (this.queuedBytes < MQTT_HELD_BYTES_MAX && this.heldBytes < MQTT_HELD_BYTES_MAX)
+      (this.output.queuedBytes < MQTT_HELD_BYTES_MAX && this.heldBytes < MQTT_HELD_BYTES_MAX)
     );
   }
 
@@ -997,7 +797,7 @@ export class MqttSession implements NativeEvents {
       const stored = messages.hasProperties ? decodeStoredProperties(messages.properties) : NATIVE;
       const properties = stored === NATIVE ? {} : stored.properties;
       // Expired messages are skipped; others carry what is left of their interval.
-      if (!this.expiryLeft(properties, messages.timeUs, nowUs)) continue;
+      if (!expiryLeft(properties, messages.timeUs, nowUs)) continue;
       const qos = Math.min(stored.qos, state.options.qos) as QoS;
       const retainFlag = stored.retain && state.options.retainAsPublished;
       const restored = state.restored?.get(seq);
@@ -1075,7 +875,7 @@ export class MqttSession implements NativeEvents {
       this.heldHead = 0;
     }
     for (const state of this.byNativeId.values()) this.progress(state);
-    this.moreRetained();
+    this.retainedReads.more();
   }
 
   /** A message in flight kept for a resume, within MQTT_FLIGHT_KEPT_BYTES_MAX; else undefined. */
@@ -1193,11 +993,7 @@ export class MqttSession implements NativeEvents {
       return this.refuseConnect(connackOfError(error.code, this.credentialSent), error.reason);
     }
     if (error.relatedKind === "request") {
-      const request = this.requests.get(error.relatedId);
-      if (request !== undefined) {
-        this.requests.delete(error.relatedId);
-        this.publishRefused(request, error);
-      }
+      this.inbound.refused(error.relatedId, error);
     } else if (error.relatedKind === "subscription") {
       if (this.waitingSuback.has(error.relatedId)) {
         const state = this.byNativeId.get(error.relatedId);
@@ -1275,7 +1071,7 @@ export class MqttSession implements NativeEvents {
     if (this.closing) return;
     this.closing = true;
     this.finish();
-    if (this.queuedBytes === 0) this.socket.close();
+    if (this.output.queuedBytes === 0) this.socket.close();
   }
 
   /** A batch begins: packets gather (one socket write) and frames to the broker too. */
@@ -1296,9 +1092,10 @@ export class MqttSession implements NativeEvents {
       this.changed(true);
     }
     this.link.uncork();
-    if (this.blocked || this.socketGone || this.queue.length === 0) return;
-    this.writeQueue();
-    if (this.queue.length === 0 && this.closing) this.socket.close();
+    const output = this.output;
+    if (output.blocked || this.socketGone || output.queue.length === 0) return;
+    output.flush();
+    if (output.queue.length === 0 && this.closing) this.socket.close();
   }
 
   /** The ACKs a batch put off, before the batch ends or a subscription does. */
@@ -1313,40 +1110,15 @@ export class MqttSession implements NativeEvents {
 
   /** The socket can take more: queued packets go out; the link takes DATA again. */
   writable(): void {
-    this.blocked = false;
-    this.writeQueue();
-    if (this.queue.length > 0) return;
+    this.output.blocked = false;
+    this.output.flush();
+    if (this.output.queue.length > 0) return;
     if (this.closing) {
       this.socket.close();
       return;
     }
     if (this.accepting) this.link.drained();
-    this.moreRetained();
-  }
-
-  /** Writes the queue, joined into one write, until the socket takes no more. */
-  private writeQueue(): void {
-    if (this.queue.length > 1) {
-      const joined = new Uint8Array(this.queuedBytes);
-      let at = 0;
-      for (const part of this.queue) {
-        joined.set(part, at);
-        at += part.length;
-      }
-      this.queue.length = 0;
-      this.queue.push(joined);
-    }
-    while (this.queue.length > 0) {
-      const head = this.queue[0];
-      const written = this.socket.write(head);
-      this.queuedBytes -= written;
-      if (written < head.length) {
-        this.queue[0] = head.subarray(written);
-        this.blocked = true;
-        return;
-      }
-      this.queue.shift();
-    }
+    this.retainedReads.more();
   }
 
   /** The socket closed (either side). */
@@ -1392,14 +1164,7 @@ export class MqttSession implements NativeEvents {
     if (this.socketGone) this.door.sessionChanged(this);
     const mapped = this.door.mapping.topicToAria(will.topic);
     if (!mapped.ok || this.phase !== "connected" || this.link.ended) return this.willDone();
-    const requestId = this.takeRequestId();
-    this.requests.set(requestId, { qos: will.qos, packetId: 0, will: true });
-    this.link.publish(
-      requestId,
-      mapped.topic,
-      will.payload,
-      this.origin.encode(will.properties, will.qos, will.retain),
-    );
+    this.inbound.publishWill(will, mapped.topic);
   }
 
   private willDone(): void {
@@ -1414,39 +1179,6 @@ export class MqttSession implements NativeEvents {
   /** True once nothing is left of this session (its link ended). */
   get done(): boolean {
     return this.phase === "closed" && this.link.ended;
-  }
-
-  /** The PUBLISHes in flight, for the session's resume (a shared group's go to its members). */
-  private savedFlights(): SavedFlight[] {
-    const saved: SavedFlight[] = [];
-    for (const [packetId, flight] of this.inflight) {
-      const state = flight.subscription;
-      // Not kept (over MQTT_FLIGHT_KEPT_BYTES_MAX): it comes again from the log instead.
-      if (state.shared || flight.message === undefined) continue;
-      const inPosition = !flight.retain && this.byNativeId.get(state.nativeId) === state;
-      saved.push({
-        packetId,
-        filter: state.filter,
-        inPosition,
-        released: flight.released,
-        message: flight.message,
-      });
-    }
-    return saved;
-  }
-
-  /** Which seqs below its position a subscription's resume sends again (SavedSubscription). */
-  private resumeOf(state: SubscriptionState): SavedSubscription["resume"] {
-    // Not subscribed yet (a resumed session gone at once): the resume it came with.
-    if (!state.shared && state.positionSeq === 0 && state.skipBelow > 0)
-      return { below: state.skipBelow, again: [...state.again] };
-    if (state.shared || state.positionSeq === 0) return undefined;
-    const flying = new Set<number>();
-    for (const flight of this.inflight.values())
-      if (flight.subscription === state && !flight.retain && flight.message !== undefined)
-        flying.add(flight.seq);
-    const again = [...state.unprocessed].filter((seq) => !flying.has(seq));
-    return { below: state.positionSeq, again };
   }
 
   /**
@@ -1523,67 +1255,29 @@ export class MqttSession implements NativeEvents {
 
   /** The durable state of this connected session (session_state.ts), as of now. */
   persisted(nowUs: number): PersistedSession {
-    const flightsOf = new Map<SubscriptionState, PersistedFlight[]>();
-    const pubrelIds: number[] = [];
-    for (const [packetId, flight] of this.inflight) {
-      if (flight.released) pubrelIds.push(packetId);
-      else if (!flight.retain && !flight.subscription.shared) {
-        const list = flightsOf.get(flight.subscription) ?? [];
-        list.push({ seq: flight.seq, packetId, qos: flight.qos });
-        flightsOf.set(flight.subscription, list);
-      }
-    }
-    const subscriptions: PersistedSubscription[] = [];
-    for (const state of this.subscriptions.values()) {
-      const flights = flightsOf.get(state) ?? [];
-      if (state.restored !== undefined) flights.push(...state.restored.values());
-      flights.sort((a, b) => a.seq - b.seq);
-      const start = resumeOf(state);
-      let below = 0;
-      let again: number[] = [];
-      if (!state.shared && state.positionSeq > 0) {
-        const flying = new Set(flights.map((flight) => flight.seq));
-        below = state.positionSeq;
-        again = [...state.unprocessed].filter((seq) => !flying.has(seq));
-      } else if (!state.shared && state.skipBelow > 0) {
-        below = state.skipBelow;
-        again = [...state.again];
-      }
-      subscriptions.push({
-        filter: state.filter,
-        options: state.options,
-        identifier: state.identifier,
-        startSeq: start.kind === "seq" ? start.seq : 0,
-        below,
-        again: again.sort((a, b) => a - b),
-        flights,
-      });
-    }
-    const connected = !this.socketGone;
-    return {
-      clientId: this.clientId,
-      signedInAs: this.signedInAs,
-      expiryS: this.sessionExpiryS,
-      releasedUs: connected ? nowUs : this.lastInputUs,
-      connected,
-      subscriptions,
-      pubrelIds,
-      qos2Received: [...this.qos2Received].filter(([, s]) => s === "acked").map(([id]) => id),
-      will: this.persistedWill(),
-    };
+    return persistedSession(this.view(), nowUs);
   }
 
   /** The will still to publish, as the state keeps it (null: none). */
   persistedWill(): PersistedWill | null {
-    const will = this.will;
-    if (will === null) return null;
+    return persistedWillOf(this.will, this.willDueUs, this.origin);
+  }
+
+  /** The state its snapshots read (session_snapshot.ts). */
+  private view(): SessionView {
     return {
-      topic: will.topic,
-      payload: will.payload,
-      properties: this.origin.encode(will.properties, will.qos, will.retain),
-      qos: will.qos,
-      delayS: will.properties.willDelayInterval ?? 0,
-      dueUs: Math.max(0, this.willDueUs),
+      clientId: this.clientId,
+      signedInAs: this.signedInAs,
+      sessionExpiryS: this.sessionExpiryS,
+      lastInputUs: this.lastInputUs,
+      socketGone: this.socketGone,
+      will: this.will,
+      willDueUs: this.willDueUs,
+      origin: this.origin,
+      inflight: this.inflight,
+      subscriptions: this.subscriptions,
+      byNativeId: this.byNativeId,
+      qos2Received: this.inbound.qos2Received,
     };
   }
 
@@ -1594,24 +1288,7 @@ export class MqttSession implements NativeEvents {
     this.finished = true;
     this.settleProgress();
     let stored: StoredSession | null = null;
-    if (this.phase === "connected" && this.sessionExpiryS > 0) {
-      stored = {
-        clientId: this.clientId,
-        subscriptions: [...this.subscriptions.values()].map((state) => ({
-          filter: state.filter,
-          options: state.options,
-          identifier: state.identifier,
-          start: resumeOf(state),
-          resume: this.resumeOf(state),
-          flights: state.restored === undefined ? undefined : [...state.restored.values()],
-        })),
-        expiryS: this.sessionExpiryS,
-        releasedUs: this.lastInputUs,
-        inflight: this.savedFlights(),
-        qos2Received: [...this.qos2Received.keys()],
-        signedInAs: this.signedInAs,
-      };
-    }
+    if (this.phase === "connected" && this.sessionExpiryS > 0) stored = storedSession(this.view());
     for (const state of this.subscriptions.values()) {
       this.link.unsubscribe(state.nativeId);
       // A session that ends with its connection (DISCONNECT set the expiry to 0) leaves none.
@@ -1620,7 +1297,7 @@ export class MqttSession implements NativeEvents {
     }
     this.subscriptions.clear();
     this.byNativeId.clear();
-    this.retaining.clear();
+    this.retainedReads.clear();
     this.held.length = 0;
     this.heldHead = 0;
     this.heldBytes = 0;
@@ -1633,24 +1310,7 @@ export class MqttSession implements NativeEvents {
   /** Encodes and writes a packet; false when it was larger than the client accepts (skipped). */
   private send(packet: Packet): boolean {
     if (this.socketGone) return false;
-    let bytes = encodePacket(packet, this.protocolVersion);
-    if (bytes.length > this.clientPacketBytesMax) {
-      if (packet.type === "publish") return false;
-      // Reason strings and user properties go first (MQTT 5 3.1.2.11.4).
-      if ("properties" in packet)
-        bytes = encodePacket({ ...packet, properties: {} } as Packet, this.protocolVersion);
-      if (bytes.length > this.clientPacketBytesMax) return false;
-    }
-    let written = 0;
-    if (this.queue.length === 0 && this.corked === 0) {
-      written = this.socket.write(bytes);
-      if (written < bytes.length) this.blocked = true;
-    }
-    if (written < bytes.length) {
-      this.queue.push(written === 0 ? bytes : bytes.subarray(written));
-      this.queuedBytes += bytes.length - written;
-    }
-    return true;
+    return this.output.send(packet, this.protocolVersion, this.corked > 0);
   }
 
   /** A reason string, when the client did not refuse problem information (MQTT 5 only). */
@@ -1677,8 +1337,7 @@ export class MqttSession implements NativeEvents {
 
   /** Ends the socket now (a client that does not read its last packet). */
   forceClose(): void {
-    this.queue.length = 0;
-    this.queuedBytes = 0;
+    this.output.discard();
     this.socket.close();
   }
 

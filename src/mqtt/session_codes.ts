@@ -5,7 +5,7 @@
  */
 import { PAYLOAD_BYTES_MAX, PROPERTIES_BYTES_MAX } from "../constants.ts";
 import type { StartPosition } from "../protocol/mod.ts";
-import { REASON } from "./packets.ts";
+import { type Properties, REASON } from "./packets.ts";
 import type { SentMessage, SubscriptionState } from "./session_types.ts";
 import type { StoredMessage } from "./stored_properties.ts";
 
@@ -136,4 +136,14 @@ export function connackOfError(code: string, credentialSent: boolean): number {
     default:
       return REASON.UNSPECIFIED_ERROR;
   }
+}
+
+/** False when a message's expiry interval ran out; else sets what is left of it. */
+export function expiryLeft(properties: Properties, timeUs: number, nowUs: number): boolean {
+  const expiryS = properties.messageExpiryInterval;
+  if (expiryS === undefined) return true;
+  const leftS = expiryS - Math.floor((nowUs - timeUs) / 1e6);
+  if (leftS <= 0) return false;
+  properties.messageExpiryInterval = leftS;
+  return true;
 }
