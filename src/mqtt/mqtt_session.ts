@@ -5,7 +5,7 @@
  * arguments; the socket and the broker are ports.
  *
  *   client ─bytes─▶ MqttDecoder ─packet─▶ handle ─frame─▶ NativeLink ─▶ broker
- *   client ◀─packet── send/queue ◀─ deliver/window ◀─ DATA, PUBLISH_ACK … ◀─┘
+ *   client ◀─packet── SessionOutput ◀─ OutboundFlights ◀─ DATA, PUBLISH_ACK … ◀─┘
  *
  * QoS: an inbound QoS 1 PUBLISH is PUBACKed, a QoS 2 one PUBRECed, once the broker acknowledged
  * it (durable under the fsync policy); a QoS 2 packet id is published once until its PUBREL. An
@@ -22,26 +22,27 @@
  * writes `persisted()` in the consumers file's next batch (session_state.ts). A session restored
  * after a restart sends its flights again, DUP with their packet ids, as their seqs come again.
  *
- * Beside it, each owning one part: its types (session_types.ts), its pure helpers and reason
- * codes (session_codes.ts), the client's PUBLISHes and topic aliases in (inbound_publishes.ts),
- * retained messages being read (retained_reads.ts), the packets' way to the socket
- * (session_output.ts), and what it leaves behind, persisted or in memory (session_snapshot.ts).
+ * It owns the connection's life (CONNECT, sign-in, takeover, DISCONNECT, the will and keep
+ * alive), the batches, and DATA (what each message of a subscription becomes for its client).
+ * Beside it, each owning one part and called by it only (none imports mqtt_session.ts at run
+ * time): its types (session_types.ts), pure helpers and reason codes (session_codes.ts), the
+ * client's PUBLISHes and topic aliases in (inbound_publishes.ts), SUBSCRIBE/UNSUBSCRIBE, SUBACK
+ * and the positions ACKed (session_subscriptions.ts), messages out held for the window and in
+ * flight (outbound_flights.ts), retained messages being read (retained_reads.ts), the packets'
+ * way to the socket (session_output.ts), and what it leaves behind, persisted or in memory
+ * (session_snapshot.ts).
  *
- * Invariants: one CONNECT; nothing but CONNECT before it; packet ids in `inflight` are unique and
- * their count ≤ the client's window; `heldBytes` is the sum of held payloads; a restored flight's
- * packet id is reserved (not taken by a new PUBLISH) until it is sent again or forgotten.
+ * Invariants: one CONNECT; nothing but CONNECT before it; nothing is sent once the socket is
+ * gone; the parts' own invariants are in their headers.
  */
 import type { Connection } from "../broker/ports.ts";
 import { AUTH_TOKEN_BYTES_MAX, CLIENT_NAME_BYTES_MAX } from "../constants.ts";
-import type { MessageBatch, StartPosition } from "../protocol/mod.ts";
-import { parseAriaFrom } from "./aria_from.ts";
+import type { MessageBatch } from "../protocol/mod.ts";
 import { MqttDecoder } from "./codec.ts";
 import {
   MQTT_EARLY_BYTES_MAX,
   MQTT_EARLY_PACKETS_MAX,
-  MQTT_FLIGHT_KEPT_BYTES_MAX,
   MQTT_HELD_BYTES_MAX,
-  MQTT_INFLIGHT_V4,
   MQTT_KEEP_ALIVE_GRACE,
   MQTT_PACKET_BYTES_MAX,
   MQTT_RECEIVE_MAXIMUM,
@@ -50,9 +51,10 @@ import {
   MQTT_WILL_ACK_TIMEOUT_US,
 } from "./mqtt_limits.ts";
 import { type NativeError, type NativeEvents, NativeLink } from "./native_link.ts";
-import { sessionConsumerName, sharedConsumerName } from "./session_consumers.ts";
 import { type AckType, InboundPublishes } from "./inbound_publishes.ts";
+import { OutboundFlights } from "./outbound_flights.ts";
 import { RetainedReads, retainedOutgoing } from "./retained_reads.ts";
+import { SessionSubscriptions } from "./session_subscriptions.ts";
 import { SessionOutput } from "./session_output.ts";
 import {
   persistedSession,
@@ -60,43 +62,31 @@ import {
   type SessionView,
   storedSession,
 } from "./session_snapshot.ts";
-import type { PersistedFlight, PersistedSession, PersistedWill } from "./session_state.ts";
+import type { PersistedSession, PersistedWill } from "./session_state.ts";
 import { ClientOrigin, decodeStoredProperties } from "./stored_properties.ts";
 import {
   type ConnectPacket,
   type Packet,
   type Properties,
   type ProtocolVersion,
-  type PublishPacket,
   type QoS,
   REASON,
-  type SubscribePacket,
-  type UnsubscribePacket,
   type Will,
 } from "./packets.ts";
 import {
   connackOfError,
   cutUtf8,
-  EMPTY_PAYLOAD,
-  EMPTY_SENT,
   expiryLeft,
   NATIVE,
   nativeLimitProblem,
   PUBLISH_ACK_FAILURES,
   reasonOfError,
-  SUBACK_FAILURES,
   UTF8,
 } from "./session_codes.ts";
 import {
-  type InFlight,
-  type Outgoing,
-  type PendingSuback,
   type Phase,
   type RetainedMessage,
   SESSION_EXPIRY_NEVER,
-  type SavedFlight,
-  type SavedSubscription,
-  type SentMessage,
   type SessionDoor,
   type StoredSession,
   type SubscriptionState,
@@ -152,31 +142,17 @@ export class MqttSession implements NativeEvents {
   private readonly output: SessionOutput;
   /** Nesting of batchStart/receive: above 0, packets gather in the output's queue. */
   private corked = 0;
-  /** Subscriptions whose position moved in the current batch (ACKed at its end). */
-  private readonly progressDue = new Set<SubscriptionState>();
   private problemInformation = true;
   // Inbound publishes.
   private readonly inbound: InboundPublishes;
   /** The client id's origin (stored with each message it publishes): No Local compares it. */
   private origin = new ClientOrigin("");
   // Subscriptions and outbound messages.
-  private nextSubscriptionId = 1;
-  private readonly subscriptions = new Map<string, SubscriptionState>();
-  private readonly byNativeId = new Map<number, SubscriptionState>();
-  private readonly subacks = new Map<number, PendingSuback>();
-  private readonly waitingSuback = new Map<number, { suback: PendingSuback; index: number }>();
-  private readonly inflight = new Map<number, InFlight>();
-  private window = MQTT_INFLIGHT_V4;
-  private nextPacketId = 1;
-  private readonly held: Outgoing[] = [];
+  private readonly subs: SessionSubscriptions;
+  /** Its messages to the client: held for the window, and in flight. */
+  private readonly outbound: OutboundFlights;
   /** The retained messages its subscriptions are owed, being read. */
   private readonly retainedReads: RetainedReads;
-  private heldHead = 0;
-  private heldBytes = 0;
-  /** Payload bytes of the `inflight` messages kept for a resume. */
-  private keptFlightBytes = 0;
-  /** Packet ids of restored flights not yet sent again (takePacketId skips them). */
-  private readonly reservedIds = new Set<number>();
 
   constructor(
     private readonly door: SessionDoor,
@@ -188,8 +164,8 @@ export class MqttSession implements NativeEvents {
     this.retainedReads = new RetainedReads(door, {
       clientId: () => this.clientId,
       stopped: () => this.closing,
-      isOpen: (state) => this.byNativeId.get(state.nativeId) === state,
-      hasRoom: () => this.accepting && this.held.length - this.heldHead < this.window,
+      isOpen: (state) => this.subs.byNativeId.get(state.nativeId) === state,
+      hasRoom: () => this.accepting && this.outbound.heldCount < this.outbound.window,
       deliver: (state, beforeSeq, messages) => this.deliverRetained(state, beforeSeq, messages),
     });
     this.link = new NativeLink(
@@ -198,6 +174,30 @@ export class MqttSession implements NativeEvents {
       { remoteAddress: socket.remoteAddress, peerSubject: () => socket.peerSubject },
       door.scheduler,
     );
+    this.outbound = new OutboundFlights(door, {
+      version: () => this.protocolVersion,
+      closing: () => this.closing,
+      subscribed: (state) => this.subs.byNativeId.has(state.nativeId),
+      send: (packet) => this.send(packet),
+      ack: (type, packetId, reasonCode, reason) => this.ack(type, packetId, reasonCode, reason),
+      disconnect: (reasonCode, reason) => this.disconnect(reasonCode, reason),
+      changed: (lazy) => this.changed(lazy),
+      progress: (state) => this.subs.progress(state),
+      pumped: () => {
+        for (const state of this.subs.byNativeId.values()) this.subs.progress(state);
+        this.retainedReads.more();
+      },
+      accepting: () => this.accepting,
+      drained: () => this.link.drained(),
+    });
+    this.subs = new SessionSubscriptions(door, this.link, this.retainedReads, this.outbound, {
+      clientId: () => this.clientId,
+      persistent: () => this.sessionExpiryS !== 0,
+      corked: () => this.corked > 0,
+      send: (packet) => this.send(packet),
+      problem: (reason) => this.problem(reason),
+      changed: () => this.changed(),
+    });
     this.inbound = new InboundPublishes(door, this.link, {
       version: () => this.protocolVersion,
       origin: () => this.origin,
@@ -273,13 +273,13 @@ export class MqttSession implements NativeEvents {
       case "puback":
       case "pubrec":
       case "pubcomp":
-        return this.onDeliveryAck(packet.type, packet.packetId, packet.reasonCode);
+        return this.outbound.deliveryAck(packet.type, packet.packetId, packet.reasonCode);
       case "pubrel":
         return this.inbound.released(packet.packetId);
       case "subscribe":
-        return this.onSubscribe(packet, nowUs);
+        return this.subs.subscribe(packet, nowUs);
       case "unsubscribe":
-        return this.onUnsubscribe(packet);
+        return this.subs.unsubscribe(packet);
       case "pingreq":
         this.send({ type: "pingresp" });
         return;
@@ -321,7 +321,7 @@ export class MqttSession implements NativeEvents {
         ? 0
         : SESSION_EXPIRY_NEVER;
     if (v5) {
-      this.window = props.receiveMaximum ?? 65_535;
+      this.outbound.window = props.receiveMaximum ?? 65_535;
       this.output.packetBytesMax = Math.min(
         props.maximumPacketSize ?? MQTT_PACKET_BYTES_MAX,
         MQTT_PACKET_BYTES_MAX,
@@ -396,22 +396,10 @@ export class MqttSession implements NativeEvents {
       reasonCode: REASON.SUCCESS,
       properties,
     });
-    if (claimed !== null) for (const saved of claimed.subscriptions) this.resubscribe(saved);
-    if (claimed?.inflight !== undefined) this.resend(claimed.inflight);
-    // PUBREL again for QoS 2 messages the client PUBRECed before a restart [MQTT-4.4.0-1].
-    for (const packetId of claimed?.pubrelIds ?? []) {
-      if (this.inflight.has(packetId)) continue;
-      const state = this.detachedState("");
-      this.inflight.set(packetId, {
-        subscription: state,
-        seq: 0,
-        qos: 2,
-        released: true,
-        retain: true,
-        message: EMPTY_SENT,
-      });
-      this.ack("pubrel", packetId, REASON.SUCCESS);
-    }
+    if (claimed !== null) for (const saved of claimed.subscriptions) this.subs.resubscribe(saved);
+    if (claimed?.inflight !== undefined)
+      this.outbound.resend(claimed.inflight, (filter) => this.subs.byFilter.get(filter));
+    this.outbound.resendPubrels(claimed?.pubrelIds ?? []);
     // The QoS 2 ids the last connection received: a resent PUBLISH gets PUBREC, not a publish.
     // (One still being stored then is stored by the old link, which ends after it.)
     this.inbound.restore(claimed?.qos2Received ?? []);
@@ -458,239 +446,11 @@ export class MqttSession implements NativeEvents {
     this.send({ type, packetId, reasonCode: code, properties: this.problem(reason) });
   }
 
-  // ---- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
-
-  private onSubscribe(packet: SubscribePacket, nowUs: number): void {
-    // `waiting` holds one for this loop: answers may come while it runs (the broker answers
-    // SUBSCRIBE at once); SUBACK goes once the last filter is answered and the loop is done.
-    const suback: PendingSuback = {
-      packetId: packet.packetId,
-      codes: [],
-      waiting: 1,
-      reasons: [],
-    };
-    const identifier = packet.properties.subscriptionIdentifiers?.[0];
-    let start: StartPosition = { kind: "live" };
-    let startGiven = false;
-    for (const [name, value] of packet.properties.userProperties ?? []) {
-      if (name !== "aria-from") continue;
-      const parsed = parseAriaFrom(value, nowUs);
-      if (!parsed.ok) {
-        const codes = packet.subscriptions.map(() => REASON.IMPLEMENTATION_SPECIFIC_ERROR);
-        return this.sendSuback({ ...suback, codes, reasons: [parsed.reason] });
-      }
-      start = parsed.start;
-      startGiven = true;
-    }
-    for (const [index, wanted] of packet.subscriptions.entries()) {
-      suback.codes.push(wanted.qos);
-      const mapped = this.door.mapping.filterToAria(wanted.filter);
-      if (!mapped.ok) {
-        suback.codes[index] = REASON.TOPIC_FILTER_INVALID;
-        suback.reasons.push(mapped.reason);
-        continue;
-      }
-      if (mapped.share !== null && !this.door.durableSessions) {
-        suback.codes[index] = REASON.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED;
-        suback.reasons.push("shared subscriptions need the server's durable consumers");
-        continue;
-      }
-      const existing = this.subscriptions.get(wanted.filter);
-      // The same filter again replaces the options; its position goes on (no gap, no repeat).
-      // `aria-from` restarts it, but not a persistent session's: a durable consumer's start
-      // applies only when it is new.
-      if (existing !== undefined && (!startGiven || existing.durable !== undefined)) {
-        existing.options = wanted;
-        existing.identifier = identifier;
-        if (wanted.retainHandling === 0 && !startGiven && existing.positionSeq > 0)
-          this.retainedReads.start(existing, existing.positionSeq);
-        continue;
-      }
-      if (existing !== undefined) this.dropSubscription(existing);
-      const state: SubscriptionState = {
-        filter: wanted.filter,
-        entries: mapped.entries,
-        options: wanted,
-        identifier,
-        dollarExcluded: mapped.dollarExcluded,
-        nativeId: 0,
-        start,
-        unprocessed: new Set(),
-        positionSeq: 0,
-        durable:
-          mapped.share === null
-            ? this.consumerNameOf(wanted.filter, wanted.qos)
-            : sharedConsumerName(mapped.share, mapped.entries.join(",")),
-        lastDataSeq: 0,
-        ackedSeq: 0,
-        // 0: retained messages on every SUBSCRIBE, 1: only for a new subscription, 2: never.
-        // A replay (`aria-from`) has the history it asked for instead; a shared group none.
-        wantsRetained: !startGiven && wanted.retainHandling !== 2 && mapped.share === null,
-        shared: mapped.share !== null,
-        delivered: [],
-        deliveredHead: 0,
-        skipBelow: 0,
-        again: new Set(),
-      };
-      suback.waiting++;
-      this.openSubscription(state, { suback, index });
-    }
-    this.subacks.set(packet.packetId, suback);
-    this.subackStep(suback);
-    this.changed();
-  }
-
-  private openSubscription(
-    state: SubscriptionState,
-    waiting?: { suback: PendingSuback; index: number },
-  ): void {
-    state.nativeId = this.nextSubscriptionId++;
-    this.subscriptions.set(state.filter, state);
-    this.byNativeId.set(state.nativeId, state);
-    if (waiting !== undefined) this.waitingSuback.set(state.nativeId, waiting);
-    this.link.subscribe(state.nativeId, state.start, state.entries, state.durable, state.shared);
-  }
-
-  /** The durable consumer of a subscription of this session, when it persists. */
-  private consumerNameOf(filter: string, qos: QoS): string | undefined {
-    if (!this.door.durableSessions || this.sessionExpiryS === 0) return undefined;
-    return sessionConsumerName(this.clientId, filter, qos);
-  }
-
-  /**
-   * A persistent subscription's position moved: ACK up to the last seq its client processed
-   * (every earlier one of it too), never past what the broker gave it.
-   */
-  private progress(state: SubscriptionState): void {
-    if (state.durable === undefined || !this.byNativeId.has(state.nativeId)) return;
-    // In a batch the ACK waits for its end (one scan of `unprocessed`, not one per PUBACK).
-    if (this.corked > 0) {
-      this.progressDue.add(state);
-      return;
-    }
-    if (state.shared) return this.progressShared(state);
-    let processed = state.positionSeq - 1;
-    for (const seq of state.unprocessed) if (seq - 1 < processed) processed = seq - 1;
-    const ackable = Math.min(processed, state.lastDataSeq);
-    if (ackable <= state.ackedSeq) return;
-    state.ackedSeq = ackable;
-    this.link.ack(state.nativeId, ackable);
-  }
-
-  /** A subscription of a session kept while the client was away: on from its position. */
-  private resubscribe(saved: SavedSubscription): void {
-    const mapped = this.door.mapping.filterToAria(saved.filter);
-    if (!mapped.ok) return;
-    this.openSubscription({
-      filter: saved.filter,
-      entries: mapped.entries,
-      options: saved.options,
-      identifier: saved.identifier,
-      dollarExcluded: mapped.dollarExcluded,
-      nativeId: 0,
-      start: saved.start,
-      unprocessed: new Set(),
-      positionSeq: 0,
-      durable:
-        mapped.share === null
-          ? this.consumerNameOf(saved.filter, saved.options.qos)
-          : sharedConsumerName(mapped.share, mapped.entries.join(",")),
-      lastDataSeq: 0,
-      ackedSeq: 0,
-      wantsRetained: false,
-      shared: mapped.share !== null,
-      delivered: [],
-      deliveredHead: 0,
-      // Restored flights' seqs come to the client again (as DUPs), below the resume's bound too.
-      skipBelow: saved.resume?.below ?? 0,
-      again: new Set([...(saved.resume?.again ?? []), ...(saved.flights ?? []).map((f) => f.seq)]),
-      restored: this.restoredOf(saved.flights),
-    });
-  }
-
-  /** Restored flights by seq, their packet ids reserved until they are sent again. */
-  private restoredOf(
-    flights: readonly PersistedFlight[] | undefined,
-  ): Map<number, PersistedFlight> | undefined {
-    if (flights === undefined || flights.length === 0) return undefined;
-    const bySeq = new Map<number, PersistedFlight>();
-    for (const flight of flights) {
-      bySeq.set(flight.seq, flight);
-      this.reservedIds.add(flight.packetId);
-    }
-    return bySeq;
-  }
-
-  /** Restored flights whose seq is below `seq` never come (processed, or skipped): forgotten. */
-  private sweepRestored(state: SubscriptionState, seq: number): void {
-    const restored = state.restored;
-    if (restored === undefined) return;
-    for (const [flightSeq, flight] of restored)
-      if (flightSeq < seq) {
-        restored.delete(flightSeq);
-        this.reservedIds.delete(flight.packetId);
-      }
-    if (restored.size === 0) state.restored = undefined;
-  }
-
-  /** A restored flight's message came again: DUP, with its packet id [MQTT-4.4.0-1]. */
-  private resendRestored(state: SubscriptionState, flight: PersistedFlight, message: SentMessage) {
-    state.restored?.delete(flight.seq);
-    this.reservedIds.delete(flight.packetId);
-    const again = !this.inflight.has(flight.packetId);
-    const packetId = again ? flight.packetId : this.takePacketId();
-    state.unprocessed.add(message.seq);
-    if (!this.sendMessage(state, message, packetId, again)) {
-      state.unprocessed.delete(message.seq); // too large for the client's new maximum: skipped
-      return;
-    }
-    this.inflight.set(packetId, {
-      subscription: state,
-      seq: message.seq,
-      qos: message.qos,
-      released: false,
-      retain: false,
-      message: this.keepFlight(message),
-    });
-    this.changed(true);
-  }
-
-  /**
-   * A shared group member ACKs in delivery order (an ACK acknowledges every message delivered to
-   * it before, docs/protocol.md): up to the end of the prefix its client processed.
-   */
-  private progressShared(state: SubscriptionState): void {
-    let acked = -1;
-    while (
-      state.deliveredHead < state.delivered.length &&
-      !state.unprocessed.has(state.delivered[state.deliveredHead])
-    )
-      acked = state.delivered[state.deliveredHead++];
-    if (state.deliveredHead === state.delivered.length) {
-      state.delivered.length = 0;
-      state.deliveredHead = 0;
-    }
-    if (acked >= 0) this.link.ack(state.nativeId, acked);
-  }
-
-  private dropSubscription(state: SubscriptionState): void {
-    this.settleProgress();
-    this.subscriptions.delete(state.filter);
-    this.byNativeId.delete(state.nativeId);
-    this.link.unsubscribe(state.nativeId);
-    if (state.durable !== undefined && !state.shared) this.door.removeConsumerSoon(state.durable);
-  }
+  // ---- SUBSCRIBE / UNSUBSCRIBE (session_subscriptions.ts) -----------------------------------
 
   /** SUBSCRIBED: a filter of a SUBSCRIBE is granted. */
   subscribed(subscriptionId: number, firstSeq: number): void {
-    const state = this.byNativeId.get(subscriptionId);
-    if (state !== undefined && state.positionSeq === 0) state.positionSeq = firstSeq;
-    if (state !== undefined) this.sweepRestored(state, firstSeq);
-    this.filterAnswered(subscriptionId, null, "");
-    if (state?.wantsRetained) {
-      state.wantsRetained = false;
-      this.retainedReads.start(state, firstSeq);
-    }
+    this.subs.subscribed(subscriptionId, firstSeq);
   }
 
   /** A batch of retained messages read: held, then sent as the window allows. */
@@ -699,60 +459,15 @@ export class MqttSession implements NativeEvents {
     beforeSeq: number,
     messages: readonly RetainedMessage[],
   ): void {
-    if (this.closing || this.byNativeId.get(state.nativeId) !== state) return;
+    if (this.closing || this.subs.byNativeId.get(state.nativeId) !== state) return;
     const mapping = this.door.mapping;
     const origin = this.origin;
     const nowUs = this.door.nowUs();
-    for (const message of retainedOutgoing(state, beforeSeq, messages, mapping, origin, nowUs)) {
-      this.held.push(message);
-      this.heldBytes += message.bytes;
-    }
+    for (const message of retainedOutgoing(state, beforeSeq, messages, mapping, origin, nowUs))
+      this.outbound.hold(message);
     const wasAccepting = this.accepting;
-    this.pump();
+    this.outbound.pump();
     if (!wasAccepting && this.accepting) this.link.drained();
-  }
-
-  /** A filter of a SUBSCRIBE was answered (granted: failure null). */
-  private filterAnswered(nativeId: number, failure: number | null, reason: string): void {
-    const waiting = this.waitingSuback.get(nativeId);
-    if (waiting === undefined) return;
-    this.waitingSuback.delete(nativeId);
-    if (failure !== null) {
-      const allowed = SUBACK_FAILURES.has(failure);
-      waiting.suback.codes[waiting.index] = allowed ? failure : REASON.UNSPECIFIED_ERROR;
-      waiting.suback.reasons.push(reason);
-    }
-    this.subackStep(waiting.suback);
-  }
-
-  /** One answer (or the SUBSCRIBE loop) less to wait for; SUBACK after the last. */
-  private subackStep(suback: PendingSuback): void {
-    suback.waiting--;
-    if (suback.waiting === 0) {
-      this.subacks.delete(suback.packetId);
-      this.sendSuback(suback);
-    }
-  }
-
-  private sendSuback(suback: PendingSuback): void {
-    const reason = suback.reasons.length === 0 ? undefined : suback.reasons.join("; ");
-    this.send({
-      type: "suback",
-      packetId: suback.packetId,
-      reasonCodes: suback.codes,
-      properties: this.problem(reason),
-    });
-  }
-
-  private onUnsubscribe(packet: UnsubscribePacket): void {
-    const reasonCodes = packet.filters.map((filter) => {
-      const state = this.subscriptions.get(filter);
-      if (state === undefined) return REASON.NO_SUBSCRIPTION_EXISTED;
-      this.dropSubscription(state);
-      return REASON.SUCCESS;
-    });
-    this.send({ type: "unsuback", packetId: packet.packetId, reasonCodes, properties: {} });
-    this.changed();
   }
 
   // ---- Outbound messages -------------------------------------------------------------------
@@ -764,7 +479,8 @@ export class MqttSession implements NativeEvents {
   get accepting(): boolean {
     return (
       this.closing ||
-      (this.output.queuedBytes < MQTT_HELD_BYTES_MAX && this.heldBytes < MQTT_HELD_BYTES_MAX)
+      (this.output.queuedBytes < MQTT_HELD_BYTES_MAX &&
+        this.outbound.heldBytes < MQTT_HELD_BYTES_MAX)
     );
   }
 
@@ -773,7 +489,7 @@ export class MqttSession implements NativeEvents {
    * [MQTT-3.8.4-8], with its retain flag if the subscription has Retain As Published.
    */
   data(subscriptionId: number, messages: MessageBatch): void {
-    const state = this.byNativeId.get(subscriptionId);
+    const state = this.subs.byNativeId.get(subscriptionId);
     if (state === undefined) return;
     const mapping = this.door.mapping;
     const nowUs = this.door.nowUs();
@@ -804,19 +520,19 @@ export class MqttSession implements NativeEvents {
       if (restored !== undefined) {
         const payload = messages.payload.slice();
         const message = { seq, topic, payload, properties, qos: restored.qos, retainFlag };
-        this.resendRestored(state, restored, { ...message, retain: false });
+        this.outbound.resendRestored(state, restored, { ...message, retain: false });
         continue;
       }
-      if (qos === 0 && this.held.length === this.heldHead) {
+      if (qos === 0 && this.outbound.heldCount === 0) {
         const payload = messages.payload;
         const message = { seq, topic, payload, properties, qos, retain: false, retainFlag };
-        this.sendMessage(state, message, 0);
+        this.outbound.sendMessage(state, message, 0);
         continue;
       }
       state.unprocessed.add(seq);
       const payload = messages.payload.slice();
       const bytes = payload.length + topic.length + messages.propertiesBytes;
-      this.held.push({
+      this.outbound.hold({
         subscription: state,
         seq,
         topic,
@@ -827,163 +543,19 @@ export class MqttSession implements NativeEvents {
         retain: false,
         retainFlag,
       });
-      this.heldBytes += bytes;
     }
-    if (state.restored !== undefined) this.sweepRestored(state, state.positionSeq);
-    this.pump();
-    this.progress(state);
+    if (state.restored !== undefined) this.outbound.sweepRestored(state, state.positionSeq);
+    this.outbound.pump();
+    this.subs.progress(state);
   }
 
   caughtUp(subscriptionId: number, nextSeq: number): void {
-    const state = this.byNativeId.get(subscriptionId);
+    const state = this.subs.byNativeId.get(subscriptionId);
     if (state !== undefined && nextSeq > state.positionSeq) state.positionSeq = nextSeq;
-    if (state?.restored !== undefined) this.sweepRestored(state, state.positionSeq);
+    if (state?.restored !== undefined) this.outbound.sweepRestored(state, state.positionSeq);
   }
 
   unsubscribed(_subscriptionId: number): void {}
-
-  /** Sends held messages while the window has room. */
-  private pump(): void {
-    while (this.heldHead < this.held.length && !this.closing) {
-      const next = this.held[this.heldHead];
-      if (next.qos > 0 && this.inflight.size >= this.window) break;
-      this.heldHead++;
-      this.heldBytes -= next.bytes;
-      const state = next.subscription;
-      // A message of a subscription that ended, or at QoS 0, is processed once it leaves here.
-      // (A retained message is not part of the position: it comes from before it.)
-      if ((next.qos === 0 || !this.byNativeId.has(state.nativeId)) && !next.retain)
-        state.unprocessed.delete(next.seq);
-      if (!this.byNativeId.has(state.nativeId)) continue;
-      const packetId = next.qos === 0 ? 0 : this.takePacketId();
-      const sent = this.sendMessage(state, next, packetId);
-      if (next.qos === 0) continue;
-      if (sent) {
-        this.inflight.set(packetId, {
-          subscription: state,
-          seq: next.seq,
-          qos: next.qos,
-          released: false,
-          retain: next.retain,
-          message: this.keepFlight(next),
-        });
-        this.changed(true);
-      } else if (!next.retain) state.unprocessed.delete(next.seq); // too large for the client: skipped
-    }
-    if (this.heldHead === this.held.length) {
-      this.held.length = 0;
-      this.heldHead = 0;
-    }
-    for (const state of this.byNativeId.values()) this.progress(state);
-    this.retainedReads.more();
-  }
-
-  /** A message in flight kept for a resume, within MQTT_FLIGHT_KEPT_BYTES_MAX; else undefined. */
-  private keepFlight(message: SentMessage): SentMessage | undefined {
-    const bytes = message.payload.length;
-    if (this.keptFlightBytes + bytes > MQTT_FLIGHT_KEPT_BYTES_MAX) return undefined;
-    this.keptFlightBytes += bytes;
-    return message;
-  }
-
-  /** A message in flight needs its payload no more (acknowledged, or PUBREC: PUBREL goes again). */
-  private releaseFlight(flight: InFlight, acknowledged: boolean): void {
-    const message = flight.message;
-    if (message !== undefined) this.keptFlightBytes -= message.payload.length;
-    if (acknowledged) flight.message = undefined;
-    else {
-      const meta = message ?? EMPTY_SENT;
-      flight.message = { ...meta, seq: flight.seq, qos: flight.qos, payload: EMPTY_PAYLOAD };
-    }
-  }
-
-  private takePacketId(): number {
-    for (;;) {
-      const id = this.nextPacketId;
-      this.nextPacketId = id === 65_535 ? 1 : id + 1;
-      if (!this.inflight.has(id) && !this.reservedIds.has(id)) return id;
-    }
-  }
-
-  /**
-   * One PUBLISH to the client with its kept properties, its subscription's identifier and
-   * `aria-seq` (MQTT 5); false when it is larger than the client takes (skipped).
-   */
-  private sendMessage(
-    state: SubscriptionState,
-    message: Pick<Outgoing, "seq" | "topic" | "payload" | "properties" | "qos" | "retainFlag">,
-    packetId: number,
-    dup = false,
-  ): boolean {
-    let properties: Properties = {};
-    if (this.protocolVersion === 5) {
-      properties = { ...message.properties };
-      if (state.identifier !== undefined) properties.subscriptionIdentifiers = [state.identifier];
-      if (this.door.ariaSeq)
-        properties.userProperties = [
-          ...(message.properties.userProperties ?? []),
-          ["aria-seq", String(message.seq)],
-        ];
-    }
-    const packet: PublishPacket = {
-      type: "publish",
-      topic: message.topic,
-      payload: message.payload,
-      qos: message.qos,
-      retain: message.retainFlag,
-      dup,
-      properties,
-    };
-    if (message.qos > 0) packet.packetId = packetId;
-    if (this.send(packet)) return true;
-    // Too large for the client: without Aria's own `aria-seq` it may fit (MQTT 5 3.1.2.11.4).
-    if (this.protocolVersion !== 5 || !this.door.ariaSeq) return false;
-    properties.userProperties = message.properties.userProperties;
-    if (properties.userProperties === undefined) delete properties.userProperties;
-    return this.send(packet);
-  }
-
-  /** PUBACK, PUBREC or PUBCOMP of a message sent to the client. */
-  private onDeliveryAck(
-    type: "puback" | "pubrec" | "pubcomp",
-    packetId: number,
-    reasonCode: number,
-  ): void {
-    const flight = this.inflight.get(packetId);
-    const expected =
-      flight === undefined
-        ? null
-        : flight.qos === 1
-          ? "puback"
-          : flight.released
-            ? "pubcomp"
-            : "pubrec";
-    if (flight !== undefined && type !== expected)
-      return this.disconnect(
-        REASON.PROTOCOL_ERROR,
-        `${type.toUpperCase()} for packet id ${packetId}, which awaits ${expected?.toUpperCase()}`,
-      );
-    if (flight === undefined) {
-      if (type === "pubrec") this.ack("pubrel", packetId, REASON.PACKET_IDENTIFIER_NOT_FOUND);
-      return;
-    }
-    if (!flight.retain) {
-      flight.subscription.unprocessed.delete(flight.seq);
-      this.progress(flight.subscription);
-    }
-    this.changed(true);
-    if (type === "pubrec" && reasonCode < 0x80) {
-      flight.released = true;
-      this.releaseFlight(flight, false);
-      this.ack("pubrel", packetId, REASON.SUCCESS);
-      return;
-    }
-    this.releaseFlight(flight, true);
-    this.inflight.delete(packetId);
-    const wasAccepting = this.accepting;
-    this.pump();
-    if (!wasAccepting && this.accepting) this.link.drained();
-  }
 
   // ---- Errors and the end ------------------------------------------------------------------
 
@@ -994,23 +566,7 @@ export class MqttSession implements NativeEvents {
     }
     if (error.relatedKind === "request") {
       this.inbound.refused(error.relatedId, error);
-    } else if (error.relatedKind === "subscription") {
-      if (this.waitingSuback.has(error.relatedId)) {
-        const state = this.byNativeId.get(error.relatedId);
-        if (state !== undefined) {
-          this.subscriptions.delete(state.filter);
-          this.byNativeId.delete(state.nativeId);
-        }
-        this.filterAnswered(error.relatedId, reasonOfError(error.code), error.reason);
-      } else {
-        // An open subscription ended by the server (a reload of the users): it is gone.
-        const state = this.byNativeId.get(error.relatedId);
-        if (state !== undefined) {
-          this.subscriptions.delete(state.filter);
-          this.byNativeId.delete(state.nativeId);
-        }
-      }
-    }
+    } else if (error.relatedKind === "subscription") this.subs.failed(error.relatedId, error);
     if (error.fatal)
       this.disconnect(
         error.code === "ARIA_ERR_SHUTTING_DOWN"
@@ -1085,7 +641,7 @@ export class MqttSession implements NativeEvents {
       this.corked--;
       return;
     }
-    this.settleProgress();
+    this.subs.settle();
     this.corked = 0;
     if (this.lazyChange) {
       this.lazyChange = false;
@@ -1096,16 +652,6 @@ export class MqttSession implements NativeEvents {
     if (output.blocked || this.socketGone || output.queue.length === 0) return;
     output.flush();
     if (output.queue.length === 0 && this.closing) this.socket.close();
-  }
-
-  /** The ACKs a batch put off, before the batch ends or a subscription does. */
-  private settleProgress(): void {
-    if (this.progressDue.size === 0) return;
-    const corked = this.corked;
-    this.corked = 0;
-    for (const state of this.progressDue) this.progress(state);
-    this.progressDue.clear();
-    this.corked = corked;
   }
 
   /** The socket can take more: queued packets go out; the link takes DATA again. */
@@ -1182,64 +728,6 @@ export class MqttSession implements NativeEvents {
   }
 
   /**
-   * A resumed session's PUBLISHes in flight go again with their packet ids and DUP, and PUBRELs
-   * again for QoS 2 ones PUBRECed [MQTT-4.4.0-1], in the order first sent.
-   */
-  private resend(flights: readonly SavedFlight[]): void {
-    // Their seqs are the first unprocessed of their subscriptions, in seq order.
-    const bySeq = [...flights].sort((a, b) => a.message.seq - b.message.seq);
-    for (const flight of bySeq) {
-      const state = flight.inPosition ? this.subscriptions.get(flight.filter) : undefined;
-      if (state !== undefined && !flight.released) state.unprocessed.add(flight.message.seq);
-    }
-    for (const flight of flights) {
-      const found = flight.inPosition ? this.subscriptions.get(flight.filter) : undefined;
-      const state = found ?? this.detachedState(flight.filter);
-      const message = flight.message;
-      this.inflight.set(flight.packetId, {
-        subscription: state,
-        seq: message.seq,
-        qos: message.qos,
-        released: flight.released,
-        retain: found === undefined,
-        message,
-      });
-      this.keptFlightBytes += message.payload.length;
-      if (flight.released) this.ack("pubrel", flight.packetId, REASON.SUCCESS);
-      else if (!this.sendMessage(state, message, flight.packetId, true)) {
-        // Too large for the client's new Maximum Packet Size: skipped.
-        this.inflight.delete(flight.packetId);
-        this.keptFlightBytes -= message.payload.length;
-        state.unprocessed.delete(message.seq);
-      }
-    }
-  }
-
-  /** A subscription no longer there, for a message in flight of it (outside any position). */
-  private detachedState(filter: string): SubscriptionState {
-    return {
-      filter,
-      entries: [],
-      options: { filter, qos: 0, noLocal: false, retainAsPublished: false, retainHandling: 2 },
-      identifier: undefined,
-      dollarExcluded: false,
-      nativeId: -1,
-      start: { kind: "live" },
-      unprocessed: new Set(),
-      positionSeq: 0,
-      durable: undefined,
-      lastDataSeq: 0,
-      ackedSeq: 0,
-      wantsRetained: false,
-      shared: false,
-      delivered: [],
-      deliveredHead: 0,
-      skipBelow: 0,
-      again: new Set(),
-    };
-  }
-
-  /**
    * A persistent session's state changed: the door writes it in the next batch (`lazy`: a flight
    * sent or acknowledged, within the store's interval; a crash may lose the last interval's).
    */
@@ -1274,9 +762,9 @@ export class MqttSession implements NativeEvents {
       will: this.will,
       willDueUs: this.willDueUs,
       origin: this.origin,
-      inflight: this.inflight,
-      subscriptions: this.subscriptions,
-      byNativeId: this.byNativeId,
+      inflight: this.outbound.inflight,
+      subscriptions: this.subs.byFilter,
+      byNativeId: this.subs.byNativeId,
       qos2Received: this.inbound.qos2Received,
     };
   }
@@ -1286,21 +774,12 @@ export class MqttSession implements NativeEvents {
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
-    this.settleProgress();
+    this.subs.settle();
     let stored: StoredSession | null = null;
     if (this.phase === "connected" && this.sessionExpiryS > 0) stored = storedSession(this.view());
-    for (const state of this.subscriptions.values()) {
-      this.link.unsubscribe(state.nativeId);
-      // A session that ends with its connection (DISCONNECT set the expiry to 0) leaves none.
-      if (state.durable !== undefined && !state.shared && stored === null)
-        this.door.removeConsumerSoon(state.durable);
-    }
-    this.subscriptions.clear();
-    this.byNativeId.clear();
+    this.subs.endAll(stored !== null);
     this.retainedReads.clear();
-    this.held.length = 0;
-    this.heldHead = 0;
-    this.heldBytes = 0;
+    this.outbound.clearHeld();
     if (this.phase === "connected") this.door.released(this, stored);
     if (this.phase !== "connected") this.will = null;
   }
