@@ -497,9 +497,18 @@ export class CatchUp {
     committedBefore: number,
   ): void {
     const session = subscription.session;
+    const records = this.records;
+    const tipFirst = records.count > 0 ? records.firstSeq : this.visible.visibleSeq;
     for (let i = 0; i < batch.length; i++) {
       const message = batch[i];
       if (message.seq < subscription.nextSeq) continue;
+      // The tip holds every seq from its oldest on: seqs the store skipped there are left to it
+      // (retention may have removed their files while the tip still holds them, and those are
+      // held messages), so the disk hands over at the first message that would skip them.
+      if (message.seq > subscription.nextSeq && message.seq > tipFirst) {
+        subscription.nextSeq = Math.max(subscription.nextSeq, tipFirst);
+        break;
+      }
       if (session.backedUp) {
         // A slow client: keep the rest of the batch for when it drains (stall() may drop it and
         // the reader; a fresh reader then resumes from nextSeq).
@@ -510,20 +519,13 @@ export class CatchUp {
       subscription.nextSeq = message.seq + 1;
     }
     const visibleSeq = this.visible.visibleSeq;
-    const records = this.records;
-    const tipFirst = records.count > 0 ? records.firstSeq : visibleSeq;
-    // An empty batch: nothing more matches up to what was committed when it was asked for. Then
-    // the subscription moves past it, but not past the tip's oldest when the store no longer
-    // holds that (retention removed files holding seqs the tip still holds): those are the oldest
-    // messages still held. Otherwise the store's answer covers the tip's seqs too.
-    if (batch.length === 0) {
-      const past = committedBefore + 1;
-      const tipOnly = tipFirst < (this.store.firstSeqHeld ?? 0);
+    // An empty batch: nothing more matches up to what was committed when it was asked for, but
+    // the tip's seqs are left to the tip (as above).
+    if (batch.length === 0)
       subscription.nextSeq = Math.max(
         subscription.nextSeq,
-        tipOnly ? Math.min(past, tipFirst) : past,
+        Math.min(committedBefore + 1, tipFirst),
       );
-    }
     const tipHolds = subscription.nextSeq >= tipFirst;
     if (subscription.phase === Phase.Stalled) return;
     if (tipHolds || subscription.nextSeq >= visibleSeq) this.toTip(subscription);
