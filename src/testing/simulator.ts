@@ -325,6 +325,10 @@ class ObservedStore implements BrokerStore {
     return this.inner.newestTimeUs;
   }
 
+  get firstSeqHeld(): number {
+    return this.inner.firstSeqHeld;
+  }
+
   get backlogged(): boolean {
     return this.inner.backlogged;
   }
@@ -467,6 +471,12 @@ class Simulation {
       this.crash(
         this.config.fsync === "always" && this.prng.nextInt(2) === 0 ? "power" : "process",
       );
+    this.checker.tipHeldFrom = () => {
+      const records = this.life?.tip.records;
+      return records !== undefined && records.count > 0
+        ? records.firstSeq
+        : Number.POSITIVE_INFINITY;
+    };
     const world = { checker: this.checker, tamper: this.tamper, step: () => this.step };
     for (let i = 0; i < this.config.publishers; i++)
       this.clients.push(new SimClient(`pub${i + 1}`, true, false, world));
