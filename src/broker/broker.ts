@@ -159,6 +159,7 @@ export class Broker {
           records.count > 0 && seq >= records.firstSeq && seq < records.nextSeq
             ? records.timeAt(records.offsetOfSeq(seq))
             : null,
+        nowUs: () => clock.nowUs(),
       },
       {
         log: options.log,

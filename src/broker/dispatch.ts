@@ -106,7 +106,8 @@ export interface DispatchOptions extends SignInOptions {
 /** What dispatch asks of the replica tracker (src/replica/tracker.ts). */
 export interface ReplicaPort {
   refusal(clientName: string, filter: readonly string[]): string | null;
-  attach(name: string, subscription: Subscription): void;
+  /** `startSeq`: where the replica's SUBSCRIBE starts (its next seq or its newest held). */
+  attach(name: string, subscription: Subscription, startSeq?: number): void;
   detach(subscription: Subscription): void;
   /** True when the ACK was a replica's (recorded). */
   ack(subscription: Subscription, seq: number): boolean;
@@ -491,7 +492,12 @@ export class Dispatch {
     );
     subscription.consumer = consumer;
     session.subscriptions.set(id, subscription);
-    if (replica) this.options.replicas?.attach(frame.durable as string, subscription);
+    if (replica)
+      this.options.replicas?.attach(
+        frame.durable as string,
+        subscription,
+        start.kind === "seq" ? start.seq : undefined,
+      );
     // A shared group's member: the group's cursor reads, the group gives it its share.
     if (consumer?.shared) return this.groups.join(subscription, consumer, start);
     this.fanout.register(subscription);

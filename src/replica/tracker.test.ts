@@ -14,11 +14,13 @@ import { processLog } from "../runtime/mod.ts";
 import { connect, type RunningServer, type ServerOptions, startServer } from "../server/mod.ts";
 import { type AckMode, ReplicaTracker } from "./tracker.ts";
 
-/** A leader log whose seq s was published at s ms. */
+/** A leader log whose seq s was published at s ms; its clock reads `now` (µs). */
 function fakeLog(durableSeq: number) {
   const log = {
     durableSeq,
+    now: durableSeq * 1000,
     timeOfSeq: (seq: number) => (seq >= 1 && seq <= log.durableSeq ? seq * 1000 : null),
+    nowUs: () => log.now,
   };
   return log;
 }
@@ -81,13 +83,62 @@ test("the in-sync set: left when behind by more than the bound, rejoined when ca
   const a = {};
   t.attach("$replica/a", a);
   t.ack(a, 95);
-  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 5, lagMs: 5 });
+  // Its first missing seq (96) was published 4 ms ago: caught up until then.
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 5, lagMs: 4 });
   log.durableSeq = 120; // the leader moved on, the replica did not
+  log.now = 120_000;
   t.reviewAll();
-  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 25, lagMs: 25 });
+  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 25, lagMs: 24 });
   expect(t.isrShrinks).toBe(1);
   t.ack(a, 118);
   expect(t.list()[0].inSync).toBe(true);
+  t.ack(a, 120);
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 0, lagMs: 0 });
+});
+
+test("a quiet spell longer than the bound does not count against a caught-up replica", () => {
+  const log = fakeLog(100);
+  const t = new ReplicaTracker(log, { acks: "all", isrMaxLagUs: 10_000 });
+  const a = {};
+  t.attach("$replica/a", a);
+  t.ack(a, 100);
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMs: 0 });
+  // 50 ms without a publish (the timer reviews nothing), then seq 101 at 150 ms: the replica was
+  // caught up until then, it stays in sync and seq 101 waits for it.
+  log.now = 150_000;
+  log.durableSeq = 101;
+  log.timeOfSeq = (seq) => (seq === 101 ? 150_000 : seq >= 1 && seq <= 100 ? seq * 1000 : null);
+  t.reviewAll();
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 1, lagMs: 0 });
+  expect(t.ackableSeq()).toBe(100);
+  // Still stalled once the bound has passed since: out, the ack goes without it.
+  log.now = 160_001;
+  t.reviewAll();
+  expect(t.list()[0]).toMatchObject({ inSync: false, lagMs: 10.001 });
+  expect(t.ackableSeq()).toBe(101);
+});
+
+test("a replica rebuilt empty under the same node id holds nothing: its new start resets it", () => {
+  const log = fakeLog(100);
+  const t = new ReplicaTracker(log, { acks: "all", isrMaxLagUs: 10_000 });
+  const a = {};
+  t.attach("$replica/a", a, 1);
+  t.ack(a, 100);
+  expect(t.list()[0]).toMatchObject({ inSync: true, durableSeq: 100 });
+  t.detach(a);
+  // Rebuilt on an empty data directory: its SUBSCRIBE starts at seq 1.
+  const b = {};
+  t.attach("$replica/a", b, 1);
+  expect(t.list()[0]).toMatchObject({ durableSeq: 0, lagMessages: 100, inSync: false });
+  expect(t.ackableSeq()).toBe(100);
+  // A replica reconnecting from its newest held (seq 100) reports it again at once.
+  t.ack(b, 60);
+  t.detach(b);
+  const c = {};
+  t.attach("$replica/a", c, 60);
+  expect(t.list()[0].durableSeq).toBe(59);
+  t.ack(c, 60);
+  expect(t.list()[0].durableSeq).toBe(60);
 });
 
 const dirs: string[] = [];

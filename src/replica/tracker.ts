@@ -1,9 +1,9 @@
 /**
  * ReplicaTracker: the leader's view of its replicas. A replica follows through a subscription
  * DURABLE `$replica/<node-id>` to `**` and ACKs the seq up to which its own store is durable;
- * here each replica's durable seq, whether it is connected, and whether it is in sync (ISR: its
- * durable message is at most `isrMaxLagUs` older than the leader's newest durable one, and it is
- * connected). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
+ * here each replica's durable seq, whether it is connected, and whether it is in sync (ISR: it is
+ * connected and was caught up, holding every seq the leader held durably, within the last
+ * `isrMaxLagUs` of the leader's clock; a quiet spell does not count against it). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
  * leader's durable seq; `quorum` the seq a majority of the cluster (leader + every replica seen
  * since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync replica
  * holds (the leader alone when none is in sync: docs/cluster.md says why).
@@ -12,8 +12,9 @@
  * next seq), never at a stored position, and its ACKs are not persisted in consumers.log (the
  * replica's store is the record of what it holds). Not here: the frames (dispatch.ts), the held
  * acks (sequencer.ts). Pure: the leader's durable seq and the time of a seq come in through
- * TrackedLog. Invariants: a replica's durable seq is the highest it reported since the leader
- * started (it never goes back); a subscription maps to one replica.
+ * TrackedLog, and so does the clock. Invariants: a replica's durable seq is the highest it
+ * reported since its subscription opened (a new subscription's start seq resets it: a replica
+ * rebuilt empty holds nothing); a subscription maps to one replica.
  */
 import type { Log } from "../stdx/log.ts";
 
@@ -34,7 +35,10 @@ export interface ReplicaInfo {
   durableSeq: number;
   /** Messages the leader holds durably beyond it. */
   lagMessages: number;
-  /** The leader's newest durable time minus the replica's durable message's (ms); null: unknown. */
+  /**
+   * Time since the replica was last caught up (ms; 0 when it holds every durable seq); null:
+   * unknown (never caught up and its first missing message left the leader's tip).
+   */
   lagMs: number | null;
   inSync: boolean;
 }
@@ -45,6 +49,8 @@ export interface TrackedLog {
   readonly durableSeq: number;
   /** The publish time (µs) of `seq`, or null when no longer at hand (out of the tip). */
   timeOfSeq(seq: number): number | null;
+  /** The leader's clock (µs), the one publish times are stamped with. */
+  nowUs(): number;
 }
 
 interface Replica {
@@ -52,13 +58,15 @@ interface Replica {
   durableSeq: number;
   subscriptions: number;
   inSync: boolean;
+  /** When it was last seen holding the leader's durable seq (µs, leader's clock; 0: never). */
+  caughtUpAtUs: number;
 }
 
 /** What the tracker is built from. */
 export interface ReplicaTrackerOptions {
   log?: Log;
   acks?: AckMode;
-  /** A replica whose durable message is older than the leader's newest by more leaves the ISR. */
+  /** A replica not caught up within this long (µs) leaves the ISR. */
   isrMaxLagUs?: number;
   /** Called when `ackableSeq` may have moved (an ACK, a replica leaving or joining the ISR). */
   onAckable?: () => void;
@@ -101,14 +109,22 @@ export class ReplicaTracker {
     return null;
   }
 
-  /** A replica's subscription opened (`name` is `$replica/<node-id>`). */
-  attach(name: string, subscription: object): void {
+  /**
+   * A replica's subscription opened (`name` is `$replica/<node-id>`) at `startSeq`, the replica's
+   * next seq or its newest held: what it holds durably is below it (a replica rebuilt on an empty
+   * data directory under the same node id reports less than before; it reports more at once).
+   */
+  attach(name: string, subscription: object, startSeq?: number): void {
     const id = name.slice(REPLICA_NAME_PREFIX.length);
     let replica = this.replicas.get(id);
     if (replica === undefined) {
-      replica = { id, durableSeq: 0, subscriptions: 0, inSync: false };
+      replica = { id, durableSeq: 0, subscriptions: 0, inSync: false, caughtUpAtUs: 0 };
       this.replicas.set(id, replica);
       this.options.log?.info("replica connected for the first time", { replica: id });
+    }
+    if (startSeq !== undefined && startSeq - 1 < replica.durableSeq) {
+      replica.durableSeq = Math.max(0, startSeq - 1);
+      this.review(replica);
     }
     replica.subscriptions++;
     this.bySubscription.set(subscription, replica);
@@ -167,27 +183,35 @@ export class ReplicaTracker {
   list(): ReplicaInfo[] {
     const leaderSeq = this.leader.durableSeq;
     const rows: ReplicaInfo[] = [];
-    for (const replica of this.replicas.values())
+    for (const replica of this.replicas.values()) {
+      const lagUs = this.lagUs(replica);
       rows.push({
         id: replica.id,
         connected: replica.subscriptions > 0,
         durableSeq: replica.durableSeq,
         lagMessages: Math.max(0, leaderSeq - replica.durableSeq),
-        lagMs: this.lagUs(replica) === null ? null : (this.lagUs(replica) as number) / 1000,
+        lagMs: lagUs === null ? null : lagUs / 1000,
         inSync: replica.inSync,
       });
+    }
     rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return rows;
   }
 
-  /** The leader's newest durable time minus the replica's durable message's (µs), or null. */
+  /**
+   * Time since the replica was last caught up (µs; 0 when it is), or null when unknown. It was
+   * caught up when last seen holding the leader's durable seq, and until the leader published
+   * the first seq it lacks: a quiet spell of the leader does not count against it.
+   */
   private lagUs(replica: Replica): number | null {
-    const leaderSeq = this.leader.durableSeq;
-    if (replica.durableSeq >= leaderSeq) return 0;
-    if (replica.durableSeq === 0) return null;
-    const newest = this.leader.timeOfSeq(leaderSeq);
-    const held = this.leader.timeOfSeq(replica.durableSeq);
-    return newest === null || held === null ? null : Math.max(0, newest - held);
+    const now = this.leader.nowUs();
+    if (replica.durableSeq >= this.leader.durableSeq) {
+      replica.caughtUpAtUs = now;
+      return 0;
+    }
+    const missingSince = this.leader.timeOfSeq(replica.durableSeq + 1);
+    const since = Math.max(replica.caughtUpAtUs, missingSince ?? 0);
+    return since === 0 ? null : Math.max(0, now - since);
   }
 
   private review(replica: Replica): void {
