@@ -49,6 +49,8 @@ export class Lane extends LaneReadAhead {
   topic = "";
   topicUtf8: Uint8Array = NO_BYTES;
   topicMatches = false;
+  /** The head's publish time (read once, in consider). */
+  private headTime = 0;
 
   constructor(
     readonly log: PartitionLog,
@@ -124,10 +126,11 @@ export class Lane extends LaneReadAhead {
       // (or a subtree store a split switched in) while this batch awaited a read may hold later
       // seqs, and yielding them would pass over other partitions' records at or below them, still
       // pending.
-      if (recordSeq(this.view, at) > limit) return Infinity;
+      const seq = recordSeq(this.view, at);
+      if (seq > limit) return Infinity;
       const length = this.view.getUint32(at, true);
       this.position += length;
-      if (this.consider(at, length)) return this.headSeq;
+      if (this.consider(at, length, seq)) return this.headSeq;
     }
     if (!this.withPending) return Infinity;
     if (this.pendingIndex < 0) this.pendingIndex = log.pendingAfter(this.nextSeq - 1);
@@ -144,7 +147,7 @@ export class Lane extends LaneReadAhead {
       const at = this.recordAt(context, journal.path, log.pendingPosition(i), journal.bytes);
       if (at === NEEDS_READ) return NEEDS_READ;
       this.pendingIndex++;
-      if (this.consider(at, log.pendingLength(i))) return this.headSeq;
+      if (this.consider(at, log.pendingLength(i), recordSeq(this.view, at))) return this.headSeq;
     }
     return Infinity;
   }
@@ -157,7 +160,7 @@ export class Lane extends LaneReadAhead {
     if (into === null) {
       message = {
         seq: this.headSeq,
-        timeUs: recordTime(this.view, at),
+        timeUs: this.headTime,
         topic: this.topic,
         payload: recordPayload(this.buffer, this.view, at),
       };
@@ -165,7 +168,7 @@ export class Lane extends LaneReadAhead {
       if (properties !== undefined) message.properties = properties;
     } else {
       into.seq = this.headSeq;
-      into.timeUs = recordTime(this.view, at);
+      into.timeUs = this.headTime;
       into.topic = this.topic;
       into.topicUtf8 = this.topicUtf8;
       into.source = this.buffer;
@@ -220,6 +223,7 @@ export class Lane extends LaneReadAhead {
       table.propertiesBytes[last],
     );
     this.headSeq = asSeq(table.seqs[last]);
+    this.headTime = recordTime(this.view, this.headAt);
     this.position = this.bufferStart + this.headAt + this.headLength;
     if (this.pool !== null) this.lent = true;
     return true;
@@ -236,15 +240,21 @@ export class Lane extends LaneReadAhead {
     this.headSeq = Infinity;
   }
 
-  /** Decides whether the checked record at `at` is yielded; sets the head when it is. */
-  private consider(at: number, length: number): boolean {
-    const seq = recordSeq(this.view, at);
-    if (seq < this.nextSeq || recordTime(this.view, at) < this.owner.timeFloor) return false;
+  /**
+   * Decides whether the checked record at `at` (of seq `seq`: the caller read it) is yielded; sets
+   * the head when it is. Each record's seq and time are read once (they were read twice each:
+   * with the limit's check, here and in take).
+   */
+  private consider(at: number, length: number, seq: number): boolean {
+    if (seq < this.nextSeq) return false;
+    const timeUs = recordTime(this.view, at);
+    if (timeUs < this.owner.timeFloor) return false;
     if (!this.sameTopic(at)) this.switchTopic(at);
     if (!this.topicMatches) return false;
     this.headAt = at;
     this.headLength = length;
     this.headSeq = seq;
+    this.headTime = timeUs;
     return true;
   }
 
