@@ -267,3 +267,46 @@ test("past the leader's retention: an empty replica begins at its oldest; one be
   await replica.stop();
   await publisher.close();
 });
+
+test("a leader holding no message at all: a replica behind it exits 8 at once, an empty one begins at its next seq", async () => {
+  const leaderDir = tempDir();
+  const limits = { storeLimits: { segmentBytesMax: 4096, journalBytesMax: 64 * 1024 } };
+  let leader = await serve(leaderDir, { tipBytes: 4096, ...limits });
+  let publisher = await connect(leader.tcpUrl);
+  await publishSome(publisher, "early", 10);
+  const behindDir = tempDir();
+  const early = await serve(behindDir, follow(leader.tcpUrl));
+  await caughtUp(early, leader);
+  await early.stop();
+  await publishSome(publisher, "later", 10);
+  // Retention removes everything; restarted, the leader's tip holds nothing either.
+  const store = leader.store;
+  for (let i = 0; i < 100 && (store.firstSeqHeld ?? 1) < store.nextSeq; i++) {
+    store.maintain(Date.now() * 1000 + 3_600_000_000);
+    await store.retain({ bytes: 1 }, Date.now() * 1000);
+    await Bun.sleep(10);
+  }
+  expect(store.firstSeqHeld).toBe(21);
+  await publisher.close();
+  await leader.stop();
+  leader = await serve(leaderDir, { tipBytes: 4096, ...limits });
+  expect(await readAll(leader.tcpUrl)).toEqual([]);
+  // Behind: exits 8 without waiting for a new message.
+  const stopped = await fatalOf(behindDir, leader.tcpUrl);
+  expect(stopped.code).toBe(8);
+  expect(stopped.text).toContain("the leader no longer holds seq 11");
+  expect(stopped.text).toContain("its next seq is 21");
+  // Empty: begins at seq 21 and copies what comes.
+  const replica = await serve(tempDir(), follow(leader.tcpUrl));
+  const deadline = Date.now() + 5000;
+  while (replica.broker.nextSeq !== 21 && Date.now() < deadline) await Bun.sleep(5);
+  expect(replica.broker.nextSeq).toBe(21);
+  publisher = await connect(leader.tcpUrl);
+  await publishSome(publisher, "after", 3);
+  await caughtUp(replica, leader);
+  expect(await readAll(replica.tcpUrl)).toEqual(await readAll(leader.tcpUrl));
+  expect((await readAll(replica.tcpUrl))[0].seq).toBe(21);
+  await publisher.close();
+  await replica.stop();
+  await leader.stop();
+});

@@ -175,6 +175,20 @@ export class Follower {
         "ahead_of_leader",
         `this replica holds seqs up to ${next - 1} but the leader's next seq is ${leaderNext}: its data directory is not a copy of this leader's log (refused; see docs/cluster.md)`,
       );
+    if (leaderNext > next && !(await leaderHoldsFrom(client, next))) {
+      // The leader holds nothing at all (retention removed everything): no first batch will say
+      // so until a new message is published. An empty replica begins at the leader's next seq.
+      if (this.last === null && next === 1) {
+        this.options.log.info(
+          "replica: empty, the leader holds nothing; beginning at its next seq",
+          {
+            leader: this.options.leaderUrl,
+            seq: leaderNext,
+          },
+        );
+        await broker.beginAt(leaderNext);
+      } else throw lacksNextSeq(next, `it holds nothing; its next seq is ${leaderNext}`);
+    }
     const last = this.last;
     // From the newest message held, to compare it; from the next seq when none is held (seq 1
     // when empty: the leader's oldest held comes first, where an empty replica begins).
@@ -259,13 +273,24 @@ export class Follower {
       return batch.copy(next);
     }
     batch.rewind();
-    if (seq > next)
-      throw new ReplicaError(
-        "leader_lacks_next_seq",
-        `the leader no longer holds seq ${next}, the next this replica needs (its oldest is ${seq}; retention removed the rest): give this replica a copy of the leader's data directory, taken while the leader is stopped (see docs/cluster.md)`,
-      );
+    if (seq > next) throw lacksNextSeq(next, `its oldest is ${seq}`);
     return batch;
   }
+}
+
+/** The leader no longer holds `next`, the seq this replica needs: exit 8. */
+function lacksNextSeq(next: number, leaderHolds: string): ReplicaError {
+  return new ReplicaError(
+    "leader_lacks_next_seq",
+    `the leader no longer holds seq ${next}, the next this replica needs (${leaderHolds}; retention removed the rest): give this replica a copy of the leader's data directory, taken while the leader is stopped (see docs/cluster.md)`,
+  );
+}
+
+/** Whether the leader holds any message at or after `seq` (a probe read until caught up). */
+async function leaderHoldsFrom(client: AriaClient, seq: number): Promise<boolean> {
+  const probe = client.subscribe("**", { from: { seq }, untilCaughtUp: true });
+  for await (const _ of probe.frames()) return true;
+  return false;
 }
 
 /** The leader's next seq: what a live subscription's SUBSCRIBED says. */
