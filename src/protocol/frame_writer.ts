@@ -256,8 +256,10 @@ export class FrameWriter {
         propertiesBytes +
         payloadBytes,
     );
-    this.u64(seq);
-    this.u64(timeUs);
+    // Reserved above for the whole message: written without a capacity check per field.
+    writeU64(this.view, this.used, seq);
+    writeU64(this.view, this.used + 8, timeUs);
+    this.used += 16;
     this.addTopicAndPayload(
       topic,
       payload,
@@ -388,6 +390,7 @@ export class FrameWriter {
     return count;
   }
 
+  /** The rest of a message after its head; the caller reserved room for all of it. */
   private addTopicAndPayload(
     topic: Uint8Array,
     payload: Uint8Array,
@@ -398,16 +401,26 @@ export class FrameWriter {
     propertiesBytes: number,
   ): void {
     assert(topic.length <= 0xff, "topic length fits a u8");
-    this.buffer[this.used++] = topic.length;
-    this.raw(topic);
+    assert(
+      payloadStart >= 0 && payloadBytes >= 0 && payloadStart + payloadBytes <= payload.length,
+      "payload range within its source",
+    );
+    const buffer = this.buffer;
+    let used = this.used;
+    buffer[used++] = topic.length;
+    copyBytes(buffer, used, topic, 0, topic.length);
+    used += topic.length;
+    this.used = used;
     if (this.propertiesHeadBytes !== 0) {
       assert(propertiesBytes <= PROPERTIES_BYTES_MAX, "properties within their limit");
       this.u16(propertiesBytes);
       this.raw(properties, propertiesStart, propertiesBytes);
+      used = this.used;
     }
-    this.view.setUint32(this.used, payloadBytes, true);
-    this.used += 4;
-    this.raw(payload, payloadStart, payloadBytes);
+    this.view.setUint32(used, payloadBytes, true);
+    used += 4;
+    copyBytes(buffer, used, payload, payloadStart, payloadBytes);
+    this.used = used + payloadBytes;
     this.messageCount++;
     assert(this.messageCount <= U32_MAX, "message count fits a u32");
   }
