@@ -73,7 +73,14 @@ test("the unit runs as a dedicated user, sandboxed, restarting on failure", () =
   expect(values("MemoryDenyWriteExecute")).toEqual([]);
   const noRestart = value("RestartPreventExitStatus").split(/\s+/).map(Number).sort();
   expect(noRestart).toEqual(
-    [EXIT_USAGE, FATAL_EXIT.corrupt, FATAL_EXIT.tls, FATAL_EXIT.users].sort(),
+    [
+      EXIT_USAGE,
+      FATAL_EXIT.corrupt,
+      FATAL_EXIT.tls,
+      FATAL_EXIT.users,
+      FATAL_EXIT.replicaBehindRetention,
+      FATAL_EXIT.replicaDiverged,
+    ].sort(),
   );
 });
 
