@@ -7,11 +7,13 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  truncateSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConsumerRecord } from "../broker/ports.ts";
+import { StoreError } from "../store/mod.ts";
 import { nativeCrc32 } from "./crc32.ts";
 import {
   CONSUMERS_FILE,
@@ -146,6 +148,42 @@ describe("ConsumerFile", () => {
     );
     // Repaired: a second repair finds nothing.
     expect(repairConsumersFile(dir, { crc32: nativeCrc32 })).toBeNull();
+  });
+
+  test("a file cut shorter than its header is damage at start-up, and repair sets it aside", async () => {
+    for (const cut of [0, 4, 7]) {
+      const dir = newDir();
+      const file = await ConsumerFile.open(dir, options);
+      file.save(record("keep", 1));
+      await file.close();
+      const path = join(dir, CONSUMERS_FILE);
+      // Created whole: even before any consumer, a new file holds its header.
+      expect(readFileSync(path).length).toBeGreaterThan(8);
+      truncateSync(path, cut);
+      const refused = await ConsumerFile.open(dir, options).catch((error) => error);
+      expect(refused).toBeInstanceOf(StoreError);
+      expect((refused as StoreError).code).toBe("ARIA_ERR_STORE_CORRUPT");
+      expect((refused as Error).message).toContain(`${path}": the file is ${cut} bytes`);
+      expect((refused as Error).message).toContain("at offset 0");
+      const repaired = repairConsumersFile(dir, { crc32: nativeCrc32 });
+      expect(repaired?.damaged).toEqual([
+        expect.objectContaining({
+          offset: 0,
+          bytes: cut,
+          to: join(dir, "damaged", `${CONSUMERS_FILE}.0`),
+        }),
+      ]);
+      expect(repaired?.damaged[0].reason).toContain(
+        "every consumer and session state it held is lost",
+      );
+      expect(readFileSync(join(dir, "damaged", `${CONSUMERS_FILE}.0`)).length).toBe(cut);
+      expect((await ConsumerFile.open(dir, options)).load()).toEqual([]);
+      expect(repairConsumersFile(dir, { crc32: nativeCrc32 })).toBeNull();
+    }
+    // Absent: none yet, created whole (the header alone).
+    const fresh = newDir();
+    await (await ConsumerFile.open(fresh, options)).close();
+    expect(readFileSync(join(fresh, CONSUMERS_FILE)).length).toBe(8);
   });
 
   test("repair names the consumers it could not keep, and counts damaged records without a name", async () => {

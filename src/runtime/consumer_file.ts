@@ -122,14 +122,19 @@ export class ConsumerFile implements ConsumerStore {
   /** Reads `dataDir`'s consumers file (absent: none); throws ARIA_ERR_STORE_CORRUPT on damage. */
   static async open(dataDir: string, options: ConsumerFileOptions): Promise<ConsumerFile> {
     const path = join(dataDir, CONSUMERS_FILE);
-    let bytes: Uint8Array;
+    let bytes: Uint8Array | null;
     try {
       bytes = readFileSync(path);
     } catch (error) {
       if ((error as { code?: string }).code !== "ENOENT") throw error;
-      bytes = new Uint8Array(0);
+      bytes = null;
     }
-    const decoded = decodeConsumersFile(bytes, options.crc32);
+    // Absent: no consumer yet (the file is created whole below). Present, it is read whole: one
+    // shorter than its header is damage (decodeConsumersFile).
+    const decoded =
+      bytes === null
+        ? { ok: true as const, entries: new Map(), states: new Map(), validBytes: 0, records: 0 }
+        : decodeConsumersFile(bytes, options.crc32);
     if (!decoded.ok)
       throw new StoreError(
         "ARIA_ERR_STORE_CORRUPT",
@@ -137,10 +142,10 @@ export class ConsumerFile implements ConsumerStore {
       );
     const records = [...decoded.entries.values()].map(({ kind: _, ...record }) => record);
     const file = new ConsumerFile(path, options, records, decoded.validBytes, decoded.states);
-    // A torn tail, or a header that never got written whole: the next write starts clean.
-    if (decoded.validBytes < bytes.length && decoded.validBytes > 0)
+    // A torn tail: the next write starts clean. Absent: created whole.
+    if (bytes !== null && decoded.validBytes < bytes.length)
       options.onTornTail?.(tornTailOf(path, bytes, decoded.validBytes));
-    if (decoded.validBytes < bytes.length || decoded.validBytes === 0) file.rewriteSync();
+    if (bytes === null || decoded.validBytes < bytes.length) file.rewriteSync();
     return file;
   }
 

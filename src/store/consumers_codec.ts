@@ -165,17 +165,13 @@ export type ConsumersDecoded =
 export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersDecoded {
   const entries = new Map<string, Extract<ConsumerEntry, { kind: "put" }>>();
   const states = new Map<string, Uint8Array>();
-  if (bytes.length === 0) return { ok: true, entries, states, validBytes: 0, records: 0 };
   const magic = CONSUMERS_FILE_MAGIC;
-  if (bytes.length < magic.length || magic.some((byte, i) => bytes[i] !== byte)) {
-    // A header cut short by a crash at creation, or zeros: nothing was ever stored after it.
-    if (
-      bytes.length < magic.length &&
-      magic.subarray(0, bytes.length).every((b, i) => bytes[i] === b)
-    )
-      return { ok: true, entries, states, validBytes: 0, records: 0 };
+  // The file is only ever created whole (written beside, fsynced, renamed): one shorter than its
+  // header was cut, and whatever it held is gone (an absent file is the caller's: none).
+  if (bytes.length < magic.length)
+    return { ok: false, offset: 0, reason: shortFileReason(bytes.length), validBytes: 0 };
+  if (magic.some((byte, i) => bytes[i] !== byte))
     return { ok: false, offset: 0, reason: "the file does not start with ARIACNS1", validBytes: 0 };
-  }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let at = magic.length;
   let records = 0;
@@ -228,11 +224,14 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
   const states = new Map<string, Uint8Array>();
   const damaged: ConsumersSalvage["damaged"] = [];
   const magic = CONSUMERS_FILE_MAGIC;
-  if (bytes.length >= magic.length && magic.some((byte, i) => bytes[i] !== byte)) {
+  if (bytes.length < magic.length || magic.some((byte, i) => bytes[i] !== byte)) {
     damaged.push({
       offset: 0,
       bytes: bytes.length,
-      reason: "the file does not start with ARIACNS1",
+      reason:
+        bytes.length < magic.length
+          ? shortFileReason(bytes.length)
+          : "the file does not start with ARIACNS1",
     });
     return { entries: [], states: [], damaged };
   }
@@ -264,6 +263,11 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
   }
   const kept = [...states].map(([name, state]) => ({ kind: "state" as const, name, state }));
   return { entries: [...entries.values()], states: kept, damaged };
+}
+
+/** Why a file shorter than its header is damage. */
+function shortFileReason(length: number): string {
+  return `the file is ${length} bytes, shorter than its ${CONSUMERS_FILE_MAGIC.length}-byte header ARIACNS1: it is only ever created whole, so it was cut and every consumer and session state it held is lost (none can be named)`;
 }
 
 function recordChecks(bytes: Uint8Array, view: DataView, at: number, crc32: Crc32): boolean {
