@@ -72,3 +72,35 @@ describe("consumers codec: owners (flag 4)", () => {
     expect(old[CONSUMERS_FILE_MAGIC.length + 8 + 2 + 3]).toBe(0);
   });
 });
+
+describe("consumers codec: a bad last record", () => {
+  const first = { ...base, name: "a", shared: false, nextSeq: 4 };
+  // A state of 1,200 bytes, all 7s: the last record spans two 512-byte sector boundaries.
+  const state = { kind: "state" as const, name: "mqtt/x", state: new Uint8Array(1200).fill(7) };
+  const whole = file([first, state]);
+  const lastAt = whole.length - (8 + 2 + 6 + 4 + 1200);
+
+  test("zeros from a sector boundary inside it to the end: a power loss tore it, dropped", () => {
+    const torn = Uint8Array.from(whole);
+    torn.fill(0, 1024);
+    const decoded = decodeConsumersFile(torn, crc32);
+    if (!decoded.ok) throw new Error(decoded.reason);
+    expect(decoded.validBytes).toBe(lastAt);
+    expect([...decoded.entries.keys()]).toEqual(["a"]);
+    expect(decoded.states.size).toBe(0);
+    // Cut short (kill -9 stops a write after a prefix of it): dropped too.
+    const cut = decodeConsumersFile(whole.subarray(0, 700), crc32);
+    expect(cut.ok && cut.validBytes === lastAt).toBe(true);
+  });
+
+  test("a full-length record with bytes that are not a crash's (a flip, zeros off a boundary) is damage", () => {
+    const flipped = Uint8Array.from(whole);
+    flipped[flipped.length - 1] ^= 0xff;
+    const zerosOff = Uint8Array.from(whole);
+    zerosOff.fill(0, 1000, 1010);
+    for (const bytes of [flipped, zerosOff]) {
+      const decoded = decodeConsumersFile(bytes, crc32);
+      expect(decoded).toMatchObject({ ok: false, offset: lastAt, reason: "checksum mismatch" });
+    }
+  });
+});

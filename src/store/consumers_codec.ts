@@ -178,8 +178,7 @@ export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersD
   while (at < bytes.length) {
     const problem = recordProblem(bytes, view, at, crc32);
     if (problem !== null) {
-      const torn = problem.cut || bytes.subarray(at).every((byte) => byte === 0);
-      if (torn) break;
+      if (tornAt(bytes, at, problem)) break;
       return { ok: false, offset: at, reason: problem.reason, validBytes: at };
     }
     const bodyBytes = view.getUint32(at, true);
@@ -250,9 +249,7 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
     }
     let next = at + 1;
     while (next < bytes.length && !recordChecks(bytes, view, next, crc32)) next++;
-    const torn =
-      next === bytes.length &&
-      (problem?.cut === true || bytes.subarray(at).every((byte) => byte === 0));
+    const torn = next === bytes.length && problem !== null && tornAt(bytes, at, problem);
     if (!torn)
       damaged.push({
         offset: at,
@@ -263,6 +260,32 @@ export function salvageConsumersFile(bytes: Uint8Array, crc32: Crc32): Consumers
   }
   const kept = [...states].map(([name, state]) => ({ kind: "state" as const, name, state }));
   return { entries: [...entries.values()], states: kept, damaged };
+}
+
+/** Bytes of a disk sector: a power loss loses whole sectors (reads as zeros), never part. */
+const SECTOR_BYTES = 512;
+
+/**
+ * Whether the bad record at `at`, the file's last, is an append a crash tore: cut short (`kill -9`
+ * stops a write after a prefix of it reached the page cache), or zeros from its start or from a
+ * sector boundary inside it to the file's end (a power loss: sectors of the append never reached
+ * the disk while the file's size did). A record of full length with other bytes that do not
+ * check is not a crash's: damage.
+ */
+function tornAt(bytes: Uint8Array, at: number, problem: { cut: boolean }): boolean {
+  if (problem.cut) return true;
+  let zerosFrom = bytes.length;
+  while (zerosFrom > at && bytes[zerosFrom - 1] === 0) zerosFrom--;
+  if (zerosFrom === at) return true;
+  // The zeros begin inside the record (its length field read, or itself zeroed) and run on.
+  const sector = Math.ceil(zerosFrom / SECTOR_BYTES) * SECTOR_BYTES;
+  const length =
+    at + 4 <= bytes.length ? new DataView(bytes.buffer, bytes.byteOffset + at, 4) : null;
+  const end =
+    sector < at + 4 || length === null
+      ? bytes.length
+      : at + CONSUMER_RECORD_HEAD_BYTES + length.getUint32(0, true);
+  return sector > at && sector < Math.min(end, bytes.length);
 }
 
 /** Why a file shorter than its header is damage. */
