@@ -86,6 +86,8 @@ export interface BrokerOptions {
   isrMaxLagUs?: number;
   /** The replicas `--acks quorum` counts, seen or not (absent: those seen since start). */
   replicasExpected?: number;
+  /** This server's node id when it has one (a replica): it refuses to follow itself. */
+  nodeId?: string;
 }
 
 /** Counters of a broker, for metrics. */
@@ -166,6 +168,7 @@ export class Broker {
         acks: options.acks,
         isrMaxLagUs: options.isrMaxLagUs,
         replicasExpected: options.replicasExpected,
+        nodeId: options.nodeId,
         onAckable: () => this.sequencer.acksMayAdvance(),
       },
     );

@@ -105,7 +105,7 @@ export interface DispatchOptions extends SignInOptions {
 
 /** What dispatch asks of the replica tracker (src/replica/tracker.ts). */
 export interface ReplicaPort {
-  refusal(clientName: string, filter: readonly string[]): string | null;
+  refusal(clientName: string, filter: readonly string[], name?: string): string | null;
   /** `startSeq`: where the replica's SUBSCRIBE starts (its next seq or its newest held). */
   attach(name: string, subscription: Subscription, startSeq?: number): void;
   detach(subscription: Subscription): void;
@@ -471,7 +471,7 @@ export class Dispatch {
       const refusal =
         replicas === undefined
           ? "this server takes no replicas"
-          : replicas.refusal(session.clientName, frame.filter.toStrings());
+          : replicas.refusal(session.clientName, frame.filter.toStrings(), frame.durable);
       if (refusal !== null)
         return this.fail(session, "ARIA_ERR_PERMISSION_DENIED", refusal, { subscriptionId: id });
     } else if (frame.durable !== undefined) {

@@ -310,3 +310,30 @@ test("a leader holding no message at all: a replica behind it exits 8 at once, a
   await replica.stop();
   await leader.stop();
 });
+
+test("a server following itself is refused and exits 9", async () => {
+  const free = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = free.port;
+  free.stop(true);
+  const server = await serve(tempDir(), {
+    port,
+    nodeId: "self",
+    follow: { url: `tcp://127.0.0.1:${port}`, backoffMs: 10 },
+  });
+  const failed = await Promise.race([server.failed, Bun.sleep(5000).then(() => null)]);
+  expect(failed?.exitCode).toBe(9);
+  expect(failed?.message).toContain('a server cannot follow itself (node id "self")');
+  expect(server.broker.replicas.list()).toEqual([]);
+  await server.stop();
+  // Another node's replica is taken as before (a chain: a follower of a follower).
+  const leader = await serve(tempDir());
+  const middle = await serve(tempDir(), { nodeId: "m", ...follow(leader.tcpUrl) });
+  const last = await serve(tempDir(), { nodeId: "l", ...follow(middle.tcpUrl) });
+  const publisher = await connect(leader.tcpUrl);
+  await publishSome(publisher, "chain", 5);
+  await caughtUp(middle, leader);
+  await caughtUp(last, leader);
+  expect(middle.broker.replicas.list()).toMatchObject([{ id: "l", connected: true }]);
+  await publisher.close();
+  for (const s of [last, middle, leader]) await s.stop();
+});

@@ -21,7 +21,7 @@
  */
 import type { AriaClient, MessageBatch } from "../client/mod.ts";
 import type { Log } from "../stdx/log.ts";
-import { REPLICA_NAME_PREFIX } from "./tracker.ts";
+import { REPLICA_NAME_PREFIX, SELF_FOLLOW_REFUSAL } from "./tracker.ts";
 
 /** What the follower asks of its broker (broker.ts, replica section). */
 export interface ReplicaBroker {
@@ -46,7 +46,11 @@ export interface LogMessage {
 }
 
 /** Why a replica cannot go on following (its exit code is `aria serve`'s: FATAL_EXIT). */
-export type ReplicaFailure = "leader_lacks_next_seq" | "ahead_of_leader" | "diverged";
+export type ReplicaFailure =
+  | "leader_lacks_next_seq"
+  | "ahead_of_leader"
+  | "diverged"
+  | "follows_itself";
 
 /** A fatal condition of a replica: it stops, and the operator decides. */
 export class ReplicaError extends Error {
@@ -137,7 +141,12 @@ export class Follower {
         if (this.stopped) break;
         log.info("replica: following the leader", { leader: leaderUrl, nextSeq: nextBefore });
         await this.session(client);
-      } catch (error) {
+      } catch (caught) {
+        // The leader refused this replica as itself (tracker.ts): following on cannot help.
+        const error =
+          caught instanceof Error && caught.message.includes(SELF_FOLLOW_REFUSAL)
+            ? new ReplicaError("follows_itself", caught.message)
+            : caught;
         if (error instanceof ReplicaError) {
           log.error(`replica: ${error.message}`, { leader: leaderUrl, kind: error.kind });
           this.stopped = true;

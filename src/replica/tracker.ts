@@ -18,6 +18,9 @@
  */
 import type { Log } from "../stdx/log.ts";
 
+/** The refusal of a replica whose node id is the server's own (the follower exits 9 on it). */
+export const SELF_FOLLOW_REFUSAL = "a server cannot follow itself";
+
 /** The durable consumer names of replicas: `$replica/<node-id>`. */
 export const REPLICA_NAME_PREFIX = "$replica/";
 
@@ -76,6 +79,8 @@ export interface ReplicaTrackerOptions {
    * seen since start.
    */
   replicasExpected?: number;
+  /** This server's own node id, when it has one (a replica): a replica of that id is refused. */
+  nodeId?: string;
 }
 
 /** Default ISR bound: 10 s. */
@@ -100,12 +105,15 @@ export class ReplicaTracker {
     this.onAckable = options.onAckable ?? (() => {});
   }
 
-  /** Why `clientName` may not follow as a replica with `filter` (null: it may). */
-  refusal(clientName: string, filter: readonly string[]): string | null {
+  /** Why `clientName` may not follow as replica `name` with `filter` (null: it may). */
+  refusal(clientName: string, filter: readonly string[], name?: string): string | null {
     if (clientName !== "aria-replica")
       return `durable consumer names starting ${REPLICA_NAME_PREFIX} are replicas' (aria serve --follow); use another name`;
     if (filter.length !== 1 || filter[0] !== "**")
       return "a replica follows the whole stream: its filter is **";
+    const own = this.options.nodeId;
+    if (own !== undefined && name === `${REPLICA_NAME_PREFIX}${own}`)
+      return `${SELF_FOLLOW_REFUSAL} (node id "${own}"): its --follow URL points at itself`;
     return null;
   }
 

@@ -295,11 +295,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
   // Failed sign-ins per source address, of the protocol and the admin app alike.
   const throttle = new FailureThrottle();
+  // A replica's node id (kept in DATA_DIR/node-id when not given): it refuses to follow itself.
+  const nodeId =
+    options.follow === undefined
+      ? options.nodeId
+      : (options.nodeId ?? (await nodeIdOf(options.dataDir)));
   const broker = new Broker({
     topics,
     tip,
     store,
     consumerStore: consumerFile,
+    nodeId,
     acks: options.acks,
     isrMaxLagUs: options.isrMaxLagUs,
     replicasExpected: options.replicasExpected,
@@ -490,7 +496,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ? null
       : startFollower(
           options.follow,
-          options.nodeId ?? (await nodeIdOf(options.dataDir)),
+          nodeId as string,
           broker,
           await lastMessageOf(store),
           log,
