@@ -32,7 +32,10 @@ Publishes MESSAGE on TOPIC; with --file, the file's bytes as one message; withou
 line of stdin is one message on TOPIC (its bytes exactly, without the line's end, LF or CRLF).
 With --json-lines, each stdin line is {"topic": "...", "payload": "..."} or, for bytes that are
 not text, {"topic": "...", "payloadBase64": "..."} (as 'aria sub --format json' prints them).
-Exits 0 once every message is acknowledged; prints the seq range on stderr.
+Exits 0 once every message is acknowledged; prints the seq range on stderr. On a failure (a lost
+connection) exits 1 and prints how many messages were sent and acknowledged, the last
+acknowledged seq, and the input line to resend from (those sent but not acknowledged may or may
+not be stored: a resend may repeat them).
 
 Options:
   --url URL        the server: tcp://HOST:PORT, or tls://HOST:PORT for TLS
@@ -96,10 +99,14 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     fileBytes = read.bytes;
   }
   let client: Awaited<ReturnType<typeof connect>>;
+  let lostReason: (reason: string) => void = () => {};
   try {
     client = await connect(url, {
       clientName: "aria-pub",
       reconnect: false,
+      onConnectionEvent: (event) => {
+        if (event.kind === "disconnected") lostReason(event.reason);
+      },
       tls: tls.tls,
       authToken,
     });
@@ -110,26 +117,46 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
   let first = Infinity;
   let last = -Infinity;
   let count = 0;
+  /** Messages handed to the connection, and how many from the first on were all acknowledged. */
+  let sent = 0;
+  let ackedPrefix = 0;
+  const ackedAhead = new Set<number>();
+  /** The input line of each message not acknowledged yet (a stream's; 0: the argument/file). */
+  const lineOf = new Map<number, number>();
+  let lastLine = 0;
   let inFlight: Promise<number>[] = [];
   /** The first publish that failed: reported by settle(); no more lines are sent after it. */
   let failure: unknown = null;
+  // The connection ended (no reconnect): a publish after it would wait for one that never comes.
+  lostReason = (reason) => {
+    failure ??= new AriaError("ARIA_ERR_CONNECTION_LOST", reason);
+  };
   const settle = async () => {
-    for (const seq of await Promise.all(inFlight)) {
-      first = Math.min(first, seq);
-      last = Math.max(last, seq);
-      count++;
-    }
+    await Promise.all(inFlight);
     inFlight = [];
   };
   try {
-    const send = async (t: string, payload: Uint8Array | string) => {
+    const send = async (t: string, payload: Uint8Array | string, line = 0) => {
       if (failure !== null) throw failure;
+      const index = sent++;
+      lineOf.set(index, line);
+      lastLine = line;
       const published = client.publish(t, payload);
       // Handled at once: while stdin waits for the next line, a rejection awaited only at the
       // next settle() was an unhandled one (a stack trace and exit 1 instead of the message).
-      published.catch((error: unknown) => {
-        failure ??= error;
-      });
+      published.then(
+        (seq) => {
+          first = Math.min(first, seq);
+          last = Math.max(last, seq);
+          count++;
+          ackedAhead.add(index);
+          lineOf.delete(index);
+          while (ackedAhead.delete(ackedPrefix)) ackedPrefix++;
+        },
+        (error: unknown) => {
+          failure ??= error;
+        },
+      );
       inFlight.push(published);
       if (inFlight.length >= IN_FLIGHT_MAX) await settle();
     };
@@ -142,11 +169,11 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
       for await (const line of byteLinesOf(runtime.stdinChunks())) {
         lineNumber++;
         if (!jsonLines) {
-          await send(topic, line);
+          await send(topic, line, lineNumber);
           continue;
         }
         const parsed = parseJsonLine(line, lineNumber);
-        if (parsed !== null) await send(parsed.topic, parsed.payload);
+        if (parsed !== null) await send(parsed.topic, parsed.payload, lineNumber);
       }
     }
     await settle();
@@ -154,6 +181,11 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     io.err(
       `aria pub: ${error instanceof AriaError ? `${error.code}: ` : ""}${(error as Error).message}\n`,
     );
+    // Acknowledgements settle before a rejection is seen here: the counts are final.
+    await Promise.allSettled(inFlight);
+    // Every message sent acknowledged: the line after the last one sent (a stream's), else none.
+    const resendLine = lineOf.get(ackedPrefix) ?? (lastLine > 0 ? lastLine + 1 : null);
+    io.err(`aria pub: ${unacknowledgedReport(sent, count, last, resendLine)}\n`);
     await client.close();
     return EXIT_FAILURE;
   }
@@ -164,6 +196,27 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
       : `acknowledged seq ${first}..${last} (${count} message${count === 1 ? "" : "s"})\n`,
   );
   return EXIT_OK;
+}
+
+/**
+ * What an operator resends after a failure: from the first message not acknowledged on (its
+ * input line, with a stream: `resendLine`; null when every message sent was acknowledged, 0 for
+ * the argument or file); those sent may be stored or not (a resend may repeat them).
+ */
+export function unacknowledgedReport(
+  sent: number,
+  acked: number,
+  lastSeq: number,
+  resendLine: number | null,
+): string {
+  const lastAcked = acked === 0 ? "none acknowledged" : `last acknowledged seq ${lastSeq}`;
+  const resend =
+    resendLine === null
+      ? "nothing to resend"
+      : resendLine === 0
+        ? "resend the message"
+        : `resend from input line ${resendLine}`;
+  return `${sent} message${sent === 1 ? "" : "s"} sent, ${acked} acknowledged (${lastAcked}), ${sent - acked} sent but not acknowledged (stored or not: a resend may repeat them); ${resend}`;
 }
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
