@@ -69,8 +69,8 @@ ${SERVE_TLS_USAGE}  --follow URL           run as a replica of the leader at URL
                          too (default leader; docs/cluster.md)
   --replicas N           the replicas --acks quorum counts, connected yet or not (default: those
                          that connected since start)
-  --isr-max-lag DURATION a replica whose durable message is older than the newest by more leaves
-                         the in-sync set (default 10s)
+  --isr-max-lag DURATION a replica not caught up with the leader within the last DURATION leaves
+                         the in-sync set (default 10s; a quiet spell does not count)
   --log-format FORMAT    text | json: one line per event on stderr (default text)
   --log-level LEVEL      debug | info | warn | error: the least severe written (default info)
   --config FILE          settings from a TOML or JSON file, keys named as these flags

@@ -93,7 +93,7 @@ export interface ServerOptions {
   nodeId?: string;
   /** When a PUBLISH is acknowledged: leader (default), quorum or all (docs/cluster.md). */
   acks?: AckMode;
-  /** A replica whose durable message is older than the newest by more leaves the ISR (µs). */
+  /** A replica not caught up within the last this long leaves the ISR (µs). */
   isrMaxLagUs?: number;
   /** The replicas `--acks quorum` counts, seen or not (absent: those seen since start). */
   replicasExpected?: number;
