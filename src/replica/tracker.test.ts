@@ -253,3 +253,43 @@ test("$replica/ names are refused to ordinary clients", async () => {
   expect(server.broker.replicas.list()).toEqual([]);
   await client.close();
 });
+
+test("--acks all after a quiet spell longer than the bound: a publish waits for the stalled in-sync replica", async () => {
+  const { server: leader } = await serve({ acks: "all", isrMaxLagUs: 400_000 });
+  // A replica that acknowledges by hand, then stalls (stays connected, acknowledges nothing).
+  const replica = await connect(leader.tcpUrl, { clientName: "aria-replica" });
+  const follow = replica.subscribe("**", {
+    from: { seq: 1 },
+    durable: "$replica/r",
+    ack: "manual",
+  });
+  const client = await connect(leader.tcpUrl);
+  const first = client.publish("a/b", "one");
+  // Read on by hand, never returned: the subscription stays open.
+  const frames = follow.frames()[Symbol.asyncIterator]();
+  expect((await frames.next()).done).toBe(false);
+  follow.acknowledge(1);
+  expect(await first).toBe(1);
+  const deadline = Date.now() + 5000;
+  while (!leader.broker.replicas.list()[0]?.inSync && Date.now() < deadline) await Bun.sleep(5);
+  expect(leader.broker.replicas.list()[0]).toMatchObject({ inSync: true, lagMs: 0 });
+  await Bun.sleep(700); // quiet, longer than the bound
+  const started = performance.now();
+  let acked = false;
+  const second = client.publish("a/b", "two").then((seq) => {
+    acked = true;
+    return seq;
+  });
+  // Reviewed at once (the timer does so about every second): still in sync, the ack waits.
+  await Bun.sleep(50);
+  leader.broker.replicas.reviewAll();
+  await Bun.sleep(50);
+  expect(acked).toBe(false);
+  expect(leader.broker.replicas.list()[0]).toMatchObject({ inSync: true, lagMessages: 1 });
+  expect(await second).toBe(2);
+  // It waited the bound, then went without the replica once it left the in-sync set.
+  expect(performance.now() - started).toBeGreaterThan(350);
+  expect(leader.broker.replicas.list()[0]).toMatchObject({ inSync: false, lagMessages: 1 });
+  await client.close();
+  await replica.close();
+});
