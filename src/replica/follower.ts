@@ -12,8 +12,12 @@
  * and its newest message is asked for again and compared whole (seq, time, topic, payload,
  * properties; a disagreement is refused). When the leader no longer holds the replica's next seq
  * (retention removed it) the replica stops, unless it is empty: it then begins at the leader's
- * oldest held seq (Store.beginAt, durably). Those three are fatal (ReplicaError, with the exit
- * code of `aria serve`): nothing is appended, and the operator decides (docs/cluster.md).
+ * oldest held seq (Store.beginAt, durably). A leader holding no message at all is found by a
+ * probe read from the replica's next seq (no first batch would come to say so): the replica stops
+ * at once, or, empty, begins at the leader's next seq. A leader that refuses it as itself (its own
+ * node id: a --follow URL pointing at this server) stops it too. Those are fatal (ReplicaError,
+ * with the exit code of `aria serve`): nothing is appended, and the operator decides
+ * (docs/cluster.md).
  *
  * Not here: sockets (the client comes from `connect`), timers (`sleep`), storage (the broker).
  * Invariants: the broker's next seq only moves by replicate(), one batch at a time, each seq the
