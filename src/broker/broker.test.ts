@@ -508,6 +508,33 @@ describe("session rules", () => {
     expect(subscriber.data(1).map((m) => m.payload)).toEqual(["1", "2"]);
   });
 
+  test("a publish waiting at every commit: answered acks are not all kept", async () => {
+    const world = new World();
+    const publisher = world.handshaken();
+    world.store.holdCommits = true;
+    const publish = (requestId: number) =>
+      world.send(publisher, {
+        kind: "publish",
+        requestId,
+        messages: [{ topic: "a/b", payload: ENCODER.encode("x") }],
+      });
+    publish(0);
+    const rounds = 5_000;
+    for (let i = 1; i <= rounds; i++) {
+      publish(i); // waits while the commit of an earlier one completes
+      world.store.release();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const counts = world.broker.pendingAckCounts;
+    expect(publisher.frames("publish_ack").length).toBeGreaterThan(rounds - 10);
+    expect(counts.waiting).toBeGreaterThan(0);
+    expect(counts.kept).toBeLessThan(4_096);
+    world.store.holdCommits = false;
+    world.store.release();
+    await world.settle();
+    expect(world.broker.pendingAckCounts).toEqual({ waiting: 0, kept: 0 });
+  });
+
   test("handshake, publish, ack after commit; duplicate and unknown subscription ids", async () => {
     const world = new World();
     const client = world.handshaken();

@@ -324,6 +324,11 @@ export class Broker {
     return this.sequencer.durableSeq;
   }
 
+  /** Publishes waiting for their PUBLISH_ACK, and the queue's entries kept (answered ones too). */
+  get pendingAckCounts(): { waiting: number; kept: number } {
+    return this.sequencer.pendingAckCounts;
+  }
+
   /** Resolves once every seq below `seq` is durable and visible here (or storage failed). */
   whenVisible(seq: number): Promise<void> {
     return this.sequencer.whenVisible(seq);

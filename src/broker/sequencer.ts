@@ -71,6 +71,9 @@ export interface SequencerOptions {
 }
 
 /** Sequences publishes into the stream and acknowledges them once durable. */
+/** Answered entries kept at the head of the ack queue before it is compacted. */
+const PENDING_ACKS_COMPACT_MIN = 1024;
+
 export class Sequencer {
   /** The seq the next published message gets. */
   nextSeq: number;
@@ -450,10 +453,7 @@ export class Sequencer {
       });
       touched.add(ack.session);
     }
-    if (this.pendingAckHead === this.pendingAcks.length) {
-      this.pendingAcks.length = 0;
-      this.pendingAckHead = 0;
-    }
+    this.dropAnswered();
     const from = this.visibleSeq;
     if (committedSeq + 1 > from) {
       this.visibleSeq = committedSeq + 1;
@@ -461,6 +461,31 @@ export class Sequencer {
       if (this.visibleWaiters.length > 0) this.wakeVisible();
     }
     for (const session of touched) this.output.settle(session);
+  }
+
+  /**
+   * Forgets the acknowledged prefix of `pendingAcks`: at once when nothing waits, else once it is
+   * most of the queue (a queue that never empties — a publish waiting at every commit, acks held
+   * for replicas — would otherwise keep every acknowledged publish and its session).
+   */
+  private dropAnswered(): void {
+    if (this.pendingAckHead === this.pendingAcks.length) {
+      this.pendingAcks.length = 0;
+      this.pendingAckHead = 0;
+    } else if (this.pendingAckHead >= PENDING_ACKS_COMPACT_MIN) {
+      if (this.pendingAckHead * 2 >= this.pendingAcks.length) {
+        this.pendingAcks.splice(0, this.pendingAckHead);
+        this.pendingAckHead = 0;
+      }
+    }
+  }
+
+  /** Publishes waiting for their PUBLISH_ACK, and the answered ones still kept (bounded). */
+  get pendingAckCounts(): { waiting: number; kept: number } {
+    return {
+      waiting: this.pendingAcks.length - this.pendingAckHead,
+      kept: this.pendingAcks.length,
+    };
   }
 
   private wakeVisible(): void {
