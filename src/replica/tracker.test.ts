@@ -1,6 +1,6 @@
 /**
  * The leader's replica tracker: the seq acks may go up to under leader, quorum and all; the
- * in-sync set (left when behind by more than the bound or disconnected, rejoined when caught up);
+ * in-sync set (joined when caught up, left when behind by more than the bound or disconnected);
  * and, against in-process servers, a replica's reported durable seq, `--acks quorum` holding a
  * PUBLISH_ACK until the replica has the message durably, and the `$replica/` names refused to
  * ordinary clients.
@@ -33,25 +33,33 @@ test("ackableSeq: leader alone, a majority, every in-sync replica", () => {
   const a = {};
   const b = {};
   for (const acks of ["leader", "quorum", "all"] as const) {
-    const { tracker: t } = tracker(acks);
+    const { tracker: t, log } = tracker(acks);
     // No replica yet: the leader alone.
     expect(t.ackableSeq()).toBe(100);
     t.attach("$replica/a", a);
     t.attach("$replica/b", b);
-    t.ack(a, 95);
-    t.ack(b, 92);
-    expect(t.ackableSeq()).toBe(acks === "leader" ? 100 : acks === "quorum" ? 95 : 92);
+    t.ack(a, 100);
+    t.ack(b, 100); // both caught up: in the in-sync set
+    log.durableSeq = 110;
+    log.now = 110_000;
+    t.ack(a, 105);
+    t.ack(b, 102); // behind by 4 and 7 ms, within the bound: still in sync
+    expect(t.ackableSeq()).toBe(acks === "leader" ? 110 : acks === "quorum" ? 105 : 102);
     // b reports less than it did (a reconnect after a crash): its durable seq stays.
     t.ack(b, 50);
-    expect(t.list().find((r) => r.id === "b")?.durableSeq).toBe(92);
+    expect(t.list().find((r) => r.id === "b")?.durableSeq).toBe(102);
   }
   const { tracker: all } = tracker("all");
   all.attach("$replica/a", a);
   all.ack(a, 95);
-  expect(all.ackableSeq()).toBe(95);
+  // Never caught up: not in the in-sync set, so acks do not wait for it.
+  expect(all.ackableSeq()).toBe(100);
+  all.ack(a, 100);
+  expect(all.ackableSeq()).toBe(100);
+  expect(all.list()[0].inSync).toBe(true);
   // Disconnected: out of the ISR, acks go on without it (docs/cluster.md).
   all.detach(a);
-  expect(all.list()[0]).toMatchObject({ connected: false, inSync: false, durableSeq: 95 });
+  expect(all.list()[0]).toMatchObject({ connected: false, inSync: false, durableSeq: 100 });
   expect(all.ackableSeq()).toBe(100);
   // Quorum counts a disconnected replica's durable seq: it is still durable there.
   const { tracker: quorum } = tracker("quorum");
@@ -83,15 +91,18 @@ test("the in-sync set: left when behind by more than the bound, rejoined when ca
   const a = {};
   t.attach("$replica/a", a);
   t.ack(a, 95);
-  // Its first missing seq (96) was published 4 ms ago: caught up until then.
-  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 5, lagMs: 4 });
+  // Its first missing seq (96) was published 4 ms ago, but it was never caught up: it joins only
+  // once it holds everything the leader holds durably (Kafka's rule), not while behind.
+  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 5, lagMs: 4 });
+  t.ack(a, 100);
+  expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 0, lagMs: 0 });
   log.durableSeq = 120; // the leader moved on, the replica did not
   log.now = 120_000;
   t.reviewAll();
-  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 25, lagMs: 24 });
+  expect(t.list()[0]).toMatchObject({ inSync: false, lagMessages: 20, lagMs: 19 });
   expect(t.isrShrinks).toBe(1);
-  t.ack(a, 118);
-  expect(t.list()[0].inSync).toBe(true);
+  t.ack(a, 118); // within the bound again, but not caught up: still out
+  expect(t.list()[0].inSync).toBe(false);
   t.ack(a, 120);
   expect(t.list()[0]).toMatchObject({ inSync: true, lagMessages: 0, lagMs: 0 });
 });

@@ -1,12 +1,13 @@
 /**
  * ReplicaTracker: the leader's view of its replicas. A replica follows through a subscription
  * DURABLE `$replica/<node-id>` to `**` and ACKs the seq up to which its own store is durable;
- * here each replica's durable seq, whether it is connected, and whether it is in sync (ISR: it is
- * connected and was caught up, holding every seq the leader held durably, within the last
- * `isrMaxLagUs` of the leader's clock; a quiet spell does not count against it). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`: `leader` the
- * leader's durable seq; `quorum` the seq a majority of the cluster (leader + every replica seen
- * since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync replica
- * holds (the leader alone when none is in sync: docs/cluster.md says why).
+ * here each replica's durable seq, whether it is connected, and whether it is in sync (ISR: it
+ * joins once caught up — holding every seq the leader holds durably — and stays while connected
+ * and caught up within the last `isrMaxLagUs` of the leader's clock; a quiet spell does not
+ * count against it). `ackableSeq` says up to which seq a PUBLISH_ACK may go under `--acks`:
+ * `leader` the leader's durable seq; `quorum` the seq a majority of the cluster (leader + every
+ * replica seen since start, or `--replicas N` of them) holds durably; `all` the seq every in-sync
+ * replica holds (the leader alone when none is in sync: docs/cluster.md says why).
  *
  * Not the consumer registry's: a replica's subscription starts where its SUBSCRIBE says (its own
  * next seq), never at a stored position, and its ACKs are not persisted in consumers.log (the
@@ -225,7 +226,10 @@ export class ReplicaTracker {
   private review(replica: Replica): void {
     if (replica.subscriptions === 0) return this.setInSync(replica, false);
     const lag = this.lagUs(replica);
-    this.setInSync(replica, lag !== null && lag <= this.isrMaxLagUs);
+    // Kafka's rule both ways: out of the set, a replica joins only once it holds everything the
+    // leader holds durably (lag 0); in it, it stays while it was caught up within the bound.
+    const bound = replica.inSync ? this.isrMaxLagUs : 0;
+    this.setInSync(replica, lag !== null && lag <= bound);
   }
 
   private setInSync(replica: Replica, inSync: boolean): void {
