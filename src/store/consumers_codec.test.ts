@@ -93,6 +93,21 @@ describe("consumers codec: a bad last record", () => {
     expect(cut.ok && cut.validBytes === lastAt).toBe(true);
   });
 
+  test("a flipped length bit that points past the end, with whole records after it, is damage", () => {
+    const records = file([
+      first,
+      { ...base, name: "b", shared: false, nextSeq: 5 },
+      { ...base, name: "c", shared: false, nextSeq: 6 },
+    ]);
+    const at = CONSUMERS_FILE_MAGIC.length;
+    for (const bit of [10, 18, 22]) {
+      const flipped = Uint8Array.from(records);
+      flipped[at + (bit >> 3)] ^= 1 << (bit & 7); // the first record's length, little-endian
+      const decoded = decodeConsumersFile(flipped, crc32);
+      expect(decoded).toMatchObject({ ok: false, offset: at, reason: "a record is cut short" });
+    }
+  });
+
   test("a full-length record with bytes that are not a crash's (a flip, zeros off a boundary) is damage", () => {
     const flipped = Uint8Array.from(whole);
     flipped[flipped.length - 1] ^= 0xff;

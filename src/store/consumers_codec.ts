@@ -178,7 +178,9 @@ export function decodeConsumersFile(bytes: Uint8Array, crc32: Crc32): ConsumersD
   while (at < bytes.length) {
     const problem = recordProblem(bytes, view, at, crc32);
     if (problem !== null) {
-      if (tornAt(bytes, at, problem)) break;
+      // A crash tears only the last append: whole records after it mean a damaged record (a
+      // flipped length bit that points past the end reads as "cut short").
+      if (tornAt(bytes, at, problem) && !checksAfter(bytes, view, at, crc32)) break;
       return { ok: false, offset: at, reason: problem.reason, validBytes: at };
     }
     const bodyBytes = view.getUint32(at, true);
@@ -291,6 +293,13 @@ function tornAt(bytes: Uint8Array, at: number, problem: { cut: boolean }): boole
 /** Why a file shorter than its header is damage. */
 function shortFileReason(length: number): string {
   return `the file is ${length} bytes, shorter than its ${CONSUMERS_FILE_MAGIC.length}-byte header ARIACNS1: it is only ever created whole, so it was cut and every consumer and session state it held is lost (none can be named)`;
+}
+
+/** Whether a whole record that checks starts anywhere after `at` (salvage's resync, as a test). */
+function checksAfter(bytes: Uint8Array, view: DataView, at: number, crc32: Crc32): boolean {
+  for (let next = at + 1; next < bytes.length; next++)
+    if (recordChecks(bytes, view, next, crc32)) return true;
+  return false;
 }
 
 function recordChecks(bytes: Uint8Array, view: DataView, at: number, crc32: Crc32): boolean {
