@@ -38,6 +38,13 @@ export interface Connection {
    * durable consumer names it makes (`mqtt/…`, `$share/…`); undefined: a native client.
    */
   readonly door?: "mqtt";
+  /**
+   * Set only on an in-process link the server opens itself for a client it signed in before, whose
+   * connection is gone (an MQTT will published after a restart): it signs in as this user name
+   * without a credential (`""`: by its `peerSubject`, or as the user-less server's client). Never
+   * set for a socket.
+   */
+  readonly signedInBefore?: string;
 }
 
 /** The events of accepted TCP connections, as the broker takes them (Broker fits). */

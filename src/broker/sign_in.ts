@@ -98,6 +98,17 @@ export class SignIn {
   /** Signs `session` in with HELLO's token (and its connection's certificate subject). */
   hello(session: SubscriberSession, clientName: string, authToken: string | null): void {
     const users = this.options.users;
+    const before = session.connection.signedInBefore;
+    if (before !== undefined) {
+      // The server's own link for a client it signed in before (no credential is kept).
+      if (users === undefined) return this.output.welcome(session, clientName, null);
+      if (before !== "") {
+        const user = users.user(before);
+        return user === undefined
+          ? this.failed(session, `the user "${before}" no longer exists`)
+          : this.output.welcome(session, clientName, user);
+      }
+    }
     if (users === undefined) {
       const expected = this.options.authToken;
       if (

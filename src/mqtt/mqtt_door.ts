@@ -367,7 +367,8 @@ export class MqttDoor implements ConnectionEvents, SessionDoor {
   private publishRestoredWill(clientId: string, will: NonNullable<StoredSession["will"]>): void {
     const mapped = this.mapping.topicToAria(will.topic);
     if (!mapped.ok) return;
-    const message = { clientId, topic: mapped.topic, payload: will.payload };
+    const signedInAs = this.stored.get(clientId)?.signedInAs ?? JSON.stringify(["", ""]);
+    const message = { clientId, signedInAs, topic: mapped.topic, payload: will.payload };
     const restored = new RestoredWill(
       this.broker,
       this.scheduler,

@@ -98,7 +98,11 @@ export class NativeLink {
   constructor(
     private readonly broker: ConnectionEvents,
     private readonly events: NativeEvents,
-    peer: { remoteAddress?: string; peerSubject?: () => string | undefined },
+    peer: {
+      remoteAddress?: string;
+      peerSubject?: () => string | undefined;
+      signedInBefore?: string;
+    },
     private readonly scheduler: Scheduler,
   ) {
     this.connection = {
@@ -107,6 +111,7 @@ export class NativeLink {
       pause: () => this.events.pause(),
       resume: () => this.events.resume(),
       remoteAddress: peer.remoteAddress,
+      signedInBefore: peer.signedInBefore,
       // The broker lets only the door's sessions use the consumer names it makes.
       door: "mqtt",
       get peerSubject() {

@@ -2,8 +2,9 @@
  * RestoredWill: publishes the will of a persistent MQTT session that waited for its delay when the
  * server stopped (or was killed), once it is due after the restart (the door's timer). Its
  * connection is gone, so the will goes through a broker session of its own (native_link.ts),
- * signed in without a credential: on a server with --users or --auth-token the broker refuses it
- * and the will is dropped with a WARN (the client's credential is never stored).
+ * signed in as the user its client signed in as (the CONNECT user name, or the certificate
+ * subject), without a credential (the client's is never stored): it publishes with that user's
+ * permissions as the users file says now; a user since removed gets the will dropped with a WARN.
  * Not here: when it is due (mqtt_door.ts), what a will is (session_state.ts). Pure.
  * Invariants: one PUBLISH at most; the link ends after its PUBLISH_ACK or ERROR.
  */
@@ -16,6 +17,8 @@ import { type NativeError, type NativeEvents, NativeLink } from "./native_link.t
 /** A will to publish: its Aria topic, payload and stored properties bytes. */
 export interface WillMessage {
   clientId: string;
+  /** Who its client signed in as: MqttSession.signedInAs, `[user name, certificate subject]`. */
+  signedInAs: string;
   topic: string;
   payload: Uint8Array;
   properties: Uint8Array;
@@ -32,7 +35,17 @@ export class RestoredWill implements NativeEvents {
     private readonly will: WillMessage,
     private readonly log?: Log,
   ) {
-    this.link = new NativeLink(broker, this, { remoteAddress: "mqtt-will" }, scheduler);
+    const [userName, subject] = signer(will.signedInAs);
+    this.link = new NativeLink(
+      broker,
+      this,
+      {
+        remoteAddress: "mqtt-will",
+        signedInBefore: userName,
+        peerSubject: subject === "" ? undefined : () => subject,
+      },
+      scheduler,
+    );
     this.link.open();
     // The client name, as the session's own link gave it (its first bytes).
     let name = will.clientId;
@@ -70,4 +83,14 @@ export class RestoredWill implements NativeEvents {
   resume(): void {}
   batchStart(): void {}
   batchEnd(): void {}
+}
+
+/** The user name and certificate subject of MqttSession.signedInAs (`["", ""]` when unreadable). */
+function signer(signedInAs: string): [string, string] {
+  try {
+    const parsed = JSON.parse(signedInAs) as unknown;
+    if (Array.isArray(parsed) && typeof parsed[0] === "string" && typeof parsed[1] === "string")
+      return [parsed[0], parsed[1]];
+  } catch {}
+  return ["", ""];
 }

@@ -9,6 +9,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { userFromRecord, Users } from "../auth/mod.ts";
 import { ConsumerFile } from "../runtime/consumer_file.ts";
 import { nativeCrc32 } from "../runtime/crc32.ts";
 import { MemoryStore } from "../testing/memory_store.ts";
@@ -27,10 +28,10 @@ const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 const bytesOf = (s: string) => new TextEncoder().encode(s);
 
 /** A server: a broker on `store`, its door, and the consumers file of `dir`. */
-async function server(store: MemoryStore, dir: string, timeUs: number) {
+async function server(store: MemoryStore, dir: string, timeUs: number, users?: Users) {
   const file = await ConsumerFile.open(dir, { fsync: "always", crc32: nativeCrc32 });
   files.push(file);
-  const world = new DoorWorld({ store, consumerStore: file, sessions: file, timeUs });
+  const world = new DoorWorld({ store, consumerStore: file, sessions: file, timeUs, users });
   // The file's writes settle too (a PUBREC waits for one).
   const settle = world.settle.bind(world);
   world.settle = async () => {
@@ -235,6 +236,76 @@ test("a will waiting for its delay fires after a restart at its time, or at once
   const third = await server(store, dir, T0 + 40_000_000);
   await third.world.advance(1_000_000);
   expect(await replay(third.world, "wills/#")).toEqual(["gone:wills/soon", "gone:wills/late"]);
+});
+
+test("on a server with users, a restored will is published as its client's user, with that user's permissions", async () => {
+  const user = (name: string, allow: string[]) =>
+    userFromRecord({
+      name,
+      tokenHash: `fake$${name}-secret`,
+      certSubject: null,
+      publish: { allow, deny: [] },
+      subscribe: { allow: ["**"], deny: [] },
+      roles: [],
+    });
+  const users = () =>
+    new Users([user("alice", ["**"]), user("bob", ["bob/**"])], {
+      verify: async (secret, stored) => stored === `fake$${secret}`,
+      digest: (token) => `digest:${token}`,
+    });
+  const store = new MemoryStore();
+  const dir = mkdtempSync(join(root, "user-wills-"));
+  const first = await server(store, dir, T0, users());
+  for (const [name, topic] of [
+    ["alice", "wills/alice"],
+    ["bob", "wills/bob"], // outside bob's publish permission: refused after the restart too
+  ]) {
+    const client = first.world.client(5);
+    client.send({
+      type: "connect",
+      protocolVersion: 5,
+      clientId: `c-${name}`,
+      cleanStart: false,
+      keepAlive: 0,
+      username: name,
+      password: bytesOf(`${name}-secret`),
+      will: {
+        topic,
+        payload: bytesOf(`gone:${name}`),
+        qos: 1,
+        retain: false,
+        properties: { willDelayInterval: 30 },
+      },
+      properties: { sessionExpiryInterval: 100 },
+    });
+    await first.world.settle();
+    expect(client.take("connack").map((p) => p.reasonCode)).toEqual([0]);
+    client.drop();
+  }
+  await first.world.settle();
+  const second = await server(store, dir, T0 + 60_000_000, users());
+  await second.world.advance(1_000_000);
+  const reader = second.world.client(5);
+  reader.send({
+    type: "connect",
+    protocolVersion: 5,
+    clientId: "reader",
+    cleanStart: true,
+    keepAlive: 0,
+    username: "alice",
+    password: bytesOf("alice-secret"),
+    properties: {},
+  });
+  reader.send({
+    type: "subscribe",
+    packetId: 1,
+    subscriptions: [
+      { filter: "wills/#", qos: 0, noLocal: false, retainAsPublished: false, retainHandling: 2 },
+    ],
+    properties: { userProperties: [["aria-from", "earliest"]] },
+  });
+  await second.world.settle();
+  expect(reader.take("publish").map((p) => text(p.payload))).toEqual(["gone:alice"]);
 });
 
 test("a returning client cancels its restored will; the expiry clock goes on across a restart", async () => {
