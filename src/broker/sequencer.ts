@@ -188,18 +188,18 @@ export class Sequencer {
       const propertiesStart = messages.propertiesStart;
       const propertiesBytes = messages.propertiesBytes;
       try {
-        this.store.append(
+        this.appendOne(
           seq,
           timeUs,
           messages.topic,
+          topicIds[i],
+          partitionIds[topicIds[i]],
           source,
           start,
           payloadBytes,
           frameBytes,
           propertiesStart,
           propertiesBytes,
-          topicIds[i],
-          partitionIds[topicIds[i]],
         );
       } catch (error) {
         // The store stopped in the background (a segment close or an fsync failed) before any
@@ -208,24 +208,57 @@ export class Sequencer {
         assert(i === 0, "Broker.publish: the store fails between events, never inside a batch");
         return this.refuse(session, error, requestId);
       }
-      this.nextSeq++;
-      this.tip.append(
-        topicIds[i],
-        seq,
-        timeUs,
-        source,
-        start,
-        payloadBytes,
-        frameBytes,
-        propertiesStart,
-        propertiesBytes,
-      );
-      this.countTopic(topicIds[i], payloadBytes, seq);
-      this.counters.bytesPublished += payloadBytes;
     }
     this.counters.messagesPublished += messages.count;
     this.pendingAcks.push({ session, requestId, firstSeq, count: messages.count });
     if (this.store.backlogged) this.pauseForStore(session);
+  }
+
+  /**
+   * Appends one message as seq `seq` (= nextSeq) to the store, then the tip, and counts it; a
+   * store that throws (it stopped in the background) leaves nothing changed. The payload is
+   * `payloadBytes` at `start` of `source`, the properties a range of `frame`.
+   */
+  private appendOne(
+    seq: number,
+    timeUs: number,
+    topic: string,
+    topicId: number,
+    partitionId: number,
+    source: Uint8Array,
+    start: number,
+    payloadBytes: number,
+    frame: Uint8Array,
+    propertiesStart: number,
+    propertiesBytes: number,
+  ): void {
+    this.store.append(
+      seq,
+      timeUs,
+      topic,
+      source,
+      start,
+      payloadBytes,
+      frame,
+      propertiesStart,
+      propertiesBytes,
+      topicId,
+      partitionId,
+    );
+    this.nextSeq++;
+    this.tip.append(
+      topicId,
+      seq,
+      timeUs,
+      source,
+      start,
+      payloadBytes,
+      frame,
+      propertiesStart,
+      propertiesBytes,
+    );
+    this.countTopic(topicId, payloadBytes, seq);
+    this.counters.bytesPublished += payloadBytes;
   }
 
   /**
@@ -260,39 +293,25 @@ export class Sequencer {
     for (let i = 0; messages.next(); i++) {
       const { seq, payloadStart, payloadBytes, propertiesStart, propertiesBytes } = messages;
       try {
-        this.store.append(
+        this.appendOne(
           seq,
           messages.timeUs,
           messages.topic,
+          topicIds[i],
+          partitionIds[topicIds[i]],
           frameBytes,
           payloadStart,
           payloadBytes,
           frameBytes,
           propertiesStart,
           propertiesBytes,
-          topicIds[i],
-          partitionIds[topicIds[i]],
         );
       } catch (error) {
         assert(i === 0, "Broker.replicate: the store fails between events, never inside a batch");
         this.storageFailed(error);
         return this.failure;
       }
-      this.nextSeq++;
       this.lastTimeUs = messages.timeUs;
-      this.tip.append(
-        topicIds[i],
-        seq,
-        messages.timeUs,
-        frameBytes,
-        payloadStart,
-        payloadBytes,
-        frameBytes,
-        propertiesStart,
-        propertiesBytes,
-      );
-      this.countTopic(topicIds[i], payloadBytes, seq);
-      this.counters.bytesPublished += payloadBytes;
     }
     this.counters.messagesPublished += messages.count;
     return null;
