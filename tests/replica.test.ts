@@ -33,8 +33,8 @@ interface Logged {
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
 
 /** The server's whole log, from the oldest message, properties included. */
-async function logOf(url: string): Promise<Logged[]> {
-  const client = await connect(url);
+async function logOf(url: string, options: Parameters<typeof connect>[1] = {}): Promise<Logged[]> {
+  const client = await connect(url, options);
   const out: Logged[] = [];
   const subscription = client.subscribe("**", {
     from: "earliest",
@@ -207,7 +207,7 @@ test("a replica follows a tls:// leader that requires a token (--follow-ca, --fo
   const replica = await startAria({ args: [...follow, "--follow-auth-token", "leader-secret"] });
   await waitFor(async () => (await replica.stats()).broker.visibleSeq === 2, "the copy");
   const [leaderLog, replicaLog] = await Promise.all([
-    logOfTls(leader.tcpUrl, certs.text("ca.pem")),
+    logOf(leader.tcpUrl, { tls: { ca: certs.text("ca.pem") }, authToken: "leader-secret" }),
     logOf(replica.tcpUrl),
   ]);
   expect(replicaLog).toEqual(leaderLog);
@@ -216,27 +216,6 @@ test("a replica follows a tls:// leader that requires a token (--follow-ca, --fo
   await leader.stop();
   certs.remove();
 }, 30_000);
-
-/** The whole log of a tls:// server that requires the token. */
-async function logOfTls(url: string, ca: string): Promise<Logged[]> {
-  const client = await connect(url, { tls: { ca }, authToken: "leader-secret" });
-  const out: Logged[] = [];
-  const subscription = client.subscribe("**", {
-    from: "earliest",
-    untilCaughtUp: true,
-    properties: true,
-  });
-  for await (const m of subscription)
-    out.push({
-      seq: m.seq,
-      timeUs: m.timeUs,
-      topic: m.topic,
-      payload: hex(m.payload),
-      properties: hex(m.properties),
-    });
-  await client.close();
-  return out;
-}
 
 test("serve refuses replica settings it cannot use, with exit code 2", async () => {
   const cases: [string[], string][] = [
