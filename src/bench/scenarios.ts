@@ -1489,24 +1489,18 @@ async function mixRun(
         failure ??= error;
       }),
     );
+    const snapshot = () => ({
+      cpuMs: env.cpuMs() ?? Number.NaN,
+      live: subscribers.delivered(),
+      recovered: recoveryDelivered,
+      recoveries,
+      broker: server.recoveries(),
+      at: env.nowMs(),
+    });
     await env.sleep(options.warmupMs);
-    const before = {
-      cpuMs: env.cpuMs() ?? Number.NaN,
-      live: subscribers.delivered(),
-      recovered: recoveryDelivered,
-      recoveries,
-      broker: server.recoveries(),
-      at: env.nowMs(),
-    };
+    const before = snapshot();
     await env.sleep(options.durationMs);
-    const after = {
-      cpuMs: env.cpuMs() ?? Number.NaN,
-      live: subscribers.delivered(),
-      recovered: recoveryDelivered,
-      recoveries,
-      broker: server.recoveries(),
-      at: env.nowMs(),
-    };
+    const after = snapshot();
     stopped = true;
     publishing.stop();
     await publishing.done;
