@@ -7,8 +7,8 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { processLog } from "../runtime/mod.ts";
-import { connect, startServer } from "../server/mod.ts";
+import { processLog } from "../src/runtime/mod.ts";
+import { connect, startServer } from "../src/server/mod.ts";
 
 const dirs: string[] = [];
 afterAll(() => {
