@@ -185,8 +185,11 @@ export async function pubCommand(args: string[], io: CliIo): Promise<number> {
     await Promise.allSettled(inFlight);
     // Every message sent acknowledged: the line after the last one sent (a stream's), else none.
     const resendLine = lineOf.get(ackedPrefix) ?? (lastLine > 0 ? lastLine + 1 : null);
-    // Nothing sent yet (the first line was bad, say): the error alone says it all.
-    if (sent > 0) io.err(`aria pub: ${unacknowledgedReport(sent, count, last, resendLine)}\n`);
+    // Only a lost connection leaves the fate of what was sent unknown; a refusal (a bad line, a
+    // permission) is the error's one line, as before.
+    const lost = error instanceof AriaError && error.code === "ARIA_ERR_CONNECTION_LOST";
+    if (lost && sent > 0)
+      io.err(`aria pub: ${unacknowledgedReport(sent, count, last, resendLine)}\n`);
     await client.close();
     return EXIT_FAILURE;
   }
